@@ -1,0 +1,3 @@
+from dlperf.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""Errors a user can fix: the CLI prints them as one line and exits non-zero, without a traceback."""
+
+
+class DlperfError(Exception):
+    """Base of every user-facing error; the message says what is wrong and how to fix it."""
+
+    exit_code = 2
+
+
+class ConfigError(DlperfError):
+    """A flag, config value or YAML file that is invalid or does not divide."""
+
+
+class DataError(DlperfError):
+    """A data folder or file that is missing or unusable."""
+
+
+class LaunchError(DlperfError):
+    """Worker processes could not be started or ended badly."""
+
+    exit_code = 1
+
+
+class ResultsError(DlperfError):
+    """A results folder that cannot be written, or holds nothing to report."""

@@ -1,0 +1,68 @@
+"""Run one node's agent as a child process: its own process group, a time limit, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+KILL_GRACE_S = 10.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on now, for the c10d rendezvous store."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the whole group (agent and workers), then SIGKILL whatever is left after a grace period."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_agent(spec: dict[str, Any], spec_path: Path, result_path: Path, console_path: Path, timeout: float) -> dict:
+    """Start `python -m dlperf.launch.agent` and wait; a timeout or a dead agent becomes a failed result."""
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    result_path.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(console_path, "ab") as console:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dlperf.launch.agent", str(spec_path), str(result_path)],
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_process_group(proc)
+            return {"status": "failed", "error": f"timed out after {timeout:g} s: raise --timeout or lower --iters"}
+        except BaseException:
+            stop_process_group(proc)
+            raise
+        finally:
+            stop_process_group(proc)
+    if result_path.exists():
+        return json.loads(result_path.read_text(encoding="utf-8"))
+    code = proc.returncode
+    reason = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+    return {"status": "failed", "error": f"launcher {reason} before writing a result; see {console_path}"}

@@ -1,0 +1,33 @@
+"""Peak memory of one rank: CUDA allocator peaks on GPUs, the process's peak RSS on CPUs."""
+
+from __future__ import annotations
+
+import resource
+import sys
+
+import torch
+
+MIB = 1024 * 1024
+
+
+def reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory_mib(device: torch.device) -> dict[str, float]:
+    """`allocated`/`reserved` on CUDA; `rss` on the CPU (ru_maxrss is KiB on Linux, bytes on macOS)."""
+    if device.type == "cuda":
+        return {
+            "allocated": torch.cuda.max_memory_allocated(device) / MIB,
+            "reserved": torch.cuda.max_memory_reserved(device) / MIB,
+        }
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    scale = 1 if sys.platform == "darwin" else 1024
+    return {"rss": maxrss * scale / MIB}
+
+
+def max_over_ranks(per_rank: list[dict[str, float]]) -> dict[str, float]:
+    """The peak a device had to hold is the largest of any rank's."""
+    keys = {k for entry in per_rank for k in entry}
+    return {k: round(max(entry.get(k, 0.0) for entry in per_rank), 1) for k in sorted(keys)}

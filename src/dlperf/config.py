@@ -56,7 +56,15 @@ class RunConfig:
 
     def validate(self) -> None:
         """Check the values every workload shares; the workload checks its own afterwards."""
-        for name in ("nodes", "devices_per_node", "batch_size", "iters", "print_every", "image_size", "num_classes"):
+        for name in (
+            "nodes",
+            "devices_per_node",
+            "batch_size",
+            "iters",
+            "print_every",
+            "image_size",
+            "num_classes",
+        ):
             _require_positive_int(name, getattr(self, name))
         if not isinstance(self.warmup_iters, int) or isinstance(self.warmup_iters, bool) or self.warmup_iters < 1:
             raise ConfigError(

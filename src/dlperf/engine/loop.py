@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from dlperf.metrics.timing import StepClock, synchronize
-from dlperf.results.runlog import WindowLine
+from dlperf.reporting.runlog import WindowLine
 
 WindowCallback = Callable[[WindowLine], None]
 

@@ -14,7 +14,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError
 from dlperf.metrics.memory import max_over_ranks, peak_memory_mib, reset_peak
-from dlperf.results.runlog import RunLogWriter
+from dlperf.reporting.runlog import RunLogWriter
 from dlperf.workloads import DistContext, get_workload
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import sys
 from typing import Any
@@ -17,7 +18,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from dlperf.engine.worker import run_worker
-from dlperf.results.files import write_json_atomic
+from dlperf.reporting.files import write_json_atomic
 
 
 def describe_failure(error: ChildFailedError) -> dict[str, Any]:
@@ -32,8 +33,13 @@ def describe_failure(error: ChildFailedError) -> dict[str, Any]:
         text = f"worker rank {rank} on {socket.gethostname()} was killed by {signal}"
     elif not text or "pytorch.org/docs" in text:
         text = f"worker rank {rank} on {socket.gethostname()} exited with code {failure.exitcode}"
-    return {"rank": rank, "host": socket.gethostname(), "exitcode": failure.exitcode, "signal": signal,
-            "error": text}
+    return {
+        "rank": rank,
+        "host": socket.gethostname(),
+        "exitcode": failure.exitcode,
+        "signal": signal,
+        "error": text,
+    }
 
 
 def launch(spec: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +52,10 @@ def launch(spec: dict[str, Any]) -> dict[str, Any]:
         run_id=launch_spec["run_id"],
         rdzv_backend="c10d",
         rdzv_endpoint=launch_spec["rdzv_endpoint"],
-        rdzv_configs={"timeout": launch_spec.get("rdzv_timeout", 300), "is_host": launch_spec.get("is_host", True)},
+        rdzv_configs={
+            "timeout": launch_spec.get("rdzv_timeout", 300),
+            "is_host": launch_spec.get("is_host", True),
+        },
         max_restarts=0,
         monitor_interval=0.1,
         start_method="spawn",
@@ -62,7 +71,18 @@ def launch(spec: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "holds_rank0": True, **rank0}
 
 
+def die_with_parent() -> None:
+    """Ask Linux to SIGTERM this agent when its parent dies, even by SIGKILL; the agent then stops its workers."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     parser = argparse.ArgumentParser(prog="python -m dlperf.launch.agent", description=__doc__)
     parser.add_argument("spec", help="JSON file with the run's config, log path and launch settings")
     parser.add_argument("result", help="where to write this node's JSON result")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,14 +28,10 @@ def stop_process_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
@@ -55,7 +52,10 @@ def run_agent(spec: dict[str, Any], spec_path: Path, result_path: Path, console_
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             stop_process_group(proc)
-            return {"status": "failed", "error": f"timed out after {timeout:g} s: raise --timeout or lower --iters"}
+            return {
+                "status": "failed",
+                "error": f"timed out after {timeout:g} s: raise --timeout or lower --iters",
+            }
         except BaseException:
             stop_process_group(proc)
             raise

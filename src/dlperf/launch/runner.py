@@ -14,9 +14,9 @@ from dlperf.config import RunConfig
 from dlperf.engine.precision import check_precision_on_device
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch.local import free_port, run_agent
-from dlperf.results.files import write_json_atomic
-from dlperf.results.layout import RunPaths, run_paths
-from dlperf.results.record import build_record
+from dlperf.reporting.files import write_json_atomic
+from dlperf.reporting.layout import RunPaths, run_paths
+from dlperf.reporting.record import build_record
 from dlperf.workloads import Workload, get_workload
 
 
@@ -41,9 +41,7 @@ def check_config(config: RunConfig) -> Workload:
                 f"lower --devices-per-node"
             )
     if config.nodes > 1:
-        raise ConfigError(
-            f"--nodes {config.nodes}: launching across hosts is not available yet; run with --nodes 1"
-        )
+        raise ConfigError(f"--nodes {config.nodes}: launching across hosts is not available yet; run with --nodes 1")
     return workload
 
 

@@ -19,22 +19,20 @@ def check_image_folder(path: str) -> None:
     if not root.is_dir():
         raise DataError(f"data folder {path} does not exist: pass --data synthetic or an ImageNet-style folder")
     classes = [d for d in root.iterdir() if d.is_dir()]
-    has_images = any(
-        f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir() if f.is_file()
-    )
+    has_images = any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir() if f.is_file())
     if not classes or not has_images:
-        raise DataError(
-            f"data folder {path} has no images in class sub-folders (expected {path}/<class>/<image>.jpg)"
-        )
+        raise DataError(f"data folder {path} has no images in class sub-folders (expected {path}/<class>/<image>.jpg)")
 
 
 def synthetic_batches(
-    batch_size: int, image_size: int, num_classes: int, device: torch.device, memory_format: torch.memory_format
+    batch_size: int,
+    image_size: int,
+    num_classes: int,
+    device: torch.device,
+    memory_format: torch.memory_format,
 ) -> Callable[[], Batch]:
     """One random batch kept on the device and reused, as the reference scripts' synthetic mode does."""
-    images = torch.randn(batch_size, 3, image_size, image_size, device=device).contiguous(
-        memory_format=memory_format
-    )
+    images = torch.randn(batch_size, 3, image_size, image_size, device=device).contiguous(memory_format=memory_format)
     labels = torch.randint(0, num_classes, (batch_size,), device=device)
     return lambda: (images, labels)
 

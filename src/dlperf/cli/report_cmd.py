@@ -1,0 +1,42 @@
+"""`dlperf report`: tables, summary and plots from a results folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dlperf.errors import ResultsError
+from dlperf.launch.runner import check_writable
+from dlperf.reporting.record import find_records
+from dlperf.reporting.report import write_report
+
+FORMAT_CHOICES = {"md": {"md"}, "json": {"json"}, "png": {"png"}, "all": {"md", "json", "png"}}
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "report",
+        parents=[common],
+        help="summarise a results folder into report.md, summary.json and plots",
+        description="Read every run record under DIR and write report.md (published-style tables), summary.json "
+        "(per model, group and case: average_speed, median_speed, speedup, batch_size_per_device, ...) and PNG "
+        "plots of throughput and speedup against the ideal line.",
+    )
+    parser.add_argument("dir", help="results folder written by `dlperf run` or `dlperf sweep`")
+    parser.add_argument("--format", choices=sorted(FORMAT_CHOICES), default="all", help="what to write (default all)")
+    parser.add_argument("--out", help="where to write (default: DIR itself)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise ResultsError(f"results folder {root} does not exist: pass the --out folder of a run or sweep")
+    records = find_records(root)
+    if not records:
+        raise ResultsError(f"no dlperf run records (*.json) under {root}: run `dlperf run` or `dlperf sweep` first")
+    out = Path(args.out) if args.out else root
+    check_writable(out)
+    for path in write_report(records, out, FORMAT_CHOICES[args.format]):
+        print(path)
+    return 0

@@ -1,0 +1,105 @@
+"""Repeats -> case statistics: median, mean, spread, speedup against 1n1g, scaling efficiency."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf.metrics.stats import spread
+
+BASELINE_CASE = "1n1g"
+
+
+@dataclass
+class CaseSummary:
+    """One case (a topology within a group) over its repeats."""
+
+    model: str
+    group: str
+    case: str
+    nodes: int
+    devices_per_node: int
+    batch_size: int
+    precision: str
+    speeds: list[float]
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    speedup: float | None = None
+    speedup_note: str | None = None
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def stats(self) -> dict[str, float | None]:
+        return spread(self.speeds)
+
+    @property
+    def efficiency(self) -> float | None:
+        return None if self.speedup is None else self.speedup / self.world_size
+
+    def median_of(self, *keys: str) -> float | None:
+        """Median over repeats of a nested numeric record field, e.g. ("latency_ms", "p50")."""
+        values = []
+        for record in self.records:
+            value: Any = record
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, (int, float)):
+                values.append(float(value))
+        return statistics.median(values) if values else None
+
+    def peak_memory(self) -> dict[str, float]:
+        """Largest peak over repeats for each memory kind (allocated/reserved on CUDA, rss on CPU)."""
+        peaks: dict[str, float] = {}
+        for record in self.records:
+            for kind, mib in (record.get("peak_memory_mib") or {}).items():
+                peaks[kind] = max(peaks.get(kind, 0.0), mib)
+        return peaks
+
+
+GroupKey = tuple[str, str]
+
+
+def summarise(records: list[dict[str, Any]]) -> dict[GroupKey, list[CaseSummary]]:
+    """Group records by (model, group) and case; speedups use the median of the group's 1n1g case."""
+    cases: dict[GroupKey, dict[str, CaseSummary]] = defaultdict(dict)
+    for record in records:
+        key = (record["model"], record["group"])
+        case = cases[key].get(record["case"])
+        if case is None:
+            case = cases[key][record["case"]] = CaseSummary(
+                model=record["model"],
+                group=record["group"],
+                case=record["case"],
+                nodes=int(record["nodes"]),
+                devices_per_node=int(record["devices_per_node"]),
+                batch_size=int(record["batch_size"]),
+                precision=record["precision"],
+                speeds=[],
+            )
+        if record.get("status") == "ok" and isinstance(record.get("throughput"), (int, float)):
+            case.speeds.append(float(record["throughput"]))
+            case.records.append(record)
+        else:
+            case.failed.append(record)
+    summary: dict[GroupKey, list[CaseSummary]] = {}
+    for key in sorted(cases):
+        ordered = sorted(cases[key].values(), key=lambda c: (c.nodes, c.devices_per_node, c.case))
+        _set_speedups(ordered)
+        summary[key] = ordered
+    return summary
+
+
+def _set_speedups(cases: list[CaseSummary]) -> None:
+    baseline = next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
+    for case in cases:
+        if not case.speeds:
+            case.speedup_note = "every repeat failed"
+        elif baseline is None:
+            case.speedup_note = f"no successful {BASELINE_CASE} run in this group to compare against"
+        else:
+            case.speedup = round(case.stats["median"] / baseline.stats["median"], 2)

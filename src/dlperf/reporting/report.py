@@ -1,0 +1,172 @@
+"""`report.md`, `summary.json` and plots from run records, shaped like the published tables."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ResultsError
+from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, summarise
+from dlperf.reporting.files import write_json_atomic, write_text_atomic
+from dlperf.reporting.plots import plot_group
+
+FORMATS = ("md", "json", "png")
+
+
+def _r(value: float | None, places: int = 2) -> float | None:
+    return None if value is None else round(value, places)
+
+
+def case_fields(case: CaseSummary) -> dict[str, Any]:
+    """summary.json's entry for a case: the published four fields first, then ours."""
+    fields: dict[str, Any] = {
+        "average_speed": None,
+        "median_speed": None,
+        "speedup": case.speedup,
+        "batch_size_per_device": case.batch_size,
+    }
+    if case.speeds:
+        stats = case.stats
+        fields.update(average_speed=_r(stats["mean"]), median_speed=_r(stats["median"]))
+        fields.update(
+            min_speed=_r(stats["min"]),
+            max_speed=_r(stats["max"]),
+            cv=_r(stats["cv"], 4),
+            ci95=_r(stats["ci95"]),
+        )
+    fields.update(
+        {
+            "speedup_note": case.speedup_note,
+            "scaling_efficiency": _r(case.efficiency, 3),
+            "nodes": case.nodes,
+            "devices_per_node": case.devices_per_node,
+            "world_size": case.world_size,
+            "precision": case.precision,
+            "repeats": len(case.speeds),
+            "failed_repeats": len(case.failed),
+            "speeds": [round(s, 2) for s in case.speeds],
+            "latency_ms": {q: _r(case.median_of("latency_ms", q), 3) for q in ("mean", "p50", "p90")},
+            "peak_memory_mib": case.peak_memory(),
+        }
+    )
+    return fields
+
+
+def build_summary(summary: dict[GroupKey, list[CaseSummary]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for (model, group), cases in summary.items():
+        out.setdefault(model, {})[group] = {case.case: case_fields(case) for case in cases}
+    return out
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _memory_text(peaks: dict[str, float]) -> str:
+    for kind in ("allocated", "rss"):
+        if kind in peaks:
+            return f"{peaks[kind]:.0f}"
+    return ""
+
+
+def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
+    first = cases[0]
+    lines = [
+        f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
+        "",
+        "| node_num | gpu_num | samples/s | speedup | efficiency | mean samples/s | min | max | CV % "
+        "| repeats | latency p50 (ms) | peak memory (MiB) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for case in cases:
+        stats = case.stats if case.speeds else {}
+        cv = stats.get("cv")
+        repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
+        lines.append(
+            f"| {case.nodes} | {case.devices_per_node} | {_fmt(stats.get('median'))} | {_fmt(case.speedup)} "
+            f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
+            f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
+            f"| {_fmt(case.median_of('latency_ms', 'p50'), '.1f')} | {_memory_text(case.peak_memory())} |"
+        )
+        if case.speedup_note:
+            notes.append(f"- {case.case}: speedup left empty: {case.speedup_note}.")
+    lines.append("")
+    if notes:
+        lines += notes + [""]
+    return lines
+
+
+def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
+    env = next((r.get("env") for r in records if r.get("env")), None)
+    if not env:
+        return []
+    gpus = ", ".join(sorted({g["name"] for g in env.get("gpus", [])})) or "none"
+    driver = next((g.get("driver") for g in env.get("gpus", [])), None)
+    git = env.get("git") or {}
+    return [
+        "## Environment",
+        "",
+        f"- host: {env.get('host')}; CPU: {env.get('cpu')} ({env.get('cpu_cores')} cores); "
+        f"memory: {env.get('memory_gib')} GiB; OS: {env.get('os')}",
+        f"- GPUs: {gpus}" + (f"; driver {driver}" if driver else ""),
+        f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}, "
+        f"CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}",
+        f"- dlperf commit: {git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else ""),
+        "",
+    ]
+
+
+def _failures(records: list[dict[str, Any]]) -> list[str]:
+    failed = [r for r in records if r.get("status") != "ok"]
+    if not failed:
+        return []
+    lines = ["## Failed runs", ""]
+    for record in failed:
+        lines.append(
+            f"- {record['model']} {record['case']} {record['group']} repeat {record.get('repeat')}: "
+            f"{record.get('error') or 'no reason recorded'}"
+        )
+    return lines + [""]
+
+
+def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dict[str, Any]]) -> str:
+    lines = [
+        "# dlperf report",
+        "",
+        f"Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')} from {len(records)} run records. "
+        f"samples/s is the median over repeats of global throughput; speedup = median / median of "
+        f"{BASELINE_CASE} in the same table, rounded to 2 places; efficiency = speedup / devices.",
+        "",
+    ]
+    current_model = None
+    for (model, group), cases in summary.items():
+        if model != current_model:
+            lines += [f"## {model}", ""]
+            current_model = model
+        lines += group_table(model, group, cases)
+    return "\n".join(lines + _failures(records) + _environment_lines(records))
+
+
+def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None) -> list[Path]:
+    """Write the requested formats (md, json, png) into `out_dir`; returns the files written."""
+    if not records:
+        raise ResultsError(f"no run records to report in {out_dir}")
+    formats = set(FORMATS) if formats is None else formats
+    out = Path(out_dir)
+    summary = summarise(records)
+    written: list[Path] = []
+    if "json" in formats:
+        write_json_atomic(out / "summary.json", build_summary(summary))
+        written.append(out / "summary.json")
+    if "md" in formats:
+        write_text_atomic(out / "report.md", build_markdown(summary, records))
+        written.append(out / "report.md")
+    if "png" in formats:
+        for (model, group), cases in summary.items():
+            path = plot_group(cases, f"{model} {group}", out / "plots" / f"{model}_{group}.png")
+            if path:
+                written.append(path)
+    return written

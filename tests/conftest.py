@@ -1,0 +1,34 @@
+"""Shared helpers: the CLI in-process or as a real subprocess, and tiny ResNet-50 options."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlperf.cli.main import main
+
+# ResNet-50 at 32x32: the smallest shape that exercises the whole path in seconds.
+TINY = [
+    "--model", "resnet50", "--image-size", "32", "--num-classes", "10", "--batch-size", "4",
+    "--warmup-iters", "1", "--iters", "4", "--print-every", "2", "--device", "cpu",
+]  # fmt: skip
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    """Call the CLI in this process; returns exit code, stdout and stderr."""
+    try:
+        code = main(args)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_dlperf(args: list[str], cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: a separate process."""
+    return subprocess.run(
+        [sys.executable, "-m", "dlperf", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )

@@ -1,0 +1,109 @@
+"""The report's statistics against records with known numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+
+from dlperf.metrics.stats import percentile, spread
+from dlperf.reporting.files import write_json_atomic
+from dlperf.reporting.record import SCHEMA
+
+
+def record(case: str, repeat: int, throughput: float | None, group: str = "b128_fp32", **extra) -> dict:
+    nodes, devices = (int(x) for x in case.rstrip("g").split("n"))
+    base = {
+        "schema": SCHEMA,
+        "model": "resnet50",
+        "case": case,
+        "group": group,
+        "repeat": repeat,
+        "nodes": nodes,
+        "devices_per_node": devices,
+        "world_size": nodes * devices,
+        "batch_size": int(group.split("_")[0][1:]),
+        "precision": group.split("_")[1],
+        "status": "ok" if throughput is not None else "failed",
+        "error": None if throughput is not None else "worker rank 1 on host-b was killed by SIGKILL",
+        "throughput": throughput,
+        "latency_ms": {"mean": 10.0 * repeat, "p50": 9.0 * repeat, "p90": 12.0 * repeat},
+        "peak_memory_mib": {"allocated": 1000.0 + repeat, "reserved": 1200.0},
+    }
+    return {**base, **extra}
+
+
+@pytest.fixture
+def results(tmp_path):
+    speeds = {
+        "1n1g": [321.8, 330.0, 300.0, 321.9, 325.5],  # median 321.9, mean 319.84
+        "1n4g": [1143.46, 1150.0, 1100.0],  # median 1143.46
+        "2n8g": [4849.68, 4800.0, 4900.0, None],  # one failed repeat
+    }
+    for case, values in speeds.items():
+        for i, value in enumerate(values, 1):
+            write_json_atomic(tmp_path / "resnet50" / case / f"resnet50_b128_fp32_{i}.json", record(case, i, value))
+    # a group with no 1n1g: speedup must stay empty, with the reason
+    for i, value in enumerate([700.0, 720.0], 1):
+        rec = record("1n2g", i, value, group="b256_amp-fp16")
+        write_json_atomic(tmp_path / "resnet50" / "1n2g" / f"resnet50_b256_amp-fp16_{i}.json", rec)
+    (tmp_path / "resnet50" / "1n1g" / "partial.json").write_text('{"schema": "dlperf.run/1", "mod')
+    return tmp_path
+
+
+def test_summary_numbers(results, capsys):
+    code, out, err = run_cli(["report", str(results)], capsys)
+    assert code == 0, err
+    summary = json.loads((results / "summary.json").read_text())
+    fp32 = summary["resnet50"]["b128_fp32"]
+    assert fp32["1n1g"]["median_speed"] == 321.9
+    assert fp32["1n1g"]["average_speed"] == 319.84
+    assert fp32["1n1g"]["speedup"] == 1.0
+    assert fp32["1n1g"]["batch_size_per_device"] == 128
+    assert fp32["1n4g"]["median_speed"] == 1143.46
+    assert fp32["1n4g"]["speedup"] == round(1143.46 / 321.9, 2) == 3.55
+    assert fp32["1n4g"]["scaling_efficiency"] == round(3.55 / 4, 3)
+    assert fp32["2n8g"]["repeats"] == 3 and fp32["2n8g"]["failed_repeats"] == 1
+    assert fp32["2n8g"]["median_speed"] == 4849.68
+    assert fp32["2n8g"]["speedup"] == 15.07
+    assert fp32["1n1g"]["min_speed"] == 300.0 and fp32["1n1g"]["max_speed"] == 330.0
+    assert fp32["1n1g"]["latency_ms"]["p50"] == 27.0  # median of 9, 18, 27, 36, 45
+    assert fp32["1n1g"]["peak_memory_mib"]["allocated"] == 1005.0  # the largest over repeats
+    amp = summary["resnet50"]["b256_amp-fp16"]["1n2g"]
+    assert amp["speedup"] is None
+    assert "no successful 1n1g" in amp["speedup_note"]
+    assert amp["median_speed"] == 710.0
+
+
+def test_markdown_tables(results, capsys):
+    code, _, _ = run_cli(["report", str(results), "--format", "md"], capsys)
+    assert code == 0
+    text = (results / "report.md").read_text()
+    assert not (results / "summary.json").exists()
+    assert "| node_num | gpu_num | samples/s | speedup |" in text
+    assert "| 1 | 1 | 321.90 | 1.00 |" in text
+    assert "| 1 | 4 | 1143.46 | 3.55 |" in text
+    assert "| 2 | 8 | 4849.68 | 15.07 |" in text
+    assert "| 1 | 2 | 710.00 |  |" in text  # no made-up 1.0 without a 1n1g
+    assert "speedup left empty: no successful 1n1g run" in text
+    assert "killed by SIGKILL" in text  # the failed repeat is listed with its reason
+
+
+def test_plots_written(results, capsys):
+    code, out, _ = run_cli(["report", str(results), "--format", "png", "--out", str(results / "r")], capsys)
+    assert code == 0
+    pngs = sorted(p.name for p in (results / "r" / "plots").glob("*.png"))
+    assert pngs == ["resnet50_b128_fp32.png", "resnet50_b256_amp-fp16.png"]
+    assert (results / "r" / "plots" / pngs[0]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_spread_and_percentiles():
+    stats = spread([10.0, 12.0, 14.0])
+    assert stats["median"] == 12.0 and stats["mean"] == 12.0
+    assert stats["stdev"] == pytest.approx(2.0)
+    assert stats["cv"] == pytest.approx(2.0 / 12.0)
+    assert stats["ci95"] == pytest.approx(4.303 * 2.0 / 3**0.5)
+    assert spread([5.0])["ci95"] is None
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == pytest.approx(9.1)

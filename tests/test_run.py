@@ -1,0 +1,109 @@
+"""Real runs of ResNet-50 at 32x32 on the CPU: one process, and two gloo ranks under torchrun's launcher."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from conftest import TINY, run_dlperf
+
+from dlperf.reporting.runlog import parse_config, parse_window
+
+pytestmark = pytest.mark.slow
+
+
+def load_run(out, topology: str, stem: str = "resnet50_b4_fp32_1"):
+    folder = out / "resnet50" / topology
+    return json.loads((folder / f"{stem}.json").read_text()), (folder / f"{stem}.log").read_text().splitlines()
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_run_writes_log_and_record(tmp_path, devices):
+    done = run_dlperf(["run", *TINY, "--devices-per-node", str(devices), "--out", str(tmp_path)])
+    assert done.returncode == 0, done.stderr
+    record, log = load_run(tmp_path, f"1n{devices}g")
+    assert record["status"] == "ok" and record["error"] is None
+    assert record["world_size"] == devices
+    assert record["global_batch_size"] == 4 * devices
+    assert record["throughput"] > 0
+    assert record["throughput_per_device"] == pytest.approx(record["throughput"] / devices)
+    assert len(record["window_throughputs"]) == 2  # 4 iterations in windows of 2
+    assert 0 < record["latency_ms"]["p50"] <= record["latency_ms"]["p90"]
+    assert record["peak_memory_mib"]["rss"] > 100
+    assert record["loss_first"] > 0 and record["loss_last"] > 0
+    assert len(record["ranks"]) == devices and [r["rank"] for r in record["ranks"]] == list(range(devices))
+    assert record["env"]["torch"] and record["env"]["python"]
+    assert record["config"]["devices_per_node"] == devices
+    # dlperf's own log: a config header, then one parseable line per window
+    header = parse_config(log[0])
+    assert header["global_batch_size"] == 4 * devices and header["world_size"] == devices
+    windows = [parse_window(line) for line in log[1:]]
+    assert [w.iteration for w in windows] == [2, 4]
+    assert [w.samples_per_s for w in windows] == [round(t, 2) for t in record["window_throughputs"]]
+    assert windows[0].timestamp <= windows[1].timestamp
+    # the window throughput and latency agree: samples/s = global batch / (ms/iter / 1000)
+    assert windows[1].samples_per_s == pytest.approx(4 * devices * 1000 / windows[1].ms_per_iter, rel=0.01)
+
+
+def test_existing_run_is_not_overwritten(tmp_path):
+    assert run_dlperf(["run", *TINY, "--out", str(tmp_path)]).returncode == 0
+    record_path = tmp_path / "resnet50" / "1n1g" / "resnet50_b4_fp32_1.json"
+    before = record_path.read_text()
+    again = run_dlperf(["run", *TINY, "--out", str(tmp_path)])
+    assert again.returncode == 2
+    assert "already exists: pass --overwrite" in again.stderr and "Traceback" not in again.stderr
+    assert record_path.read_text() == before
+    assert run_dlperf(["run", *TINY, "--out", str(tmp_path), "--overwrite"]).returncode == 0
+    assert json.loads(record_path.read_text())["started_at"] > json.loads(before)["started_at"]
+
+
+def test_image_folder_data(tmp_path):
+    from PIL import Image
+
+    for label in ("cat", "dog"):
+        folder = tmp_path / "data" / label
+        folder.mkdir(parents=True)
+        for i in range(4):
+            Image.new("RGB", (40, 40), color=(i * 40, 100, 200)).save(folder / f"{i}.jpg")
+    args = ["run", *TINY, "--data", str(tmp_path / "data"), "--workers", "0", "--out", str(tmp_path / "out")]
+    done = run_dlperf(args)
+    assert done.returncode == 0, done.stderr
+    record, _ = load_run(tmp_path / "out", "1n1g", "resnet50_b4_fp32_realdata_1")
+    assert record["status"] == "ok" and record["config"]["data"] == str(tmp_path / "data")
+
+
+def test_timeout_is_a_failed_record(tmp_path):
+    done = run_dlperf(["run", *TINY, "--iters", "400", "--timeout", "3", "--out", str(tmp_path)])
+    assert done.returncode == 1
+    assert "timed out after 3 s" in done.stderr
+    record = json.loads((tmp_path / "resnet50" / "1n1g" / "resnet50_b4_fp32_1.json").read_text())
+    assert record["status"] == "failed" and "timed out" in record["error"]
+
+
+def test_killed_worker_fails_the_run_with_its_signal(tmp_path):
+    """SIGKILL one of two ranks mid-run: a failed record naming rank and signal, and no process left."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlperf", "run", *TINY, "--devices-per-node", "2", "--iters", "2000",
+         "--print-every", "1", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    log = tmp_path / "resnet50" / "1n2g" / "resnet50_b4_fp32_1.log"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.exists() and "iter 2/" in log.read_text()):
+        time.sleep(0.5)
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn" in " ".join(p.cmdline())]
+    victims = [p for p in workers if "--multiprocessing-fork" in " ".join(p.cmdline())] or workers
+    assert victims, "no worker process found"
+    victims[-1].send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    record, _ = load_run(tmp_path, "1n2g")
+    assert record["status"] == "failed"
+    assert "SIGKILL" in record["error"] and record["failure"]["signal"] == "SIGKILL"
+    assert "SIGKILL" in err and "Traceback" not in err
+    assert not [p for p in workers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -1,0 +1,96 @@
+"""Sweeps: the matrix, and an interrupted sweep finished by --resume without losing what was measured."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import run_dlperf
+
+from dlperf.errors import ConfigError
+from dlperf.sweep import plan_sweep
+
+SWEEP = """
+model: resnet50
+topology: [1n1g]
+batch_size: 2
+image_size: 32
+num_classes: 10
+device: cpu
+warmup_iters: 1
+iters: 2
+print_every: 1
+repeats: 3
+"""
+
+
+def test_matrix_expansion():
+    plan = plan_sweep(
+        {
+            "model": "resnet50",
+            "topology": ["1n1g", "1n2g"],
+            "device": "cpu",
+            "matrix": [
+                {"precision": "fp32", "batch_size": [128, 160]},
+                {"precision": "amp-bf16", "batch_size": 256},
+            ],
+            "repeats": 2,
+        }
+    )
+    assert plan.repeats == 2
+    # topology varies fastest, so each published table fills up before the next one starts
+    cases = [(c.topology, c.precision, c.batch_size) for c in plan.cases]
+    assert cases == [
+        ("1n1g", "fp32", 128), ("1n2g", "fp32", 128), ("1n1g", "fp32", 160), ("1n2g", "fp32", 160),
+        ("1n1g", "amp-bf16", 256), ("1n2g", "amp-bf16", 256),
+    ]  # fmt: skip
+    assert len(list(plan.runs())) == 12
+
+
+def test_matrix_refuses_duplicates_and_mixed_topology_keys():
+    with pytest.raises(ConfigError, match="same files"):
+        plan_sweep({"model": "resnet50", "device": "cpu", "batch_size": [8, 8]})
+    with pytest.raises(ConfigError, match="not both"):
+        plan_sweep({"model": "resnet50", "topology": "1n1g", "nodes": 1})
+
+
+def records(out):
+    return sorted((out / "resnet50" / "1n1g").glob("*.json"))
+
+
+@pytest.mark.slow
+def test_interrupted_sweep_resumes(tmp_path):
+    config = tmp_path / "sweep.yaml"
+    config.write_text(SWEEP)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlperf", "sweep", str(config), "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 180
+    while time.time() < deadline and not records(out):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stdout
+    done_before = {p.name: p.read_text() for p in records(out)}
+    assert 1 <= len(done_before) < 3
+
+    again = run_dlperf(["sweep", str(config), "--out", str(out)])
+    assert again.returncode == 2 and "pass --resume" in again.stderr
+
+    resumed = run_dlperf(["sweep", str(config), "--out", str(out), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "skipped" in resumed.stdout
+    after = {p.name: p.read_text() for p in records(out)}
+    assert sorted(after) == [f"resnet50_b2_fp32_{i}.json" for i in (1, 2, 3)]
+    for name, text in done_before.items():
+        assert after[name] == text, "a finished run was measured again"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resnet50"]["b2_fp32"]["1n1g"]["repeats"] == 3
+    assert (out / "report.md").exists() and (out / "plots" / "resnet50_b2_fp32.png").exists()

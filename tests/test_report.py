@@ -107,3 +107,17 @@ def test_spread_and_percentiles():
     assert spread([5.0])["ci95"] is None
     assert percentile([1, 2, 3, 4], 50) == 2.5
     assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == pytest.approx(9.1)
+
+
+def test_compile_payoff(tmp_path, capsys):
+    """Eager: first step 1 s, 70 ms/step; compiled: first step 41 s, 50 ms/step -> 40 s / 20 ms = 2000 steps."""
+    for group, first, mean in (("b128_fp32", 1.0, 70.0), ("b128_fp32_compile", 41.0, 50.0)):
+        rec = record(
+            "1n1g", 1, 100.0, group=group, first_step_s=first, latency_ms={"mean": mean, "p50": mean, "p90": mean}
+        )
+        write_json_atomic(tmp_path / "resnet50" / "1n1g" / f"resnet50_{group}_1.json", rec)
+    code, _, err = run_cli(["report", str(tmp_path)], capsys)
+    assert code == 0, err
+    payoff = json.loads((tmp_path / "summary.json").read_text())["resnet50"]["b128_fp32_compile"]["1n1g"]
+    assert payoff["compile_payoff"] == {"extra_first_step_s": 40.0, "saved_ms_per_step": 20.0, "payoff_steps": 2000}
+    assert "| resnet50 | b128_fp32_compile | 1n1g | 40.00 | 20.00 | 2000 |" in (tmp_path / "report.md").read_text()

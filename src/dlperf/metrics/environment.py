@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -11,6 +12,8 @@ import sys
 from typing import Any
 
 import psutil
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _command_output(args: list[str], cwd: str | None = None) -> str | None:
@@ -21,7 +24,8 @@ def _command_output(args: list[str], cwd: str | None = None) -> str | None:
         done = subprocess.run(args, capture_output=True, text=True, timeout=20, cwd=cwd, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    # nvidia-smi underlines headers with terminal escapes even into a pipe
+    return ANSI_ESCAPE.sub("", done.stdout).strip() if done.returncode == 0 else None
 
 
 def _cpu_model() -> str:

@@ -103,3 +103,40 @@ def _set_speedups(cases: list[CaseSummary]) -> None:
             case.speedup_note = f"no successful {BASELINE_CASE} run in this group to compare against"
         else:
             case.speedup = round(case.stats["median"] / baseline.stats["median"], 2)
+
+
+@dataclass(frozen=True)
+class CompilePayoff:
+    """What torch.compile costs up front and after how many steps its faster steps have paid for it."""
+
+    model: str
+    group: str
+    case: str
+    extra_first_step_s: float
+    saved_ms_per_step: float
+
+    @property
+    def payoff_steps(self) -> int | None:
+        if self.saved_ms_per_step <= 0:
+            return None
+        return max(0, round(self.extra_first_step_s * 1000 / self.saved_ms_per_step))
+
+
+def compile_payoffs(summary: dict[GroupKey, list[CaseSummary]]) -> list[CompilePayoff]:
+    """Pair each compiled case with its eager twin (the same group without `compile`)."""
+    payoffs = []
+    for (model, group), cases in summary.items():
+        tokens = group.split("_")
+        if "compile" not in tokens:
+            continue
+        eager = {c.case: c for c in summary.get((model, "_".join(t for t in tokens if t != "compile")), [])}
+        for case in cases:
+            twin = eager.get(case.case)
+            if twin is None:
+                continue
+            first = (case.median_of("first_step_s"), twin.median_of("first_step_s"))
+            step = (twin.median_of("latency_ms", "mean"), case.median_of("latency_ms", "mean"))
+            if None in first or None in step:
+                continue
+            payoffs.append(CompilePayoff(model, group, case.case, first[0] - first[1], step[0] - step[1]))
+    return payoffs

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
-from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, summarise
+from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
 from dlperf.reporting.files import write_json_atomic, write_text_atomic
 from dlperf.reporting.plots import plot_group
 
@@ -57,7 +57,31 @@ def build_summary(summary: dict[GroupKey, list[CaseSummary]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for (model, group), cases in summary.items():
         out.setdefault(model, {})[group] = {case.case: case_fields(case) for case in cases}
+    for payoff in compile_payoffs(summary):
+        out[payoff.model][payoff.group][payoff.case]["compile_payoff"] = {
+            "extra_first_step_s": round(payoff.extra_first_step_s, 3),
+            "saved_ms_per_step": round(payoff.saved_ms_per_step, 3),
+            "payoff_steps": payoff.payoff_steps,
+        }
     return out
+
+
+def _compile_lines(summary: dict[GroupKey, list[CaseSummary]]) -> list[str]:
+    payoffs = compile_payoffs(summary)
+    if not payoffs:
+        return []
+    lines = [
+        "## Compiler cost",
+        "",
+        "| model | group | case | extra time to first step (s) | saved per step (ms) | pays off after (steps) |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for p in payoffs:
+        steps = "never" if p.payoff_steps is None else str(p.payoff_steps)
+        lines.append(
+            f"| {p.model} | {p.group} | {p.case} | {p.extra_first_step_s:.2f} | {p.saved_ms_per_step:.2f} | {steps} |"
+        )
+    return lines + [""]
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -147,7 +171,7 @@ def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dic
             lines += [f"## {model}", ""]
             current_model = model
         lines += group_table(model, group, cases)
-    return "\n".join(lines + _failures(records) + _environment_lines(records))
+    return "\n".join(lines + _compile_lines(summary) + _failures(records) + _environment_lines(records))
 
 
 def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None) -> list[Path]:

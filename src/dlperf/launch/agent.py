@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from dlperf.engine.worker import run_worker
@@ -60,6 +61,7 @@ def launch(spec: dict[str, Any]) -> dict[str, Any]:
         monitor_interval=0.1,
         start_method="spawn",
         local_addr=launch_spec.get("local_addr"),
+        logs_specs=DefaultLogsSpecs(log_dir=launch_spec.get("log_dir")),
     )
     try:
         outputs = elastic_launch(config, run_worker)(spec)

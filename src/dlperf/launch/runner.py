@@ -88,6 +88,7 @@ def execute_run(
     }
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="dlperf-") as tmp:
+        spec["launch"]["log_dir"] = str(Path(tmp) / "elastic")
         result = run_agent(
             spec, Path(tmp) / "spec.json", Path(tmp) / "result.json", paths.console, timeout=config.timeout
         )

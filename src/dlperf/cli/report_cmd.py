@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dlperf.errors import ResultsError
 from dlperf.launch.runner import check_writable
-from dlperf.reporting.record import find_records
+from dlperf.reporting.record import load_records
 from dlperf.reporting.report import write_report
 
 FORMAT_CHOICES = {"md": {"md"}, "json": {"json"}, "png": {"png"}, "all": {"md", "json", "png"}}
@@ -30,11 +29,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(args: argparse.Namespace) -> int:
     root = Path(args.dir)
-    if not root.is_dir():
-        raise ResultsError(f"results folder {root} does not exist: pass the --out folder of a run or sweep")
-    records = find_records(root)
-    if not records:
-        raise ResultsError(f"no dlperf run records (*.json) under {root}: run `dlperf run` or `dlperf sweep` first")
+    records = load_records(root)
     out = Path(args.out) if args.out else root
     check_writable(out)
     for path in write_report(records, out, FORMAT_CHOICES[args.format]):

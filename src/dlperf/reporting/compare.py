@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.errors import ResultsError
 from dlperf.reporting.aggregate import summarise
-from dlperf.reporting.record import find_records
+from dlperf.reporting.record import load_records
 
 
 @dataclass(frozen=True)
@@ -34,15 +33,9 @@ class CaseComparison:
 
 def medians(root: str | Path) -> dict[tuple[str, str, str], float | None]:
     """Median throughput per (model, group, case) of a results folder; None where every repeat failed."""
-    path = Path(root)
-    if not path.is_dir():
-        raise ResultsError(f"results folder {root} does not exist: pass a folder written by run, sweep or extract")
-    records = find_records(path)
-    if not records:
-        raise ResultsError(f"no dlperf run records (*.json) under {root}")
     return {
         (model, group, case.case): (case.stats["median"] if case.speeds else None)
-        for (model, group), cases in summarise(records).items()
+        for (model, group), cases in summarise(load_records(root)).items()
         for case in cases
     }
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from dlperf import __version__
 from dlperf.config import RunConfig
+from dlperf.errors import ResultsError
 from dlperf.metrics.stats import latency_summary
 from dlperf.workloads import Workload
 
@@ -89,4 +90,15 @@ def find_records(root: str | Path) -> list[dict[str, Any]]:
         if record is not None:
             record["_path"] = str(path)
             records.append(record)
+    return records
+
+
+def load_records(root: str | Path) -> list[dict[str, Any]]:
+    """`find_records` for a folder the user named: a missing or empty folder is their error to fix."""
+    folder = Path(root)
+    if not folder.is_dir():
+        raise ResultsError(f"results folder {root} does not exist: pass a folder written by run, sweep or extract")
+    records = find_records(folder)
+    if not records:
+        raise ResultsError(f"no dlperf run records (*.json) under {root}: run `dlperf run` or `dlperf sweep` first")
     return records

@@ -102,7 +102,7 @@ def test_debug_shows_the_traceback(tmp_path, capsys):
     assert "Traceback" in err and "unknown model 'vgg'" in err
 
 
-@pytest.mark.parametrize("command", ["run", "sweep", "report", "compare", "env"])
+@pytest.mark.parametrize("command", ["run", "sweep", "report", "compare", "history", "env"])
 def test_every_command_has_help(command, capsys):
     code, out, _ = run_cli([command, "--help"], capsys)
     assert code == 0

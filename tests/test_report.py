@@ -139,3 +139,25 @@ def test_compare_flags_regressions(tmp_path, capsys):
     assert rows["1n8g"]["status"] == "only-new" and not rows["1n8g"]["regressed"]
     code, out, _ = run_cli(["compare", str(base), str(base)], capsys)
     assert code == 0 and "0 of 3 cases regressed" in out
+
+
+def test_history_tracks_a_case_across_labels(tmp_path, capsys):
+    from dlperf.reporting.history import history
+
+    db = str(tmp_path / "h.sqlite")
+    for label, speeds, t0 in (("v1", [100.0, 104.0, 102.0], 1000.0), ("v2", [90.0, 92.0], 2000.0)):
+        folder = tmp_path / label
+        for i, speed in enumerate(speeds, 1):
+            write_json_atomic(folder / "resnet50" / "1n1g" / f"r_{i}.json", record("1n1g", i, speed, started_at=t0 + i))
+        code, out, err = run_cli(["history", "add", str(folder), "--label", label, "--db", db], capsys)
+        assert code == 0, err
+        assert f"{len(speeds)} new records" in out
+    code, out, _ = run_cli(["history", "add", str(tmp_path / "v1"), "--label", "v1", "--db", db], capsys)
+    assert "0 new records" in out  # the same records are stored once
+    points = history(db, model="resnet50", case="1n1g")
+    assert [(p.label, p.median, p.runs) for p in points] == [("v1", 102.0, 3), ("v2", 91.0, 2)]
+    assert points[0].change is None and points[1].change == pytest.approx(91.0 / 102.0)
+    code, out, _ = run_cli(["history", "show", "--db", db], capsys)
+    assert code == 0 and "-10.8%" in out
+    code, _, err = run_cli(["history", "add", "--db", db], capsys)
+    assert code == 2 and "needs a results folder" in err

@@ -1,0 +1,63 @@
+"""`dlperf history`: keep every run in an SQLite history and show each case across versions."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from dlperf.cli.display import console
+from dlperf.errors import ConfigError
+from dlperf.reporting.history import add_records, history
+from dlperf.reporting.record import load_records
+
+DEFAULT_DB = Path(os.environ.get("DLPERF_HISTORY", Path.home() / ".dlperf" / "history.sqlite"))
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "history",
+        parents=[common],
+        help="store results in an SQLite history and show each case across versions",
+        description="`dlperf history add DIR [--label L]` stores every record under DIR (once each) under a label "
+        "(default: the dlperf commit that measured it). `dlperf history show` prints each case's median "
+        "throughput per label, in the order measured, with the change against the label before.",
+    )
+    parser.add_argument("action", choices=["add", "show"], help="add a results folder, or show the history")
+    parser.add_argument("dir", nargs="?", help="with add: the results folder to store")
+    parser.add_argument("--label", help="with add: label for these records (a version, a commit, a driver ...)")
+    parser.add_argument("--model", help="with show: only this model")
+    parser.add_argument("--case", help="with show: only this case, e.g. 1n8g")
+    parser.add_argument(
+        "--db", default=str(DEFAULT_DB), help=f"history database (default {DEFAULT_DB}; env DLPERF_HISTORY)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "add":
+        if not args.dir:
+            raise ConfigError("`dlperf history add` needs a results folder: dlperf history add DIR")
+        added = add_records(args.db, load_records(args.dir), args.label)
+        console.print(f"{added} new records stored in {args.db}")
+        return 0
+    points = history(args.db, args.model, args.case)
+    table = Table(title=f"history in {args.db}")
+    for column in ("model", "group", "case", "label", "first measured", "runs", "median samples/s", "change"):
+        table.add_column(column)
+    for p in points:
+        table.add_row(
+            p.model,
+            p.group,
+            p.case,
+            p.label,
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(p.first_seen)),
+            str(p.runs),
+            "failed" if p.median is None else f"{p.median:.2f}",
+            "" if p.change is None else f"{p.change - 1:+.1%}",
+        )
+    console.print(table)
+    return 0

@@ -1,0 +1,109 @@
+"""An embedded results history (SQLite): every record kept under a label, so versions can be compared over time."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ResultsError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_key     TEXT PRIMARY KEY,   -- model/group/case/repeat/started_at: the same record is stored once
+    label       TEXT NOT NULL,      -- what is being compared: a version, a commit, a driver ...
+    model       TEXT NOT NULL,
+    grp         TEXT NOT NULL,
+    case_name   TEXT NOT NULL,
+    repeat      INTEGER,
+    status      TEXT NOT NULL,
+    throughput  REAL,
+    started_at  REAL,
+    record      TEXT NOT NULL       -- the whole JSON record
+);
+CREATE INDEX IF NOT EXISTS runs_case ON runs (model, grp, case_name, label);
+"""
+
+
+def _connect(db: str | Path) -> sqlite3.Connection:
+    path = Path(db)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path)
+        connection.executescript(SCHEMA)
+    except (OSError, sqlite3.Error) as error:
+        raise ResultsError(f"cannot open history database {db}: {error}; choose another --db") from None
+    return connection
+
+
+def default_label(record: dict[str, Any]) -> str:
+    """The dlperf commit that measured a record (short), else its version."""
+    git = (record.get("env") or {}).get("git") or {}
+    return git["commit"][:12] if git.get("commit") else f"v{record.get('dlperf_version', 'unknown')}"
+
+
+def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None = None) -> int:
+    """Store records (once each); returns how many were new."""
+    rows = [
+        (
+            f"{r['model']}/{r['group']}/{r['case']}/{r.get('repeat')}/{r.get('started_at')}",
+            label or default_label(r),
+            r["model"],
+            r["group"],
+            r["case"],
+            r.get("repeat"),
+            r.get("status", "failed"),
+            r.get("throughput") if r.get("status") == "ok" else None,
+            r.get("started_at"),
+            json.dumps({k: v for k, v in r.items() if not k.startswith("_")}, default=str),
+        )
+        for r in records
+    ]
+    with closing(_connect(db)) as connection, connection:
+        before = connection.total_changes
+        connection.executemany("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return connection.total_changes - before
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """A case's median throughput under one label; `change` is the ratio to the label before it."""
+
+    model: str
+    group: str
+    case: str
+    label: str
+    first_seen: float
+    median: float | None
+    runs: int
+    change: float | None
+
+
+def history(db: str | Path, model: str | None = None, case: str | None = None) -> list[HistoryPoint]:
+    """Per case, one point per label in the order the labels were first measured."""
+    query = "SELECT model, grp, case_name, label, started_at, status, throughput FROM runs"
+    filters = [(col, value) for col, value in (("model", model), ("case_name", case)) if value]
+    if filters:
+        query += " WHERE " + " AND ".join(f"{col} = ?" for col, _ in filters)
+    with closing(_connect(db)) as connection:
+        rows = connection.execute(query, [value for _, value in filters]).fetchall()
+    grouped: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
+    for model_, group, case_, label, started, status, throughput in rows:
+        grouped.setdefault((model_, group, case_, label), []).append(
+            (started or 0.0, throughput if status == "ok" else None)
+        )
+    points: list[HistoryPoint] = []
+    previous: dict[tuple[str, str, str], float | None] = {}
+    ordered = sorted(grouped.items(), key=lambda item: (item[0][:3], min(t for t, _ in item[1])))
+    for (model_, group, case_, label), runs in ordered:
+        speeds = [s for _, s in runs if s is not None]
+        median = statistics.median(speeds) if speeds else None
+        before = previous.get((model_, group, case_))
+        change = median / before if median is not None and before else None
+        points.append(HistoryPoint(model_, group, case_, label, min(t for t, _ in runs), median, len(runs), change))
+        previous[(model_, group, case_)] = median
+    return points

@@ -1,0 +1,79 @@
+"""`dlperf extract`: other frameworks' training logs -> the same summary, tables and plots as `dlperf report`.
+
+Exit status: 0 when every log gave a result, 3 when some logs were skipped (each named on stderr with the
+reason; the report holds the others), 2 for bad usage or when no log gave a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dlperf.cli.options import non_negative_int
+from dlperf.errors import ResultsError
+from dlperf.launch.runner import check_writable
+from dlperf.peers.base import RULES
+from dlperf.peers.extract import Options, extract_dir
+from dlperf.peers.registry import BY_NAME, describe
+from dlperf.reporting.files import write_json_atomic
+from dlperf.reporting.report import write_report
+
+SKIPPED_EXIT = 3
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "extract",
+        parents=[common],
+        help="read other frameworks' training logs into the same report as `dlperf report`",
+        description="Read every log under LOG_DIR laid out as <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log "
+        "(any parents, e.g. bz128/), measure each run's throughput the published way, and write report.md, "
+        "summary.json, plots and one record per run (records/) into --out. Exit status: 0 all logs read; "
+        f"{SKIPPED_EXIT} some logs skipped (named on stderr with the reason); 2 bad usage or no usable log.",
+    )
+    parser.add_argument("log_dir", nargs="?", metavar="LOG_DIR", help="folder of logs in the published layout")
+    parser.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", *BY_NAME],
+        metavar="auto|NAME",
+        help="log format; auto recognises it from each file's content (default). See --list-formats",
+    )
+    parser.add_argument(
+        "--rule",
+        choices=RULES,
+        help="printed: mean of the printed throughput over the kept lines; timestamp: samples between the first "
+        "and last kept line / time between their stamps (default: the format's first rule)",
+    )
+    parser.add_argument("--warmup", type=non_negative_int, help="lines to skip first (default: the format's own)")
+    parser.add_argument(
+        "--window", type=non_negative_int, help="lines to keep after the warm-up, 0 = to the end (default: format's)"
+    )
+    parser.add_argument("--out", help="where to write (default: LOG_DIR-extract beside LOG_DIR)")
+    parser.add_argument("--list-formats", action="store_true", help="name every format with its rules and defaults")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_formats:
+        print(describe())
+        return 0
+    if not args.log_dir:
+        raise ResultsError("LOG_DIR is missing: dlperf extract LOG_DIR [--out DIR] (or --list-formats)")
+    root = Path(args.log_dir)
+    options = Options(format=args.format, rule=args.rule, warmup=args.warmup, window=args.window)
+    records, skipped = extract_dir(root, options)
+    for item in skipped:
+        print(f"dlperf: skipped {item.path}: {item.reason}", file=sys.stderr)
+    if not records:
+        raise ResultsError(f"none of the {len(skipped)} logs under {root} gave a result (reasons above)")
+    out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
+    check_writable(out)
+    for record in records:
+        log = Path(record["file"])
+        write_json_atomic(out / "records" / record["model"] / record["case"] / f"{log.stem}.json", record)
+    for path in write_report(records, out, {"md", "json", "png"}):
+        print(path)
+    print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
+    return SKIPPED_EXIT if skipped else 0

@@ -1,0 +1,1 @@
+"""One module per framework's log format; each exposes FORMATS, a tuple of PeerFormat."""

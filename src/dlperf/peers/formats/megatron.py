@@ -1,0 +1,52 @@
+"""Megatron-LM `training_log` lines (the time stamp in brackets is printed by recent versions):
+
+[2024-05-01 10:00:05] iteration       20/     100 | consumed samples:         2560 | elapsed time per
+iteration (ms): 812.4 | throughput per GPU (TFLOP/s/GPU): 181.2 | ... | global batch size:   128 | ...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from dlperf.peers.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, to_float
+
+ITERATION = re.compile(r"\biteration\s+(\d+)/\s*\d+ \|")
+STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
+FIELD = re.compile(rf"\| ([a-zA-Z][^|:]*?): +({NUMBER})(?= \||\s*$)")
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    for line in lines:
+        iteration = ITERATION.search(line)
+        if not iteration:
+            continue
+        fields = {name.strip(): to_float(value) for name, value in FIELD.findall(line)}
+        ms = fields.get("elapsed time per iteration (ms)")
+        if ms is None or ms <= 0:
+            continue
+        batch = fields.get("global batch size", float(shape.global_batch))
+        stamp = STAMP.match(line)
+        tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
+        yield Point(
+            step=int(iteration[1]),
+            speed=batch * 1000 / ms,
+            seconds=ms / 1000,
+            timestamp=iso_time(stamp[1]) if stamp else None,
+            samples=fields.get("consumed samples"),
+            metrics=() if tflops is None else (("tflops_per_device", tflops),),
+        )
+
+
+FORMATS = (
+    PeerFormat(
+        name="megatron",
+        description="Megatron-LM `iteration i/n | ... elapsed time per iteration (ms) | TFLOP/s/GPU` lines",
+        signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \(ms\): "),
+        read=read,
+        rules=("printed", "timestamp"),
+        warmup=1,
+        window=None,
+        practice="the first log interval holds start-up; speed = global batch size / elapsed time per iteration",
+    ),
+)

@@ -1,0 +1,57 @@
+"""Every known peer-log format, in detection order (the most specific signatures first)."""
+
+from __future__ import annotations
+
+from dlperf.errors import ConfigError
+from dlperf.peers.base import PeerFormat
+from dlperf.peers.formats import (
+    dllogger,
+    dlperf_log,
+    hugectr,
+    keras,
+    megatron,
+    mlperf,
+    mxnet,
+    oneflow,
+    paddle,
+    pytorch_imagenet,
+    torchtitan,
+)
+
+FORMATS: tuple[PeerFormat, ...] = (
+    *dlperf_log.FORMATS,
+    *keras.FORMATS,
+    *dllogger.FORMATS,
+    *mlperf.FORMATS,
+    *megatron.FORMATS,
+    *torchtitan.FORMATS,
+    *oneflow.FORMATS,
+    *mxnet.FORMATS,
+    *pytorch_imagenet.FORMATS,
+    *paddle.FORMATS,
+    *hugectr.FORMATS,
+)
+BY_NAME = {f.name: f for f in FORMATS}
+
+
+def get_format(name: str) -> PeerFormat:
+    if name not in BY_NAME:
+        raise ConfigError(f"unknown log format {name!r}: choose auto or one of {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def detect(line: str) -> PeerFormat | None:
+    """The format a line identifies, if any."""
+    return next((f for f in FORMATS if f.recognises(line)), None)
+
+
+def describe() -> str:
+    """The `--list-formats` text: name, rules, default warm-up and window, and where they come from."""
+    rows = []
+    for f in FORMATS:
+        window = "to the end" if f.window is None else f"{f.window} lines"
+        rows.append(
+            f"{f.name}\n    {f.description}\n    rules: {', '.join(f.rules)} (default {f.rules[0]}); "
+            f"warm-up skip: {f.warmup} lines; window: {window}; unit: {f.unit}\n    {f.practice}"
+        )
+    return "\n".join(rows)

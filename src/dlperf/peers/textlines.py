@@ -1,0 +1,32 @@
+"""Stream a log's lines with a bounded memory, refusing what is not a complete text log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from dlperf.errors import DataError
+
+MAX_LINE = 1 << 20  # longer "lines" mean a binary or corrupted file; never hold more than this at once
+
+
+def log_lines(path: Path) -> Iterator[str]:
+    """Yield the lines of `path` without their line ends, one at a time.
+
+    Raises DataError for a binary file (NUL bytes or a line over 1 MiB) and for a file that ends mid-line,
+    which is what a run killed while writing, or an incomplete copy, leaves behind.
+    """
+    with open(path, encoding="utf-8", errors="replace", newline=None) as f:
+        number = 0
+        while True:
+            line = f.readline(MAX_LINE)
+            if not line:
+                return
+            number += 1
+            if "\x00" in line:
+                raise DataError(f"binary content (NUL bytes) on line {number}: not a text log")
+            if not line.endswith("\n"):
+                if len(line) >= MAX_LINE:
+                    raise DataError(f"line {number} is longer than {MAX_LINE // 1024} KiB: not a text log")
+                raise DataError(f"truncated mid-line at line {number} (no line end): the log is incomplete")
+            yield line.rstrip("\n")

@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dlperf: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stderr.close()
+        return 0
     except Exception as error:  # a bug, not bad input: say so in one line unless asked for the traceback
         if debug:
             raise

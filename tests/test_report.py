@@ -161,3 +161,18 @@ def test_history_tracks_a_case_across_labels(tmp_path, capsys):
     assert code == 0 and "-10.8%" in out
     code, _, err = run_cli(["history", "add", "--db", db], capsys)
     assert code == 2 and "needs a results folder" in err
+
+
+def test_report_flags_nodes_that_differ(tmp_path, capsys):
+    env = {
+        "nodes": [
+            {"node": "a", "torch": "2.5.1", "gpus": [{"name": "H100", "driver": "580"}]},
+            {"node": "b", "torch": "2.4.0", "gpus": [{"name": "H100", "driver": "580"}]},
+        ]
+    }
+    write_json_atomic(tmp_path / "resnet50" / "2n1g" / "r_1.json", record("2n1g", 1, 50.0, env=env))
+    code, _, err = run_cli(["report", str(tmp_path)], capsys)
+    assert code == 0, err
+    case = json.loads((tmp_path / "summary.json").read_text())["resnet50"]["b128_fp32"]["2n1g"]
+    assert case["node_differences"] == ["torch: 2.5.1 on a; 2.4.0 on b"]
+    assert "2n1g: WARNING, nodes differ: torch: 2.5.1 on a; 2.4.0 on b" in (tmp_path / "report.md").read_text()

@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlperf.metrics.env_diff import env_differences
 from dlperf.metrics.stats import spread
 
 BASELINE_CASE = "1n1g"
@@ -51,6 +52,15 @@ class CaseSummary:
             if isinstance(value, (int, float)):
                 values.append(float(value))
         return statistics.median(values) if values else None
+
+    def node_differences(self) -> list[str]:
+        """What differs between the nodes of any repeat (driver, library versions, device model)."""
+        lines: list[str] = []
+        for record in self.records + self.failed:
+            for line in env_differences((record.get("env") or {}).get("nodes") or []):
+                if line not in lines:
+                    lines.append(line)
+        return lines
 
     def peak_memory(self) -> dict[str, float]:
         """Largest peak over repeats for each memory kind (allocated/reserved on CUDA, rss on CPU)."""

@@ -48,6 +48,7 @@ def case_fields(case: CaseSummary) -> dict[str, Any]:
             "speeds": [round(s, 2) for s in case.speeds],
             "latency_ms": {q: _r(case.median_of("latency_ms", q), 3) for q in ("mean", "p50", "p90")},
             "peak_memory_mib": case.peak_memory(),
+            "node_differences": case.node_differences(),
         }
     )
     return fields
@@ -117,6 +118,7 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
         )
         if case.speedup_note:
             notes.append(f"- {case.case}: speedup left empty: {case.speedup_note}.")
+        notes += [f"- {case.case}: WARNING, nodes differ: {line}" for line in case.node_differences()]
     lines.append("")
     if notes:
         lines += notes + [""]

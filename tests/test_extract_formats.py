@@ -160,3 +160,14 @@ def test_glog_stamps_without_a_year_cross_new_year_and_read_feb_29():
     leap = [line.format("0228", "23:59:00.000000", 0, 100), line.format("0229", "00:00:30.000000", 100, 200)]
     stamps = [p.timestamp for p in keras.read(leap, RunShape(128, 1))]
     assert stamps[1] - stamps[0] == pytest.approx(90.0)
+
+
+def test_oneflow_lines_without_a_trailing_stamp_read_printed_only(tmp_path):
+    log = tmp_path / "1n1g" / "rn50_b128_fp32_1.log"
+    log.parent.mkdir()
+    row = "train: epoch 0, iter {}, loss: 7.0, top_1: 0.0, top_k: 0.0, samples/s: {}\n"
+    log.write_text("".join(row.format(i * 20, speed) for i, speed in enumerate((300.0, 390.0, 410.0), 1)))
+    record = read_run(parse_log_path(log), Options())
+    assert (record["format"], record["throughput"]) == ("oneflow-resnet", pytest.approx(400.0))
+    with pytest.raises(DataError, match="carry no time stamps"):
+        read_run(parse_log_path(log), Options(rule="timestamp"))

@@ -176,3 +176,16 @@ def test_report_flags_nodes_that_differ(tmp_path, capsys):
     case = json.loads((tmp_path / "summary.json").read_text())["resnet50"]["b128_fp32"]["2n1g"]
     assert case["node_differences"] == ["torch: 2.5.1 on a; 2.4.0 on b"]
     assert "2n1g: WARNING, nodes differ: torch: 2.5.1 on a; 2.4.0 on b" in (tmp_path / "report.md").read_text()
+
+
+def test_gpt_records_get_the_gpt_table_not_a_scaling_table(tmp_path, capsys):
+    gpt = {"group": "DP_2x1x1_4_64x2_fp32", "model": "gpt", "report_group": "DP", "tokens_per_s": 192.0}
+    rec = {**record("1n2g", 1, 6.0), **gpt}
+    write_json_atomic(tmp_path / "gpt" / "1n2g" / "g_1.json", rec)
+    write_json_atomic(tmp_path / "resnet50" / "1n1g" / "r_1.json", record("1n1g", 1, 100.0))
+    code, _, err = run_cli(["report", str(tmp_path)], capsys)
+    assert code == 0, err
+    text = (tmp_path / "report.md").read_text()
+    assert "## GPT" in text and "| DP | DP_2x1x1_4_64x2_fp32 |" in text
+    assert "## gpt" not in text  # no one-row scaling table with a 'no 1n1g' note
+    assert [p.name for p in (tmp_path / "plots").glob("*.png")] == ["resnet50_b128_fp32.png"]

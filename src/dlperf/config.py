@@ -38,6 +38,21 @@ class RunConfig:
     device: str = "auto"
     seed: int = 1234
     timeout: float = 3600.0
+    # GPT (workloads/gpt): a report case name fills the rest; the other models ignore these.
+    case: str | None = None
+    num_layers: int = 16
+    hidden_size: int = 1536
+    num_heads: int = 16
+    seq_length: int = 2048
+    vocab_size: int = 50257  # GPT-2's; padded to a multiple of 128 x tp inside the model
+    dp: int | None = None  # None: world size / (tp x pp)
+    tp: int = 1
+    pp: int = 1
+    micro_batch_size: int = 2
+    global_batch_size: int | None = None  # None: micro batch x dp, no accumulation
+    pp_schedule: str = "1f1b"
+    dp_mode: str = "ddp"
+    peak_tflops: float | None = None  # per device, for MFU; None: the documented table in metrics/flops.py
 
     @property
     def world_size(self) -> int:
@@ -122,7 +137,12 @@ def config_from_mapping(values: dict[str, Any], base: RunConfig | None = None) -
         if key not in known:
             raise ConfigError(f"unknown key {raw_key!r}: valid keys are {', '.join(CONFIG_KEYS)}")
         changes[key] = _coerce(key, known[key].type, value)
-    return (base or RunConfig()).replace(**changes)
+    config = (base or RunConfig()).replace(**changes)
+    if config.case:  # a named GPT case fills every value not given explicitly
+        from dlperf.workloads.gpt.cases import resolve_case
+
+        config = resolve_case(config, set(changes))
+    return config
 
 
 def _coerce(key: str, type_name: Any, value: Any) -> Any:

@@ -18,7 +18,9 @@ import yaml
 
 from dlperf.config import RunConfig, config_from_mapping, parse_topology
 from dlperf.errors import ConfigError, ResultsError
-from dlperf.launch.runner import check_config, execute_run
+from dlperf.launch.options import LaunchOptions, in_slurm_allocation
+from dlperf.launch.runner import LOCAL, check_config, execute_run
+from dlperf.launch.slurm import submit_runs
 from dlperf.reporting.layout import run_paths
 from dlperf.reporting.record import read_record
 
@@ -53,9 +55,14 @@ def load_sweep_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def plan_sweep(spec: dict[str, Any], repeats: int | None = None) -> SweepPlan:
-    """Expand the matrix into validated cases; every case is checked before anything runs."""
+def plan_sweep(spec: dict[str, Any], repeats: int | None = None, launch: LaunchOptions = LOCAL) -> SweepPlan:
+    """Expand the matrix into validated cases; every case is checked before anything runs.
+
+    With a host list and no topology or nodes in the file, every case spans all the hosts.
+    """
     spec = dict(spec)
+    if launch.hosts and not {"topology", "nodes"} & set(spec):
+        spec["nodes"] = len(launch.hosts)
     spec_repeats = spec.pop("repeats", DEFAULT_REPEATS)
     repeats = repeats if repeats is not None else spec_repeats
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats <= 0:
@@ -66,7 +73,7 @@ def plan_sweep(spec: dict[str, Any], repeats: int | None = None) -> SweepPlan:
     cases: list[RunConfig] = []
     seen: set[Path] = set()
     for variant in variants:
-        for config in _expand({**spec, **variant}):
+        for config in _expand({**spec, **variant}, launch):
             key = run_paths("", config, 1).record
             if key in seen:
                 raise ConfigError(f"two sweep cases write the same files ({key}): make the matrix values distinct")
@@ -75,7 +82,7 @@ def plan_sweep(spec: dict[str, Any], repeats: int | None = None) -> SweepPlan:
     return SweepPlan(cases=cases, repeats=repeats)
 
 
-def _expand(spec: dict[str, Any]) -> Iterator[RunConfig]:
+def _expand(spec: dict[str, Any], launch: LaunchOptions) -> Iterator[RunConfig]:
     """One sub-matrix: the cartesian product of its list-valued keys, each case checked."""
     spec = dict(spec)
     topologies = spec.pop("topology", None)
@@ -94,7 +101,7 @@ def _expand(spec: dict[str, Any]) -> Iterator[RunConfig]:
         if "_topology" in values:
             values["nodes"], values["devices_per_node"] = values.pop("_topology")
         config = config_from_mapping(values)
-        check_config(config)
+        check_config(config, launch)
         yield config
 
 
@@ -122,8 +129,12 @@ def run_sweep(
     overwrite: bool,
     retry_failed: bool,
     on_progress: Callable[[RunConfig, int, dict[str, Any] | None], None],
+    launch: LaunchOptions = LOCAL,
 ) -> SweepOutcome:
-    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes."""
+    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
+
+    Outside a Slurm allocation, `--launcher slurm` submits the runs as sbatch jobs and collects their records.
+    """
     runs = list(plan.runs())
     existing = [p for c, r in runs if (p := run_paths(out, c, r).record).exists()]
     if existing and not (resume or overwrite):
@@ -132,12 +143,20 @@ def run_sweep(
             f"or --overwrite to start again"
         )
     outcome = SweepOutcome(ran=[], skipped=0)
+    todo = []
     for config, repeat in runs:
         if resume and record_is_complete(run_paths(out, config, repeat).record, retry_failed):
             outcome.skipped += 1
             on_progress(config, repeat, None)
-            continue
-        record = execute_run(config, repeat, out, env, overwrite=True)
+        else:
+            todo.append((config, repeat))
+    if launch.kind == "slurm" and not in_slurm_allocation():
+        for (config, repeat), record in zip(todo, submit_runs(todo, out, launch, overwrite=True)):
+            outcome.ran.append(record)
+            on_progress(config, repeat, record)
+        return outcome
+    for config, repeat in todo:
+        record = execute_run(config, repeat, out, env, overwrite=True, launch=launch)
         outcome.ran.append(record)
         on_progress(config, repeat, record)
     return outcome

@@ -7,6 +7,8 @@ import sys
 from typing import Any, NoReturn
 
 from dlperf.config import CONFIG_KEYS, PRECISIONS, RunConfig
+from dlperf.launch.hosts import parse_hosts, read_hostfile
+from dlperf.launch.options import LAUNCHERS, LaunchOptions
 from dlperf.workloads import model_names
 
 
@@ -98,6 +100,71 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive_float,
         help=f"seconds before a run is stopped and recorded as failed (default {d.timeout:g})",
+    )
+    add_gpt_options(parser, d)
+
+
+def add_gpt_options(parser: argparse.ArgumentParser, d: RunConfig) -> None:
+    """The GPT model's shape and its dp x tp x pp layout (`--model gpt`)."""
+    add = _group(parser, "GPT (--model gpt)")
+    add("--case", help="a GPT report case, e.g. DP_8x1x1_16_1536x16 or its log name; other flags override it")
+    add("--num-layers", type=positive_int, help=f"transformer blocks (default {d.num_layers})")
+    add("--hidden-size", type=positive_int, help=f"hidden size (default {d.hidden_size})")
+    add("--num-heads", type=positive_int, help=f"attention heads (default {d.num_heads})")
+    add("--seq-length", type=positive_int, help=f"tokens per sample (default {d.seq_length})")
+    add("--vocab-size", type=positive_int, help=f"vocabulary, padded to 128 x tp (default {d.vocab_size})")
+    add("--dp", type=positive_int, help="data-parallel size (default: world size / (tp x pp))")
+    add("--tp", type=positive_int, help=f"tensor-parallel size (default {d.tp})")
+    add("--pp", type=positive_int, help=f"pipeline stages (default {d.pp})")
+    add("--micro-batch-size", type=positive_int, help=f"samples per micro-batch (default {d.micro_batch_size})")
+    add("--global-batch-size", type=positive_int, help="samples per iteration (default micro batch x dp)")
+    add("--pp-schedule", choices=("gpipe", "1f1b"), help=f"pipeline schedule (default {d.pp_schedule})")
+    add("--dp-mode", choices=("ddp", "fsdp"), help=f"data parallelism: DDP or FSDP2 (default {d.dp_mode})")
+    add("--peak-tflops", type=positive_float, help="device peak TFLOP/s for MFU (default: dlperf's table)")
+
+
+def add_launch_options(parser: argparse.ArgumentParser) -> None:
+    """Where the run happens: this machine, hosts over ssh, or Slurm; none of it changes what is measured."""
+    group = parser.add_argument_group("where to run (multi-node)")
+    add = group.add_argument
+    hosts = group.add_mutually_exclusive_group()
+    hosts.add_argument(
+        "--hosts", help="comma-separated hosts, one node agent each over ssh; --nodes defaults to their count"
+    )
+    hosts.add_argument("--hostfile", help="file with one host per line, optionally `slots=N`; like --hosts")
+    add(
+        "--launcher",
+        choices=LAUNCHERS,
+        help="local, ssh (the default with --hosts) or slurm (srun inside an allocation, else sbatch)",
+    )
+    add("--master-addr", help="rendezvous address (default: the first host)")
+    add("--master-port", type=positive_int, help="rendezvous port (default: a free port on the first host)")
+    add("--ifname", help="network interface for NCCL and Gloo (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), e.g. eth0")
+    add("--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="extra `ssh -o` option, repeatable")
+    add("--connect-timeout", type=positive_int, default=10, help="ssh connect timeout in seconds (default 10)")
+    add("--remote-python", help="python on the hosts that has dlperf installed (default: this one's path)")
+    add("--dry-run", action="store_true", help="print the exact commands and scripts without running them")
+    add("--partition", help="Slurm partition for sbatch")
+    add("--account", help="Slurm account for sbatch")
+    add("--time", help="Slurm time limit for sbatch, e.g. 01:00:00")
+
+
+def launch_options(args: argparse.Namespace) -> LaunchOptions:
+    hosts = parse_hosts(args.hosts) if args.hosts else read_hostfile(args.hostfile) if args.hostfile else []
+    extra = {"remote_python": args.remote_python} if args.remote_python else {}
+    return LaunchOptions(
+        launcher=args.launcher,
+        hosts=tuple(hosts),
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        ifname=args.ifname,
+        ssh_options=tuple(args.ssh_option),
+        connect_timeout=args.connect_timeout,
+        dry_run=args.dry_run,
+        partition=args.partition,
+        account=args.account,
+        time=args.time,
+        **extra,
     )
 
 

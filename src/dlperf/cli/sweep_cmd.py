@@ -8,8 +8,10 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dlperf.cli.display import console, run_line
-from dlperf.cli.options import positive_int
-from dlperf.launch.runner import check_writable
+from dlperf.cli.options import add_launch_options, launch_options, positive_int
+from dlperf.launch.options import in_slurm_allocation
+from dlperf.launch.runner import check_writable, describe_run
+from dlperf.launch.slurm import submit_runs
 from dlperf.metrics.environment import collect_environment
 from dlperf.reporting.files import write_text_atomic
 from dlperf.reporting.record import find_records
@@ -33,12 +35,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--resume", action="store_true", help="skip runs whose record is complete; rerun the rest")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
+    add_launch_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
-    plan = plan_sweep(load_sweep_file(args.config), args.repeats)
+    launch = launch_options(args)
+    plan = plan_sweep(load_sweep_file(args.config), args.repeats, launch)
+    if launch.dry_run:
+        if launch.kind == "slurm" and not in_slurm_allocation():
+            submit_runs(list(plan.runs()), args.out, launch, overwrite=True)
+        else:
+            print("\n".join(describe_run(config, repeat, args.out, launch) for config, repeat in plan.runs()))
+        return 0
     check_writable(args.out)
     env = collect_environment()
     total = len(plan.cases) * plan.repeats
@@ -68,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 overwrite=args.overwrite,
                 retry_failed=args.retry_failed,
                 on_progress=on_progress,
+                launch=launch,
             )
         except KeyboardInterrupt:
             progress.stop()

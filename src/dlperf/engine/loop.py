@@ -12,6 +12,7 @@ from dlperf.metrics.timing import StepClock, synchronize
 from dlperf.reporting.runlog import WindowLine
 
 WindowCallback = Callable[[WindowLine], None]
+LossReader = Callable[[torch.Tensor | None], float | None]
 
 
 @dataclass
@@ -46,14 +47,16 @@ def timed_loop(
     global_batch: int,
     barrier: Callable[[], None] = lambda: None,
     on_window: WindowCallback | None = None,
+    read_loss: LossReader = _loss_value,
 ) -> Measurement:
     """Run `warmup_iters` untimed steps, then `iters` timed ones.
 
     The device is synchronised only at window edges (every `print_every` steps), where the loss is read
-    too; per-step latency comes from the StepClock without a sync per step.
+    too (by `read_loss`, which every rank calls there and nowhere else); per-step latency comes from the
+    StepClock without a sync per step.
     """
     started = time.perf_counter()
-    loss_first = _loss_value(step())  # .item() waits for the first step: start-up and compiling
+    loss_first = read_loss(step())  # .item() waits for the first step: start-up and compiling
     synchronize(device)
     first_step_s = time.perf_counter() - started
     for _ in range(warmup_iters - 1):
@@ -66,7 +69,7 @@ def timed_loop(
     clock.start()
     windows: list[float] = []
     step_ms: list[float] = []
-    loss = None
+    loss_now = None
     done_in_window = 0
     for iteration in range(1, iters + 1):
         loss = step()
@@ -74,7 +77,7 @@ def timed_loop(
         done_in_window += 1
         if iteration % print_every and iteration != iters:
             continue
-        loss_now = _loss_value(loss)
+        loss_now = read_loss(loss)
         synchronize(device)
         now = time.perf_counter()
         window_s = now - window_start
@@ -96,5 +99,5 @@ def timed_loop(
         window_throughputs=windows,
         step_ms=step_ms,
         loss_first=loss_first,
-        loss_last=_loss_value(loss),
+        loss_last=loss_now,  # the last iteration always closes a window
     )

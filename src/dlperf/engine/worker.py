@@ -18,6 +18,11 @@ from dlperf.reporting.runlog import RunLogWriter
 from dlperf.workloads import DistContext, get_workload
 
 
+def node_name() -> str:
+    """The node as the launcher addresses it (network namespaces share one host name), else the host name."""
+    return os.environ.get("DLPERF_NODE") or socket.gethostname()
+
+
 def resolve_device(choice: str, local_rank: int) -> torch.device:
     """`auto` takes CUDA when present; each rank owns the device of its local rank."""
     use_cuda = choice == "cuda" or (choice == "auto" and torch.cuda.is_available())
@@ -74,10 +79,11 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any] | None:
             global_batch=global_batch,
             barrier=lambda: _barrier(ctx),
             on_window=log.window if log else None,
+            read_loss=lambda loss: workload.read_loss(config, ctx, loss),
         )
         facts = {
             "rank": ctx.rank,
-            "host": socket.gethostname(),
+            "host": node_name(),
             "device": torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else "cpu",
             "peak_memory_mib": peak_memory_mib(ctx.device),
         }

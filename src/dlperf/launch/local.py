@@ -5,12 +5,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from dlperf.launch.options import LaunchOptions
+from dlperf.reporting.layout import RunPaths
 
 KILL_GRACE_S = 10.0
 
@@ -66,3 +70,28 @@ def run_agent(spec: dict[str, Any], spec_path: Path, result_path: Path, console_
     code = proc.returncode
     reason = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
     return {"status": "failed", "error": f"launcher {reason} before writing a result; see {console_path}"}
+
+
+class LocalLauncher:
+    """One agent on this machine, its rendezvous on loopback."""
+
+    def __init__(self, options: LaunchOptions) -> None:
+        self.options = options
+
+    def _spec(self, spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
+        port = self.options.master_port or free_port()
+        launch = {**spec["launch"], "rdzv_endpoint": f"127.0.0.1:{port}", "log_dir": str(workdir / "elastic")}
+        return {**spec, "launch": launch}
+
+    def describe(self, spec: dict[str, Any], paths: RunPaths) -> list[str]:
+        workdir = Path("$TMPDIR/dlperf-XXXX")
+        return [
+            f"# spec in {workdir / 'spec.json'}:",
+            json.dumps(self._spec(spec, workdir)),
+            shlex.join([sys.executable, "-m", "dlperf.launch.agent", f"{workdir}/spec.json", f"{workdir}/result.json"]),
+        ]
+
+    def run(self, spec: dict[str, Any], workdir: Path, paths: RunPaths, timeout: float) -> dict[str, Any]:
+        return run_agent(
+            self._spec(spec, workdir), workdir / "spec.json", workdir / "result.json", paths.console, timeout
+        )

@@ -7,9 +7,10 @@ from dlperf.workloads.base import DistContext, TrainStep, Workload
 
 
 def _registry() -> dict[str, Workload]:
+    from dlperf.workloads.gpt.workload import GPTWorkload
     from dlperf.workloads.resnet import ResNet50Workload
 
-    workloads: list[Workload] = [ResNet50Workload()]
+    workloads: list[Workload] = [ResNet50Workload(), GPTWorkload()]
     return {w.name: w for w in workloads}
 
 

@@ -54,6 +54,11 @@ class Workload(ABC):
     def build(self, config: RunConfig, ctx: DistContext) -> TrainStep:
         """Build model, data and optimizer on this rank and return the step to time."""
 
+    def read_loss(self, config: RunConfig, ctx: DistContext, loss: torch.Tensor | None) -> float | None:
+        """The loss rank 0 logs; every rank calls it at window edges only, so it may hold one collective
+        (e.g. fetch the loss from the last pipeline stage). Default: this rank's own loss."""
+        return None if loss is None else float(loss.float().item())
+
     def derived_metrics(self, config: RunConfig, measured: dict[str, Any]) -> dict[str, Any]:
         """Extra record fields computed from the measurement (e.g. tokens/s, MFU); none by default."""
         return {}

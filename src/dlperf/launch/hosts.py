@@ -1,0 +1,94 @@
+"""Host lists for multi-node runs: `--hosts a,b` or a hostfile, checked before anything reaches ssh.
+
+A host is `[user@]name` where name is a DNS name or an IPv4 address. Anything else (spaces, quotes, `;`, `$`,
+a leading `-` that ssh would read as an option) is refused: host names reach ssh as arguments, never through
+a shell, and a name that looks like an option or a command is a mistake or an attack either way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlperf.errors import ConfigError
+
+HOST_RE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?[A-Za-z0-9][A-Za-z0-9.-]*$")
+SLOTS_RE = re.compile(r"^slots=(\d+)$")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One node: the name ssh is given, and how many devices it offers (`slots=N` in a hostfile)."""
+
+    name: str
+    slots: int | None = None
+
+    @property
+    def address(self) -> str:
+        """The name without the user: what other nodes connect to."""
+        return self.name.rpartition("@")[2]
+
+
+def check_host_name(name: str, where: str = "--hosts") -> str:
+    if not HOST_RE.match(name):
+        raise ConfigError(
+            f"host {name!r} in {where} is not a host name or IPv4 address ([user@]name with letters, digits, "
+            f"'.', '-'): remove shell characters and spaces"
+        )
+    return name
+
+
+def parse_hosts(text: str) -> list[Host]:
+    """`node1,node2` -> hosts, in order; the first one hosts the rendezvous."""
+    names = [part.strip() for part in text.split(",")]
+    if not any(names) or not all(names):
+        raise ConfigError(f"--hosts {text!r} has an empty entry: give a comma-separated list like node1,node2")
+    return _unique([Host(check_host_name(name)) for name in names], "--hosts")
+
+
+def read_hostfile(path: str | Path) -> list[Host]:
+    """One host per line, optionally `slots=N`; blank lines and `#` comments are skipped."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise ConfigError(f"cannot read hostfile {path}: {error.strerror or error}") from None
+    hosts = []
+    for number, line in enumerate(lines, start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        where = f"hostfile {path} line {number}"
+        slots = None
+        for word in words[1:]:
+            match = SLOTS_RE.match(word)
+            if not match or int(match.group(1)) < 1:
+                raise ConfigError(f"{where}: {word!r} is not slots=N with N >= 1")
+            slots = int(match.group(1))
+        hosts.append(Host(check_host_name(words[0], where), slots))
+    if not hosts:
+        raise ConfigError(f"hostfile {path} lists no hosts: write one host per line")
+    return _unique(hosts, f"hostfile {path}")
+
+
+def _unique(hosts: list[Host], where: str) -> list[Host]:
+    seen: set[str] = set()
+    for host in hosts:
+        if host.address in seen:
+            raise ConfigError(f"host {host.address} appears twice in {where}: list each node once")
+        seen.add(host.address)
+    return hosts
+
+
+def hosts_for(hosts: list[Host], nodes: int, devices_per_node: int) -> list[Host]:
+    """The first `nodes` hosts, each with room for `devices_per_node` processes."""
+    if nodes > len(hosts):
+        raise ConfigError(f"--nodes {nodes} needs {nodes} hosts but the host list has {len(hosts)}: add hosts")
+    chosen = hosts[:nodes]
+    for host in chosen:
+        if host.slots is not None and devices_per_node > host.slots:
+            raise ConfigError(
+                f"--devices-per-node {devices_per_node} is more than host {host.name}'s slots={host.slots}: "
+                f"lower --devices-per-node or raise its slots"
+            )
+    return chosen

@@ -1,0 +1,64 @@
+"""Where and how a run is launched (local, over ssh, under Slurm): apart from RunConfig, which is what is measured."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+from dlperf.errors import ConfigError
+from dlperf.launch.hosts import Host, check_host_name
+
+LAUNCHERS = ("local", "ssh", "slurm")
+IFNAME_RE = re.compile(r"^[\^=]{0,2}[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$")
+SSH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*=[^\n\r]+$")
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """The launch flags of `dlperf run` and `dlperf sweep`; `launcher` None means ssh with hosts, else local."""
+
+    launcher: str | None = None
+    hosts: tuple[Host, ...] = ()
+    master_addr: str | None = None
+    master_port: int | None = None
+    ifname: str | None = None
+    ssh_options: tuple[str, ...] = ()
+    connect_timeout: int = 10
+    remote_python: str = field(default_factory=lambda: sys.executable)
+    dry_run: bool = False
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.launcher or ("ssh" if self.hosts else "local")
+
+    def validate(self) -> None:
+        if self.kind not in LAUNCHERS:
+            raise ConfigError(f"unknown launcher {self.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+        if self.kind == "ssh" and not self.hosts:
+            raise ConfigError("--launcher ssh needs --hosts node1,node2 or --hostfile FILE")
+        if self.kind != "ssh" and self.hosts:
+            raise ConfigError(f"--hosts/--hostfile go with the ssh launcher, not --launcher {self.kind}")
+        if self.ifname is not None and not IFNAME_RE.match(self.ifname):
+            raise ConfigError(f"--ifname {self.ifname!r} is not a network interface name like eth0 or ib0")
+        for option in self.ssh_options:
+            if not SSH_OPTION_RE.match(option):
+                raise ConfigError(f"--ssh-option {option!r} is not KEY=VALUE, e.g. IdentityFile=~/.ssh/bench")
+        if self.master_port is not None and not 0 < self.master_port < 65536:
+            raise ConfigError(f"--master-port must be between 1 and 65535, got {self.master_port}")
+        if self.master_addr is not None:
+            check_host_name(self.master_addr, "--master-addr")
+
+    def worker_env(self) -> dict[str, str]:
+        """Environment for every worker: the socket interface NCCL and Gloo should use."""
+        if not self.ifname:
+            return {}
+        return {"NCCL_SOCKET_IFNAME": self.ifname, "GLOO_SOCKET_IFNAME": self.ifname}
+
+
+def in_slurm_allocation() -> bool:
+    return bool(os.environ.get("SLURM_JOB_ID"))

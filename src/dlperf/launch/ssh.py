@@ -1,0 +1,284 @@
+"""Multi-node runs over OpenSSH: one node agent per host, a c10d rendezvous at the first host.
+
+Every host gets `ssh -o BatchMode=yes -o ConnectTimeout=N -- HOST COMMAND` as an argument list; COMMAND is
+built only from dlperf's own values (python path, run id), each quoted. The spec travels on the agent's
+stdin, which then stays open as a lifeline: closing it stops that node's workers. Afterwards each node's
+result and rank 0's log come back over ssh, and the node's run folder is removed after its process group
+is killed, so nothing is left running on any host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shlex
+import shutil
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import LaunchError
+from dlperf.launch.hosts import Host
+from dlperf.launch.options import LaunchOptions
+from dlperf.reporting.files import write_text_atomic
+from dlperf.reporting.layout import RunPaths
+
+STOP_GRACE_S = 15.0
+POLL_S = 0.1
+# Binds port 0 on the host and prints what the kernel picked; importing dlperf proves it is installed there.
+FREE_PORT_PROBE = "import dlperf, socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
+
+
+def ssh_command(host: Host, options: LaunchOptions, remote: str) -> list[str]:
+    """The ssh argument list: non-interactive, bounded connect time, user options, then the host."""
+    args = [
+        "ssh",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={options.connect_timeout}",
+        "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3",
+        "-o", "LogLevel=ERROR",
+    ]  # fmt: skip
+    for option in options.ssh_options:
+        args += ["-o", option]
+    return [*args, "--", host.name, remote]
+
+
+@dataclass
+class Node:
+    """One host's part in a run: where its files live there and here, and its ssh process."""
+
+    index: int
+    host: Host
+    remote_dir: str
+    console: Path
+    proc: subprocess.Popen | None = None
+    stopped: bool = False
+    ended_at: float = 0.0
+
+    @property
+    def start_command(self) -> str:
+        quoted = shlex.quote(self.remote_dir)
+        return f"mkdir -p {quoted} && echo $$ > {quoted}/pgid && exec "
+
+    def fetch_command(self) -> str:
+        """Kill what is left of the node's process group, send back the result and log, remove the folder."""
+        quoted = shlex.quote(self.remote_dir)
+        return (
+            f'test -f {quoted}/pgid && kill -KILL -- -"$(cat {quoted}/pgid)" 2>/dev/null; '
+            f"tar -C {quoted} -cf - --ignore-failed-read result.json run.log 2>/dev/null; rm -rf {quoted}"
+        )
+
+
+class SshLauncher:
+    """Starts one agent per host over ssh and merges their results into one."""
+
+    def __init__(self, hosts: list[Host], options: LaunchOptions) -> None:
+        self.hosts = hosts
+        self.options = options
+
+    def _nodes(self, paths: RunPaths, run_id: str) -> list[Node]:
+        return [
+            Node(
+                index=i,
+                host=host,
+                remote_dir=f"/tmp/{run_id}-node{i}",
+                console=paths.console.with_name(f"{paths.log.stem}.node{i}-{host.address}.console.txt"),
+            )
+            for i, host in enumerate(self.hosts)
+        ]
+
+    def _node_spec(self, spec: dict[str, Any], node: Node, endpoint: str) -> dict[str, Any]:
+        launch = spec["launch"]
+        return {
+            **spec,
+            "log_path": f"{node.remote_dir}/run.log",
+            "launch": {
+                **launch,
+                "rdzv_endpoint": endpoint,
+                "local_addr": node.host.address,
+                "is_host": node.index == 0,
+                "log_dir": f"{node.remote_dir}/elastic",
+                "collect_env": True,
+                "env": {**launch.get("env", {}), "DLPERF_NODE": node.host.address},
+            },
+        }
+
+    def _agent_command(self, node: Node) -> str:
+        agent = [self.options.remote_python, "-m", "dlperf.launch.agent", "-", f"{node.remote_dir}/result.json"]
+        return node.start_command + shlex.join(agent)
+
+    def _endpoint(self, port: int | str) -> str:
+        return f"{self.options.master_addr or self.hosts[0].address}:{port}"
+
+    def describe(self, spec: dict[str, Any], paths: RunPaths) -> list[str]:
+        """The commands a run would execute, for --dry-run; the port is probed on the first host at run time."""
+        port = self.options.master_port or "<free port on the first host>"
+        lines = []
+        for node in self._nodes(paths, spec["launch"]["run_id"]):
+            lines.append(f"# node {node.index}: {node.host.name}, spec on stdin:")
+            lines.append(json.dumps(self._node_spec(spec, node, self._endpoint(port))))
+            lines.append(shlex.join(ssh_command(node.host, self.options, self._agent_command(node))))
+        return lines
+
+    def run(self, spec: dict[str, Any], workdir: Path, paths: RunPaths, timeout: float) -> dict[str, Any]:
+        """Probe every host, start the agents, wait, stop the rest on the first failure, bring back results."""
+        probe = self._probe_hosts()
+        if "error" in probe:
+            return {"status": "failed", **probe}
+        nodes = self._nodes(paths, spec["launch"]["run_id"])
+        endpoint = self._endpoint(self.options.master_port or probe["port"])
+        try:
+            for node in nodes:
+                self._start(node, self._node_spec(spec, node, endpoint))
+            timed_out = not self._wait(nodes, time.monotonic() + timeout)
+        finally:
+            for node in nodes:
+                self._stop(node)
+        results = [self._fetch(node, paths) for node in nodes]
+        if timed_out:
+            return {"status": "failed", "error": f"timed out after {timeout:g} s: raise --timeout or lower --iters"}
+        return merge_results(results, [node.ended_at or float("inf") for node in nodes])
+
+    def _probe_hosts(self) -> dict[str, Any]:
+        """Every host answers over ssh and has dlperf installed; the first one names a free port."""
+        if shutil.which("ssh") is None:
+            raise LaunchError("the ssh client is not installed here: install OpenSSH (apt-get install openssh-client)")
+        command = shlex.join([self.options.remote_python, "-c", FREE_PORT_PROBE])
+        procs = [
+            subprocess.Popen(
+                ssh_command(host, self.options, command),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for host in self.hosts
+        ]
+        outputs = []
+        for host, proc in zip(self.hosts, procs):
+            try:
+                out, err = proc.communicate(timeout=self.options.connect_timeout + 30)
+            except subprocess.TimeoutExpired:
+                for other in procs:
+                    other.kill()
+                    other.wait()
+                return {"host": host.name, "error": f"host {host.name} did not answer over ssh in time"}
+            if proc.returncode != 0 or not out.strip().isdigit():
+                for other in procs:
+                    other.kill()
+                    other.wait()
+                return {"host": host.name, "error": probe_error(host, proc.returncode, err)}
+            outputs.append(out)
+        return {"port": int(outputs[0])}
+
+    def _start(self, node: Node, node_spec: dict[str, Any]) -> None:
+        with open(node.console, "ab") as console:
+            node.proc = subprocess.Popen(
+                ssh_command(node.host, self.options, self._agent_command(node)),
+                stdin=subprocess.PIPE,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        node.proc.stdin.write(json.dumps(node_spec).encode() + b"\n")
+        node.proc.stdin.flush()
+
+    def _wait(self, nodes: list[Node], deadline: float) -> bool:
+        """Wait for every agent; after the first failure stop the others. False when the time ran out."""
+        while time.monotonic() < deadline:
+            running = [n for n in nodes if n.proc.poll() is None]
+            for node in nodes:
+                if node.proc.returncode is not None and not node.ended_at:
+                    node.ended_at = time.monotonic()
+            if not running:
+                return True
+            if any(n.proc.returncode not in (None, 0) for n in nodes):
+                for node in running:
+                    self._close_lifeline(node)
+            time.sleep(POLL_S)
+        return False
+
+    def _close_lifeline(self, node: Node) -> None:
+        node.stopped = True
+        with contextlib.suppress(OSError):
+            node.proc.stdin.close()
+
+    def _stop(self, node: Node) -> None:
+        """Close the lifeline, give the agent time to stop its workers, then end the ssh client."""
+        if node.proc is None:
+            return
+        if node.proc.poll() is None:
+            self._close_lifeline(node)
+        try:
+            node.proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            node.proc.kill()
+            node.proc.wait()
+        with contextlib.suppress(OSError):
+            node.proc.stdin.close()
+
+    def _fetch(self, node: Node, paths: RunPaths) -> dict[str, Any]:
+        """The node's result (its log too when it held rank 0), or a failure naming the host."""
+        try:
+            done = subprocess.run(
+                ssh_command(node.host, self.options, node.fetch_command()),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.options.connect_timeout + 60,
+            )
+        except subprocess.TimeoutExpired:
+            return {"status": "failed", "host": node.host.address, "error": f"{node.host.name} did not answer"}
+        files = untar(done.stdout)
+        if "run.log" in files:
+            write_text_atomic(paths.log, files["run.log"])
+        if "result.json" not in files:
+            return {
+                "status": "failed",
+                "host": node.host.address,
+                "error": f"the agent on {node.host.name} ended without a result; see {node.console}",
+            }
+        return json.loads(files["result.json"])
+
+
+def untar(data: bytes) -> dict[str, str]:
+    """Regular files of a tar stream by base name; a truncated stream yields what arrived."""
+    files: dict[str, str] = {}
+    with contextlib.suppress(tarfile.TarError), tarfile.open(fileobj=io.BytesIO(data), mode="r|") as archive:
+        for member in archive:
+            if member.isfile():
+                files[Path(member.name).name] = archive.extractfile(member).read().decode("utf-8", "replace")
+    return files
+
+
+def probe_error(host: Host, code: int, stderr: str) -> str:
+    """One line naming the host and ssh's own reason (refused, no route, key denied, dlperf missing)."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    reason = lines[-1] if lines else f"exit code {code}"
+    if code == 255:
+        return f"cannot reach host {host.name} over ssh: {reason}"
+    return f"host {host.name} answered but cannot run dlperf with its python: {reason} (see --remote-python)"
+
+
+def merge_results(results: list[dict[str, Any]], ended_at: list[float]) -> dict[str, Any]:
+    """One run result from every node's: rank 0's measurement, or the failure that caused the others.
+
+    A node stopped by dlperf after another failed is an echo, as is a worker that lost its peer; a worker
+    killed by a signal is the cause, else the node that failed first.
+    """
+    envs = [r["env"] for r in results if "env" in r]
+    if all(r.get("status") == "ok" for r in results):
+        chosen = next((r for r in results if r.get("holds_rank0")), None)
+        if chosen is None:
+            chosen = {"status": "failed", "error": "no node reported rank 0's measurement"}
+    else:
+        failed = [(t, r) for t, r in zip(ended_at, results) if r.get("status") != "ok"]
+        own = [(t, r) for t, r in failed if not r.get("stopped")] or failed
+        own.sort(key=lambda pair: (pair[1].get("signal") is None, pair[0]))
+        chosen = own[0][1]
+    merged = {k: v for k, v in chosen.items() if k not in ("env", "stopped")}
+    return {**merged, "node_envs": envs}

@@ -1,0 +1,90 @@
+"""The GPT report's table: `group | case | latency (ms) | memory (MiB) | throughput (samples/s)`, plus ours.
+
+Each figure is the median over a case's successful repeats (memory: the largest peak of any rank and repeat);
+rows follow the report's order (DP, MP, 2D, PP), other layouts after them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from dlperf.workloads.gpt.cases import REPORT_CASES
+
+GROUP_ORDER = ("DP", "MP", "2D", "PP")
+
+
+def group_by_case(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """GPT records keyed by their group (the case name plus precision and switches), failed ones included."""
+    by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record.get("model") == "gpt":
+            by_case[record["group"]].append(record)
+    return dict(by_case)
+
+
+def _median(records: list[dict[str, Any]], *keys: str) -> float | None:
+    values = []
+    for record in records:
+        value: Any = record
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, (int, float)):
+            values.append(float(value))
+    return statistics.median(values) if values else None
+
+
+def _peak_mib(records: list[dict[str, Any]]) -> float | None:
+    peaks = [
+        peak.get("allocated", peak.get("rss"))
+        for r in records
+        if isinstance(peak := r.get("peak_memory_mib"), dict) and peak
+    ]
+    return max((p for p in peaks if p is not None), default=None)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _row_key(case: str, records: list[dict[str, Any]]) -> tuple[int, int, str]:
+    group = next((r.get("report_group") for r in records if r.get("report_group")), case.split("_")[0])
+    name = case.rsplit("_", 1)[0]
+    order = list(REPORT_CASES).index(name) if name in REPORT_CASES else len(REPORT_CASES)
+    rank = GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
+    return rank, order, case
+
+
+def gpt_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Markdown lines of the GPT table; empty when there are no GPT records."""
+    if not records_by_case:
+        return []
+    lines = [
+        "## GPT",
+        "",
+        "Latency is ms per iteration (one global batch); memory the peak of any device; throughput global "
+        "samples/s; TFLOP/s per device from 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)); MFU against the device's "
+        "dense peak for the precision (src/dlperf/metrics/flops.py).",
+        "",
+        "| group | case | latency (ms) | memory (MiB) | throughput (samples/s) | tokens/s | TFLOP/s per device "
+        "| MFU | repeats |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes = []
+    for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
+        ok = [r for r in records if r.get("status") == "ok"]
+        group = _row_key(case, records)[0]
+        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else ""
+        mfu = _median(ok, "mfu")
+        repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
+        lines.append(
+            f"| {group_name} | {case} | {_fmt(_median(ok, 'latency_ms', 'mean'), '.2f')} "
+            f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(_median(ok, 'throughput'), '.2f')} "
+            f"| {_fmt(_median(ok, 'tokens_per_s'), '.0f')} | {_fmt(_median(ok, 'tflops_per_device'), '.2f')} "
+            f"| {_fmt(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} |"
+        )
+        note = next((r.get("mfu_note") for r in ok if r.get("mfu_note")), None)
+        if note:
+            notes.append(f"- {case}: MFU left empty: {note}.")
+    return lines + [""] + (notes + [""] if notes else [])

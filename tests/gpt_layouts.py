@@ -1,0 +1,55 @@
+"""Run under torchrun: train the tiny GPT 5 steps under each given layout, rank 0 writes the losses as JSON.
+
+    torchrun --nproc-per-node N tests/gpt_layouts.py OUT.json '[{"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}]'
+
+Each layout is a set of RunConfig changes over TINY_GPT; the world size is torchrun's. Every layout is built,
+stepped and torn down in these same processes, so one launch checks several layouts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from dlperf.config import RunConfig
+from dlperf.workloads.base import DistContext
+from dlperf.workloads.gpt.workload import GPTWorkload
+
+STEPS = 5
+TINY_GPT = dict(
+    model="gpt", num_layers=4, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512,
+    micro_batch_size=2, global_batch_size=8, device="cpu", lr=1e-3,
+)  # fmt: skip
+
+
+def losses(changes: dict, ctx: DistContext) -> list[float]:
+    config = RunConfig(**TINY_GPT, devices_per_node=ctx.world_size, **changes)
+    workload = GPTWorkload()
+    workload.validate(config)
+    step = workload.build(config, ctx)
+    return [workload.read_loss(config, ctx, step()) for _ in range(STEPS)]
+
+
+def main() -> None:
+    out, layouts = sys.argv[1], json.loads(sys.argv[2])
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    torch.set_num_threads(1)
+    if world > 1:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=120))  # a hung layout fails, not waits
+    ctx = DistContext(rank=rank, world_size=world, local_rank=rank, device=torch.device("cpu"))
+    results = [losses(changes, ctx) for changes in layouts]
+    if rank == 0:
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(results, f)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""A real one-node Slurm cluster on loopback: munged, slurmctld and slurmd, all in a temporary folder.
+
+Uses Debian's slurm-wlm and munge (apt-get install slurm-wlm munge). The daemons get their own munge key
+and socket, ports, state and spool folders, so nothing of a system Slurm is touched; the node is this
+machine as `slurmd -C` describes it. Where the daemons cannot start, the fixture skips with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dlperf.launch.local import free_port
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol")
+
+
+def _node_line() -> str:
+    """This machine's NodeName line (CPUs, sockets, memory), renamed to `localhost`."""
+    done = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True)
+    words = done.stdout.splitlines()[0].split()
+    return " ".join(["NodeName=localhost", "NodeAddr=127.0.0.1", *words[1:]])
+
+
+def _config(folder: Path, munge_socket: Path) -> Path:
+    conf = folder / "slurm.conf"
+    conf.write_text(
+        "\n".join(
+            [
+                "ClusterName=dlperf-test",
+                "SlurmctldHost=localhost(127.0.0.1)",
+                f"SlurmctldPort={free_port()}",
+                f"SlurmdPort={free_port()}",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                "AuthType=auth/munge",
+                "CredType=cred/munge",
+                f"AuthInfo=socket={munge_socket}",
+                f"StateSaveLocation={folder / 'state'}",
+                f"SlurmdSpoolDir={folder / 'spool'}",
+                f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
+                f"SlurmdPidFile={folder / 'slurmd.pid'}",
+                f"SlurmctldLogFile={folder / 'slurmctld.log'}",
+                f"SlurmdLogFile={folder / 'slurmd.log'}",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                "AccountingStorageType=accounting_storage/none",
+                "JobCompType=jobcomp/none",
+                "MpiDefault=none",
+                "SchedulerType=sched/builtin",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core",
+                "ReturnToService=2",
+                "MinJobAge=10",
+                _node_line(),
+                "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+                "",
+            ]
+        )
+    )
+    for sub in ("state", "spool"):
+        (folder / sub).mkdir()
+    return conf
+
+
+def why_not_available() -> str | None:
+    if os.geteuid() != 0:
+        return "the test Slurm cluster runs its daemons as root"
+    missing = [tool for tool in DAEMONS if shutil.which(tool) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed (apt-get install slurm-wlm munge)"
+    return None
+
+
+@contextlib.contextmanager
+def slurm_cluster(folder: Path) -> Iterator[dict[str, str]]:
+    """Start munged, slurmctld and slurmd; yield the environment that points Slurm's commands at them."""
+    reason = why_not_available()
+    if reason:
+        pytest.skip(reason)
+    munge = folder / "munge"
+    munge.mkdir(mode=0o700, parents=True)
+    key = munge / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    socket = munge / "munge.socket"
+    env = {**os.environ, "SLURM_CONF": str(_config(folder, socket))}
+    for name in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
+        del env[name]  # this process may itself run inside an allocation
+    procs: list[subprocess.Popen] = []
+    try:
+        started = subprocess.run(
+            ["munged", "--force", f"--key-file={key}", f"--socket={socket}", f"--pid-file={munge / 'pid'}",
+             f"--log-file={munge / 'log'}", f"--seed-file={munge / 'seed'}"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if started.returncode != 0:
+            pytest.skip(f"munged did not start: {started.stderr.strip()}")
+        for daemon in (["slurmctld", "-D", "-i"], ["slurmd", "-D", "-N", "localhost"]):
+            procs.append(subprocess.Popen(daemon, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait_for_idle_node(env, folder, procs)
+        yield env
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        pid_file = munge / "pid"
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text()), 15)
+
+
+def _wait_for_idle_node(env: dict[str, str], folder: Path, procs: list[subprocess.Popen], limit_s: float = 30) -> None:
+    deadline = time.monotonic() + limit_s
+    state = ""
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            break
+        done = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True)
+        state = done.stdout.strip() or done.stderr.strip()
+        if state == "idle":
+            return
+        time.sleep(0.5)
+    logs = " ".join(
+        (folder / f"{d}.log").read_text()[-300:] for d in ("slurmctld", "slurmd") if (folder / f"{d}.log").exists()
+    )
+    pytest.skip(f"the Slurm node did not become idle (state {state!r}): {logs}")

@@ -1,0 +1,79 @@
+"""The parallel layouts compute what one process computes: 5 steps of the tiny GPT, fp32, gloo on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gpt_layouts import losses
+
+from dlperf.workloads.base import DistContext
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent
+TWO_PROCESS = [{}, {"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}, {"pp": 2, "pp_schedule": "1f1b"}]  # {}: DP=2
+# DP2xTP2, TP2xPP2, DP2xPP2 under FSDP2: one launch each (meshes over 4 ranks are not rebuilt in one process)
+FOUR_PROCESS = [{"tp": 2}, {"tp": 2, "pp": 2}, {"pp": 2, "dp_mode": "fsdp"}]
+
+
+@pytest.fixture(scope="module")
+def single_process() -> list[float]:
+    return losses({}, DistContext(rank=0, world_size=1, local_rank=0, device=__import__("torch").device("cpu")))
+
+
+def launch(tmp_path: Path, nproc: int, layouts: list[dict]) -> list[list[float]]:
+    """One torchrun launch runs every layout in turn in the same processes."""
+    out = tmp_path / f"losses{nproc}.json"
+    torchrun = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--standalone",
+         str(HERE / "gpt_layouts.py"), str(out), json.dumps(layouts)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, stderr = torchrun.communicate(timeout=240)
+    finally:  # a hung rank must not outlive the test: stop torchrun's whole session, workers included
+        if torchrun.poll() is None:
+            os.killpg(torchrun.pid, signal.SIGKILL)
+            torchrun.wait()
+    assert torchrun.returncode == 0, stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(("nproc", "layouts"), [(2, TWO_PROCESS)] + [(4, [layout]) for layout in FOUR_PROCESS])
+def test_layouts_match_single_process(tmp_path, single_process, nproc, layouts):
+    assert len(single_process) == 5 and single_process[0] > single_process[-1]  # it trains
+    for layout, got in zip(layouts, launch(tmp_path, nproc, layouts)):
+        assert got == pytest.approx(single_process, rel=1e-4), f"layout {layout} on {nproc} processes"
+
+
+def test_pipeline_run_logs_last_stage_loss(tmp_path):
+    """Through the CLI and torchrun's launcher: rank 0 (first stage) logs the last stage's loss, and the
+    record carries the GPT metrics."""
+    from conftest import run_dlperf
+
+    args = ["run", "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4",
+            "--seq-length", "32", "--vocab-size", "512", "--micro-batch-size", "2", "--global-batch-size", "8",
+            "--pp", "2", "--devices-per-node", "2", "--device", "cpu", "--warmup-iters", "1", "--iters", "4",
+            "--print-every", "2", "--out", str(tmp_path)]  # fmt: skip
+    done = run_dlperf(args)
+    assert done.returncode == 0, done.stderr
+    [path] = (tmp_path / "gpt" / "1n2g").glob("*.json")
+    assert path.name == "PP_pretrain_gpt_1n2d_dp1_mp1_pp2_mbz2_gbz8_s32_l2_h64_nh4_fp32_1f1b_1.json"
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok"
+    assert 5.0 < record["loss_first"] < 7.0 and 5.0 < record["loss_last"] < 7.0
+    assert record["parallel"] == {"dp": 1, "tp": 1, "pp": 2, "micro_batch_size": 2, "global_batch_size": 8,
+                                  "accumulation_steps": 4, "pp_schedule": "1f1b", "dp_mode": None}  # fmt: skip
+    assert record["flops_per_iteration"] == 72 * 8 * 32 * 2 * 64**2 + 12 * 8 * 32**2 * 2 * 64 + 6 * 8 * 32 * 64 * 512
+    assert record["tokens_per_s"] == pytest.approx(record["throughput"] * 32)
+    seconds = 8 / record["throughput"]
+    assert record["tflops_per_device"] == pytest.approx(record["flops_per_iteration"] / seconds / 2 / 1e12)
+    assert record["mfu"] is None and "pass --peak-tflops" in record["mfu_note"]
+    log = path.with_suffix(".log").read_text().splitlines()
+    assert len(log) == 3 and all(" loss nan " not in line for line in log[1:])

@@ -1,0 +1,167 @@
+"""dlperf across real separate hosts: network namespaces with their own sshd, reached over OpenSSH.
+
+One 3-host cluster serves the module; 2-host runs use its first two hosts. Each run is ResNet-50 at 32x32
+(or the tiny GPT) with one gloo process per host.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import TINY
+from netns_hosts import netns_hosts
+
+from dlperf.workloads import model_names
+
+pytestmark = pytest.mark.slow
+
+TINY_GPT = [
+    "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4", "--seq-length", "32",
+    "--vocab-size", "512", "--micro-batch-size", "2", "--warmup-iters", "1", "--iters", "4", "--print-every", "2",
+    "--device", "cpu",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with netns_hosts(3, tmp_path_factory.mktemp("netns")) as built:
+        yield built
+
+
+def dlperf(cluster, args: list[str], hosts: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """`dlperf ARGS --hosts ...` from the machine outside the hosts, with the throw-away key."""
+    command = [sys.executable, "-m", "dlperf", *args, "--hosts", ",".join(hosts), *cluster.ssh_options()]
+    return subprocess.run([*command, "--ifname", cluster.ifname], capture_output=True, text=True, timeout=timeout)
+
+
+def only_record(out: Path) -> dict:
+    (path,) = [p for p in out.rglob("*.json") if not p.name.startswith(".")]
+    return json.loads(path.read_text())
+
+
+def test_two_hosts_resnet50(cluster, tmp_path):
+    hosts = cluster.addresses[:2]
+    done = dlperf(cluster, ["run", *TINY, "--out", str(tmp_path)], hosts)
+    assert done.returncode == 0, done.stderr
+    record = only_record(tmp_path)
+    assert record["status"] == "ok" and record["nodes"] == 2
+    assert record["world_size"] == 2 and record["case"] == "2n1g"
+    assert record["hosts"] == sorted(hosts)  # one rank on each node, by its address
+    assert sorted(r["host"] for r in record["ranks"]) == sorted(hosts)
+    assert record["throughput"] > 0
+    assert [env["node"] for env in record["env"]["nodes"]] == hosts  # every node's environment
+    folder = tmp_path / "resnet50" / "2n1g"
+    log = (folder / "resnet50_b4_fp32_1.log").read_text().splitlines()
+    assert log[0].startswith("[dlperf] config") and len(log) == 3  # rank 0's log came back over ssh
+    consoles = sorted(p.name for p in folder.glob("*.node*.console.txt"))
+    assert consoles == [f"resnet50_b4_fp32_1.node{i}-{h}.console.txt" for i, h in enumerate(hosts)]
+    assert cluster.stray_pids() == {}
+
+
+def test_three_hosts_and_hostfile(cluster, tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("".join(f"{address} slots=1  # node {i}\n" for i, address in enumerate(cluster.addresses)))
+    command = [sys.executable, "-m", "dlperf", "run", *TINY, "--hostfile", str(hostfile), "--out", str(tmp_path)]
+    command += [*cluster.ssh_options(), "--ifname", cluster.ifname]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    record = only_record(tmp_path)
+    assert record["world_size"] == 3 and record["hosts"] == sorted(cluster.addresses)
+    assert record["global_batch_size"] == 12 and record["throughput"] > 0
+
+
+@pytest.mark.skipif("gpt" not in model_names(), reason="the GPT workload is not registered yet")
+def test_two_hosts_gpt(cluster, tmp_path):
+    done = dlperf(cluster, ["run", *TINY_GPT, "--out", str(tmp_path)], cluster.addresses[:2])
+    assert done.returncode == 0, done.stderr
+    record = only_record(tmp_path)
+    assert record["status"] == "ok" and record["world_size"] == 2
+    assert record["hosts"] == sorted(cluster.addresses[:2]) and record["throughput"] > 0
+
+
+@pytest.mark.parametrize("fault", ["refused", "no route", "wrong key"])
+def test_unreachable_host_fails_fast_naming_it(cluster, tmp_path, fault):
+    subnet = cluster.addresses[0].rsplit(".", 1)[0]
+    bad = {"refused": cluster.gateway, "no route": f"{subnet}.200", "wrong key": cluster.addresses[1]}[fault]
+    options = cluster.ssh_options()
+    if fault == "wrong key":
+        key = tmp_path / "stranger"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        options = cluster.ssh_options(key)
+    command = [sys.executable, "-m", "dlperf", "run", *TINY, "--hosts", f"{bad},{cluster.addresses[0]}"]
+    command += [*options, "--connect-timeout", "3", "--out", str(tmp_path)]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and bad in lines[0] and "Traceback" not in done.stderr, done.stderr
+    reasons = {"refused": ["refused"], "no route": ["No route to host", "timed out"], "wrong key": ["denied"]}
+    assert any(reason in lines[0] for reason in reasons[fault])
+    assert elapsed < 3 + 15  # the connect timeout, plus dlperf's own start-up
+    record = only_record(tmp_path)
+    assert record["status"] == "failed" and record["failure"]["host"] == bad
+
+
+def test_shell_metacharacters_in_host_are_refused(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "dlperf", "run", *TINY, "--hosts", "node1,$(touch pwned)", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and "not a host name" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "pwned").exists() and not list(tmp_path.rglob("*.json"))
+
+
+def _worker_pids(cluster, host_index: int) -> list[int]:
+    """The training processes (torchrun's spawned workers) on one host."""
+    pids = []
+    for pid in cluster.pids(cluster.hosts[host_index]):
+        try:
+            if "multiprocessing.spawn" in " ".join(psutil.Process(pid).cmdline()):
+                pids.append(pid)
+        except psutil.Error:
+            continue
+    return pids
+
+
+def test_killed_worker_fails_the_run_and_the_sweep_goes_on(cluster, tmp_path):
+    """A SIGKILLed rank on the second host: failed record naming the node and signal, nothing left behind."""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        "model: resnet50\nimage_size: 32\nnum_classes: 10\ndevice: cpu\nwarmup_iters: 1\nprint_every: 2\n"
+        "repeats: 1\nmatrix:\n  - {batch_size: 4, iters: 2000}\n  - {batch_size: 2, iters: 4}\n"
+    )
+    hosts = cluster.addresses[:2]
+    command = [sys.executable, "-m", "dlperf", "sweep", str(sweep), "--hosts", ",".join(hosts)]
+    command += [*cluster.ssh_options(), "--ifname", cluster.ifname, "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        log = tmp_path / "out" / "resnet50" / "2n1g"
+        while not list(log.glob("*.console.txt")) or not _worker_pids(cluster, 1):
+            assert time.monotonic() < deadline and proc.poll() is None, "the first run never started its workers"
+            time.sleep(0.2)
+        time.sleep(3)  # let the ranks meet and start training
+        victim = _worker_pids(cluster, 1)[0]
+        psutil.Process(victim).kill()
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, output  # one run failed
+    records = {r["batch_size"]: r for r in map(json.loads, map(Path.read_text, log.glob("*.json")))}
+    failed, next_run = records[4], records[2]
+    assert failed["status"] == "failed"
+    assert failed["failure"]["host"] == hosts[1] and failed["failure"]["signal"] == "SIGKILL"
+    assert hosts[1] in failed["error"] and "SIGKILL" in failed["error"]
+    assert next_run["status"] == "ok" and next_run["throughput"] > 0
+    assert cluster.stray_pids() == {}

@@ -42,7 +42,7 @@ def _init(config: RunConfig) -> DistContext:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // local_world))  # the cores we may use
     if world_size > 1:
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend, device_id=device if device.type == "cuda" else None)

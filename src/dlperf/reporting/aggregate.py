@@ -13,6 +13,18 @@ from dlperf.metrics.stats import spread
 BASELINE_CASE = "1n1g"
 
 
+def median_of(records: list[dict[str, Any]], *keys: str) -> float | None:
+    """Median of a nested numeric record field, e.g. ("latency_ms", "p50"), over records that have it."""
+    values = []
+    for record in records:
+        value: Any = record
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            values.append(float(value))
+    return statistics.median(values) if values else None
+
+
 @dataclass
 class CaseSummary:
     """One case (a topology within a group) over its repeats."""
@@ -43,15 +55,8 @@ class CaseSummary:
         return None if self.speedup is None else self.speedup / self.world_size
 
     def median_of(self, *keys: str) -> float | None:
-        """Median over repeats of a nested numeric record field, e.g. ("latency_ms", "p50")."""
-        values = []
-        for record in self.records:
-            value: Any = record
-            for key in keys:
-                value = value.get(key) if isinstance(value, dict) else None
-            if isinstance(value, (int, float)):
-                values.append(float(value))
-        return statistics.median(values) if values else None
+        """Median over the successful repeats of a nested numeric record field."""
+        return median_of(self.records, *keys)
 
     def node_differences(self) -> list[str]:
         """What differs between the nodes of any repeat (driver, library versions, device model)."""

@@ -6,10 +6,10 @@ rows follow the report's order (DP, MP, 2D, PP), other layouts after them.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from typing import Any
 
+from dlperf.reporting.aggregate import median_of
 from dlperf.workloads.gpt.cases import REPORT_CASES
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
@@ -22,17 +22,6 @@ def group_by_case(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
         if record.get("model") == "gpt":
             by_case[record["group"]].append(record)
     return dict(by_case)
-
-
-def _median(records: list[dict[str, Any]], *keys: str) -> float | None:
-    values = []
-    for record in records:
-        value: Any = record
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, (int, float)):
-            values.append(float(value))
-    return statistics.median(values) if values else None
 
 
 def _peak_mib(records: list[dict[str, Any]]) -> float | None:
@@ -76,12 +65,12 @@ def gpt_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]:
         ok = [r for r in records if r.get("status") == "ok"]
         group = _row_key(case, records)[0]
         group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else ""
-        mfu = _median(ok, "mfu")
+        mfu = median_of(ok, "mfu")
         repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
         lines.append(
-            f"| {group_name} | {case} | {_fmt(_median(ok, 'latency_ms', 'mean'), '.2f')} "
-            f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(_median(ok, 'throughput'), '.2f')} "
-            f"| {_fmt(_median(ok, 'tokens_per_s'), '.0f')} | {_fmt(_median(ok, 'tflops_per_device'), '.2f')} "
+            f"| {group_name} | {case} | {_fmt(median_of(ok, 'latency_ms', 'mean'), '.2f')} "
+            f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(median_of(ok, 'throughput'), '.2f')} "
+            f"| {_fmt(median_of(ok, 'tokens_per_s'), '.0f')} | {_fmt(median_of(ok, 'tflops_per_device'), '.2f')} "
             f"| {_fmt(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} |"
         )
         note = next((r.get("mfu_note") for r in ok if r.get("mfu_note")), None)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf import __version__
 from dlperf.config import RunConfig
 from dlperf.errors import ResultsError
 from dlperf.metrics.stats import latency_summary
-from dlperf.workloads import Workload
+
+if TYPE_CHECKING:  # the workloads import torch; readers of records (extract, report) need not
+    from dlperf.workloads import Workload
 
 SCHEMA = "dlperf.run/1"
 

@@ -33,7 +33,8 @@ class Measurement:
         return self.global_batch * self.iters / self.elapsed_s
 
 
-def _loss_value(loss: torch.Tensor | None) -> float | None:
+def loss_value(loss: torch.Tensor | None) -> float | None:
+    """This rank's own loss as a float (a device sync), or None where the rank computes none."""
     return None if loss is None else float(loss.float().item())
 
 
@@ -47,7 +48,7 @@ def timed_loop(
     global_batch: int,
     barrier: Callable[[], None] = lambda: None,
     on_window: WindowCallback | None = None,
-    read_loss: LossReader = _loss_value,
+    read_loss: LossReader = loss_value,
 ) -> Measurement:
     """Run `warmup_iters` untimed steps, then `iters` timed ones.
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from dlperf.config import RunConfig
+from dlperf.engine.loop import loss_value
 
 # One training iteration (one global batch); returns the loss on ranks that compute it, else None.
 TrainStep = Callable[[], "torch.Tensor | None"]
@@ -57,7 +58,7 @@ class Workload(ABC):
     def read_loss(self, config: RunConfig, ctx: DistContext, loss: torch.Tensor | None) -> float | None:
         """The loss rank 0 logs; every rank calls it at window edges only, so it may hold one collective
         (e.g. fetch the loss from the last pipeline stage). Default: this rank's own loss."""
-        return None if loss is None else float(loss.float().item())
+        return loss_value(loss)
 
     def derived_metrics(self, config: RunConfig, measured: dict[str, Any]) -> dict[str, Any]:
         """Extra record fields computed from the measurement (e.g. tokens/s, MFU); none by default."""

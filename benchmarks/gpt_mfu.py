@@ -14,7 +14,7 @@ import argparse
 import torch
 
 from dlperf.config import PRECISIONS, RunConfig
-from dlperf.engine.loop import timed_loop
+from dlperf.engine.loop import time_workload
 from dlperf.engine.worker import resolve_device
 from dlperf.workloads.base import DistContext
 from dlperf.workloads.gpt.model import count_parameters
@@ -47,15 +47,7 @@ def main() -> None:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     ctx = DistContext(rank=0, world_size=1, local_rank=0, device=device)
-    step = workload.build(config, ctx)
-    measured = timed_loop(
-        step,
-        device=device,
-        warmup_iters=config.warmup_iters,
-        iters=config.iters,
-        print_every=config.print_every,
-        global_batch=workload.global_batch(config),
-    )
+    measured = time_workload(workload, config, ctx)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     metrics = workload.derived_metrics(config, {"throughput": measured.throughput, "ranks": [{"device": name}]})
     params = count_parameters(model_shape(config, 1))

@@ -21,7 +21,7 @@ from torch import nn
 from torchvision.models import resnet50
 
 from dlperf.config import RunConfig
-from dlperf.engine.loop import timed_loop
+from dlperf.engine.loop import time_workload
 from dlperf.engine.worker import resolve_device
 from dlperf.reporting.runlog import RunLogWriter
 from dlperf.workloads import DistContext, get_workload
@@ -72,18 +72,10 @@ def dlperf_loop(args: argparse.Namespace, device: torch.device, log_path: Path) 
         iters=args.iters,
         print_every=args.print_every,
     )
-    step = get_workload("resnet50").build(config, DistContext(rank=0, world_size=1, local_rank=0, device=device))
+    ctx = DistContext(rank=0, world_size=1, local_rank=0, device=device)
     log = RunLogWriter(log_path)
     try:
-        measured = timed_loop(
-            step,
-            device=device,
-            warmup_iters=config.warmup_iters,
-            iters=config.iters,
-            print_every=config.print_every,
-            global_batch=config.batch_size,
-            on_window=log.window,
-        )
+        measured = time_workload(get_workload("resnet50"), config, ctx, on_window=log.window)
     finally:
         log.close()
     return measured.throughput

@@ -5,11 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from dlperf.metrics.timing import StepClock, synchronize
 from dlperf.reporting.runlog import WindowLine
+
+if TYPE_CHECKING:  # workloads import this module for loss_value
+    from dlperf.config import RunConfig
+    from dlperf.workloads.base import DistContext, Workload
 
 WindowCallback = Callable[[WindowLine], None]
 LossReader = Callable[[torch.Tensor | None], float | None]
@@ -101,4 +106,26 @@ def timed_loop(
         step_ms=step_ms,
         loss_first=loss_first,
         loss_last=loss_now,  # the last iteration always closes a window
+    )
+
+
+def time_workload(
+    workload: Workload,
+    config: RunConfig,
+    ctx: DistContext,
+    *,
+    barrier: Callable[[], None] = lambda: None,
+    on_window: WindowCallback | None = None,
+) -> Measurement:
+    """Build the workload's step on this rank and time it with the config's warm-up, iterations and windows."""
+    return timed_loop(
+        workload.build(config, ctx),
+        device=ctx.device,
+        warmup_iters=config.warmup_iters,
+        iters=config.iters,
+        print_every=config.print_every,
+        global_batch=workload.global_batch(config),
+        barrier=barrier,
+        on_window=on_window,
+        read_loss=lambda loss: workload.read_loss(config, ctx, loss),
     )

@@ -57,7 +57,7 @@ def _barrier(ctx: DistContext) -> None:
 @record
 def run_worker(spec: dict[str, Any]) -> dict[str, Any] | None:
     """Run one benchmark on this rank; rank 0 returns the measurement with every rank's facts."""
-    from dlperf.engine.loop import timed_loop
+    from dlperf.engine.loop import time_workload
 
     config = RunConfig(**spec["config"])
     ctx = _init(config)
@@ -69,17 +69,8 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any] | None:
         global_batch = workload.global_batch(config)
         if log:
             log.config({**config.to_dict(), "global_batch_size": global_batch, "world_size": ctx.world_size})
-        step = workload.build(config, ctx)
-        measurement = timed_loop(
-            step,
-            device=ctx.device,
-            warmup_iters=config.warmup_iters,
-            iters=config.iters,
-            print_every=config.print_every,
-            global_batch=global_batch,
-            barrier=lambda: _barrier(ctx),
-            on_window=log.window if log else None,
-            read_loss=lambda loss: workload.read_loss(config, ctx, loss),
+        measurement = time_workload(
+            workload, config, ctx, barrier=lambda: _barrier(ctx), on_window=log.window if log else None
         )
         facts = {
             "rank": ctx.rank,

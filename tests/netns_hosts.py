@@ -2,10 +2,11 @@
 
 `netns_hosts(count)` builds `count` namespaces, each with one veth (named `IFNAME` inside every namespace)
 plugged into a bridge whose root-namespace address is where the test's dlperf runs from; every namespace
-runs sshd on its own address with a throw-away host key and accepts one throw-away client key. Processes in
-a namespace share the file system (the same python works there) but not the network: traffic between hosts
-crosses the veth links, where `cap_bandwidth` puts a token-bucket (tbf) limit. Everything is torn down at
-the end: processes still running in a namespace are killed, then namespaces, links and keys are removed.
+has an IPv4 and an IPv6 address and runs sshd on both with a throw-away host key and accepts one throw-away
+client key. Processes in a namespace share the file system (the same python works there) but not the network:
+traffic between hosts crosses the veth links, where `cap_bandwidth` puts a token-bucket (tbf) limit.
+Everything is torn down at the end: processes still running in a namespace are killed, then namespaces, links
+and keys are removed.
 Where namespaces cannot be made (not root, no iproute2 or sshd), the test is skipped with the reason.
 """
 
@@ -32,6 +33,7 @@ class NetnsHost:
     netns: str
     address: str
     veth: str  # the root-namespace end, plugged into the bridge
+    address6: str  # the same host's unique-local IPv6 address: every host is dual-stack
 
 
 @dataclass
@@ -46,6 +48,10 @@ class Cluster:
     @property
     def addresses(self) -> list[str]:
         return [h.address for h in self.hosts]
+
+    @property
+    def addresses6(self) -> list[str]:
+        return [h.address6 for h in self.hosts]
 
     @property
     def client_key(self) -> Path:
@@ -146,6 +152,7 @@ def _start_sshd(cluster: Cluster, host: NetnsHost, cpu: int | None) -> int:
         "\n".join(
             [
                 f"ListenAddress {host.address}",
+                f"ListenAddress {host.address6}",
                 f"HostKey {cluster.workdir / 'host_key'}",
                 f"AuthorizedKeysFile {cluster.workdir / 'authorized_keys'}",
                 f"PidFile {cluster.workdir / f'sshd_{host.netns}.pid'}",
@@ -168,8 +175,8 @@ def _start_sshd(cluster: Cluster, host: NetnsHost, cpu: int | None) -> int:
     )
     deadline = time.time() + 10
     while time.time() < deadline:
-        probe = _sh(["ip", "netns", "exec", host.netns, "ss", "-ltn", f"src {host.address}"], check=False)
-        if f"{host.address}:22" in probe.stdout:
+        probe = _sh(["ip", "netns", "exec", host.netns, "ss", "-ltn"], check=False)
+        if f"{host.address}:22" in probe.stdout and f"[{host.address6}]:22" in probe.stdout:
             return proc.pid
         if proc.poll() is not None:
             break
@@ -189,17 +196,20 @@ def netns_hosts(count: int, workdir: Path, pin_cpus: bool = False) -> Iterator[C
         pytest.skip(f"multi-host harness: {reason}")
     prefix, subnet = _unique_prefix()
     net = f"10.{subnet}.{os.getpid() % 200 + 20}"
+    net6 = f"fd00:{subnet:x}:{os.getpid() % 200 + 20:x}:"
     workdir.mkdir(parents=True, exist_ok=True)
     for key in ("host_key", "client_key"):
         _sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(workdir / key)])
     (workdir / "authorized_keys").write_text((workdir / "client_key.pub").read_text())
-    hosts = [NetnsHost(f"{prefix}h{i}", f"{net}.{i + 1}", f"{prefix}v{i}") for i in range(count)]
+    hosts = [NetnsHost(f"{prefix}h{i}", f"{net}.{i + 1}", f"{prefix}v{i}", f"{net6}:{i + 1}") for i in range(count)]
     cluster = Cluster(hosts=hosts, bridge=f"{prefix}br", gateway=f"{net}.254", workdir=workdir)
     host_key = (workdir / "host_key.pub").read_text().split()
-    (workdir / "known_hosts").write_text("".join(f"{h.address} {host_key[0]} {host_key[1]}\n" for h in hosts))
+    known = [f"{address} {host_key[0]} {host_key[1]}\n" for h in hosts for address in (h.address, h.address6)]
+    (workdir / "known_hosts").write_text("".join(known))
     try:
         _sh(["ip", "link", "add", cluster.bridge, "type", "bridge"])
         _sh(["ip", "addr", "add", f"{cluster.gateway}/24", "dev", cluster.bridge])
+        _sh(["ip", "addr", "add", f"{net6}:fe/64", "dev", cluster.bridge, "nodad"])
         _sh(["ip", "link", "set", cluster.bridge, "up"])
         for index, host in enumerate(hosts):
             _sh(["ip", "netns", "add", host.netns])
@@ -207,6 +217,7 @@ def netns_hosts(count: int, workdir: Path, pin_cpus: bool = False) -> Iterator[C
             _sh(["ip", "link", "set", host.veth, "master", cluster.bridge, "up"])
             inside = ["ip", "-n", host.netns]
             _sh([*inside, "addr", "add", f"{host.address}/24", "dev", IFNAME])
+            _sh([*inside, "addr", "add", f"{host.address6}/64", "dev", IFNAME, "nodad"])  # usable at once
             _sh([*inside, "link", "set", IFNAME, "up"])
             _sh([*inside, "link", "set", "lo", "up"])
             cpu = sorted(os.sched_getaffinity(0))[index % len(os.sched_getaffinity(0))] if pin_cpus else None

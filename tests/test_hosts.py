@@ -7,7 +7,7 @@ from conftest import TINY, run_cli
 
 from dlperf.config import RunConfig
 from dlperf.errors import ConfigError
-from dlperf.launch.hosts import Host, hosts_for, parse_hosts, read_hostfile
+from dlperf.launch.hosts import Host, host_port, hosts_for, parse_hosts, read_hostfile
 from dlperf.launch.options import LaunchOptions
 from dlperf.launch.slurm import batch_script, config_flags
 from dlperf.launch.ssh import merge_results, ssh_command
@@ -16,6 +16,26 @@ from dlperf.launch.ssh import merge_results, ssh_command
 def test_host_list_keeps_order_and_users():
     assert parse_hosts("node1, alice@node2,10.0.0.3") == [Host("node1"), Host("alice@node2"), Host("10.0.0.3")]
     assert parse_hosts("alice@node2")[0].address == "node2"
+
+
+def test_ipv6_hosts_lose_their_brackets_and_endpoints_gain_them():
+    hosts = parse_hosts("[fd00::1],alice@[fd00::2],fd00::3")
+    assert hosts == [Host("fd00::1"), Host("alice@fd00::2"), Host("fd00::3")]
+    assert hosts[1].address == "fd00::2"
+    assert host_port("fd00::1", 29500) == "[fd00::1]:29500" == host_port("[fd00::1]", 29500)
+    assert host_port("10.0.0.1", 29500) == "10.0.0.1:29500" and host_port("node1", 1) == "node1:1"
+    with pytest.raises(ConfigError, match="appears twice"):
+        parse_hosts("fd00::1,[fd00::1]")
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [("fd00::zz", "not a valid IPv6"), ("fe80::1%eth0", "zone"), ("[fd00::1;id]", "not a valid IPv6"),
+     ("a b@node1", "user")],
+)  # fmt: skip
+def test_bad_ipv6_hosts_and_users_are_refused(bad, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_hosts(bad)
 
 
 @pytest.mark.parametrize(
@@ -109,6 +129,10 @@ def test_run_dry_run_prints_ssh_commands_without_running(tmp_path, capsys):
     assert len(commands) == 2 and "-- node1 " in commands[0] and "-- node2 " in commands[1]
     assert '"nnodes": 2' in out and '"GLOO_SOCKET_IFNAME": "eth0"' in out
     assert not list(tmp_path.iterdir())
+    ipv6 = ["run", *TINY, "--hosts", "[fd00::1],fd00::2", "--dry-run", "--out", str(tmp_path)]
+    code, out, err = run_cli(ipv6, capsys)
+    assert code == 0, err
+    assert '"rdzv_endpoint": "[fd00::1]:<free port on the first host>"' in out and "-- fd00::2 " in out
 
 
 def test_nodes_beyond_one_need_hosts(tmp_path, capsys):

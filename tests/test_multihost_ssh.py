@@ -85,6 +85,17 @@ def test_two_hosts_gpt(cluster, tmp_path):
     assert record["hosts"] == sorted(cluster.addresses[:2]) and record["throughput"] > 0
 
 
+def test_two_hosts_by_ipv6_address(cluster, tmp_path):
+    """ssh, the c10d rendezvous ([addr]:port) and the record all take IPv6 addresses, bracketed or bare."""
+    first, second = cluster.addresses6[:2]
+    done = dlperf(cluster, ["run", *TINY, "--out", str(tmp_path)], [f"[{first}]", second])
+    assert done.returncode == 0, done.stderr
+    record = only_record(tmp_path)
+    assert record["status"] == "ok" and record["world_size"] == 2 and record["case"] == "2n1g"
+    assert record["hosts"] == sorted([first, second]) and record["throughput"] > 0
+    assert cluster.stray_pids() == {}
+
+
 @pytest.mark.parametrize("fault", ["refused", "no route", "wrong key"])
 def test_unreachable_host_fails_fast_naming_it(cluster, tmp_path, fault):
     subnet = cluster.addresses[0].rsplit(".", 1)[0]

@@ -1,19 +1,22 @@
 """Host lists for multi-node runs: `--hosts a,b` or a hostfile, checked before anything reaches ssh.
 
-A host is `[user@]name` where name is a DNS name or an IPv4 address. Anything else (spaces, quotes, `;`, `$`,
-a leading `-` that ssh would read as an option) is refused: host names reach ssh as arguments, never through
-a shell, and a name that looks like an option or a command is a mistake or an attack either way.
+A host is `[user@]name` where name is a DNS name, an IPv4 address or an IPv6 address (bare or in brackets).
+Anything else (spaces, quotes, `;`, `$`, a leading `-` that ssh would read as an option) is refused: host names
+reach ssh as arguments, never through a shell, and a name that looks like an option or a command is a mistake
+or an attack either way.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.errors import ConfigError
 
-HOST_RE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?[A-Za-z0-9][A-Za-z0-9.-]*$")
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 SLOTS_RE = re.compile(r"^slots=(\d+)$")
 
 
@@ -31,12 +34,31 @@ class Host:
 
 
 def check_host_name(name: str, where: str = "--hosts") -> str:
-    if not HOST_RE.match(name):
+    """The host as ssh takes it: `[user@]name`, an IPv6 address without the brackets a user may have written."""
+    user, at, address = name.rpartition("@")
+    if address.startswith("[") and address.endswith("]"):
+        address = address[1:-1]
+    if at and not USER_RE.match(user):
+        raise ConfigError(f"user {user!r} of host {name!r} in {where} has characters a user name cannot have")
+    if ":" in address:
+        try:
+            ip = ipaddress.IPv6Address(address)
+        except ValueError:
+            raise ConfigError(f"host {name!r} in {where} is not a valid IPv6 address") from None
+        if ip.scope_id is not None:
+            raise ConfigError(f"host {name!r} in {where} has a zone (%...): give a global or unique-local address")
+    elif not NAME_RE.match(address):
         raise ConfigError(
-            f"host {name!r} in {where} is not a host name or IPv4 address ([user@]name with letters, digits, "
+            f"host {name!r} in {where} is not a host name or IP address ([user@]name with letters, digits, "
             f"'.', '-'): remove shell characters and spaces"
         )
-    return name
+    return f"{user}{at}{address}"
+
+
+def host_port(address: str, port: int | str) -> str:
+    """`address:port` as c10d's rendezvous endpoint reads it: an IPv6 address goes in brackets."""
+    address = address.removeprefix("[").removesuffix("]")  # --master-addr may come bracketed
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 def parse_hosts(text: str) -> list[Host]:

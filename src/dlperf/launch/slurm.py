@@ -19,6 +19,7 @@ from typing import Any
 
 from dlperf.config import RunConfig
 from dlperf.errors import LaunchError
+from dlperf.launch.hosts import host_port
 from dlperf.launch.local import free_port, stop_process_group
 from dlperf.launch.options import LaunchOptions
 from dlperf.launch.runner import check_config, check_writable, claim_paths
@@ -52,7 +53,7 @@ class SrunLauncher:
         return paths.folder.resolve() / f".{paths.log.stem}.slurm"
 
     def _spec(self, spec: dict[str, Any], paths: RunPaths, port: int | str) -> dict[str, Any]:
-        endpoint = f"{self.options.master_addr or first_node()}:{port}"
+        endpoint = host_port(self.options.master_addr or first_node(), port)
         launch = {
             **spec["launch"],
             "rdzv_endpoint": endpoint,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import LaunchError
-from dlperf.launch.hosts import Host
+from dlperf.launch.hosts import Host, host_port
 from dlperf.launch.options import LaunchOptions
 from dlperf.reporting.files import write_text_atomic
 from dlperf.reporting.layout import RunPaths
@@ -113,7 +113,7 @@ class SshLauncher:
         return node.start_command + shlex.join(agent)
 
     def _endpoint(self, port: int | str) -> str:
-        return f"{self.options.master_addr or self.hosts[0].address}:{port}"
+        return host_port(self.options.master_addr or self.hosts[0].address, port)
 
     def describe(self, spec: dict[str, Any], paths: RunPaths) -> list[str]:
         """The commands a run would execute, for --dry-run; the port is probed on the first host at run time."""

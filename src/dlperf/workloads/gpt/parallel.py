@@ -2,7 +2,8 @@
 parallelism, torch.distributed.pipelining stages, and DDP or FSDP2 over the data-parallel dimension.
 
 Ranks are laid out row-major over (dp, pp, tp), as `init_device_mesh` numbers them: TP groups are
-neighbouring ranks (one node's fast links first), pipeline stages next, data-parallel replicas outermost.
+neighbouring ranks (one node's fast links first), pipeline stages next, data-parallel replicas outermost. The
+mesh has a fourth dimension of size 1, dp_shard, so that FSDP2 can replicate over dp without sharding.
 """
 
 from __future__ import annotations
@@ -104,9 +105,12 @@ def _positive(name: str, value: object) -> None:
 
 
 def build_mesh(layout: Layout, device: torch.device):
+    """The (dp, dp_shard, pp, tp) mesh. dp_shard has size 1: over ("dp", "dp_shard") FSDP2 replicates every
+    parameter and all-reduces gradients (HSDP without sharding), which is DDP for DTensor parameters."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    return init_device_mesh(device.type, (layout.dp, layout.pp, layout.tp), mesh_dim_names=("dp", "pp", "tp"))
+    shape = (layout.dp, 1, layout.pp, layout.tp)
+    return init_device_mesh(device.type, shape, mesh_dim_names=("dp", "dp_shard", "pp", "tp"))
 
 
 def stage_layers(num_layers: int, pp: int, stage: int) -> range:
@@ -154,22 +158,21 @@ def apply_tp(model: GPT, tp_mesh) -> None:
     model.tie_weights()
 
 
-def apply_dp(model: GPT, dp_mesh, mode: str, device: torch.device, tp: int, pipelined: bool) -> nn.Module:
+def apply_dp(model: GPT, mesh, mode: str, device: torch.device, tp: int, pipelined: bool) -> nn.Module:
     """Gradients averaged over the dp dimension only: DDP, or FSDP2 sharding per block (`--dp-mode fsdp`).
 
-    DDP cannot hold DTensor parameters, so under TP the DDP semantics come from `replicate`, PyTorch's DDP
-    on FSDP2's machinery (full replicas, gradients all-reduced per block), which composes with DTensor.
+    DDP cannot hold DTensor parameters, so under TP or PP the DDP semantics come from FSDP2 over the
+    (dp, dp_shard=1) mesh: full replicas, gradients all-reduced per block, composing with DTensor.
     """
+    from torch.distributed.fsdp import fully_shard
+
     if mode == "ddp" and tp == 1 and not pipelined:
         device_ids = [device.index] if device.type == "cuda" else None
-        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids, process_group=dp_mesh.get_group())
-    if mode == "fsdp":
-        from torch.distributed.fsdp import fully_shard as wrap
-    else:
-        from torch.distributed._composable.replicate_with_fsdp import replicate as wrap
+        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids, process_group=mesh["dp"].get_group())
+    dp_mesh = mesh["dp"] if mode == "fsdp" else mesh["dp", "dp_shard"]
     for block in model.layers.values():
-        wrap(block, mesh=dp_mesh)
-    wrap(model, mesh=dp_mesh)
+        fully_shard(block, mesh=dp_mesh)
+    fully_shard(model, mesh=dp_mesh)
     return model
 
 
@@ -177,7 +180,7 @@ def grad_sync(model: nn.Module, enabled: bool) -> AbstractContextManager:
     """Skip the dp gradient reduction on all but the last accumulation micro-batch."""
     if isinstance(model, nn.parallel.DistributedDataParallel):
         return nullcontext() if enabled else model.no_sync()
-    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2 and replicate
+    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2, sharding or replicating
         model.set_requires_gradient_sync(enabled)
     return nullcontext()
 
@@ -196,7 +199,7 @@ class TiedEmbeddingSync:
                 group = dist.new_group(ends)  # every rank creates every group, in the same order
                 if rank in ends:
                     self.group = group
-        # the module, not its weight: FSDP2 and replicate swap parameters for sharded ones when wrapping
+        # the module, not its weight: FSDP2 swaps parameters for DTensor ones when wrapping
         self.holder = model.tok_emb if model.tok_emb is not None else model.output
 
     def __call__(self) -> None:

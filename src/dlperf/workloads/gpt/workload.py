@@ -85,7 +85,7 @@ class GPTWorkload(Workload):
         tie_sync = parallel.TiedEmbeddingSync(layout, ctx.rank, model) if layout.pp > 1 else None
         wrapped: nn.Module = model
         if layout.dp > 1:
-            wrapped = parallel.apply_dp(model, mesh["dp"], layout.dp_mode, ctx.device, layout.tp, layout.pp > 1)
+            wrapped = parallel.apply_dp(model, mesh, layout.dp_mode, ctx.device, layout.tp, layout.pp > 1)
         optimizer = torch.optim.AdamW(
             wrapped.parameters(),
             lr=config.lr if config.lr is not None else DEFAULT_LR,

@@ -195,8 +195,8 @@ def netns_hosts(count: int, workdir: Path, pin_cpus: bool = False) -> Iterator[C
     if reason:
         pytest.skip(f"multi-host harness: {reason}")
     prefix, subnet = _unique_prefix()
-    net = f"10.{subnet}.{os.getpid() % 200 + 20}"
-    net6 = f"fd00:{subnet:x}:{os.getpid() % 200 + 20:x}:"
+    block = os.getpid() % 200 + 20  # the same /24 and /64 for both address families
+    net, net6 = f"10.{subnet}.{block}", f"fd00:{subnet:x}:{block:x}:"
     workdir.mkdir(parents=True, exist_ok=True)
     for key in ("host_key", "client_key"):
         _sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(workdir / key)])

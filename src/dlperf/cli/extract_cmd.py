@@ -10,13 +10,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlperf.cli.options import non_negative_int
+from dlperf.cli.args import non_negative_int
 from dlperf.errors import ResultsError
-from dlperf.launch.runner import check_writable
 from dlperf.peers.base import RULES
 from dlperf.peers.extract import Options, extract_dir
 from dlperf.peers.registry import BY_NAME, describe
-from dlperf.reporting.files import write_json_atomic
+from dlperf.records.store import check_writable, write_json_atomic
 from dlperf.reporting.report import write_report
 
 SKIPPED_EXIT = 3

@@ -32,7 +32,9 @@ def test_resnet50_forward_at_224_is_the_published_figure_and_cached():
     image = torch.empty(1, 3, 224, 224, device="meta")
     flops = flop_count.forward_flops(model, (image,))
     assert flops == pytest.approx(8.2e9, rel=0.03)
-    assert flop_count.forward_flops(model, (torch.empty(1, 3, 224, 224, device="meta"),)) == flops and len(calls) == 1  # cached
+    assert (
+        flop_count.forward_flops(model, (torch.empty(1, 3, 224, 224, device="meta"),)) == flops and len(calls) == 1
+    )  # cached
 
 
 def test_gpt_training_step_matches_the_formula_within_5_percent():

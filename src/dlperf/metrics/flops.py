@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dlperf.metrics.peaks import lookup_peak, table_precision
 
+
 def gpt_flops_per_iteration(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> int:
     """72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)), expanded so that it stays an exact integer."""
     return (

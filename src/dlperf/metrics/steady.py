@@ -97,8 +97,5 @@ def detect_steady_state(
                 tolerance=tolerance,
                 windows_required=windows,
             )
-    reason = (
-        f"never stable: no {windows} consecutive windows within ±{tolerance:.0%} of their median "
-        f"among {n} windows"
-    )
+    reason = f"never stable: no {windows} consecutive windows within ±{tolerance:.0%} of their median among {n} windows"
     return SteadyState(False, None, None, None, 0, tolerance, windows, reason)

@@ -61,9 +61,7 @@ def repeats(root: str | Path) -> dict[tuple[str, str, str], list[float]]:
     }
 
 
-def compare(
-    base_root: str | Path, new_root: str | Path, threshold: float = DEFAULT_THRESHOLD
-) -> list[CaseComparison]:
+def compare(base_root: str | Path, new_root: str | Path, threshold: float = DEFAULT_THRESHOLD) -> list[CaseComparison]:
     base, new = repeats(base_root), repeats(new_root)
     rows = []
     for key in sorted(base.keys() | new.keys()):

@@ -58,3 +58,22 @@ def test_threshold_outside_unit_interval_is_one_line(folders, threshold, capsys)
     code, out, err = run_cli(["compare", str(base), str(new), "--threshold", threshold], capsys)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "--threshold must be a fraction in [0, 1)" in err
+
+
+def test_history_show_uses_the_same_verdicts(tmp_path, capsys):
+    from dlperf.reporting.history import history
+
+    db = str(tmp_path / "h.sqlite")
+    for label, speeds, t0 in (
+        ("v1", known_noise(0, 5, 100.0, 0.005), 1000.0),
+        ("v2", known_noise(1, 5, 93.0, 0.005), 2000.0),
+    ):
+        folder = tmp_path / label
+        for i, speed in enumerate(speeds, 1):
+            write_json_atomic(folder / "resnet50" / "1n1g" / f"r_{i}.json", record("1n1g", i, speed, started_at=t0 + i))
+        code, _, err = run_cli(["history", "add", str(folder), "--label", label, "--db", db], capsys)
+        assert code == 0, err
+    first, second = history(db, model="resnet50", case="1n1g")
+    assert first.verdict is None and second.verdict == "slower" and "Mann-Whitney" in second.verdict_reason
+    code, out, _ = run_cli(["history", "show", "--db", db], capsys)
+    assert code == 0 and "slower" in out

@@ -14,12 +14,18 @@ bf16 output, unit scales). torch is imported inside the functions.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 GPU_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192), (8192, 8192, 16384))
+CPU_SHAPES = ((512, 512, 512), (1024, 1024, 1024))
+PEAKS_SCHEMA = "dlperf.peak/1"
+DEFAULT_PEAKS_FILE = Path(os.environ.get("DLPERF_PEAKS", Path.home() / ".dlperf" / "peaks.json"))
 METHOD = "torch matmul, best of repeats x iters back-to-back GEMMs between syncs, best shape"
 
 
@@ -59,15 +65,16 @@ def _gemm(dtype: str, m: int, n: int, k: int, device: Any) -> Any:
 def measure_matmul(
     dtype: str,
     device: str = "cuda",
-    shapes: Sequence[tuple[int, int, int]] = GPU_SHAPES,
+    shapes: Sequence[tuple[int, int, int]] | None = None,
     iters: int = 20,
     repeats: int = 3,
     warmup: int = 3,
 ) -> dict[str, Any]:
-    """Best sustained matmul TFLOP/s of `dtype` on `device` over `shapes`, with every shape's figures."""
+    """Best sustained matmul TFLOP/s of `dtype` on `device` over `shapes` (default: by device), with each shape's."""
     import torch
 
     dev = torch.device(device)
+    shapes = shapes or (GPU_SHAPES if dev.type == "cuda" else CPU_SHAPES)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     result: dict[str, Any] = {"dtype": dtype, "device": str(dev), "device_name": name, "method": METHOD}
     reason = _unavailable(dtype, dev)
@@ -109,3 +116,27 @@ def measure_matmul(
 def measure_peaks(device: str = "cuda", dtypes: Sequence[str] = DTYPES, **sweep: Any) -> dict[str, dict[str, Any]]:
     """`dlperf peak`: `measure_matmul` for every dtype (unavailable ones carry their reason)."""
     return {dtype: measure_matmul(dtype, device, **sweep) for dtype in dtypes}
+
+
+def merge_stored(stored: dict[str, Any] | None, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The peaks file's content with these results (one device's, per dtype) replacing that device's entries."""
+    data = stored if stored and stored.get("schema") == PEAKS_SCHEMA else {"schema": PEAKS_SCHEMA, "devices": {}}
+    for dtype, result in results.items():
+        if result["tflops"] is not None:
+            data["devices"].setdefault(result["device_name"], {})[dtype] = {**result, "measured_at": time.time()}
+    return data
+
+
+def read_stored(path: str | Path = DEFAULT_PEAKS_FILE) -> dict[str, Any] | None:
+    """The peaks file written by `dlperf peak`, or None when there is none (or it is not one)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == PEAKS_SCHEMA else None
+
+
+def measured_peak(stored: dict[str, Any] | None, device_name: str, dtype: str) -> float | None:
+    """The measured TFLOP/s of this exact device name and table dtype, for MFU against the measured peak."""
+    entry = ((stored or {}).get("devices") or {}).get(device_name, {}).get(dtype)
+    return entry["tflops"] if entry else None

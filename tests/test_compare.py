@@ -77,3 +77,12 @@ def test_history_show_uses_the_same_verdicts(tmp_path, capsys):
     assert first.verdict is None and second.verdict == "slower" and "Mann-Whitney" in second.verdict_reason
     code, out, _ = run_cli(["history", "show", "--db", db], capsys)
     assert code == 0 and "slower" in out
+
+
+def test_base_that_failed_gives_no_verdict(tmp_path, capsys):
+    base, new = tmp_path / "base", tmp_path / "new"
+    write_case(base, "1n1g", [None])
+    write_case(new, "1n1g", [100.0, 101.0, 99.0])
+    code, out, _ = run_cli(["compare", str(base), str(new), "--json"], capsys)
+    (row,) = json.loads(out)
+    assert code == 0 and row["verdict"] == "base-failed" and not row["regressed"]

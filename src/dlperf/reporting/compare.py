@@ -34,9 +34,12 @@ class CaseComparison:
 
     @property
     def label(self) -> str:
-        if self.failed:
-            return "failed"
-        return self.verdict.verdict if self.verdict else self.status
+        """The verdict; else only-base/only-new, failed (NEW fails where BASE ran) or base-failed."""
+        if self.verdict is not None:
+            return self.verdict.verdict
+        if self.status != "both":
+            return self.status
+        return "failed" if self.failed else "base-failed"
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -11,7 +11,7 @@ the run's own process tree. Between the two:
   PIDs; inside a container they may not match ours, so a process listed there is reported with its PID and memory.
 
 A run is `noisy` when any of these holds, each giving its reason:
-- others kept more than `OTHER_CORES_LIMIT` of the cores busy (10 % of the machine, at least half a core);
+- others kept more than `other_cores_limit(cores)` cores busy (10 % of the machine, at least half a core);
 - another process computed on one of the run's GPUs;
 - the coefficient of variation of the run's window throughputs exceeds `WINDOW_CV_LIMIT` (5 %): a quiet GPU
   run's windows agree within about 1 %, and a larger spread means the figure depends on when it was taken.

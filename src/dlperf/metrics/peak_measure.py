@@ -1,7 +1,7 @@
 """`dlperf peak`: the matmul TFLOP/s a device actually sustains per dtype, to set MFU against beside the datasheet.
 
 Datasheet peaks assume the boost clock and ideal shapes; what a device sustains under its power and thermal limits
-is lower (an H100 SXM reaches roughly 70-80 % of its 989 dense bf16 TFLOP/s in large GEMMs). For each dtype this
+is lower, and MFU against it says how much of the reachable speed a workload uses. For each dtype this
 runs a sweep of GEMM shapes (C = A @ B with A m x k, B k x n), each as `repeats` timed runs of `iters` back-to-back
 multiplies into one preallocated output between device syncs, after `warmup` untimed ones. A shape's figure is its
 best run (the sustained rate when nothing else interfered); the dtype's figure is its best shape. One GEMM is

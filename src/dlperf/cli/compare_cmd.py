@@ -1,60 +1,86 @@
-"""`dlperf compare`: a new results folder against a base one, flagging regressions."""
+"""`dlperf compare`: a new results folder against a base one, with a verdict per case that knows the noise."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 
 from rich.table import Table
 
 from dlperf.cli.display import console
-from dlperf.reporting.compare import compare
+from dlperf.errors import ConfigError
+from dlperf.reporting.compare import CaseComparison, compare
+from dlperf.reporting.verdict import DEFAULT_THRESHOLD, check_threshold
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "compare",
         parents=[common],
-        help="compare two results folders case by case and flag regressions",
-        description="Median throughput of every case in BASE and NEW (folders from run, sweep or extract), "
-        "their ratio NEW/BASE, and the cases that got slower than --threshold. Exit status 1 when a case "
-        "regressed, so CI can gate on it.",
+        help="compare two results folders case by case: faster, slower, same or inconclusive",
+        description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio of median throughputs "
+        "NEW/BASE with its 95 %% bootstrap interval, a Mann-Whitney U test on the repeats, and a verdict (faster, "
+        "slower, same, inconclusive) at --threshold. Exit status 1 only for a significant slowdown beyond the "
+        "threshold, or a case that fails in NEW where it ran in BASE, so CI can gate on it.",
     )
     parser.add_argument("base", help="results folder to compare against (e.g. the last release)")
     parser.add_argument("new", help="results folder under test")
     parser.add_argument(
-        "--threshold", type=float, default=0.05, help="slowdown that counts as a regression (default 0.05 = 5 %%)"
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help="change that matters, as a fraction in [0, 1) (default 0.05 = 5 %%)",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    parser.add_argument("--json", action="store_true", help="print every figure of every case as JSON")
     parser.set_defaults(func=run)
 
 
-def _speed(value: float | None, present: bool) -> str:
+def _median(speeds: list[float], present: bool) -> str:
     if not present:
         return "-"
-    return "failed" if value is None else f"{value:.2f}"
+    return f"{statistics.median(speeds):.2f}" if speeds else "failed"
+
+
+def _row(r: CaseComparison) -> list[str]:
+    v = r.verdict
+    return [
+        r.model,
+        r.group,
+        r.case,
+        _median(r.base_speeds, r.status != "only-new"),
+        _median(r.new_speeds, r.status != "only-base"),
+        "" if v is None or v.ratio is None else f"{v.ratio:.3f}",
+        "" if v is None or v.ci_low is None else f"[{v.ci_low:.3f}, {v.ci_high:.3f}]",
+        "" if v is None or v.p_value is None else f"{v.p_value:.3g}",
+        f"{len(r.base_speeds)}/{len(r.new_speeds)}",
+        r.label.upper() if r.regressed else r.label,
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = compare(args.base, args.new)
-    regressed = [r for r in rows if r.regressed(args.threshold)]
+    try:
+        threshold = check_threshold(args.threshold)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    rows = compare(args.base, args.new, threshold)
+    regressed = [r for r in rows if r.regressed]
     if args.json:
-        print(json.dumps([{**vars(r), "ratio": r.ratio, "regressed": r in regressed} for r in rows], indent=2))
+        print(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
-        table = Table(title=f"{args.new} vs {args.base}")
-        for column in ("model", "group", "case", "base samples/s", "new samples/s", "new/base", ""):
-            table.add_column(column, justify="right" if "/" in column else "left")
+        table = Table(title=f"{args.new} vs {args.base} (threshold {threshold:.0%})")
+        columns = ("model", "group", "case", "base median", "new median", "new/base", "95 % interval", "p", "n")
+        for column in (*columns, "verdict"):
+            table.add_column(column, justify="left" if column in ("model", "group", "case", "verdict") else "right")
         for r in rows:
-            ratio = "" if r.ratio is None else f"{r.ratio:.3f}"
-            table.add_row(
-                r.model,
-                r.group,
-                r.case,
-                _speed(r.base, r.status != "only-new"),
-                _speed(r.new, r.status != "only-base"),
-                ratio,
-                "REGRESSION" if r in regressed else "",
-            )
+            table.add_row(*_row(r))
         console.print(table)
-        console.print(f"{len(regressed)} of {len(rows)} cases regressed by more than {args.threshold:.0%}")
+        inconclusive = sum(r.label == "inconclusive" for r in rows)
+        console.print(
+            f"{len(regressed)} of {len(rows)} cases slower by more than {threshold:.0%} (significant) or failing; "
+            f"{inconclusive} inconclusive (more repeats or a quieter machine would tell)"
+        )
+        for r in rows:
+            if r.label == "inconclusive":
+                console.print(f"  {r.model} {r.group} {r.case}: {r.verdict.reason}")
     return 1 if regressed else 0

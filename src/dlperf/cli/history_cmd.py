@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="store results in an SQLite history and show each case across versions",
         description="`dlperf history add DIR [--label L]` stores every record under DIR (once each) under a label "
         "(default: the dlperf commit that measured it). `dlperf history show` prints each case's median "
-        "throughput per label, in the order measured, with the change against the label before.",
+        "throughput per label, in the order measured, with the change against the label before and the verdict "
+        "of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that label's.",
     )
     parser.add_argument("action", choices=["add", "show"], help="add a results folder, or show the history")
     parser.add_argument("dir", nargs="?", help="with add: the results folder to store")
@@ -46,7 +47,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     points = history(args.db, args.model, args.case)
     table = Table(title=f"history in {args.db}")
-    for column in ("model", "group", "case", "label", "first measured", "runs", "median samples/s", "change"):
+    for column in (
+        "model",
+        "group",
+        "case",
+        "label",
+        "first measured",
+        "runs",
+        "median samples/s",
+        "change",
+        "verdict",
+    ):
         table.add_column(column)
     for p in points:
         table.add_row(
@@ -58,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             str(p.runs),
             "failed" if p.median is None else f"{p.median:.2f}",
             "" if p.change is None else f"{p.change - 1:+.1%}",
+            p.verdict or "",
         )
     console.print(table)
     return 0

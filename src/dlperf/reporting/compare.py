@@ -1,4 +1,4 @@
-"""Two results side by side, case by case: the ratio of median throughputs, and which cases regressed."""
+"""Two results side by side, case by case: the ratio of medians and a noise-aware verdict (see verdict.py)."""
 
 from __future__ import annotations
 
@@ -7,43 +7,69 @@ from pathlib import Path
 
 from dlperf.records.load import load_records
 from dlperf.reporting.aggregate import summarise
+from dlperf.reporting.verdict import DEFAULT_THRESHOLD, Verdict, compare_repeats
 
 
 @dataclass(frozen=True)
 class CaseComparison:
-    """One case in both results; a median of None means every repeat failed, `status` says which side lacks it."""
+    """One case in both results. `status` says which side has it; an empty side means every repeat failed."""
 
     model: str
     group: str
     case: str
-    base: float | None
-    new: float | None
+    base_speeds: list[float]
+    new_speeds: list[float]
     status: str  # "both", "only-base", "only-new"
+    verdict: Verdict | None  # None unless both sides have good repeats
 
     @property
-    def ratio(self) -> float | None:
-        return self.new / self.base if self.base and self.new is not None else None
+    def failed(self) -> bool:
+        """Every repeat fails in NEW where BASE ran: a regression without needing statistics."""
+        return self.status == "both" and bool(self.base_speeds) and not self.new_speeds
 
-    def regressed(self, threshold: float) -> bool:
-        """Slower than base by more than `threshold` (a fraction), or failing where base succeeded."""
-        if self.status != "both" or self.base is None:
-            return False
-        return self.new is None or self.ratio < 1 - threshold
+    @property
+    def regressed(self) -> bool:
+        """A significant slowdown beyond the threshold, or failing where base succeeded."""
+        return self.failed or (self.verdict is not None and self.verdict.verdict == "slower")
+
+    @property
+    def label(self) -> str:
+        """The verdict; else only-base/only-new, failed (NEW fails where BASE ran) or base-failed."""
+        if self.verdict is not None:
+            return self.verdict.verdict
+        if self.status != "both":
+            return self.status
+        return "failed" if self.failed else "base-failed"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "model": self.model,
+            "group": self.group,
+            "case": self.case,
+            "status": self.status,
+            "base_speeds": self.base_speeds,
+            "new_speeds": self.new_speeds,
+            "verdict": self.label,
+            "regressed": self.regressed,
+            **({k: v for k, v in self.verdict.as_dict().items() if k != "verdict"} if self.verdict else {}),
+        }
 
 
-def medians(root: str | Path) -> dict[tuple[str, str, str], float | None]:
-    """Median throughput per (model, group, case) of a results folder; None where every repeat failed."""
+def repeats(root: str | Path) -> dict[tuple[str, str, str], list[float]]:
+    """Good repeats' throughputs per (model, group, case) of a results folder; empty where every repeat failed."""
     return {
-        (model, group, case.case): (case.stats["median"] if case.speeds else None)
+        (model, group, case.case): list(case.speeds)
         for (model, group), cases in summarise(load_records(root)).items()
         for case in cases
     }
 
 
-def compare(base_root: str | Path, new_root: str | Path) -> list[CaseComparison]:
-    base, new = medians(base_root), medians(new_root)
+def compare(base_root: str | Path, new_root: str | Path, threshold: float = DEFAULT_THRESHOLD) -> list[CaseComparison]:
+    base, new = repeats(base_root), repeats(new_root)
     rows = []
     for key in sorted(base.keys() | new.keys()):
         status = "both" if key in base and key in new else ("only-base" if key in base else "only-new")
-        rows.append(CaseComparison(*key, base.get(key), new.get(key), status))
+        b, n = base.get(key, []), new.get(key, [])
+        verdict = compare_repeats(b, n, threshold) if status == "both" and b and n else None
+        rows.append(CaseComparison(*key, b, n, status, verdict))
     return rows

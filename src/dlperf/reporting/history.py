@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.reporting.verdict import compare_repeats
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -71,7 +72,8 @@ def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """A case's median throughput under one label; `change` is the ratio to the label before it."""
+    """A case's median throughput under one label; `change` is the ratio to the label before it, and `verdict`
+    compare's verdict of its repeats against that label's (None for a case's first label or where one failed)."""
 
     model: str
     group: str
@@ -81,6 +83,8 @@ class HistoryPoint:
     median: float | None
     runs: int
     change: float | None
+    verdict: str | None = None
+    verdict_reason: str | None = None
 
 
 def history(db: str | Path, model: str | None = None, case: str | None = None) -> list[HistoryPoint]:
@@ -97,13 +101,27 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
             (started or 0.0, throughput if status == "ok" else None)
         )
     points: list[HistoryPoint] = []
-    previous: dict[tuple[str, str, str], float | None] = {}
+    previous: dict[tuple[str, str, str], list[float]] = {}
     ordered = sorted(grouped.items(), key=lambda item: (item[0][:3], min(t for t, _ in item[1])))
     for (model_, group, case_, label), runs in ordered:
         speeds = [s for _, s in runs if s is not None]
         median = statistics.median(speeds) if speeds else None
         before = previous.get((model_, group, case_))
-        change = median / before if median is not None and before else None
-        points.append(HistoryPoint(model_, group, case_, label, min(t for t, _ in runs), median, len(runs), change))
-        previous[(model_, group, case_)] = median
+        change = median / statistics.median(before) if median is not None and before else None
+        verdict = compare_repeats(before, speeds) if before and speeds else None
+        points.append(
+            HistoryPoint(
+                model_,
+                group,
+                case_,
+                label,
+                min(t for t, _ in runs),
+                median,
+                len(runs),
+                change,
+                verdict.verdict if verdict else None,
+                verdict.reason if verdict else None,
+            )
+        )
+        previous[(model_, group, case_)] = speeds
     return points

@@ -1,0 +1,79 @@
+"""`dlperf peak`: measure the matmul TFLOP/s this device sustains per dtype, store it, set it beside the datasheet."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.table import Table
+
+from dlperf.cli.display import console
+from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES, measure_peaks, merge_stored, read_stored
+from dlperf.errors import ConfigError
+from dlperf.metrics.peaks import lookup_peak
+from dlperf.records.store import write_json_atomic
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "peak",
+        parents=[common],
+        help="measure the achievable matmul TFLOP/s per dtype on this device",
+        description="A sweep of GEMM shapes per dtype (best sustained rate), stored in --out so that runs on this "
+        "device report MFU against the measured peak beside the datasheet one.",
+    )
+    parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto", help="default: cuda if present")
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated (default {','.join(DTYPES)})")
+    parser.add_argument("--shapes", help="comma-separated MxNxK GEMM shapes (default: a sweep for the device)")
+    parser.add_argument("--iters", type=int, default=20, help="GEMMs per timed run (default 20)")
+    parser.add_argument("--out", default=str(DEFAULT_PEAKS_FILE), help=f"peaks file (default {DEFAULT_PEAKS_FILE})")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.set_defaults(func=run)
+
+
+def _shapes(text: str | None) -> list[tuple[int, int, int]] | None:
+    if text is None:
+        return None
+    try:
+        shapes = [tuple(int(x) for x in item.lower().split("x")) for item in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(s) != 3 or min(s) < 1 for s in shapes):
+        raise ConfigError(f"--shapes must be MxNxK[,MxNxK...] with positive sizes, e.g. 8192x8192x8192, got {text!r}")
+    return shapes  # type: ignore[return-value]
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    unknown = sorted(set(dtypes) - set(DTYPES))
+    if unknown or not dtypes:
+        raise ConfigError(f"--dtypes takes {', '.join(DTYPES)}; got {args.dtypes!r}")
+    if args.iters < 1:
+        raise ConfigError(f"--iters must be at least 1, got {args.iters}")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda, but torch sees no CUDA device: use --device cpu")
+    results = measure_peaks(device, dtypes, shapes=_shapes(args.shapes), iters=args.iters)
+    write_json_atomic(args.out, merge_stored(read_stored(args.out), results))
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    name = next(iter(results.values()))["device_name"]
+    table = Table(title=f"matmul peak on {name} (stored in {args.out})")
+    for column in ("dtype", "measured TFLOP/s", "best shape", "datasheet TFLOP/s", "measured/datasheet", "note"):
+        table.add_column(column)
+    for dtype, result in results.items():
+        sheet = lookup_peak(name, dtype)
+        measured = result["tflops"]
+        table.add_row(
+            dtype,
+            "" if measured is None else f"{measured:.2f}",
+            "" if result["best_shape"] is None else "x".join(map(str, result["best_shape"])),
+            "" if sheet.tflops is None else f"{sheet.tflops:g}",
+            f"{measured / sheet.tflops:.1%}" if measured is not None and sheet.tflops else "",
+            result["reason"] or sheet.reason or "",
+        )
+    console.print(table)
+    return 0

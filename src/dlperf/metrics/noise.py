@@ -1,0 +1,177 @@
+"""The machine's other load while a run ran, and the `noisy` verdict that keeps a loaded machine's number honest.
+
+A snapshot (psutil; NVML on GPUs) is taken on every node at the start and at the end of the timed run, excluding
+the run's own process tree. Between the two:
+
+- other processes' CPU time: the user + system seconds every other process accrued (a process that started in
+  between counts from zero; one that ended in between is missed, so this is a lower bound), divided by the wall
+  time, i.e. how many cores others kept busy on average;
+- the load average at start and end (it includes the run itself, so it is recorded, not judged);
+- on GPUs, the compute processes NVML lists on the run's devices that are not the run's own. NVML reports host
+  PIDs; inside a container they may not match ours, so a process listed there is reported with its PID and memory.
+
+A run is `noisy` when any of these holds, each giving its reason:
+- others kept more than `other_cores_limit(cores)` cores busy (10 % of the machine, at least half a core);
+- another process computed on one of the run's GPUs;
+- the coefficient of variation of the run's window throughputs exceeds `WINDOW_CV_LIMIT` (5 %): a quiet GPU
+  run's windows agree within about 1 %, and a larger spread means the figure depends on when it was taken.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, dataclass, field
+
+WINDOW_CV_LIMIT = 0.05
+OTHER_CORES_FRACTION = 0.10
+OTHER_CORES_MIN = 0.5
+
+
+def other_cores_limit(cpu_count: int) -> float:
+    """Cores' worth of other CPU use above which a run is noisy: 10 % of the machine, at least half a core."""
+    return max(OTHER_CORES_MIN, OTHER_CORES_FRACTION * cpu_count)
+
+
+@dataclass(frozen=True)
+class LoadSnapshot:
+    time: float
+    load_avg: tuple[float, float, float]
+    cpu_count: int
+    cpu_seconds: dict[tuple[int, float], float]  # (pid, create time) -> user + system seconds, other processes only
+    gpu_processes: list[dict[str, object]] | None  # other processes on the run's GPUs; None: not looked at / unknown
+    gpu_note: str | None = None
+
+
+def _own_tree(root_pid: int) -> set[int]:
+    import psutil
+
+    try:
+        root = psutil.Process(root_pid)
+        return {root_pid, *(child.pid for child in root.children(recursive=True))}
+    except psutil.Error:
+        return {root_pid}
+
+
+def _gpu_processes(gpu_indices: Sequence[int], own: set[int]) -> tuple[list[dict[str, object]] | None, str | None]:
+    """Other compute processes on these NVML device indices, or None with the reason NVML could not tell."""
+    try:
+        import pynvml
+    except ImportError:
+        return None, "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        return None, f"NVML unavailable: {error}"
+    try:
+        found = []
+        for index in gpu_indices:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if proc.pid not in own:
+                    used = proc.usedGpuMemory
+                    found.append({"device": index, "pid": proc.pid, "used_mib": used / 2**20 if used else None})
+        return found, None
+    except pynvml.NVMLError as error:
+        return None, f"NVML could not list processes: {error}"
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def take_snapshot(
+    root_pid: int | None = None, extra_own_pids: Collection[int] = (), gpu_indices: Sequence[int] = ()
+) -> LoadSnapshot:
+    """The machine's load now; the process tree of `root_pid` (default: this process) and `extra_own_pids` are ours."""
+    import psutil
+
+    own = _own_tree(os.getpid() if root_pid is None else root_pid) | set(extra_own_pids)
+    seconds: dict[tuple[int, float], float] = {}
+    for proc in psutil.process_iter(["pid", "create_time", "cpu_times"]):
+        info = proc.info
+        if info["pid"] in own or info["cpu_times"] is None:
+            continue
+        seconds[(info["pid"], info["create_time"])] = info["cpu_times"].user + info["cpu_times"].system
+    gpus, note = _gpu_processes(gpu_indices, own) if gpu_indices else (None, None)
+    return LoadSnapshot(time.time(), psutil.getloadavg(), psutil.cpu_count() or 1, seconds, gpus, note)
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """What others did on this machine during the run (record field `machine_load`, one per node)."""
+
+    wall_s: float
+    cpu_count: int
+    load_avg_start: tuple[float, float, float]
+    load_avg_end: tuple[float, float, float]
+    other_cpu_s: float
+    other_cores: float
+    gpu_other_processes: list[dict[str, object]] | None
+    gpu_note: str | None
+
+    def as_record(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def machine_load(start: LoadSnapshot, end: LoadSnapshot) -> MachineLoad:
+    """Other processes' CPU time between two snapshots, and the GPU processes seen at either."""
+    other = sum(max(0.0, s - start.cpu_seconds.get(key, 0.0)) for key, s in end.cpu_seconds.items())
+    wall = max(end.time - start.time, 1e-9)
+    gpus = None
+    if start.gpu_processes is not None or end.gpu_processes is not None:
+        gpus = []
+        for proc in (start.gpu_processes or []) + (end.gpu_processes or []):
+            if proc not in gpus:
+                gpus.append(proc)
+    return MachineLoad(
+        wall_s=wall,
+        cpu_count=end.cpu_count,
+        load_avg_start=start.load_avg,
+        load_avg_end=end.load_avg,
+        other_cpu_s=other,
+        other_cores=other / wall,
+        gpu_other_processes=gpus,
+        gpu_note=end.gpu_note or start.gpu_note,
+    )
+
+
+def window_cv(window_throughputs: Sequence[float]) -> float | None:
+    """Sample coefficient of variation of the window throughputs; None with fewer than 2 windows."""
+    if len(window_throughputs) < 2:
+        return None
+    mean = statistics.fmean(window_throughputs)
+    return statistics.stdev(window_throughputs) / mean if mean else None
+
+
+@dataclass(frozen=True)
+class NoiseVerdict:
+    noisy: bool
+    reasons: list[str] = field(default_factory=list)
+    window_cv: float | None = None
+
+    def as_record(self) -> dict[str, object]:
+        """Record fields: noisy, noise_reasons, window_cv."""
+        return {"noisy": self.noisy, "noise_reasons": self.reasons, "window_cv": self.window_cv}
+
+
+def noise_verdict(
+    window_throughputs: Sequence[float],
+    loads: Sequence[MachineLoad] = (),
+    cv_limit: float = WINDOW_CV_LIMIT,
+) -> NoiseVerdict:
+    """`noisy` with its reasons, from the run's windows and each node's load."""
+    reasons = []
+    cv = window_cv(window_throughputs)
+    if cv is not None and cv > cv_limit:
+        reasons.append(f"window throughputs vary by CV {cv:.1%}, above the {cv_limit:.0%} limit")
+    for node, load in enumerate(loads):
+        limit = other_cores_limit(load.cpu_count)
+        if load.other_cores > limit:
+            reasons.append(
+                f"node {node}: other processes kept {load.other_cores:.2f} of {load.cpu_count} cores busy "
+                f"(limit {limit:.2f})"
+            )
+        for proc in load.gpu_other_processes or []:
+            reasons.append(f"node {node}: another process (pid {proc['pid']}) computed on GPU {proc['device']}")
+    return NoiseVerdict(bool(reasons), reasons, cv)

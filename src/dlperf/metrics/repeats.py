@@ -1,0 +1,145 @@
+"""How well the median of a case's repeats is known, when to stop repeating, and which repeats are outliers.
+
+Confidence interval of a median:
+- `exact`: the distribution-free order-statistic interval [x_(k), x_(n+1-k)] with the largest k whose coverage
+  1 - 2 P(Binom(n, 1/2) <= k - 1) is at least the confidence. It assumes nothing about the spread, but needs
+  enough repeats: at 95 % the smallest n is 6 (n = 5 reaches 93.75 % with [min, max]).
+- `bootstrap`: percentile bootstrap of the median (scipy.stats.bootstrap, seeded), for showing an interval where
+  the exact one does not exist yet. With 3 to 5 repeats it is narrower than the truth (with 3 it is [min, max],
+  which holds the median 75 % of the time), so the stopping rule never uses it.
+
+Adaptive repeats (`--repeats auto --target-ci PCT --max-repeats N`): repeat until the exact 95 % interval's
+half-width, (high - low) / 2 over the median, is within the target, after at least 3 repeats; stop at N otherwise.
+So with the default 95 % a case stops after 6 repeats at the earliest; the decision says why it stopped.
+
+Outliers: a repeat more than 3 scaled MADs (MAD x 1.4826, the normal-consistent scale) from the median is flagged
+and kept. When the MAD is 0 (most repeats identical) any repeat off the median is flagged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_TARGET_CI = 0.01
+MIN_REPEATS = 3
+DEFAULT_MAX_REPEATS = 10
+OUTLIER_MADS = 3.0
+
+
+@dataclass(frozen=True)
+class MedianInterval:
+    median: float
+    low: float | None
+    high: float | None
+    confidence: float
+    coverage: float | None  # the exact interval's achieved coverage; None for the bootstrap
+    method: str  # "exact" or "bootstrap"
+    n: int
+    reason: str | None = None  # why there is no interval
+
+    @property
+    def half_width(self) -> float | None:
+        """(high - low) / 2 relative to the median; None without an interval."""
+        if self.low is None or self.high is None or not self.median:
+            return None
+        return (self.high - self.low) / 2 / abs(self.median)
+
+
+def median_ci_exact(values: Sequence[float], confidence: float = DEFAULT_CONFIDENCE) -> MedianInterval:
+    """The order-statistic interval of the median via the binomial distribution, or none with the reason."""
+    from scipy.stats import binom
+
+    ordered = sorted(values)
+    n = len(ordered)
+    median = statistics.median(ordered)
+    best: tuple[int, float] | None = None
+    for k in range(1, n // 2 + 1):
+        coverage = 1 - 2 * float(binom.cdf(k - 1, n, 0.5))
+        if coverage < confidence:
+            break
+        best = (k, coverage)
+    if best is None:
+        reason = f"{n} repeats are too few for a distribution-free {confidence:.0%} interval of the median"
+        return MedianInterval(median, None, None, confidence, None, "exact", n, reason)
+    k, coverage = best
+    return MedianInterval(median, ordered[k - 1], ordered[n - k], confidence, coverage, "exact", n)
+
+
+def median_ci_bootstrap(
+    values: Sequence[float], confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, resamples: int = 10_000
+) -> MedianInterval:
+    """Percentile-bootstrap interval of the median (deterministic for a seed)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    data = np.asarray(values, dtype=float)
+    median = float(np.median(data))
+    if len(data) < 2:
+        return MedianInterval(median, None, None, confidence, None, "bootstrap", len(data), "one value: no interval")
+    result = bootstrap(
+        (data,),
+        np.median,
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    ci = result.confidence_interval
+    return MedianInterval(median, float(ci.low), float(ci.high), confidence, None, "bootstrap", len(data))
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    """Whether to run another repeat; `reason` is what the case's record says about why it stopped."""
+
+    stop: bool
+    reason: str
+    repeats: int
+    half_width: float | None
+    target: float
+
+    def as_record(self) -> dict[str, object]:
+        """Record field (per case, on the last repeat's record or the sweep's case summary): repeats_stop."""
+        return asdict(self)
+
+
+def should_stop(
+    values: Sequence[float],
+    target_ci: float = DEFAULT_TARGET_CI,
+    max_repeats: int = DEFAULT_MAX_REPEATS,
+    min_repeats: int = MIN_REPEATS,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> StopDecision:
+    """The adaptive-repeat rule, given the throughputs of the good repeats so far."""
+    if not 0 < target_ci < 1:
+        raise ValueError(f"--target-ci must be a fraction in (0, 1), got {target_ci}")
+    if max_repeats < min_repeats:
+        raise ValueError(f"--max-repeats must be at least {min_repeats}, got {max_repeats}")
+    n = len(values)
+    interval = median_ci_exact(values, confidence) if n else None
+    half = interval.half_width if interval else None
+    if n < min_repeats:
+        return StopDecision(False, f"{n} of at least {min_repeats} repeats", n, half, target_ci)
+    if half is not None and half <= target_ci:
+        reason = f"{confidence:.0%} half-width of the median {half:.2%} within the target {target_ci:.2%} after {n}"
+        return StopDecision(True, reason, n, half, target_ci)
+    if n >= max_repeats:
+        width = "no interval yet" if half is None else f"half-width {half:.2%}"
+        reason = f"--max-repeats {max_repeats} reached with {width} (target {target_ci:.2%})"
+        return StopDecision(True, reason, n, half, target_ci)
+    width = interval.reason if half is None else f"half-width {half:.2%} above the target {target_ci:.2%}"
+    return StopDecision(False, width, n, half, target_ci)
+
+
+def outliers(values: Sequence[float], mads: float = OUTLIER_MADS) -> list[bool]:
+    """Per repeat: more than `mads` scaled MADs from the median (flag it, keep it). Fewer than 3 values: none."""
+    from scipy.stats import median_abs_deviation
+
+    if len(values) < MIN_REPEATS:
+        return [False] * len(values)
+    median = statistics.median(values)
+    scale = float(median_abs_deviation(values, scale="normal"))
+    return [abs(v - median) > mads * scale for v in values]

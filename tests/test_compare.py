@@ -1,0 +1,88 @@
+"""`dlperf compare` on results folders with known-noise repeats: verdicts, exit status, JSON, bad threshold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+from test_report import record
+from test_verdict import known_noise
+
+from dlperf.records.store import write_json_atomic
+
+
+def write_case(root, case: str, speeds: list[float | None]) -> None:
+    for i, speed in enumerate(speeds, 1):
+        write_json_atomic(root / "resnet50" / case / f"resnet50_b128_fp32_{i}.json", record(case, i, speed))
+
+
+@pytest.fixture
+def folders(tmp_path):
+    base, new = tmp_path / "base", tmp_path / "new"
+    write_case(base, "1n1g", known_noise(0, 5, 100.0, 0.005))
+    write_case(new, "1n1g", known_noise(1, 5, 93.0, 0.005))  # 7 % slower, quiet: slower
+    write_case(base, "1n2g", known_noise(2, 5, 200.0, 0.005))
+    write_case(new, "1n2g", known_noise(3, 3, 186.0, 0.08))  # 7 % slower, 3 noisy repeats: inconclusive
+    write_case(base, "1n4g", [400.0, 401.0, 399.0])
+    write_case(new, "1n4g", [None, None])  # fails where it ran: a regression
+    write_case(new, "1n8g", [800.0, 801.0, 799.0])  # new case: no verdict
+    return base, new
+
+
+def test_verdicts_and_exit_status(folders, capsys):
+    base, new = folders
+    code, out, _ = run_cli(["compare", str(base), str(new), "--json"], capsys)
+    assert code == 1
+    rows = {r["case"]: r for r in json.loads(out)}
+    assert rows["1n1g"]["verdict"] == "slower" and rows["1n1g"]["regressed"]
+    assert rows["1n1g"]["ratio"] == pytest.approx(93.0 / 100.0, rel=0.01) and rows["1n1g"]["ci_high"] < 0.95
+    assert rows["1n1g"]["p_value"] == pytest.approx(2 / 252) and len(rows["1n1g"]["new_speeds"]) == 5
+    assert rows["1n2g"]["verdict"] == "inconclusive" and not rows["1n2g"]["regressed"]
+    assert rows["1n4g"]["verdict"] == "failed" and rows["1n4g"]["regressed"]
+    assert rows["1n8g"]["verdict"] == "only-new" and not rows["1n8g"]["regressed"]
+
+
+def test_inconclusive_alone_does_not_fail_ci(folders, capsys):
+    base, new = folders
+    code, out, _ = run_cli(["compare", str(base / "resnet50" / "1n2g"), str(new / "resnet50" / "1n2g")], capsys)
+    assert code == 0
+    assert "0 of 1 cases slower by more than 5%" in out and "1 inconclusive" in out
+    code, out, _ = run_cli(["compare", str(base), str(base)], capsys)
+    assert code == 0 and "0 of 3 cases" in out and "same" in out
+
+
+@pytest.mark.parametrize("threshold", ["-0.1", "1", "5"])
+def test_threshold_outside_unit_interval_is_one_line(folders, threshold, capsys):
+    base, new = folders
+    code, out, err = run_cli(["compare", str(base), str(new), "--threshold", threshold], capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "--threshold must be a fraction in [0, 1)" in err
+
+
+def test_history_show_uses_the_same_verdicts(tmp_path, capsys):
+    from dlperf.reporting.history import history
+
+    db = str(tmp_path / "h.sqlite")
+    for label, speeds, t0 in (
+        ("v1", known_noise(0, 5, 100.0, 0.005), 1000.0),
+        ("v2", known_noise(1, 5, 93.0, 0.005), 2000.0),
+    ):
+        folder = tmp_path / label
+        for i, speed in enumerate(speeds, 1):
+            write_json_atomic(folder / "resnet50" / "1n1g" / f"r_{i}.json", record("1n1g", i, speed, started_at=t0 + i))
+        code, _, err = run_cli(["history", "add", str(folder), "--label", label, "--db", db], capsys)
+        assert code == 0, err
+    first, second = history(db, model="resnet50", case="1n1g")
+    assert first.verdict is None and second.verdict == "slower" and "Mann-Whitney" in second.verdict_reason
+    code, out, _ = run_cli(["history", "show", "--db", db], capsys)
+    assert code == 0 and "slower" in out
+
+
+def test_base_that_failed_gives_no_verdict(tmp_path, capsys):
+    base, new = tmp_path / "base", tmp_path / "new"
+    write_case(base, "1n1g", [None])
+    write_case(new, "1n1g", [100.0, 101.0, 99.0])
+    code, out, _ = run_cli(["compare", str(base), str(new), "--json"], capsys)
+    (row,) = json.loads(out)
+    assert code == 0 and row["verdict"] == "base-failed" and not row["regressed"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from dlperf.reporting.files import write_text_atomic
@@ -29,12 +30,14 @@ table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f0f3f7; }
+table.text td { text-align: left; }
 tr.differs td { background: #fff3cd; font-weight: 600; }
 tr.failed td { background: #f8d7da; }
 .note { color: #555; font-size: 0.9rem; }
 h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
 """
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+PALETTE = qualitative.Plotly
 
 
 class _Plots:
@@ -49,16 +52,16 @@ class _Plots:
         return f'<div class="plot">{snippet}</div>'
 
 
-def _table(table: Table, row_classes: list[str] | None = None) -> str:
+def _table(table: Table, row_classes: list[str] | None = None, css: str = "") -> str:
     header, rows = table
     out = [
-        "<table>",
+        f'<table class="{css}">' if css else "<table>",
         "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead>",
         "<tbody>",
     ]
     for i, row in enumerate(rows):
-        css = row_classes[i] if row_classes and row_classes[i] else ""
-        attr = f' class="{css}"' if css else ""
+        row_css = row_classes[i] if row_classes else ""
+        attr = f' class="{row_css}"' if row_css else ""
         out.append(f"<tr{attr}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
     return "\n".join(out + ["</tbody></table>"])
 
@@ -67,22 +70,18 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
     """Throughput and speedup against devices, one trace per source, the ideal line on the speedup panel."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Throughput (samples/s)", "Speedup vs own 1n1g"))
     devices = {1}
-    for label, points in series_points(series).items():
+    for i, (label, points) in enumerate(series_points(series).items()):
         if not points:
             continue
         xs = [p[0] for p in points]
         devices.update(xs)
-        name = f"{label} (b{series.batches[label]})"
-        fig.add_trace(go.Scatter(x=xs, y=[p[1] for p in points], mode="lines+markers", name=name), row=1, col=1)
+        style = {"mode": "lines+markers", "legendgroup": label, "line": {"color": PALETTE[i % len(PALETTE)]}}
+        name = html.escape(f"{label} (b{series.batches[label]})")  # plotly reads tags in labels: <a>, <b>
+        fig.add_trace(go.Scatter(x=xs, y=[p[1] for p in points], name=name, **style), row=1, col=1)
         speedups = [(x, s) for x, _t, s in points if s is not None]
         if speedups:
-            fig.add_trace(
-                go.Scatter(
-                    x=[x for x, _ in speedups], y=[s for _, s in speedups], mode="lines+markers", name=f"{name} speedup"
-                ),
-                row=1,
-                col=2,
-            )
+            xy = {"x": [x for x, _ in speedups], "y": [s for _, s in speedups]}
+            fig.add_trace(go.Scatter(**xy, name=name, showlegend=False, **style), row=1, col=2)
     ideal = sorted(devices)
     fig.add_trace(
         go.Scatter(x=ideal, y=ideal, mode="lines", name="ideal (linear)", line={"dash": "dash", "color": "gray"}),
@@ -90,8 +89,8 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
         col=2,
     )
     for col in (1, 2):
-        fig.update_xaxes(title_text="devices", type="log", tickvals=ideal, row=1, col=col)
-    fig.update_layout(title_text=series.key.title, height=400, margin={"t": 70, "b": 50})
+        fig.update_xaxes(title_text="devices", tickvals=ideal, row=1, col=col)
+    fig.update_layout(title_text=html.escape(series.key.title), height=400, margin={"t": 70, "b": 50})
     return fig
 
 
@@ -129,12 +128,18 @@ def _windows_figure(title: str, records: list[dict[str, Any]]) -> go.Figure | No
         every = int((r.get("config") or {}).get("print_every") or 1)
         xs = [every * (i + 1) for i in range(len(windows))]
         fig.add_trace(
-            go.Scatter(x=xs, y=windows, mode="lines+markers", name=f"{r.get('case')} repeat {r.get('repeat')}")
+            go.Scatter(
+                x=xs, y=windows, mode="lines+markers", name=html.escape(f"{r.get('case')} repeat {r.get('repeat')}")
+            )
         )
     if not fig.data:
         return None
     fig.update_layout(
-        title_text=title, height=320, xaxis_title="timed iteration", yaxis_title="samples/s", margin={"t": 50}
+        title_text=html.escape(title),
+        height=320,
+        xaxis_title="timed iteration",
+        yaxis_title="samples/s",
+        margin={"t": 50},
     )
     return fig
 
@@ -169,7 +174,11 @@ def html_report(comparison: Comparison) -> str:
         _table(summary_table(comparison)),
         "<h2>Environment</h2>",
         '<p class="note">Highlighted rows differ between sources; extracted peer logs record no environment.</p>',
-        _table(environment_table(comparison), ["differs" if row.differs else "" for row in comparison.environment]),
+        _table(
+            environment_table(comparison),
+            ["differs" if row.differs else "" for row in comparison.environment],
+            css="text",
+        ),
     ]
     for series in comparison.series:
         body += [f"<h2>{html.escape(series.key.title)}</h2>", _table(case_table(series))]

@@ -256,6 +256,10 @@ def build_comparison(sources: list[Source]) -> Comparison:
     return Comparison(sources, compare_series(sources), environment_rows(sources))
 
 
+def _devices(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"
+
+
 def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "" if value is None else format(value, spec)
 
@@ -268,7 +272,7 @@ def summary_table(comparison: Comparison) -> Table:
     header = ["source"]
     for series in comparison.series:
         common = series.common_case
-        where = f"{series.world_size(common)} devices ({common})" if common else "no common topology"
+        where = f"{_devices(series.world_size(common))} ({common})" if common else "no common topology"
         header += [f"{series.key.title} samples/s, {where}", "speedup", "batch"]
         if any(series.max_batches.values()):
             header.append("largest batch")

@@ -138,3 +138,12 @@ def test_cli_bad_usage_one_line(two_sources, tmp_path, capsys, extra, message):
 def test_load_sources_refuses_labels_by_engine(two_sources):
     with pytest.raises(ConfigError, match="drop --label"):
         load_sources(two_sources, labels=["a", "b"], by="engine")
+
+
+def test_aliases_pool_into_one_table():
+    """`rn50` and `resnet50` records in one source are the same cases: their repeats pool (median of 3)."""
+    records = [record("rn50", "1n1g", 128, "fp32", 1, 100.0), record("resnet50", "1n1g", 128, "fp32", 2, 130.0)]
+    records.append(record("ResNet-50", "1n1g", 128, "fp32", 3, 110.0))
+    source = Source.from_records("pooled", records)
+    (cases,) = source.series[SeriesKey("resnet50", "fp32")].values()
+    assert cases[0].speeds == [100.0, 130.0, 110.0] and cases[0].stats["median"] == 110.0

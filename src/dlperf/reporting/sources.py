@@ -47,8 +47,9 @@ class SeriesKey:
 
 
 def canonical_model(name: str) -> str:
+    """Lower-case letters and digits, then the alias table: `ResNet-50`, `rn50` and `resnet50` meet."""
     key = re.sub(r"[^a-z0-9]", "", name.lower())
-    return MODEL_ALIASES.get(key, name)
+    return MODEL_ALIASES.get(key, key)
 
 
 def series_of(record: dict[str, Any]) -> tuple[SeriesKey, int]:
@@ -77,8 +78,10 @@ class Source:
 
     @classmethod
     def from_records(cls, label: str, records: list[dict[str, Any]]) -> Source:
+        """Summarise under canonical model names, so `rn50` and `resnet50` runs pooled here are one table."""
         source = cls(label, records)
-        for (_model, _group), cases in summarise(records).items():
+        canonical = [{**r, "model": canonical_model(str(r["model"]))} for r in records]
+        for (_model, _group), cases in summarise(canonical).items():
             key, batch = series_of(cases[0].records[0] if cases[0].records else cases[0].failed[0])
             source.series.setdefault(key, {})[batch] = cases
         return source

@@ -30,7 +30,7 @@ table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f0f3f7; }
-table.text td { text-align: left; }
+table.text td, table.text th { text-align: left; }
 tr.differs td { background: #fff3cd; font-weight: 600; }
 tr.failed td { background: #f8d7da; }
 .note { color: #555; font-size: 0.9rem; }

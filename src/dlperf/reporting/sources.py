@@ -317,13 +317,18 @@ def environment_table(comparison: Comparison) -> Table:
     return ["fact", *comparison.labels], rows
 
 
-def markdown_table(table: Table, marked: Sequence[bool] = ()) -> list[str]:
-    """A markdown table, first column left-aligned; a marked row's first cell is bold and says `(differs)`."""
+def markdown_table(table: Table, marked: Sequence[bool] = (), numeric: bool = True) -> list[str]:
+    """A markdown table, first column left-aligned, the others right-aligned when `numeric`; a marked row's first
+    cell is bold and says `(differs)`."""
     header, rows = table
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # a `|` in a label ends no cell
+
+    lines = [line(header), "|---|" + ("---:|" if numeric else "---|") * (len(header) - 1)]
     for i, row in enumerate(rows):
         first = f"**{row[0]}** (differs)" if i < len(marked) and marked[i] else row[0]
-        lines.append("| " + " | ".join([first, *row[1:]]) + " |")
+        lines.append(line([first, *row[1:]]))
     return lines
 
 
@@ -339,7 +344,7 @@ def comparison_markdown(comparison: Comparison) -> str:
         "",
         "## Environment",
         "",
-        *markdown_table(environment_table(comparison), [row.differs for row in comparison.environment]),
+        *markdown_table(environment_table(comparison), [row.differs for row in comparison.environment], numeric=False),
         "",
     ]
     for series in comparison.series:

@@ -80,8 +80,8 @@ def test_bad_arguments():
     [
         (0, {"status": "ok", "throughput": 5.0, "peak_memory_mib": {"rss": 900.0}}, "", "ok"),
         (1, {"status": "failed", "error": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"}, "", "oom"),
-        (1, {"status": "failed", "error": "worker rank 0 on vm was killed by SIGKILL", "failure": {"signal": "SIGKILL"}},
-         "", "oom"),
+        (1, {"status": "failed", "error": "worker rank 0 was killed by SIGKILL", "failure": {"signal": "SIGKILL"}}, "",
+         "oom"),
         (1, None, "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes", "oom"),
         (-9, None, "", "oom"),
         (2, None, "dlperf: error: unknown model 'x'", "error"),
@@ -104,13 +104,19 @@ def test_cuda_peak_is_judged_against_the_device():
 
 
 @pytest.mark.slow
-def test_real_probe_under_a_memory_cap(tmp_path: Path):
-    """dlperf run as a fresh process under an address-space cap: batch 512 runs out of memory, the search halves
-    and batch 256 still fails or fits, ... until one fits; the OOM probes do not stop the next."""
-    args = ["--model", "resnet50", "--image-size", "32", "--num-classes", "10", "--device", "cpu",
+def test_real_probe_under_a_memory_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """`dlperf run` as fresh processes under a 4.5 GiB address-space cap (torch's import alone maps about 3.4 GiB):
+    ResNet-50 at 128x128 runs out of memory at batch 32 (about 1.1 GB of activations), and the next probe, at 16,
+    still trains. With a start that does not fit and a step as wide as the start, those are the only two probes
+    on this machine; a machine whose processes map more memory halves further, which the asserts allow."""
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")  # fewer glibc arenas: the mapped size varies less with threads
+    args = ["--model", "resnet50", "--image-size", "128", "--num-classes", "10", "--device", "cpu",
             "--warmup-iters", "1", "--iters", "1", "--print-every", "1"]  # fmt: skip
-    probe = RunProbe(dlperf_run_argv(args), tmp_path, memory_cap_bytes=CAP_BYTES, timeout_s=240)
-    got = find_max_batch(probe, start=START, max_batch=START, step=START)
-    assert got.probes[0].status == "oom", got.probes[0]
-    assert got.probes[-1].fits and got.probes[-1].throughput > 0, got.probes[-1]
-    assert got.max_batch == got.probes[-1].batch < START
+    probe = RunProbe(dlperf_run_argv(args), tmp_path, memory_cap_bytes=int(4.5 * 2**30), timeout_s=300)
+    got = find_max_batch(probe, start=32, max_batch=32, step=32)
+    assert got.probes[0].status == "oom" and not got.probes[0].fits, got.probes[0]
+    assert "allocate" in got.probes[0].reason or "memory" in got.probes[0].reason
+    last = got.probes[-1]
+    assert last.fits and last.throughput > 0 and last.peak_memory_mib > 0, last
+    assert got.max_batch == got.best_batch == last.batch < 32
+    assert (tmp_path / f"b{last.batch}").is_dir()

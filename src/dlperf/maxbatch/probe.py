@@ -116,15 +116,18 @@ class RunProbe:
             try:
                 returncode = proc.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
+                returncode = None
+            finally:  # nothing of this probe may live on holding memory while the next one runs
                 _kill_session(proc)
                 proc.wait()
-                return ProbeOutcome("error", reason=f"no result within {self.timeout_s:g} s")
+        if returncode is None:
+            return ProbeOutcome("error", reason=f"no result within {self.timeout_s:g} s")
         record, run_console = _read_record(out)
         console = console_path.read_text(errors="replace") + "\n" + run_console
         return classify(returncode, record, console, capped=self.memory_cap_bytes is not None)
 
 
 def _kill_session(proc: subprocess.Popen) -> None:
-    """The probe's launcher, agent and workers share its session: none may outlive a probe that timed out."""
+    """The probe's launcher, agent and workers share its session."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)

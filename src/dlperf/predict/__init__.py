@@ -11,6 +11,7 @@ from dlperf.predict.model import (
     predict_data_parallel,
     predict_gpt_layout,
     ring_allreduce_s,
+    single_device_run,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "predict_data_parallel",
     "predict_gpt_layout",
     "ring_allreduce_s",
+    "single_device_run",
 ]

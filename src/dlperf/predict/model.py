@@ -29,7 +29,12 @@ from dlperf.errors import ConfigError
 MIB = 1024 * 1024
 DDP_BUCKET_BYTES = 25 * MIB
 DDP_FIRST_BUCKET_BYTES = 1 * MIB
-_RING_STEPS = {"all_reduce": lambda n: 2 * (n - 1), "all_gather": lambda n: n - 1, "reduce_scatter": lambda n: n - 1}
+
+
+def _ring_steps(op: str, n: int) -> int:
+    if op == "all_reduce":
+        return 2 * (n - 1)
+    return n - 1 if op in ("all_gather", "reduce_scatter") else 1
 
 
 @dataclass(frozen=True)
@@ -45,15 +50,16 @@ class Link:
 
     @classmethod
     def from_fit(cls, fit: AlphaBetaFit) -> Link:
-        """Undo the ring model on a commbench fit: its beta is bus factor x beta_link, its alpha steps x alpha_link.
+        """Undo the ring model on a commbench fit: its beta is bus factor x beta_link, its alpha steps x alpha_link
+        (a least-squares intercept below zero is noise around a tiny latency: 0).
 
         For the inter-node link, fit a commbench run with one rank per node (the node's link, as above).
         """
         if fit.world_size < 2:
             raise ConfigError("a commbench fit on one rank says nothing about a link: run it on 2 ranks or more")
-        steps = _RING_STEPS.get(fit.op, lambda n: 1)(fit.world_size)
         return cls(
-            alpha_s=fit.alpha_s / steps, beta_s_per_byte=fit.beta_s_per_byte / bus_factor(fit.op, fit.world_size)
+            alpha_s=max(0.0, fit.alpha_s) / _ring_steps(fit.op, fit.world_size),
+            beta_s_per_byte=fit.beta_s_per_byte / bus_factor(fit.op, fit.world_size),
         )
 
 

@@ -65,6 +65,14 @@ def test_one_size_cannot_be_fitted():
         fit_alpha_beta("all_reduce", 2, [64, 64], [1.0, 1.1])
 
 
+def test_cores_import_without_torch():
+    """commbench's maths, predict and maxbatch run in the parent: only commbench.measure may load torch."""
+    code = "import sys, dlperf.commbench, dlperf.predict, dlperf.maxbatch; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
 def test_two_process_gloo_commbench(tmp_path):
     out = tmp_path / "commbench.json"
     torchrun = subprocess.Popen(

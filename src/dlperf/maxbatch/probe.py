@@ -7,7 +7,6 @@ CUDA) a broken context, so the next, smaller batch must not run in the same proc
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import resource
@@ -21,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.maxbatch.search import ProbeOutcome
+from dlperf.records.schema import read_record
 
-RUN_SCHEMA = "dlperf.run/1"
 # What PyTorch, Python and the C++ runtime print when an allocation fails (CPU and CUDA).
 OOM_TEXT = re.compile(
     r"out of memory|OutOfMemoryError|MemoryError|can't allocate memory|Cannot allocate memory|std::bad_alloc"
@@ -55,11 +54,8 @@ def _cap_address_space(limit_bytes: int) -> Callable[[], None]:
 def _read_record(out: Path) -> tuple[dict[str, Any] | None, str]:
     """The run's record and what its processes printed (the `.console.txt` beside it)."""
     for path in sorted(out.rglob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("schema") == RUN_SCHEMA:
+        record = read_record(path)
+        if record is not None:
             console = path.with_suffix(".console.txt")
             return record, console.read_text(errors="replace") if console.exists() else ""
     return None, ""

@@ -62,6 +62,10 @@ def _judge(batch: int, outcome: ProbeOutcome, headroom_pct: float) -> Probe:
     return Probe(batch, fits, outcome.status, outcome.throughput, outcome.peak_memory_mib, reason)
 
 
+class _Stop(Exception):
+    """A probe failed for a reason other than memory."""
+
+
 def find_max_batch(
     probe: Callable[[int], ProbeOutcome],
     start: int = 1,
@@ -83,43 +87,33 @@ def find_max_batch(
     def run(batch: int) -> Probe:
         result = _judge(batch, probe(batch), headroom_pct)
         probes.append(result)
+        if result.status == "error":
+            raise _Stop(f"batch {batch}: {result.reason}")
         return result
 
     fit, fail = 0, None  # largest batch known to fit, smallest known not to
     error = None
-    batch = start
-    while True:  # grow x2 up to the ceiling
-        result = run(batch)
-        if result.status == "error":
-            error = f"batch {batch}: {result.reason}"
-            break
-        if not result.fits:
-            fail = batch
-            break
-        fit = batch
-        if batch == max_batch:
-            break
-        batch = min(2 * batch, max_batch)
-    if error is None and fit == 0:  # the start did not fit: halve until one does
-        batch = fail // 2
-        while batch >= 1:
-            result = run(batch)
-            if result.status == "error":
-                error = f"batch {batch}: {result.reason}"
-                break
-            if result.fits:
+    try:
+        batch = start
+        while fail is None and fit < max_batch:  # grow x2 up to the ceiling
+            if run(batch).fits:
+                fit, batch = batch, min(2 * batch, max_batch)
+            else:
+                fail = batch
+        batch = start // 2
+        while not fit and batch >= 1:  # the start did not fit: halve until one does
+            if run(batch).fits:
                 fit = batch
-                break
-            fail, batch = batch, batch // 2
-    while error is None and fit and fail is not None and fail - fit > step:
-        batch = (fit + fail) // 2
-        result = run(batch)
-        if result.status == "error":
-            error = f"batch {batch}: {result.reason}"
-        elif result.fits:
-            fit = batch
-        else:
-            fail = batch
+            else:
+                fail, batch = batch, batch // 2
+        while fit and fail is not None and fail - fit > step:  # bisect
+            batch = (fit + fail) // 2
+            if run(batch).fits:
+                fit = batch
+            else:
+                fail = batch
+    except _Stop as stop:
+        error = str(stop)
     fitting = [p for p in probes if p.fits and p.throughput is not None]
     best = max(fitting, key=lambda p: p.throughput, default=None)
     return MaxBatchResult(

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import linregress
 
 from dlperf.errors import ConfigError
 
@@ -88,17 +89,14 @@ def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float], secon
     y = np.asarray(seconds, dtype=float)
     if len(np.unique(x)) < 2:
         raise ConfigError(f"an alpha-beta fit of {op} needs timings at two sizes or more: add sizes to --sizes")
-    beta, alpha = np.polyfit(x, y, 1)
-    predicted = alpha + beta * x
-    residual = float(np.sum((y - predicted) ** 2))
-    total = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - residual / total if total > 0 else 1.0
+    line = linregress(x, y)
+    predicted = line.intercept + line.slope * x
     return AlphaBetaFit(
         op=op,
         world_size=world_size,
-        alpha_s=float(alpha),
-        beta_s_per_byte=float(beta),
-        r2=r2,
+        alpha_s=float(line.intercept),
+        beta_s_per_byte=float(line.slope),
+        r2=float(line.rvalue**2),
         max_rel_error=float(np.max(np.abs(predicted - y) / y)),
         points=len(x),
     )

@@ -68,6 +68,7 @@ class PeerFormat:
     unit: str = "samples/s"
     printed: str = "global"  # what the printed figure is: "global" or "per device" (readers scale to global)
     last_only: bool = False
+    memory_kind: str = "reserved"  # what a printed memory figure is, as dlperf's records name it
     steps_are_iterations: bool = True  # False: `step` numbers progress events, so the timestamp rule needs samples
 
     def recognises(self, line: str) -> bool:

@@ -31,7 +31,7 @@ class Options:
     def check(self) -> None:
         """Refuse combinations that can never work, before any file is read."""
         if (self.warmup is not None and self.warmup < 0) or (self.window is not None and self.window < 0):
-            raise ConfigError("--warmup and --window count iterations: give 0 or more")
+            raise ConfigError("--warmup and --window count iterations and must be non-negative")
         if self.rule is not None and self.rule not in RULES:
             raise ConfigError(f"unknown rule {self.rule!r}: choose one of {', '.join(RULES)}")
         if self.format != "auto":
@@ -119,7 +119,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     if measured.latency_ms is not None:
         record["latency_ms"] = {"mean": measured.latency_ms}
     if measured.memory_mib is not None:
-        record["peak_memory_mib"] = measured.memory_mib
+        record["peak_memory_mib"] = {fmt.memory_kind: measured.memory_mib}
     if measured.metrics:
         record["peer_metrics"] = measured.metrics
     if measured.runs > 1:

@@ -89,8 +89,8 @@ def _before(step: int | None, groups: dict[int | None, list[Point]]) -> bool:
 class _Window:
     """One run: skips the warm-up, keeps the window; remembers only sums and three points."""
 
-    def __init__(self, fmt: PeerFormat, warmup: int, window: int | None) -> None:
-        self.fmt, self.warmup, self.window = fmt, warmup, window
+    def __init__(self, fmt: PeerFormat, warmup: int, window: int | None, batch: int) -> None:
+        self.fmt, self.warmup, self.window, self.batch = fmt, warmup, window, batch
         self.seen = 0
         self.previous: Point | None = None  # the last point seen: the start of the next one's interval
         self.anchor: Point | None = None  # the last point before the window: where the timestamp rule starts
@@ -99,7 +99,7 @@ class _Window:
         self.window_start: int | None = None
         self.kept = 0
         self.late = 0  # points after a full window
-        self.speed_sum = self.seconds_sum = 0.0
+        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
         self.speed_n = self.seconds_n = 0
         self.memory: float | None = None
         self.metric_sums: dict[str, float] = {}
@@ -133,6 +133,8 @@ class _Window:
         if point.seconds is not None:
             self.seconds_sum += point.seconds
             self.seconds_n += 1
+            # the samples of this iteration: the line's own batch where it prints one (speed x time)
+            self.samples_sum += point.speed * point.seconds if point.speed is not None else self.batch
         for name, value in point.metrics:
             self.metric_sums[name] = self.metric_sums.get(name, 0.0) + value
 
@@ -144,7 +146,7 @@ class _Window:
             self.anchor = self.tail[-2] if len(self.tail) > 1 else None
             self._keep(last)
             return None
-        if self.kept == 0 and self.tail:
+        if self.kept == 0 and len(self.tail) > 1:
             # shorter than the warm-up: the later half of what it printed (the warm-up's own end)
             half = self.tail[len(self.tail) // 2 :]
             self.anchor = self.tail[len(self.tail) // 2 - 1] if len(self.tail) > 1 else None
@@ -162,7 +164,7 @@ class _Window:
 
     def _reset(self) -> None:
         self.kept = self.speed_n = self.seconds_n = 0
-        self.speed_sum = self.seconds_sum = 0.0
+        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
         self.metric_sums = {}
         self.first = self.last = None
 
@@ -215,13 +217,18 @@ def measure(
         if run != current_run:
             if current is not None:
                 done.append(current)
-            current, current_run = _Window(fmt, warmup, window), run
+            current, current_run = _Window(fmt, warmup, window, shape.global_batch), run
         assert current is not None
         current.add(point, start)
     if current is not None:
         done.append(current)
     if not done:
         raise DataError(f"no {fmt.name} progress lines in it")
+    if all(w.kept == 0 and w.seen < 2 for w in done):
+        raise DataError(
+            f"only {sum(w.seen for w in done)} {fmt.name} progress line(s), inside the {warmup}-iteration warm-up: "
+            f"the run is too short, or pass a smaller --warmup"
+        )
     error: DataError | None = None
     for w in reversed(done):  # the last run that gives a figure
         try:
@@ -263,12 +270,13 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
 
 
 def _printed(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
+    """The mean printed throughput; for formats that print a time per iteration, samples / time over the window
+    (the global batch / the mean time where the batch does not change)."""
     if fmt.printed_from == "seconds" or not w.speed_n:
-        mean_seconds = w.seconds_sum / w.seconds_n if w.seconds_n else 0.0
-        if not mean_seconds > 0:
+        if not w.seconds_sum > 0:
             hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
             raise DataError(f"the kept {fmt.name} lines print no usable throughput or time per iteration{hint}")
-        return shape.global_batch / mean_seconds
+        return w.samples_sum / w.seconds_sum
     return w.speed_sum / w.speed_n
 
 

@@ -102,10 +102,12 @@ def _memory_text(peaks: dict[str, float]) -> str:
 
 def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
     first = cases[0]
+    # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
+    unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
     lines = [
         f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
         "",
-        "| node_num | gpu_num | samples/s | speedup | efficiency | mean samples/s | min | max | CV % "
+        f"| node_num | gpu_num | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
         "| repeats | latency p50 (ms) | peak memory (MiB) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

@@ -61,6 +61,7 @@ FORMATS = (
         rules=("printed", "timestamp"),
         warmup=20,
         window=None,
+        printed_from="seconds",
         unit="sequences/s",
         practice="Megatron-LM-Attention-Benchmark docs: first 20 iterations dropped, the rest of the run averaged; "
         "sequences/s = global batch size / elapsed time per iteration",

@@ -21,6 +21,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from dlperf.peers.base import PeerFormat, Point, RunShape
@@ -106,8 +107,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                 continue
             index += 1
             yield point
-    if index == 0 and summary is not None:
-        yield summary
+    if index == 0 and summary is not None:  # the whole-run figure is taken as it is: no warm-up inside it
+        yield replace(summary, step=1, start=1)
 
 
 def _samples(metadata: dict[str, Any], batch: float) -> float | None:

@@ -17,7 +17,9 @@ MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("killed by a signal", re.compile(r"Signal \d+ \(SIG[A-Z]+\)|exitcode\s*:\s*-\d+|Segmentation fault|\bKilled\b")),
     ("traceback", re.compile(r"Traceback \(most recent call last\)|ChildFailedError")),
 )
-ANY = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in MARKERS[1:]) + r"|(?i:out of memory)|OOM|RESOURCE_EX")
+ANY = re.compile(
+    "|".join(f"(?:{pattern.pattern})" for _, pattern in MARKERS[1:]) + r"|(?i:out of memory)|OOM|RESOURCE_EX"
+)
 NAN_LOSS = re.compile(r"\bloss\b[^|,]{0,40}?[:=]\s*[-+]?nan\b", re.IGNORECASE)
 
 

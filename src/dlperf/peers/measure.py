@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
@@ -57,6 +58,10 @@ def _combine(points: list[Point]) -> Point:
     )
 
 
+MAX_RANKS = 65536  # lines of one iteration held at once: more ranks than any job has, so memory stays bounded
+KEPT_RUNS = 8  # finished runs held for "the last one that gives a figure"
+
+
 def split_runs(points: Iterable[Point]) -> Iterator[tuple[int, Point]]:
     """(run number, point) with the ranks of one iteration combined.
 
@@ -71,9 +76,11 @@ def split_runs(points: Iterable[Point]) -> Iterator[tuple[int, Point]]:
             yield from ((run, _combine(g)) for g in groups.values())
             groups, run = {}, run + 1
         key = point.run
-        if point.step in groups:
+        if point.step in groups and len(groups[point.step]) < MAX_RANKS:
             groups[point.step].append(point)
             continue
+        if point.step in groups:  # a degenerate log repeating one step: combine what is held, go on
+            yield run, _combine(groups.pop(point.step))
         if len(groups) == 2:
             oldest = next(iter(groups))
             yield run, _combine(groups.pop(oldest))
@@ -112,8 +119,11 @@ class _Window:
             self.memory = max(self.memory or 0.0, point.memory_mib)
         if start is not None and start < self.warmup:
             self.anchor = point
-        elif self.window is not None and self.window_start is not None and start is not None and (
-            start >= self.window_start + self.window
+        elif (
+            self.window is not None
+            and self.window_start is not None
+            and start is not None
+            and (start >= self.window_start + self.window)
         ):
             self.late += 1
         else:
@@ -180,11 +190,9 @@ def _starts(points: Iterator[tuple[int, Point]]) -> Iterator[tuple[int, Point, i
             gap = (point.step - h_point.step) if run == h_run and None not in (point.step, h_point.step) else 1
             yield h_run, h_point, _start(h_point, None, gap)
             held = None
-        if previous is None or previous[0] != run:
-            if point.start is None:
-                held = (run, point)
-                previous = (run, point)
-                continue
+        if (previous is None or previous[0] != run) and point.start is None:
+            held = previous = (run, point)  # the first line of a run: its interval needs the next line
+            continue
         prev_step = previous[1].step if previous is not None and previous[0] == run else None
         yield run, point, _start(point, prev_step, 1)
         previous = (run, point)
@@ -210,14 +218,15 @@ def measure(
     on_point: Callable[[], None] | None = None,
 ) -> Measured:
     """Apply `rule` to the last run in `points` that gives a figure; `on_point()` is called for every point."""
-    done: list[_Window] = []
+    done: deque[_Window] = deque(maxlen=KEPT_RUNS)
     current: _Window | None = None
-    current_run = -1
+    current_run, runs = -1, 0
     for run, point, start in _starts(split_runs(_tap(points, on_point))):
         if run != current_run:
             if current is not None:
                 done.append(current)
             current, current_run = _Window(fmt, warmup, window, shape.global_batch), run
+            runs += 1
         assert current is not None
         current.add(point, start)
     if current is not None:
@@ -232,7 +241,7 @@ def measure(
     error: DataError | None = None
     for w in reversed(done):  # the last run that gives a figure
         try:
-            return _result(w, fmt, rule, shape, len(done))
+            return _result(w, fmt, rule, shape, runs)
         except DataError as e:
             error = error or e
     assert error is not None
@@ -284,9 +293,7 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     first, last = w.anchor or w.first, w.last
     assert first is not None and last is not None  # at least one point was kept
     if first is last:
-        raise DataError(
-            f"the timestamp rule needs two lines but only one {fmt.name} line is there: use --rule printed"
-        )
+        raise DataError(f"the timestamp rule needs two lines but only one {fmt.name} line is there: use --rule printed")
     if first.timestamp is None or last.timestamp is None:
         raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
     elapsed = last.timestamp - first.timestamp

@@ -76,7 +76,10 @@ FORMATS = (
         name="dllogger-tf",
         description="DeepLearningExamples TensorFlow DLLogger lines with `total_ips`, `imgs_per_sec` or "
         "`throughput_train` (global)",
-        signature=re.compile(r"^DLL \S+ \S+ - (?:.*Iteration: \d+|\(\d+, \d+\)) .*(?:total_ips|imgs_per_sec|throughput_train) : "),
+        signature=re.compile(
+            r"^DLL \S+ \S+ - (?:.*Iteration: \d+|\(\d+, \d+\)) "
+            r".*(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : "
+        ),
         read=reader(("total_ips", "imgs_per_sec", "throughput_train")),
         rules=("printed", "timestamp"),
         warmup=20,

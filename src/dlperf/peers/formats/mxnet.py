@@ -9,8 +9,8 @@ the next 100. A line covers the batches since the previous line; one display may
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from dlperf.peers.base import (
     ISO_TIME,

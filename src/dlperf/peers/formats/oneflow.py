@@ -18,7 +18,9 @@ from collections.abc import Iterable, Iterator
 
 from dlperf.peers.base import NUMBER, PeerFormat, Point, Reader, RunShape, StepCounter, per_device, to_float
 
-RESNET = re.compile(rf"^train: epoch (?P<epoch>\d+), iter (?P<step>\d+), .*samples/s: (?P<speed>{NUMBER})(?: (?P<time>\d+\.\d+))?")
+RESNET = re.compile(
+    rf"^train: epoch (?P<epoch>\d+), iter (?P<step>\d+), .*samples/s: (?P<speed>{NUMBER})(?: (?P<time>\d+\.\d+))?"
+)
 BERT = re.compile(rf"^step: (?P<step>\d+), .*throughput: (?P<speed>{NUMBER})(?: (?P<time>\d+\.\d+))?")
 MODELS = re.compile(
     rf"^\[(?P<rank>\d+)\] \[train\], epoch: (?P<epoch>\d+)/(?P<epochs>\d+), iter: (?P<step>\d+)/(?P<per>\d+), "

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         log = Path(record["file"])
         write_json_atomic(out / "records" / record["model"] / record["case"] / f"{log.stem}.json", record)
     formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
-    for path in write_report(records, out, formats):
+    for path in write_report(records, out, formats, min_plot_cases=2):
         print(path)
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
     return SKIPPED_EXIT if skipped else 0

@@ -63,12 +63,15 @@ def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None) -> tuple[P
     raise DataError("no line of a known format: see `dlperf extract --list-formats`, or pass --format NAME")
 
 
-def _holds_mllog(path: Path) -> bool:
-    try:
-        with closing(log_lines(path)) as lines:
-            return any(":::MLLOG " in line for line in lines)
-    except DataError:
-        return False
+def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
+    """Whether the file holds an MLPerf event anywhere: a byte search, far cheaper than reading lines."""
+    marker, tail = b":::MLLOG ", b""
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            if marker in tail + block:
+                return True
+            tail = block[-len(marker) :]
+    return False
 
 
 def read_run(info: LogInfo, options: Options) -> dict[str, Any]:

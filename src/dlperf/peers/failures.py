@@ -17,8 +17,9 @@ MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("killed by a signal", re.compile(r"Signal \d+ \(SIG[A-Z]+\)|exitcode\s*:\s*-\d+|Segmentation fault|\bKilled\b")),
     ("traceback", re.compile(r"Traceback \(most recent call last\)|ChildFailedError")),
 )
-ANY = re.compile(
-    "|".join(f"(?:{pattern.pattern})" for _, pattern in MARKERS[1:]) + r"|(?i:out of memory)|OOM|RESOURCE_EX"
+# Every marker holds one of these words: one literal scan rules out almost every line before the markers' regexes.
+KEYWORDS = re.compile(
+    "f memory|F MEMORY|OutOfMemory|OOM|RESOURCE_EX|Signal|exitcode|Segmentation|Killed|Error|Exception|Traceback"
 )
 NAN_LOSS = re.compile(r"\bloss\b[^|,]{0,40}?[:=]\s*[-+]?nan\b", re.IGNORECASE)
 
@@ -34,7 +35,7 @@ class FailureWatch:
         for line in lines:
             if self.nan_line is None and ("nan" in line or "NaN" in line) and NAN_LOSS.search(line):
                 self.nan_line = line
-            if ANY.search(line):  # one scan for the common case, a line that shows no failure
+            if KEYWORDS.search(line):
                 for reason, pattern in MARKERS:
                     if reason not in self._pending and pattern.search(line):
                         self._pending[reason] = line

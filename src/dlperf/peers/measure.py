@@ -14,7 +14,7 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from dlperf.errors import DataError
 from dlperf.peers.base import PeerFormat, Point, RunShape
@@ -47,8 +47,11 @@ def _combine(points: list[Point]) -> Point:
     stamps = [p.timestamp for p in points if p.timestamp is not None]
     memory = [p.memory_mib for p in points if p.memory_mib is not None]
     names = {name for p in points for name, _ in p.metrics}
-    return replace(
-        points[0],
+    first = points[0]
+    return Point(
+        step=first.step,
+        start=first.start,
+        run=first.run,
         speed=_median([p.speed for p in points]),
         seconds=_median([p.seconds for p in points]),
         timestamp=max(stamps) if stamps else None,

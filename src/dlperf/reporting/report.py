@@ -186,8 +186,14 @@ def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dic
     return "\n".join(lines + _compile_lines(summary) + _failures(records) + _environment_lines(records))
 
 
-def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None) -> list[Path]:
-    """Write the requested formats (md, json, png) into `out_dir`; returns the files written."""
+def write_report(
+    records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None, min_plot_cases: int = 1
+) -> list[Path]:
+    """Write the requested formats (md, json, png) into `out_dir`; returns the files written.
+
+    One plot per table, for tables with at least `min_plot_cases` measured cases (`dlperf extract` passes 2:
+    a folder of peer logs is mostly one-case tables, whose plot adds nothing to the row and costs a second each).
+    """
     if not records:
         raise ResultsError(f"no run records to report in {out_dir}")
     formats = set(FORMATS) if formats is None else formats
@@ -202,7 +208,7 @@ def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: se
         written.append(out / "report.md")
     if "png" in formats:
         for (model, group), cases in summary.items():
-            if model in OWN_TABLES:
+            if model in OWN_TABLES or sum(1 for c in cases if c.speeds) < min_plot_cases:
                 continue
             path = plot_group(cases, f"{model} {group}", out / "plots" / f"{model}_{group}.png")
             if path:

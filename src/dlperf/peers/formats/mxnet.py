@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 
 from dlperf.peers.base import (
     ISO_TIME,
@@ -29,19 +28,17 @@ LINE = re.compile(
 STAMP = re.compile(rf"^\s*({ISO_TIME})")
 
 
-def _rank_lines(lines: Iterable[str]) -> Iterator[tuple[tuple[int, int], Point]]:
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    steps = StepCounter()
     for line in lines:
         m = LINE.search(line) if "Speed:" in line else None
         if m:
             t = STAMP.match(line)
-            point = Point(step=None, speed=to_float(m["speed"]), timestamp=iso_time(t[1]) if t else None)
-            yield (int(m["epoch"]), int(m["batch"])), point
-
-
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    steps = StepCounter()
-    for (epoch, batch), point in _rank_lines(lines):
-        yield replace(point, step=steps(epoch, batch))
+            yield Point(
+                step=steps(int(m["epoch"]), int(m["batch"])),
+                speed=to_float(m["speed"]),
+                timestamp=iso_time(t[1]) if t else None,
+            )
 
 
 FORMATS = (

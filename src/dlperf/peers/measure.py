@@ -102,7 +102,6 @@ class _Window:
     def __init__(self, fmt: PeerFormat, warmup: int, window: int | None, batch: int) -> None:
         self.fmt, self.warmup, self.window, self.batch = fmt, warmup, window, batch
         self.seen = 0
-        self.previous: Point | None = None  # the last point seen: the start of the next one's interval
         self.anchor: Point | None = None  # the last point before the window: where the timestamp rule starts
         self.first: Point | None = None
         self.last: Point | None = None
@@ -113,11 +112,11 @@ class _Window:
         self.speed_n = self.seconds_n = 0
         self.memory: float | None = None
         self.metric_sums: dict[str, float] = {}
-        self.tail: list[Point] = []  # the latest points, for the short-log fallback and `last_only`
+        self.tail: deque[Point] = deque(maxlen=64)  # the latest points, for the short-log fallback and `last_only`
 
     def add(self, point: Point, start: int | None) -> None:
         self.seen += 1
-        self.tail = [*self.tail[-63:], point]
+        self.tail.append(point)
         if point.memory_mib is not None:
             self.memory = max(self.memory or 0.0, point.memory_mib)
         if start is not None and start < self.warmup:
@@ -133,7 +132,6 @@ class _Window:
             if self.window_start is None:
                 self.window_start = start
             self._keep(point)
-        self.previous = point
 
     def _keep(self, point: Point) -> None:
         if self.first is None:
@@ -153,7 +151,7 @@ class _Window:
 
     def fallback(self) -> str | None:
         """Where the rule's window is not there: say so, and keep what the rule allows."""
-        if self.fmt.last_only and self.tail:
+        if self.fmt.last_only and self.kept:  # the last printed step past the warm-up is the figure
             last = self.tail[-1]
             self._reset()
             self.anchor = self.tail[-2] if len(self.tail) > 1 else None
@@ -161,8 +159,9 @@ class _Window:
             return None
         if self.kept == 0 and len(self.tail) > 1:
             # shorter than the warm-up: the later half of what it printed (the warm-up's own end)
-            half = self.tail[len(self.tail) // 2 :]
-            self.anchor = self.tail[len(self.tail) // 2 - 1] if len(self.tail) > 1 else None
+            tail = list(self.tail)
+            half = tail[len(tail) // 2 :]
+            self.anchor = tail[len(tail) // 2 - 1]
             for point in half:
                 self._keep(point)
             return (

@@ -49,10 +49,11 @@ def describe() -> str:
     """The `--list-formats` text: name, rules, default warm-up and window in iterations, unit, and the source."""
     rows = []
     for f in FORMATS:
-        window = "the last printed step" if f.last_only else "to the end" if f.window is None else f"{f.window}"
+        steps = "iterations" if f.steps_are_iterations else "progress events"
+        window = "the last printed step" if f.last_only else "to the end of the run" if f.window is None else ""
         rows.append(
             f"{f.name}\n    {f.description}\n    rules: {', '.join(f.rules)} (default {f.rules[0]}); "
-            f"warm-up: {f.warmup} iterations; window: {window} iterations; unit: {f.unit}; "
+            f"warm-up: {f.warmup} {steps}; window: {window or f'{f.window} {steps}'}; unit: {f.unit}; "
             f"printed figure: {f.printed}\n    rule: {f.practice}"
         )
     return "\n".join(rows)

@@ -123,13 +123,15 @@ def _samples(metadata: dict[str, Any], batch: float) -> float | None:
 FORMATS = (
     PeerFormat(
         name="mlperf",
-        description="MLPerf `:::MLLOG {json}` logs: `tracked_stats` progress events, or timed blocks",
+        description="MLPerf `:::MLLOG {json}` logs: `tracked_stats` progress events, or timed blocks; per device "
+        "where the log declares a local_batch_size",
         signature=re.compile(r":::MLLOG \{"),
         read=read,
         rules=("printed", "timestamp"),
         warmup=1,
         window=None,
         steps_are_iterations=False,
-        practice="MLPerf logs time to train only: the frameworks' own tracked figures after the first event",
+        practice="MLPerf publishes time to train only: the mean of the frameworks' own tracked figures after the "
+        "first event; a framework's whole-run figure (after run_stop) only where there is nothing else",
     ),
 )

@@ -33,7 +33,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 FORMATS = (
     PeerFormat(
         name="paddle",
-        description="PaddlePaddle `[Pass p, train batch i] ... elapse t sec` lines (speed = global batch / t)",
+        description="PaddlePaddle `[Pass p, train batch i] ... elapse t sec` or `batch_cost t sec ... ips N` lines "
+        "(global = global batch / t)",
         signature=re.compile(r"\[Pass \d+, train batch \d+\].*\b(?:elapse|batch_cost) \S+ sec"),
         read=read,
         rules=("printed",),

@@ -5,9 +5,10 @@ DLL 2022-04-05 05:10:36.324733 - Training Epoch: 0 Training Iteration: 651  step
 DLL 2021-03-23 11:48:38.824370 - (0, 120) total_ips : 2879.142978189404
 DLL 2020-12-08 10:21:53.954734 - Iteration: 41  throughput_train : 142.395 seq/s mlm_loss : 10.3715
 
-Rule (DLPerf, `extract_pytorch_logs_time.py` / its README for NVIDIA DeepLearningExamples): skip the first
-20 iterations, time the next 100: samples between the time stamps of the iteration lines that bound the window
-/ the time between them. The printed ips (`train.total_ips`, `total_ips`, `throughput_train`) are global
+Rule (DLPerf's scripts for NVIDIA DeepLearningExamples): skip the first 20 iterations, time the next 100:
+samples between the time stamps of the iteration lines that bound the window / the time between them. For
+PyTorch ResNet-50 `extract_pytorch_logs_time.py` first drops iterations <= 5 and then takes the 20th and 120th
+line, i.e. iterations 25 and 125 (the figures of DLPerf's README tables). The printed ips (`train.total_ips`, `total_ips`, `throughput_train`) are global
 (all devices); the `printed` rule averages them over the same window. A tqdm bar printed on the same line is
 stripped before reading.
 """
@@ -67,10 +68,11 @@ FORMATS = (
         signature=re.compile(r"^DLL \S+ \S+ - .*Iteration: \d+ .*train\.total_ips : "),
         read=reader(("train.total_ips",)),
         rules=("timestamp", "printed"),
-        warmup=20,
+        warmup=25,
         window=100,
         unit="images/s",
-        practice=WINDOW_RULE,
+        practice="DLPerf extract_pytorch_logs_time.py: iterations <= 5 skipped, then the time stamps of the 20th and "
+        "120th iteration line (iterations 25 and 125): 100 iterations x global batch / the time between them",
     ),
     PeerFormat(
         name="dllogger-tf",

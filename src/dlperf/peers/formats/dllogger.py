@@ -8,9 +8,9 @@ DLL 2020-12-08 10:21:53.954734 - Iteration: 41  throughput_train : 142.395 seq/s
 Rule (DLPerf's scripts for NVIDIA DeepLearningExamples): skip the first 20 iterations, time the next 100:
 samples between the time stamps of the iteration lines that bound the window / the time between them. For
 PyTorch ResNet-50 `extract_pytorch_logs_time.py` first drops iterations <= 5 and then takes the 20th and 120th
-line, i.e. iterations 25 and 125 (the figures of DLPerf's README tables). The printed ips (`train.total_ips`, `total_ips`, `throughput_train`) are global
-(all devices); the `printed` rule averages them over the same window. A tqdm bar printed on the same line is
-stripped before reading.
+line, i.e. iterations 25 and 125 (the figures of DLPerf's README tables). The printed ips (`train.total_ips`,
+`total_ips`, `throughput_train`) are global (all devices); the `printed` rule averages them over the same window.
+A tqdm bar printed on the same line is stripped before reading.
 """
 
 from __future__ import annotations

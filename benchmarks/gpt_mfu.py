@@ -13,16 +13,18 @@ import argparse
 
 import torch
 
-from dlperf.config import PRECISIONS, RunConfig
-from dlperf.engine.loop import time_workload
-from dlperf.engine.worker import resolve_device
-from dlperf.workloads.base import DistContext
+from dlperf.engines.base import RankEnv
+from dlperf.engines.torch.engine import TorchEngine
+from dlperf.harness.worker import time_spec
+from dlperf.spec import PRECISIONS
+from dlperf.workloads import check_spec, get_workload, spec_from_mapping
+from dlperf.workloads.gpt import GPTConfig
 from dlperf.workloads.gpt.model import count_parameters
-from dlperf.workloads.gpt.workload import GPTWorkload, model_shape
+from dlperf.workloads.gpt.torch_step import model_shape
 
 
 def main() -> None:
-    d = RunConfig()
+    d = GPTConfig()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name in ("num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size", "micro_batch_size"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
@@ -34,29 +36,24 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: the table)")
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
-    config = RunConfig(
-        model="gpt",
-        **{k: v for k, v in vars(args).items() if k not in ("warmup_iters", "iters")},
-        warmup_iters=args.warmup_iters,
-        iters=args.iters,
-        print_every=args.iters,
+    spec = spec_from_mapping({"model": "gpt", **vars(args), "print_every": args.iters})
+    config = spec.workload
+    plan = check_spec(spec)
+    engine = TorchEngine()
+    engine.setup(spec, RankEnv(0, 1, 0, 1))
+    device = engine.device
+    measured = time_spec(spec, plan, engine)
+    name = engine.device_name()
+    metrics = get_workload("gpt").derived_metrics(
+        spec, plan, {"throughput": measured.throughput, "ranks": [{"device": name}]}
     )
-    workload = GPTWorkload()
-    workload.validate(config)
-    device = resolve_device(config.device, 0)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    ctx = DistContext(rank=0, world_size=1, local_rank=0, device=device)
-    measured = time_workload(workload, config, ctx)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    metrics = workload.derived_metrics(config, {"throughput": measured.throughput, "ranks": [{"device": name}]})
     params = count_parameters(model_shape(config, 1))
     peak_mib = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")
     mfu = "n/a" if metrics["mfu"] is None else f"{metrics['mfu']:.1%}"
     print(
-        f"{name} {config.precision}{' compile' if config.compile else ''}: {params / 1e9:.3f}B params, "
+        f"{name} {spec.precision}{' compile' if spec.compile else ''}: {params / 1e9:.3f}B params, "
         f"l={config.num_layers} h={config.hidden_size} nh={config.num_heads} s={config.seq_length} "
-        f"batch={workload.global_batch(config)} | {measured.throughput:.2f} samples/s, "
+        f"batch={plan.global_batch} | {measured.throughput:.2f} samples/s, "
         f"{metrics['tokens_per_s']:.0f} tokens/s, {metrics['tflops_per_device']:.1f} TFLOP/s per device, "
         f"MFU {mfu}{'' if metrics['mfu_note'] is None else ' (' + metrics['mfu_note'] + ')'}, "
         f"{1000 * measured.elapsed_s / measured.iters:.1f} ms/iter, peak {peak_mib:.0f} MiB, "

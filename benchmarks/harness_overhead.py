@@ -20,11 +20,11 @@ import torch
 from torch import nn
 from torchvision.models import resnet50
 
-from dlperf.config import RunConfig
-from dlperf.engine.loop import time_workload
-from dlperf.engine.worker import resolve_device
-from dlperf.reporting.runlog import RunLogWriter
-from dlperf.workloads import DistContext, get_workload
+from dlperf.engines.base import RankEnv
+from dlperf.engines.torch.engine import TorchEngine
+from dlperf.harness.worker import time_spec
+from dlperf.records.runlog import RunLogWriter
+from dlperf.workloads import check_spec, spec_from_mapping
 
 
 def bare_loop(args: argparse.Namespace, device: torch.device) -> float:
@@ -61,21 +61,23 @@ def bare_loop(args: argparse.Namespace, device: torch.device) -> float:
     return args.batch_size * args.iters / (time.perf_counter() - start)
 
 
-def dlperf_loop(args: argparse.Namespace, device: torch.device, log_path: Path) -> float:
-    config = RunConfig(
-        batch_size=args.batch_size,
-        image_size=args.image_size,
-        num_classes=args.num_classes,
-        precision=args.precision,
-        device=device.type,
-        warmup_iters=args.warmup,
-        iters=args.iters,
-        print_every=args.print_every,
+def dlperf_loop(args: argparse.Namespace, engine: TorchEngine, log_path: Path) -> float:
+    spec = spec_from_mapping(
+        {
+            "model": "resnet50",
+            "batch_size": args.batch_size,
+            "image_size": args.image_size,
+            "num_classes": args.num_classes,
+            "precision": args.precision,
+            "device": engine.device.type,
+            "warmup_iters": args.warmup,
+            "iters": args.iters,
+            "print_every": args.print_every,
+        }
     )
-    ctx = DistContext(rank=0, world_size=1, local_rank=0, device=device)
     log = RunLogWriter(log_path)
     try:
-        measured = time_workload(get_workload("resnet50"), config, ctx, on_window=log.window)
+        measured = time_spec(spec, check_spec(spec), engine, on_window=log.window)
     finally:
         log.close()
     return measured.throughput
@@ -93,7 +95,9 @@ def main() -> None:
     parser.add_argument("--print-every", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    device = resolve_device(args.device, 0)
+    engine = TorchEngine()
+    engine.setup(spec_from_mapping({"device": args.device}), RankEnv(0, 1, 0, 1))
+    device = engine.device
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
     print(
@@ -108,7 +112,7 @@ def main() -> None:
             for side in order:
                 torch.manual_seed(round_)
                 if side == "dlperf":
-                    ours.append(dlperf_loop(args, device, Path(tmp) / f"round{round_}.log"))
+                    ours.append(dlperf_loop(args, engine, Path(tmp) / f"round{round_}.log"))
                 else:
                     bare.append(bare_loop(args, device))
             print(f"round {round_ + 1}: dlperf {ours[-1]:.2f} samples/s, bare {bare[-1]:.2f} samples/s")

@@ -2,7 +2,7 @@
 
     torchrun --nproc-per-node N tests/gpt_layouts.py OUT.json '[{"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}]'
 
-Each layout is a set of RunConfig changes over TINY_GPT; the world size is torchrun's. Every layout is built,
+Each layout is a set of run-key changes over TINY_GPT; the world size is torchrun's. Every layout is built,
 stepped and torn down in these same processes, so one launch checks several layouts.
 """
 
@@ -16,9 +16,9 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from dlperf.config import RunConfig
-from dlperf.workloads.base import DistContext
-from dlperf.workloads.gpt.workload import GPTWorkload
+from dlperf.engines.base import RankEnv
+from dlperf.engines.torch.engine import TorchEngine
+from dlperf.workloads import check_spec, get_workload, spec_from_mapping
 
 STEPS = 5
 TINY_GPT = dict(
@@ -27,12 +27,10 @@ TINY_GPT = dict(
 )  # fmt: skip
 
 
-def losses(changes: dict, ctx: DistContext) -> list[float]:
-    config = RunConfig(**TINY_GPT, devices_per_node=ctx.world_size, **changes)
-    workload = GPTWorkload()
-    workload.validate(config)
-    step = workload.build(config, ctx)
-    return [workload.read_loss(config, ctx, step()) for _ in range(STEPS)]
+def losses(changes: dict, engine: TorchEngine) -> list[float]:
+    spec = spec_from_mapping({**TINY_GPT, "devices_per_node": engine.rank.world_size, **changes})
+    step = get_workload("gpt").builder("torch")(spec, check_spec(spec), engine)
+    return [step.read_loss(step.run()) for _ in range(STEPS)]
 
 
 def main() -> None:
@@ -42,8 +40,9 @@ def main() -> None:
     torch.set_num_threads(1)
     if world > 1:
         dist.init_process_group("gloo", timeout=timedelta(seconds=120))  # a hung layout fails, not waits
-    ctx = DistContext(rank=rank, world_size=world, local_rank=rank, device=torch.device("cpu"))
-    results = [losses(changes, ctx) for changes in layouts]
+    engine = TorchEngine()  # the process group is this script's own, with a timeout
+    engine.rank = RankEnv(rank=rank, world_size=world, local_rank=rank, local_world_size=world)
+    results = [losses(changes, engine) for changes in layouts]
     if rank == 0:
         with open(out, "w", encoding="utf-8") as f:
             json.dump(results, f)

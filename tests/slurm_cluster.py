@@ -1,8 +1,9 @@
-"""A real one-node Slurm cluster on loopback: munged, slurmctld and slurmd, all in a temporary folder.
+"""A real Slurm cluster on loopback: munged, slurmctld and one slurmd per node, all in a temporary folder.
 
 Uses Debian's slurm-wlm and munge (apt-get install slurm-wlm munge). The daemons get their own munge key
-and socket, ports, state and spool folders, so nothing of a system Slurm is touched; the node is this
-machine as `slurmd -C` describes it. Where the daemons cannot start, the fixture skips with the reason.
+and socket, ports, state and spool folders, so nothing of a system Slurm is touched; each node is this
+machine as `slurmd -C` describes it (several nodes are several slurmd on their own ports, Slurm's
+multiple-slurmd layout). Where the daemons cannot start, the fixture skips with the reason.
 """
 
 from __future__ import annotations
@@ -22,14 +23,23 @@ from dlperf.launch.local import free_port
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol")
 
 
-def _node_line() -> str:
-    """This machine's NodeName line (CPUs, sockets, memory), renamed to `localhost`."""
+def node_names(nodes: int) -> list[str]:
+    return ["localhost"] if nodes == 1 else [f"node{i}" for i in range(nodes)]
+
+
+def _node_lines(names: list[str]) -> list[str]:
+    """This machine's NodeName line (CPUs, sockets, memory) once per node, each slurmd on its own port."""
     done = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True)
     words = done.stdout.splitlines()[0].split()
-    return " ".join(["NodeName=localhost", "NodeAddr=127.0.0.1", *words[1:]])
+    return [
+        " ".join(
+            [f"NodeName={name}", "NodeHostname=localhost", "NodeAddr=127.0.0.1", f"Port={free_port()}", *words[1:]]
+        )
+        for name in names
+    ]
 
 
-def _config(folder: Path, munge_socket: Path) -> Path:
+def _config(folder: Path, munge_socket: Path, names: list[str]) -> Path:
     conf = folder / "slurm.conf"
     conf.write_text(
         "\n".join(
@@ -37,18 +47,17 @@ def _config(folder: Path, munge_socket: Path) -> Path:
                 "ClusterName=dlperf-test",
                 "SlurmctldHost=localhost(127.0.0.1)",
                 f"SlurmctldPort={free_port()}",
-                f"SlurmdPort={free_port()}",
                 "SlurmUser=root",
                 "SlurmdUser=root",
                 "AuthType=auth/munge",
                 "CredType=cred/munge",
                 f"AuthInfo=socket={munge_socket}",
                 f"StateSaveLocation={folder / 'state'}",
-                f"SlurmdSpoolDir={folder / 'spool'}",
+                f"SlurmdSpoolDir={folder / 'spool-%n'}",
                 f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
-                f"SlurmdPidFile={folder / 'slurmd.pid'}",
+                f"SlurmdPidFile={folder / 'slurmd-%n.pid'}",
                 f"SlurmctldLogFile={folder / 'slurmctld.log'}",
-                f"SlurmdLogFile={folder / 'slurmd.log'}",
+                f"SlurmdLogFile={folder / 'slurmd-%n.log'}",
                 "ProctrackType=proctrack/linuxproc",
                 "TaskPlugin=task/none",
                 "JobAcctGatherType=jobacct_gather/none",
@@ -60,14 +69,13 @@ def _config(folder: Path, munge_socket: Path) -> Path:
                 "SelectTypeParameters=CR_Core",
                 "ReturnToService=2",
                 "MinJobAge=10",
-                _node_line(),
-                "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+                *_node_lines(names),
+                f"PartitionName=debug Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP",
                 "",
             ]
         )
     )
-    for sub in ("state", "spool"):
-        (folder / sub).mkdir()
+    (folder / "state").mkdir()
     return conf
 
 
@@ -81,8 +89,8 @@ def why_not_available() -> str | None:
 
 
 @contextlib.contextmanager
-def slurm_cluster(folder: Path) -> Iterator[dict[str, str]]:
-    """Start munged, slurmctld and slurmd; yield the environment that points Slurm's commands at them."""
+def slurm_cluster(folder: Path, nodes: int = 1) -> Iterator[dict[str, str]]:
+    """Start munged, slurmctld and a slurmd per node; yield the environment that points Slurm's commands at them."""
     reason = why_not_available()
     if reason:
         pytest.skip(reason)
@@ -92,7 +100,8 @@ def slurm_cluster(folder: Path) -> Iterator[dict[str, str]]:
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     socket = munge / "munge.socket"
-    env = {**os.environ, "SLURM_CONF": str(_config(folder, socket))}
+    names = node_names(nodes)
+    env = {**os.environ, "SLURM_CONF": str(_config(folder, socket, names))}
     for name in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
         del env[name]  # this process may itself run inside an allocation
     procs: list[subprocess.Popen] = []
@@ -104,9 +113,9 @@ def slurm_cluster(folder: Path) -> Iterator[dict[str, str]]:
         )  # fmt: skip
         if started.returncode != 0:
             pytest.skip(f"munged did not start: {started.stderr.strip()}")
-        for daemon in (["slurmctld", "-D", "-i"], ["slurmd", "-D", "-N", "localhost"]):
+        for daemon in (["slurmctld", "-D", "-i"], *(["slurmd", "-D", "-N", name] for name in names)):
             procs.append(subprocess.Popen(daemon, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        _wait_for_idle_node(env, folder, procs)
+        _wait_for_idle_nodes(env, folder, procs, len(names))
         yield env
     finally:
         for proc in reversed(procs):
@@ -122,18 +131,18 @@ def slurm_cluster(folder: Path) -> Iterator[dict[str, str]]:
                 os.kill(int(pid_file.read_text()), 15)
 
 
-def _wait_for_idle_node(env: dict[str, str], folder: Path, procs: list[subprocess.Popen], limit_s: float = 30) -> None:
+def _wait_for_idle_nodes(
+    env: dict[str, str], folder: Path, procs: list[subprocess.Popen], nodes: int, limit_s: float = 30
+) -> None:
     deadline = time.monotonic() + limit_s
     state = ""
     while time.monotonic() < deadline:
         if any(p.poll() is not None for p in procs):
             break
-        done = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True)
+        done = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], env=env, capture_output=True, text=True)
         state = done.stdout.strip() or done.stderr.strip()
-        if state == "idle":
+        if state.split() == ["idle"] * nodes:
             return
         time.sleep(0.5)
-    logs = " ".join(
-        (folder / f"{d}.log").read_text()[-300:] for d in ("slurmctld", "slurmd") if (folder / f"{d}.log").exists()
-    )
-    pytest.skip(f"the Slurm node did not become idle (state {state!r}): {logs}")
+    logs = " ".join(log.read_text()[-300:] for log in sorted(folder.glob("slurm*.log")))
+    pytest.skip(f"the Slurm nodes did not become idle (states {state!r}): {logs}")

@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
-from dlperf.config import config_from_mapping
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.flops import gpt_flops_per_iteration, mfu, peak_tflops
-from dlperf.reporting.gpt_table import gpt_table, group_by_case
-from dlperf.workloads import get_workload
+from dlperf.reporting.layouts_table import group_by_case, layouts_table
+from dlperf.workloads import check_spec, spec_from_mapping
 from dlperf.workloads.gpt.cases import REPORT_CASES, case_values
-from dlperf.workloads.gpt.data import open_token_file
-from dlperf.workloads.gpt.model import padded_vocab
-from dlperf.workloads.gpt.parallel import layout_of, stage_layers
+from dlperf.workloads.gpt.layout import layout_of, padded_vocab, stage_layers
+from dlperf.workloads.gpt.tokens import open_token_file
 
 TINY = ["run", "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4", "--seq-length",
         "32", "--vocab-size", "512", "--device", "cpu", "--iters", "2", "--print-every", "1"]  # fmt: skip
@@ -26,29 +24,30 @@ def test_report_cases_table():
     case = REPORT_CASES["MP_1x16x1_16_3072x16"]
     assert (case.nodes, case.devices_per_node, case.tp, case.num_heads, case.micro_batch_size) == (2, 8, 16, 32, 16)
     for c in REPORT_CASES.values():  # every case is a consistent layout
-        config = config_from_mapping({"case": c.name})
-        layout = layout_of(config)
+        layout = layout_of(spec_from_mapping({"model": "gpt", "case": c.name}))
         assert layout.world_size == c.nodes * c.devices_per_node
         assert layout.accumulation_steps == (32 if c.pp > 1 else 1)
 
 
 def test_short_name_and_log_name_resolve_to_the_same_config():
-    short = config_from_mapping({"case": "DP_8x1x1_16_1536x16"})
-    log = config_from_mapping({"case": "pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16"})
+    short = spec_from_mapping({"model": "gpt", "case": "DP_8x1x1_16_1536x16"})
+    log = spec_from_mapping({"model": "gpt", "case": "pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16"})
     fields = ("model", "nodes", "devices_per_node", "dp", "tp", "pp", "micro_batch_size", "global_batch_size",
               "hidden_size", "num_layers", "num_heads", "seq_length")  # fmt: skip
-    assert [getattr(short, f) for f in fields] == [getattr(log, f) for f in fields]
-    assert [getattr(short, f) for f in fields] == ["gpt", 1, 8, 8, 1, 1, 2, 16, 1536, 16, 16, 2048]
-    workload = get_workload("gpt")
-    assert workload.group(short) == "DP_8x1x1_16_1536x16_fp32"
-    assert workload.run_stem(log).startswith("DP_pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16")
+    assert [short.to_dict()[f] for f in fields] == [log.to_dict()[f] for f in fields]
+    assert [short.to_dict()[f] for f in fields] == ["gpt", 1, 8, 8, 1, 1, 2, 16, 1536, 16, 16, 2048]
+    assert check_spec(short).group == "DP_8x1x1_16_1536x16_fp32"
+    assert check_spec(log).stem.startswith("DP_pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16")
 
 
 def test_explicit_values_override_the_case():
-    config = config_from_mapping({"case": "MP_1x32x1_16_3072x32", "num_heads": 48, "num_layers": 4})
+    config = spec_from_mapping(
+        {"model": "gpt", "case": "MP_1x32x1_16_3072x32", "num_heads": 48, "num_layers": 4}
+    ).workload
     assert (config.num_heads, config.num_layers, config.hidden_size, config.tp) == (48, 4, 3072, 32)
-    unlisted = config_from_mapping({"case": "2D_2x2x1_8_256x2"})  # a short name not in the table
-    assert (unlisted.dp, unlisted.tp, unlisted.micro_batch_size, unlisted.devices_per_node) == (2, 2, 4, 4)
+    unlisted = spec_from_mapping({"model": "gpt", "case": "2D_2x2x1_8_256x2"})  # a short name not in the table
+    values = unlisted.workload
+    assert (values.dp, values.tp, values.micro_batch_size, unlisted.devices_per_node) == (2, 2, 4, 4)
 
 
 def test_unknown_case_is_one_line():
@@ -115,18 +114,19 @@ def test_token_file(tmp_path):
 
 
 def test_gpt_table():
-    base = {"model": "gpt", "status": "ok", "latency_ms": {"mean": 400.0}, "throughput": 5.0,
+    base = {"model": "gpt", "table": "layouts", "world_size": 1, "status": "ok", "latency_ms": {"mean": 400.0},
+            "throughput": 5.0,
             "peak_memory_mib": {"allocated": 11000.0}, "tokens_per_s": 10240.0, "tflops_per_device": 68.0,
             "mfu": None, "mfu_note": None}  # fmt: skip
     records = [
         {**base, "group": "PP_x_fp32", "report_group": "PP"},
         {**base, "group": "DP_1x1x1_2_1536x16_fp32", "report_group": "DP", "mfu": 0.5},
         {**base, "group": "DP_1x1x1_2_1536x16_fp32", "report_group": "DP", "throughput": 7.0, "mfu": 0.5},
-        {"model": "gpt", "status": "failed", "group": "DP_1x1x1_2_1536x16_fp32"},
-        {"model": "resnet50", "status": "ok", "group": "b128_fp32"},
+        {"model": "gpt", "table": "layouts", "status": "failed", "group": "DP_1x1x1_2_1536x16_fp32"},
+        {"model": "resnet50", "table": "scaling", "status": "ok", "group": "b128_fp32"},
     ]
-    lines = gpt_table(group_by_case(records))
+    lines = layouts_table(group_by_case(records))
     rows = [line for line in lines if line.startswith("| DP") or line.startswith("| PP")]
     assert rows[0] == "| DP | DP_1x1x1_2_1536x16_fp32 | 400.00 | 11000 | 6.00 | 10240 | 68.00 | 50.0% | 2 (+1 failed) |"
     assert rows[1].startswith("| PP | PP_x_fp32 |")
-    assert gpt_table({}) == []
+    assert layouts_table({}) == []

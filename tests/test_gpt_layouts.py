@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from gpt_layouts import losses
 
-from dlperf.workloads.base import DistContext
+from dlperf.engines.base import RankEnv
+from dlperf.engines.torch.engine import TorchEngine
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +26,9 @@ FOUR_PROCESS = [{"tp": 2}, {"tp": 2, "pp": 2}, {"pp": 2}, {"pp": 2, "dp_mode": "
 
 @pytest.fixture(scope="module")
 def single_process() -> list[float]:
-    return losses({}, DistContext(rank=0, world_size=1, local_rank=0, device=__import__("torch").device("cpu")))
+    engine = TorchEngine()
+    engine.rank = RankEnv(rank=0, world_size=1, local_rank=0, local_world_size=1)
+    return losses({}, engine)
 
 
 def launch(tmp_path: Path, nproc: int, layouts: list[dict]) -> list[list[float]]:

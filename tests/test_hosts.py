@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 from conftest import TINY, run_cli
 
-from dlperf.config import RunConfig
 from dlperf.errors import ConfigError
 from dlperf.launch.hosts import Host, host_port, hosts_for, parse_hosts, read_hostfile
+from dlperf.launch.messages import Failure, NodeResult, merge_results
 from dlperf.launch.options import LaunchOptions
-from dlperf.launch.slurm import batch_script, config_flags
-from dlperf.launch.ssh import merge_results, ssh_command
+from dlperf.launch.sbatch import SbatchLauncher, spec_flags
+from dlperf.launch.ssh import ssh_command
+from dlperf.orchestration.run import plan_jobs
+from dlperf.workloads import check_spec, spec_from_mapping
 
 
 def test_host_list_keeps_order_and_users():
@@ -101,22 +103,28 @@ def test_ifname_reaches_nccl_and_gloo():
 
 
 def test_merge_prefers_rank0_then_the_killed_worker_over_its_echoes():
-    ok = [{"status": "ok", "holds_rank0": False, "env": {"node": "b"}}, {"status": "ok", "holds_rank0": True}]
-    assert merge_results(ok, [1.0, 2.0])["holds_rank0"] is True
-    assert merge_results(ok, [1.0, 2.0])["node_envs"] == [{"node": "b"}]
-    echo = {"status": "failed", "host": "a", "exitcode": 1, "signal": None, "error": "peer lost"}
-    killed = {"status": "failed", "host": "b", "exitcode": -9, "signal": "SIGKILL", "error": "killed"}
-    stopped = {"status": "failed", "host": "c", "stopped": True, "error": "stopped"}
-    merged = merge_results([echo, killed, stopped], [1.0, 2.0, 0.5])
-    assert merged["host"] == "b" and merged["signal"] == "SIGKILL" and "stopped" not in merged
+    measured = object()
+    ok = [NodeResult(host="b", env={"node": "b"}), NodeResult(host="a", measured=measured)]
+    assert merge_results(ok, [1.0, 2.0]).measured is measured
+    assert merge_results(ok, [1.0, 2.0]).node_envs == [{"node": "b"}]
+    echo = NodeResult.failed("peer lost", host="a", exitcode=1)
+    killed = NodeResult.failed("killed", host="b", exitcode=-9, signal="SIGKILL")
+    stopped = NodeResult.failed("stopped", host="c", stopped=True)
+    merged = merge_results([echo, killed, stopped], [1.0, 2.0, 0.5]).failure
+    assert merged == Failure("killed", host="b", exitcode=-9, signal="SIGKILL")
+    assert merged.facts() == {"host": "b", "exitcode": -9, "signal": "SIGKILL"}
+    assert merge_results([ok[0]], [1.0]).failure.error == "no node reported rank 0's measurement"
 
 
 def test_batch_script_rebuilds_the_case():
-    config = RunConfig(model="resnet50", nodes=2, devices_per_node=4, batch_size=64, compile=True)
-    flags = config_flags(config)
+    spec = spec_from_mapping(
+        {"model": "resnet50", "nodes": 2, "devices_per_node": 4, "batch_size": 64, "compile": True}
+    )
+    flags = spec_flags(spec)
     assert flags[:6] == ["--model", "resnet50", "--nodes", "2", "--devices-per-node", "4"]
     assert "--compile" in flags and "--batch-size" in flags and "--lr" not in flags
-    script = batch_script(config, [1, 2], "out", LaunchOptions(launcher="slurm", partition="p", ifname="ib0"))
+    job = plan_jobs(spec, check_spec(spec), [1], "out")[0]
+    script = SbatchLauncher(LaunchOptions(launcher="slurm", partition="p", ifname="ib0")).batch_script(job, [1, 2])
     assert script.count(" -m dlperf run ") == 2 and "#SBATCH --partition=p" in script and "--ifname ib0" in script
 
 

@@ -31,6 +31,21 @@ def test_sbatch_then_srun_runs_a_one_node_two_task_case(tmp_path):
     assert not list(folder.glob(".*.slurm"))  # the shared hand-over folder is gone
 
 
+def test_a_multi_node_job_that_leaves_no_record_is_a_failed_record(tmp_path):
+    """A 2-node sbatch job whose nodes exit at once (their python is /bin/false): the parent writes the run's
+    failed record naming the job, instead of stopping on a check meant for local runs."""
+    with slurm_cluster(tmp_path / "slurm", nodes=2) as env:
+        out = tmp_path / "out"
+        command = [sys.executable, "-m", "dlperf", "run", *TINY, "--nodes", "2", "--launcher", "slurm"]
+        command += ["--remote-python", "/bin/false", "--out", str(out)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "ended without a record" in done.stderr
+    record = json.loads((out / "resnet50" / "2n1g" / "resnet50_b4_fp32_1.json").read_text())
+    assert record["status"] == "failed" and record["nodes"] == 2
+    assert record["error"].startswith("slurm job ") and "resnet50_b4_fp32.sbatch.out" in record["error"]
+
+
 def test_dry_run_prints_the_batch_script_and_submits_nothing(tmp_path):
     command = [sys.executable, "-m", "dlperf", "run", *TINY, "--nodes", "2", "--launcher", "slurm", "--dry-run"]
     command += ["--partition", "gpu", "--account", "bench", "--time", "00:30:00", "--out", str(tmp_path)]

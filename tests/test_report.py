@@ -8,8 +8,8 @@ import pytest
 from conftest import run_cli
 
 from dlperf.metrics.stats import percentile, spread
-from dlperf.reporting.files import write_json_atomic
-from dlperf.reporting.record import SCHEMA
+from dlperf.records.schema import SCHEMA
+from dlperf.records.store import write_json_atomic
 
 
 def record(case: str, repeat: int, throughput: float | None, group: str = "b128_fp32", **extra) -> dict:
@@ -179,7 +179,7 @@ def test_report_flags_nodes_that_differ(tmp_path, capsys):
 
 
 def test_gpt_records_get_the_gpt_table_not_a_scaling_table(tmp_path, capsys):
-    gpt = {"group": "DP_2x1x1_4_64x2_fp32", "model": "gpt", "report_group": "DP", "tokens_per_s": 192.0}
+    gpt = {"group": "DP_2x1x1_4_64x2_fp32", "model": "gpt", "table": "layouts", "report_group": "DP"}
     rec = {**record("1n2g", 1, 6.0), **gpt}
     write_json_atomic(tmp_path / "gpt" / "1n2g" / "g_1.json", rec)
     write_json_atomic(tmp_path / "resnet50" / "1n1g" / "r_1.json", record("1n1g", 1, 100.0))

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from conftest import TINY, run_dlperf
 
-from dlperf.reporting.runlog import parse_config, parse_window
+from dlperf.records.runlog import parse_config, parse_window
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,10 @@ import pytest
 from conftest import run_dlperf
 
 from dlperf.errors import ConfigError
-from dlperf.sweep import plan_sweep
+from dlperf.launch import LaunchOptions, launcher_for
+from dlperf.orchestration.sweep import plan_sweep
+
+LOCAL = launcher_for(LaunchOptions())
 
 SWEEP = """
 model: resnet50
@@ -39,23 +42,24 @@ def test_matrix_expansion():
                 {"precision": "amp-bf16", "batch_size": 256},
             ],
             "repeats": 2,
-        }
+        },
+        LOCAL,
     )
     assert plan.repeats == 2
     # topology varies fastest, so each published table fills up before the next one starts
-    cases = [(c.topology, c.precision, c.batch_size) for c in plan.cases]
+    cases = [(c.topology, c.precision, c.workload.batch_size) for c, _ in plan.cases]
     assert cases == [
         ("1n1g", "fp32", 128), ("1n2g", "fp32", 128), ("1n1g", "fp32", 160), ("1n2g", "fp32", 160),
         ("1n1g", "amp-bf16", 256), ("1n2g", "amp-bf16", 256),
     ]  # fmt: skip
-    assert len(list(plan.runs())) == 12
+    assert len(plan.jobs("out")) == 12
 
 
 def test_matrix_refuses_duplicates_and_mixed_topology_keys():
     with pytest.raises(ConfigError, match="same files"):
-        plan_sweep({"model": "resnet50", "device": "cpu", "batch_size": [8, 8]})
+        plan_sweep({"model": "resnet50", "device": "cpu", "batch_size": [8, 8]}, LOCAL)
     with pytest.raises(ConfigError, match="not both"):
-        plan_sweep({"model": "resnet50", "topology": "1n1g", "nodes": 1})
+        plan_sweep({"model": "resnet50", "topology": "1n1g", "nodes": 1}, LOCAL)
 
 
 def records(out):

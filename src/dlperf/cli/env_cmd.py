@@ -7,6 +7,7 @@ import json
 
 from rich.console import Console
 
+from dlperf.engines import engine_names, engine_versions
 from dlperf.metrics.environment import collect_environment
 
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
-    env = collect_environment()
+    env = {**collect_environment(), **engine_versions(engine_names())}
     if args.json:
         print(json.dumps(env, indent=2, default=str))
         return 0

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from dlperf.cli.args import non_negative_int
 from dlperf.errors import ResultsError
 from dlperf.peers.base import RULES
 from dlperf.peers.extract import Options, extract_dir
@@ -44,11 +45,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "and last kept line / time between their stamps (default: the format's first rule)",
     )
     parser.add_argument(
-        "--warmup", type=int, help="iterations to skip at the start of a run (default: the format's published rule)"
+        "--warmup",
+        type=non_negative_int,
+        help="iterations to skip at the start of a run (default: the format's published rule)",
     )
     parser.add_argument(
         "--window",
-        type=int,
+        type=non_negative_int,
         help="iterations to keep after the warm-up, 0 = to the end of the run (default: the format's published rule)",
     )
     parser.add_argument("--no-plots", action="store_true", help="write report.md and summary.json only (faster)")
@@ -71,10 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {root} gave a result (reasons above)")
     out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
-    # Imported here so that `--list-formats` and usage errors start without the writers' dependencies.
-    # check_writable moves to dlperf.records with the lead's refactor (issue 8).
-    from dlperf.launch.runner import check_writable
-    from dlperf.reporting.files import write_json_atomic
+    # Imported here so that `--list-formats` and usage errors start without matplotlib.
+    from dlperf.records.store import check_writable, write_json_atomic
     from dlperf.reporting.report import write_report
 
     check_writable(out)

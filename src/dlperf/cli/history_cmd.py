@@ -11,8 +11,8 @@ from rich.table import Table
 
 from dlperf.cli.display import console
 from dlperf.errors import ConfigError
+from dlperf.records.load import load_records
 from dlperf.reporting.history import add_records, history
-from dlperf.reporting.record import load_records
 
 DEFAULT_DB = Path(os.environ.get("DLPERF_HISTORY", Path.home() / ".dlperf" / "history.sqlite"))
 

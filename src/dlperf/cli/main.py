@@ -9,7 +9,7 @@ import traceback
 
 from dlperf import __version__
 from dlperf.cli import compare_cmd, env_cmd, extract_cmd, history_cmd, report_cmd, run_cmd, sweep_cmd
-from dlperf.cli.options import Parser
+from dlperf.cli.args import Parser
 from dlperf.errors import DlperfError
 
 COMMANDS = (run_cmd, sweep_cmd, report_cmd, extract_cmd, compare_cmd, history_cmd, env_cmd)

@@ -1,49 +1,19 @@
-"""Argument types and the run options shared by `dlperf run` and `dlperf sweep`."""
+"""The run options shared by `dlperf run` and `dlperf sweep`: the shared keys, each model's own, and the launch."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any, NoReturn
+from dataclasses import fields
+from typing import Any
 
-from dlperf.config import CONFIG_KEYS, PRECISIONS, RunConfig
+from dlperf.cli.args import non_negative_int, positive_float, positive_int
+from dlperf.engines import engine_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
-from dlperf.workloads import model_names
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line that points at --help."""
-
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0 or str(value) != text.strip().lstrip("+"):
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    if text.strip().isdigit():
-        return int(text)
-    raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
+from dlperf.spec import COMMON_KEYS, PRECISIONS, RunSpec
+from dlperf.workloads import WORKLOADS, model_names
+from dlperf.workloads.gpt import GPTConfig
+from dlperf.workloads.resnet import ResNetConfig
 
 
 def _group(parser: argparse.ArgumentParser, title: str):
@@ -53,58 +23,51 @@ def _group(parser: argparse.ArgumentParser, title: str):
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """Every RunConfig field as a flag; unset flags stay out of the namespace so YAML/case values survive."""
-    d = RunConfig()
+    """The shared keys and each model's own as flags; unset flags stay out of the namespace so YAML and case
+    values survive, and a flag of another model is refused by name."""
+    d = RunSpec(model="resnet50", workload=None)
+    r = ResNetConfig()
     add = _group(parser, "what to run")
-    add("--model", help=f"workload to benchmark: {', '.join(model_names())} (default {d.model})")
+    add("--model", help=f"workload to benchmark: {', '.join(model_names())} (default resnet50)")
+    add("--engine", choices=engine_names(), help=f"framework that runs it (default {d.engine})")
     add("--nodes", type=positive_int, help="number of nodes (hosts); default 1")
-    add("--devices-per-node", type=positive_int, help="processes/devices per node, each a DDP rank; default 1")
-    add("--batch-size", type=positive_int, help=f"batch size per device (default {d.batch_size})")
+    add("--devices-per-node", type=positive_int, help="processes/devices per node, each a rank; default 1")
     add(
         "--precision",
         help=f"one of {', '.join(PRECISIONS)} (default {d.precision}); amp-fp16 uses a dynamic loss scale",
     )
-    add(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        help="torch.compile the model (the reports' XLA on)",
-    )
-    add("--channels-last", action=argparse.BooleanOptionalAction, help="channels-last memory format (images)")
+    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model (the reports' XLA on)")
     add("--device", help="auto (CUDA when present, else CPU), cuda or cpu; default auto")
     add("--seed", type=non_negative_int, help=f"random seed (default {d.seed})")
-    add = _group(parser, "data and model shape")
     add(
         "--data",
-        help="`synthetic` (one fixed random batch on the device) or a folder of class sub-folders of JPEGs",
+        help="`synthetic` (one fixed batch on the device), an ImageNet-style folder of JPEGs (resnet50) "
+        "or a flat token file (gpt)",
     )
-    add(
-        "--workers",
-        type=non_negative_int,
-        help=f"DataLoader worker processes for --data PATH (default {d.workers})",
-    )
-    add("--image-size", type=positive_int, help=f"image side in pixels (default {d.image_size})")
-    add("--num-classes", type=positive_int, help=f"classifier outputs (default {d.num_classes})")
-    add = _group(parser, "optimizer")
-    add("--lr", type=positive_float, help="learning rate (default 0.1 x global batch / 256)")
-    add("--momentum", type=float, help=f"SGD momentum (default {d.momentum})")
-    add("--weight-decay", type=float, help=f"weight decay (default {d.weight_decay})")
+    add("--peak-tflops", type=positive_float, help="device peak TFLOP/s for MFU (default: dlperf's table)")
     add = _group(parser, "timing")
     add("--warmup-iters", type=positive_int, help=f"untimed iterations first (default {d.warmup_iters})")
     add("--iters", type=positive_int, help=f"timed iterations (default {d.iters})")
-    add(
-        "--print-every",
-        type=positive_int,
-        help=f"iterations per timing window and log line (default {d.print_every})",
-    )
+    add("--print-every", type=positive_int, help="iterations per timing window and log line (default min(20, iters))")
     add(
         "--timeout",
         type=positive_float,
         help=f"seconds before a run is stopped and recorded as failed (default {d.timeout:g})",
     )
-    add_gpt_options(parser, d)
+    add = _group(parser, "ResNet-50 (--model resnet50)")
+    add("--batch-size", type=positive_int, help=f"batch size per device (default {r.batch_size})")
+    add("--image-size", type=positive_int, help=f"image side in pixels (default {r.image_size})")
+    add("--num-classes", type=positive_int, help=f"classifier outputs (default {r.num_classes})")
+    add("--channels-last", action=argparse.BooleanOptionalAction, help="channels-last memory format")
+    add("--workers", type=non_negative_int, help=f"DataLoader worker processes for --data PATH (default {r.workers})")
+    add("--momentum", type=float, help=f"SGD momentum (default {r.momentum})")
+    add = _group(parser, "optimizer (both models)")
+    add("--lr", type=positive_float, help="learning rate (default: resnet50 0.1 x global batch / 256; gpt 1.5e-4)")
+    add("--weight-decay", type=float, help=f"weight decay (default {r.weight_decay})")
+    add_gpt_options(parser, GPTConfig())
 
 
-def add_gpt_options(parser: argparse.ArgumentParser, d: RunConfig) -> None:
+def add_gpt_options(parser: argparse.ArgumentParser, d: GPTConfig) -> None:
     """The GPT model's shape and its dp x tp x pp layout (`--model gpt`)."""
     add = _group(parser, "GPT (--model gpt)")
     add("--case", help="a GPT report case, e.g. DP_8x1x1_16_1536x16 or its log name; other flags override it")
@@ -120,7 +83,6 @@ def add_gpt_options(parser: argparse.ArgumentParser, d: RunConfig) -> None:
     add("--global-batch-size", type=positive_int, help="samples per iteration (default micro batch x dp)")
     add("--pp-schedule", choices=("gpipe", "1f1b"), help=f"pipeline schedule (default {d.pp_schedule})")
     add("--dp-mode", choices=("ddp", "fsdp"), help=f"data parallelism: DDP or FSDP2 (default {d.dp_mode})")
-    add("--peak-tflops", type=positive_float, help="device peak TFLOP/s for MFU (default: dlperf's table)")
 
 
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
@@ -168,6 +130,11 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
     )
 
 
-def explicit_config_values(args: argparse.Namespace) -> dict[str, Any]:
+RUN_KEYS = tuple(
+    dict.fromkeys(["model", *COMMON_KEYS, *(f.name for w in WORKLOADS.values() for f in fields(w.config_type))])
+)
+
+
+def explicit_run_values(args: argparse.Namespace) -> dict[str, Any]:
     """The run options the user actually gave on the command line."""
-    return {key: getattr(args, key) for key in CONFIG_KEYS if hasattr(args, key)}
+    return {key: getattr(args, key) for key in RUN_KEYS if hasattr(args, key)}

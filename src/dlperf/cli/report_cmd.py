@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dlperf.launch.runner import check_writable
-from dlperf.reporting.record import load_records
+from dlperf.records.load import load_records
+from dlperf.records.store import check_writable
 from dlperf.reporting.report import write_report
 
 FORMAT_CHOICES = {"md": {"md"}, "json": {"json"}, "png": {"png"}, "all": {"md", "json", "png"}}

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 
+from dlperf.cli.args import positive_int
 from dlperf.cli.display import show_record
-from dlperf.cli.options import add_launch_options, add_run_options, explicit_config_values, launch_options, positive_int
-from dlperf.config import config_from_mapping
+from dlperf.cli.options import add_launch_options, add_run_options, explicit_run_values, launch_options
+from dlperf.engines import engine_versions
 from dlperf.errors import LaunchError
-from dlperf.launch.options import in_slurm_allocation
-from dlperf.launch.runner import check_config, check_writable, describe_run, execute_run
-from dlperf.launch.slurm import submit_runs
 from dlperf.metrics.environment import collect_environment
-from dlperf.reporting.layout import run_paths
+from dlperf.orchestration.run import check_run, execute, launcher_for, plan_jobs
+from dlperf.records.store import check_writable
+from dlperf.workloads import spec_from_mapping
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="benchmark one case",
         description="Benchmark one case: warm up, time --iters iterations in windows, write the log and a JSON "
-        "record to OUT/<model>/<N>n<G>g/. Several devices per node run as DDP ranks under torchrun's launcher.",
+        "record to OUT/<model>/<N>n<G>g/. Several devices per node run as ranks under torchrun's launcher.",
     )
     add_run_options(parser)
     add_launch_options(parser)
@@ -34,22 +34,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(args: argparse.Namespace) -> int:
     launch = launch_options(args)
-    values = explicit_config_values(args)
+    values = explicit_run_values(args)
     if launch.hosts:
         values.setdefault("nodes", len(launch.hosts))
-    config = config_from_mapping(values)
-    check_config(config, launch)
-    if launch.kind == "slurm" and not in_slurm_allocation():
-        record = submit_runs([(config, args.repeat)], args.out, launch, overwrite=args.overwrite)[0]
-    elif launch.dry_run:
-        print(describe_run(config, args.repeat, args.out, launch))
+    spec = spec_from_mapping(values)
+    launcher = launcher_for(launch)
+    plan = check_run(spec, launcher)
+    jobs = plan_jobs(spec, plan, [args.repeat], args.out)
+    if launch.dry_run:
+        print(launcher.describe_all(jobs))
         return 0
-    else:
-        check_writable(args.out)
-        record = execute_run(config, args.repeat, args.out, collect_environment(), args.overwrite, launch)
-    if record is None:  # a dry run of sbatch: the script was printed
-        return 0
-    path = run_paths(args.out, config, args.repeat).record
+    check_writable(args.out)
+    env = {**collect_environment(), **engine_versions([spec.engine])}
+    record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
+    path = jobs[0].paths.record
     if record["status"] != "ok":
         raise LaunchError(f"run failed: {record['error']} (record written to {path})")
     show_record(record, str(path))

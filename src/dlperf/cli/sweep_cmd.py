@@ -7,16 +7,16 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from dlperf.cli.args import positive_int
 from dlperf.cli.display import console, run_line
-from dlperf.cli.options import add_launch_options, launch_options, positive_int
-from dlperf.launch.options import in_slurm_allocation
-from dlperf.launch.runner import check_writable, describe_run
-from dlperf.launch.slurm import submit_runs
+from dlperf.cli.options import add_launch_options, launch_options
+from dlperf.engines import engine_versions
 from dlperf.metrics.environment import collect_environment
-from dlperf.reporting.files import write_text_atomic
-from dlperf.reporting.record import find_records
+from dlperf.orchestration.run import launcher_for
+from dlperf.orchestration.sweep import load_sweep_file, plan_sweep, run_sweep
+from dlperf.records.load import find_records
+from dlperf.records.store import check_writable, write_text_atomic
 from dlperf.reporting.report import write_report
-from dlperf.sweep import load_sweep_file, plan_sweep, run_sweep
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "sweep",
         parents=[common],
         help="run a YAML matrix of cases with repeats, then write the report",
-        description="Run every case of a YAML sweep file (RunConfig keys; list values are matrix axes; "
+        description="Run every case of a YAML sweep file (run keys; list values are matrix axes; "
         "`topology: [1n1g, 1n8g]`; `repeats: N`), each repeated, writing each record as it is produced to "
         "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
         "report.md, summary.json and plots in OUT.",
@@ -41,16 +41,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(args: argparse.Namespace) -> int:
     spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
-    launch = launch_options(args)
-    plan = plan_sweep(load_sweep_file(args.config), args.repeats, launch)
-    if launch.dry_run:
-        if launch.kind == "slurm" and not in_slurm_allocation():
-            submit_runs(list(plan.runs()), args.out, launch, overwrite=True)
-        else:
-            print("\n".join(describe_run(config, repeat, args.out, launch) for config, repeat in plan.runs()))
+    launcher = launcher_for(launch_options(args))
+    plan = plan_sweep(load_sweep_file(args.config), launcher, args.repeats)
+    if launcher.options.dry_run:
+        print(launcher.describe_all(plan.jobs(args.out)))
         return 0
     check_writable(args.out)
-    env = collect_environment()
+    engines = sorted({spec.engine for spec, _ in plan.cases})
+    env = {**collect_environment(), **engine_versions(engines)}
     total = len(plan.cases) * plan.repeats
     console.print(f"sweep: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
     with Progress(
@@ -62,11 +60,12 @@ def run(args: argparse.Namespace) -> int:
     ) as progress:
         task = progress.add_task("runs", total=total)
 
-        def on_progress(config, repeat, record) -> None:
-            if record is None:
-                progress.console.print(f"{config.model} {config.topology} #{repeat}: done before, skipped")
-            else:
-                progress.console.print(run_line(record))
+        def on_skip(job) -> None:
+            progress.console.print(f"{job.spec.model} {job.spec.topology} #{job.repeat}: done before, skipped")
+            progress.advance(task)
+
+        def on_record(job, record) -> None:
+            progress.console.print(run_line(record))
             progress.advance(task)
 
         try:
@@ -74,11 +73,12 @@ def run(args: argparse.Namespace) -> int:
                 plan,
                 args.out,
                 env,
+                launcher,
                 resume=args.resume,
                 overwrite=args.overwrite,
                 retry_failed=args.retry_failed,
-                on_progress=on_progress,
-                launch=launch,
+                on_skip=on_skip,
+                on_record=on_record,
             )
         except KeyboardInterrupt:
             progress.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shlex
 import signal
@@ -11,10 +10,11 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-from dlperf.launch.options import LaunchOptions
-from dlperf.reporting.layout import RunPaths
+from dlperf.errors import ConfigError
+from dlperf.launch.base import Launcher, RunJob
+from dlperf.launch.messages import AgentSpec, NodeResult, RunResult
+from dlperf.spec import RunSpec
 
 KILL_GRACE_S = 10.0
 
@@ -39,14 +39,22 @@ def stop_process_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_agent(spec: dict[str, Any], spec_path: Path, result_path: Path, console_path: Path, timeout: float) -> dict:
+def timed_out(timeout: float) -> RunResult:
+    return RunResult.failed(f"timed out after {timeout:g} s: raise --timeout or lower --iters")
+
+
+def agent_command(python: str, spec_arg: str, result_path: str) -> list[str]:
+    return [python, "-m", "dlperf.launch.agent", spec_arg, result_path]
+
+
+def run_agent(spec: AgentSpec, spec_path: Path, result_path: Path, console_path: Path, timeout: float) -> RunResult:
     """Start `python -m dlperf.launch.agent` and wait; a timeout or a dead agent becomes a failed result."""
-    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    spec_path.write_text(spec.to_json(), encoding="utf-8")
     result_path.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(console_path, "ab") as console:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dlperf.launch.agent", str(spec_path), str(result_path)],
+            agent_command(sys.executable, str(spec_path), str(result_path)),
             stdout=console,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -56,42 +64,50 @@ def run_agent(spec: dict[str, Any], spec_path: Path, result_path: Path, console_
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             stop_process_group(proc)
-            return {
-                "status": "failed",
-                "error": f"timed out after {timeout:g} s: raise --timeout or lower --iters",
-            }
+            return timed_out(timeout)
         except BaseException:
             stop_process_group(proc)
             raise
         finally:
             stop_process_group(proc)
     if result_path.exists():
-        return json.loads(result_path.read_text(encoding="utf-8"))
+        node = NodeResult.from_json(result_path.read_text(encoding="utf-8"))
+        return RunResult(measured=node.measured, failure=node.failure)
     code = proc.returncode
     reason = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-    return {"status": "failed", "error": f"launcher {reason} before writing a result; see {console_path}"}
+    return RunResult.failed(f"launcher {reason} before writing a result; see {console_path}")
 
 
-class LocalLauncher:
+class LocalLauncher(Launcher):
     """One agent on this machine, its rendezvous on loopback."""
 
-    def __init__(self, options: LaunchOptions) -> None:
-        self.options = options
+    local = True
 
-    def _spec(self, spec: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    def check(self, spec: RunSpec) -> None:
+        if spec.nodes > 1:
+            raise ConfigError(
+                f"--nodes {spec.nodes} needs other machines: give --hosts/--hostfile, or --launcher slurm"
+            )
+
+    def _spec(self, job: RunJob, workdir: Path) -> AgentSpec:
         port = self.options.master_port or free_port()
-        launch = {**spec["launch"], "rdzv_endpoint": f"127.0.0.1:{port}", "log_dir": str(workdir / "elastic")}
-        return {**spec, "launch": launch}
+        return job.agent_spec(self.options).with_launch(
+            rdzv_endpoint=f"127.0.0.1:{port}", log_dir=str(workdir / "elastic")
+        )
 
-    def describe(self, spec: dict[str, Any], paths: RunPaths) -> list[str]:
+    def describe(self, job: RunJob) -> list[str]:
         workdir = Path("$TMPDIR/dlperf-XXXX")
         return [
             f"# spec in {workdir / 'spec.json'}:",
-            json.dumps(self._spec(spec, workdir)),
-            shlex.join([sys.executable, "-m", "dlperf.launch.agent", f"{workdir}/spec.json", f"{workdir}/result.json"]),
+            self._spec(job, workdir).to_json(),
+            shlex.join(agent_command(sys.executable, f"{workdir}/spec.json", f"{workdir}/result.json")),
         ]
 
-    def run(self, spec: dict[str, Any], workdir: Path, paths: RunPaths, timeout: float) -> dict[str, Any]:
+    def run(self, job: RunJob, workdir: Path) -> RunResult:
         return run_agent(
-            self._spec(spec, workdir), workdir / "spec.json", workdir / "result.json", paths.console, timeout
+            self._spec(job, workdir),
+            workdir / "spec.json",
+            workdir / "result.json",
+            job.paths.console,
+            job.spec.timeout,
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -58,7 +57,3 @@ class LaunchOptions:
         if not self.ifname:
             return {}
         return {"NCCL_SOCKET_IFNAME": self.ifname, "GLOO_SOCKET_IFNAME": self.ifname}
-
-
-def in_slurm_allocation() -> bool:
-    return bool(os.environ.get("SLURM_JOB_ID"))

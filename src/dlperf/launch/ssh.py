@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import shlex
 import shutil
 import subprocess
@@ -19,13 +18,16 @@ import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dlperf.errors import LaunchError
-from dlperf.launch.hosts import Host, host_port
+from dlperf.launch.base import Launcher, RunJob
+from dlperf.launch.hosts import Host, host_port, hosts_for
+from dlperf.launch.local import agent_command, timed_out
+from dlperf.launch.messages import AgentSpec, NodeResult, RunResult, merge_results
 from dlperf.launch.options import LaunchOptions
-from dlperf.reporting.files import write_text_atomic
-from dlperf.reporting.layout import RunPaths
+from dlperf.records.paths import RunPaths
+from dlperf.records.store import write_text_atomic
+from dlperf.spec import RunSpec
 
 STOP_GRACE_S = 15.0
 POLL_S = 0.1
@@ -74,14 +76,17 @@ class Node:
         )
 
 
-class SshLauncher:
+class SshLauncher(Launcher):
     """Starts one agent per host over ssh and merges their results into one."""
 
-    def __init__(self, hosts: list[Host], options: LaunchOptions) -> None:
-        self.hosts = hosts
-        self.options = options
+    def hosts(self, spec: RunSpec) -> list[Host]:
+        return hosts_for(list(self.options.hosts), spec.nodes, spec.devices_per_node)
 
-    def _nodes(self, paths: RunPaths, run_id: str) -> list[Node]:
+    def check(self, spec: RunSpec) -> None:
+        self.hosts(spec)
+
+    def _nodes(self, job: RunJob, run_id: str) -> list[Node]:
+        paths = job.paths
         return [
             Node(
                 index=i,
@@ -89,62 +94,64 @@ class SshLauncher:
                 remote_dir=f"/tmp/{run_id}-node{i}",
                 console=paths.console.with_name(f"{paths.log.stem}.node{i}-{host.address}.console.txt"),
             )
-            for i, host in enumerate(self.hosts)
+            for i, host in enumerate(self.hosts(job.spec))
         ]
 
-    def _node_spec(self, spec: dict[str, Any], node: Node, endpoint: str) -> dict[str, Any]:
-        launch = spec["launch"]
-        return {
-            **spec,
-            "log_path": f"{node.remote_dir}/run.log",
-            "launch": {
-                **launch,
-                "rdzv_endpoint": endpoint,
-                "local_addr": node.host.address,
-                "is_host": node.index == 0,
-                "log_dir": f"{node.remote_dir}/elastic",
-                "collect_env": True,
-                "env": {**launch.get("env", {}), "DLPERF_NODE": node.host.address},
-            },
-        }
+    def _node_spec(self, spec: AgentSpec, node: Node, endpoint: str) -> AgentSpec:
+        return AgentSpec(
+            run=spec.run,
+            log_path=f"{node.remote_dir}/run.log",
+            launch=spec.launch,
+        ).with_launch(
+            rdzv_endpoint=endpoint,
+            local_addr=node.host.address,
+            is_host=node.index == 0,
+            log_dir=f"{node.remote_dir}/elastic",
+            collect_env=True,
+            env={**spec.launch.env, "DLPERF_NODE": node.host.address},
+        )
 
     def _agent_command(self, node: Node) -> str:
-        agent = [self.options.remote_python, "-m", "dlperf.launch.agent", "-", f"{node.remote_dir}/result.json"]
-        return node.start_command + shlex.join(agent)
+        return node.start_command + shlex.join(
+            agent_command(self.options.remote_python, "-", f"{node.remote_dir}/result.json")
+        )
 
     def _endpoint(self, port: int | str) -> str:
-        return host_port(self.options.master_addr or self.hosts[0].address, port)
+        return host_port(self.options.master_addr or self.options.hosts[0].address, port)
 
-    def describe(self, spec: dict[str, Any], paths: RunPaths) -> list[str]:
+    def describe(self, job: RunJob) -> list[str]:
         """The commands a run would execute, for --dry-run; the port is probed on the first host at run time."""
         port = self.options.master_port or "<free port on the first host>"
+        spec = job.agent_spec(self.options)
         lines = []
-        for node in self._nodes(paths, spec["launch"]["run_id"]):
+        for node in self._nodes(job, spec.launch.run_id):
             lines.append(f"# node {node.index}: {node.host.name}, spec on stdin:")
-            lines.append(json.dumps(self._node_spec(spec, node, self._endpoint(port))))
+            lines.append(self._node_spec(spec, node, self._endpoint(port)).to_json())
             lines.append(shlex.join(ssh_command(node.host, self.options, self._agent_command(node))))
         return lines
 
-    def run(self, spec: dict[str, Any], workdir: Path, paths: RunPaths, timeout: float) -> dict[str, Any]:
+    def run(self, job: RunJob, workdir: Path) -> RunResult:
         """Probe every host, start the agents, wait, stop the rest on the first failure, bring back results."""
-        probe = self._probe_hosts()
-        if "error" in probe:
-            return {"status": "failed", **probe}
-        nodes = self._nodes(paths, spec["launch"]["run_id"])
-        endpoint = self._endpoint(self.options.master_port or probe["port"])
+        hosts = self.hosts(job.spec)
+        probe = self._probe_hosts(hosts)
+        if isinstance(probe, RunResult):
+            return probe
+        spec = job.agent_spec(self.options)
+        nodes = self._nodes(job, spec.launch.run_id)
+        endpoint = self._endpoint(self.options.master_port or probe)
         try:
             for node in nodes:
                 self._start(node, self._node_spec(spec, node, endpoint))
-            timed_out = not self._wait(nodes, time.monotonic() + timeout)
+            finished = self._wait(nodes, time.monotonic() + job.spec.timeout)
         finally:
             for node in nodes:
                 self._stop(node)
-        results = [self._fetch(node, paths) for node in nodes]
-        if timed_out:
-            return {"status": "failed", "error": f"timed out after {timeout:g} s: raise --timeout or lower --iters"}
+        results = [self._fetch(node, job.paths) for node in nodes]
+        if not finished:
+            return timed_out(job.spec.timeout)
         return merge_results(results, [node.ended_at or float("inf") for node in nodes])
 
-    def _probe_hosts(self) -> dict[str, Any]:
+    def _probe_hosts(self, hosts: list[Host]) -> int | RunResult:
         """Every host answers over ssh and has dlperf installed; the first one names a free port."""
         if shutil.which("ssh") is None:
             raise LaunchError("the ssh client is not installed here: install OpenSSH (apt-get install openssh-client)")
@@ -157,26 +164,22 @@ class SshLauncher:
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for host in self.hosts
+            for host in hosts
         ]
         outputs = []
-        for host, proc in zip(self.hosts, procs):
+        for host, proc in zip(hosts, procs):
             try:
                 out, err = proc.communicate(timeout=self.options.connect_timeout + 30)
             except subprocess.TimeoutExpired:
-                for other in procs:
-                    other.kill()
-                    other.wait()
-                return {"host": host.name, "error": f"host {host.name} did not answer over ssh in time"}
+                _kill_all(procs)
+                return RunResult.failed(f"host {host.name} did not answer over ssh in time", host=host.name)
             if proc.returncode != 0 or not out.strip().isdigit():
-                for other in procs:
-                    other.kill()
-                    other.wait()
-                return {"host": host.name, "error": probe_error(host, proc.returncode, err)}
+                _kill_all(procs)
+                return RunResult.failed(probe_error(host, proc.returncode, err), host=host.name)
             outputs.append(out)
-        return {"port": int(outputs[0])}
+        return int(outputs[0])
 
-    def _start(self, node: Node, node_spec: dict[str, Any]) -> None:
+    def _start(self, node: Node, node_spec: AgentSpec) -> None:
         with open(node.console, "ab") as console:
             node.proc = subprocess.Popen(
                 ssh_command(node.host, self.options, self._agent_command(node)),
@@ -185,7 +188,7 @@ class SshLauncher:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        node.proc.stdin.write(json.dumps(node_spec).encode() + b"\n")
+        node.proc.stdin.write(node_spec.to_json().encode() + b"\n")
         node.proc.stdin.flush()
 
     def _wait(self, nodes: list[Node], deadline: float) -> bool:
@@ -222,7 +225,7 @@ class SshLauncher:
         with contextlib.suppress(OSError):
             node.proc.stdin.close()
 
-    def _fetch(self, node: Node, paths: RunPaths) -> dict[str, Any]:
+    def _fetch(self, node: Node, paths: RunPaths) -> NodeResult:
         """The node's result (its log too when it held rank 0), or a failure naming the host."""
         try:
             done = subprocess.run(
@@ -232,17 +235,21 @@ class SshLauncher:
                 timeout=self.options.connect_timeout + 60,
             )
         except subprocess.TimeoutExpired:
-            return {"status": "failed", "host": node.host.address, "error": f"{node.host.name} did not answer"}
+            return NodeResult.failed(f"{node.host.name} did not answer", host=node.host.address)
         files = untar(done.stdout)
         if "run.log" in files:
             write_text_atomic(paths.log, files["run.log"])
         if "result.json" not in files:
-            return {
-                "status": "failed",
-                "host": node.host.address,
-                "error": f"the agent on {node.host.name} ended without a result; see {node.console}",
-            }
-        return json.loads(files["result.json"])
+            return NodeResult.failed(
+                f"the agent on {node.host.name} ended without a result; see {node.console}", host=node.host.address
+            )
+        return NodeResult.from_json(files["result.json"])
+
+
+def _kill_all(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.kill()
+        proc.wait()
 
 
 def untar(data: bytes) -> dict[str, str]:
@@ -262,23 +269,3 @@ def probe_error(host: Host, code: int, stderr: str) -> str:
     if code == 255:
         return f"cannot reach host {host.name} over ssh: {reason}"
     return f"host {host.name} answered but cannot run dlperf with its python: {reason} (see --remote-python)"
-
-
-def merge_results(results: list[dict[str, Any]], ended_at: list[float]) -> dict[str, Any]:
-    """One run result from every node's: rank 0's measurement, or the failure that caused the others.
-
-    A node stopped by dlperf after another failed is an echo, as is a worker that lost its peer; a worker
-    killed by a signal is the cause, else the node that failed first.
-    """
-    envs = [r["env"] for r in results if "env" in r]
-    if all(r.get("status") == "ok" for r in results):
-        chosen = next((r for r in results if r.get("holds_rank0")), None)
-        if chosen is None:
-            chosen = {"status": "failed", "error": "no node reported rank 0's measurement"}
-    else:
-        failed = [(t, r) for t, r in zip(ended_at, results) if r.get("status") != "ok"]
-        own = [(t, r) for t, r in failed if not r.get("stopped")] or failed
-        own.sort(key=lambda pair: (pair[1].get("signal") is None, pair[0]))
-        chosen = own[0][1]
-    merged = {k: v for k, v in chosen.items() if k not in ("env", "stopped")}
-    return {**merged, "node_envs": envs}

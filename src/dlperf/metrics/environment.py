@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -69,27 +69,10 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _torch_facts() -> dict[str, Any]:
-    import torch
-    import torchvision
-
-    facts: dict[str, Any] = {
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": None,
-        "nccl": None,
-        "cuda_available": torch.cuda.is_available(),
-    }
-    if torch.cuda.is_available():
-        facts["cudnn"] = torch.backends.cudnn.version()
-        nccl = torch.cuda.nccl.version()
-        facts["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
-    return facts
-
-
 def git_commit(cwd: str | None = None) -> dict[str, Any] | None:
-    """The commit of the working directory, and whether it has uncommitted changes."""
+    """The commit of the dlperf that runs (its source folder, not the current directory), and whether it has
+    uncommitted changes; None for an installed release outside a git checkout."""
+    cwd = cwd or str(Path(__file__).resolve().parent)
     commit = _command_output(["git", "rev-parse", "HEAD"], cwd=cwd)
     if commit is None:
         return None
@@ -98,6 +81,7 @@ def git_commit(cwd: str | None = None) -> dict[str, Any] | None:
 
 
 def collect_environment() -> dict[str, Any]:
+    """The machine's facts; each engine adds its own versions (`dlperf.engines.engine_versions`)."""
     memory = psutil.virtual_memory()
     return {
         "host": socket.gethostname(),
@@ -107,8 +91,7 @@ def collect_environment() -> dict[str, Any]:
         "memory_gib": round(memory.total / 2**30, 1),
         "os": platform.platform(),
         "python": sys.version.split()[0],
-        **_torch_facts(),
         "gpus": _gpus(),
         "topology": _command_output(["nvidia-smi", "topo", "-m"]),
-        "git": git_commit(os.getcwd()),
+        "git": git_commit(),
     }

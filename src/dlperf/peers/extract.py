@@ -16,7 +16,7 @@ from dlperf.peers.layout import LogInfo, find_logs, parse_log_path
 from dlperf.peers.measure import measure
 from dlperf.peers.registry import detect, get_format
 from dlperf.peers.textlines import log_lines, strip_prefixes
-from dlperf.reporting.record import SCHEMA
+from dlperf.records.schema import SCHEMA
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ class CaseSummary:
     batch_size: int
     precision: str
     speeds: list[float]
+    table: str = "scaling"
     failed: list[dict[str, Any]] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     speedup: float | None = None
@@ -95,6 +96,7 @@ def summarise(records: list[dict[str, Any]]) -> dict[GroupKey, list[CaseSummary]
                 batch_size=int(record["batch_size"]),
                 precision=record["precision"],
                 speeds=[],
+                table=record.get("table", "scaling"),
             )
         if record.get("status") == "ok" and isinstance(record.get("throughput"), (int, float)):
             case.speeds.append(float(record["throughput"]))

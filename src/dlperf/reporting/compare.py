@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlperf.records.load import load_records
 from dlperf.reporting.aggregate import summarise
-from dlperf.reporting.record import load_records
 
 
 @dataclass(frozen=True)

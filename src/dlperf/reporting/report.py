@@ -7,15 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
-from dlperf.reporting.files import write_json_atomic, write_text_atomic
-from dlperf.reporting.gpt_table import gpt_table, group_by_case
+from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.reporting.plots import plot_group
 
 FORMATS = ("md", "json", "png")
 
-# Workloads whose published report is not a scaling table: their own table instead of the generic one and plots.
-OWN_TABLES = {"gpt": lambda records: gpt_table(group_by_case(records))}
+# Record `table` values whose published report is not the scaling table: their own table instead, and no plots.
+OWN_TABLES = {"layouts": lambda records: layouts_table(group_by_case(records))}
 
 
 def _r(value: float | None, places: int = 2) -> float | None:
@@ -175,14 +175,14 @@ def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dic
     ]
     current_model = None
     for (model, group), cases in summary.items():
-        if model in OWN_TABLES:
+        if cases[0].table in OWN_TABLES:
             continue
         if model != current_model:
             lines += [f"## {model}", ""]
             current_model = model
         lines += group_table(model, group, cases)
-    for model, table in OWN_TABLES.items():
-        lines += table([r for r in records if r["model"] == model])
+    for table in OWN_TABLES.values():
+        lines += table(records)
     return "\n".join(lines + _compile_lines(summary) + _failures(records) + _environment_lines(records))
 
 
@@ -208,7 +208,7 @@ def write_report(
         written.append(out / "report.md")
     if "png" in formats:
         for (model, group), cases in summary.items():
-            if model in OWN_TABLES or sum(1 for c in cases if c.speeds) < min_plot_cases:
+            if cases[0].table in OWN_TABLES or sum(1 for c in cases if c.speeds) < min_plot_cases:
                 continue
             path = plot_group(cases, f"{model} {group}", out / "plots" / f"{model}_{group}.png")
             if path:

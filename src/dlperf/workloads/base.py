@@ -1,65 +1,67 @@
-"""What a workload gives the harness: validation, naming, a training step, and its own derived metrics."""
+"""What a workload gives the harness, torch-free: its config, its checks, a plan made once, and a step builder
+per engine (loaded only inside the rank that runs it)."""
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-import torch
-
-from dlperf.config import RunConfig
-from dlperf.engine.loop import loss_value
-
-# One training iteration (one global batch); returns the loss on ranks that compute it, else None.
-TrainStep = Callable[[], "torch.Tensor | None"]
+from dlperf.errors import ConfigError
+from dlperf.spec import RunSpec
 
 
 @dataclass(frozen=True)
-class DistContext:
-    """Where this process sits: filled from torchrun's environment by the worker."""
+class WorkloadPlan:
+    """What every later step reads instead of recomputing: batch sizes, table group, file stem, record fields.
 
-    rank: int
-    world_size: int
-    local_rank: int
-    device: torch.device
+    `batch_per_device` is samples per device per iteration (global batch / data-parallel size);
+    `micro_batch` is set where a step splits its batch (GPT), else None. `table` picks the report table
+    (`scaling`: the published speedup table; `layouts`: the GPT report's table).
+    """
 
-    @property
-    def distributed(self) -> bool:
-        return self.world_size > 1
+    global_batch: int
+    batch_per_device: int
+    group: str
+    stem: str
+    table: str = "scaling"
+    micro_batch: int | None = None
+    record_fields: dict[str, Any] = field(default_factory=dict)
+    layout: Any = None  # the workload's own parallel layout, where it has one
 
 
 class Workload(ABC):
-    """A model plus its data and optimizer, benchmarked by the generic timed loop."""
+    """A model plus its data and optimizer, benchmarked by the engine-agnostic timed loop."""
 
-    name: str
+    name: ClassVar[str]
+    config_type: ClassVar[type]
+    # engine name -> "module:function" building this workload's step for that engine
+    builders: ClassVar[dict[str, str]]
 
-    @abstractmethod
-    def validate(self, config: RunConfig) -> None:
-        """Raise ConfigError for values this workload cannot run; called before any process starts."""
-
-    @abstractmethod
-    def global_batch(self, config: RunConfig) -> int:
-        """Samples consumed by one iteration across all ranks (the throughput's numerator)."""
-
-    @abstractmethod
-    def group(self, config: RunConfig) -> str:
-        """The report table a run belongs to: every setting except the topology, e.g. `b128_fp32`."""
+    def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+        """Fill values the user did not give from a named case; none by default."""
+        return values
 
     @abstractmethod
-    def run_stem(self, config: RunConfig) -> str:
-        """File stem of a run's log and record, without the repeat number."""
+    def validate(self, spec: RunSpec) -> None:
+        """Raise ConfigError/DataError for values this workload cannot run; called once, before any process."""
 
     @abstractmethod
-    def build(self, config: RunConfig, ctx: DistContext) -> TrainStep:
-        """Build model, data and optimizer on this rank and return the step to time."""
+    def plan(self, spec: RunSpec) -> WorkloadPlan:
+        """The run's derived values, computed once from a valid spec."""
 
-    def read_loss(self, config: RunConfig, ctx: DistContext, loss: torch.Tensor | None) -> float | None:
-        """The loss rank 0 logs; every rank calls it at window edges only, so it may hold one collective
-        (e.g. fetch the loss from the last pipeline stage). Default: this rank's own loss."""
-        return loss_value(loss)
-
-    def derived_metrics(self, config: RunConfig, measured: dict[str, Any]) -> dict[str, Any]:
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
         """Extra record fields computed from the measurement (e.g. tokens/s, MFU); none by default."""
         return {}
+
+    def builder(self, engine: str) -> Callable[..., Any]:
+        """This workload's step builder for `engine`, imported only now (it imports the framework)."""
+        target = self.builders.get(engine)
+        if target is None:
+            raise ConfigError(
+                f"model {self.name} has no {engine} implementation: choose --engine {' or '.join(self.builders)}"
+            )
+        module, function = target.split(":")
+        return getattr(importlib.import_module(module), function)

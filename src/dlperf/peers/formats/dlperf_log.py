@@ -1,4 +1,4 @@
-"""dlperf's own run logs (see dlperf.reporting.runlog); the harness has already left its warm-up out."""
+"""dlperf's own run logs (see dlperf.records.runlog); the harness has already left its warm-up out."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
 from dlperf.peers.base import PeerFormat, Point, RunShape
-from dlperf.reporting.runlog import WINDOW_RE, parse_window
+from dlperf.records.runlog import WINDOW_RE, parse_window
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:

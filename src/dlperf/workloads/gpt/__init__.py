@@ -1,1 +1,99 @@
-"""GPT pre-training with data, tensor and pipeline parallelism (the published GPT report's cases)."""
+"""GPT pre-training with data, tensor and pipeline parallelism (the published GPT report's cases): the
+definition, torch-free. The step is in torch_step.py (model.py, parallel.py, data.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.metrics import flops
+from dlperf.spec import RunSpec, require_number, require_positive_number
+from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.gpt import cases
+from dlperf.workloads.gpt.config import GPTConfig
+from dlperf.workloads.gpt.layout import Layout, layout_of, padded_vocab
+from dlperf.workloads.gpt.tokens import open_token_file
+
+__all__ = ["GPTConfig", "GPTWorkload"]
+
+
+def variant_tag(spec: RunSpec, layout: Layout) -> str:
+    """Precision plus every switch that changes speed but not the layout name."""
+    parts = [spec.precision]
+    if spec.compile:
+        parts.append("compile")
+    if layout.pp > 1:
+        parts.append(layout.pp_schedule)
+    if layout.dp > 1 and layout.dp_mode != "ddp":
+        parts.append(layout.dp_mode)
+    if spec.data != "synthetic":
+        parts.append("realdata")
+    if spec.engine != "torch":
+        parts.append(spec.engine)
+    return "_".join(parts)
+
+
+class GPTWorkload(Workload):
+    name = "gpt"
+    config_type = GPTConfig
+    builders = {"torch": "dlperf.workloads.gpt.torch_step:build"}
+
+    def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+        """A named case fills every value the user did not give explicitly."""
+        case = values.get("case")
+        if not case:
+            return values
+        if not isinstance(case, str):
+            return values  # the type check names it
+        filled = cases.case_values(case)
+        return {**values, **{k: v for k, v in filled.items() if k not in explicit}}
+
+    def validate(self, spec: RunSpec) -> None:
+        config: GPTConfig = spec.workload
+        layout_of(spec)
+        if config.lr is not None:
+            require_positive_number("lr", config.lr)
+        require_number("weight_decay", config.weight_decay)
+        if spec.data != "synthetic":
+            open_token_file(spec.data, config.vocab_size, config.seq_length)
+
+    def plan(self, spec: RunSpec) -> WorkloadPlan:
+        layout = layout_of(spec)
+        group = f"{cases.short_name(spec, layout.dp, layout.global_batch_size)}_{variant_tag(spec, layout)}"
+        log_name = cases.log_name(spec, layout.dp, layout.global_batch_size)
+        report_group = cases.report_group(spec, layout.dp)
+        return WorkloadPlan(
+            global_batch=layout.global_batch_size,
+            batch_per_device=layout.global_batch_size // layout.dp,
+            micro_batch=layout.micro_batch_size,
+            group=group,
+            # the report's log name, prefixed by the table group (DP_8x1x1 and 2D_8x1x1 are the same layout)
+            stem=f"{report_group}_{log_name}_{variant_tag(spec, layout)}",
+            table="layouts",
+            layout=layout,
+            record_fields={
+                "report_case": cases.short_name(spec, layout.dp, layout.global_batch_size),
+                "report_group": report_group,
+                "parallel": layout.as_record(),
+            },
+        )
+
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
+        config: GPTConfig = spec.workload
+        layout: Layout = plan.layout
+        vocab = padded_vocab(config.vocab_size, layout.tp)
+        flops_per_iteration = flops.gpt_flops_per_iteration(
+            layout.global_batch_size, config.seq_length, config.num_layers, config.hidden_size, vocab
+        )
+        throughput = measured["throughput"]
+        seconds_per_iteration = layout.global_batch_size / throughput
+        achieved = flops.tflops_per_device(flops_per_iteration, seconds_per_iteration, spec.world_size)
+        device = (measured.get("ranks") or [{}])[0].get("device", "cpu")
+        mfu, note = flops.mfu(achieved, device, spec.precision, spec.peak_tflops)
+        return {
+            "flops_per_iteration": flops_per_iteration,
+            "tokens_per_s": throughput * config.seq_length,
+            "tokens_per_s_per_device": throughput * config.seq_length / spec.world_size,
+            "tflops_per_device": achieved,
+            "mfu": mfu,
+            "mfu_note": note,
+        }

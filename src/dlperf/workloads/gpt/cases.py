@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
-from dlperf.config import RunConfig
 from dlperf.errors import ConfigError
+from dlperf.spec import RunSpec
+from dlperf.workloads.gpt.config import GPTConfig
 
 SHORT_RE = re.compile(
     r"^(?P<group>DP|MP|2D|DP_PP|MP_PP|2D_PP)_(?P<dp>\d+)x(?P<tp>\d+)x(?P<pp>\d+)_(?P<gbs>\d+)_(?P<h>\d+)x(?P<l>\d+)$"
@@ -96,7 +97,7 @@ REPORT_CASES: dict[str, ReportCase] = {
 
 
 def case_values(name: str) -> dict[str, int | str]:
-    """RunConfig values for a report case name or log name; ConfigError for anything else."""
+    """Run values (shared and GPT keys) for a report case name or log name; ConfigError for anything else."""
     name = name.strip()
     if name in REPORT_CASES:
         return REPORT_CASES[name].config_values()
@@ -117,26 +118,19 @@ def case_values(name: str) -> dict[str, int | str]:
     )
 
 
-def resolve_case(config: RunConfig, explicit: set[str]) -> RunConfig:
-    """Fill a config from its `case`; the fields in `explicit` (given by the user) keep their values."""
-    if not config.case:
-        return config
-    values = case_values(config.case)
-    return config.replace(**{k: v for k, v in values.items() if k not in explicit})
-
-
-def report_group(config: RunConfig) -> str:
+def report_group(spec: RunSpec, dp: int) -> str:
     """DP, MP, 2D or PP: the table group of a known case, else what the layout is."""
+    config: GPTConfig = spec.workload
     if config.case in REPORT_CASES:
         return REPORT_CASES[config.case].group
     if config.pp > 1:
         return "PP"
-    tp, dp = config.tp, config.dp if config.dp is not None else config.world_size // (config.tp * config.pp)
-    return "2D" if tp > 1 and dp > 1 else "MP" if tp > 1 else "DP"
+    return "2D" if config.tp > 1 and dp > 1 else "MP" if config.tp > 1 else "DP"
 
 
-def short_name(config: RunConfig, dp: int, global_batch: int) -> str:
-    """The report's short name of this config, e.g. 2D_4x2x1_16_1536x16 (a named case keeps its own prefix)."""
+def short_name(spec: RunSpec, dp: int, global_batch: int) -> str:
+    """The report's short name of this run, e.g. 2D_4x2x1_16_1536x16 (a named case keeps its own prefix)."""
+    config: GPTConfig = spec.workload
     if config.case and (m := SHORT_RE.match(config.case)):
         prefix = m["group"]
     else:
@@ -145,10 +139,11 @@ def short_name(config: RunConfig, dp: int, global_batch: int) -> str:
     return f"{prefix}_{dp}x{config.tp}x{config.pp}_{global_batch}_{config.hidden_size}x{config.num_layers}"
 
 
-def log_name(config: RunConfig, dp: int, global_batch: int) -> str:
-    """The report's log name form of this config."""
+def log_name(spec: RunSpec, dp: int, global_batch: int) -> str:
+    """The report's log name form of this run."""
+    config: GPTConfig = spec.workload
     return (
-        f"pretrain_gpt_{config.nodes}n{config.devices_per_node}d_dp{dp}_mp{config.tp}_pp{config.pp}"
+        f"pretrain_gpt_{spec.nodes}n{spec.devices_per_node}d_dp{dp}_mp{config.tp}_pp{config.pp}"
         f"_mbz{config.micro_batch_size}_gbz{global_batch}_s{config.seq_length}_l{config.num_layers}"
         f"_h{config.hidden_size}_nh{config.num_heads}"
     )

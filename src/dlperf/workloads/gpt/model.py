@@ -27,12 +27,6 @@ class GPTShape:
         return self.hidden_size // self.num_heads
 
 
-def padded_vocab(vocab_size: int, tp: int) -> int:
-    """Round up to a multiple of 128 x tp, as Megatron does, so each TP rank gets an aligned vocab shard."""
-    multiple = 128 * tp
-    return -(-vocab_size // multiple) * multiple
-
-
 class Attention(nn.Module):
     def __init__(self, shape: GPTShape) -> None:
         super().__init__()

@@ -1,107 +1,19 @@
-"""The layout of a GPT run on PyTorch's own building blocks: one dp x pp x tp device mesh, DTensor tensor
+"""A GPT layout (layout.py) on PyTorch's own building blocks: one dp x pp x tp device mesh, DTensor tensor
 parallelism, torch.distributed.pipelining stages, and DDP or FSDP2 over the data-parallel dimension.
 
-Ranks are laid out row-major over (dp, pp, tp), as `init_device_mesh` numbers them: TP groups are
-neighbouring ranks (one node's fast links first), pipeline stages next, data-parallel replicas outermost. The
-mesh has a fourth dimension of size 1, dp_shard, so that FSDP2 can replicate over dp without sharding.
+The mesh has a fourth dimension of size 1, dp_shard, so that FSDP2 can replicate over dp without sharding.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from dlperf.config import RunConfig
-from dlperf.errors import ConfigError
+from dlperf.workloads.gpt.layout import Layout, stage_layers
 from dlperf.workloads.gpt.model import GPT
-
-PP_SCHEDULES = ("gpipe", "1f1b")
-DP_MODES = ("ddp", "fsdp")
-
-
-@dataclass(frozen=True)
-class Layout:
-    dp: int
-    tp: int
-    pp: int
-    micro_batch_size: int
-    global_batch_size: int
-    pp_schedule: str
-    dp_mode: str
-
-    @property
-    def world_size(self) -> int:
-        return self.dp * self.tp * self.pp
-
-    @property
-    def accumulation_steps(self) -> int:
-        """Micro-batches per iteration on each replica: pipeline micro-batches under PP, accumulation otherwise."""
-        return self.global_batch_size // (self.micro_batch_size * self.dp)
-
-    def coordinates(self, rank: int) -> tuple[int, int, int]:
-        """(dp, pp, tp) index of a global rank in the mesh."""
-        return rank // (self.pp * self.tp), rank // self.tp % self.pp, rank % self.tp
-
-    def as_record(self) -> dict[str, int | str]:
-        return {
-            "dp": self.dp,
-            "tp": self.tp,
-            "pp": self.pp,
-            "micro_batch_size": self.micro_batch_size,
-            "global_batch_size": self.global_batch_size,
-            "accumulation_steps": self.accumulation_steps,
-            "pp_schedule": self.pp_schedule if self.pp > 1 else None,
-            "dp_mode": self.dp_mode if self.dp > 1 else None,
-        }
-
-
-def layout_of(config: RunConfig) -> Layout:
-    """The layout a config asks for; refuses, in one line, any number that does not divide."""
-    for name in ("tp", "pp", "micro_batch_size", "num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size"):
-        _positive(name, getattr(config, name))
-    world = config.world_size
-    if config.dp is None:
-        if world % (config.tp * config.pp):
-            raise ConfigError(
-                f"world size {world} ({config.topology}) is not divisible by tp x pp = {config.tp} x {config.pp}: "
-                f"change --devices-per-node, --tp or --pp"
-            )
-        dp = world // (config.tp * config.pp)
-    else:
-        _positive("dp", config.dp)
-        dp = config.dp
-        if dp * config.tp * config.pp != world:
-            raise ConfigError(
-                f"world size {world} ({config.topology}) does not equal dp x tp x pp = "
-                f"{dp} x {config.tp} x {config.pp} = {dp * config.tp * config.pp}: change the topology or the layout"
-            )
-    global_batch = config.global_batch_size if config.global_batch_size is not None else config.micro_batch_size * dp
-    _positive("global_batch_size", global_batch)
-    if global_batch % (config.micro_batch_size * dp):
-        raise ConfigError(
-            f"--global-batch-size {global_batch} is not divisible by micro batch x dp = "
-            f"{config.micro_batch_size} x {dp} = {config.micro_batch_size * dp}"
-        )
-    if config.hidden_size % config.num_heads:
-        raise ConfigError(f"--hidden-size {config.hidden_size} is not divisible by --num-heads {config.num_heads}")
-    if config.num_heads % config.tp:
-        raise ConfigError(f"--num-heads {config.num_heads} is not divisible by --tp {config.tp}")
-    if config.num_layers < config.pp:
-        raise ConfigError(f"--num-layers {config.num_layers} is fewer than the --pp {config.pp} pipeline stages")
-    if config.pp_schedule not in PP_SCHEDULES:
-        raise ConfigError(f"unknown --pp-schedule {config.pp_schedule!r}: choose one of {', '.join(PP_SCHEDULES)}")
-    if config.dp_mode not in DP_MODES:
-        raise ConfigError(f"unknown --dp-mode {config.dp_mode!r}: choose one of {', '.join(DP_MODES)}")
-    return Layout(dp, config.tp, config.pp, config.micro_batch_size, global_batch, config.pp_schedule, config.dp_mode)
-
-
-def _positive(name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
 
 
 def build_mesh(layout: Layout, device: torch.device):
@@ -111,13 +23,6 @@ def build_mesh(layout: Layout, device: torch.device):
 
     shape = (layout.dp, 1, layout.pp, layout.tp)
     return init_device_mesh(device.type, shape, mesh_dim_names=("dp", "dp_shard", "pp", "tp"))
-
-
-def stage_layers(num_layers: int, pp: int, stage: int) -> range:
-    """Contiguous blocks of layers; the first `num_layers % pp` stages take one more."""
-    base, extra = divmod(num_layers, pp)
-    start = stage * base + min(stage, extra)
-    return range(start, start + base + (stage < extra))
 
 
 def keep_stage(model: GPT, stage: int, pp: int) -> None:

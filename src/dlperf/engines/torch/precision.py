@@ -42,3 +42,8 @@ class MixedPrecision:
         else:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
+
+def loss_value(loss: torch.Tensor | None) -> float | None:
+    """This rank's own loss as a float (a device sync), or None where the rank computes none."""
+    return None if loss is None else float(loss.float().item())

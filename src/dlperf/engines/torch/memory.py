@@ -25,9 +25,3 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     scale = 1 if sys.platform == "darwin" else 1024
     return {"rss": maxrss * scale / MIB}
-
-
-def max_over_ranks(per_rank: list[dict[str, float]]) -> dict[str, float]:
-    """The peak a device had to hold is the largest of any rank's."""
-    keys = {k for entry in per_rank for k in entry}
-    return {k: round(max(entry.get(k, 0.0) for entry in per_rank), 1) for k in sorted(keys)}

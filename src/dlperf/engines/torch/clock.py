@@ -6,8 +6,10 @@ import time
 
 import torch
 
+from dlperf.engines.base import StepClock
 
-class StepClock:
+
+class TorchStepClock(StepClock):
     """Marks the end of every step and resolves the marks at window edges only.
 
     On CUDA each mark records an event on the current stream (no host sync); `collect` synchronises

@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import torch
 
 from dlperf.errors import DataError
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 Batch = tuple[torch.Tensor, torch.Tensor]
-
-
-def check_image_folder(path: str) -> None:
-    """Fail before launching when the folder is missing or holds no class sub-folders with images."""
-    root = Path(path)
-    if not root.is_dir():
-        raise DataError(f"data folder {path} does not exist: pass --data synthetic or an ImageNet-style folder")
-    classes = [d for d in root.iterdir() if d.is_dir()]
-    has_images = any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir() if f.is_file())
-    if not classes or not has_images:
-        raise DataError(f"data folder {path} has no images in class sub-folders (expected {path}/<class>/<image>.jpg)")
 
 
 def synthetic_batches(

@@ -1,8 +1,9 @@
 """Sweeps: a YAML matrix of cases, each repeated, run one after another with resume.
 
-The YAML holds RunConfig keys. A key whose value is a list is a matrix axis; `topology` takes names like
-`1n8g` (or a list of them); `repeats` sets the repeat count. `matrix:` may list sub-matrices, each merged
-over the top-level keys and expanded on its own (e.g. fp32 at batch 128 and 160, AMP at 256).
+The YAML holds run keys (the shared ones and the model's own). A key whose value is a list is a matrix axis;
+`topology` takes names like `1n8g` (or a list of them); `repeats` sets the repeat count. `matrix:` may list
+sub-matrices, each merged over the top-level keys and expanded on its own (e.g. fp32 at batch 128 and 160, AMP
+at 256).
 Examples: configs/quick.yaml, configs/resnet50_report.yaml.
 """
 
@@ -16,26 +17,25 @@ from typing import Any
 
 import yaml
 
-from dlperf.config import RunConfig, config_from_mapping, parse_topology
 from dlperf.errors import ConfigError, ResultsError
-from dlperf.launch.options import LaunchOptions, in_slurm_allocation
-from dlperf.launch.runner import LOCAL, check_config, execute_run
-from dlperf.launch.slurm import submit_runs
-from dlperf.reporting.layout import run_paths
-from dlperf.reporting.record import read_record
+from dlperf.launch import Launcher, RunJob
+from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
+from dlperf.records.paths import run_paths
+from dlperf.records.schema import read_record
+from dlperf.spec import RunSpec, parse_topology
+from dlperf.workloads import WorkloadPlan, spec_from_mapping
 
 DEFAULT_REPEATS = 5
 
 
 @dataclass
 class SweepPlan:
-    cases: list[RunConfig]
+    cases: list[tuple[RunSpec, WorkloadPlan]]
     repeats: int
 
-    def runs(self) -> Iterator[tuple[RunConfig, int]]:
-        for config in self.cases:
-            for repeat in range(1, self.repeats + 1):
-                yield config, repeat
+    def jobs(self, out: str | Path) -> list[RunJob]:
+        repeats = list(range(1, self.repeats + 1))
+        return [job for spec, plan in self.cases for job in plan_jobs(spec, plan, repeats, out)]
 
 
 def load_sweep_file(path: str | Path) -> dict[str, Any]:
@@ -55,14 +55,14 @@ def load_sweep_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def plan_sweep(spec: dict[str, Any], repeats: int | None = None, launch: LaunchOptions = LOCAL) -> SweepPlan:
+def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = None) -> SweepPlan:
     """Expand the matrix into validated cases; every case is checked before anything runs.
 
     With a host list and no topology or nodes in the file, every case spans all the hosts.
     """
     spec = dict(spec)
-    if launch.hosts and not {"topology", "nodes"} & set(spec):
-        spec["nodes"] = len(launch.hosts)
+    if launcher.options.hosts and not {"topology", "nodes"} & set(spec):
+        spec["nodes"] = len(launcher.options.hosts)
     spec_repeats = spec.pop("repeats", DEFAULT_REPEATS)
     repeats = repeats if repeats is not None else spec_repeats
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats <= 0:
@@ -70,19 +70,19 @@ def plan_sweep(spec: dict[str, Any], repeats: int | None = None, launch: LaunchO
     variants = spec.pop("matrix", [{}])
     if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants) or not variants:
         raise ConfigError("`matrix` must be a list of mappings, each a sub-matrix of keys and values")
-    cases: list[RunConfig] = []
+    cases: list[tuple[RunSpec, WorkloadPlan]] = []
     seen: set[Path] = set()
     for variant in variants:
-        for config in _expand({**spec, **variant}, launch):
-            key = run_paths("", config, 1).record
+        for run_spec, plan in _expand({**spec, **variant}, launcher):
+            key = run_paths("", run_spec.model, run_spec.topology, plan.stem, 1).record
             if key in seen:
                 raise ConfigError(f"two sweep cases write the same files ({key}): make the matrix values distinct")
             seen.add(key)
-            cases.append(config)
+            cases.append((run_spec, plan))
     return SweepPlan(cases=cases, repeats=repeats)
 
 
-def _expand(spec: dict[str, Any], launch: LaunchOptions) -> Iterator[RunConfig]:
+def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec, WorkloadPlan]]:
     """One sub-matrix: the cartesian product of its list-valued keys, each case checked."""
     spec = dict(spec)
     topologies = spec.pop("topology", None)
@@ -100,9 +100,8 @@ def _expand(spec: dict[str, Any], launch: LaunchOptions) -> Iterator[RunConfig]:
         values = {**fixed, **dict(zip(axes, combo))}
         if "_topology" in values:
             values["nodes"], values["devices_per_node"] = values.pop("_topology")
-        config = config_from_mapping(values)
-        check_config(config, launch)
-        yield config
+        run_spec = spec_from_mapping(values)
+        yield run_spec, check_run(run_spec, launcher)
 
 
 def record_is_complete(path: Path, retry_failed: bool) -> bool:
@@ -124,39 +123,29 @@ def run_sweep(
     plan: SweepPlan,
     out: str | Path,
     env: dict[str, Any],
+    launcher: Launcher,
     *,
     resume: bool,
     overwrite: bool,
     retry_failed: bool,
-    on_progress: Callable[[RunConfig, int, dict[str, Any] | None], None],
-    launch: LaunchOptions = LOCAL,
+    on_skip: Callable[[RunJob], None],
+    on_record: OnRecord,
 ) -> SweepOutcome:
-    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
-
-    Outside a Slurm allocation, `--launcher slurm` submits the runs as sbatch jobs and collects their records.
-    """
-    runs = list(plan.runs())
-    existing = [p for c, r in runs if (p := run_paths(out, c, r).record).exists()]
+    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes."""
+    jobs = plan.jobs(out)
+    existing = [job for job in jobs if job.paths.record.exists()]
     if existing and not (resume or overwrite):
         raise ResultsError(
             f"{out} already holds {len(existing)} records of this sweep: pass --resume to finish it "
             f"or --overwrite to start again"
         )
-    outcome = SweepOutcome(ran=[], skipped=0)
     todo = []
-    for config, repeat in runs:
-        if resume and record_is_complete(run_paths(out, config, repeat).record, retry_failed):
-            outcome.skipped += 1
-            on_progress(config, repeat, None)
+    skipped = 0
+    for job in jobs:
+        if resume and record_is_complete(job.paths.record, retry_failed):
+            skipped += 1
+            on_skip(job)
         else:
-            todo.append((config, repeat))
-    if launch.kind == "slurm" and not in_slurm_allocation():
-        for (config, repeat), record in zip(todo, submit_runs(todo, out, launch, overwrite=True)):
-            outcome.ran.append(record)
-            on_progress(config, repeat, record)
-        return outcome
-    for config, repeat in todo:
-        record = execute_run(config, repeat, out, env, overwrite=True, launch=launch)
-        outcome.ran.append(record)
-        on_progress(config, repeat, record)
-    return outcome
+            todo.append(job)
+    ran = execute(todo, launcher, env, overwrite=True, on_record=on_record)
+    return SweepOutcome(ran=ran, skipped=skipped)

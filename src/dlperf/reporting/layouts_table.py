@@ -1,7 +1,8 @@
-"""The GPT report's table: `group | case | latency (ms) | memory (MiB) | throughput (samples/s)`, plus ours.
+"""The GPT report's table, for records whose `table` is `layouts`:
+`group | case | latency (ms) | memory (MiB) | throughput (samples/s)`, plus ours.
 
 Each figure is the median over a case's successful repeats (memory: the largest peak of any rank and repeat);
-rows follow the report's order (DP, MP, 2D, PP), other layouts after them.
+rows follow the report's groups (DP, MP, 2D, PP), other layouts after them, then devices, then the name.
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ from collections import defaultdict
 from typing import Any
 
 from dlperf.reporting.aggregate import median_of
-from dlperf.workloads.gpt.cases import REPORT_CASES
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
 
 
 def group_by_case(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """GPT records keyed by their group (the case name plus precision and switches), failed ones included."""
+    """Layout-table records keyed by their group (the case name plus precision and switches), failed ones too."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        if record.get("model") == "gpt":
+        if record.get("table") == "layouts":
             by_case[record["group"]].append(record)
     return dict(by_case)
 
@@ -39,13 +39,11 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def _row_key(case: str, records: list[dict[str, Any]]) -> tuple[int, int, str]:
     group = next((r.get("report_group") for r in records if r.get("report_group")), case.split("_")[0])
-    name = case.rsplit("_", 1)[0]
-    order = list(REPORT_CASES).index(name) if name in REPORT_CASES else len(REPORT_CASES)
     rank = GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
-    return rank, order, case
+    return rank, max(int(r.get("world_size", 0)) for r in records), case
 
 
-def gpt_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]:
+def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Markdown lines of the GPT table; empty when there are no GPT records."""
     if not records_by_case:
         return []

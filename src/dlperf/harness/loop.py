@@ -1,23 +1,18 @@
-"""The timed loop: warm-up, then a fixed window of iterations timed on the host between barriers."""
+"""The timed loop: warm-up, then a fixed window of iterations timed on the host between barriers.
+
+It talks to the engine only (sync, barrier, step clock), so every engine is measured the same way.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-import torch
-
-from dlperf.metrics.timing import StepClock, synchronize
-from dlperf.reporting.runlog import WindowLine
-
-if TYPE_CHECKING:  # workloads import this module for loss_value
-    from dlperf.config import RunConfig
-    from dlperf.workloads.base import DistContext, Workload
+from dlperf.engines.base import Engine, TrainStep
+from dlperf.records.runlog import WindowLine
 
 WindowCallback = Callable[[WindowLine], None]
-LossReader = Callable[[torch.Tensor | None], float | None]
 
 
 @dataclass
@@ -38,39 +33,33 @@ class Measurement:
         return self.global_batch * self.iters / self.elapsed_s
 
 
-def loss_value(loss: torch.Tensor | None) -> float | None:
-    """This rank's own loss as a float (a device sync), or None where the rank computes none."""
-    return None if loss is None else float(loss.float().item())
-
-
 def timed_loop(
-    step: Callable[[], torch.Tensor | None],
+    step: TrainStep,
+    engine: Engine,
     *,
-    device: torch.device,
     warmup_iters: int,
     iters: int,
     print_every: int,
     global_batch: int,
-    barrier: Callable[[], None] = lambda: None,
     on_window: WindowCallback | None = None,
-    read_loss: LossReader = loss_value,
 ) -> Measurement:
     """Run `warmup_iters` untimed steps, then `iters` timed ones.
 
     The device is synchronised only at window edges (every `print_every` steps), where the loss is read
-    too (by `read_loss`, which every rank calls there and nowhere else); per-step latency comes from the
-    StepClock without a sync per step.
+    too (by `step.read_loss`, which every rank calls there and nowhere else); per-step latency comes from the
+    engine's step clock without a sync per step.
     """
     started = time.perf_counter()
-    loss_first = read_loss(step())  # .item() waits for the first step: start-up and compiling
-    synchronize(device)
+    output = step.run()
+    loss_first = step.read_loss(output)  # reading the loss waits for the first step: start-up and compiling
+    engine.sync(output)
     first_step_s = time.perf_counter() - started
     for _ in range(warmup_iters - 1):
-        step()
+        output = step.run()
 
-    clock = StepClock(device)
-    synchronize(device)
-    barrier()
+    clock = engine.clock()
+    engine.sync(output)
+    engine.barrier()
     t0 = window_start = time.perf_counter()
     clock.start()
     windows: list[float] = []
@@ -78,13 +67,13 @@ def timed_loop(
     loss_now = None
     done_in_window = 0
     for iteration in range(1, iters + 1):
-        loss = step()
+        output = step.run()
         clock.mark()
         done_in_window += 1
         if iteration % print_every and iteration != iters:
             continue
-        loss_now = read_loss(loss)
-        synchronize(device)
+        loss_now = step.read_loss(output)
+        engine.sync(output)
         now = time.perf_counter()
         window_s = now - window_start
         windows.append(global_batch * done_in_window / window_s)
@@ -94,8 +83,8 @@ def timed_loop(
                 WindowLine(iteration, iters, loss_now, windows[-1], window_s * 1000 / done_in_window, time.time())
             )
         window_start, done_in_window = time.perf_counter(), 0
-    synchronize(device)
-    barrier()
+    engine.sync(output)
+    engine.barrier()
     elapsed = time.perf_counter() - t0
     return Measurement(
         iters=iters,
@@ -106,26 +95,4 @@ def timed_loop(
         step_ms=step_ms,
         loss_first=loss_first,
         loss_last=loss_now,  # the last iteration always closes a window
-    )
-
-
-def time_workload(
-    workload: Workload,
-    config: RunConfig,
-    ctx: DistContext,
-    *,
-    barrier: Callable[[], None] = lambda: None,
-    on_window: WindowCallback | None = None,
-) -> Measurement:
-    """Build the workload's step on this rank and time it with the config's warm-up, iterations and windows."""
-    return timed_loop(
-        workload.build(config, ctx),
-        device=ctx.device,
-        warmup_iters=config.warmup_iters,
-        iters=config.iters,
-        print_every=config.print_every,
-        global_batch=workload.global_batch(config),
-        barrier=barrier,
-        on_window=on_window,
-        read_loss=lambda loss: workload.read_loss(config, ctx, loss),
     )

@@ -1,0 +1,41 @@
+"""Argument types and the parser every command uses: a usage error is one line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that points at --help."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(2)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0 or str(value) != text.strip().lstrip("+"):
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    if text.strip().isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value

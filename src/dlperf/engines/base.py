@@ -1,0 +1,130 @@
+"""The engine interface: what a rank needs from a framework, so the timed loop and the worker never import one.
+
+An engine sets up this rank (process group, device), syncs the device, times steps without a per-step sync,
+meets the other ranks (barrier, gather), reports peak memory and its own versions. A workload builds its step
+for a given engine (`Workload.builders`), reading the engine's runtime (device, process group) itself.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dlperf.spec import RunSpec
+
+
+def node_name() -> str:
+    """The node as the launcher addresses it (network namespaces share one host name), else the host name."""
+    return os.environ.get("DLPERF_NODE") or socket.gethostname()
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    """Where this process sits, from the launcher's environment (torchrun's variables)."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str | None = None
+    master_port: int | None = None
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @classmethod
+    def from_environ(cls) -> RankEnv:
+        port = os.environ.get("MASTER_PORT")
+        return cls(
+            rank=int(os.environ.get("RANK", "0")),
+            world_size=int(os.environ.get("WORLD_SIZE", "1")),
+            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+            master_addr=os.environ.get("MASTER_ADDR"),
+            master_port=int(port) if port else None,
+        )
+
+
+@dataclass(frozen=True)
+class TrainStep:
+    """One training iteration (one global batch) and how to read its loss.
+
+    `run` returns the step's output (the loss on ranks that compute it, else None) without waiting for the
+    device; `read_loss` turns an output into a float and is called by every rank at window edges only, so it
+    may hold one collective (e.g. fetch the loss from the last pipeline stage).
+    """
+
+    run: Callable[[], Any]
+    read_loss: Callable[[Any], float | None]
+
+
+class StepClock(ABC):
+    """Marks the end of every step and resolves the marks at window edges only."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Open a window: the next mark measures from here."""
+
+    @abstractmethod
+    def mark(self) -> None: ...
+
+    @abstractmethod
+    def collect(self) -> list[float]:
+        """Milliseconds of each step since `start`/the last collect, and reopen at the last mark."""
+
+
+class Engine(ABC):
+    """One framework's side of a rank; `setup` first, `shutdown` last."""
+
+    name: str
+
+    @abstractmethod
+    def preflight(self, spec: RunSpec, local: bool) -> None:
+        """Parent-side checks before any process starts (precision on this device kind, device count);
+        `local` says the devices are on this machine."""
+
+    @abstractmethod
+    def setup(self, spec: RunSpec, rank: RankEnv) -> None:
+        """Pick the device, seed, join the other ranks."""
+
+    @property
+    @abstractmethod
+    def device_type(self) -> str:
+        """`cuda`, `cpu`, ... of this rank's device."""
+
+    @abstractmethod
+    def device_name(self) -> str: ...
+
+    @abstractmethod
+    def sync(self, outputs: Any = None) -> None:
+        """Wait for the device work queued so far (or producing `outputs`)."""
+
+    @abstractmethod
+    def barrier(self) -> None: ...
+
+    @abstractmethod
+    def clock(self) -> StepClock: ...
+
+    @abstractmethod
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's `value`, in rank order, on every rank (a picklable/JSON-able object)."""
+
+    @abstractmethod
+    def reset_peak_memory(self) -> None: ...
+
+    @abstractmethod
+    def peak_memory_mib(self) -> dict[str, float]:
+        """This rank's peak: allocator figures on a GPU, RSS on the CPU."""
+
+    @abstractmethod
+    def shutdown(self) -> None: ...
+
+    @staticmethod
+    @abstractmethod
+    def versions() -> dict[str, Any]:
+        """The framework's versions and its device facts, for the record's environment."""

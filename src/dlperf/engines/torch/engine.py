@@ -1,0 +1,120 @@
+"""The PyTorch engine: one rank's process group, device, sync, step clock, gathers and memory peaks."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from dlperf.engines.base import Engine, RankEnv, StepClock
+from dlperf.engines.torch.clock import TorchStepClock, synchronize
+from dlperf.engines.torch.memory import peak_memory_mib, reset_peak
+from dlperf.engines.torch.precision import check_precision_on_device
+from dlperf.errors import ConfigError
+from dlperf.spec import RunSpec
+
+
+def device_kind(choice: str) -> str:
+    """`auto` takes CUDA when present."""
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return choice
+
+
+def resolve_device(choice: str, local_rank: int) -> torch.device:
+    """Each rank owns the device of its local rank."""
+    if device_kind(choice) != "cuda":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError("--device cuda asked for, but no CUDA device is visible: use --device cpu")
+    return torch.device("cuda", local_rank)
+
+
+class TorchEngine(Engine):
+    name = "torch"
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+        self.rank = RankEnv(0, 1, 0, 1)
+
+    def preflight(self, spec: RunSpec, local: bool) -> None:
+        if not local:
+            return  # the devices are on other machines: the workers check them there
+        kind = device_kind(spec.device)
+        check_precision_on_device(spec.precision, kind)
+        if kind == "cuda":
+            if not torch.cuda.is_available():
+                raise ConfigError("--device cuda asked for, but no CUDA device is visible: use --device cpu")
+            available = torch.cuda.device_count()
+            if spec.devices_per_node > available:
+                raise ConfigError(
+                    f"asked for {spec.devices_per_node} CUDA devices per node but this machine has {available}: "
+                    f"lower --devices-per-node"
+                )
+
+    def setup(self, spec: RunSpec, rank: RankEnv) -> None:
+        self.rank = rank
+        self.device = resolve_device(spec.device, rank.local_rank)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        else:
+            torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // rank.local_world_size))  # our cores
+        if rank.distributed:
+            backend = "nccl" if self.device.type == "cuda" else "gloo"
+            dist.init_process_group(backend, device_id=self.device if self.device.type == "cuda" else None)
+        torch.manual_seed(spec.seed)
+
+    @property
+    def device_type(self) -> str:
+        return self.device.type
+
+    def device_name(self) -> str:
+        return torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+
+    def sync(self, outputs: Any = None) -> None:
+        synchronize(self.device)
+
+    def barrier(self) -> None:
+        if self.rank.distributed:
+            dist.barrier()
+
+    def clock(self) -> StepClock:
+        return TorchStepClock(self.device)
+
+    def gather(self, value: Any) -> list[Any]:
+        if not self.rank.distributed:
+            return [value]
+        values: list[Any] = [None] * self.rank.world_size
+        dist.all_gather_object(values, value)
+        return values
+
+    def reset_peak_memory(self) -> None:
+        reset_peak(self.device)
+
+    def peak_memory_mib(self) -> dict[str, float]:
+        return peak_memory_mib(self.device)
+
+    def shutdown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    @staticmethod
+    def versions() -> dict[str, Any]:
+        import torchvision
+
+        facts: dict[str, Any] = {
+            "torch": torch.__version__,
+            "torchvision": torchvision.__version__,
+            "cuda_available": torch.cuda.is_available(),
+            "cuda": None,
+            "cudnn": None,
+            "nccl": None,
+        }
+        if torch.cuda.is_available():  # a CUDA build on a machine without a GPU claims no CUDA version
+            facts["cuda"] = torch.version.cuda
+            facts["cudnn"] = torch.backends.cudnn.version()
+            nccl = torch.cuda.nccl.version()
+            facts["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+        return facts

@@ -1,0 +1,50 @@
+"""What a rank-0 worker hands back: the measurement and every rank's facts, as a typed value with a JSON form."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dlperf.harness.loop import Measurement
+
+
+@dataclass(frozen=True)
+class RankFacts:
+    rank: int
+    host: str
+    device: str
+    peak_memory_mib: dict[str, float]
+
+
+@dataclass(frozen=True)
+class RunMeasurement:
+    """Rank 0's measurement of the run, with the facts every rank sent at the end."""
+
+    measurement: Measurement
+    ranks: list[RankFacts]
+    device_type: str
+
+    @property
+    def throughput(self) -> float:
+        return self.measurement.throughput
+
+    @property
+    def peak_memory_mib(self) -> dict[str, float]:
+        """The peak a device had to hold is the largest of any rank's."""
+        keys = sorted({k for r in self.ranks for k in r.peak_memory_mib})
+        return {k: round(max(r.peak_memory_mib.get(k, 0.0) for r in self.ranks), 1) for k in keys}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "measurement": asdict(self.measurement),
+            "ranks": [asdict(r) for r in self.ranks],
+            "device_type": self.device_type,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunMeasurement:
+        return cls(
+            measurement=Measurement(**data["measurement"]),
+            ranks=[RankFacts(**r) for r in data["ranks"]],
+            device_type=data["device_type"],
+        )

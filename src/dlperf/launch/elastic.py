@@ -1,0 +1,74 @@
+"""One node's workers under torchrun's launcher API (elastic_launch, c10d rendezvous), for the agent (agent.py).
+
+It writes nothing itself: `launch` returns rank 0's measurement when this node holds rank 0, or the failure with
+the rank, exit code and signal of the first worker that died.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, record
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from dlperf.engines.base import node_name
+from dlperf.harness.results import RunMeasurement
+from dlperf.harness.worker import run_rank
+from dlperf.launch.messages import AgentSpec, NodeResult
+
+
+@record
+def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
+    """Every rank's entry under torchrun's launcher; `record` writes a failing rank's traceback for the agent."""
+    return run_rank(run, log_path)
+
+
+def describe_failure(error: ChildFailedError) -> NodeResult:
+    """The first failure of a ChildFailedError as plain facts: rank, exit code, signal and message."""
+    rank, failure = error.get_first_failure()
+    message = failure.message
+    if isinstance(message, dict):
+        message = message.get("message", "")
+    signal_name = failure.signal_name() if failure.exitcode < 0 else None
+    text = str(message).strip().splitlines()[-1] if str(message).strip() else ""
+    if signal_name:
+        text = f"worker rank {rank} on {node_name()} was killed by {signal_name}"
+    elif not text or "pytorch.org/docs" in text:
+        text = f"worker rank {rank} on {node_name()} exited with code {failure.exitcode}"
+    return NodeResult.failed(text, rank=rank, host=node_name(), exitcode=failure.exitcode, signal=signal_name)
+
+
+def launch(spec: AgentSpec) -> NodeResult:
+    """Start this node's workers and wait for them; never raises for a worker's failure."""
+    settings = spec.launch
+    os.environ.update(settings.env)  # the workers inherit it: node name, socket interface
+    config = LaunchConfig(
+        min_nodes=settings.nnodes,
+        max_nodes=settings.nnodes,
+        nproc_per_node=settings.nproc_per_node,
+        run_id=settings.run_id,
+        rdzv_backend="c10d",
+        rdzv_endpoint=settings.rdzv_endpoint,
+        rdzv_configs={
+            "timeout": settings.rdzv_timeout,
+            **({} if settings.is_host is None else {"is_host": settings.is_host}),
+        },
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method="spawn",
+        local_addr=settings.local_addr,
+        logs_specs=DefaultLogsSpecs(log_dir=settings.log_dir),
+    )
+    try:
+        outputs = elastic_launch(config, rank_main)(spec.run, spec.log_path)
+    except ChildFailedError as error:
+        return describe_failure(error)
+    except SignalException as error:
+        name = signal.Signals(error.sigval).name
+        return NodeResult.failed(f"{node_name()} stopped by {name}", host=node_name(), stopped=True)
+    rank0 = outputs.get(0) if isinstance(outputs, dict) else None
+    return NodeResult(host=node_name(), measured=RunMeasurement.from_dict(rank0) if rank0 else None)

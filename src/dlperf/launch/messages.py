@@ -1,0 +1,135 @@
+"""The typed messages between the parent and the node agents, each with one JSON codec shared by every launcher.
+
+AgentSpec goes to every node agent (a file, stdin over ssh, or a shared folder under Slurm); NodeResult comes
+back from each; RunResult is what the launcher makes of all of them for the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dlperf.harness.results import RunMeasurement
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """How one node's agent starts its workers; each launcher fills in the endpoint and the node's own values."""
+
+    nnodes: int
+    nproc_per_node: int
+    run_id: str
+    env: dict[str, str] = field(default_factory=dict)
+    rdzv_endpoint: str = ""
+    is_host: bool | None = True  # None: c10d decides by matching the endpoint to this machine
+    local_addr: str | None = None
+    log_dir: str | None = None
+    collect_env: bool = False
+    rdzv_timeout: int = 300
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything a node agent needs: the run (RunSpec.to_dict()), rank 0's log path, and its launch."""
+
+    run: dict[str, Any]
+    log_path: str
+    launch: NodeLaunch
+
+    def with_launch(self, **changes: Any) -> AgentSpec:
+        return dataclasses.replace(self, launch=dataclasses.replace(self.launch, **changes))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> AgentSpec:
+        data = json.loads(text)
+        return cls(run=data["run"], log_path=data["log_path"], launch=NodeLaunch(**data["launch"]))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a run produced no measurement, with the facts that locate it."""
+
+    error: str
+    rank: int | None = None
+    host: str | None = None
+    exitcode: int | None = None
+    signal: str | None = None
+    stopped: bool = False  # stopped by dlperf after another node failed: an echo, not the cause
+
+    def facts(self) -> dict[str, Any]:
+        """Where it failed, for the record's `failure` field."""
+        return {k: v for k, v in asdict(self).items() if k not in ("error", "stopped") and v is not None}
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """One node's outcome: rank 0's measurement when it held rank 0, or the failure; its environment."""
+
+    host: str | None = None
+    measured: RunMeasurement | None = None
+    failure: Failure | None = None
+    env: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @classmethod
+    def failed(cls, error: str, **facts: Any) -> NodeResult:
+        return cls(host=facts.get("host"), failure=Failure(error=error, **facts))
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "host": self.host,
+                "measured": self.measured.to_dict() if self.measured else None,
+                "failure": asdict(self.failure) if self.failure else None,
+                "env": self.env,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> NodeResult:
+        data = json.loads(text)
+        return cls(
+            host=data.get("host"),
+            measured=RunMeasurement.from_dict(data["measured"]) if data.get("measured") else None,
+            failure=Failure(**data["failure"]) if data.get("failure") else None,
+            env=data.get("env"),
+        )
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The run as the record sees it: the measurement or the failure, and every node's environment."""
+
+    measured: RunMeasurement | None = None
+    failure: Failure | None = None
+    node_envs: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def failed(cls, error: str, **facts: Any) -> RunResult:
+        return cls(failure=Failure(error=error, **facts))
+
+
+def merge_results(results: list[NodeResult], ended_at: list[float]) -> RunResult:
+    """One run result from every node's: rank 0's measurement, or the failure that caused the others.
+
+    A node stopped by dlperf after another failed is an echo, as is a worker that lost its peer; a worker
+    killed by a signal is the cause, else the node that failed first.
+    """
+    envs = [r.env for r in results if r.env]
+    if all(r.ok for r in results):
+        measured = next((r.measured for r in results if r.measured), None)
+        if measured is None:
+            return RunResult.failed("no node reported rank 0's measurement")
+        return RunResult(measured=measured, node_envs=envs)
+    failed = [(t, r.failure) for t, r in zip(ended_at, results) if r.failure]
+    own = [(t, f) for t, f in failed if not f.stopped] or failed
+    own.sort(key=lambda pair: (pair[1].signal is None, pair[0]))
+    return RunResult(failure=own[0][1], node_envs=envs)

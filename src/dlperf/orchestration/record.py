@@ -1,0 +1,69 @@
+"""Build a run's record from its plan and the launcher's result (schema: dlperf.records.schema)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf import __version__
+from dlperf.launch.base import RunJob
+from dlperf.launch.messages import RunResult
+from dlperf.metrics.stats import latency_summary
+from dlperf.records.schema import SCHEMA
+from dlperf.workloads import get_workload
+
+
+def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> dict:
+    """The spec, the plan's derived values, the measurement (or the failure) and the environment in one record."""
+    spec, plan = job.spec, job.plan
+    if result.node_envs:
+        env = {**env, "nodes": result.node_envs}
+    record: dict[str, Any] = {
+        "schema": SCHEMA,
+        "dlperf_version": __version__,
+        "model": spec.model,
+        "engine": spec.engine,
+        "case": spec.topology,
+        "group": plan.group,
+        "table": plan.table,
+        "repeat": job.repeat,
+        "nodes": spec.nodes,
+        "devices_per_node": spec.devices_per_node,
+        "world_size": spec.world_size,
+        "batch_size": plan.batch_per_device,  # the published name: samples per device per iteration
+        "batch_size_per_device": plan.batch_per_device,
+        "micro_batch_size": plan.micro_batch,
+        "global_batch_size": plan.global_batch,
+        "precision": spec.precision,
+        "config": spec.to_dict(),
+        **plan.record_fields,
+        "status": "failed" if result.failure else "ok",
+        "error": result.failure.error if result.failure else None,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "log": job.paths.log.name,
+        "env": env,
+    }
+    if result.failure:
+        record["failure"] = result.failure.facts()
+        return record
+    measured = result.measured
+    m = measured.measurement
+    record.update(
+        {
+            "throughput": measured.throughput,
+            "throughput_per_device": measured.throughput / spec.world_size,
+            "window_throughputs": m.window_throughputs,
+            "latency_ms": latency_summary(m.step_ms),
+            "elapsed_s": m.elapsed_s,
+            "first_step_s": m.first_step_s,
+            "compile_s": m.first_step_s if spec.compile else None,
+            "loss_first": m.loss_first,
+            "loss_last": m.loss_last,
+            "peak_memory_mib": measured.peak_memory_mib,
+            "device_type": measured.device_type,
+            "ranks": [vars(r) for r in measured.ranks],
+            "hosts": sorted({r.host for r in measured.ranks}),
+        }
+    )
+    record.update(get_workload(spec.model).derived_metrics(spec, plan, record))
+    return record

@@ -1,0 +1,151 @@
+"""The run spec: what every workload shares (topology, timing, precision, device, seed, data, engine), plus the
+workload's own config object. Torch-free, so the parent process, reports and records never load a framework.
+
+A spec travels between processes as one flat dict (`to_dict`): the shared fields and the workload's fields side
+by side, the same keys a YAML sweep file and the command line use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+from dlperf.errors import ConfigError
+
+PRECISIONS = ("fp32", "amp-fp16", "amp-bf16")
+DEVICES = ("auto", "cuda", "cpu")
+TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
+DEFAULT_PRINT_EVERY = 20
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One benchmark run as asked for; `workload` is the model's own config dataclass."""
+
+    model: str
+    workload: Any
+    engine: str = "torch"
+    nodes: int = 1
+    devices_per_node: int = 1
+    precision: str = "fp32"
+    compile: bool = False
+    data: str = "synthetic"
+    device: str = "auto"
+    seed: int = 1234
+    warmup_iters: int = 20
+    iters: int = 100
+    print_every: int | None = None  # None: min(20, iters)
+    timeout: float = 3600.0
+    peak_tflops: float | None = None  # per device, for MFU; None: the documented table in metrics/flops.py
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def topology(self) -> str:
+        """The published case name, e.g. `1n8g`."""
+        return f"{self.nodes}n{self.devices_per_node}g"
+
+    @property
+    def window(self) -> int:
+        """Iterations per timing window and log line."""
+        return self.print_every if self.print_every is not None else min(DEFAULT_PRINT_EVERY, self.iters)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat form: shared fields, then the workload's (the record's `config`, the YAML keys)."""
+        common = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "workload"}
+        return {**common, **dataclasses.asdict(self.workload)}
+
+    def replace(self, **changes: Any) -> RunSpec:
+        return dataclasses.replace(self, **changes)
+
+    def validate(self) -> None:
+        """Check the values every workload shares; the workload checks its own afterwards."""
+        for name in ("nodes", "devices_per_node", "iters"):
+            require_positive_int(name, getattr(self, name))
+        if self.print_every is not None:
+            require_positive_int("print_every", self.print_every)
+        if not _is_int(self.warmup_iters) or self.warmup_iters < 1:
+            raise ConfigError(
+                f"--warmup-iters must be at least 1 (the first step holds start-up and compiling), "
+                f"got {self.warmup_iters!r}"
+            )
+        if not _is_int(self.seed) or self.seed < 0:
+            raise ConfigError(f"--seed must be a non-negative integer, got {self.seed!r}")
+        choose("precision", self.precision, PRECISIONS)
+        choose("device", self.device, DEVICES)
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"--compile must be true or false, got {self.compile!r}")
+        if not isinstance(self.data, str) or not self.data:
+            raise ConfigError(f"--data must be `synthetic` or a path, got {self.data!r}")
+        if self.iters < self.window:
+            raise ConfigError(
+                f"--iters {self.iters} is shorter than one timing window (--print-every {self.window}): "
+                f"raise --iters or lower --print-every"
+            )
+        require_positive_number("timeout", self.timeout)
+        if self.peak_tflops is not None:
+            require_positive_number("peak_tflops", self.peak_tflops)
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def require_positive_int(name: str, value: Any) -> None:
+    if not _is_int(value) or value <= 0:
+        raise ConfigError(f"{flag(name)} must be a positive integer, got {value!r}")
+
+
+def require_positive_number(name: str, value: Any) -> None:
+    """Finite and above zero: `.inf` or NaN from YAML are not numbers a run can use."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{flag(name)} must be a positive finite number, got {value!r}")
+
+
+def require_number(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{flag(name)} must be a finite number, got {value!r}")
+
+
+def choose(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"unknown {name.replace('_', ' ')} {value!r}: choose one of {', '.join(choices)}")
+
+
+def parse_topology(text: str) -> tuple[int, int]:
+    """`2n8g` (or the GPT reports' `2n8d`) -> (2, 8)."""
+    match = TOPOLOGY_RE.match(str(text).strip())
+    if not match:
+        raise ConfigError(f"topology {text!r} is not of the form <nodes>n<devices>g, e.g. 1n8g")
+    nodes, devices = int(match.group(1)), int(match.group(2))
+    if nodes <= 0 or devices <= 0:
+        raise ConfigError(f"topology {text!r} needs at least one node and one device")
+    return nodes, devices
+
+
+COMMON_KEYS = tuple(f.name for f in fields(RunSpec) if f.name not in ("model", "workload"))
+
+
+def coerce(key: str, annotation: Any, value: Any) -> Any:
+    """YAML already types most values; accept only the obvious widening int -> float, and refuse a wrong type."""
+    text = str(annotation)
+    if "float" in text and _is_int(value):
+        return float(value)
+    if text == "bool" and not isinstance(value, bool):
+        raise ConfigError(f"key {key!r} must be true or false, got {value!r}")
+    if text.startswith("int") and value is not None and not _is_int(value):
+        raise ConfigError(f"key {key!r} must be an integer, got {value!r}")
+    if text.startswith("str") and value is not None and not isinstance(value, str):
+        raise ConfigError(f"key {key!r} must be a string, got {value!r}")
+    if "float" in text and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ConfigError(f"key {key!r} must be a number, got {value!r}")
+    return value

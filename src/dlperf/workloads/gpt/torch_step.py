@@ -1,0 +1,147 @@
+"""GPT pre-training on the PyTorch engine under any dp x tp x pp layout: one training iteration is one global
+batch."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from dlperf.engines.base import TrainStep
+from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.precision import MixedPrecision, loss_value
+from dlperf.spec import RunSpec
+from dlperf.workloads.base import WorkloadPlan
+from dlperf.workloads.gpt import parallel
+from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
+from dlperf.workloads.gpt.data import file_batches, synthetic_batches
+from dlperf.workloads.gpt.layout import Layout, padded_vocab
+from dlperf.workloads.gpt.model import GPT, GPTShape
+
+
+def model_shape(config: GPTConfig, tp: int) -> GPTShape:
+    return GPTShape(
+        config.num_layers, config.hidden_size, config.num_heads, config.seq_length, padded_vocab(config.vocab_size, tp)
+    )
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
+
+
+def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
+    """This rank's part of the model under the planned layout, its data rows, and AdamW."""
+    config: GPTConfig = spec.workload
+    layout: Layout = plan.layout
+    device, rank = engine.device, engine.rank
+    dp_rank, stage, tp_rank = layout.coordinates(rank.rank)
+    torch.manual_seed(spec.seed)  # every layout starts from the same full model
+    with torch.device(device):
+        model = GPT(model_shape(config, layout.tp))
+    mesh = parallel.build_mesh(layout, device) if rank.distributed else None
+    if layout.pp > 1:
+        parallel.keep_stage(model, stage, layout.pp)
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"])
+    if spec.compile:
+        for block in model.layers.values():
+            block.compile()
+    tie_sync = parallel.TiedEmbeddingSync(layout, rank.rank, model) if layout.pp > 1 else None
+    wrapped: nn.Module = model
+    if layout.dp > 1:
+        wrapped = parallel.apply_dp(model, mesh, layout.dp_mode, device, layout.tp, layout.pp > 1)
+    optimizer = torch.optim.AdamW(
+        wrapped.parameters(),
+        lr=config.lr if config.lr is not None else DEFAULT_LR,
+        betas=(0.9, 0.95),
+        weight_decay=config.weight_decay,
+        # one fused kernel on CUDA; DTensor and plain parameters do not mix in one foreach/fused kernel
+        fused=device.type == "cuda" and layout.tp == 1,
+        foreach=False if layout.tp > 1 else None,
+    )
+    amp = MixedPrecision(spec.precision, device)
+    if amp.scaler and (layout.tp > 1 or layout.pp > 1 or layout.dp_mode == "fsdp"):
+        # the model is split over ranks: one inf/nan verdict for all, so every rank skips the same steps
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        amp.scaler = ShardedGradScaler(device.type)
+    rows = slice(dp_rank * plan.batch_per_device, (dp_rank + 1) * plan.batch_per_device)
+    if spec.data == "synthetic":
+        batches = synthetic_batches(
+            layout.global_batch_size, config.seq_length, config.vocab_size, spec.seed, rows, device
+        )
+    else:
+        batches = file_batches(spec.data, layout.global_batch_size, config.seq_length, config.vocab_size, rows, device)
+    iteration = 0
+    steps = layout.accumulation_steps
+    wrapped.train()
+    run_pipeline = _pipeline(wrapped, layout, stage, device, mesh, amp) if layout.pp > 1 else None
+
+    def step() -> torch.Tensor | None:
+        nonlocal iteration
+        inputs, labels = batches(iteration)
+        iteration += 1
+        if run_pipeline is not None:
+            loss = run_pipeline(inputs, labels)
+            tie_sync()
+        else:
+            loss = torch.zeros((), device=device)
+            for x, y, last in _micro_batches(inputs, labels, steps):
+                with parallel.grad_sync(wrapped, last):
+                    with amp.autocast():
+                        micro_loss = cross_entropy(wrapped(x), y) / steps
+                    amp.backward(micro_loss)
+                loss += micro_loss.detach()
+        amp.step(optimizer)
+        return loss
+
+    def read_loss(loss: torch.Tensor | None) -> float | None:
+        """The global batch's mean loss: one all-reduce at window edges, where the last stage's dp replicas
+        (one tp rank each) contribute their share and every other rank zero."""
+        if not rank.distributed:
+            return loss_value(loss)
+        share = torch.zeros((), device=device)
+        if loss is not None and stage == layout.pp - 1 and tp_rank == 0:
+            share += loss.float() / layout.dp
+        dist.all_reduce(share)
+        return float(share.item())
+
+    return TrainStep(run=step, read_loss=read_loss)
+
+
+def _micro_batches(inputs: torch.Tensor, labels: torch.Tensor, steps: int):
+    """(inputs, labels, is_last) per accumulation micro-batch of this replica's rows."""
+    for i, (x, y) in enumerate(zip(inputs.chunk(steps), labels.chunk(steps))):
+        yield x, y, i == steps - 1
+
+
+def _pipeline(module: nn.Module, layout: Layout, stage: int, device: torch.device, mesh, amp: MixedPrecision):
+    """This rank's pipeline stage and schedule; returns a function running one global batch through it."""
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    pipe_stage = PipelineStage(module, stage, layout.pp, device, group=mesh["pp"].get_group())
+    losses: list[torch.Tensor] = []
+
+    def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        loss = cross_entropy(logits, labels)
+        losses.append(loss.detach())
+        return amp.scaler.scale(loss) if amp.scaler else loss
+
+    schedule_type = ScheduleGPipe if layout.pp_schedule == "gpipe" else Schedule1F1B
+    schedule = schedule_type(pipe_stage, n_microbatches=layout.accumulation_steps, loss_fn=loss_fn)
+    first, last = stage == 0, stage == layout.pp - 1
+
+    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        losses.clear()
+        with amp.autocast():
+            if first:
+                schedule.step(inputs)
+            elif last:
+                schedule.step(target=labels)
+            else:
+                schedule.step()
+        # the schedule's first step may also run the loss for shape inference: keep this batch's own
+        return torch.stack(losses[-layout.accumulation_steps :]).mean() if last else None
+
+    return run

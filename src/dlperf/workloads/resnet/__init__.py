@@ -1,0 +1,84 @@
+"""ResNet-50 v1.5 image classification (torchvision's resnet50 is the v1.5 variant): the definition, torch-free.
+
+The torch step lives in `torch_step.py`; the data in `data.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlperf.errors import ConfigError, DataError
+from dlperf.spec import RunSpec, require_number, require_positive_int, require_positive_number
+from dlperf.workloads.base import Workload, WorkloadPlan
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+@dataclass(frozen=True)
+class ResNetConfig:
+    """ResNet's own settings; field names are the YAML keys and (with dashes) the flags."""
+
+    batch_size: int = 128  # per device
+    image_size: int = 224
+    num_classes: int = 1000
+    channels_last: bool = False
+    workers: int = 4  # DataLoader workers for --data PATH
+    lr: float | None = None  # None: 0.1 x global batch / 256, the linear scaling rule of the reference scripts
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+
+
+def check_image_folder(path: str) -> None:
+    """Fail before launching when the folder is missing or holds no class sub-folders with images."""
+    root = Path(path)
+    if not root.is_dir():
+        raise DataError(f"data folder {path} does not exist: pass --data synthetic or an ImageNet-style folder")
+    classes = [d for d in root.iterdir() if d.is_dir()]
+    has_images = any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir() if f.is_file())
+    if not classes or not has_images:
+        raise DataError(f"data folder {path} has no images in class sub-folders (expected {path}/<class>/<image>.jpg)")
+
+
+def variant_tag(spec: RunSpec) -> str:
+    """Precision plus every switch that changes speed, so no two variants share a file name."""
+    config: ResNetConfig = spec.workload
+    parts = [spec.precision]
+    if spec.compile:
+        parts.append("compile")
+    if config.channels_last:
+        parts.append("channels-last")
+    if spec.data != "synthetic":
+        parts.append("realdata")
+    if spec.engine != "torch":
+        parts.append(spec.engine)
+    return "_".join(parts)
+
+
+class ResNet50Workload(Workload):
+    name = "resnet50"
+    config_type = ResNetConfig
+    builders = {"torch": "dlperf.workloads.resnet.torch_step:build"}
+
+    def validate(self, spec: RunSpec) -> None:
+        config: ResNetConfig = spec.workload
+        for name in ("batch_size", "image_size", "num_classes"):
+            require_positive_int(name, getattr(config, name))
+        if not isinstance(config.workers, int) or isinstance(config.workers, bool) or config.workers < 0:
+            raise ConfigError(f"--workers must be a non-negative integer, got {config.workers!r}")
+        if config.lr is not None:
+            require_positive_number("lr", config.lr)
+        require_number("momentum", config.momentum)
+        require_number("weight_decay", config.weight_decay)
+        if spec.data != "synthetic":
+            check_image_folder(spec.data)
+
+    def plan(self, spec: RunSpec) -> WorkloadPlan:
+        config: ResNetConfig = spec.workload
+        group = f"b{config.batch_size}_{variant_tag(spec)}"
+        return WorkloadPlan(
+            global_batch=config.batch_size * spec.world_size,
+            batch_per_device=config.batch_size,
+            group=group,
+            stem=f"{self.name}_{group}",
+        )

@@ -1,0 +1,57 @@
+"""The layer rules hold (import-linter), and reading results never loads a framework."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_import_linter_contracts_are_kept():
+    lint = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    done = subprocess.run([lint, "--config", str(ROOT / "pyproject.toml")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout
+
+
+PROBE = """
+import json, sys
+from dlperf.cli.main import main
+for argv in {argvs!r}:
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print(json.dumps(sorted(m for m in ("torch", "torchvision", "jax", "numpy.random") if m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "argvs",
+    [
+        [["--version"]],
+        [["extract", "--list-formats"]],
+        [["report", "--help"], ["compare", "--help"], ["history", "--help"], ["extract", "--help"]],
+    ],
+)
+def test_reading_commands_start_without_torch(argvs):
+    done = subprocess.run([sys.executable, "-c", PROBE.format(argvs=argvs)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "torch" not in loaded and "torchvision" not in loaded and "jax" not in loaded
+
+
+def test_reporting_modules_import_without_torch():
+    code = (
+        "import sys; import dlperf.cli.report_cmd, dlperf.cli.extract_cmd, dlperf.cli.compare_cmd, "
+        "dlperf.cli.history_cmd, dlperf.reporting.report, dlperf.records.load; print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -10,7 +10,6 @@ from dlperf.errors import ResultsError
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
-from dlperf.reporting.plots import plot_group
 
 FORMATS = ("md", "json", "png")
 
@@ -207,6 +206,8 @@ def write_report(
         write_text_atomic(out / "report.md", build_markdown(summary, records))
         written.append(out / "report.md")
     if "png" in formats:
+        from dlperf.reporting.plots import plot_group  # matplotlib: loaded only to draw
+
         for (model, group), cases in summary.items():
             if cases[0].table in OWN_TABLES or sum(1 for c in cases if c.speeds) < min_plot_cases:
                 continue

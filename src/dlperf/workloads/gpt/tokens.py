@@ -10,15 +10,19 @@ Each data-parallel rank reads only its contiguous slice of the global batch.
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from dlperf.errors import DataError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CHECK_TOKENS = 1 << 20  # ids checked against the vocabulary before a run starts
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
+    import numpy as np  # only where a token file is used: the CLI starts without it
+
     return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
 
 
@@ -36,6 +40,8 @@ def open_token_file(path: str, vocab_size: int, seq_length: int) -> np.memmap:
         )
     if size // dtype.itemsize < seq_length + 1:
         raise DataError(f"token file {path} holds fewer than --seq-length + 1 = {seq_length + 1} tokens")
+    import numpy as np
+
     tokens = np.memmap(file, dtype=dtype, mode="r")
     largest = int(tokens[:CHECK_TOKENS].max())
     if largest >= vocab_size:

@@ -3,8 +3,8 @@
     # one H100: the fastest configuration, real data from a generated folder of 224-400 px JPEGs
     python benchmarks/resnet_speed.py --device cuda --batch-size 256 --precision amp-bf16 --data-loader dali torchvision
     # a CPU smoke run at tiny sizes
-    python benchmarks/resnet_speed.py --device cpu --batch-size 8 --image-size 64 --iters 4 --warmup 2 --rounds 2 \
-        --data-min-size 64 --data-max-size 96 --compile-mode none --compile-alternatives
+    python benchmarks/resnet_speed.py --device cpu --precision fp32 --batch-size 4 --image-size 32 --iters 2 \
+        --warmup 1 --rounds 2 --data-min-size 48 --data-max-size 96 --compile-alternatives --workers 1
 
 The base configuration is the flags as given (default: fused SGD, channels-last, torch.compile with CUDA graphs
 ("reduce-overhead") on CUDA, no host syncs in the step). Every variant differs from it in one thing: real data
@@ -305,7 +305,7 @@ def main() -> None:
     for variant in listed:
         median = statistics.median(rates[variant.name])
         low, high = min(rates[variant.name]), max(rates[variant.name])
-        print(f"{variant.name:<40} {median:>10.1f} {low:>10.1f} {high:>10.1f} {median / base_rate:>7.3f}")
+        print(f"{variant.name:<40} {median:>10.5g} {low:>10.5g} {high:>10.5g} {median / base_rate:>7.3f}")
 
 
 if __name__ == "__main__":

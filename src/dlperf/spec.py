@@ -17,6 +17,7 @@ from dlperf.errors import ConfigError
 
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16")
 DEVICES = ("auto", "cuda", "cpu")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
 DEFAULT_PRINT_EVERY = 20
 
@@ -32,6 +33,7 @@ class RunSpec:
     devices_per_node: int = 1
     precision: str = "fp32"
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile's mode; reduce-overhead and max-autotune use CUDA graphs
     data: str = "synthetic"
     device: str = "auto"
     seed: int = 1234
@@ -78,6 +80,7 @@ class RunSpec:
             raise ConfigError(f"--seed must be a non-negative integer, got {self.seed!r}")
         choose("precision", self.precision, PRECISIONS)
         choose("device", self.device, DEVICES)
+        choose("compile_mode", self.compile_mode, COMPILE_MODES)
         if not isinstance(self.compile, bool):
             raise ConfigError(f"--compile must be true or false, got {self.compile!r}")
         if not isinstance(self.data, str) or not self.data:

@@ -10,7 +10,7 @@ from dlperf.cli.args import non_negative_int, positive_float, positive_int
 from dlperf.engines import engine_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
-from dlperf.spec import COMMON_KEYS, PRECISIONS, RunSpec
+from dlperf.spec import COMMON_KEYS, COMPILE_MODES, PRECISIONS, RunSpec
 from dlperf.workloads import WORKLOADS, model_names
 from dlperf.workloads.gpt import GPTConfig
 from dlperf.workloads.resnet import ResNetConfig
@@ -37,6 +37,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help=f"one of {', '.join(PRECISIONS)} (default {d.precision}); amp-fp16 uses a dynamic loss scale",
     )
     add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model (the reports' XLA on)")
+    add(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        help="torch.compile mode with --compile (default: default); reduce-overhead and max-autotune use CUDA graphs",
+    )
     add("--device", help="auto (CUDA when present, else CPU), cuda or cpu; default auto")
     add("--seed", type=non_negative_int, help=f"random seed (default {d.seed})")
     add(
@@ -59,6 +64,16 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add("--image-size", type=positive_int, help=f"image side in pixels (default {r.image_size})")
     add("--num-classes", type=positive_int, help=f"classifier outputs (default {r.num_classes})")
     add("--channels-last", action=argparse.BooleanOptionalAction, help="channels-last memory format")
+    add(
+        "--data-loader",
+        choices=("torchvision", "dali"),
+        help="for --data PATH: torchvision (CPU decoding, default) or dali (GPU decoding; pip install 'dlperf[dali]')",
+    )
+    add(
+        "--optimizer-impl",
+        choices=("auto", "fused", "foreach", "for-loop"),
+        help="SGD kernels (default auto: torch's choice); fused keeps amp-fp16's inf check on the device",
+    )
     add("--workers", type=non_negative_int, help=f"DataLoader worker processes for --data PATH (default {r.workers})")
     add("--momentum", type=float, help=f"SGD momentum (default {r.momentum})")
     add = _group(parser, "optimizer (both models)")

@@ -59,6 +59,7 @@ class TorchEngine(Engine):
         self.device = resolve_device(spec.device, rank.local_rank)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest convolutions
         else:
             torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // rank.local_world_size))  # our cores
         if rank.distributed:

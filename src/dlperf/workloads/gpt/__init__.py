@@ -20,7 +20,7 @@ def variant_tag(spec: RunSpec, layout: Layout) -> str:
     """Precision plus every switch that changes speed but not the layout name."""
     parts = [spec.precision]
     if spec.compile:
-        parts.append("compile")
+        parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if layout.pp > 1:
         parts.append(layout.pp_schedule)
     if layout.dp > 1 and layout.dp_mode != "ddp":

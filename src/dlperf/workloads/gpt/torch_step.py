@@ -46,7 +46,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         parallel.apply_tp(model, mesh["tp"])
     if spec.compile:
         for block in model.layers.values():
-            block.compile()
+            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
     tie_sync = parallel.TiedEmbeddingSync(layout, rank.rank, model) if layout.pp > 1 else None
     wrapped: nn.Module = model
     if layout.dp > 1:

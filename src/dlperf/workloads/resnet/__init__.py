@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.errors import ConfigError, DataError
-from dlperf.spec import RunSpec, require_number, require_positive_int, require_positive_number
+from dlperf.spec import RunSpec, choose, require_number, require_positive_int, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.resnet.dali_data import require_dali
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+DATA_LOADERS = ("torchvision", "dali")
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "for-loop")
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,9 @@ class ResNetConfig:
     image_size: int = 224
     num_classes: int = 1000
     channels_last: bool = False
-    workers: int = 4  # DataLoader workers for --data PATH
+    data_loader: str = "torchvision"  # or "dali": JPEGs decoded on the GPU (dali_data.py)
+    workers: int = 4  # loader worker threads/processes for --data PATH
+    optimizer_impl: str = "auto"  # SGD's kernels: torch's own choice, or fused, foreach, for-loop
     lr: float | None = None  # None: 0.1 x global batch / 256, the linear scaling rule of the reference scripts
     momentum: float = 0.9
     weight_decay: float = 1e-4
@@ -45,11 +50,13 @@ def variant_tag(spec: RunSpec) -> str:
     config: ResNetConfig = spec.workload
     parts = [spec.precision]
     if spec.compile:
-        parts.append("compile")
+        parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if config.channels_last:
         parts.append("channels-last")
+    if config.optimizer_impl != "auto":
+        parts.append(config.optimizer_impl)
     if spec.data != "synthetic":
-        parts.append("realdata")
+        parts.append("realdata" if config.data_loader == "torchvision" else f"realdata-{config.data_loader}")
     if spec.engine != "torch":
         parts.append(spec.engine)
     return "_".join(parts)
@@ -70,8 +77,14 @@ class ResNet50Workload(Workload):
             require_positive_number("lr", config.lr)
         require_number("momentum", config.momentum)
         require_number("weight_decay", config.weight_decay)
+        choose("data_loader", config.data_loader, DATA_LOADERS)
+        choose("optimizer_impl", config.optimizer_impl, OPTIMIZER_IMPLS)
+        if config.data_loader == "dali" and spec.data == "synthetic":
+            raise ConfigError("--data-loader dali reads a JPEG folder: give --data PATH, or drop --data-loader")
         if spec.data != "synthetic":
             check_image_folder(spec.data)
+        if config.data_loader == "dali":
+            require_dali()
 
     def plan(self, spec: RunSpec) -> WorkloadPlan:
         config: ResNetConfig = spec.workload

@@ -11,7 +11,10 @@ from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.resnet import ResNetConfig
+from dlperf.workloads.resnet.dali_data import dali_batches
 from dlperf.workloads.resnet.data import folder_batches, synthetic_batches
+
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
@@ -27,13 +30,33 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         device_ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
     if spec.compile:
-        model = torch.compile(model)
+        model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
     lr = config.lr if config.lr is not None else 0.1 * plan.global_batch / 256
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    kernels = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+        **kernels.get(config.optimizer_impl, {}),
+    )
+    graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
     criterion = nn.CrossEntropyLoss()
     amp = MixedPrecision(spec.precision, device)
     if spec.data == "synthetic":
         next_batch = synthetic_batches(config.batch_size, config.image_size, config.num_classes, device, memory_format)
+    elif config.data_loader == "dali":
+        next_batch = dali_batches(
+            spec.data,
+            config.batch_size,
+            config.image_size,
+            device,
+            memory_format,
+            rank.rank,
+            rank.world_size,
+            spec.seed,
+            config.workers,
+        )
     else:
         next_batch = folder_batches(
             spec.data,
@@ -49,6 +72,9 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     model.train()
 
     def step() -> torch.Tensor:
+        """No host sync: the loss stays on the device until the loop reads it at a window edge."""
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         images, labels = next_batch()
         with amp.autocast():
             loss = criterion(model(images), labels)

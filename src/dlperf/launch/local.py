@@ -47,20 +47,31 @@ def agent_command(python: str, spec_arg: str, result_path: str) -> list[str]:
     return [python, "-m", "dlperf.launch.agent", spec_arg, result_path]
 
 
-def run_agent(spec: AgentSpec, spec_path: Path, result_path: Path, console_path: Path, timeout: float) -> RunResult:
-    """Start `python -m dlperf.launch.agent` and wait; a timeout or a dead agent becomes a failed result."""
-    spec_path.write_text(spec.to_json(), encoding="utf-8")
+def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: Path, timeout: float) -> RunResult:
+    """Start `python -m dlperf.launch.agent -` and wait; a timeout or a dead agent becomes a failed result.
+
+    The spec goes on the agent's stdin, which stays open as its lifeline: if this process dies, even by
+    SIGKILL, the pipe closes, the agent stops its workers and removes `run_dir` (no orphan keeps measuring)."""
     result_path.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "DLPERF_PARENT_PID": str(os.getpid()),
+        "DLPERF_RUN_DIR": str(run_dir),
+    }
     with open(console_path, "ab") as console:
         proc = subprocess.Popen(
-            agent_command(sys.executable, str(spec_path), str(result_path)),
+            agent_command(sys.executable, "-", str(result_path)),
+            stdin=subprocess.PIPE,
             stdout=console,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
         )
         try:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(spec.to_json().encode() + b"\n")
+                proc.stdin.flush()
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             stop_process_group(proc)
@@ -70,6 +81,8 @@ def run_agent(spec: AgentSpec, spec_path: Path, result_path: Path, console_path:
             raise
         finally:
             stop_process_group(proc)
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
     if result_path.exists():
         node = NodeResult.from_json(result_path.read_text(encoding="utf-8"))
         return RunResult(measured=node.measured, failure=node.failure)
@@ -98,15 +111,15 @@ class LocalLauncher(Launcher):
     def describe(self, job: RunJob) -> list[str]:
         workdir = Path("$TMPDIR/dlperf-XXXX")
         return [
-            f"# spec in {workdir / 'spec.json'}:",
+            "# spec on stdin:",
             self._spec(job, workdir).to_json(),
-            shlex.join(agent_command(sys.executable, f"{workdir}/spec.json", f"{workdir}/result.json")),
+            shlex.join(agent_command(sys.executable, "-", f"{workdir}/result.json")),
         ]
 
     def run(self, job: RunJob, workdir: Path) -> RunResult:
         return run_agent(
             self._spec(job, workdir),
-            workdir / "spec.json",
+            workdir,
             workdir / "result.json",
             job.paths.console,
             job.spec.timeout,

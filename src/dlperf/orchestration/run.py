@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ from dlperf.engines import engine_class
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
 from dlperf.orchestration.record import build_record
+from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
 from dlperf.records.store import claim_paths, write_json_atomic
@@ -42,7 +44,16 @@ def execute(
     on_record: OnRecord | None = None,
 ) -> list[dict[str, Any]]:
     """Launch the jobs (one by one, or submitted together) and write each record atomically as it comes;
-    a failed run is a record too, never an exception."""
+    a failed run is a record too, never an exception. Holds the results folder's write lock meanwhile."""
+    with contextlib.ExitStack() as locks:
+        for root in sorted({job.paths.root for job in jobs}):
+            locks.enter_context(results_lock(root))
+        return _execute(jobs, launcher, env, overwrite=overwrite, on_record=on_record)
+
+
+def _execute(
+    jobs: list[RunJob], launcher: Launcher, env: dict[str, Any], *, overwrite: bool, on_record: OnRecord | None
+) -> list[dict[str, Any]]:
     for job in jobs:
         claim_paths(job.paths, overwrite)
     records: list[dict[str, Any]] = []

@@ -20,6 +20,7 @@ import yaml
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
+from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
 from dlperf.spec import RunSpec, parse_topology
@@ -131,7 +132,23 @@ def run_sweep(
     on_skip: Callable[[RunJob], None],
     on_record: OnRecord,
 ) -> SweepOutcome:
-    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes."""
+    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
+    One sweep at a time per results folder: the lock covers the resume decision and every run."""
+    with results_lock(out):
+        return _run_sweep(plan, out, env, launcher, resume, overwrite, retry_failed, on_skip, on_record)
+
+
+def _run_sweep(
+    plan: SweepPlan,
+    out: str | Path,
+    env: dict[str, Any],
+    launcher: Launcher,
+    resume: bool,
+    overwrite: bool,
+    retry_failed: bool,
+    on_skip: Callable[[RunJob], None],
+    on_record: OnRecord,
+) -> SweepOutcome:
     jobs = plan.jobs(out)
     existing = [job for job in jobs if job.paths.record.exists()]
     if existing and not (resume or overwrite):

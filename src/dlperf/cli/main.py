@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         print(
-            f"dlperf: internal error: {type(error).__name__}: {clip(str(error))} (rerun with --debug for the traceback)",
+            f"dlperf: internal error: {type(error).__name__}: {clip(str(error))} "
+            "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )
         return 1

@@ -27,6 +27,26 @@ def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     return run_rank(run, log_path)
 
 
+MAX_CAUSE = 500
+
+
+def first_meaningful_line(message: str) -> str:
+    """The cause's first line that says something (an exception's `Type: text`), whole: not a traceback frame,
+    not a lone quote or bracket; a line ending in `:` is joined with the next one."""
+    lines = [line.strip() for line in message.strip().splitlines()]
+    meaningful = [
+        line
+        for line in lines
+        if sum(c.isalnum() for c in line) >= 3 and not line.startswith(("Traceback", 'File "', "^"))
+    ]
+    if not meaningful:
+        return ""
+    text = meaningful[0]
+    if text.endswith(":") and len(meaningful) > 1:
+        text = f"{text} {meaningful[1]}"
+    return text if len(text) <= MAX_CAUSE else text[:MAX_CAUSE] + "..."
+
+
 def describe_failure(error: ChildFailedError) -> NodeResult:
     """The first failure of a ChildFailedError as plain facts: rank, exit code, signal and message."""
     rank, failure = error.get_first_failure()
@@ -34,7 +54,7 @@ def describe_failure(error: ChildFailedError) -> NodeResult:
     if isinstance(message, dict):
         message = message.get("message", "")
     signal_name = failure.signal_name() if failure.exitcode < 0 else None
-    text = str(message).strip().splitlines()[-1] if str(message).strip() else ""
+    text = first_meaningful_line(str(message))
     if signal_name:
         text = f"worker rank {rank} on {node_name()} was killed by {signal_name}"
     elif not text or "pytorch.org/docs" in text:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 from dlperf.errors import ConfigError
 from dlperf.launch.base import Launcher, RunJob
 from dlperf.launch.messages import AgentSpec, NodeResult, RunResult
@@ -39,8 +41,26 @@ def stop_process_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def timed_out(timeout: float) -> RunResult:
-    return RunResult.failed(f"timed out after {timeout:g} s: raise --timeout or lower --iters")
+def timed_out(timeout: float, running: list[int] | None = None) -> RunResult:
+    still = (
+        f" with rank{'s' if len(running) > 1 else ''} {', '.join(map(str, running))} still running" if running else ""
+    )
+    return RunResult.failed(f"timed out after {timeout:g} s{still}: raise --timeout or lower --iters")
+
+
+def running_ranks(agent_pid: int) -> list[int]:
+    """The ranks of the agent's workers still alive (from their RANK variable), for a timeout's message."""
+    ranks = set()
+    try:
+        children = psutil.Process(agent_pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    for child in children:
+        with contextlib.suppress(psutil.Error, ValueError):
+            rank = child.environ().get("RANK")
+            if rank is not None and child.status() != psutil.STATUS_ZOMBIE:
+                ranks.add(int(rank))
+    return sorted(ranks)
 
 
 def agent_command(python: str, spec_arg: str, result_path: str) -> list[str]:
@@ -74,8 +94,9 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
                 proc.stdin.flush()
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            running = running_ranks(proc.pid)
             stop_process_group(proc)
-            return timed_out(timeout)
+            return timed_out(timeout, running)
         except BaseException:
             stop_process_group(proc)
             raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -20,11 +21,24 @@ from dlperf.harness.results import RunMeasurement
 from dlperf.harness.worker import run_rank
 from dlperf.launch.messages import AgentSpec, NodeResult
 
+RANKS_DIR_ENV = "DLPERF_RANKS_DIR"
+
+
+def running_marker(folder: str | Path, rank: int | str) -> Path:
+    return Path(folder) / f"rank-{rank}.running"
+
 
 @record
 def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
-    """Every rank's entry under torchrun's launcher; `record` writes a failing rank's traceback for the agent."""
-    return run_rank(run, log_path)
+    """Every rank's entry under torchrun's launcher; `record` writes a failing rank's traceback for the agent.
+    A marker file says the rank is running, so a timeout can name the ranks that never finished."""
+    marker = running_marker(os.environ[RANKS_DIR_ENV], os.environ.get("RANK", "0"))
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    try:
+        return run_rank(run, log_path)
+    finally:
+        marker.unlink(missing_ok=True)
 
 
 MAX_CAUSE = 500
@@ -66,6 +80,7 @@ def launch(spec: AgentSpec) -> NodeResult:
     """Start this node's workers and wait for them; never raises for a worker's failure."""
     settings = spec.launch
     os.environ.update(settings.env)  # the workers inherit it: node name, socket interface
+    os.environ[RANKS_DIR_ENV] = settings.log_dir
     config = LaunchConfig(
         min_nodes=settings.nnodes,
         max_nodes=settings.nnodes,

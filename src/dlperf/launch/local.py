@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
-
 from dlperf.errors import ConfigError
 from dlperf.launch.base import Launcher, RunJob
 from dlperf.launch.messages import AgentSpec, NodeResult, RunResult
@@ -48,19 +46,10 @@ def timed_out(timeout: float, running: list[int] | None = None) -> RunResult:
     return RunResult.failed(f"timed out after {timeout:g} s{still}: raise --timeout or lower --iters")
 
 
-def running_ranks(agent_pid: int) -> list[int]:
-    """The ranks of the agent's workers still alive (from their RANK variable), for a timeout's message."""
-    ranks = set()
-    try:
-        children = psutil.Process(agent_pid).children(recursive=True)
-    except psutil.Error:
-        return []
-    for child in children:
-        with contextlib.suppress(psutil.Error, ValueError):
-            rank = child.environ().get("RANK")
-            if rank is not None and child.status() != psutil.STATUS_ZOMBIE:
-                ranks.add(int(rank))
-    return sorted(ranks)
+def running_ranks(log_dir: Path) -> list[int]:
+    """The ranks still running, from the markers each rank keeps in the run's elastic log folder while it runs
+    (see elastic.rank_main); torch-free, so it reads the files rather than importing elastic."""
+    return sorted(int(p.name.split("-")[1].split(".")[0]) for p in log_dir.glob("rank-*.running"))
 
 
 def agent_command(python: str, spec_arg: str, result_path: str) -> list[str]:
@@ -94,7 +83,7 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
                 proc.stdin.flush()
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            running = running_ranks(proc.pid)
+            running = running_ranks(Path(spec.launch.log_dir))
             stop_process_group(proc)
             return timed_out(timeout, running)
         except BaseException:

@@ -15,11 +15,14 @@ from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
-from dlperf.records.store import claim_paths, write_json_atomic
+from dlperf.records.store import check_free_space, claim_paths, write_json_atomic
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec
 
 OnRecord = Callable[[RunJob, dict[str, Any]], None]
+# What one run writes, generously: its record and console (with the environment), plus a log line per window.
+RUN_FILES_BYTES = 256 * 1024
+LOG_LINE_BYTES = 512
 
 
 def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
@@ -33,6 +36,11 @@ def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
 
 def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | Path) -> list[RunJob]:
     return [RunJob(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r)) for r in repeats]
+
+
+def output_bytes(job: RunJob) -> int:
+    """About how much one run writes, to check free space before the first run starts."""
+    return RUN_FILES_BYTES + LOG_LINE_BYTES * (job.spec.iters // job.spec.window + 1)
 
 
 def execute(
@@ -56,6 +64,8 @@ def _execute(
 ) -> list[dict[str, Any]]:
     for job in jobs:
         claim_paths(job.paths, overwrite)
+    for root in {job.paths.root for job in jobs}:
+        check_free_space(root, sum(output_bytes(job) for job in jobs if job.paths.root == root))
     records: list[dict[str, Any]] = []
     started = time.time()
 

@@ -23,3 +23,13 @@ class LaunchError(DlperfError):
 
 class ResultsError(DlperfError):
     """A results folder that cannot be written, or holds nothing to report."""
+
+
+MAX_MESSAGE = 1000
+
+
+def clip(message: str, limit: int = MAX_MESSAGE) -> str:
+    """A message cut to `limit` characters: a value quoted from hostile input must not make a 52 MB error line."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]}... ({len(message) - limit} more characters)"

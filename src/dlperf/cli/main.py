@@ -10,7 +10,7 @@ import traceback
 from dlperf import __version__
 from dlperf.cli import compare_cmd, env_cmd, extract_cmd, history_cmd, peak_cmd, report_cmd, run_cmd, sweep_cmd
 from dlperf.cli.args import Parser
-from dlperf.errors import DlperfError
+from dlperf.errors import DlperfError, clip
 
 COMMANDS = (run_cmd, sweep_cmd, report_cmd, extract_cmd, compare_cmd, history_cmd, env_cmd, peak_cmd)
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except DlperfError as error:
         if debug:
             traceback.print_exc()
-        print(f"dlperf: error: {error}", file=sys.stderr)
+        print(f"dlperf: error: {clip(str(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("dlperf: interrupted", file=sys.stderr)
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         print(
-            f"dlperf: internal error: {type(error).__name__}: {error} (rerun with --debug for the traceback)",
+            f"dlperf: internal error: {type(error).__name__}: {clip(str(error))} "
+            "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )
         return 1

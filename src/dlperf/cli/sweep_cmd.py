@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
-    spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
     launcher = launcher_for(launch_options(args))
-    plan = plan_sweep(load_sweep_file(args.config), launcher, args.repeats)
+    plan = plan_sweep(load_sweep_file(args.config), launcher, args.repeats)  # checks the file is UTF-8 text
+    spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
     if launcher.options.dry_run:
         print(launcher.describe_all(plan.jobs(args.out)))
         return 0

@@ -4,6 +4,9 @@ SPEC `-` reads the spec as one JSON line from stdin and then treats stdin as a l
 (the ssh connection or the parent is gone) the agent stops its workers. `%t` in RESULT becomes Slurm's task
 id, so one srun command gives each node its own result file.
 
+The launching parent may name itself in DLPERF_PARENT_PID and the run's temporary folder in DLPERF_RUN_DIR:
+an agent whose parent is already gone exits at once, and one that outlives its parent removes that folder.
+
 It starts the node's workers through torchrun's launcher API (elastic_launch, c10d rendezvous) and
 writes a JSON result: rank 0's measurement when this node holds rank 0, or the failure with the rank,
 exit code and signal of the first worker that died. The parent process (local or over ssh) reads it.
@@ -14,9 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import signal
 import sys
 import threading
+import time
 
 from dlperf.engines import engine_versions
 from dlperf.engines.base import node_name
@@ -24,9 +29,13 @@ from dlperf.launch.messages import AgentSpec
 from dlperf.metrics.environment import collect_environment
 from dlperf.records.store import write_text_atomic
 
+ORPHAN_WAIT_S = 2.0
+
 
 def die_with_parent() -> None:
-    """Ask Linux to SIGTERM this agent when its parent dies, even by SIGKILL; the agent then stops its workers."""
+    """Ask Linux to SIGTERM this agent when its parent dies, even by SIGKILL; the agent then stops its workers.
+
+    A parent that died before the signal was armed is caught by `parent_gone`, checked right after."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -35,9 +44,45 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def parent_gone(wait_s: float = 0.0) -> bool:
+    """True when the parent named in DLPERF_PARENT_PID is no longer ours (we were re-parented), within `wait_s`:
+    the kernel closes a dying parent's pipes, and signals from its first exiting thread, before it re-parents
+    its children."""
+    expected = os.environ.get("DLPERF_PARENT_PID")
+    if not expected:
+        return False
+    deadline = time.monotonic() + wait_s
+    while os.getppid() == int(expected):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+STOPPED = threading.Event()  # a signal or the lifeline stopped this agent: its parent may be dying
+
+
+def stop_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM outside torchrun's launcher: exit through `finally`, not abruptly; a second one (lifeline and
+    death signal both fire when the parent dies) must not cut the result or the clean-up short."""
+    if not STOPPED.is_set():
+        STOPPED.set()
+        raise SystemExit(128 + signum)
+
+
+def remove_orphaned_run_dir() -> None:
+    """Nobody reads this run's files once the parent is gone: remove its temporary folder (DLPERF_RUN_DIR)."""
+    run_dir = os.environ.get("DLPERF_RUN_DIR")
+    if run_dir and parent_gone(ORPHAN_WAIT_S if STOPPED.is_set() else 0.0):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def read_spec_with_lifeline() -> AgentSpec:
     """The spec from stdin's first line; later, end of stdin SIGTERMs this agent, which stops its workers."""
-    spec = AgentSpec.from_json(sys.stdin.buffer.readline())
+    line = sys.stdin.buffer.readline()
+    if not line.strip():
+        raise SystemExit("dlperf agent: stdin closed before the spec arrived (the parent is gone)")
+    spec = AgentSpec.from_json(line)
 
     def watch() -> None:
         while os.read(0, 4096):  # the raw descriptor: a buffered reader's lock would hang shutdown
@@ -50,6 +95,16 @@ def read_spec_with_lifeline() -> AgentSpec:
 
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    try:
+        if parent_gone():
+            return 1  # the parent died before the death signal was armed: start nothing
+        return run_agent(argv)
+    finally:
+        remove_orphaned_run_dir()
+
+
+def run_agent(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dlperf.launch.agent", description=__doc__)
     parser.add_argument("spec", help="JSON file with the run's config, log path and launch settings; - for stdin")
     parser.add_argument("result", help="where to write this node's JSON result (%%t: Slurm's task id)")
@@ -62,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     from dlperf.launch.elastic import launch  # torch: imported only once the death signal is armed
 
     result = launch(spec)
+    signal.signal(signal.SIGTERM, stop_on_sigterm)  # take the signal back from torchrun's launcher
+    if result.failure and result.failure.stopped:
+        STOPPED.set()
     if spec.launch.collect_env:
         engine = spec.run.get("engine", "torch")
         env = {"node": node_name(), **collect_environment(), **engine_versions([engine])}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -20,11 +21,44 @@ from dlperf.harness.results import RunMeasurement
 from dlperf.harness.worker import run_rank
 from dlperf.launch.messages import AgentSpec, NodeResult
 
+RANKS_DIR_ENV = "DLPERF_RANKS_DIR"
+
+
+def running_marker(folder: str | Path, rank: int | str) -> Path:
+    return Path(folder) / f"rank-{rank}.running"
+
 
 @record
 def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
-    """Every rank's entry under torchrun's launcher; `record` writes a failing rank's traceback for the agent."""
-    return run_rank(run, log_path)
+    """Every rank's entry under torchrun's launcher; `record` writes a failing rank's traceback for the agent.
+    A marker file says the rank is running, so a timeout can name the ranks that never finished."""
+    marker = running_marker(os.environ[RANKS_DIR_ENV], os.environ.get("RANK", "0"))
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    try:
+        return run_rank(run, log_path)
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+MAX_CAUSE = 500
+
+
+def first_meaningful_line(message: str) -> str:
+    """The cause's first line that says something (an exception's `Type: text`), whole: not a traceback frame,
+    not a lone quote or bracket; a line ending in `:` is joined with the next one."""
+    lines = [line.strip() for line in message.strip().splitlines()]
+    meaningful = [
+        line
+        for line in lines
+        if sum(c.isalnum() for c in line) >= 3 and not line.startswith(("Traceback", 'File "', "^"))
+    ]
+    if not meaningful:
+        return ""
+    text = meaningful[0]
+    if text.endswith(":") and len(meaningful) > 1:
+        text = f"{text} {meaningful[1]}"
+    return text if len(text) <= MAX_CAUSE else text[:MAX_CAUSE] + "..."
 
 
 def describe_failure(error: ChildFailedError) -> NodeResult:
@@ -34,7 +68,7 @@ def describe_failure(error: ChildFailedError) -> NodeResult:
     if isinstance(message, dict):
         message = message.get("message", "")
     signal_name = failure.signal_name() if failure.exitcode < 0 else None
-    text = str(message).strip().splitlines()[-1] if str(message).strip() else ""
+    text = first_meaningful_line(str(message))
     if signal_name:
         text = f"worker rank {rank} on {node_name()} was killed by {signal_name}"
     elif not text or "pytorch.org/docs" in text:
@@ -46,6 +80,7 @@ def launch(spec: AgentSpec) -> NodeResult:
     """Start this node's workers and wait for them; never raises for a worker's failure."""
     settings = spec.launch
     os.environ.update(settings.env)  # the workers inherit it: node name, socket interface
+    os.environ[RANKS_DIR_ENV] = settings.log_dir
     config = LaunchConfig(
         min_nodes=settings.nnodes,
         max_nodes=settings.nnodes,

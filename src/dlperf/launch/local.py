@@ -39,37 +39,60 @@ def stop_process_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def timed_out(timeout: float) -> RunResult:
-    return RunResult.failed(f"timed out after {timeout:g} s: raise --timeout or lower --iters")
+def timed_out(timeout: float, running: list[int] | None = None) -> RunResult:
+    still = (
+        f" with rank{'s' if len(running) > 1 else ''} {', '.join(map(str, running))} still running" if running else ""
+    )
+    return RunResult.failed(f"timed out after {timeout:g} s{still}: raise --timeout or lower --iters")
+
+
+def running_ranks(log_dir: Path) -> list[int]:
+    """The ranks still running, from the markers each rank keeps in the run's elastic log folder while it runs
+    (see elastic.rank_main); torch-free, so it reads the files rather than importing elastic."""
+    return sorted(int(p.name.split("-")[1].split(".")[0]) for p in log_dir.glob("rank-*.running"))
 
 
 def agent_command(python: str, spec_arg: str, result_path: str) -> list[str]:
     return [python, "-m", "dlperf.launch.agent", spec_arg, result_path]
 
 
-def run_agent(spec: AgentSpec, spec_path: Path, result_path: Path, console_path: Path, timeout: float) -> RunResult:
-    """Start `python -m dlperf.launch.agent` and wait; a timeout or a dead agent becomes a failed result."""
-    spec_path.write_text(spec.to_json(), encoding="utf-8")
+def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: Path, timeout: float) -> RunResult:
+    """Start `python -m dlperf.launch.agent -` and wait; a timeout or a dead agent becomes a failed result.
+
+    The spec goes on the agent's stdin, which stays open as its lifeline: if this process dies, even by
+    SIGKILL, the pipe closes, the agent stops its workers and removes `run_dir` (no orphan keeps measuring)."""
     result_path.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "DLPERF_PARENT_PID": str(os.getpid()),
+        "DLPERF_RUN_DIR": str(run_dir),
+    }
     with open(console_path, "ab") as console:
         proc = subprocess.Popen(
-            agent_command(sys.executable, str(spec_path), str(result_path)),
+            agent_command(sys.executable, "-", str(result_path)),
+            stdin=subprocess.PIPE,
             stdout=console,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             env=env,
         )
         try:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(spec.to_json().encode() + b"\n")
+                proc.stdin.flush()
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            running = running_ranks(Path(spec.launch.log_dir))
             stop_process_group(proc)
-            return timed_out(timeout)
+            return timed_out(timeout, running)
         except BaseException:
             stop_process_group(proc)
             raise
         finally:
             stop_process_group(proc)
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
     if result_path.exists():
         node = NodeResult.from_json(result_path.read_text(encoding="utf-8"))
         return RunResult(measured=node.measured, failure=node.failure)
@@ -98,15 +121,15 @@ class LocalLauncher(Launcher):
     def describe(self, job: RunJob) -> list[str]:
         workdir = Path("$TMPDIR/dlperf-XXXX")
         return [
-            f"# spec in {workdir / 'spec.json'}:",
+            "# spec on stdin:",
             self._spec(job, workdir).to_json(),
-            shlex.join(agent_command(sys.executable, f"{workdir}/spec.json", f"{workdir}/result.json")),
+            shlex.join(agent_command(sys.executable, "-", f"{workdir}/result.json")),
         ]
 
     def run(self, job: RunJob, workdir: Path) -> RunResult:
         return run_agent(
             self._spec(job, workdir),
-            workdir / "spec.json",
+            workdir,
             workdir / "result.json",
             job.paths.console,
             job.spec.timeout,

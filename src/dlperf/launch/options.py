@@ -12,6 +12,14 @@ from dlperf.launch.hosts import Host, check_host_name
 LAUNCHERS = ("local", "ssh", "slurm")
 IFNAME_RE = re.compile(r"^[\^=]{0,2}[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$")
 SSH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*=[^\n\r]+$")
+# Values written into an sbatch script's `#SBATCH` lines: Slurm's own name and time syntax, nothing that could
+# end the line or start another one.
+SLURM_VALUE_RE = {
+    "partition": re.compile(r"^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$"),
+    "account": re.compile(r"^[A-Za-z0-9_.+-]+$"),
+    "time": re.compile(r"^(\d+-)?\d+(:\d+){0,2}$|^(?i:unlimited|infinite)$"),
+}
+SLURM_EXAMPLES = {"partition": "gpu", "account": "bench", "time": "01:00:00 or 2-00:00:00"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,13 @@ class LaunchOptions:
             raise ConfigError(f"--master-port must be between 1 and 65535, got {self.master_port}")
         if self.master_addr is not None:
             check_host_name(self.master_addr, "--master-addr")
+        for name, pattern in SLURM_VALUE_RE.items():
+            value = getattr(self, name)
+            if value is not None and not pattern.match(value):
+                raise ConfigError(
+                    f"--{name} {ascii(value)[:80]} is not a Slurm {name} (letters, digits, . _ + -; e.g. "
+                    f"{SLURM_EXAMPLES[name]}): control characters and spaces would change the sbatch script"
+                )
 
     def worker_env(self) -> dict[str, str]:
         """Environment for every worker: the socket interface NCCL and Gloo should use."""

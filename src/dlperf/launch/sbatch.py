@@ -6,19 +6,33 @@ Slurm paths measure through the same srun step (srun.py), and each run writes it
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import time
 from dataclasses import fields
 from pathlib import Path
 
-from dlperf.errors import LaunchError
+from dlperf.errors import ConfigError, LaunchError
 from dlperf.launch.base import Launcher, OnDone, RunJob
 from dlperf.launch.messages import RunResult
 from dlperf.records.store import write_text_atomic
 from dlperf.spec import RunSpec
 
 POLL_S = 1.0
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def script_path_value(path: Path) -> str:
+    """A path for an `#SBATCH` line: refused with control characters (a newline would add a line to the script),
+    double-quoted where it holds a space or a quote-free shell character."""
+    text = str(path)
+    if CONTROL_RE.search(text) or '"' in text:
+        raise ConfigError(
+            f"results path {ascii(text)[:120]} holds a control character or a double quote: choose "
+            "another --out for Slurm"
+        )
+    return text if re.fullmatch(r"[A-Za-z0-9_./%+=:,@-]+", text) else f'"{text}"'
 
 
 def spec_flags(spec: RunSpec) -> list[str]:
@@ -48,14 +62,14 @@ class SbatchLauncher(Launcher):
     def batch_script(self, job: RunJob, repeats: list[int]) -> str:
         """One case's sbatch script: a whole-node allocation, then `dlperf run` for each repeat in it."""
         spec, options = job.spec, self.options
-        out = job.paths.folder.parent.parent.resolve()
+        out = job.paths.root.resolve()
         lines = [
             "#!/bin/bash",
             f"#SBATCH --job-name=dlperf-{spec.model}-{spec.topology}",
             f"#SBATCH --nodes={spec.nodes}",
             "#SBATCH --ntasks-per-node=1",
             "#SBATCH --exclusive",
-            f"#SBATCH --output={self._script_path(job).with_suffix('.sbatch.out').resolve()}",
+            f"#SBATCH --output={script_path_value(self._script_path(job).with_suffix('.sbatch.out').resolve())}",
         ]
         if spec.device == "cuda":
             lines.append(f"#SBATCH --gpus-per-node={spec.devices_per_node}")

@@ -112,9 +112,11 @@ class SshLauncher(Launcher):
         )
 
     def _agent_command(self, node: Node) -> str:
-        return node.start_command + shlex.join(
-            agent_command(self.options.remote_python, "-", f"{node.remote_dir}/result.json")
-        )
+        """The agent learns its parent (the ssh session) and its run folder, which it removes if that parent dies
+        (this side was killed): nothing is left on the host for a fetch that never comes."""
+        agent = agent_command(self.options.remote_python, "-", f"{node.remote_dir}/result.json")
+        orphan_env = f'env DLPERF_PARENT_PID="$PPID" DLPERF_RUN_DIR={shlex.quote(node.remote_dir)} '
+        return node.start_command + orphan_env + shlex.join(agent)
 
     def _endpoint(self, port: int | str) -> str:
         return host_port(self.options.master_addr or self.options.hosts[0].address, port)

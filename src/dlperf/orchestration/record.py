@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dlperf import __version__
@@ -45,7 +46,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
     }
     if result.failure:
         record["failure"] = result.failure.facts()
-        return record
+        return strict_json(record)
     measured = result.measured
     m = measured.measurement
     record.update(
@@ -66,4 +67,22 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         }
     )
     record.update(get_workload(spec.model).derived_metrics(spec, plan, record))
-    return record
+    losses = [m.loss_first, m.loss_last]
+    if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):
+        record["status"] = "diverged"
+        record["error"] = (
+            f"the loss diverged (first {m.loss_first}, last {m.loss_last}): the speed of a diverged run is not "
+            "comparable; lower --lr, or use fp32 or bf16 instead of fp16"
+        )
+    return strict_json(record)
+
+
+def strict_json(value: Any) -> Any:
+    """The value with every NaN or infinity as None: records are strict JSON (`null`), readable by any parser."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value

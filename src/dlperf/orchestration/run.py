@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,13 +12,17 @@ from dlperf.engines import engine_class
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
 from dlperf.orchestration.record import build_record
+from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
-from dlperf.records.store import claim_paths, write_json_atomic
+from dlperf.records.store import check_free_space, claim_paths, write_json_atomic
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec
 
 OnRecord = Callable[[RunJob, dict[str, Any]], None]
+# What one run writes, generously: its record and console (with the environment), plus a log line per window.
+RUN_FILES_BYTES = 256 * 1024
+LOG_LINE_BYTES = 512
 
 
 def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
@@ -33,6 +38,11 @@ def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | 
     return [RunJob(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r)) for r in repeats]
 
 
+def output_bytes(job: RunJob) -> int:
+    """About how much one run writes, to check free space before the first run starts."""
+    return RUN_FILES_BYTES + LOG_LINE_BYTES * (job.spec.iters // job.spec.window + 1)
+
+
 def execute(
     jobs: list[RunJob],
     launcher: Launcher,
@@ -42,9 +52,20 @@ def execute(
     on_record: OnRecord | None = None,
 ) -> list[dict[str, Any]]:
     """Launch the jobs (one by one, or submitted together) and write each record atomically as it comes;
-    a failed run is a record too, never an exception."""
+    a failed run is a record too, never an exception. Holds the results folder's write lock meanwhile."""
+    with contextlib.ExitStack() as locks:
+        for root in sorted({job.paths.root for job in jobs}):
+            locks.enter_context(results_lock(root))
+        return _execute(jobs, launcher, env, overwrite=overwrite, on_record=on_record)
+
+
+def _execute(
+    jobs: list[RunJob], launcher: Launcher, env: dict[str, Any], *, overwrite: bool, on_record: OnRecord | None
+) -> list[dict[str, Any]]:
     for job in jobs:
         claim_paths(job.paths, overwrite)
+    for root in {job.paths.root for job in jobs}:
+        check_free_space(root, sum(output_bytes(job) for job in jobs if job.paths.root == root))
     records: list[dict[str, Any]] = []
     started = time.time()
 

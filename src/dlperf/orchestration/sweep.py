@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
+from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
+from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
 from dlperf.spec import RunSpec, parse_topology
@@ -38,23 +38,6 @@ class SweepPlan:
         return [job for spec, plan in self.cases for job in plan_jobs(spec, plan, repeats, out)]
 
 
-def load_sweep_file(path: str | Path) -> dict[str, Any]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot read sweep file {path}: {error.strerror or error}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or "invalid YAML"
-        raise ConfigError(f"sweep file {path} does not parse{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"sweep file {path} must be a mapping of keys to values or lists")
-    return data
-
-
 def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = None) -> SweepPlan:
     """Expand the matrix into validated cases; every case is checked before anything runs.
 
@@ -65,8 +48,7 @@ def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = N
         spec["nodes"] = len(launcher.options.hosts)
     spec_repeats = spec.pop("repeats", DEFAULT_REPEATS)
     repeats = repeats if repeats is not None else spec_repeats
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats <= 0:
-        raise ConfigError(f"repeats must be a positive integer, got {repeats!r}")
+    check_run_count(spec, repeats)
     variants = spec.pop("matrix", [{}])
     if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants) or not variants:
         raise ConfigError("`matrix` must be a list of mappings, each a sub-matrix of keys and values")
@@ -131,7 +113,23 @@ def run_sweep(
     on_skip: Callable[[RunJob], None],
     on_record: OnRecord,
 ) -> SweepOutcome:
-    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes."""
+    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
+    One sweep at a time per results folder: the lock covers the resume decision and every run."""
+    with results_lock(out):
+        return _run_sweep(plan, out, env, launcher, resume, overwrite, retry_failed, on_skip, on_record)
+
+
+def _run_sweep(
+    plan: SweepPlan,
+    out: str | Path,
+    env: dict[str, Any],
+    launcher: Launcher,
+    resume: bool,
+    overwrite: bool,
+    retry_failed: bool,
+    on_skip: Callable[[RunJob], None],
+    on_record: OnRecord,
+) -> SweepOutcome:
     jobs = plan.jobs(out)
     existing = [job for job in jobs if job.paths.record.exists()]
     if existing and not (resume or overwrite):
@@ -149,3 +147,6 @@ def run_sweep(
             todo.append(job)
     ran = execute(todo, launcher, env, overwrite=True, on_record=on_record)
     return SweepOutcome(ran=ran, skipped=skipped)
+
+
+__all__ = ["SweepPlan", "load_sweep_file", "plan_sweep", "run_sweep"]

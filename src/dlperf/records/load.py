@@ -2,30 +2,45 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
-from dlperf.records.schema import read_record
+from dlperf.records.validate import check_file
+
+OnSkip = Callable[[Path, str], None]
 
 
-def find_records(root: str | Path) -> list[dict[str, Any]]:
-    """Every complete record under `root`, in a stable order."""
+def warn_skipped(path: Path, reason: str) -> None:
+    """One stderr line per record left out, so a changed median never goes unexplained."""
+    print(f"dlperf: skipped record {ascii(str(path))[1:-1]}: {reason}", file=sys.stderr)
+
+
+def find_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[dict[str, Any]]:
+    """Every valid record under `root`, in a stable order; each broken or invalid one goes to `on_skip` with
+    the reason (never silently dropped, never fatal)."""
     records = []
     for path in sorted(Path(root).rglob("*.json")):
-        record = read_record(path)
-        if record is not None:
+        if not path.is_file():
+            on_skip(path, "is not a regular file")
+            continue
+        record, problem = check_file(path)
+        if problem:
+            on_skip(path, problem)
+        elif record is not None:
             record["_path"] = str(path)
             records.append(record)
     return records
 
 
-def load_records(root: str | Path) -> list[dict[str, Any]]:
+def load_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[dict[str, Any]]:
     """`find_records` for a folder the user named: a missing or empty folder is their error to fix."""
     folder = Path(root)
     if not folder.is_dir():
         raise ResultsError(f"results folder {root} does not exist: pass a folder written by run, sweep or extract")
-    records = find_records(folder)
+    records = find_records(folder, on_skip)
     if not records:
         raise ResultsError(f"no dlperf run records (*.json) under {root}: run `dlperf run` or `dlperf sweep` first")
     return records

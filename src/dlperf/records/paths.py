@@ -17,6 +17,11 @@ class RunPaths:
         return self.log.parent
 
     @property
+    def root(self) -> Path:
+        """The results folder (--out) this run belongs to."""
+        return self.log.parent.parent.parent
+
+    @property
     def case_stem(self) -> str:
         """The stem without the repeat number: files that belong to every repeat of a case."""
         return self.log.stem.rsplit("_", 1)[0]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import glob
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -12,20 +15,51 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.records.paths import RunPaths
 
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def write_error(path: Path, error: OSError) -> ResultsError:
+    """One line naming the file that could not be written, and what to do: a full disk is resumable."""
+    if error.errno in FULL:
+        return ResultsError(
+            f"cannot write {path}: {error.strerror} (the disk is full): free space, then rerun the same command "
+            "with --resume (sweep) or --overwrite (run); the records written so far are kept"
+        )
+    if path.is_dir():
+        return ResultsError(f"cannot write {path}: a directory is in the way; move it, or choose another --out")
+    return ResultsError(f"cannot write {path}: {error.strerror or error}; choose another --out")
+
 
 def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write via a temporary file and a rename; a failure leaves no temporary file and names `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        raise write_error(path, error) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_free_space(folder: str | Path, need_bytes: int) -> None:
+    """Refuse up front, not halfway through a sweep, when the results folder's disk cannot hold the output."""
+    free = shutil.disk_usage(folder).free
+    if free < need_bytes:
+        raise ResultsError(
+            f"only {free / 2**20:.1f} MiB free under {folder}, and these runs write about "
+            f"{need_bytes / 2**20:.1f} MiB: free space, or choose another --out"
+        )
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:
@@ -47,10 +81,19 @@ def check_writable(out: str | Path) -> None:
 
 
 def claim_paths(paths: RunPaths, overwrite: bool) -> None:
-    """Refuse to replace an existing run unless asked; clear it when asked."""
+    """Refuse to replace an existing run unless asked; clear it when asked, with the temporary files a killed
+    writer left behind."""
+    for path in (paths.log, paths.record, paths.console):
+        if path.is_dir():
+            raise ResultsError(f"{path} is a directory where a run's file belongs: move it, or choose another --out")
     existing = [p for p in (paths.log, paths.record) if p.exists()]
     if existing and not overwrite:
         raise ResultsError(f"{existing[0]} already exists: pass --overwrite to replace it, or another --out")
-    for path in (paths.log, paths.record, paths.console):
-        path.unlink(missing_ok=True)
-    paths.folder.mkdir(parents=True, exist_ok=True)
+    try:
+        for path in (paths.log, paths.record, paths.console):
+            path.unlink(missing_ok=True)
+            for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+                leftover.unlink(missing_ok=True)
+        paths.folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise write_error(paths.folder, error) from None

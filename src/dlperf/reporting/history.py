@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.records.validate import is_number, record_problem
 from dlperf.reporting.verdict import compare_repeats
 
 SCHEMA = """
@@ -48,7 +49,12 @@ def default_label(record: dict[str, Any]) -> str:
 
 
 def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None = None) -> int:
-    """Store records (once each); returns how many were new."""
+    """Store records (once each); returns how many were new. An invalid record is refused before anything is
+    stored: one stored text in the REAL column would break every later `history show`."""
+    for r in records:
+        problem = record_problem(r)
+        if problem:
+            raise ResultsError(f"not adding {r.get('_path', 'a record')} to the history: {problem}")
     rows = [
         (
             f"{r['model']}/{r['group']}/{r['case']}/{r.get('repeat')}/{r.get('started_at')}",
@@ -94,7 +100,18 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
     if filters:
         query += " WHERE " + " AND ".join(f"{col} = ?" for col, _ in filters)
     with closing(_connect(db)) as connection:
-        rows = connection.execute(query, [value for _, value in filters]).fetchall()
+        try:
+            rows = connection.execute(query, [value for _, value in filters]).fetchall()
+        except sqlite3.Error as error:
+            raise ResultsError(
+                f"history database {db} is not one dlperf wrote ({error}): choose another --db"
+            ) from None
+    for row in rows:
+        if not all(isinstance(v, str) for v in row[:4]) or not (row[6] is None or is_number(row[6])):
+            raise ResultsError(
+                f"history database {db} holds a malformed row ({'/'.join(map(str, row[:4]))[:120]}, throughput "
+                f"{str(row[6])[:40]!r}): delete it with sqlite3, or choose another --db"
+            )
     grouped: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
     for model_, group, case_, label, started, status, throughput in rows:
         grouped.setdefault((model_, group, case_, label), []).append(

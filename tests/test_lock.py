@@ -1,0 +1,54 @@
+"""One writer per results folder: a second sweep is refused in one line, readers are not, stale locks are taken."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from conftest import run_dlperf
+
+from dlperf.errors import ResultsError
+from dlperf.records.lock import results_lock
+
+HOLD = "import sys, time; from dlperf.records.lock import results_lock\nwith results_lock(sys.argv[1]):\n" \
+    "    print('held', flush=True); time.sleep(600)"  # fmt: skip
+
+
+@pytest.fixture
+def held(tmp_path):
+    """Another process holding the lock of tmp_path/out."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "out")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_second_writer_refused_naming_the_holder(tmp_path, held):
+    expected = rf"in use by dlperf pid {held.pid} on host {socket.gethostname()}"
+    with pytest.raises(ResultsError, match=expected), results_lock(tmp_path / "out"):
+        pass
+
+
+def test_lock_of_a_killed_holder_is_taken_over(tmp_path, held):
+    held.send_signal(signal.SIGKILL)
+    held.wait()
+    with results_lock(tmp_path / "out"):
+        assert f'"pid": {os.getpid()}' in (tmp_path / "out" / ".dlperf.lock").read_text()
+        with results_lock(tmp_path / "out"):  # nested in one process (a sweep's runs): no self-refusal
+            pass
+
+
+def test_sweep_on_a_locked_folder_is_refused_and_report_still_reads(tmp_path, held):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("model: resnet50\nimage_size: 32\nnum_classes: 10\nbatch_size: 2\ndevice: cpu\nrepeats: 1\n")
+    refused = run_dlperf(["sweep", str(config), "--out", str(tmp_path / "out")])
+    assert refused.returncode == 2
+    assert refused.stderr.strip().count("\n") == 0 and f"in use by dlperf pid {held.pid}" in refused.stderr
+    assert not list((tmp_path / "out").rglob("*.json")), "the refused sweep wrote something"
+    reading = run_dlperf(["report", str(tmp_path / "out")])
+    assert "in use" not in reading.stderr  # readers take no lock (this folder just holds no records yet)

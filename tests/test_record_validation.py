@@ -1,0 +1,90 @@
+"""Records read by report, compare and history are checked: a bad one is skipped and named, never fatal."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from conftest import run_cli
+from test_report import record
+
+from dlperf.errors import ResultsError
+from dlperf.records.load import find_records
+from dlperf.records.store import write_json_atomic
+from dlperf.reporting.history import add_records
+
+BAD = {
+    "truncated": '{"schema": "dlperf.run/2", "mod',
+    "empty": "",
+    "future-schema": json.dumps({**record("1n1g", 9, 500.0), "schema": "dlperf.run/9"}),
+    "nan": json.dumps(record("1n1g", 9, float("nan"))),
+    "world-size-0": json.dumps(record("1n1g", 9, 500.0, world_size=0)),
+    "case-5": json.dumps({**record("1n1g", 9, 500.0), "case": 5}),
+    "throughput-fast": json.dumps(record("1n1g", 9, "fast")),
+    "negative": json.dumps(record("1n1g", 9, -300.0)),
+    "status-odd": json.dumps(record("1n1g", 9, 500.0, status="great")),
+}
+REASONS = {
+    "truncated": "not valid JSON",
+    "empty": "is empty",
+    "future-schema": "newer than this dlperf reads",
+    "nan": "NaN is not a JSON number",
+    "world-size-0": "world_size 0 is not a positive integer",
+    "case-5": "case 5 is not a name",
+    "throughput-fast": "throughput 'fast' is not a positive finite number",
+    "negative": "throughput -300.0 is not a positive finite number",
+    "status-odd": "status 'great' is not one of",
+}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    for i, speed in enumerate([100.0, 110.0, 120.0], 1):
+        write_json_atomic(tmp_path / "resnet50" / "1n1g" / f"resnet50_b128_fp32_{i}.json", record("1n1g", i, speed))
+    (tmp_path / "summary.json").write_text("{}")  # not a record: passed over silently
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_record_is_skipped_and_named(folder, name):
+    bad = folder / "resnet50" / "1n1g" / f"{name}.json"
+    bad.write_text(BAD[name])
+    skipped = []
+    records = find_records(folder, on_skip=lambda path, reason: skipped.append((path, reason)))
+    assert [r["throughput"] for r in records] == [100.0, 110.0, 120.0]
+    assert len(skipped) == 1 and skipped[0][0] == bad and REASONS[name] in skipped[0][1], skipped
+
+
+def test_report_and_compare_survive_every_bad_record(folder, capsys):
+    for name, text in BAD.items():
+        (folder / "resnet50" / "1n1g" / f"{name}.json").write_text(text)
+    code, _, err = run_cli(["report", str(folder)], capsys)
+    assert code == 0, err
+    assert err.count("dlperf: skipped record") == len(BAD)
+    assert json.loads((folder / "summary.json").read_text())["resnet50"]["b128_fp32"]["1n1g"]["median_speed"] == 110.0
+    code, out, err = run_cli(["compare", str(folder), str(folder)], capsys)
+    assert code == 0, err
+
+
+def test_history_add_refuses_an_invalid_record(tmp_path):
+    db = tmp_path / "h.sqlite"
+    with pytest.raises(ResultsError, match="throughput 'fast'"):
+        add_records(db, [record("1n1g", 1, 100.0), record("1n1g", 2, "fast")], "v1")
+    assert not db.exists(), "nothing may be stored when one record is invalid"
+
+
+@pytest.mark.parametrize("damage", ["not-a-database", "text-in-real-column", "foreign-table"])
+def test_malformed_history_database_is_one_line(tmp_path, capsys, damage):
+    db = tmp_path / "h.sqlite"
+    if damage == "not-a-database":
+        db.write_bytes(b"this is not sqlite at all" * 100)
+    elif damage == "text-in-real-column":
+        add_records(db, [record("1n1g", 1, 100.0, started_at=1.0)], "v1")
+        with sqlite3.connect(db) as connection:
+            connection.execute("UPDATE runs SET throughput = 'fast'")
+    else:
+        with sqlite3.connect(db) as connection:
+            connection.execute("CREATE TABLE runs (x TEXT)")
+    code, _, err = run_cli(["history", "show", "--db", str(db)], capsys)
+    assert code == 2 and err.count("\n") == 1 and str(db) in err and "internal error" not in err, err

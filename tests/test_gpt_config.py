@@ -37,7 +37,7 @@ def test_short_name_and_log_name_resolve_to_the_same_config():
     assert [short.to_dict()[f] for f in fields] == [log.to_dict()[f] for f in fields]
     assert [short.to_dict()[f] for f in fields] == ["gpt", 1, 8, 8, 1, 1, 2, 16, 1536, 16, 16, 2048]
     assert check_spec(short).group == "DP_8x1x1_16_1536x16_fp32"
-    assert check_spec(log).stem.startswith("DP_pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16")
+    assert check_spec(log).stem.startswith("DP_8x1x1_16_1536x16_fp32_pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16")
 
 
 def test_explicit_values_override_the_case():

@@ -81,7 +81,7 @@ def test_markdown_tables(results, capsys):
     assert code == 0
     text = (results / "report.md").read_text()
     assert not (results / "summary.json").exists()
-    assert "| node_num | gpu_num | samples/s | speedup |" in text
+    assert "| node_num | gpu_num | devices | samples/s | speedup |" in text
     assert "| 1 | 1 | 321.90 | 1.00 |" in text
     assert "| 1 | 4 | 1143.46 | 3.55 |" in text
     assert "| 2 | 8 | 4849.68 | 15.07 |" in text

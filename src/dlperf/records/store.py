@@ -13,11 +13,20 @@ from dlperf.errors import ResultsError
 from dlperf.records.paths import RunPaths
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write through a temporary file renamed into place, with the mode a plain `open` would give (the umask's):
+    mkstemp makes files 0600, which would hide a shared results folder from the team."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

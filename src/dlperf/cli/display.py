@@ -23,7 +23,24 @@ def say(text: str) -> None:
 
 def percent(fraction: float | None) -> str:
     """MFU and other fractions as people read them."""
-    return "n/a" if fraction is None else f"{fraction * 100:.1f}%"
+    if fraction is None:
+        return "n/a"
+    return "<0.1%" if 0 < fraction < 0.0005 else f"{fraction * 100:.1f}%"
+
+
+def duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def eta_text(durations: list[float], left: int) -> str:
+    """Time left for `left` runs at the mean duration of the runs done so far; empty before the first."""
+    if not left:
+        return ""
+    if not durations:
+        return f"{left} runs left, ETA after the first run"
+    return f"{left} runs left, ETA {duration(sum(durations) / len(durations) * left)}"
 
 
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

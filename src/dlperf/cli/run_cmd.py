@@ -10,8 +10,8 @@ from dlperf.cli.live import LogFollower, WindowExtra
 from dlperf.cli.options import add_launch_options, add_run_options, explicit_run_values, launch_options
 from dlperf.engines import engine_versions
 from dlperf.errors import LaunchError
-from dlperf.metrics.environment import collect_environment
 from dlperf.launch.ssh import SshLauncher
+from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.run import check_run, execute, launcher_for, plan_jobs
 from dlperf.records.store import check_writable
@@ -53,7 +53,11 @@ def run(args: argparse.Namespace) -> int:
     if launcher.local and (warning := preflight_warning(spec, plan, env)):
         say(warning)
     log = jobs[0].paths.log
-    late = " (an ssh run's log comes back when it ends: the windows show then)" if isinstance(launcher, SshLauncher) else ""
+    late = (
+        " (an ssh run's log comes back when it ends: the windows show then)"
+        if isinstance(launcher, SshLauncher)
+        else ""
+    )
     say(f"log: {log}{late}")
     with LogFollower(log, say, window_extra(spec, plan, env)):
         record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
@@ -73,6 +77,7 @@ def window_extra(spec: RunSpec, plan: WorkloadPlan, env: dict) -> WindowExtra | 
 
     def extra(samples_per_s: float) -> str:
         m = workload.derived_metrics(spec, plan, {"throughput": samples_per_s, "ranks": [{"device": device}]})
-        return f"{m['tokens_per_s']:.0f} tokens/s  {m['tflops_per_device']:.3g} TFLOP/s per device  MFU {percent(m['mfu'])}"
+        tflops = f"{m['tflops_per_device']:.3g} TFLOP/s per device"
+        return f"{m['tokens_per_s']:.0f} tokens/s  {tflops}  MFU {percent(m['mfu'])}"
 
     return extra

@@ -40,9 +40,11 @@ def execute(
     *,
     overwrite: bool,
     on_record: OnRecord | None = None,
+    fields: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Launch the jobs (one by one, or submitted together) and write each record atomically as it comes;
-    a failed run is a record too, never an exception."""
+    a failed run is a record too, never an exception. `fields` (a sweep's id) go into every record, those a job
+    wrote itself (sbatch) too."""
     for job in jobs:
         claim_paths(job.paths, overwrite)
     records: list[dict[str, Any]] = []
@@ -53,7 +55,10 @@ def execute(
         record = read_record(job.paths.record) if result is None else None
         if record is None:
             result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
-            record = build_record(job, result, env, started, time.time())
+            record = {**build_record(job, result, env, started, time.time()), **(fields or {})}
+            write_json_atomic(job.paths.record, record)
+        elif fields and any(record.get(k) != v for k, v in fields.items()):
+            record.update(fields)
             write_json_atomic(job.paths.record, record)
         records.append(record)
         if on_record:

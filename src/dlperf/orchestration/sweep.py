@@ -10,6 +10,8 @@ Examples: configs/quick.yaml, configs/resnet50_report.yaml.
 from __future__ import annotations
 
 import itertools
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +106,20 @@ def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec,
         yield run_spec, check_run(run_spec, launcher)
 
 
+def new_sweep_id() -> str:
+    """Sortable and unique: the start time (UTC) and a random suffix."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def resumed_sweep_id(jobs: list[RunJob]) -> str | None:
+    """The id that the records of an interrupted sweep carry, so its resumed runs join it (None if none has)."""
+    for job in jobs:
+        record = read_record(job.paths.record)
+        if record and record.get("sweep_id"):
+            return record["sweep_id"]
+    return None
+
+
 def record_is_complete(path: Path, retry_failed: bool) -> bool:
     record = read_record(path)
     return record is not None and (record["status"] == "ok" or not retry_failed)
@@ -130,8 +146,10 @@ def run_sweep(
     retry_failed: bool,
     on_skip: Callable[[RunJob], None],
     on_record: OnRecord,
+    sweep_id: str | None = None,
 ) -> SweepOutcome:
-    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes."""
+    """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
+    Every record carries `sweep_id`, so a report can keep two sweeps under one folder apart."""
     jobs = plan.jobs(out)
     existing = [job for job in jobs if job.paths.record.exists()]
     if existing and not (resume or overwrite):
@@ -147,5 +165,6 @@ def run_sweep(
             on_skip(job)
         else:
             todo.append(job)
-    ran = execute(todo, launcher, env, overwrite=True, on_record=on_record)
+    fields = {"sweep_id": sweep_id} if sweep_id else None
+    ran = execute(todo, launcher, env, overwrite=True, on_record=on_record, fields=fields)
     return SweepOutcome(ran=ran, skipped=skipped)

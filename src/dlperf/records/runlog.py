@@ -6,7 +6,8 @@
 
 `iter` counts timed iterations (warm-up excluded); `samples/s` and `ms/iter` are the window's own;
 `time` is the Unix time stamp at the window's end. The warm-up line says how long start-up and compiling
-(`first_step_s`, the first step alone) and the whole warm-up (`elapsed_s`) took. Files are appended and flushed line by line.
+(`first_step_s`, the first step alone) and the whole warm-up (`elapsed_s`) took. Files are appended and flushed
+line by line.
 """
 
 from __future__ import annotations

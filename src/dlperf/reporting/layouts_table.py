@@ -55,7 +55,8 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
         "samples/s; TFLOP/s per device from 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)); MFU against the device's "
         "dense peak for the precision (src/dlperf/metrics/flops.py).",
         "",
-        "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) | tokens/s | TFLOP/s per device "
+        "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
+        "| tokens/s | TFLOP/s per device "
         "| MFU | repeats |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]

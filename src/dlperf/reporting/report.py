@@ -115,7 +115,8 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
         cv = stats.get("cv")
         repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
         lines.append(
-            f"| {case.nodes} | {case.devices_per_node} | {case.world_size} | {_fmt(stats.get('median'))} | {_fmt(case.speedup)} "
+            f"| {case.nodes} | {case.devices_per_node} | {case.world_size} | {_fmt(stats.get('median'))} "
+            f"| {_fmt(case.speedup)} "
             f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
             f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
             f"| {_fmt(case.median_of('latency_ms', 'p50'), '.1f')} | {_memory_text(case.peak_memory())} |"

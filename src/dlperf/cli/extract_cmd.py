@@ -16,7 +16,7 @@ from dlperf.peers.base import RULES
 from dlperf.peers.extract import Options, extract_dir
 from dlperf.peers.registry import BY_NAME, describe
 from dlperf.records.store import check_writable, write_json_atomic
-from dlperf.reporting.report import write_report
+from dlperf.reporting.report import refuse_to_replace, write_report
 
 SKIPPED_EXIT = 3
 
@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--window", type=non_negative_int, help="lines to keep after the warm-up, 0 = to the end (default: format's)"
     )
     parser.add_argument("--out", help="where to write (default: LOG_DIR-extract beside LOG_DIR)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a report or records already in --out (default: refuse)"
+    )
     parser.add_argument("--list-formats", action="store_true", help="name every format with its rules and defaults")
     parser.set_defaults(func=run)
 
@@ -68,10 +71,14 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {root} gave a result (reasons above)")
     out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
+    targets = [out / "records" / r["model"] / r["case"] / f"{Path(r['file']).stem}.json" for r in records]
+    if not args.overwrite:
+        refuse_to_replace(out, {"md", "json", "png"})
+        if taken := [t for t in targets if t.exists()]:
+            raise ResultsError(f"{taken[0]} already exists: pass --overwrite to replace it, or another --out")
     check_writable(out)
-    for record in records:
-        log = Path(record["file"])
-        write_json_atomic(out / "records" / record["model"] / record["case"] / f"{log.stem}.json", record)
+    for record, target in zip(records, targets):
+        write_json_atomic(target, record)
     for path in write_report(records, out, {"md", "json", "png"}):
         print(path)
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)

@@ -143,8 +143,8 @@ def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
         f"- host: {env.get('host')}; CPU: {env.get('cpu')} ({env.get('cpu_cores')} cores); "
         f"memory: {env.get('memory_gib')} GiB; OS: {env.get('os')}",
         f"- GPUs: {gpus}" + (f"; driver {driver}" if driver else ""),
-        f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}, "
-        f"CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}",
+        f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}"
+        + (f", CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}" if env.get("cuda") else ""),
         f"- dlperf commit: {git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else ""),
         "",
     ]
@@ -183,6 +183,38 @@ def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dic
     for table in OWN_TABLES.values():
         lines += table(records)
     return "\n".join(lines + _compile_lines(summary) + _failures(records) + _environment_lines(records))
+
+
+def check_one_sweep(records: list[dict[str, Any]], root: str | Path) -> None:
+    """Refuse to pool the records of different sweeps (or of a sweep and single runs) into one table: their
+    repeats would be counted together. `--merge` says the pooling is meant."""
+    sweeps: dict[str, int] = {}
+    for record in records:
+        name = record.get("sweep_id") or "single runs (no sweep id)"
+        sweeps[name] = sweeps.get(name, 0) + 1
+    if len(sweeps) > 1:
+        listed = ", ".join(f"{name} ({count} records)" for name, count in sorted(sweeps.items()))
+        raise ResultsError(
+            f"{root} holds the records of {len(sweeps)} sweeps: {listed}; report each sweep's own folder, "
+            f"or pass --merge to pool them in one table"
+        )
+
+
+def existing_report_files(out: str | Path, formats: set[str]) -> list[Path]:
+    """The report files already in `out` that writing `formats` there would replace."""
+    folder = Path(out)
+    paths = [folder / name for fmt, name in (("json", "summary.json"), ("md", "report.md")) if fmt in formats]
+    if "png" in formats and (folder / "plots").is_dir():
+        paths += sorted((folder / "plots").glob("*.png"))
+    return [p for p in paths if p.exists()]
+
+
+def refuse_to_replace(out: str | Path, formats: set[str]) -> None:
+    """The README's promise: nothing is replaced without --overwrite."""
+    existing = existing_report_files(out, formats)
+    if existing:
+        more = f" (and {len(existing) - 1} more report files)" if len(existing) > 1 else ""
+        raise ResultsError(f"{existing[0]} already exists{more}: pass --overwrite to replace it, or another --out")
 
 
 def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None) -> list[Path]:

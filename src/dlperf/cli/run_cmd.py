@@ -10,6 +10,7 @@ from dlperf.cli.live import LogFollower, WindowExtra
 from dlperf.cli.options import add_launch_options, add_run_options, explicit_run_values, launch_options
 from dlperf.engines import engine_versions
 from dlperf.errors import LaunchError
+from dlperf.launch.hosts import slots_per_node
 from dlperf.launch.ssh import SshLauncher
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.preflight import preflight_warning
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     values = explicit_run_values(args)
     if launch.hosts:
         values.setdefault("nodes", len(launch.hosts))
+        if "case" not in values and (slots := slots_per_node(list(launch.hosts))) is not None:
+            values.setdefault("devices_per_node", slots)
     spec = spec_from_mapping(values)
     launcher = launcher_for(launch)
     plan = check_run(spec, launcher)

@@ -21,6 +21,7 @@ import yaml
 
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
+from dlperf.launch.hosts import slots_per_node
 from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
@@ -60,11 +61,15 @@ def load_sweep_file(path: str | Path) -> dict[str, Any]:
 def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = None) -> SweepPlan:
     """Expand the matrix into validated cases; every case is checked before anything runs.
 
-    With a host list and no topology or nodes in the file, every case spans all the hosts.
+    With a host list and no topology or nodes in the file, every case spans all the hosts; a hostfile whose hosts
+    all give `slots=N` sets the processes per node where the file does not.
     """
     spec = dict(spec)
     if launcher.options.hosts and not {"topology", "nodes"} & set(spec):
         spec["nodes"] = len(launcher.options.hosts)
+    slots = slots_per_node(list(launcher.options.hosts))
+    if slots is not None and not {"topology", "devices_per_node", "devices-per-node", "case"} & set(spec):
+        spec["devices_per_node"] = slots
     spec_repeats = spec.pop("repeats", DEFAULT_REPEATS)
     repeats = repeats if repeats is not None else spec_repeats
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats <= 0:

@@ -10,11 +10,11 @@ from dlperf.errors import ResultsError
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
-from dlperf.reporting.plots import plot_group
+from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title
 
 FORMATS = ("md", "json", "png")
 
-# Record `table` values whose published report is not the scaling table: their own table instead, and no plots.
+# Record `table` values whose published report is not the scaling table: their own table (and plots) instead.
 OWN_TABLES = {"layouts": lambda records: layouts_table(group_by_case(records))}
 
 
@@ -232,10 +232,17 @@ def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: se
         write_text_atomic(out / "report.md", build_markdown(summary, records))
         written.append(out / "report.md")
     if "png" in formats:
+        layouts: dict[tuple[str, str], list[CaseSummary]] = {}
         for (model, group), cases in summary.items():
-            if cases[0].table in OWN_TABLES:
+            if cases[0].table == "layouts":
+                for case in cases:
+                    layouts.setdefault((model, layout_section(case)), []).append(case)
                 continue
-            path = plot_group(cases, f"{model} {group}", out / "plots" / f"{model}_{group}.png")
+            path = plot_group(cases, scaling_title(model, group, cases), out / "plots" / f"{model}_{group}.png")
+            if path:
+                written.append(path)
+        for (model, section), cases in sorted(layouts.items()):
+            path = plot_layouts(model, section, cases, out / "plots" / f"{model}_{section}_layouts.png")
             if path:
                 written.append(path)
     return written

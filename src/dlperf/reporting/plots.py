@@ -52,8 +52,8 @@ def describe_group(group: str) -> str:
 
 
 def where_measured(records: list[dict[str, Any]]) -> str:
-    """`on 8 x NVIDIA H100 80GB HBM3 (1-8 devices), host gpu01`: device type, counts and hosts of the records."""
-    devices = sorted({str(r.get("device_type") or (r.get("ranks") or [{}])[0].get("device") or "?") for r in records})
+    """`NVIDIA H100 80GB HBM3, 1-8 devices, host gpu01`: device type, counts and hosts of the records."""
+    devices = sorted({str((r.get("ranks") or [{}])[0].get("device") or r.get("device_type") or "?") for r in records})
     counts = sorted({int(r.get("world_size") or 0) for r in records})
     hosts = sorted({h for r in records for h in (r.get("hosts") or [(r.get("env") or {}).get("host")]) if h})
     span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
@@ -80,7 +80,6 @@ def _marks(axis: Axes, xs: list[float], ys: list[float], cases: list[CaseSummary
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -94,7 +93,7 @@ def scaling_figure(cases: list[CaseSummary], title: str) -> plt.Figure | None:
         return None
     devices = [c.world_size for c in measured]
     medians = [c.stats["median"] for c in measured]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8), layout="constrained")
     left.plot(devices, medians, "o-", label="median")
     left.errorbar(
         devices,
@@ -153,7 +152,7 @@ def layouts_figure(model: str, section: str, cases: list[CaseSummary]) -> plt.Fi
         return None
     names = [f"{c.group}\n({c.world_size} dev)" for c in measured]
     spans = len({c.world_size for c in measured}) > 1
-    fig, axes = plt.subplots(1, 3 if spans else 2, figsize=(15 if spans else 11, 5))
+    fig, axes = plt.subplots(1, 3 if spans else 2, figsize=(15 if spans else 11, 5.5), layout="constrained")
     speeds = [c.stats["median"] for c in measured]
     tflops = [median_of(c.records, "tflops_per_device") or 0.0 for c in measured]
     mfus = [median_of(c.records, "mfu") for c in measured]

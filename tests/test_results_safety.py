@@ -89,3 +89,14 @@ def test_extract_refuses_to_replace_a_report(tmp_path, capsys):
     assert (out / "report.md").read_text() == before
     code, _, err = run_cli(["extract", str(source), "--out", str(out), "--overwrite"], capsys)
     assert code in (0, 3), err
+
+
+def test_a_new_sweep_does_not_replace_another_sweeps_report(tmp_path, capsys):
+    config = tmp_path / "sweep.yaml"
+    config.write_text("model: resnet50\ndevice: cpu\nimage_size: 32\nrepeats: 1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("another sweep's report\n")
+    code, _, err = run_cli(["sweep", str(config), "--out", str(out)], capsys)
+    assert_one_line_error(code, err, f"{out / 'report.md'} already exists", "--overwrite")
+    assert (out / "report.md").read_text() == "another sweep's report\n"

@@ -29,7 +29,7 @@ from dlperf.orchestration.sweep import (
 )
 from dlperf.records.schema import read_record
 from dlperf.records.store import check_writable, write_text_atomic
-from dlperf.reporting.report import write_report
+from dlperf.reporting.report import refuse_to_replace, write_report
 
 FLAG_RE = re.compile(r"--([a-z][a-z0-9-]*)")
 
@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if launcher.options.dry_run:
         print(launcher.describe_all(plan.jobs(args.out)))
         return 0
+    if not (args.resume or args.overwrite):  # another sweep's report in this folder stays unless asked
+        refuse_to_replace(args.out, {"md", "json"})
     check_writable(args.out)
     engines = sorted({spec.engine for spec, _ in plan.cases})
     env = {**collect_environment(), **engine_versions(engines)}

@@ -203,7 +203,8 @@ def check_one_sweep(records: list[dict[str, Any]], root: str | Path) -> None:
 def existing_report_files(out: str | Path, formats: set[str]) -> list[Path]:
     """The report files already in `out` that writing `formats` there would replace."""
     folder = Path(out)
-    paths = [folder / name for fmt, name in (("json", "summary.json"), ("md", "report.md")) if fmt in formats]
+    names = (("json", "summary.json"), ("md", "report.md"), ("html", "report.html"))
+    paths = [folder / name for fmt, name in names if fmt in formats]
     if "png" in formats and (folder / "plots").is_dir():
         paths += sorted((folder / "plots").glob("*.png"))
     return [p for p in paths if p.exists()]

@@ -15,7 +15,7 @@ from dlperf.cli.display import console, eta_text, run_line, say
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.engines import engine_versions
 from dlperf.errors import ConfigError
-from dlperf.launch import RunJob
+from dlperf.launch import Launcher, RunJob
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.run import launcher_for
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed or failed_before else 0
 
 
-def _plan(config: str, launcher, repeats: int | None) -> SweepPlan:
+def _plan(config: str, launcher: Launcher, repeats: int | None) -> SweepPlan:
     """The sweep's plan; a bad value is named by the file and its YAML key, not by a command-line flag."""
     try:
         return plan_sweep(load_sweep_file(config), launcher, repeats)

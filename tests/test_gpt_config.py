@@ -37,7 +37,9 @@ def test_short_name_and_log_name_resolve_to_the_same_config():
     assert [short.to_dict()[f] for f in fields] == [log.to_dict()[f] for f in fields]
     assert [short.to_dict()[f] for f in fields] == ["gpt", 1, 8, 8, 1, 1, 2, 16, 1536, 16, 16, 2048]
     assert check_spec(short).group == "DP_8x1x1_16_1536x16_fp32"
-    assert check_spec(log).stem.startswith("DP_pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16")
+    assert check_spec(log).stem.startswith(
+        "DP_8x1x1_16_1536x16_fp32_pretrain_gpt_1n8d_dp8_mp1_pp1_mbz2_gbz16_s2048_l16_h1536_nh16"
+    )
 
 
 def test_explicit_values_override_the_case():
@@ -127,6 +129,8 @@ def test_gpt_table():
     ]
     lines = layouts_table(group_by_case(records))
     rows = [line for line in lines if line.startswith("| DP") or line.startswith("| PP")]
-    assert rows[0] == "| DP | DP_1x1x1_2_1536x16_fp32 | 400.00 | 11000 | 6.00 | 10240 | 68.00 | 50.0% | 2 (+1 failed) |"
+    assert rows[0] == (
+        "| DP | DP_1x1x1_2_1536x16_fp32 |  |  | 1 | 400.00 | 11000 | 6.00 | 10240 | 68.00 | 50.0% | 2 (+1 failed) |"
+    )
     assert rows[1].startswith("| PP | PP_x_fp32 |")
     assert layouts_table({}) == []

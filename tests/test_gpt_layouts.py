@@ -68,7 +68,7 @@ def test_pipeline_run_logs_last_stage_loss(tmp_path):
     done = run_dlperf(args)
     assert done.returncode == 0, done.stderr
     [path] = (tmp_path / "gpt" / "1n2g").glob("*.json")
-    assert path.name == "PP_pretrain_gpt_1n2d_dp1_mp1_pp2_mbz2_gbz8_s32_l2_h64_nh4_fp32_1f1b_1.json"
+    assert path.name == "DP_PP_1x1x2_8_64x2_fp32_1f1b_pretrain_gpt_1n2d_dp1_mp1_pp2_mbz2_gbz8_s32_l2_h64_nh4_1.json"
     record = json.loads(path.read_text())
     assert record["status"] == "ok"
     assert 5.0 < record["loss_first"] < 7.0 and 5.0 < record["loss_last"] < 7.0
@@ -80,4 +80,11 @@ def test_pipeline_run_logs_last_stage_loss(tmp_path):
     assert record["tflops_per_device"] == pytest.approx(record["flops_per_iteration"] / seconds / 2 / 1e12)
     assert record["mfu"] is None and "pass --peak-tflops" in record["mfu_note"]
     log = path.with_suffix(".log").read_text().splitlines()
-    assert len(log) == 3 and all(" loss nan " not in line for line in log[1:])
+    assert len(log) == 4 and all(" loss nan " not in line for line in log[2:])
+    # one name everywhere: the console, the record's group (the report's case) and the file name
+    assert record["group"] == "DP_PP_1x1x2_8_64x2_fp32_1f1b" and record["report_group"] == "DP_PP"
+    assert f"gpt 1n2g {record['group']} repeat 1" in done.stdout and path.name.startswith(record["group"])
+    # live view through a pipe: the log path first, the warm-up, then each window with the GPT figures
+    assert done.stdout.splitlines()[0] == f"log: {path.with_suffix('.log')}"
+    assert "warm-up done in" in done.stdout
+    assert "iter 4/4" in done.stdout and "tokens/s" in done.stdout and "TFLOP/s per device  MFU n/a" in done.stdout

@@ -81,11 +81,11 @@ def test_markdown_tables(results, capsys):
     assert code == 0
     text = (results / "report.md").read_text()
     assert not (results / "summary.json").exists()
-    assert "| node_num | gpu_num | samples/s | speedup |" in text
-    assert "| 1 | 1 | 321.90 | 1.00 |" in text
-    assert "| 1 | 4 | 1143.46 | 3.55 |" in text
-    assert "| 2 | 8 | 4849.68 | 15.07 |" in text
-    assert "| 1 | 2 | 710.00 |  |" in text  # no made-up 1.0 without a 1n1g
+    assert "| node_num | gpu_num | devices | samples/s | speedup |" in text
+    assert "| 1 | 1 | 1 | 321.90 | 1.00 |" in text
+    assert "| 1 | 4 | 4 | 1143.46 | 3.55 |" in text
+    assert "| 2 | 8 | 16 | 4849.68 | 15.07 |" in text  # the total device count beside nodes and per node
+    assert "| 1 | 2 | 2 | 710.00 |  |" in text  # no made-up 1.0 without a 1n1g
     assert "speedup left empty: no successful 1n1g run" in text
     assert "killed by SIGKILL" in text  # the failed repeat is listed with its reason
 
@@ -170,4 +170,8 @@ def test_gpt_records_get_the_gpt_table_not_a_scaling_table(tmp_path, capsys):
     text = (tmp_path / "report.md").read_text()
     assert "## GPT" in text and "| DP | DP_2x1x1_4_64x2_fp32 |" in text
     assert "## gpt" not in text  # no one-row scaling table with a 'no 1n1g' note
-    assert [p.name for p in (tmp_path / "plots").glob("*.png")] == ["resnet50_b128_fp32.png"]
+    # GPT plots per layout group (DP here), beside ResNet's scaling plot
+    assert sorted(p.name for p in (tmp_path / "plots").glob("*.png")) == [
+        "gpt_DP_layouts.png",
+        "resnet50_b128_fp32.png",
+    ]

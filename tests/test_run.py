@@ -12,7 +12,7 @@ import psutil
 import pytest
 from conftest import TINY, run_dlperf
 
-from dlperf.records.runlog import parse_config, parse_window
+from dlperf.records.runlog import parse_config, parse_warmup, parse_window
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,9 @@ def test_run_writes_log_and_record(tmp_path, devices):
     # dlperf's own log: a config header, then one parseable line per window
     header = parse_config(log[0])
     assert header["global_batch_size"] == 4 * devices and header["world_size"] == devices
-    windows = [parse_window(line) for line in log[1:]]
+    warmup = parse_warmup(log[1])
+    assert warmup.iters == 1 and 0 < warmup.first_step_s <= warmup.elapsed_s
+    windows = [parse_window(line) for line in log[2:]]
     assert [w.iteration for w in windows] == [2, 4]
     assert [w.samples_per_s for w in windows] == [round(t, 2) for t in record["window_throughputs"]]
     assert windows[0].timestamp <= windows[1].timestamp

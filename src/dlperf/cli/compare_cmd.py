@@ -6,9 +6,7 @@ import argparse
 import json
 import statistics
 
-from rich.table import Table
-
-from dlperf.cli.display import console
+from dlperf.cli.display import print_table, say
 from dlperf.errors import ConfigError
 from dlperf.reporting.compare import CaseComparison, compare
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, check_threshold
@@ -68,19 +66,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
-        table = Table(title=f"{args.new} vs {args.base} (threshold {threshold:.0%})")
         columns = ("model", "group", "case", "base median", "new median", "new/base", "95 % interval", "p", "n")
-        for column in (*columns, "verdict"):
-            table.add_column(column, justify="left" if column in ("model", "group", "case", "verdict") else "right")
-        for r in rows:
-            table.add_row(*_row(r))
-        console.print(table)
+        title = f"{args.new} vs {args.base} (threshold {threshold:.0%})"
+        print_table(title, (*columns, "verdict"), [_row(r) for r in rows])
         inconclusive = sum(r.label == "inconclusive" for r in rows)
-        console.print(
+        say(
             f"{len(regressed)} of {len(rows)} cases slower by more than {threshold:.0%} (significant) or failing; "
             f"{inconclusive} inconclusive (more repeats or a quieter machine would tell)"
         )
         for r in rows:
             if r.label == "inconclusive":
-                console.print(f"  {r.model} {r.group} {r.case}: {r.verdict.reason}")
+                say(f"  {r.model} {r.group} {r.case}: {r.verdict.reason}")
     return 1 if regressed else 0

@@ -1,13 +1,62 @@
-"""What the terminal shows of a run: one line while sweeping, a small table after `dlperf run`."""
+"""What the terminal shows: one line per finished run, a small table after `dlperf run`.
+
+Into a pipe or a file (stdout not a terminal) everything is plain lines: nothing is wrapped at 80 columns or cut
+with an ellipsis, so paths, commands and numbers can be copied from a log.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-console = Console(stderr=False, highlight=False)
+# soft_wrap: a long path or command stays one line (a terminal folds it visually, a pipe keeps it whole)
+console = Console(stderr=False, highlight=False, soft_wrap=True)
+
+
+def say(text: str) -> None:
+    """One plain line, never wrapped, with no markup read into it (paths may hold brackets)."""
+    console.print(text, markup=False)
+
+
+def percent(fraction: float | None) -> str:
+    """MFU and other fractions as people read them."""
+    if fraction is None:
+        return "n/a"
+    return "<0.1%" if 0 < fraction < 0.0005 else f"{fraction * 100:.1f}%"
+
+
+def duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def eta_text(durations: list[float], left: int) -> str:
+    """Time left for `left` runs at the mean duration of the runs done so far; empty before the first."""
+    if not left:
+        return ""
+    if not durations:
+        return f"{left} runs left, ETA after the first run"
+    return f"{left} runs left, ETA {duration(sum(durations) / len(durations) * left)}"
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A rich table on a terminal; aligned plain columns, full width, otherwise."""
+    if console.is_terminal:
+        table = Table(title=title)
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    say(title)
+    for row in (headers, *rows):
+        say("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 def run_line(record: dict[str, Any]) -> str:
@@ -15,13 +64,13 @@ def run_line(record: dict[str, Any]) -> str:
     if record["status"] != "ok":
         return f"{head}: FAILED: {record.get('error')}"
     latency = record["latency_ms"]["p50"]
-    return f"{head}: {record['throughput']:.2f} samples/s, {latency:.1f} ms/iter (p50)"
+    line = f"{head}: {record['throughput']:.2f} samples/s, {latency:.1f} ms/iter (p50)"
+    if "tflops_per_device" in record:
+        line += f", {record['tflops_per_device']:.3g} TFLOP/s per device, MFU {percent(record.get('mfu'))}"
+    return line
 
 
 def show_record(record: dict[str, Any], path: str) -> None:
-    table = Table(title=f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
     rows: list[tuple[str, str]] = [
         ("throughput (samples/s)", f"{record['throughput']:.2f}"),
         ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
@@ -35,12 +84,13 @@ def show_record(record: dict[str, Any], path: str) -> None:
         ("first step (s)", f"{record['first_step_s']:.2f}"),
         ("world size", str(record["world_size"])),
     ]
-    rows += [(key, _text(record[key])) for key in ("tokens_per_s", "tflops_per_device", "mfu") if key in record]
-    for name, value in rows:
-        table.add_row(name, value)
-    console.print(table)
-    console.print(f"record: {path}")
-
-
-def _text(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    if "tokens_per_s" in record:
+        rows.append(("tokens/s", f"{record['tokens_per_s']:.1f}"))
+    if "tflops_per_device" in record:
+        rows.append(("TFLOP/s per device", f"{record['tflops_per_device']:.4g}"))
+    if "mfu" in record:
+        mfu = percent(record["mfu"])
+        rows.append(("MFU", mfu if record["mfu"] is not None else f"{mfu} ({record.get('mfu_note')})"))
+    title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
+    print_table(title, ("metric", "value"), rows)
+    say(f"record: {path}")

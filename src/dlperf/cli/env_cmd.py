@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-from rich.console import Console
-
+from dlperf.cli.display import say
 from dlperf.engines import engine_names, engine_versions
 from dlperf.metrics.environment import collect_environment
 
@@ -27,16 +27,39 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(env, indent=2, default=str))
         return 0
-    console = Console(highlight=False)
-    topology = env.pop("topology")
-    gpus = env.pop("gpus")
-    for key, value in env.items():
-        console.print(f"[bold]{key}[/bold]: {value}")
-    for gpu in gpus:
-        console.print(
-            f"[bold]gpu {gpu['index']}[/bold]: {gpu['name']}, {gpu['memory_mib']} MiB, driver {gpu['driver']}"
-        )
-    if topology:
-        console.print("[bold]nvidia-smi topo -m[/bold]:")
-        console.print(topology, markup=False)
+    for line in env_lines(env):
+        say(line)
     return 0
+
+
+def env_lines(env: dict[str, Any]) -> list[str]:
+    """The environment as a person reads it: one fact per line, no Python dicts, no CUDA claims without a GPU."""
+    env = dict(env)
+    git = env.pop("git", None) or {}
+    gpus = env.pop("gpus", None) or []
+    topology = env.pop("topology", None)
+    facts = [
+        ("host", env.pop("host", None)),
+        ("CPU", f"{env.pop('cpu', None)}, {env.pop('cpu_cores', None)} cores ({env.pop('cpu_threads', None)} threads)"),
+        ("memory", f"{env.pop('memory_gib', None)} GiB"),
+        ("OS", env.pop("os", None)),
+        ("Python", env.pop("python", None)),
+        (
+            "dlperf commit",
+            (git.get("commit", "") + (" (uncommitted changes)" if git.get("dirty") else "")) or "not a git checkout",
+        ),
+    ]
+    for gpu in gpus:
+        facts.append((f"GPU {gpu['index']}", f"{gpu['name']}, {gpu['memory_mib']} MiB, driver {gpu['driver']}"))
+    cuda_keys = ("cuda_available", "cuda", "cudnn", "nccl")
+    cuda = {key: env.pop(key, None) for key in cuda_keys}
+    if gpus or cuda["cuda_available"]:
+        facts.append(("CUDA", f"{cuda['cuda']}, cuDNN {cuda['cudnn']}, NCCL {cuda['nccl']}"))
+    else:
+        facts.append(("GPUs", "none visible (no CUDA, cuDNN or NCCL version is claimed without one)"))
+    facts += [(key, "not installed" if value is None else str(value)) for key, value in env.items()]
+    width = max(len(name) for name, _ in facts)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in facts]
+    if topology:
+        lines += ["nvidia-smi topo -m:", topology]
+    return lines

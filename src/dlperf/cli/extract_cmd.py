@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     parser.add_argument("--no-plots", action="store_true", help="write report.md and summary.json only (faster)")
     parser.add_argument("--out", help="where to write (default: LOG_DIR-extract beside LOG_DIR)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a report or records already in --out (default: refuse)"
+    )
     parser.add_argument("--list-formats", action="store_true", help="name every format with its rules and defaults")
     parser.set_defaults(func=run)
 
@@ -74,19 +77,23 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {root} gave a result (reasons above)")
     out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
-    # Imported here so that `--list-formats` and usage errors start without matplotlib.
+    # Imported here so that `--list-formats` and usage errors start without the report's writers.
     from dlperf.records.store import check_writable, write_json_atomic
-    from dlperf.reporting.report import write_report
+    from dlperf.reporting.report import refuse_to_replace, write_report
 
+    formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
+    targets = [out / "records" / r["model"] / r["case"] / f"{Path(r['file']).stem}.json" for r in records]
+    if not args.overwrite:
+        refuse_to_replace(out, formats)
+        if taken := [t for t in targets if t.exists()]:
+            raise ResultsError(f"{taken[0]} already exists: pass --overwrite to replace it, or another --out")
     check_writable(out)
-    for record in records:
+    for record, target in zip(records, targets):
         if record.get("warning"):
             print(f"dlperf: warning: {record['warning']}", file=sys.stderr)
         if record["status"] != "ok":
             print(f"dlperf: failed run {record['file']}: {record['error']}", file=sys.stderr)
-        log = Path(record["file"])
-        write_json_atomic(out / "records" / record["model"] / record["case"] / f"{log.stem}.json", record)
-    formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
+        write_json_atomic(target, record)
     for path in write_report(records, out, formats, min_plot_cases=2):
         print(path)
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)

@@ -7,9 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from rich.table import Table
-
-from dlperf.cli.display import console
+from dlperf.cli.display import print_table, say
 from dlperf.errors import ConfigError
 from dlperf.records.load import load_records
 from dlperf.reporting.history import add_records, history
@@ -42,34 +40,28 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "add":
         if not args.dir:
             raise ConfigError("`dlperf history add` needs a results folder: dlperf history add DIR")
-        added = add_records(args.db, load_records(args.dir), args.label)
-        console.print(f"{added} new records stored in {args.db}")
+        outcome = add_records(args.db, load_records(args.dir), args.label)
+        say(f"{len(outcome.stored)} new records stored in {args.db}")
+        if outcome.duplicates:
+            say(f"{len(outcome.duplicates)} records were already stored with identical content, not stored again:")
+            for record in outcome.duplicates:
+                say(f"  {record.get('_path', record['model'] + ' ' + record['case'])}")
         return 0
     points = history(args.db, args.model, args.case)
-    table = Table(title=f"history in {args.db}")
-    for column in (
-        "model",
-        "group",
-        "case",
-        "label",
-        "first measured",
-        "runs",
-        "median samples/s",
-        "change",
-        "verdict",
-    ):
-        table.add_column(column)
-    for p in points:
-        table.add_row(
+    columns = ("model", "group", "case", "label", "first measured", "runs", "median samples/s", "change", "verdict")
+    rows = [
+        (
             p.model,
             p.group,
             p.case,
             p.label,
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(p.first_seen)),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(p.first_seen)) if p.first_seen else "not recorded",
             str(p.runs),
             "failed" if p.median is None else f"{p.median:.2f}",
             "" if p.change is None else f"{p.change - 1:+.1%}",
             p.verdict or "",
         )
-    console.print(table)
+        for p in points
+    ]
+    print_table(f"history in {args.db}", columns, rows)
     return 0

@@ -31,11 +31,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C but remembered, so the exit status is the shell's 128 + 15 = 143."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
 def _interrupt_on_sigterm() -> None:
     """Treat SIGTERM like Ctrl-C, so a stopped sweep still stops its workers and keeps what it measured."""
 
     def handler(signum, frame):
-        raise KeyboardInterrupt
+        raise Terminated
 
     signal.signal(signal.SIGTERM, handler)
 
@@ -52,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"dlperf: error: {clip(str(error))}", file=sys.stderr)
         return error.exit_code
+    except Terminated:
+        print("dlperf: terminated (SIGTERM)", file=sys.stderr)
+        return Terminated.exit_code
     except KeyboardInterrupt:
         print("dlperf: interrupted", file=sys.stderr)
         return 130

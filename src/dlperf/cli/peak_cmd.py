@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.table import Table
-
-from dlperf.cli.display import console
+from dlperf.cli.display import print_table
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES, measure_peaks, merge_stored, read_stored
 from dlperf.errors import ConfigError
 from dlperf.metrics.peaks import lookup_peak
@@ -61,19 +59,20 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
         return 0
     name = next(iter(results.values()))["device_name"]
-    table = Table(title=f"matmul peak on {name} (stored in {args.out})")
-    for column in ("dtype", "measured TFLOP/s", "best shape", "datasheet TFLOP/s", "measured/datasheet", "note"):
-        table.add_column(column)
+    columns = ("dtype", "measured TFLOP/s", "best shape", "datasheet TFLOP/s", "measured/datasheet", "note")
+    rows = []
     for dtype, result in results.items():
         sheet = lookup_peak(name, dtype)
         measured = result["tflops"]
-        table.add_row(
-            dtype,
-            "" if measured is None else f"{measured:.2f}",
-            "" if result["best_shape"] is None else "x".join(map(str, result["best_shape"])),
-            "" if sheet.tflops is None else f"{sheet.tflops:g}",
-            f"{measured / sheet.tflops:.1%}" if measured is not None and sheet.tflops else "",
-            result["reason"] or sheet.reason or "",
+        rows.append(
+            (
+                dtype,
+                "" if measured is None else f"{measured:.2f}",
+                "" if result["best_shape"] is None else "x".join(map(str, result["best_shape"])),
+                "" if sheet.tflops is None else f"{sheet.tflops:g}",
+                f"{measured / sheet.tflops:.1%}" if measured is not None and sheet.tflops else "",
+                result["reason"] or sheet.reason or "",
+            )
         )
-    console.print(table)
+    print_table(f"matmul peak on {name} (stored in {args.out})", columns, rows)
     return 0

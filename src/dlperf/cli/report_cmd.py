@@ -8,7 +8,7 @@ from pathlib import Path
 from dlperf.errors import ConfigError
 from dlperf.records.load import load_records
 from dlperf.records.store import check_writable
-from dlperf.reporting.report import write_report
+from dlperf.reporting.report import check_one_sweep, refuse_to_replace, write_report
 from dlperf.reporting.sources import (
     BY_CHOICES,
     Comparison,
@@ -52,7 +52,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         default="all",
         help="what to write (default all: md, json, png; with several folders html too)",
     )
-    parser.add_argument("--out", help="where to write (default: DIR itself; required with several folders)")
+    parser.add_argument(
+        "--out", help="where to write (default: DIR itself, whose report is rebuilt; required with several folders)"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="with --out: replace a report already there (default: refuse)"
+    )
+    parser.add_argument(
+        "--merge", action="store_true", help="pool the records of several sweeps under DIR (default: refuse)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -65,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     formats = ALL_SEVERAL if args.format == "all" else FORMAT_CHOICES[args.format]
     comparison = build_comparison(load_sources(args.dir, args.label, args.by))
+    if not args.overwrite:
+        refuse_to_replace(out, formats)
     check_writable(out)
     written = write_comparison(comparison, out, formats)
     if "html" in formats:
@@ -77,9 +87,14 @@ def run(args: argparse.Namespace) -> int:
 def _single(args: argparse.Namespace) -> int:
     root = Path(args.dir[0])
     records = load_records(root)
+    if not args.merge:
+        check_one_sweep(records, root)
     out = Path(args.out) if args.out else root
-    check_writable(out)
     formats = FORMAT_CHOICES[args.format]
+    # DIR's own report is derived from DIR's records: rebuilding it loses nothing; another folder's may be
+    if args.out and not args.overwrite and out.resolve() != root.resolve():
+        refuse_to_replace(out, formats)
+    check_writable(out)
     for path in write_report(records, out, formats - {"html"}):
         print(path)
     if "html" in formats:

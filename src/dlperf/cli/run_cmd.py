@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 
 from dlperf.cli.args import positive_int
-from dlperf.cli.display import show_record
+from dlperf.cli.display import percent, say, show_record
+from dlperf.cli.live import LogFollower, WindowExtra
 from dlperf.cli.options import add_launch_options, add_run_options, explicit_run_values, launch_options
 from dlperf.engines import engine_versions
 from dlperf.errors import LaunchError
+from dlperf.launch.hosts import slots_per_node
+from dlperf.launch.ssh import SshLauncher
 from dlperf.metrics.environment import collect_environment
+from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.run import check_run, execute, launcher_for, plan_jobs
 from dlperf.records.store import check_writable
-from dlperf.workloads import spec_from_mapping
+from dlperf.spec import RunSpec
+from dlperf.workloads import WorkloadPlan, get_workload, spec_from_mapping
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -37,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     values = explicit_run_values(args)
     if launch.hosts:
         values.setdefault("nodes", len(launch.hosts))
+        if "case" not in values and (slots := slots_per_node(list(launch.hosts))) is not None:
+            values.setdefault("devices_per_node", slots)
     spec = spec_from_mapping(values)
     launcher = launcher_for(launch)
     plan = check_run(spec, launcher)
@@ -46,9 +53,34 @@ def run(args: argparse.Namespace) -> int:
         return 0
     check_writable(args.out)
     env = {**collect_environment(), **engine_versions([spec.engine])}
-    record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
+    if launcher.local and (warning := preflight_warning(spec, plan, env)):
+        say(warning)
+    log = jobs[0].paths.log
+    late = (
+        " (an ssh run's log comes back when it ends: the windows show then)"
+        if isinstance(launcher, SshLauncher)
+        else ""
+    )
+    say(f"log: {log}{late}")
+    with LogFollower(log, say, window_extra(spec, plan, env)):
+        record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
     path = jobs[0].paths.record
     if record["status"] != "ok":
         raise LaunchError(f"run failed: {record['error']} (record written to {path})")
     show_record(record, str(path))
     return 0
+
+
+def window_extra(spec: RunSpec, plan: WorkloadPlan, env: dict) -> WindowExtra | None:
+    """The workload's own per-window figures (GPT: tokens/s, TFLOP/s per device, MFU) from a window's samples/s."""
+    device = (env.get("gpus") or [{}])[0].get("name", "cpu") if spec.device != "cpu" else "cpu"
+    workload = get_workload(spec.model)
+    if not workload.derived_metrics(spec, plan, {"throughput": 1.0, "ranks": [{"device": device}]}):
+        return None
+
+    def extra(samples_per_s: float) -> str:
+        m = workload.derived_metrics(spec, plan, {"throughput": samples_per_s, "ranks": [{"device": device}]})
+        tflops = f"{m['tflops_per_device']:.3g} TFLOP/s per device"
+        return f"{m['tokens_per_s']:.0f} tokens/s  {tflops}  MFU {percent(m['mfu'])}"
+
+    return extra

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dlperf.engines.base import Engine, TrainStep
-from dlperf.records.runlog import WindowLine
+from dlperf.records.runlog import WarmupLine, WindowLine
 
 WindowCallback = Callable[[WindowLine], None]
+WarmupCallback = Callable[[WarmupLine], None]
 
 
 @dataclass
@@ -42,6 +43,7 @@ def timed_loop(
     print_every: int,
     global_batch: int,
     on_window: WindowCallback | None = None,
+    on_warmup: WarmupCallback | None = None,
 ) -> Measurement:
     """Run `warmup_iters` untimed steps, then `iters` timed ones.
 
@@ -59,6 +61,8 @@ def timed_loop(
 
     clock = engine.clock()
     engine.sync(output)
+    if on_warmup:  # the live view tells start-up and compiling apart from the timed windows
+        on_warmup(WarmupLine(warmup_iters, first_step_s, time.perf_counter() - started, time.time()))
     engine.barrier()
     t0 = window_start = time.perf_counter()
     clock.start()

@@ -6,7 +6,7 @@ from typing import Any
 
 from dlperf.engines import get_engine
 from dlperf.engines.base import Engine, RankEnv, node_name
-from dlperf.harness.loop import Measurement, WindowCallback, timed_loop
+from dlperf.harness.loop import Measurement, WarmupCallback, WindowCallback, timed_loop
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.records.runlog import RunLogWriter
 from dlperf.spec import RunSpec
@@ -14,7 +14,11 @@ from dlperf.workloads import WorkloadPlan, decode_spec, get_workload
 
 
 def time_spec(
-    spec: RunSpec, plan: WorkloadPlan, engine: Engine, on_window: WindowCallback | None = None
+    spec: RunSpec,
+    plan: WorkloadPlan,
+    engine: Engine,
+    on_window: WindowCallback | None = None,
+    on_warmup: WarmupCallback | None = None,
 ) -> Measurement:
     """Build the workload's step on this rank's (set-up) engine and time it with the spec's warm-up and windows."""
     step = get_workload(spec.model).builder(spec.engine)(spec, plan, engine)
@@ -26,6 +30,7 @@ def time_spec(
         print_every=spec.window,
         global_batch=plan.global_batch,
         on_window=on_window,
+        on_warmup=on_warmup,
     )
 
 
@@ -41,7 +46,7 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     try:
         if log:
             log.config({**spec.to_dict(), "global_batch_size": plan.global_batch, "world_size": rank.world_size})
-        measurement = time_spec(spec, plan, engine, log.window if log else None)
+        measurement = time_spec(spec, plan, engine, log.window if log else None, log.warmup if log else None)
         facts = RankFacts(rank.rank, node_name(), engine.device_name(), engine.peak_memory_mib())
         ranks = engine.gather(facts)
     finally:

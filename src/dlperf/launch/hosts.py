@@ -102,6 +102,13 @@ def _unique(hosts: list[Host], where: str) -> list[Host]:
     return hosts
 
 
+def slots_per_node(hosts: list[Host]) -> int | None:
+    """Processes per node from a hostfile's `slots=N` (the MPI and DeepSpeed habit) when every host gives one:
+    the smallest, so every node runs the same number; None otherwise."""
+    slots = [h.slots for h in hosts]
+    return min(slots) if slots and None not in slots else None  # type: ignore[type-var]
+
+
 def hosts_for(hosts: list[Host], nodes: int, devices_per_node: int) -> list[Host]:
     """The first `nodes` hosts, each with room for `devices_per_node` processes."""
     if nodes > len(hosts):

@@ -50,17 +50,25 @@ def execute(
     *,
     overwrite: bool,
     on_record: OnRecord | None = None,
+    fields: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Launch the jobs (one by one, or submitted together) and write each record atomically as it comes;
-    a failed run is a record too, never an exception. Holds the results folder's write lock meanwhile."""
+    a failed run is a record too, never an exception. `fields` (a sweep's id) go into every record, those a job
+    wrote itself (sbatch) too. Holds the results folder's write lock meanwhile."""
     with contextlib.ExitStack() as locks:
         for root in sorted({job.paths.root for job in jobs}):
             locks.enter_context(results_lock(root))
-        return _execute(jobs, launcher, env, overwrite=overwrite, on_record=on_record)
+        return _execute(jobs, launcher, env, overwrite=overwrite, on_record=on_record, fields=fields)
 
 
 def _execute(
-    jobs: list[RunJob], launcher: Launcher, env: dict[str, Any], *, overwrite: bool, on_record: OnRecord | None
+    jobs: list[RunJob],
+    launcher: Launcher,
+    env: dict[str, Any],
+    *,
+    overwrite: bool,
+    on_record: OnRecord | None,
+    fields: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
     for job in jobs:
         claim_paths(job.paths, overwrite)
@@ -74,7 +82,10 @@ def _execute(
         record = read_record(job.paths.record) if result is None else None
         if record is None:
             result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
-            record = build_record(job, result, env, started, time.time())
+            record = {**build_record(job, result, env, started, time.time()), **(fields or {})}
+            write_json_atomic(job.paths.record, record)
+        elif fields and any(record.get(k) != v for k, v in fields.items()):
+            record.update(fields)
             write_json_atomic(job.paths.record, record)
         records.append(record)
         if on_record:

@@ -10,6 +10,8 @@ Examples: configs/quick.yaml, configs/resnet50_report.yaml.
 from __future__ import annotations
 
 import itertools
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
+from dlperf.launch.hosts import slots_per_node
 from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
@@ -41,11 +44,15 @@ class SweepPlan:
 def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = None) -> SweepPlan:
     """Expand the matrix into validated cases; every case is checked before anything runs.
 
-    With a host list and no topology or nodes in the file, every case spans all the hosts.
+    With a host list and no topology or nodes in the file, every case spans all the hosts; a hostfile whose hosts
+    all give `slots=N` sets the processes per node where the file does not.
     """
     spec = dict(spec)
     if launcher.options.hosts and not {"topology", "nodes"} & set(spec):
         spec["nodes"] = len(launcher.options.hosts)
+    slots = slots_per_node(list(launcher.options.hosts))
+    if slots is not None and not {"topology", "devices_per_node", "devices-per-node", "case"} & set(spec):
+        spec["devices_per_node"] = slots
     spec_repeats = spec.pop("repeats", DEFAULT_REPEATS)
     repeats = repeats if repeats is not None else spec_repeats
     check_run_count(spec, repeats)
@@ -86,6 +93,20 @@ def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec,
         yield run_spec, check_run(run_spec, launcher)
 
 
+def new_sweep_id() -> str:
+    """Sortable and unique: the start time (UTC) and a random suffix."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def resumed_sweep_id(jobs: list[RunJob]) -> str | None:
+    """The id that the records of an interrupted sweep carry, so its resumed runs join it (None if none has)."""
+    for job in jobs:
+        record = read_record(job.paths.record)
+        if record and record.get("sweep_id"):
+            return record["sweep_id"]
+    return None
+
+
 def record_is_complete(path: Path, retry_failed: bool) -> bool:
     record = read_record(path)
     return record is not None and (record["status"] == "ok" or not retry_failed)
@@ -112,11 +133,13 @@ def run_sweep(
     retry_failed: bool,
     on_skip: Callable[[RunJob], None],
     on_record: OnRecord,
+    sweep_id: str | None = None,
 ) -> SweepOutcome:
     """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
-    One sweep at a time per results folder: the lock covers the resume decision and every run."""
+    Every record carries `sweep_id`, so a report can keep two sweeps under one folder apart. One sweep at a time
+    per results folder: the lock covers the resume decision and every run."""
     with results_lock(out):
-        return _run_sweep(plan, out, env, launcher, resume, overwrite, retry_failed, on_skip, on_record)
+        return _run_sweep(plan, out, env, launcher, resume, overwrite, retry_failed, on_skip, on_record, sweep_id)
 
 
 def _run_sweep(
@@ -129,6 +152,7 @@ def _run_sweep(
     retry_failed: bool,
     on_skip: Callable[[RunJob], None],
     on_record: OnRecord,
+    sweep_id: str | None,
 ) -> SweepOutcome:
     jobs = plan.jobs(out)
     existing = [job for job in jobs if job.paths.record.exists()]
@@ -145,7 +169,8 @@ def _run_sweep(
             on_skip(job)
         else:
             todo.append(job)
-    ran = execute(todo, launcher, env, overwrite=True, on_record=on_record)
+    fields = {"sweep_id": sweep_id} if sweep_id else None
+    ran = execute(todo, launcher, env, overwrite=True, on_record=on_record, fields=fields)
     return SweepOutcome(ran=ran, skipped=skipped)
 
 

@@ -1,10 +1,13 @@
 """dlperf's own log format: a config header, then one line per timing window.
 
     [dlperf] config {"model": "resnet50", ..., "global_batch_size": 256, "world_size": 2}
+    [dlperf] warmup done iters 10 first_step_s 3.210 elapsed_s 5.432 time 1763829990.000000
     [dlperf] iter 20/100 loss 6.912345 samples/s 1234.56 ms/iter 207.35 time 1763830000.123456
 
 `iter` counts timed iterations (warm-up excluded); `samples/s` and `ms/iter` are the window's own;
-`time` is the Unix time stamp at the window's end. Files are appended and flushed line by line.
+`time` is the Unix time stamp at the window's end. The warm-up line says how long start-up and compiling
+(`first_step_s`, the first step alone) and the whole warm-up (`elapsed_s`) took. Files are appended and flushed
+line by line.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ PREFIX = "[dlperf]"
 WINDOW_RE = re.compile(
     r"^\[dlperf\] iter (?P<iter>\d+)/(?P<total>\d+) loss (?P<loss>\S+) samples/s (?P<speed>[\d.]+) "
     r"ms/iter (?P<ms>[\d.]+) time (?P<time>[\d.]+)$"
+)
+WARMUP_RE = re.compile(
+    r"^\[dlperf\] warmup done iters (?P<iters>\d+) first_step_s (?P<first>[\d.]+) elapsed_s (?P<elapsed>[\d.]+) "
+    r"time (?P<time>[\d.]+)$"
 )
 CONFIG_RE = re.compile(r"^\[dlperf\] config (?P<json>\{.*\})$")
 
@@ -56,6 +63,28 @@ def parse_window(text: str) -> WindowLine | None:
     )
 
 
+@dataclass(frozen=True)
+class WarmupLine:
+    iters: int
+    first_step_s: float
+    elapsed_s: float
+    timestamp: float
+
+
+def format_warmup(line: WarmupLine) -> str:
+    return (
+        f"{PREFIX} warmup done iters {line.iters} first_step_s {line.first_step_s:.3f} "
+        f"elapsed_s {line.elapsed_s:.3f} time {line.timestamp:.6f}"
+    )
+
+
+def parse_warmup(text: str) -> WarmupLine | None:
+    match = WARMUP_RE.match(text.strip())
+    if not match:
+        return None
+    return WarmupLine(int(match["iters"]), float(match["first"]), float(match["elapsed"]), float(match["time"]))
+
+
 def parse_config(text: str) -> dict[str, Any] | None:
     match = CONFIG_RE.match(text.strip())
     return json.loads(match["json"]) if match else None
@@ -69,6 +98,9 @@ class RunLogWriter:
 
     def config(self, values: dict[str, Any]) -> None:
         self._write(f"{PREFIX} config {json.dumps(values, sort_keys=True)}")
+
+    def warmup(self, line: WarmupLine) -> None:
+        self._write(format_warmup(line))
 
     def window(self, line: WindowLine) -> None:
         self._write(format_window(line))

@@ -30,13 +30,22 @@ def write_error(path: Path, error: OSError) -> ResultsError:
     return ResultsError(f"cannot write {path}: {error.strerror or error}; choose another --out")
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write via a temporary file and a rename; a failure leaves no temporary file and names `path`."""
+    """Write through a temporary file renamed into place, with the mode a plain `open` would give (the umask's):
+    mkstemp makes files 0600, which would hide a shared results folder from the team. A failure leaves no
+    temporary file and names `path`."""
     path = Path(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

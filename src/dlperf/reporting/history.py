@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import statistics
@@ -16,7 +17,8 @@ from dlperf.reporting.verdict import compare_repeats
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
-    run_key     TEXT PRIMARY KEY,   -- model/group/case/repeat/started_at: the same record is stored once
+    run_key     TEXT PRIMARY KEY,   -- sha256 of the record's content: the same record is stored once, two
+                                    -- records alike in model/group/case/repeat (two extracted sources) both
     label       TEXT NOT NULL,      -- what is being compared: a version, a commit, a driver ...
     model       TEXT NOT NULL,
     grp         TEXT NOT NULL,
@@ -31,8 +33,10 @@ CREATE INDEX IF NOT EXISTS runs_case ON runs (model, grp, case_name, label);
 """
 
 
-def _connect(db: str | Path) -> sqlite3.Connection:
+def _connect(db: str | Path, create: bool = True) -> sqlite3.Connection:
     path = Path(db)
+    if not create and not path.is_file():
+        raise ResultsError(f"history database {db} does not exist: store results first with `dlperf history add DIR`")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path)
@@ -48,16 +52,33 @@ def default_label(record: dict[str, Any]) -> str:
     return git["commit"][:12] if git.get("commit") else f"v{record.get('dlperf_version', 'unknown')}"
 
 
-def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None = None) -> int:
-    """Store records (once each); returns how many were new. An invalid record is refused before anything is
-    stored: one stored text in the REAL column would break every later `history show`."""
+def record_key(record: dict[str, Any]) -> str:
+    """The record's identity: a hash of its content (private `_` keys, such as where it was read from, left out)."""
+    return hashlib.sha256(_record_text(record).encode()).hexdigest()
+
+
+def _record_text(record: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in record.items() if not k.startswith("_")}, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class AddOutcome:
+    """What `add_records` did: records newly stored, and those already there with the very same content."""
+
+    stored: list[dict[str, Any]]
+    duplicates: list[dict[str, Any]]
+
+
+def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None = None) -> AddOutcome:
+    """Store each record once, keyed by its content; nothing is dropped but a true duplicate. An invalid record is
+    refused before anything is stored: one stored text in the REAL column would break every later `history show`."""
     for r in records:
         problem = record_problem(r)
         if problem:
             raise ResultsError(f"not adding {r.get('_path', 'a record')} to the history: {problem}")
     rows = [
         (
-            f"{r['model']}/{r['group']}/{r['case']}/{r.get('repeat')}/{r.get('started_at')}",
+            record_key(r),
             label or default_label(r),
             r["model"],
             r["group"],
@@ -66,14 +87,17 @@ def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None
             r.get("status", "failed"),
             r.get("throughput") if r.get("status") == "ok" else None,
             r.get("started_at"),
-            json.dumps({k: v for k, v in r.items() if not k.startswith("_")}, default=str),
+            _record_text(r),
         )
         for r in records
     ]
+    stored, duplicates = [], []
     with closing(_connect(db)) as connection, connection:
-        before = connection.total_changes
-        connection.executemany("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        return connection.total_changes - before
+        for record, row in zip(records, rows):
+            before = connection.total_changes
+            connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            (stored if connection.total_changes > before else duplicates).append(record)
+    return AddOutcome(stored, duplicates)
 
 
 @dataclass(frozen=True)
@@ -99,7 +123,7 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
     filters = [(col, value) for col, value in (("model", model), ("case_name", case)) if value]
     if filters:
         query += " WHERE " + " AND ".join(f"{col} = ?" for col, _ in filters)
-    with closing(_connect(db)) as connection:
+    with closing(_connect(db, create=False)) as connection:
         try:
             rows = connection.execute(query, [value for _, value in filters]).fetchall()
         except sqlite3.Error as error:

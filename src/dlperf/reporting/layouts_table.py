@@ -39,6 +39,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def _row_key(case: str, records: list[dict[str, Any]]) -> tuple[int, int, str]:
     group = next((r.get("report_group") for r in records if r.get("report_group")), case.split("_")[0])
+    group = "PP" if group.endswith("_PP") else group  # DP_PP, MP_PP and 2D_PP cases form the PP section
     rank = GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
     return rank, max(int(r.get("world_size", 0)) for r in records), case
 
@@ -54,9 +55,10 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
         "samples/s; TFLOP/s per device from 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)); MFU against the device's "
         "dense peak for the precision (src/dlperf/metrics/flops.py).",
         "",
-        "| group | case | latency (ms) | memory (MiB) | throughput (samples/s) | tokens/s | TFLOP/s per device "
+        "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
+        "| tokens/s | TFLOP/s per device "
         "| MFU | repeats |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
@@ -65,8 +67,10 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
         group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else ""
         mfu = median_of(ok, "mfu")
         repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
+        first = records[0]
         lines.append(
-            f"| {group_name} | {case} | {_fmt(median_of(ok, 'latency_ms', 'mean'), '.2f')} "
+            f"| {group_name} | {case} | {first.get('nodes', '')} | {first.get('devices_per_node', '')} "
+            f"| {first.get('world_size', '')} | {_fmt(median_of(ok, 'latency_ms', 'mean'), '.2f')} "
             f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(median_of(ok, 'throughput'), '.2f')} "
             f"| {_fmt(median_of(ok, 'tokens_per_s'), '.0f')} | {_fmt(median_of(ok, 'tflops_per_device'), '.2f')} "
             f"| {_fmt(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} |"

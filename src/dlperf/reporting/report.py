@@ -13,7 +13,7 @@ from dlperf.reporting.layouts_table import group_by_case, layouts_table
 
 FORMATS = ("md", "json", "png")
 
-# Record `table` values whose published report is not the scaling table: their own table instead, and no plots.
+# Record `table` values whose published report is not the scaling table: their own table (and plots) instead.
 OWN_TABLES = {"layouts": lambda records: layouts_table(group_by_case(records))}
 
 
@@ -106,9 +106,9 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
     lines = [
         f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
         "",
-        f"| node_num | gpu_num | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
+        f"| node_num | gpu_num | devices | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
         "| repeats | latency p50 (ms) | peak memory (MiB) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes = []
     for case in cases:
@@ -116,7 +116,8 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
         cv = stats.get("cv")
         repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
         lines.append(
-            f"| {case.nodes} | {case.devices_per_node} | {_fmt(stats.get('median'))} | {_fmt(case.speedup)} "
+            f"| {case.nodes} | {case.devices_per_node} | {case.world_size} | {_fmt(stats.get('median'))} "
+            f"| {_fmt(case.speedup)} "
             f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
             f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
             f"| {_fmt(case.median_of('latency_ms', 'p50'), '.1f')} | {_memory_text(case.peak_memory())} |"
@@ -143,8 +144,8 @@ def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
         f"- host: {env.get('host')}; CPU: {env.get('cpu')} ({env.get('cpu_cores')} cores); "
         f"memory: {env.get('memory_gib')} GiB; OS: {env.get('os')}",
         f"- GPUs: {gpus}" + (f"; driver {driver}" if driver else ""),
-        f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}, "
-        f"CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}",
+        f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}"
+        + (f", CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}" if env.get("cuda") else ""),
         f"- dlperf commit: {git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else ""),
         "",
     ]
@@ -185,6 +186,39 @@ def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dic
     return "\n".join(lines + _compile_lines(summary) + _failures(records) + _environment_lines(records))
 
 
+def check_one_sweep(records: list[dict[str, Any]], root: str | Path) -> None:
+    """Refuse to pool the records of different sweeps (or of a sweep and single runs) into one table: their
+    repeats would be counted together. `--merge` says the pooling is meant."""
+    sweeps: dict[str, int] = {}
+    for record in records:
+        name = record.get("sweep_id") or "single runs (no sweep id)"
+        sweeps[name] = sweeps.get(name, 0) + 1
+    if len(sweeps) > 1:
+        listed = ", ".join(f"{name} ({count} records)" for name, count in sorted(sweeps.items()))
+        raise ResultsError(
+            f"{root} holds the records of {len(sweeps)} sweeps: {listed}; report each sweep's own folder, "
+            f"or pass --merge to pool them in one table"
+        )
+
+
+def existing_report_files(out: str | Path, formats: set[str]) -> list[Path]:
+    """The report files already in `out` that writing `formats` there would replace."""
+    folder = Path(out)
+    names = (("json", "summary.json"), ("md", "report.md"), ("html", "report.html"))
+    paths = [folder / name for fmt, name in names if fmt in formats]
+    if "png" in formats and (folder / "plots").is_dir():
+        paths += sorted((folder / "plots").glob("*.png"))
+    return [p for p in paths if p.exists()]
+
+
+def refuse_to_replace(out: str | Path, formats: set[str]) -> None:
+    """The README's promise: nothing is replaced without --overwrite."""
+    existing = existing_report_files(out, formats)
+    if existing:
+        more = f" (and {len(existing) - 1} more report files)" if len(existing) > 1 else ""
+        raise ResultsError(f"{existing[0]} already exists{more}: pass --overwrite to replace it, or another --out")
+
+
 def write_report(
     records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None, min_plot_cases: int = 1
 ) -> list[Path]:
@@ -206,12 +240,21 @@ def write_report(
         write_text_atomic(out / "report.md", build_markdown(summary, records))
         written.append(out / "report.md")
     if "png" in formats:
-        from dlperf.reporting.plots import plot_group  # matplotlib: loaded only to draw
+        from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title  # matplotlib
 
+        layouts: dict[tuple[str, str], list[CaseSummary]] = {}
         for (model, group), cases in summary.items():
-            if cases[0].table in OWN_TABLES or sum(1 for c in cases if c.speeds) < min_plot_cases:
+            if cases[0].table == "layouts":
+                for case in cases:
+                    layouts.setdefault((model, layout_section(case)), []).append(case)
                 continue
-            path = plot_group(cases, f"{model} {group}", out / "plots" / f"{model}_{group}.png")
+            if sum(1 for c in cases if c.speeds) < min_plot_cases:
+                continue
+            path = plot_group(cases, scaling_title(model, group, cases), out / "plots" / f"{model}_{group}.png")
+            if path:
+                written.append(path)
+        for (model, section), cases in sorted(layouts.items()):
+            path = plot_layouts(model, section, cases, out / "plots" / f"{model}_{section}_layouts.png")
             if path:
                 written.append(path)
     return written

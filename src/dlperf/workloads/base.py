@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dlperf.errors import ConfigError
+from dlperf.metrics.footprint import Footprint
 from dlperf.spec import RunSpec
 
 
@@ -55,6 +56,10 @@ class Workload(ABC):
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
         """Extra record fields computed from the measurement (e.g. tokens/s, MFU); none by default."""
         return {}
+
+    def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint | None:
+        """One rank's estimated memory, for the pre-flight warning; None where the workload cannot tell."""
+        return None
 
     def builder(self, engine: str) -> Callable[..., Any]:
         """This workload's step builder for `engine`, imported only now (it imports the framework)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.metrics import flops
+from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, require_number, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
@@ -60,19 +61,19 @@ class GPTWorkload(Workload):
         layout = layout_of(spec)
         group = f"{cases.short_name(spec, layout.dp, layout.global_batch_size)}_{variant_tag(spec, layout)}"
         log_name = cases.log_name(spec, layout.dp, layout.global_batch_size)
-        report_group = cases.report_group(spec, layout.dp)
         return WorkloadPlan(
             global_batch=layout.global_batch_size,
             batch_per_device=layout.global_batch_size // layout.dp,
             micro_batch=layout.micro_batch_size,
             group=group,
-            # the report's log name, prefixed by the table group (DP_8x1x1 and 2D_8x1x1 are the same layout)
-            stem=f"{report_group}_{log_name}_{variant_tag(spec, layout)}",
+            # the group as the console and the report show it, then the log name that holds every shape value
+            # (heads, micro-batch, sequence) the short name leaves out: DP_8x1x1 and 2D_8x1x1 stay apart
+            stem=f"{group}_{log_name}",
             table="layouts",
             layout=layout,
             record_fields={
                 "report_case": cases.short_name(spec, layout.dp, layout.global_batch_size),
-                "report_group": report_group,
+                "report_group": cases.name_prefix(spec, layout.dp),
                 "parallel": layout.as_record(),
             },
         )
@@ -97,3 +98,31 @@ class GPTWorkload(Workload):
             "mfu": mfu,
             "mfu_note": note,
         }
+
+    def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
+        """The first pipeline stage's rank (it holds the embeddings and the most micro-batches in flight).
+
+        Parameters: l(12h² + 13h) + Vh + sh + 2h. Activations per layer and micro-batch, from Korthikanti et
+        al., "Reducing Activation Recomputation in Large Transformer Models" (2022), for tensor parallelism
+        without sequence parallelism: s·b·h·(10 + 24/t) bytes at 16 bits (doubled for fp32), the paper's figure
+        without the 5·a·s²·b attention-score term that scaled_dot_product_attention's fused kernels do not keep;
+        plus the logits and their gradient (fp32).
+        """
+        config: GPTConfig = spec.workload
+        layout: Layout = plan.layout
+        h, s, layers = config.hidden_size, config.seq_length, config.num_layers
+        tp, pp = layout.tp, layout.pp
+        vocab = padded_vocab(config.vocab_size, tp)
+        layer_params = 12 * h * h + 13 * h
+        params_total = layers * layer_params + vocab * h + s * h + 2 * h
+        params_rank = -(-layers // pp) * layer_params // tp + vocab * h // tp + s * h + 2 * h
+        in_flight = 1 if pp == 1 else (layout.accumulation_steps if layout.pp_schedule == "gpipe" else pp)
+        b = layout.micro_batch_size
+        per_layer = s * b * h * (10 + 24 / tp) * activation_bytes_per_element(spec.precision) / 2
+        logits = 2 * 4 * b * s * vocab / tp
+        return Footprint(
+            params_total=params_total,
+            params_per_rank=params_rank,
+            state_bytes=state_bytes(params_rank, "adamw", spec.precision),
+            activation_bytes=int(in_flight * (-(-layers // pp) * per_layer) + logits),
+        )

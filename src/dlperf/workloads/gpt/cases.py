@@ -118,24 +118,23 @@ def case_values(name: str) -> dict[str, int | str]:
     )
 
 
-def report_group(spec: RunSpec, dp: int) -> str:
-    """DP, MP, 2D or PP: the table group of a known case, else what the layout is."""
+def name_prefix(spec: RunSpec, dp: int) -> str:
+    """DP, MP, 2D, DP_PP, MP_PP or 2D_PP: a named case keeps its own prefix, else what the layout is.
+
+    It starts the short name, the record's group and the file stem alike, so the console, the report and the
+    file name spell a case one way; the report's table puts every `*_PP` prefix in its PP section.
+    """
     config: GPTConfig = spec.workload
-    if config.case in REPORT_CASES:
-        return REPORT_CASES[config.case].group
-    if config.pp > 1:
-        return "PP"
-    return "2D" if config.tp > 1 and dp > 1 else "MP" if config.tp > 1 else "DP"
+    if config.case and (m := SHORT_RE.match(config.case)):
+        return m["group"]
+    kinds = [k for k, n in (("DP", dp), ("MP", config.tp)) if n > 1]
+    return ("2D" if len(kinds) == 2 else (kinds or ["DP"])[0]) + ("_PP" if config.pp > 1 else "")
 
 
 def short_name(spec: RunSpec, dp: int, global_batch: int) -> str:
     """The report's short name of this run, e.g. 2D_4x2x1_16_1536x16 (a named case keeps its own prefix)."""
     config: GPTConfig = spec.workload
-    if config.case and (m := SHORT_RE.match(config.case)):
-        prefix = m["group"]
-    else:
-        kinds = [k for k, n in (("DP", dp), ("MP", config.tp)) if n > 1]
-        prefix = ("2D" if len(kinds) == 2 else (kinds or ["DP"])[0]) + ("_PP" if config.pp > 1 else "")
+    prefix = name_prefix(spec, dp)
     return f"{prefix}_{dp}x{config.tp}x{config.pp}_{global_batch}_{config.hidden_size}x{config.num_layers}"
 
 

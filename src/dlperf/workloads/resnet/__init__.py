@@ -9,9 +9,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.errors import ConfigError, DataError
+from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, choose, require_number, require_positive_int, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.resnet.dali_data import require_dali
+
+# torchvision's resnet50 without its 1000-class head (2048 x 1000 weights + 1000 biases): 25,557,032 in all
+BACKBONE_PARAMS = 25_557_032 - 2048 * 1000 - 1000
+# outputs of every layer for one 224 x 224 image (counted once with forward hooks on torchvision's resnet50):
+# what the backward pass keeps, an upper bound since in-place ReLUs share their input's memory
+ACTIVATIONS_PER_IMAGE_224 = 32_040_424
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 DATA_LOADERS = ("torchvision", "dali")
@@ -94,4 +101,15 @@ class ResNet50Workload(Workload):
             batch_per_device=config.batch_size,
             group=group,
             stem=f"{self.name}_{group}",
+        )
+
+    def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
+        config: ResNetConfig = spec.workload
+        params = BACKBONE_PARAMS + 2049 * config.num_classes
+        elements = ACTIVATIONS_PER_IMAGE_224 * (config.image_size / 224) ** 2 * plan.batch_per_device
+        return Footprint(
+            params_total=params,
+            params_per_rank=params,
+            state_bytes=state_bytes(params, "sgd-momentum", spec.precision),
+            activation_bytes=int(elements * activation_bytes_per_element(spec.precision)),
         )

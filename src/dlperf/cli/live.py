@@ -1,0 +1,125 @@
+"""Live view of a run: follow rank 0's log (records/runlog.py) while the run goes, one plain line per event.
+
+Following the file, rather than a pipe from the workers, works the same for every launcher whose log is written
+where this process can read it (local, Slurm on a shared file system); an ssh run's log comes back at its end.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from dlperf.records.runlog import WindowLine, parse_config, parse_warmup, parse_window
+
+# extra text for a window line (GPT: tokens/s, TFLOP/s, MFU), from the window's samples/s
+WindowExtra = Callable[[float], str]
+
+
+def window_text(line: WindowLine, extra: WindowExtra | None = None) -> str:
+    loss = "nan" if line.loss is None else f"{line.loss:.4f}"
+    text = f"iter {line.iteration}/{line.total}  loss {loss}  {line.samples_per_s:.2f} samples/s  "
+    text += f"{line.ms_per_iter:.1f} ms/iter"
+    return text + (f"  {extra(line.samples_per_s)}" if extra else "")
+
+
+class LogFollower:
+    """A thread that prints rank 0's log events as they reach the file, until `stop()`.
+
+    While nothing new comes it says every `quiet_s` seconds how long the phase has lasted, so a long start-up or
+    compile is not a silence. A log left from an earlier run (replaced at start with --overwrite) is skipped by
+    following the file's inode and ignoring files older than this follower.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        emit: Callable[[str], None],
+        extra: WindowExtra | None = None,
+        quiet_s: float = 30.0,
+        poll_s: float = 0.5,
+    ) -> None:
+        self.path, self.emit, self.extra = path, emit, extra
+        self.quiet_s, self.poll_s = quiet_s, poll_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="dlperf-log-follower", daemon=True)
+        self._started = time.time()
+        self._phase = "starting the ranks"
+        self._phase_since = time.monotonic()
+
+    def __enter__(self) -> LogFollower:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Read what is left, then end the thread."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _open(self) -> TextIO | None:
+        try:
+            if os.stat(self.path).st_mtime < self._started - 1:
+                return None  # an earlier run's log, about to be replaced
+            return open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in _follow
+        except OSError:
+            return None
+
+    def _follow(self) -> None:
+        handle: TextIO | None = None
+        pending = ""
+        last_news = time.monotonic()
+        try:
+            while True:
+                stopping = self._stop.is_set()
+                if handle is None:
+                    handle = self._open()
+                elif self._replaced(handle):
+                    handle.close()
+                    handle, pending = self._open(), ""
+                if handle is not None:
+                    pending += handle.read()
+                    *lines, pending = pending.split("\n")
+                    for line in lines:
+                        if self._event(line):
+                            last_news = time.monotonic()
+                if stopping:
+                    return
+                if time.monotonic() - last_news >= self.quiet_s:
+                    self.emit(f"... {self._phase}: {time.monotonic() - self._phase_since:.0f} s")
+                    last_news = time.monotonic()
+                self._stop.wait(self.poll_s)
+        finally:
+            if handle is not None:
+                handle.close()
+
+    def _replaced(self, handle: TextIO) -> bool:
+        try:
+            return os.stat(self.path).st_ino != os.fstat(handle.fileno()).st_ino
+        except OSError:
+            return False
+
+    def _event(self, line: str) -> bool:
+        """Print one log line's event; False for lines that are not events."""
+        if (config := parse_config(line)) is not None:
+            self._phase, self._phase_since = "warming up", time.monotonic()
+            compiled = " (with torch.compile: the first step compiles)" if config.get("compile") else ""
+            self.emit(f"ranks up ({config.get('world_size')}): warming up {config.get('warmup_iters')} iterations"
+                      f"{compiled}")  # fmt: skip
+            return True
+        if (warmup := parse_warmup(line)) is not None:
+            self._phase, self._phase_since = "timing", time.monotonic()
+            self.emit(
+                f"warm-up done in {warmup.elapsed_s:.1f} s (first step, start-up and compile: "
+                f"{warmup.first_step_s:.1f} s); timing"
+            )
+            return True
+        if (window := parse_window(line)) is not None:
+            self.emit(window_text(window, self.extra))
+            return True
+        return False

@@ -1,0 +1,216 @@
+"""What a person sees and keeps (issue 11): live progress, output that survives pipes, file modes, exit codes,
+readable env, and one clear line for each refusal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TINY, run_cli
+from test_report import record
+
+from dlperf.cli.display import eta_text, percent
+from dlperf.cli.env_cmd import env_lines
+from dlperf.cli.live import LogFollower
+from dlperf.launch.hosts import Host, slots_per_node
+from dlperf.records.runlog import RunLogWriter, WarmupLine, WindowLine
+from dlperf.records.store import write_json_atomic, write_text_atomic
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_atomic_writes_respect_the_umask(tmp_path, umask_022, capsys):
+    write_text_atomic(tmp_path / "a.txt", "x")
+    write_json_atomic(tmp_path / "r" / "a.json", {"a": 1})
+    assert mode(tmp_path / "a.txt") == 0o644 and mode(tmp_path / "r" / "a.json") == 0o644
+    # report.md, summary.json and the plots of a results folder
+    for i, speed in enumerate([100.0, 101.0], 1):
+        write_json_atomic(tmp_path / "res" / "resnet50" / "1n1g" / f"r_{i}.json", record("1n1g", i, speed))
+    code, _, err = run_cli(["report", str(tmp_path / "res")], capsys)
+    assert code == 0, err
+    for name in ("report.md", "summary.json", "plots/resnet50_b128_fp32.png", "resnet50/1n1g/r_1.json"):
+        assert mode(tmp_path / "res" / name) == 0o644, name
+    os.umask(0o077)  # a private umask is respected too
+    write_text_atomic(tmp_path / "p.txt", "x")
+    assert mode(tmp_path / "p.txt") == 0o600
+
+
+def test_history_table_into_a_pipe_keeps_every_cell_whole(tmp_path, capsys):
+    """capsys is not a terminal: plain lines, no 80-column wrap, no ellipsis, no 1970 date."""
+    label = "a-long-label-" + "x" * 90
+    rec = record("1n1g", 1, 123.45, started_at=None, env={"git": {"commit": "c" * 40}})
+    write_json_atomic(tmp_path / "res" / "resnet50" / "1n1g" / "r_1.json", rec)
+    db = tmp_path / "deep" / ("folder-" * 12) / "h.sqlite"
+    assert run_cli(["history", "add", str(tmp_path / "res"), "--db", str(db), "--label", label], capsys)[0] == 0
+    code, out, _ = run_cli(["history", "show", "--db", str(db)], capsys)
+    assert code == 0
+    assert f"history in {db}" in out.splitlines()  # the long path whole, on one line
+    row = next(line for line in out.splitlines() if line.startswith("resnet50"))
+    assert label in row and "123.45" in row and "not recorded" in row and "…" not in out and "1970" not in out
+
+
+def test_percent_and_eta():
+    assert percent(0.527) == "52.7%" and percent(None) == "n/a" and percent(1e-6) == "<0.1%"
+    assert eta_text([60.0, 120.0], 4) == "4 runs left, ETA 6m00s"
+    assert eta_text([], 2) == "2 runs left, ETA after the first run" and eta_text([5.0], 0) == ""
+
+
+def test_log_follower_prints_each_event_as_it_lands(tmp_path):
+    log = tmp_path / "run.log"
+    seen: list[str] = []
+    with LogFollower(log, seen.append, extra=lambda speed: f"{speed * 2:.0f} tokens/s", poll_s=0.05):
+        time.sleep(0.2)
+        writer = RunLogWriter(log)
+        writer.config({"world_size": 2, "warmup_iters": 3, "compile": True})
+        writer.warmup(WarmupLine(3, 12.5, 14.25, time.time()))
+        writer.window(WindowLine(20, 40, 6.5, 100.0, 80.0, time.time()))
+        writer.close()
+        time.sleep(0.3)
+    assert seen[0] == "ranks up (2): warming up 3 iterations (with torch.compile: the first step compiles)"
+    assert seen[1] == "warm-up done in 14.2 s (first step, start-up and compile: 12.5 s); timing"
+    assert seen[2] == "iter 20/40  loss 6.5000  100.00 samples/s  80.0 ms/iter  200 tokens/s"
+
+
+def test_log_follower_says_how_long_a_silent_phase_lasts(tmp_path):
+    seen: list[str] = []
+    with LogFollower(tmp_path / "none.log", seen.append, quiet_s=0.1, poll_s=0.05):
+        time.sleep(0.35)
+    assert seen and seen[0].startswith("... starting the ranks: ")
+
+
+def test_env_text_is_readable_and_claims_no_cuda_without_a_gpu():
+    env = {"host": "vm", "cpu": "Xeon", "cpu_cores": 2, "cpu_threads": 2, "memory_gib": 23.5, "os": "Linux",
+           "python": "3.11.7", "gpus": [], "topology": None, "git": {"commit": "abc", "dirty": True},
+           "torch": "2.15.0+cu132", "torchvision": "0.29.2", "cuda_available": False, "cuda": None, "cudnn": None,
+           "nccl": None, "jax": None}  # fmt: skip
+    text = "\n".join(env_lines(env))
+    assert "{" not in text and "None" not in text
+    assert "CUDA" not in text.replace("no CUDA, cuDNN or NCCL version is claimed", "")
+    assert "dlperf commit  abc (uncommitted changes)" in text and "jax" in text and "not installed" in text
+    gpu = {**env, "gpus": [{"index": 0, "name": "NVIDIA H100", "memory_mib": 81559, "driver": "550.54"}],
+           "cuda_available": True, "cuda": "12.4", "cudnn": 90100, "nccl": "2.21.5"}  # fmt: skip
+    text = "\n".join(env_lines(gpu))
+    assert "GPU 0          NVIDIA H100, 81559 MiB, driver 550.54" in text
+    assert "CUDA           12.4, cuDNN 90100, NCCL 2.21.5" in text
+
+
+def test_hostfile_slots_set_processes_per_node():
+    assert slots_per_node([Host("a", 4), Host("b", 2)]) == 2
+    assert slots_per_node([Host("a", 4), Host("b")]) is None and slots_per_node([]) is None
+
+
+def test_hostfile_slots_in_a_dry_run(tmp_path, capsys):
+    hostfile = tmp_path / "hosts.txt"
+    hostfile.write_text("node1 slots=2\nnode2 slots=2\n")
+    code, out, err = run_cli(["run", *TINY, "--hostfile", str(hostfile), "--dry-run"], capsys)
+    assert code == 0, err
+    assert "# resnet50 2n2g repeat 1" in out and '"nproc_per_node": 2' in out
+    code, out, _ = run_cli(["run", *TINY, "--hostfile", str(hostfile), "--devices-per-node", "1", "--dry-run"], capsys)
+    assert code == 0 and "# resnet50 2n1g repeat 1" in out  # the flag wins over slots
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["run", "--model", "resnet50", "--case", "DP_8x1x1_16_1536x16"], ["'case'", "--model gpt"]),
+        (["compare", "a", "b", "--threshold", "-1"], ["--threshold", "-1"]),
+        (["history", "show", "--db", "/nonexistent-dlperf/h.sqlite"], ["does not exist", "history add"]),
+    ],
+)
+def test_refusals_are_one_line(args, needles, capsys):
+    from test_bad_input import assert_one_line_error
+
+    code, _, err = run_cli(args, capsys)
+    assert_one_line_error(code, err, *needles)
+    assert not Path("/nonexistent-dlperf").exists()
+
+
+def test_sweep_file_errors_name_the_file_and_the_key(tmp_path, capsys):
+    from test_bad_input import assert_one_line_error
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: resnet50\nbatch_size: -4\ndevice: cpu\n")
+    code, _, err = run_cli(["sweep", str(bad), "--out", str(tmp_path / "out")], capsys)
+    assert_one_line_error(code, err, f"sweep file {bad}, key batch_size:", "batch_size must be a positive integer")
+    assert "--batch-size" not in err
+
+
+SWEEP = """
+model: resnet50
+topology: [1n1g]
+batch_size: 2
+image_size: 32
+num_classes: 10
+device: cpu
+warmup_iters: 1
+iters: 2
+print_every: 1
+repeats: 2
+"""
+
+
+def test_resume_that_keeps_failed_runs_exits_1_and_names_retry_failed(tmp_path, capsys):
+    config = tmp_path / "sweep.yaml"
+    config.write_text(SWEEP)
+    out = tmp_path / "out"
+    folder = out / "resnet50" / "1n1g"
+    ok = record("1n1g", 1, 100.0, group="b2_fp32", sweep_id="s1")
+    write_json_atomic(folder / "resnet50_b2_fp32_1.json", ok)
+    write_json_atomic(folder / "resnet50_b2_fp32_2.json", record("1n1g", 2, None, group="b2_fp32", sweep_id="s1"))
+    code, stdout, err = run_cli(["sweep", str(config), "--out", str(out), "--resume"], capsys)
+    assert code == 1, err
+    assert "failed before, kept" in stdout
+    assert f"dlperf sweep {config} --out {out} --resume --retry-failed" in stdout
+    assert "sweep s1:" in stdout  # the resumed sweep keeps its id
+
+
+@pytest.mark.slow
+def test_run_into_a_pipe_under_umask_022(tmp_path):
+    """A real run: live lines and the whole record path through a pipe, files 0644 under umask 022."""
+    out = tmp_path / ("a-results-folder-with-a-long-name-" * 3)
+    done = subprocess.run(
+        [sys.executable, "-m", "dlperf", "run", *TINY, "--out", str(out)],
+        capture_output=True, text=True, timeout=300, umask=0o022,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    folder = out / "resnet50" / "1n1g"
+    assert lines[0] == f"log: {folder / 'resnet50_b4_fp32_1.log'}"
+    assert any(line.startswith("ranks up (1): warming up 1 iterations") for line in lines)
+    assert any(line.startswith("warm-up done in ") for line in lines)
+    assert [line.split()[1] for line in lines if line.startswith("iter ")] == ["2/4", "4/4"]
+    assert lines[-1] == f"record: {folder / 'resnet50_b4_fp32_1.json'}"  # never wrapped at 80 columns
+    assert mode(folder / "resnet50_b4_fp32_1.json") == 0o644 and mode(folder / "resnet50_b4_fp32_1.log") == 0o644
+
+
+@pytest.mark.slow
+def test_sigterm_exits_143(tmp_path):
+    args = list(TINY)
+    args[args.index("--iters") + 1] = "100000"  # runs until stopped
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlperf", "run", *args, "--out", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    log = tmp_path / "resnet50" / "1n1g" / "resnet50_b4_fp32_1.log"
+    deadline = time.time() + 180
+    while time.time() < deadline and not (log.exists() and "iter " in log.read_text()):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "terminated (SIGTERM)" in stderr

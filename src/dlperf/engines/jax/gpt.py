@@ -24,10 +24,19 @@ def padded_vocab(vocab_size: int, tp: int) -> int:
     return -(-vocab_size // multiple) * multiple
 
 
+def attention_implementation(backend: str, dtype: Any, head_dim: int) -> str | None:
+    """cuDNN's fused flash attention where it applies (GPU, 16-bit, head dim a multiple of 8 up to 128), as
+    PyTorch's SDPA picks its flash kernel there; XLA's own attention elsewhere (None)."""
+    if backend == "gpu" and dtype != jnp.float32 and head_dim % 8 == 0 and head_dim <= 128:
+        return "cudnn"
+    return None
+
+
 class Block(nn.Module):
     hidden_size: int
     num_heads: int
     dtype: Any
+    attention: str | None
 
     def setup(self) -> None:
         h = self.hidden_size
@@ -41,7 +50,9 @@ class Block(nn.Module):
         batch, seq, _ = x.shape
         heads = lambda t: t.reshape(batch, seq, self.num_heads, -1)  # noqa: E731  (B, T, N, H), JAX's layout
         y = self.attn_norm(x)
-        attn = jax.nn.dot_product_attention(heads(self.wq(y)), heads(self.wk(y)), heads(self.wv(y)), is_causal=True)
+        attn = jax.nn.dot_product_attention(
+            heads(self.wq(y)), heads(self.wk(y)), heads(self.wv(y)), is_causal=True, implementation=self.attention
+        )
         x = x + self.wo(attn.reshape(batch, seq, -1))
         return x + self.fc_out(jax.nn.gelu(self.fc_in(self.mlp_norm(x)), approximate=False))  # torch's exact GELU
 
@@ -55,6 +66,7 @@ class GPT(nn.Module):
     seq_length: int
     vocab_size: int
     dtype: Any = jnp.float32
+    attention: str | None = None  # jax.nn.dot_product_attention's implementation; see attention_implementation
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
@@ -64,5 +76,5 @@ class GPT(nn.Module):
                            name="pos_emb")  # fmt: skip
         x = tok_emb(tokens) + pos_emb(jnp.arange(tokens.shape[1]))
         for i in range(self.num_layers):
-            x = Block(self.hidden_size, self.num_heads, self.dtype, name=f"layers_{i}")(x)
+            x = Block(self.hidden_size, self.num_heads, self.dtype, self.attention, name=f"layers_{i}")(x)
         return tok_emb.attend(nn.LayerNorm(epsilon=LN_EPS, dtype=self.dtype, name="norm")(x))

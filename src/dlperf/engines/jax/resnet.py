@@ -37,7 +37,12 @@ class Bottleneck(nn.Module):
             kernel_init=conv_init, dtype=self.dtype, name=name,
         )  # fmt: skip
         norm = lambda name: nn.BatchNorm(  # noqa: E731
-            use_running_average=not train, momentum=0.9, epsilon=1e-5, dtype=self.dtype, name=name
+            use_running_average=not train,
+            momentum=0.9,
+            epsilon=1e-5,
+            use_fast_variance=False,
+            dtype=self.dtype,
+            name=name,
         )
         out = nn.relu(norm("bn1")(conv(self.width, 1, 1, 0, "conv1")(x)))
         out = nn.relu(norm("bn2")(conv(self.width, 3, self.stride, 1, "conv2")(out)))
@@ -58,7 +63,11 @@ class ResNet50(nn.Module):
         x = nn.Conv(64, (7, 7), (2, 2), ((3, 3), (3, 3)), use_bias=False, kernel_init=conv_init, dtype=self.dtype)(
             x.astype(self.dtype)
         )
-        x = nn.relu(nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, dtype=self.dtype)(x))
+        x = nn.relu(
+            nn.BatchNorm(
+                use_running_average=not train, momentum=0.9, epsilon=1e-5, use_fast_variance=False, dtype=self.dtype
+            )(x)
+        )
         x = nn.max_pool(x, (3, 3), (2, 2), ((1, 1), (1, 1)))
         for width, blocks, stride in STAGES:
             for i in range(blocks):

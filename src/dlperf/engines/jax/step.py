@@ -17,7 +17,7 @@ from flax import linen as nn
 
 import jax
 from dlperf.engines.jax import data, parallel, train
-from dlperf.engines.jax.gpt import GPT, padded_vocab
+from dlperf.engines.jax.gpt import GPT, attention_implementation, padded_vocab
 from dlperf.engines.jax.resnet import ResNet50
 from dlperf.engines.jax.support import GPT_DEFAULT_LR, check_supported, gpt_layout
 from jax.experimental import multihost_utils
@@ -71,13 +71,16 @@ def resnet_recipe(cfg: Mapping[str, Any], precision: str, world_size: int, seed:
 def gpt_recipe(cfg: Mapping[str, Any], precision: str, world_size: int, seed: int) -> Recipe:
     """DP x TP; AdamW (0.9, 0.95), lr 1.5e-4 unless given; the vocab padded to 128 x tp as in PyTorch."""
     dp, tp, global_batch, steps = gpt_layout(cfg, world_size)
+    dtype = train.compute_dtype(precision)
+    head_dim = cfg["hidden_size"] // cfg["num_heads"]
     module = GPT(
         cfg["num_layers"],
         cfg["hidden_size"],
         cfg["num_heads"],
         cfg["seq_length"],
         padded_vocab(cfg["vocab_size"], tp),
-        train.compute_dtype(precision),
+        dtype,
+        attention_implementation(jax.default_backend(), dtype, head_dim),
     )
 
     def loss_fn(params: Any, extra: Any, micro: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, Any]:

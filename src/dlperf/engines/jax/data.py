@@ -1,0 +1,40 @@
+"""Synthetic batches as global arrays: sample i is drawn from its own seed (seed, i), so every layout and
+process count sees the same global batch while each process generates only the rows its devices hold."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+import jax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+Row = Callable[[int], np.ndarray]
+
+
+def global_batch(mesh: Mesh, steps: int, per_step: int, row: Row) -> jax.Array:
+    """A (steps, per_step, *row) array, micro-batch s holding samples s*per_step ..., split over "dp"."""
+    first = row(0)
+    shape = (steps, per_step, *first.shape)
+
+    def fetch(index: tuple[slice, ...]) -> np.ndarray:
+        rows = [[row(s * per_step + b) for b in range(per_step)[index[1]]] for s in range(steps)[index[0]]]
+        block = np.asarray(rows, dtype=first.dtype).reshape(len(rows), -1, *first.shape)
+        return block[(slice(None), slice(None), *index[2:])]
+
+    return jax.make_array_from_callback(shape, NamedSharding(mesh, P(None, "dp")), fetch)
+
+
+def image_rows(seed: int, image_size: int, num_classes: int) -> tuple[Row, Row]:
+    """NHWC images from N(0, 1) and uniform labels, as the torch workload's synthetic mode draws them."""
+    images = lambda i: np.random.default_rng((seed, i, 0)).standard_normal((image_size, image_size, 3), np.float32)  # noqa: E731
+    labels = lambda i: np.asarray(np.random.default_rng((seed, i, 1)).integers(num_classes), np.int32)  # noqa: E731
+    return images, labels
+
+
+def token_rows(seed: int, seq_length: int, vocab_size: int) -> tuple[Row, Row]:
+    """Inputs and next-token labels of one random window of seq+1 ids below the unpadded vocab size."""
+    window = lambda i: np.random.default_rng((seed, i)).integers(0, vocab_size, seq_length + 1).astype(np.int32)  # noqa: E731
+    return (lambda i: window(i)[:-1]), (lambda i: window(i)[1:])

@@ -1,0 +1,80 @@
+"""The GPT decoder of workloads/gpt/model.py in Flax: pre-LayerNorm blocks, causal attention through
+jax.nn.dot_product_attention, 4x exact-GELU MLP, learned positions, output tied to the token embedding.
+
+Parameter names mirror the PyTorch module (wq/wk/wv/wo, fc_in/fc_out, tok_emb/pos_emb) so that the tensor
+parallel plan in parallel.py reads like PyTorch's; `param_count` is the same as the PyTorch count_parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flax import linen as nn
+
+import jax
+import jax.numpy as jnp
+
+normal_init = nn.initializers.normal(stddev=0.02)  # GPT-2's N(0, 0.02) weights, zero biases
+LN_EPS = 1e-5  # torch.nn.LayerNorm's default
+
+
+def padded_vocab(vocab_size: int, tp: int) -> int:
+    """Round up to a multiple of 128 x tp, as Megatron (and the PyTorch GPT) do, for aligned vocab shards."""
+    multiple = 128 * tp
+    return -(-vocab_size // multiple) * multiple
+
+
+def attention_implementation(backend: str, dtype: Any, head_dim: int) -> str | None:
+    """cuDNN's fused flash attention where it applies (GPU, 16-bit, head dim a multiple of 8 up to 128), as
+    PyTorch's SDPA picks its flash kernel there; XLA's own attention elsewhere (None)."""
+    if backend == "gpu" and dtype != jnp.float32 and head_dim % 8 == 0 and head_dim <= 128:
+        return "cudnn"
+    return None
+
+
+class Block(nn.Module):
+    hidden_size: int
+    num_heads: int
+    dtype: Any
+    attention: str | None
+
+    def setup(self) -> None:
+        h = self.hidden_size
+        dense = lambda features: nn.Dense(features, dtype=self.dtype, kernel_init=normal_init)  # noqa: E731
+        self.attn_norm = nn.LayerNorm(epsilon=LN_EPS, dtype=self.dtype)
+        self.wq, self.wk, self.wv, self.wo = dense(h), dense(h), dense(h), dense(h)
+        self.mlp_norm = nn.LayerNorm(epsilon=LN_EPS, dtype=self.dtype)
+        self.fc_in, self.fc_out = dense(4 * h), dense(h)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        batch, seq, _ = x.shape
+        heads = lambda t: t.reshape(batch, seq, self.num_heads, -1)  # noqa: E731  (B, T, N, H), JAX's layout
+        y = self.attn_norm(x)
+        attn = jax.nn.dot_product_attention(
+            heads(self.wq(y)), heads(self.wk(y)), heads(self.wv(y)), is_causal=True, implementation=self.attention
+        )
+        x = x + self.wo(attn.reshape(batch, seq, -1))
+        return x + self.fc_out(jax.nn.gelu(self.fc_in(self.mlp_norm(x)), approximate=False))  # torch's exact GELU
+
+
+class GPT(nn.Module):
+    """Token ids (B, T) -> logits (B, T, vocab) in `dtype`; `vocab_size` is already padded."""
+
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    seq_length: int
+    vocab_size: int
+    dtype: Any = jnp.float32
+    attention: str | None = None  # jax.nn.dot_product_attention's implementation; see attention_implementation
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        tok_emb = nn.Embed(self.vocab_size, self.hidden_size, dtype=self.dtype, embedding_init=normal_init,
+                           name="tok_emb")  # fmt: skip
+        pos_emb = nn.Embed(self.seq_length, self.hidden_size, dtype=self.dtype, embedding_init=normal_init,
+                           name="pos_emb")  # fmt: skip
+        x = tok_emb(tokens) + pos_emb(jnp.arange(tokens.shape[1]))
+        for i in range(self.num_layers):
+            x = Block(self.hidden_size, self.num_heads, self.dtype, self.attention, name=f"layers_{i}")(x)
+        return tok_emb.attend(nn.LayerNorm(epsilon=LN_EPS, dtype=self.dtype, name="norm")(x))

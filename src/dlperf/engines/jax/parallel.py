@@ -1,0 +1,83 @@
+"""Processes, devices and shardings through JAX's own machinery: jax.distributed for the processes that
+dlperf's launchers start (one device each, as torchrun's workers have), one (dp, tp) device Mesh, and
+NamedShardings from which XLA's partitioner derives every collective.
+
+Tensor parallelism follows the PyTorch layout (workloads/gpt/parallel.py, Megatron's split): q/k/v and MLP-in
+column-wise, attention-out and MLP-out row-wise, the token embedding (and the tied output) split over the vocab.
+Ranks are row-major over (dp, tp) as in PyTorch's mesh: TP groups are neighbouring ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import jax
+from dlperf.errors import ConfigError
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+# Flax parameter path (module, parameter) -> how it is split over "tp"; everything else is replicated.
+TP_PLAN: dict[tuple[str, str], P] = {
+    **{(name, "kernel"): P(None, "tp") for name in ("wq", "wk", "wv", "fc_in")},  # column-wise
+    **{(name, "bias"): P("tp") for name in ("wq", "wk", "wv", "fc_in")},
+    **{(name, "kernel"): P("tp", None) for name in ("wo", "fc_out")},  # row-wise; their bias is replicated
+    ("tok_emb", "embedding"): P("tp", None),  # vocab-parallel embedding and tied output
+}
+
+
+def initialize(coordinator: str | None, world_size: int, rank: int, local_rank: int, device: str) -> None:
+    """Pick the platform and, for several processes, join them through jax.distributed.
+
+    Must run before anything touches a JAX backend. On CPUs the collectives go through gloo, so multi-process
+    runs (and their tests) work without an accelerator; on GPUs each process owns device `local_rank`.
+    """
+    if device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    elif device == "cuda":
+        jax.config.update("jax_platforms", "cuda")
+    if world_size == 1:
+        return
+    if not coordinator:
+        raise ConfigError(f"a {world_size}-process JAX run needs a coordinator address (host:port)")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    local_ids = None if device == "cpu" else [local_rank]
+    jax.distributed.initialize(coordinator, num_processes=world_size, process_id=rank, local_device_ids=local_ids)
+
+
+def build_mesh(dp: int, tp: int) -> Mesh:
+    """The (dp, tp) mesh over the first dp x tp devices of all processes, with JAX's automatic (GSPMD)
+    sharding propagation between the shardings given here."""
+    devices = jax.devices()
+    if len(devices) < dp * tp:
+        raise ConfigError(
+            f"the layout dp x tp = {dp} x {tp} needs {dp * tp} devices, JAX sees {len(devices)}: "
+            f"start {dp * tp} processes or lower the layout"
+        )
+    return Mesh(np.asarray(devices[: dp * tp]).reshape(dp, tp), ("dp", "tp"), axis_types=(AxisType.Auto,) * 2)
+
+
+def param_shardings(mesh: Mesh, abstract_params: Any) -> Any:
+    """A NamedSharding per parameter: TP_PLAN's split where the mesh has tp > 1, replicated otherwise."""
+
+    def spec(path: tuple, _leaf: Any) -> NamedSharding:
+        names = tuple(str(getattr(key, "key", key)) for key in path[-2:])
+        plan = TP_PLAN.get(names, P()) if mesh.shape["tp"] > 1 else P()
+        return NamedSharding(mesh, plan)
+
+    return jax.tree_util.tree_map_with_path(spec, abstract_params)
+
+
+def global_array(mesh: Mesh, spec: P, host: np.ndarray) -> jax.Array:
+    """One global array from the same host array on every process; each process places only its own shards."""
+    return jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda index: host[index])
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P())
+
+
+def first_value(array: jax.Array) -> float:
+    """A replicated scalar as a float on any process (its local copy; no collective)."""
+    return float(np.asarray(array.addressable_data(0)))

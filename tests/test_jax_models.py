@@ -1,0 +1,115 @@
+"""The JAX engine's Flax models are the PyTorch ones: same parameter tensors, same counts; and what the
+engine refuses, it refuses in one line before any process starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("flax", reason="the JAX engine needs jax, flax and optax: pip install 'dlperf[jax]'")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from dlperf.engines.jax.gpt import GPT  # noqa: E402
+from dlperf.engines.jax.resnet import ResNet50  # noqa: E402
+from dlperf.engines.jax.support import check_supported, gpt_layout  # noqa: E402
+from dlperf.errors import ConfigError  # noqa: E402
+
+RESNET50_PARAMETERS = 25_557_032  # torchvision's published figure for resnet50 (IMAGENET1K_V1 weights' "num_params")
+
+
+def flax_shapes(module, sample) -> Counter:
+    """Parameter shapes as PyTorch stores them: conv kernels HWIO -> OIHW, dense kernels (in, out) -> (out, in)."""
+    params = jax.eval_shape(module.init, jax.random.key(0), sample)["params"]
+    shapes: Counter = Counter()
+    for leaf in jax.tree.leaves(params):
+        shape = leaf.shape
+        if len(shape) == 4:
+            shape = (shape[3], shape[2], shape[0], shape[1])
+        elif len(shape) == 2:
+            shape = shape[::-1]
+        shapes[shape] += 1
+    return shapes
+
+
+def torch_shapes(module) -> Counter:
+    return Counter(tuple(p.shape) for p in module.parameters() if p.requires_grad)
+
+
+def test_resnet50_matches_torchvision():
+    torchvision = pytest.importorskip("torchvision")
+    torch_model = torchvision.models.resnet50(weights=None)
+    shapes = flax_shapes(ResNet50(1000), jnp.zeros((1, 224, 224, 3)))
+    count = sum(n * _size(shape) for shape, n in shapes.items())
+    assert count == sum(p.numel() for p in torch_model.parameters() if p.requires_grad) == RESNET50_PARAMETERS
+    # equal multisets of tensor shapes: the same layers, not just the same total
+    assert shapes == torch_shapes(torch_model)
+
+
+def test_gpt_matches_torch_gpt():
+    pytest.importorskip("torch")
+    from dlperf.workloads.gpt.model import GPT as TorchGPT
+    from dlperf.workloads.gpt.model import GPTShape, count_parameters
+
+    shape = GPTShape(num_layers=3, hidden_size=64, num_heads=4, seq_length=32, vocab_size=640)
+    module = GPT(shape.num_layers, shape.hidden_size, shape.num_heads, shape.seq_length, shape.vocab_size)
+    shapes = flax_shapes(module, jnp.zeros((1, shape.seq_length), jnp.int32))
+    # nn.Embed stores (vocab, hidden) as torch does: undo the 2-D flip for the two embeddings
+    for rows in (shape.vocab_size, shape.seq_length):
+        shapes[(shape.hidden_size, rows)] -= 1
+        shapes[(rows, shape.hidden_size)] += 1
+    assert +shapes == torch_shapes(TorchGPT(shape))  # the tied output weight is the embedding: counted once
+    assert sum(n * _size(s) for s, n in shapes.items()) == count_parameters(shape)
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    size = 1
+    for dim in shape:
+        size *= dim
+    return size
+
+
+@pytest.mark.parametrize(
+    ("model", "cfg", "precision", "words"),
+    [
+        ("gpt", {}, "amp-fp16", "amp-fp16 is not available"),
+        ("gpt", {"pp": 2}, "fp32", "no pipeline parallelism"),
+        ("resnet50", {"data": "/imagenet"}, "fp32", "synthetic data only"),
+        ("bert", {}, "fp32", "no model 'bert'"),
+    ],
+)
+def test_refusals_are_one_line(model, cfg, precision, words):
+    with pytest.raises(ConfigError, match=words) as error:
+        check_supported(model, cfg, precision)
+    assert "\n" not in str(error.value)
+
+
+def test_gpt_layout_resolves_like_torch():
+    cfg = {"tp": 2, "num_heads": 4, "micro_batch_size": 2, "global_batch_size": 16}
+    assert gpt_layout(cfg, 4) == (2, 2, 16, 4)  # dp = 4 / 2; 16 / (2 x 2) accumulation steps
+    with pytest.raises(ConfigError, match="not equal"):
+        gpt_layout({**cfg, "dp": 3}, 4)
+
+
+def test_engine_imports_no_torch():
+    code = "import sys, dlperf.engines.jax.step; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_bf16_computes_in_bf16_and_keeps_fp32_parameters():
+    from dlperf.engines.jax.step import build_jax_step
+
+    cfg = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512, micro_batch_size=4,
+               lr=1e-3, weight_decay=0.1)  # fmt: skip
+    losses = {}
+    for precision in ("fp32", "amp-bf16"):
+        step = build_jax_step("gpt", cfg, precision=precision, device="cpu", seed=3)
+        losses[precision] = [step.read_loss(step.step()) for _ in range(2)]
+        assert {leaf.dtype for leaf in jax.tree.leaves(step.state)} <= {jnp.dtype("float32"), jnp.dtype("int32")}
+    # the same model and batch (log 512 = 6.24 at the start), computed at bf16's ~3 significant digits
+    assert losses["amp-bf16"] == pytest.approx(losses["fp32"], abs=0.05)
+    assert losses["amp-bf16"] != losses["fp32"]

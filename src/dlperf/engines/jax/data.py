@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 import jax
+import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flax import linen as nn
-
 import jax
 import jax.numpy as jnp
+from flax import linen as nn
 
 normal_init = nn.initializers.normal(stddev=0.02)  # GPT-2's N(0, 0.02) weights, zero biases
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default

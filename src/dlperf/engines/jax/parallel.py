@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 import jax
-from dlperf.errors import ConfigError
+import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+
+from dlperf.errors import ConfigError
 
 # Flax parameter path (module, parameter) -> how it is split over "tp"; everything else is replicated.
 TP_PLAN: dict[tuple[str, str], P] = {

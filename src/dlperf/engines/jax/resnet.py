@@ -7,10 +7,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from flax import linen as nn
-
 import jax
 import jax.numpy as jnp
+from flax import linen as nn
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride of the first block)
 EXPANSION = 4

@@ -12,16 +12,16 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
+import jax
 import optax
 from flax import linen as nn
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
 
-import jax
 from dlperf.engines.jax import data, parallel, train
 from dlperf.engines.jax.gpt import GPT, attention_implementation, padded_vocab
 from dlperf.engines.jax.resnet import ResNet50
 from dlperf.engines.jax.support import GPT_DEFAULT_LR, check_supported, gpt_layout
-from jax.experimental import multihost_utils
-from jax.sharding import Mesh
 
 MIB = 1024 * 1024
 

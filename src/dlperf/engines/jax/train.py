@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import optax
-
 import jax
 import jax.numpy as jnp
+import optax
 
 COMPUTE_DTYPES = {"fp32": jnp.float32, "amp-bf16": jnp.bfloat16}
 

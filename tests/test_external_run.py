@@ -81,7 +81,7 @@ def test_pytorch_script_sweep_on_one_and_two_ranks_is_reported(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     (group,) = summary["resnet50"].values()
     one, two = group["1n1g"], group["1n2g"]
-    assert one["median_speed"] == pytest.approx(found[1]["throughput"], rel=1e-6)
+    assert one["median_speed"] == pytest.approx(found[1]["throughput"], abs=0.01)  # rounded to 2 places
     assert two["speedup"] == pytest.approx(found[2]["throughput"] / found[1]["throughput"], abs=0.01)
 
 

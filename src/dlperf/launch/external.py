@@ -72,11 +72,11 @@ def _pump(stream: IO[bytes], prefix: bytes, log: IO[bytes] | None, lock: threadi
     stream.close()
 
 
-def _start(process: Process, workdir: str, env: dict[str, str], log: IO[bytes] | None, lock: threading.Lock):
+def _start(process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock) -> Running:
     proc = subprocess.Popen(
         process.argv,
         cwd=workdir,
-        env={"PYTHONUNBUFFERED": "1", **os.environ, **env, **process.env},
+        env={"PYTHONUNBUFFERED": "1", **os.environ, **process.env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -138,6 +138,7 @@ def launch(spec: AgentSpec) -> NodeResult:
     """Start this node's command processes and wait for them; never raises for a process's failure."""
     command, settings = spec.command, spec.launch
     assert command is not None  # the agent sends only external runs here
+    os.environ.update(settings.env)  # the processes inherit it: node name, socket interface
     host = node_name()
     node_rank = settings.node_rank if settings.node_rank is not None else int(os.environ.get("SLURM_PROCID", "0"))
     addr, port = split_endpoint(settings.rdzv_endpoint)
@@ -154,7 +155,7 @@ def launch(spec: AgentSpec) -> NodeResult:
     try:
         for process in processes:
             try:
-                running.append(_start(process, command.workdir, settings.env, log, lock))
+                running.append(_start(process, command.workdir, log, lock))
             except OSError as error:
                 return NodeResult.failed(
                     f"cannot start `{shlex.join(process.argv)}` on {host}: {error.strerror or error}",

@@ -55,3 +55,24 @@ def test_pytorch_script_on_two_hosts(cluster, tmp_path):
     assert sorted(consoles) == [f"resnet50_b4_fp32_external_1.node{i}-{h}.console.txt" for i, h in enumerate(hosts)]
     assert "[rank 1] Epoch: [0][24/24]" in consoles[f"resnet50_b4_fp32_external_1.node1-{hosts[1]}.console.txt"]
     assert cluster.stray_pids() == {}
+
+
+def test_pytorch_script_under_slurm(tmp_path):
+    """sbatch outside an allocation, then srun inside it: the node agent learns its node rank from Slurm."""
+    import subprocess
+
+    from slurm_cluster import slurm_cluster
+
+    template = f"{sys.executable} {SCRIPTS / 'pytorch_imagenet_style.py'} --batch-size {{batch_size}} --iters 22"
+    command = [sys.executable, "-m", "dlperf", "run", "--batch-size", "2", "--devices-per-node", "2"]
+    command += ["--command", template, "--launcher", "slurm", "--out", str(tmp_path / "out")]
+    with slurm_cluster(tmp_path / "slurm") as env:
+        done = subprocess.run(command, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    folder = tmp_path / "out" / "resnet50" / "1n2g"
+    batch_output = folder / "resnet50_b2_fp32_external.sbatch.out"
+    assert done.returncode == 0, done.stderr + (batch_output.read_text() if batch_output.exists() else "")
+    record = json.loads((folder / "resnet50_b2_fp32_external_1.json").read_text())
+    assert record["status"] == "ok" and record["engine"] == "external" and record["world_size"] == 2
+    log = (folder / "resnet50_b2_fp32_external_1.log").read_text()
+    assert len(re.findall(r"Epoch: \[0\]", log)) == 44  # both ranks of node 0
+    assert record["throughput"] > 0 and record["env"]["nodes"][0]["node"]

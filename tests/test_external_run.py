@@ -4,6 +4,7 @@ dlperf's launchers, their logs read by the peer readers, records written, report
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
@@ -15,8 +16,10 @@ import psutil
 import pytest
 from conftest import run_dlperf
 
+from dlperf.external.command import node_processes, rendezvous_for
 from dlperf.launch.sbatch import spec_flags
-from dlperf.workloads import spec_from_mapping
+from dlperf.orchestration.run import plan_jobs
+from dlperf.workloads import check_spec, spec_from_mapping
 
 SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"
 IMAGENET = (
@@ -184,8 +187,15 @@ def test_refused_before_launch(tmp_path, args, message):
     assert len(done.stderr.strip().splitlines()) == 1 and not list(tmp_path.rglob("*.json"))
 
 
-def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command():
-    spec = spec_from_mapping({"model": "resnet50", "batch_size": 16, "command": "t --arch {model} --it {iters}"})
+def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path):
+    template = "t --arch {model} --it {iters} -b {batch_size} -g {global_batch_size} --r {repeat} --amp {amp} {rank}"
+    spec = spec_from_mapping({"model": "resnet50", "batch_size": 16, "devices_per_node": 2, "command": template})
     assert spec.engine == "external"
+    (job,) = plan_jobs(spec, check_spec(spec), [3], tmp_path)
+    launch = job.command()
+    rdzv = rendezvous_for(1, 2, "127.0.0.1", 29500, launch.values)
+    argv = [p.argv for p in node_processes(launch.template, rdzv, 0)]
+    assert argv[1] == ["t", "--arch", "resnet50", "--it", "100", "-b", "16", "-g", "32", "--r", "3", "--amp", "0", "1"]
+    assert launch.workdir == os.getcwd() and launch.per == "rank" and not launch.shell
     flags = spec_flags(spec)
-    assert flags[flags.index("--command") + 1] == "t --arch {model} --it {iters}" and "--engine" in flags
+    assert flags[flags.index("--command") + 1] == template and "--engine" in flags

@@ -76,3 +76,24 @@ def test_pytorch_script_under_slurm(tmp_path):
     log = (folder / "resnet50_b2_fp32_external_1.log").read_text()
     assert len(re.findall(r"Epoch: \[0\]", log)) == 44  # both ranks of node 0
     assert record["throughput"] > 0 and record["env"]["nodes"][0]["node"]
+
+
+def test_a_failing_rank_on_the_second_host_is_named_and_the_first_is_stopped(cluster, tmp_path):
+    import subprocess
+
+    hosts = cluster.addresses
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, sys, time\nprint('rank', os.environ['RANK'], 'up', flush=True)\n"
+        "if os.environ['RANK'] == '1':\n    sys.exit('boom: shard missing')\ntime.sleep(600)\n"
+    )
+    command = [sys.executable, "-m", "dlperf", "run", "--command", f"{sys.executable} {script}"]
+    command += ["--hosts", ",".join(hosts), *cluster.ssh_options(), "--ifname", cluster.ifname]
+    command += ["--remote-python", remote_python(tmp_path), "--out", str(tmp_path / "out")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    record = json.loads(next((tmp_path / "out").rglob("*.json")).read_text())
+    assert record["status"] == "failed" and record["failure"]["host"] == hosts[1] and record["failure"]["rank"] == 1
+    assert record["error"] == f"command rank 1 on {hosts[1]} exited with code 1: boom: shard missing"
+    assert record["log_tail"] == ["rank 0 up"]  # node 0's log came back
+    assert cluster.stray_pids() == {}

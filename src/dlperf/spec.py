@@ -20,6 +20,8 @@ DEVICES = ("auto", "cuda", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
 DEFAULT_PRINT_EVERY = 20
+EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
+COMMAND_PER = ("rank", "node")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,11 @@ class RunSpec:
     print_every: int | None = None  # None: min(20, iters)
     timeout: float = 3600.0
     peak_tflops: float | None = None  # per device, for MFU; None: the documented table in metrics/flops.py
+    # engine `external`: a command template run per rank (or per node), its log read by a peer-log reader
+    command: str | None = None
+    log_format: str = "auto"
+    command_per: str = "rank"
+    shell: bool = False
 
     @property
     def world_size(self) -> int:
@@ -93,6 +100,19 @@ class RunSpec:
         require_positive_number("timeout", self.timeout)
         if self.peak_tflops is not None:
             require_positive_number("peak_tflops", self.peak_tflops)
+        self._validate_command()
+
+    def _validate_command(self) -> None:
+        """A command goes with engine `external` and only with it; its template is checked by the orchestrator."""
+        if self.engine == EXTERNAL and not (isinstance(self.command, str) and self.command.strip()):
+            raise ConfigError("--engine external runs a framework's own script: give it as --command 'python ...'")
+        if self.command is not None and self.engine != EXTERNAL:
+            raise ConfigError(f"--command runs another framework's script, not --engine {self.engine}: drop one")
+        choose("command_per", self.command_per, COMMAND_PER)
+        if not isinstance(self.shell, bool):
+            raise ConfigError(f"--shell must be true or false, got {self.shell!r}")
+        if not isinstance(self.log_format, str) or not self.log_format:
+            raise ConfigError(f"--log-format must be `auto` or a format name, got {self.log_format!r}")
 
 
 def flag(name: str) -> str:

@@ -63,14 +63,19 @@ def run_line(record: dict[str, Any]) -> str:
     head = f"{record['model']} {record['case']} {record['group']} #{record['repeat']}"
     if record["status"] != "ok":
         return f"{head}: FAILED: {record.get('error')}"
-    latency = record["latency_ms"]["p50"]
-    line = f"{head}: {record['throughput']:.2f} samples/s, {latency:.1f} ms/iter (p50)"
+    latency = record.get("latency_ms") or {}
+    line = f"{head}: {record['throughput']:.2f} samples/s"
+    if "p50" in latency:  # an external run's log may print no step time
+        line += f", {latency['p50']:.1f} ms/iter (p50)"
     if "tflops_per_device" in record:
         line += f", {record['tflops_per_device']:.3g} TFLOP/s per device, MFU {percent(record.get('mfu'))}"
     return line
 
 
 def show_record(record: dict[str, Any], path: str) -> None:
+    if record.get("engine") == "external":
+        show_external(record, path)
+        return
     rows: list[tuple[str, str]] = [
         ("throughput (samples/s)", f"{record['throughput']:.2f}"),
         ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
@@ -91,6 +96,23 @@ def show_record(record: dict[str, Any], path: str) -> None:
     if "mfu" in record:
         mfu = percent(record["mfu"])
         rows.append(("MFU", mfu if record["mfu"] is not None else f"{mfu} ({record.get('mfu_note')})"))
+    title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
+    print_table(title, ("metric", "value"), rows)
+    say(f"record: {path}")
+
+
+def show_external(record: dict[str, Any], path: str) -> None:
+    """An external run's record: what its log reader found."""
+    rows = [
+        ("throughput (samples/s)", f"{record['throughput']:.2f}"),
+        ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
+    ]
+    if (record.get("latency_ms") or {}).get("mean") is not None:
+        rows.append(("latency mean (ms)", f"{record['latency_ms']['mean']:.2f}"))
+    rows += [
+        ("log format / rule", f"{record.get('format')} / {record.get('rule')}"),
+        ("world size", str(record["world_size"])),
+    ]
     title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
     print_table(title, ("metric", "value"), rows)
     say(f"record: {path}")

@@ -6,11 +6,28 @@ import math
 from typing import Any
 
 from dlperf import __version__
+from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
-from dlperf.launch.messages import RunResult
+from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.stats import latency_summary
+from dlperf.orchestration.external import log_tail, read_figures
 from dlperf.records.schema import SCHEMA
+from dlperf.spec import EXTERNAL
 from dlperf.workloads import get_workload
+
+
+def _outcome(job: RunJob, result: RunResult) -> tuple[Failure | None, dict[str, Any] | None]:
+    """The run's failure, or an external run's figures read from its log."""
+    if result.failure:
+        return result.failure, None
+    if job.spec.engine == EXTERNAL:
+        try:
+            return None, read_figures(job)
+        except DataError as error:
+            return Failure(f"its output gives no throughput: {error}"), None
+    if result.measured is None:
+        return Failure("no node reported rank 0's measurement"), None
+    return None, None
 
 
 def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> dict:
@@ -18,6 +35,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
     spec, plan = job.spec, job.plan
     if result.node_envs:
         env = {**env, "nodes": result.node_envs}
+    failure, figures = _outcome(job, result)
     record: dict[str, Any] = {
         "schema": SCHEMA,
         "dlperf_version": __version__,
@@ -37,15 +55,25 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         "precision": spec.precision,
         "config": spec.to_dict(),
         **plan.record_fields,
-        "status": "failed" if result.failure else "ok",
-        "error": result.failure.error if result.failure else None,
+        "status": "failed" if failure else "ok",
+        "error": failure.error if failure else None,
         "started_at": started_at,
         "finished_at": finished_at,
         "log": job.paths.log.name,
         "env": env,
     }
-    if result.failure:
-        record["failure"] = result.failure.facts()
+    if spec.engine == EXTERNAL:
+        record["command"] = spec.command
+    if failure:
+        record["failure"] = failure.facts()
+        if spec.engine == EXTERNAL:
+            record["log_tail"] = log_tail(job)
+        return strict_json(record)
+    if figures is not None:
+        record.update(figures)
+        record["throughput_per_device"] = figures["throughput"] / spec.world_size
+        record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [env.get("host")]
+        record.update(get_workload(spec.model).derived_metrics(spec, plan, record))
         return strict_json(record)
     measured = result.measured
     m = measured.measurement

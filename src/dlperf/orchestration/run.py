@@ -11,12 +11,13 @@ from typing import Any
 from dlperf.engines import engine_class
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
+from dlperf.orchestration.external import check_command
 from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
 from dlperf.records.store import check_free_space, claim_paths, write_json_atomic
-from dlperf.spec import RunSpec
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec
 
 OnRecord = Callable[[RunJob, dict[str, Any]], None]
@@ -30,7 +31,10 @@ def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
     launcher.options.validate()
     plan = check_spec(spec)
     launcher.check(spec)
-    engine_class(spec.engine)().preflight(spec, local=launcher.local)
+    if spec.engine == EXTERNAL:
+        check_command(spec, plan)
+    else:
+        engine_class(spec.engine)().preflight(spec, local=launcher.local)
     return plan
 
 

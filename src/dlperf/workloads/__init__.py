@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.spec import COMMON_KEYS, RunSpec, coerce
+from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, coerce
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt import GPTWorkload
 from dlperf.workloads.resnet import ResNet50Workload
@@ -39,6 +39,8 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
     for raw_key, value in values.items():
         given[str(raw_key).replace("-", "_")] = value
     merged = {**(base or {}), **given}
+    if merged.get("command") is not None:
+        merged.setdefault("engine", EXTERNAL)  # a command is another framework's script: no need to say so twice
     model = merged.get("model", "resnet50")
     if not isinstance(model, str):
         raise ConfigError(f"key 'model' must be a model name, got {model!r}")

@@ -15,7 +15,26 @@ def run_line(record: dict[str, Any]) -> str:
     if record["status"] != "ok":
         return f"{head}: FAILED: {record.get('error')}"
     latency = record["latency_ms"]["p50"]
-    return f"{head}: {record['throughput']:.2f} samples/s, {latency:.1f} ms/iter (p50)"
+    return f"{head}: {record['throughput']:.2f} samples/s, {latency:.1f} ms/iter (p50){evidence_flags(record)}"
+
+
+def evidence_flags(record: dict[str, Any]) -> str:
+    """What the console says next to a number that should not be trusted as it is: noise, no steady state,
+    stragglers; empty for a clean run."""
+    flags = []
+    if record.get("noisy"):
+        flags.append("NOISY: " + "; ".join(record.get("noise_reasons") or []))
+    steady = record.get("steady_state") or {}
+    warmup = record.get("warmup") or {}
+    if steady.get("stable") is False or warmup.get("stable") is False:
+        flags.append("NEVER STABLE: " + (warmup.get("reason") or steady.get("reason") or ""))
+    stragglers = record.get("stragglers") or {}
+    if stragglers.get("flagged"):
+        flags.append(f"STRAGGLER rank(s) {stragglers['stragglers']} (slowest on {stragglers['slowest_host']})")
+    stop = record.get("repeats_stop")
+    if stop and stop.get("stop"):
+        flags.append(f"repeats stopped: {stop['reason']}")
+    return "".join(f" [{flag}]" for flag in flags)
 
 
 def show_record(record: dict[str, Any], path: str) -> None:
@@ -35,10 +54,18 @@ def show_record(record: dict[str, Any], path: str) -> None:
         ("first step (s)", f"{record['first_step_s']:.2f}"),
         ("world size", str(record["world_size"])),
     ]
-    rows += [(key, _text(record[key])) for key in ("tokens_per_s", "tflops_per_device", "mfu") if key in record]
+    steady = record.get("throughput_steady")
+    rows.append(("steady throughput (samples/s)", _text(steady) if steady else "never stable"))
+    keys = ("tokens_per_s", "flops_per_iteration", "tflops_per_device", "mfu", "mfu_note", "window_cv")
+    rows += [(key, _text(record[key])) for key in keys if record.get(key) is not None]
+    energy = record.get("energy") or {}
+    rows.append(("energy (J)", _text(energy.get("joules")) if energy.get("joules") else f"n/a: {energy.get('reason')}"))
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    flags = evidence_flags(record)
+    if flags:
+        console.print(f"flags:{flags}")
     console.print(f"record: {path}")
 
 

@@ -8,6 +8,7 @@ from dlperf import __version__
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import RunResult
 from dlperf.metrics.stats import latency_summary
+from dlperf.orchestration.evidence import evidence_fields
 from dlperf.records.schema import SCHEMA
 from dlperf.workloads import get_workload
 
@@ -61,9 +62,13 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
             "loss_last": m.loss_last,
             "peak_memory_mib": measured.peak_memory_mib,
             "device_type": measured.device_type,
-            "ranks": [vars(r) for r in measured.ranks],
+            "ranks": [
+                {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "machine_load", "energy")}
+                for r in measured.ranks
+            ],
             "hosts": sorted({r.host for r in measured.ranks}),
         }
     )
+    record.update(evidence_fields(spec, measured))
     record.update(get_workload(spec.model).derived_metrics(spec, plan, record))
     return record

@@ -32,8 +32,8 @@ def evidence_flags(record: dict[str, Any]) -> str:
     if stragglers.get("flagged"):
         flags.append(f"STRAGGLER rank(s) {stragglers['stragglers']} (slowest on {stragglers['slowest_host']})")
     stop = record.get("repeats_stop")
-    if stop and stop.get("stop"):
-        flags.append(f"repeats stopped: {stop['reason']}")
+    if stop:
+        flags.append(f"repeats {'stopped' if stop.get('stop') else 'go on'}: {stop['reason']}")
     return "".join(f" [{flag}]" for flag in flags)
 
 

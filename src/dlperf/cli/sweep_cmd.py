@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.args import positive_int
+from dlperf.cli.args import positive_float, positive_int
 from dlperf.cli.display import console, run_line
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.engines import engine_versions
@@ -31,7 +31,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     parser.add_argument("config", help="sweep YAML file, e.g. configs/quick.yaml")
     parser.add_argument("--out", default="results", help="results folder (default ./results)")
-    parser.add_argument("--repeats", type=positive_int, help="repeats per case (default: the file's, else 5)")
+    parser.add_argument(
+        "--repeats",
+        type=repeats_arg,
+        help="repeats per case, or `auto`: until the 95%% interval of the median is within --target-ci "
+        "(default: the file's `repeats`, else 5)",
+    )
+    parser.add_argument(
+        "--target-ci",
+        type=positive_float,
+        metavar="PCT",
+        help="with --repeats auto: target half-width of the median's 95%% interval, in percent (default 1)",
+    )
+    parser.add_argument(
+        "--max-repeats", type=positive_int, help="with --repeats auto: most repeats per case (default 10)"
+    )
     parser.add_argument("--resume", action="store_true", help="skip runs whose record is complete; rerun the rest")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
@@ -39,10 +53,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.set_defaults(func=run)
 
 
+def repeats_arg(text: str) -> int | str:
+    return "auto" if text.strip() == "auto" else positive_int(text)
+
+
 def run(args: argparse.Namespace) -> int:
     spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
     launcher = launcher_for(launch_options(args))
-    plan = plan_sweep(load_sweep_file(args.config), launcher, args.repeats)
+    plan = plan_sweep(load_sweep_file(args.config), launcher, args.repeats, args.target_ci, args.max_repeats)
     if launcher.options.dry_run:
         print(launcher.describe_all(plan.jobs(args.out)))
         return 0
@@ -50,7 +68,13 @@ def run(args: argparse.Namespace) -> int:
     engines = sorted({spec.engine for spec, _ in plan.cases})
     env = {**collect_environment(), **engine_versions(engines)}
     total = len(plan.cases) * plan.repeats
-    console.print(f"sweep: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
+    if plan.adaptive:
+        console.print(
+            f"sweep: {len(plan.cases)} cases, each repeated until its median is known within "
+            f"{plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) -> {args.out}"
+        )
+    else:
+        console.print(f"sweep: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

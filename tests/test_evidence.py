@@ -12,13 +12,13 @@ from conftest import run_cli, run_dlperf
 from dlperf.records.schema import SCHEMA
 from dlperf.records.store import write_json_atomic
 
-SLOW_MS = 400
+SLOW_MS = 1000
 
 
 @pytest.fixture(scope="module")
 def straggler_run(tmp_path_factory):
-    """A real 2-rank gloo ResNet-50 run, rank 1 slowed by SLOW_MS before every step (the worker's test hook),
-    warming up with `--warmup-iters auto` bounded at 6 iterations."""
+    """A real 2-rank gloo ResNet-50 run, rank 1 slowed by SLOW_MS at the start of every forward (the own-work
+    clock's test hook), warming up with `--warmup-iters auto` bounded at 6 iterations."""
     out = tmp_path_factory.mktemp("run")
     args = [
         "run", "--model", "resnet50", "--image-size", "32", "--num-classes", "10", "--batch-size", "2",
@@ -44,7 +44,9 @@ def test_slowed_rank_is_flagged_as_straggler_from_its_own_work(straggler_run):
     assert stragglers["flagged"] and stragglers["stragglers"] == [1] and stragglers["slowest_rank"] == 1
     assert stragglers["measure"].startswith("own work")
     fast, slow = stragglers["rank_median_ms"]
-    assert slow - fast >= SLOW_MS * 0.9  # its sleep is its own work; the all-reduce wait is not in rank 0's
+    assert slow >= SLOW_MS  # its sleep is its own work
+    # rank 0's whole step waits for rank 1 in the all-reduce; its own work does not hold that wait
+    assert record["latency_ms"]["p50"] > fast + SLOW_MS / 2
     assert "STRAGGLER rank(s) [1]" in stdout
 
 
@@ -108,7 +110,9 @@ def test_sweep_repeats_auto_stops_with_a_reason(tmp_path):
         "iters: 2\nprint_every: 1\ntopology: 1n1g\n"
     )
     out = tmp_path / "out"
-    result = run_dlperf(["sweep", str(sweep), "--out", str(out), "--repeats", "auto", "--max-repeats", "3"])
+    result = run_dlperf(
+        ["sweep", str(sweep), "--out", str(out), "--repeats", "auto", "--max-repeats", "3"], timeout=900
+    )
     assert result.returncode == 0, result.stderr
     records = sorted((out / "resnet50" / "1n1g").glob("*.json"), key=lambda p: p.name)
     assert [p.name for p in records] == [f"resnet50_b2_fp32_{i}.json" for i in (1, 2, 3)]
@@ -186,3 +190,36 @@ def test_bad_adaptive_options_are_one_line(tmp_path, capsys):
     sweep.write_text("model: resnet50\nrepeats: auto\ntarget_ci: 150\n")
     code, _, err = run_cli(["sweep", str(sweep), "--dry-run"], capsys)
     assert code != 0 and "--target-ci must be a percentage between 0 and 100, got 150" in err
+
+
+def test_own_work_clock_spans_forward_start_to_first_layer_gradient(monkeypatch):
+    """One process, a two-layer model: the span holds the forward and backward (and the test hook's sleep inside
+    the forward), and not what the step does after the first layer's gradient (standing in for the all-reduce
+    wait)."""
+    import time
+
+    import torch
+
+    from dlperf.engines.torch.own_work import SLOW_RANK_ENV, OwnWorkClock
+
+    monkeypatch.setenv(SLOW_RANK_ENV, "0:30")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+    clock = OwnWorkClock(model, model[0].weight, torch.device("cpu"), rank=0)
+    other = OwnWorkClock(torch.nn.Sequential(torch.nn.Linear(1, 1)), model[0].bias, torch.device("cpu"), rank=1)
+    clock.start()
+    other.start()
+    steps = []
+    for _ in range(2):
+        begin = time.perf_counter()
+        time.sleep(0.05)  # before the forward: not own work
+        model(torch.ones(4, 8)).sum().backward()
+        time.sleep(0.05)  # after the last gradient: the wait for other ranks
+        clock.mark()
+        other.mark()
+        steps.append((time.perf_counter() - begin) * 1000)
+    spans = clock.collect()
+    assert len(spans) == 2 and all(ms >= 30 for ms in spans)  # the hook's sleep is inside
+    assert all(step - ms >= 100 for step, ms in zip(steps, spans))  # both 50 ms sleeps are outside
+    assert clock.collect() == []  # collected once
+    # its module never ran forward: from the step's start (the first sleep included) to its gradient
+    assert all(ms >= 50 for ms in other.collect())

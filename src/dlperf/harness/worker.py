@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import time
 from typing import Any
 
 from dlperf.engines import get_engine
@@ -15,26 +13,10 @@ from dlperf.records.runlog import RunLogWriter
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, decode_spec, get_workload
 
-SLOW_RANK_ENV = "DLPERF_TEST_SLOW_RANK"
-
 
 def build_step(spec: RunSpec, plan: WorkloadPlan, engine: Engine) -> TrainStep:
     """The workload's step on this rank's (set-up) engine."""
     return get_workload(spec.model).builder(spec.engine)(spec, plan, engine)
-
-
-def slowed(step: TrainStep, rank: int) -> TrainStep:
-    """Test hook: `DLPERF_TEST_SLOW_RANK=RANK:MS` makes that rank sleep MS before every step, a straggler on purpose
-    for the tests (and for rehearsing what a straggler looks like); unset, the step is unchanged."""
-    target, _, ms = os.environ.get(SLOW_RANK_ENV, "").partition(":")
-    if not target or int(target) != rank:
-        return step
-
-    def run() -> Any:
-        time.sleep(float(ms) / 1000)
-        return step.run()
-
-    return TrainStep(run, step.read_loss, step.own_clock, step.own_measure, step.count_flops)
 
 
 def time_step(
@@ -96,7 +78,7 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     try:
         if log:
             log.config({**spec.to_dict(), "global_batch_size": plan.global_batch, "world_size": rank.world_size})
-        step = slowed(build_step(spec, plan, engine), rank.rank)
+        step = build_step(spec, plan, engine)
         measurement = time_step(step, spec, plan, engine, log.window if log else None, [load, energy] if load else [])
         flops, flops_note = count_flops(step) if rank.rank == 0 else (None, None)
         facts = RankFacts(

@@ -51,7 +51,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
             block.compile()
     # own work is visible where one plain DDP replica holds the whole model: backward reaches pos_emb last
     plain = layout.tp == 1 and layout.pp == 1 and layout.dp_mode == "ddp"
-    own_clock = OwnWorkClock(model.pos_emb.weight, device) if plain else None
+    own_clock = OwnWorkClock(model, model.pos_emb.weight, device, rank.rank) if plain else None
     tie_sync = parallel.TiedEmbeddingSync(layout, rank.rank, model) if layout.pp > 1 else None
     wrapped: nn.Module = model
     if layout.dp > 1:

@@ -25,7 +25,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     model: nn.Module = resnet50(weights=None, num_classes=config.num_classes)
     model = model.to(device, memory_format=memory_format)
-    own_clock = OwnWorkClock(model.conv1.weight, device)  # the first layer: backward reaches it last
+    own_clock = OwnWorkClock(model, model.conv1.weight, device, rank.rank)  # backward reaches conv1 last
     if rank.distributed:
         device_ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)

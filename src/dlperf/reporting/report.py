@@ -112,13 +112,15 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
     """The published scaling table, then our columns: MFU % and samples/J where any row has them, and flags whose
     footnotes follow the table."""
     first = cases[0]
+    # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
+    unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
     with_mfu = any(c.median_of("mfu") is not None for c in cases)
     with_energy = any(c.samples_per_joule() is not None for c in cases)
     extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
     lines = [
         f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
         "",
-        "| node_num | gpu_num | samples/s | speedup | efficiency | mean samples/s | min | max | CV % "
+        f"| node_num | gpu_num | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
         f"| repeats | latency p50 (ms) | peak memory (MiB) |{extra} flags |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * (with_mfu + with_energy) + "---|",
     ]
@@ -216,8 +218,14 @@ def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dic
     return "\n".join(lines + _compile_lines(summary) + _failures(records) + _environment_lines(records))
 
 
-def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None) -> list[Path]:
-    """Write the requested formats (md, json, png) into `out_dir`; returns the files written."""
+def write_report(
+    records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None, min_plot_cases: int = 1
+) -> list[Path]:
+    """Write the requested formats (md, json, png) into `out_dir`; returns the files written.
+
+    One plot per table, for tables with at least `min_plot_cases` measured cases (`dlperf extract` passes 2:
+    a folder of peer logs is mostly one-case tables, whose plot adds nothing to the row and costs a second each).
+    """
     if not records:
         raise ResultsError(f"no run records to report in {out_dir}")
     formats = set(FORMATS) if formats is None else formats
@@ -232,7 +240,7 @@ def write_report(records: list[dict[str, Any]], out_dir: str | Path, formats: se
         written.append(out / "report.md")
     if "png" in formats:
         for (model, group), cases in summary.items():
-            if cases[0].table in OWN_TABLES:
+            if cases[0].table in OWN_TABLES or sum(1 for c in cases if c.speeds) < min_plot_cases:
                 continue
             path = plot_group(cases, f"{model} {group}", out / "plots" / f"{model}_{group}.png")
             if path:

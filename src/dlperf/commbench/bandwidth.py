@@ -1,0 +1,153 @@
+"""Bandwidth of collectives from their timings, and a latency/bandwidth (alpha-beta) fit per collective.
+
+Sizes follow nccl-tests: `size_bytes` is the whole buffer (the all-reduce buffer, all-gather's output,
+reduce-scatter's input, the message sent point-to-point). Algorithm bandwidth is size / time; bus bandwidth
+multiplies it by the factor that makes it comparable to a link's speed whatever the number of ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import linregress
+
+from dlperf.errors import ConfigError
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
+SCHEMA = "dlperf.commbench/1"
+
+
+def bus_factor(op: str, world_size: int) -> float:
+    """Bytes each rank moves per byte of buffer: a ring all-reduce is a reduce-scatter plus an all-gather."""
+    if op not in OPS:
+        raise ConfigError(f"unknown collective {op!r}: choose from {', '.join(OPS)}")
+    if world_size < 1:
+        raise ConfigError(f"world size must be at least 1, got {world_size}")
+    n = world_size
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter"):
+        return (n - 1) / n
+    return 1.0
+
+
+def algorithm_bandwidth(size_bytes: float, seconds: float) -> float:
+    """Bytes per second of buffer."""
+    return size_bytes / seconds
+
+
+def bus_bandwidth(op: str, size_bytes: float, seconds: float, world_size: int) -> float:
+    return algorithm_bandwidth(size_bytes, seconds) * bus_factor(op, world_size)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Mean seconds per call of one collective at one size, the slowest rank's."""
+
+    op: str
+    size_bytes: int
+    world_size: int
+    seconds: float
+
+    @property
+    def algbw(self) -> float:
+        return algorithm_bandwidth(self.size_bytes, self.seconds)
+
+    @property
+    def busbw(self) -> float:
+        return bus_bandwidth(self.op, self.size_bytes, self.seconds, self.world_size)
+
+
+@dataclass(frozen=True)
+class AlphaBetaFit:
+    """time = alpha + beta * bytes, least squares over the sizes measured; r2 and the worst relative error
+    say how far a straight line describes the measurements (protocol switches bend it)."""
+
+    op: str
+    world_size: int
+    alpha_s: float
+    beta_s_per_byte: float
+    r2: float
+    max_rel_error: float
+    points: int
+
+    def seconds(self, size_bytes: float) -> float:
+        return self.alpha_s + self.beta_s_per_byte * size_bytes
+
+    @property
+    def busbw(self) -> float:
+        """Bus bandwidth (bytes/s) of large messages, where the latency term no longer matters."""
+        return bus_factor(self.op, self.world_size) / self.beta_s_per_byte
+
+
+def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float], seconds: Sequence[float]) -> AlphaBetaFit:
+    """Ordinary least squares of seconds on bytes; two distinct sizes at least."""
+    x = np.asarray(sizes_bytes, dtype=float)
+    y = np.asarray(seconds, dtype=float)
+    if len(np.unique(x)) < 2:
+        raise ConfigError(f"an alpha-beta fit of {op} needs timings at two sizes or more: add sizes to --sizes")
+    line = linregress(x, y)
+    predicted = line.intercept + line.slope * x
+    return AlphaBetaFit(
+        op=op,
+        world_size=world_size,
+        alpha_s=float(line.intercept),
+        beta_s_per_byte=float(line.slope),
+        r2=float(line.rvalue**2),
+        max_rel_error=float(np.max(np.abs(predicted - y) / y)),
+        points=len(x),
+    )
+
+
+def fit_timings(timings: Iterable[Timing]) -> dict[str, AlphaBetaFit]:
+    """One fit per collective that was measured at two sizes or more."""
+    by_op: dict[str, list[Timing]] = {}
+    for timing in timings:
+        by_op.setdefault(timing.op, []).append(timing)
+    return {
+        op: fit_alpha_beta(op, rows[0].world_size, [t.size_bytes for t in rows], [t.seconds for t in rows])
+        for op, rows in by_op.items()
+        if len({t.size_bytes for t in rows}) >= 2
+    }
+
+
+def build_commbench_record(
+    timings: Sequence[Timing], *, nodes: int, devices_per_node: int, backend: str, device_type: str, dtype: str
+) -> dict[str, Any]:
+    """The record `dlperf commbench` writes and `dlperf predict` / `dlperf report` read."""
+    return {
+        "schema": SCHEMA,
+        "nodes": nodes,
+        "devices_per_node": devices_per_node,
+        "world_size": nodes * devices_per_node,
+        "backend": backend,
+        "device_type": device_type,
+        "dtype": dtype,
+        "results": [
+            {
+                **asdict(t),
+                "algbw_gbps": t.algbw / 1e9,
+                "busbw_gbps": t.busbw / 1e9,
+                "bus_factor": bus_factor(t.op, t.world_size),
+            }
+            for t in timings
+        ],
+        "fits": {op: {**asdict(fit), "busbw_gbps": fit.busbw / 1e9} for op, fit in fit_timings(timings).items()},
+    }
+
+
+def read_fit(record: dict[str, Any], op: str = "all_reduce") -> AlphaBetaFit:
+    """A fit back from a commbench record."""
+    if record.get("schema") != SCHEMA:
+        raise ConfigError(
+            f"not a commbench record (schema {record.get('schema')!r}): give the JSON `dlperf commbench` wrote"
+        )
+    fit = record.get("fits", {}).get(op)
+    if fit is None:
+        raise ConfigError(
+            f"the commbench record has no {op} fit: run dlperf commbench with --ops {op} and two sizes or more"
+        )
+    return AlphaBetaFit(**{k: v for k, v in fit.items() if k != "busbw_gbps"})

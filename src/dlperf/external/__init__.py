@@ -1,0 +1,1 @@
+"""Other frameworks' own training scripts run under dlperf (the `--command` workload)."""

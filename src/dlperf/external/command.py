@@ -1,0 +1,159 @@
+"""Another framework's own training script as a dlperf run: its command template, argument list and environment.
+
+A template such as `python train.py --batch-size {batch_size} --nodes {nnodes}` is checked before any process
+starts (an unknown placeholder is a one-line ConfigError), split with shlex into an argument list (no shell unless
+asked), and expanded per process (`per="rank"`: one process per device, each with RANK and LOCAL_RANK) or per node
+(`per="node"`: one process per node for scripts that start their own workers, e.g. torchrun or mpirun).
+"""
+
+from __future__ import annotations
+
+import shlex
+import string
+from dataclasses import dataclass
+
+from dlperf.errors import ConfigError
+
+PER_CHOICES = ("rank", "node")
+NODE_PLACEHOLDERS = (
+    "nnodes",
+    "nproc_per_node",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "world_size",
+    "batch_size",
+    "precision",
+    "repeat",
+    "amp",
+)
+RANK_PLACEHOLDERS = ("rank", "local_rank")
+PLACEHOLDERS = NODE_PLACEHOLDERS + RANK_PLACEHOLDERS
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where and how large the job is, plus the case's settings the template may name."""
+
+    nnodes: int
+    nproc_per_node: int
+    master_addr: str
+    master_port: int
+    batch_size: int
+    precision: str
+    repeat: int
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    @property
+    def amp(self) -> int:
+        """1 for the mixed-precision cases (amp-fp16, amp-bf16), 0 otherwise: most scripts take a switch."""
+        return int(self.precision.startswith("amp"))
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process to start on one node: its argument list (or shell line) and the environment to add."""
+
+    node_rank: int
+    rank: int | None
+    local_rank: int | None
+    argv: list[str]
+    env: dict[str, str]
+
+
+def placeholders_in(template: str) -> list[str]:
+    """The placeholder names a template uses, in order; malformed braces are a ConfigError."""
+    try:
+        fields = [name for _text, name, _spec, _conv in string.Formatter().parse(template) if name is not None]
+    except ValueError as error:
+        raise ConfigError(
+            f"--command {template!r} has unbalanced braces ({error}): write a literal brace as {{{{ or }}}}"
+        ) from None
+    return fields
+
+
+def check_template(template: str, per: str = "rank") -> None:
+    """Refuse, before launch, an empty command, an unknown `per`, unknown placeholders, or per-rank ones per node."""
+    if per not in PER_CHOICES:
+        raise ConfigError(f"unknown --command-per {per!r}: choose one of {', '.join(PER_CHOICES)}")
+    if not template.strip():
+        raise ConfigError("--command is empty: give the training command to run, e.g. 'python train.py'")
+    known = PLACEHOLDERS if per == "rank" else NODE_PLACEHOLDERS
+    for name in placeholders_in(template):
+        if name not in known:
+            hint = " (one process per node has no rank: use --command-per rank)" if name in RANK_PLACEHOLDERS else ""
+            raise ConfigError(
+                f"unknown placeholder {{{name}}} in --command{hint}; known: " + ", ".join(f"{{{k}}}" for k in known)
+            )
+
+
+def _values(rdzv: Rendezvous, node_rank: int, rank: int | None, local_rank: int | None) -> dict[str, object]:
+    values: dict[str, object] = {name: getattr(rdzv, name) for name in NODE_PLACEHOLDERS if name != "node_rank"}
+    values["node_rank"] = node_rank
+    if rank is not None:
+        values.update(rank=rank, local_rank=local_rank)
+    return values
+
+
+def command_argv(
+    template: str,
+    rdzv: Rendezvous,
+    node_rank: int,
+    rank: int | None = None,
+    local_rank: int | None = None,
+    shell: bool = False,
+) -> list[str]:
+    """The argument list of one process: split first, then expand each word, so a value never splits a word;
+    with `shell`, the line for `/bin/sh -c`, each value quoted."""
+    check_template(template, "rank" if rank is not None else "node")
+    values = _values(rdzv, node_rank, rank, local_rank)
+    if shell:
+        return ["/bin/sh", "-c", template.format(**{k: shlex.quote(str(v)) for k, v in values.items()})]
+    try:
+        words = shlex.split(template)
+    except ValueError as error:
+        raise ConfigError(f"--command {template!r} does not split into arguments ({error}): close its quotes") from None
+    return [word.format(**values) for word in words]
+
+
+def rendezvous_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:
+    """The variables torch.distributed's `env://` (and most launchers) read; RANK and LOCAL_RANK per rank only."""
+    env = {
+        "MASTER_ADDR": rdzv.master_addr,
+        "MASTER_PORT": str(rdzv.master_port),
+        "WORLD_SIZE": str(rdzv.world_size),
+        "NODE_RANK": str(node_rank),
+        "LOCAL_WORLD_SIZE": str(rdzv.nproc_per_node),
+    }
+    if local_rank is not None:
+        env["RANK"] = str(node_rank * rdzv.nproc_per_node + local_rank)
+        env["LOCAL_RANK"] = str(local_rank)
+    return env
+
+
+def node_processes(
+    template: str, rdzv: Rendezvous, node_rank: int, per: str = "rank", shell: bool = False
+) -> list[Process]:
+    """Every process one node starts: nproc_per_node ranks (`per="rank"`) or the one command (`per="node"`)."""
+    check_template(template, per)
+    if not 0 <= node_rank < rdzv.nnodes:
+        raise ConfigError(f"node rank {node_rank} is outside 0..{rdzv.nnodes - 1}")
+    if per == "node":
+        return [
+            Process(
+                node_rank,
+                None,
+                None,
+                command_argv(template, rdzv, node_rank, shell=shell),
+                rendezvous_env(rdzv, node_rank),
+            )
+        ]
+    processes = []
+    for local_rank in range(rdzv.nproc_per_node):
+        rank = node_rank * rdzv.nproc_per_node + local_rank
+        argv = command_argv(template, rdzv, node_rank, rank, local_rank, shell=shell)
+        processes.append(Process(node_rank, rank, local_rank, argv, rendezvous_env(rdzv, node_rank, local_rank)))
+    return processes

@@ -1,0 +1,129 @@
+"""A probe that runs `dlperf run` as a fresh process, optionally under an address-space cap, and reads its record.
+
+A fresh process per batch is the point: after an out-of-memory error an allocator may hold fragments or (on
+CUDA) a broken context, so the next, smaller batch must not run in the same process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlperf.maxbatch.search import ProbeOutcome
+from dlperf.records.schema import read_record
+
+# What PyTorch, Python and the C++ runtime print when an allocation fails (CPU and CUDA).
+OOM_TEXT = re.compile(
+    r"out of memory|OutOfMemoryError|MemoryError|can't allocate memory|Cannot allocate memory|std::bad_alloc"
+    r"|killed by SIGKILL",
+    re.IGNORECASE,
+)
+# Under an address-space cap oneDNN reports a failed scratchpad allocation only as this.
+CAPPED_OOM_TEXT = re.compile(r"could not create a primitive")
+
+
+def dlperf_run_argv(case_args: Sequence[str]) -> Callable[[int, Path], list[str]]:
+    """`dlperf run CASE_ARGS --batch-size N --out DIR --overwrite` in this interpreter."""
+
+    def argv(batch: int, out: Path) -> list[str]:
+        return [sys.executable, "-m", "dlperf", "run", *case_args, "--batch-size", str(batch), "--out", str(out),
+                "--overwrite"]  # fmt: skip
+
+    return argv
+
+
+def _cap_address_space(limit_bytes: int) -> Callable[[], None]:
+    """Runs in the child before exec: the cap is inherited by the launcher's agent and its workers."""
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return apply
+
+
+def _read_record(out: Path) -> tuple[dict[str, Any] | None, str]:
+    """The run's record and what its processes printed (the `.console.txt` beside it)."""
+    for path in sorted(out.rglob("*.json")):
+        record = read_record(path)
+        if record is not None:
+            console = path.with_suffix(".console.txt")
+            return record, console.read_text(errors="replace") if console.exists() else ""
+    return None, ""
+
+
+def _peak_and_limit(record: dict[str, Any]) -> tuple[float | None, float | None]:
+    """CUDA: the allocator's reserved peak against the device's memory. CPU: peak RSS and no limit, since an
+    address-space cap bounds virtual memory, which resident memory does not measure."""
+    peak = record.get("peak_memory_mib") or {}
+    if "reserved" in peak:
+        gpus = (record.get("env") or {}).get("gpus") or []
+        return peak["reserved"], (gpus[0]["memory_mib"] if gpus else None)
+    return peak.get("rss"), None
+
+
+def classify(returncode: int, record: dict[str, Any] | None, console: str, capped: bool = False) -> ProbeOutcome:
+    """ok / oom / error from the exit status, the record and what the processes printed."""
+    if record is not None and record.get("status") == "ok" and returncode == 0:
+        peak, limit = _peak_and_limit(record)
+        return ProbeOutcome("ok", record.get("throughput"), peak, limit)
+    failure = (record or {}).get("failure") or {}
+    error = (record or {}).get("error") or ""
+    if returncode == -signal.SIGKILL or failure.get("signal") == "SIGKILL":
+        return ProbeOutcome("oom", reason=f"killed by SIGKILL (out of memory) {error}".strip())
+    patterns = (OOM_TEXT, CAPPED_OOM_TEXT) if capped else (OOM_TEXT,)
+    match = next((m for pattern in patterns for m in (pattern.search(error), pattern.search(console)) if m), None)
+    if match:
+        line = next((ln for ln in (error + "\n" + console).splitlines() if match.group(0) in ln), match.group(0))
+        return ProbeOutcome("oom", reason=line.strip()[-300:])
+    last = error or next((ln for ln in reversed(console.splitlines()) if ln.strip()), "")
+    return ProbeOutcome("error", reason=f"exit status {returncode}: {last.strip()[-300:]}")
+
+
+@dataclass
+class RunProbe:
+    """Each call runs argv(batch, out) in a fresh process group under `memory_cap_bytes` of address space."""
+
+    argv: Callable[[int, Path], list[str]]
+    workdir: Path
+    memory_cap_bytes: int | None = None
+    timeout_s: float = 1800.0
+
+    def __call__(self, batch: int) -> ProbeOutcome:
+        out = Path(self.workdir) / f"b{batch}"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        console_path = out / "probe.console.txt"
+        preexec = _cap_address_space(self.memory_cap_bytes) if self.memory_cap_bytes else None
+        with console_path.open("w") as console:
+            proc = subprocess.Popen(
+                self.argv(batch, out), stdout=console, stderr=subprocess.STDOUT, preexec_fn=preexec,
+                start_new_session=True,
+            )  # fmt: skip
+            try:
+                returncode = proc.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            finally:  # nothing of this probe may live on holding memory while the next one runs
+                _kill_session(proc)
+                proc.wait()
+        if returncode is None:
+            return ProbeOutcome("error", reason=f"no result within {self.timeout_s:g} s")
+        record, run_console = _read_record(out)
+        console = console_path.read_text(errors="replace") + "\n" + run_console
+        return classify(returncode, record, console, capped=self.memory_cap_bytes is not None)
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """The probe's launcher, agent and workers share its session."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)

@@ -1,0 +1,203 @@
+"""`report.html`: one self-contained page (plotly.js inlined once) that opens from disk with no network."""
+
+from __future__ import annotations
+
+import html
+import time
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from dlperf.records.store import write_text_atomic
+from dlperf.reporting.sources import (
+    EXPLANATION,
+    Comparison,
+    SeriesComparison,
+    Table,
+    case_table,
+    environment_table,
+    series_points,
+    summary_table,
+)
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1400px; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #f0f3f7; }
+table.text td, table.text th { text-align: left; }
+tr.differs td { background: #fff3cd; font-weight: 600; }
+tr.failed td { background: #f8d7da; }
+.note { color: #555; font-size: 0.9rem; }
+h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
+"""
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+PALETTE = qualitative.Plotly
+
+
+class _Plots:
+    """Figures to div snippets: the first carries the whole plotly.js bundle, the rest only their data."""
+
+    def __init__(self) -> None:
+        self.bundled = False
+
+    def div(self, fig: go.Figure) -> str:
+        snippet = pio.to_html(fig, full_html=False, include_plotlyjs=not self.bundled, config=PLOT_CONFIG)
+        self.bundled = True
+        return f'<div class="plot">{snippet}</div>'
+
+
+def _table(table: Table, row_classes: list[str] | None = None, css: str = "") -> str:
+    header, rows = table
+    out = [
+        f'<table class="{css}">' if css else "<table>",
+        "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead>",
+        "<tbody>",
+    ]
+    for i, row in enumerate(rows):
+        row_css = row_classes[i] if row_classes else ""
+        attr = f' class="{row_css}"' if row_css else ""
+        out.append(f"<tr{attr}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
+    return "\n".join(out + ["</tbody></table>"])
+
+
+def _series_figure(series: SeriesComparison) -> go.Figure:
+    """Throughput and speedup against devices, one trace per source, the ideal line on the speedup panel."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Throughput (samples/s)", "Speedup vs own 1n1g"))
+    devices = {1}
+    for i, (label, points) in enumerate(series_points(series).items()):
+        if not points:
+            continue
+        xs = [p[0] for p in points]
+        devices.update(xs)
+        style = {"mode": "lines+markers", "legendgroup": label, "line": {"color": PALETTE[i % len(PALETTE)]}}
+        name = html.escape(f"{label} (b{series.batches[label]})")  # plotly reads tags in labels: <a>, <b>
+        fig.add_trace(go.Scatter(x=xs, y=[p[1] for p in points], name=name, **style), row=1, col=1)
+        speedups = [(x, s) for x, _t, s in points if s is not None]
+        if speedups:
+            xy = {"x": [x for x, _ in speedups], "y": [s for _, s in speedups]}
+            fig.add_trace(go.Scatter(**xy, name=name, showlegend=False, **style), row=1, col=2)
+    ideal = sorted(devices)
+    fig.add_trace(
+        go.Scatter(x=ideal, y=ideal, mode="lines", name="ideal (linear)", line={"dash": "dash", "color": "gray"}),
+        row=1,
+        col=2,
+    )
+    for col in (1, 2):
+        fig.update_xaxes(title_text="devices", tickvals=ideal, row=1, col=col)
+    fig.update_layout(title_text=html.escape(series.key.title), height=400, margin={"t": 70, "b": 50})
+    return fig
+
+
+def _run_rows(records: list[dict[str, Any]]) -> tuple[Table, list[str]]:
+    header = ["case", "repeat", "status", "samples/s", "windows", "error"]
+    rows, classes = [], []
+    ordered = sorted(records, key=lambda r: (int(r.get("world_size") or 0), str(r.get("case")), r.get("repeat") or 0))
+    for r in ordered:
+        speed = r.get("throughput")
+        windows = r.get("window_throughputs") or []
+        error = r.get("error") or ""
+        if r.get("failure"):
+            error += " " + ", ".join(f"{k} {v}" for k, v in r["failure"].items())
+        rows.append(
+            [
+                str(r.get("case")),
+                str(r.get("repeat")),
+                str(r.get("status")),
+                "" if not isinstance(speed, (int, float)) else f"{speed:.2f}",
+                str(len(windows)) if windows else "",
+                error.strip(),
+            ]
+        )
+        classes.append("" if r.get("status") == "ok" else "failed")
+    return (header, rows), classes
+
+
+def _windows_figure(title: str, records: list[dict[str, Any]]) -> go.Figure | None:
+    """Samples/s of every timing window of every repeat, against the iteration the window ends at."""
+    fig = go.Figure()
+    for r in records:
+        windows = r.get("window_throughputs") or []
+        if not windows:
+            continue
+        every = int((r.get("config") or {}).get("print_every") or 1)
+        xs = [every * (i + 1) for i in range(len(windows))]
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=windows, mode="lines+markers", name=html.escape(f"{r.get('case')} repeat {r.get('repeat')}")
+            )
+        )
+    if not fig.data:
+        return None
+    fig.update_layout(
+        title_text=html.escape(title),
+        height=320,
+        xaxis_title="timed iteration",
+        yaxis_title="samples/s",
+        margin={"t": 50},
+    )
+    return fig
+
+
+def _run_details(comparison: Comparison, plots: _Plots) -> list[str]:
+    parts = ["<h2>Runs</h2>"]
+    for source in comparison.sources:
+        parts.append(f"<h3>{html.escape(source.label)}</h3>")
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for record in source.records:
+            groups.setdefault((str(record.get("model")), str(record.get("group"))), []).append(record)
+        for (model, group), records in sorted(groups.items()):
+            title = f"{model} {group}"
+            parts.append(f"<h4>{html.escape(title)}</h4>")
+            table, classes = _run_rows(records)
+            parts.append(_table(table, classes))
+            fig = _windows_figure(f"{source.label}: {title}, window throughputs", records)
+            if fig is not None:
+                parts.append(plots.div(fig))
+    return parts
+
+
+def html_report(comparison: Comparison) -> str:
+    """The whole page: summary, environment (differences highlighted), per-series tables and plots, every run."""
+    plots = _Plots()
+    labels = ", ".join(comparison.labels)
+    body = [
+        f"<h1>dlperf report: {html.escape(labels)}</h1>",
+        f'<p class="note">Generated {html.escape(time.strftime("%Y-%m-%d %H:%M:%S %Z"))}. '
+        f"{html.escape(EXPLANATION)}</p>",
+        "<h2>Summary</h2>",
+        _table(summary_table(comparison)),
+        "<h2>Environment</h2>",
+        '<p class="note">Highlighted rows differ between sources; extracted peer logs record no environment.</p>',
+        _table(
+            environment_table(comparison),
+            ["differs" if row.differs else "" for row in comparison.environment],
+            css="text",
+        ),
+    ]
+    for series in comparison.series:
+        body += [f"<h2>{html.escape(series.key.title)}</h2>", _table(case_table(series))]
+        if any(series_points(series).values()):
+            body.append(plots.div(_series_figure(series)))
+    body += _run_details(comparison, plots)
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>dlperf report: {html.escape(labels)}</title>",
+            f"<style>{STYLE}</style></head><body>",
+            *body,
+            "</body></html>",
+        ]
+    )
+
+
+def write_html_report(comparison: Comparison, out_dir: str | Path) -> Path:
+    path = Path(out_dir) / "report.html"
+    write_text_atomic(path, html_report(comparison))
+    return path

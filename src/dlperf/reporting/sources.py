@@ -1,0 +1,458 @@
+"""Several results folders side by side: the published cross-framework summary, per-case tables, environments.
+
+A *source* is one results folder (native dlperf runs or records written by `dlperf extract`), or, `--by engine`,
+the records of one engine pooled over every folder. Sources are compared per *series*: one model in one variant
+(precision plus switches such as `compile`), whatever batch sizes they ran.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.metrics.env_diff import node_facts
+from dlperf.records.load import load_records
+from dlperf.records.store import write_json_atomic, write_text_atomic
+from dlperf.reporting.aggregate import CaseSummary, summarise
+
+BY_CHOICES = ("source", "engine")
+# Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
+MODEL_ALIASES = {"rn50": "resnet50", "resnet50v15": "resnet50", "resnet50v1": "resnet50"}
+BATCH_TOKEN = re.compile(r"^b\d+$")
+EXPLANATION = (
+    "samples/s is the median over repeats of global throughput; speedup is against each source's own 1n1g median; "
+    "the summary shows each series at the largest topology every source measured, at the largest batch size per "
+    "device they share (else each source's largest)."
+)
+
+
+@dataclass(frozen=True, order=True)
+class SeriesKey:
+    """What is compared across sources: a model in one variant, e.g. resnet50 `fp32` or `amp-fp16_compile`."""
+
+    model: str
+    variant: str
+
+    @property
+    def title(self) -> str:
+        return f"{self.model} {self.variant}"
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.model}_{self.variant}")
+
+
+def canonical_model(name: str) -> str:
+    """Lower-case letters and digits, then the alias table: `ResNet-50`, `rn50` and `resnet50` meet."""
+    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    return MODEL_ALIASES.get(key, key)
+
+
+def series_of(record: dict[str, Any]) -> tuple[SeriesKey, int]:
+    """The series a record belongs to and its batch size per device; the group minus its `b<batch>` token."""
+    tokens = [t for t in str(record["group"]).split("_") if not BATCH_TOKEN.match(t)]
+    return SeriesKey(canonical_model(str(record["model"])), "_".join(tokens) or str(record["precision"])), int(
+        record["batch_size"]
+    )
+
+
+def engine_of(record: dict[str, Any]) -> str:
+    """The framework behind a record: the peer format for extracted logs, else the record's engine (torch before
+    engines were recorded)."""
+    if record.get("source") == "extract":
+        return str(record.get("format") or "extracted")
+    return str(record.get("engine") or "torch")
+
+
+@dataclass
+class Source:
+    """One column of the comparison: its records, and per series and batch size the summarised cases."""
+
+    label: str
+    records: list[dict[str, Any]]
+    series: dict[SeriesKey, dict[int, list[CaseSummary]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_records(cls, label: str, records: list[dict[str, Any]]) -> Source:
+        """Summarise under canonical model names, so `rn50` and `resnet50` runs pooled here are one table."""
+        source = cls(label, records)
+        canonical = [{**r, "model": canonical_model(str(r["model"]))} for r in records]
+        for (_model, _group), cases in summarise(canonical).items():
+            key, batch = series_of(cases[0].records[0] if cases[0].records else cases[0].failed[0])
+            source.series.setdefault(key, {})[batch] = cases
+        return source
+
+    def measured_batches(self, key: SeriesKey) -> list[int]:
+        return sorted(b for b, cases in self.series.get(key, {}).items() if any(c.speeds for c in cases))
+
+    def max_batch(self, key: SeriesKey) -> int | None:
+        """The largest batch that fit, where a record says (`max_batch`), for this series."""
+        found = [
+            int(r["max_batch"]) for r in self.records if isinstance(r.get("max_batch"), int) and series_of(r)[0] == key
+        ]
+        return max(found) if found else None
+
+    def environment(self) -> dict[str, Any] | None:
+        """The compared facts of the first record that carries an environment (extracted logs carry none)."""
+        for record in self.records:
+            env = record.get("env")
+            if env:
+                nodes = env.get("nodes") if isinstance(env.get("nodes"), list) and env.get("nodes") else [env]
+                return node_facts(nodes[0])
+        return None
+
+    def kind(self) -> str:
+        engines = sorted({engine_of(r) for r in self.records})
+        return ", ".join(engines)
+
+
+def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None, by: str = "source") -> list[Source]:
+    """Read each folder's records; label sources by `labels`, the folder names, or (`by="engine"`) the engine."""
+    if by not in BY_CHOICES:
+        raise ConfigError(f"unknown --by {by!r}: choose one of {', '.join(BY_CHOICES)}")
+    if labels and len(labels) != len(dirs):
+        raise ConfigError(f"{len(labels)} --label for {len(dirs)} folders: give one --label per folder, in order")
+    per_dir = [load_records(d) for d in dirs]
+    if by == "engine":
+        if labels:
+            raise ConfigError("--label names folders; with --by engine the engines name the sources: drop --label")
+        pooled: dict[str, list[dict[str, Any]]] = {}
+        for records in per_dir:
+            for record in records:
+                pooled.setdefault(engine_of(record), []).append(record)
+        return [Source.from_records(label, records) for label, records in pooled.items()]
+    names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"two sources are labelled {name!r}: give each folder its own --label")
+    return [Source.from_records(name, records) for name, records in zip(names, per_dir)]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One source's figure for a case: median samples/s over repeats, speedup vs its own 1n1g, batch per device."""
+
+    throughput: float | None
+    speedup: float | None
+    batch_size: int
+    repeats: int
+    failed: int
+
+
+def _cell(case: CaseSummary | None, batch: int) -> Cell | None:
+    if case is None:
+        return None
+    median = case.stats["median"] if case.speeds else None
+    return Cell(median, case.speedup, batch, len(case.speeds), len(case.failed))
+
+
+@dataclass
+class SeriesComparison:
+    """One series across sources: the batch each source is shown at, its cases, and the largest common case."""
+
+    key: SeriesKey
+    labels: list[str]
+    batches: dict[str, int]
+    cases: dict[str, dict[str, CaseSummary]]  # label -> case name -> case
+    max_batches: dict[str, int | None]
+
+    @property
+    def case_order(self) -> list[str]:
+        """Every case any source ran, by devices then nodes."""
+        seen = {name: c for by_case in self.cases.values() for name, c in by_case.items()}
+        return sorted(seen, key=lambda n: (seen[n].world_size, seen[n].nodes, n))
+
+    @property
+    def common_case(self) -> str | None:
+        """The largest topology every source measured (the summary's column); None when they share none."""
+        shared = [
+            n
+            for n in self.case_order
+            if all(self.cases[lbl].get(n) and self.cases[lbl][n].speeds for lbl in self.labels)
+        ]
+        return shared[-1] if shared else None
+
+    def cell(self, label: str, case: str) -> Cell | None:
+        return _cell(self.cases.get(label, {}).get(case), self.batches.get(label, 0))
+
+    def world_size(self, case: str) -> int:
+        return next(c[case].world_size for c in self.cases.values() if case in c)
+
+    def ratios(self, case: str) -> dict[str, float | None]:
+        """Each source's median over the first source's, for one case (None where either is missing)."""
+        first = self.cell(self.labels[0], case)
+        out: dict[str, float | None] = {}
+        for label in self.labels[1:]:
+            cell = self.cell(label, case)
+            ok = first and cell and first.throughput and cell.throughput is not None
+            out[label] = round(cell.throughput / first.throughput, 3) if ok else None
+        return out
+
+
+def _choose_batches(sources: list[Source], key: SeriesKey) -> dict[str, int]:
+    """The largest batch every source measured; where they share none, each source's own largest."""
+    measured = {s.label: s.measured_batches(key) for s in sources if s.measured_batches(key)}
+    common = set.intersection(*(set(b) for b in measured.values())) if measured else set()
+    if common:
+        return {label: max(common) for label in measured}
+    return {label: batches[-1] for label, batches in measured.items()}
+
+
+def compare_series(sources: list[Source]) -> list[SeriesComparison]:
+    """Every series at least one source measured, in model then variant order."""
+    keys = sorted({key for s in sources for key in s.series})
+    out = []
+    for key in keys:
+        batches = _choose_batches(sources, key)
+        if not batches:
+            continue
+        labels = [s.label for s in sources if s.label in batches]
+        cases = {s.label: {c.case: c for c in s.series[key][batches[s.label]]} for s in sources if s.label in batches}
+        out.append(SeriesComparison(key, labels, batches, cases, {s.label: s.max_batch(key) for s in sources}))
+    return out
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    """One environment fact for every source; `differs` when two sources that know it disagree."""
+
+    fact: str
+    values: dict[str, str | None]
+
+    @property
+    def differs(self) -> bool:
+        return len({v for v in self.values.values() if v is not None}) > 1
+
+
+def environment_rows(sources: list[Source]) -> list[EnvRow]:
+    """What each source ran on; extracted logs know only their format, so their facts stay empty."""
+    envs = {s.label: s.environment() for s in sources}
+    rows = [EnvRow("engine / format", {s.label: s.kind() for s in sources})]
+    facts = next((list(e) for e in envs.values() if e), [])
+    for fact in facts:
+        values = {}
+        for label, env in envs.items():
+            value = env.get(fact) if env else None
+            values[label] = None if value in (None, "") else str(value)
+        rows.append(EnvRow(fact, values))
+    return rows
+
+
+@dataclass
+class Comparison:
+    """Everything the cross-source report shows, computed once for markdown, JSON, plots and HTML."""
+
+    sources: list[Source]
+    series: list[SeriesComparison]
+    environment: list[EnvRow]
+
+    @property
+    def labels(self) -> list[str]:
+        return [s.label for s in self.sources]
+
+
+def build_comparison(sources: list[Source]) -> Comparison:
+    return Comparison(sources, compare_series(sources), environment_rows(sources))
+
+
+def _devices(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "" if value is None else format(value, spec)
+
+
+Table = tuple[list[str], list[list[str]]]  # header, rows of formatted cells
+
+
+def summary_table(comparison: Comparison) -> Table:
+    """The published shape: one row per source; per series throughput and speedup at the largest common case."""
+    header = ["source"]
+    for series in comparison.series:
+        common = series.common_case
+        where = f"{_devices(series.world_size(common))} ({common})" if common else "no common topology"
+        header += [f"{series.key.title} samples/s, {where}", "speedup", "batch"]
+        if any(series.max_batches.values()):
+            header.append("largest batch")
+    rows = []
+    for label in comparison.labels:
+        row = [label]
+        for series in comparison.series:
+            common = series.common_case
+            cell = series.cell(label, common) if common and label in series.batches else None
+            batch = str(series.batches[label]) if label in series.batches else ""
+            row += [_fmt(cell.throughput if cell else None), _fmt(cell.speedup if cell else None), batch]
+            if any(series.max_batches.values()):
+                known = series.max_batches.get(label)
+                row.append("" if known is None else str(known))
+        rows.append(row)
+    return header, rows
+
+
+def case_table(series: SeriesComparison) -> Table:
+    """One series: every case, one throughput column per source, then each source's ratio to the first."""
+    first = series.labels[0]
+    header = ["case", "devices"]
+    header += [f"{lbl} samples/s (b{series.batches[lbl]})" for lbl in series.labels]
+    header += [f"{lbl} / {first}" for lbl in series.labels[1:]]
+    rows = []
+    for name in series.case_order:
+        cells = [series.cell(lbl, name) for lbl in series.labels]
+        ratios = series.ratios(name)
+        row = [name, str(series.world_size(name))]
+        row += [_fmt(c.throughput if c else None) for c in cells]
+        row += [_fmt(ratios[lbl], ".3f") for lbl in series.labels[1:]]
+        rows.append(row)
+    return header, rows
+
+
+def environment_table(comparison: Comparison) -> Table:
+    """Facts per source, one row each (EnvRow.differs says which to highlight)."""
+    rows = [[row.fact, *(row.values[lbl] or "" for lbl in comparison.labels)] for row in comparison.environment]
+    return ["fact", *comparison.labels], rows
+
+
+def markdown_table(table: Table, marked: Sequence[bool] = (), numeric: bool = True) -> list[str]:
+    """A markdown table, first column left-aligned, the others right-aligned when `numeric`; a marked row's first
+    cell is bold and says `(differs)`."""
+    header, rows = table
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # a `|` in a label ends no cell
+
+    lines = [line(header), "|---|" + ("---:|" if numeric else "---|") * (len(header) - 1)]
+    for i, row in enumerate(rows):
+        first = f"**{row[0]}** (differs)" if i < len(marked) and marked[i] else row[0]
+        lines.append(line([first, *row[1:]]))
+    return lines
+
+
+def comparison_markdown(comparison: Comparison) -> str:
+    lines = [
+        "# dlperf cross-source report",
+        "",
+        f"Sources: {', '.join(comparison.labels)}. {EXPLANATION}",
+        "",
+        "## Summary",
+        "",
+        *markdown_table(summary_table(comparison)),
+        "",
+        "## Environment",
+        "",
+        *markdown_table(environment_table(comparison), [row.differs for row in comparison.environment], numeric=False),
+        "",
+    ]
+    for series in comparison.series:
+        lines += [f"## {series.key.title}", "", *markdown_table(case_table(series)), ""]
+    return "\n".join(lines)
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    """The same figures as the markdown, for scripts: per series the common case and every source's cells."""
+    out: dict[str, Any] = {"sources": comparison.labels, "series": [], "environment": {}}
+    for series in comparison.series:
+        cases = {}
+        for name in series.case_order:
+            cases[name] = {
+                "world_size": series.world_size(name),
+                "sources": {lbl: _cell_json(series.cell(lbl, name)) for lbl in series.labels},
+                "ratio_to_first": series.ratios(name),
+            }
+        out["series"].append(
+            {
+                "model": series.key.model,
+                "variant": series.key.variant,
+                "common_case": series.common_case,
+                "batch_size": series.batches,
+                "max_batch": series.max_batches,
+                "cases": cases,
+            }
+        )
+    for row in comparison.environment:
+        out["environment"][row.fact] = {"values": row.values, "differs": row.differs}
+    return out
+
+
+def _cell_json(cell: Cell | None) -> dict[str, Any] | None:
+    if cell is None:
+        return None
+    return {
+        "median_speed": None if cell.throughput is None else round(cell.throughput, 2),
+        "speedup": cell.speedup,
+        "batch_size_per_device": cell.batch_size,
+        "repeats": cell.repeats,
+        "failed_repeats": cell.failed,
+    }
+
+
+def plot_series(series: SeriesComparison, path: Path) -> Path | None:
+    """Throughput and speedup against devices, one line per source, with the ideal line; None if nothing measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = series_points(series)
+    if not any(points for points in lines.values()):
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    devices: set[int] = {1}
+    for label, points in lines.items():
+        if not points:
+            continue
+        xs = [p[0] for p in points]
+        devices.update(xs)
+        left.plot(xs, [p[1] for p in points], "o-", label=f"{label} (b{series.batches[label]})")
+        with_speedup = [(x, s) for x, _t, s in points if s is not None]
+        if with_speedup:
+            right.plot([x for x, _ in with_speedup], [s for _, s in with_speedup], "o-", label=label)
+    ideal = sorted(devices)
+    right.plot(ideal, ideal, "--", color="gray", label="ideal (linear)")
+    left.set(xlabel="devices", ylabel="samples/s", title="Throughput")
+    right.set(xlabel="devices", ylabel="speedup vs own 1n1g", title="Speedup")
+    for axis in (left, right):
+        axis.grid(True, alpha=0.3)
+        axis.set_xticks(ideal)
+        axis.legend()
+    fig.suptitle(series.key.title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def series_points(series: SeriesComparison) -> dict[str, list[tuple[int, float, float | None]]]:
+    """Per source, (devices, median samples/s, speedup) of every measured case, by devices."""
+    out: dict[str, list[tuple[int, float, float | None]]] = {}
+    for label in series.labels:
+        points = []
+        for name in series.case_order:
+            cell = series.cell(label, name)
+            if cell and cell.throughput is not None:
+                points.append((series.world_size(name), cell.throughput, cell.speedup))
+        out[label] = points
+    return out
+
+
+def write_comparison(comparison: Comparison, out_dir: str | Path, formats: set[str]) -> list[Path]:
+    """report.md, summary.json and plots/compare_<series>.png (whichever of md, json, png are asked for)."""
+    out = Path(out_dir)
+    written: list[Path] = []
+    if "json" in formats:
+        write_json_atomic(out / "summary.json", comparison_json(comparison))
+        written.append(out / "summary.json")
+    if "md" in formats:
+        write_text_atomic(out / "report.md", comparison_markdown(comparison))
+        written.append(out / "report.md")
+    if "png" in formats:
+        for series in comparison.series:
+            path = plot_series(series, out / "plots" / f"compare_{series.key.slug}.png")
+            if path:
+                written.append(path)
+    return written

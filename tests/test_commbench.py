@@ -1,0 +1,99 @@
+"""Bus-bandwidth factors and the alpha-beta fit on constructed timings; one real 2-process gloo commbench."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlperf.commbench import OPS, Timing, bus_factor, fit_alpha_beta, fit_timings
+from dlperf.commbench.bandwidth import read_fit
+from dlperf.errors import ConfigError
+
+HERE = Path(__file__).parent
+
+
+@pytest.mark.parametrize(
+    ("op", "n", "factor"),
+    [("all_reduce", 4, 1.5), ("all_reduce", 8, 1.75), ("all_reduce", 1, 0.0), ("all_gather", 4, 0.75),
+     ("reduce_scatter", 8, 0.875), ("send_recv", 8, 1.0)],
+)  # fmt: skip
+def test_bus_factors(op, n, factor):
+    assert bus_factor(op, n) == factor
+
+
+def test_bandwidths_of_one_timing():
+    # 1 MB all-reduced over 4 ranks in 1 ms: 1 GB/s of buffer, 1.5 GB/s on the bus
+    timing = Timing(op="all_reduce", size_bytes=1_000_000, world_size=4, seconds=1e-3)
+    assert timing.algbw == pytest.approx(1e9)
+    assert timing.busbw == pytest.approx(1.5e9)
+
+
+def test_unknown_collective_is_refused():
+    with pytest.raises(ConfigError, match="unknown collective 'broadcast'"):
+        bus_factor("broadcast", 2)
+
+
+def test_exact_line_is_recovered():
+    # 5 us latency, 1 ns/byte (1 GB/s of buffer): the fit gives both back and a perfect r2
+    sizes = [1_000, 10_000, 100_000, 1_000_000]
+    timings = [Timing("all_gather", s, 4, 5e-6 + 1e-9 * s) for s in sizes]
+    fit = fit_timings(timings)["all_gather"]
+    assert fit.alpha_s == pytest.approx(5e-6)
+    assert fit.beta_s_per_byte == pytest.approx(1e-9)
+    assert fit.r2 == pytest.approx(1.0)
+    assert fit.busbw == pytest.approx(0.75e9)  # (n-1)/n of 1 GB/s
+    assert fit.seconds(2_000_000) == pytest.approx(5e-6 + 2e-3)
+
+
+def test_noisy_fit_by_hand():
+    # x = 1, 2, 3 bytes, y = 1, 3, 2 s: slope 0.5, intercept 1.0; predicted 1.5, 2.0, 2.5;
+    # residuals 0.5, -1, 0.5 (SSR 1.5), SST 2, so r2 = 0.25; worst relative error |1.5-1|/1 = 0.5
+    fit = fit_alpha_beta("all_reduce", 2, [1, 2, 3], [1, 3, 2])
+    assert (fit.beta_s_per_byte, fit.alpha_s) == pytest.approx((0.5, 1.0))
+    assert fit.r2 == pytest.approx(0.25)
+    assert fit.max_rel_error == pytest.approx(0.5)
+
+
+def test_one_size_cannot_be_fitted():
+    with pytest.raises(ConfigError, match="two sizes or more"):
+        fit_alpha_beta("all_reduce", 2, [64, 64], [1.0, 1.1])
+
+
+def test_cores_import_without_torch():
+    """commbench's maths, predict and maxbatch run in the parent: only commbench.measure may load torch."""
+    code = "import sys, dlperf.commbench, dlperf.predict, dlperf.maxbatch; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_two_process_gloo_commbench(tmp_path):
+    out = tmp_path / "commbench.json"
+    torchrun = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+         str(HERE / "commbench_ranks.py"), str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, stderr = torchrun.communicate(timeout=120)
+    finally:  # a hung rank must not outlive the test
+        if torchrun.poll() is None:
+            os.killpg(torchrun.pid, signal.SIGKILL)
+            torchrun.wait()
+    assert torchrun.returncode == 0, stderr[-3000:]
+    record = json.loads(out.read_text())
+    assert record["world_size"] == 2
+    measured = {(r["op"], r["size_bytes"]) for r in record["results"]}
+    assert measured == {(op, size) for op in OPS for size in (4096, 65536, 262144)}
+    for row in record["results"]:
+        assert row["seconds"] > 0
+        factor = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "send_recv": 1.0}[row["op"]]  # n = 2
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor)
+    assert set(record["fits"]) == set(OPS)
+    assert read_fit(record, "all_reduce").points == 3

@@ -65,7 +65,7 @@ def show_record(record: dict[str, Any], path: str) -> None:
     console.print(table)
     flags = evidence_flags(record)
     if flags:
-        console.print(f"flags:{flags}")
+        console.print(f"flags:{flags}", markup=False)
     console.print(f"record: {path}")
 
 

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             progress.advance(task)
 
         def on_record(job, record) -> None:
-            progress.console.print(run_line(record))
+            progress.console.print(run_line(record), markup=False)  # flags are in [brackets]
             progress.advance(task)
 
         try:

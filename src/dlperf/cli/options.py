@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 from typing import Any
 
-from dlperf.cli.args import non_negative_int, positive_float, positive_int
+from dlperf.cli.args import non_negative_float, non_negative_int, positive_float, positive_int, warmup_iters
 from dlperf.engines import engine_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
@@ -68,13 +68,28 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "for scripts that start their own workers)")  # fmt: skip
     add("--shell", action="store_true", help="run --command through /bin/sh -c (values quoted)")
     add = _group(parser, "timing")
-    add("--warmup-iters", type=positive_int, help=f"untimed iterations first (default {d.warmup_iters})")
+    add(
+        "--warmup-iters",
+        type=warmup_iters,
+        help=f"untimed iterations first, or `auto`: until 3 windows agree within 5 %% (default {d.warmup_iters})",
+    )
+    add(
+        "--max-warmup-iters",
+        type=positive_int,
+        help=f"bound of --warmup-iters auto; a run not stable by then is timed and flagged (default "
+        f"{d.max_warmup_iters})",
+    )
     add("--iters", type=positive_int, help=f"timed iterations (default {d.iters})")
     add("--print-every", type=positive_int, help="iterations per timing window and log line (default min(20, iters))")
     add(
         "--timeout",
         type=positive_float,
         help=f"seconds before a run is stopped and recorded as failed (default {d.timeout:g})",
+    )
+    add(
+        "--straggler-pct",
+        type=non_negative_float,
+        help=f"flag a rank this many percent slower than the median rank (default {d.straggler_pct:g})",
     )
     add = _group(parser, "ResNet-50 (--model resnet50)")
     add("--batch-size", type=positive_int, help=f"batch size per device (default {r.batch_size})")

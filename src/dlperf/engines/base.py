@@ -57,10 +57,18 @@ class TrainStep:
     `run` returns the step's output (the loss on ranks that compute it, else None) without waiting for the
     device; `read_loss` turns an output into a float and is called by every rank at window edges only, so it
     may hold one collective (e.g. fetch the loss from the last pipeline stage).
+
+    `own_clock`, where the step can tell, times this rank's own work per step without waiting for the others
+    (a synchronous gradient all-reduce makes every rank's whole step equally long, hiding a straggler);
+    `own_measure` names what it times. `count_flops` counts the FLOPs of one step of the whole iteration (all
+    ranks) at the run's shapes, called once on rank 0 after the timed loop.
     """
 
     run: Callable[[], Any]
     read_loss: Callable[[Any], float | None]
+    own_clock: StepClock | None = None
+    own_measure: str = "step"
+    count_flops: Callable[[], int] | None = None
 
 
 class StepClock(ABC):

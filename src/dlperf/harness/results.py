@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dlperf.harness.loop import Measurement
@@ -14,6 +14,10 @@ class RankFacts:
     host: str
     device: str
     peak_memory_mib: dict[str, float]
+    local_rank: int = 0
+    own_step_ms: list[float] = field(default_factory=list)  # this rank's own work per timed step (loop.Measurement)
+    machine_load: dict[str, Any] | None = None  # the node's, from its local rank 0 (harness/probes.py)
+    energy: dict[str, Any] | None = None  # the node's EnergyReading, from its local rank 0
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,8 @@ class RunMeasurement:
     measurement: Measurement
     ranks: list[RankFacts]
     device_type: str
+    flops_per_iteration: int | None = None  # counted once on rank 0 (TrainStep.count_flops)
+    flops_note: str | None = None  # why there is no count
 
     @property
     def throughput(self) -> float:
@@ -39,6 +45,8 @@ class RunMeasurement:
             "measurement": asdict(self.measurement),
             "ranks": [asdict(r) for r in self.ranks],
             "device_type": self.device_type,
+            "flops_per_iteration": self.flops_per_iteration,
+            "flops_note": self.flops_note,
         }
 
     @classmethod
@@ -47,4 +55,6 @@ class RunMeasurement:
             measurement=Measurement(**data["measurement"]),
             ranks=[RankFacts(**r) for r in data["ranks"]],
             device_type=data["device_type"],
+            flops_per_iteration=data.get("flops_per_iteration"),
+            flops_note=data.get("flops_note"),
         )

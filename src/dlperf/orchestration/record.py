@@ -10,6 +10,7 @@ from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.stats import latency_summary
+from dlperf.orchestration.evidence import evidence_fields
 from dlperf.orchestration.external import log_tail, read_figures
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
@@ -90,10 +91,14 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
             "loss_last": m.loss_last,
             "peak_memory_mib": measured.peak_memory_mib,
             "device_type": measured.device_type,
-            "ranks": [vars(r) for r in measured.ranks],
+            "ranks": [
+                {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "machine_load", "energy")}
+                for r in measured.ranks
+            ],
             "hosts": sorted({r.host for r in measured.ranks}),
         }
     )
+    record.update(evidence_fields(spec, measured))
     record.update(get_workload(spec.model).derived_metrics(spec, plan, record))
     losses = [m.loss_first, m.loss_last]
     if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):

@@ -52,6 +52,14 @@ def case_fields(case: CaseSummary) -> dict[str, Any]:
             "latency_ms": {q: _r(case.median_of("latency_ms", q), 3) for q in ("mean", "p50", "p90")},
             "peak_memory_mib": case.peak_memory(),
             "node_differences": case.node_differences(),
+            "mfu": _r(case.median_of("mfu"), 4),
+            "tflops_per_device": _r(case.median_of("tflops_per_device"), 3),
+            "samples_per_joule": _r(case.samples_per_joule(), 4),
+            "noisy_repeats": [r.get("repeat") for r in case.records if r.get("noisy")],
+            "outlier_repeats": case.outlier_repeats(),
+            "repeats_stop": case.repeats_stop(),
+            "flags": [flag.label for flag in case.flags()],
+            "flag_notes": [flag.note for flag in case.flags()],
         }
     )
     return fields
@@ -100,15 +108,22 @@ def _memory_text(peaks: dict[str, float]) -> str:
 
 
 def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
+    """The published scaling table, then our columns: MFU % and samples/J where any row has them, and flags whose
+    footnotes follow the table."""
     first = cases[0]
     # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
     unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
+    with_mfu = any(c.median_of("mfu") is not None for c in cases)
+    with_energy = any(c.samples_per_joule() is not None for c in cases)
+    extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
     lines = [
         f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
         "",
         f"| node_num | gpu_num | devices | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
-        "| repeats | latency p50 (ms) | peak memory (MiB) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| repeats | latency p50 (ms) | peak memory (MiB) |{extra} flags |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + "---:|" * (with_mfu + with_energy)
+        + "---|",
     ]
     notes = []
     for case in cases:
@@ -121,7 +136,15 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
             f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
             f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
             f"| {_fmt(case.median_of('latency_ms', 'p50'), '.1f')} | {_memory_text(case.peak_memory())} |"
+            + _extra_cells(case, with_mfu, with_energy)
         )
+        flags = case.flags()
+        notes += [f"- {case.case} [{flag.label}]: {flag.note}" for flag in flags]
+        stop = case.repeats_stop()
+        if stop:
+            notes.append(
+                f"- {case.case}: repeats {'stopped' if stop.get('stop') else 'not finished'}: {stop['reason']}"
+            )
         if case.speedup_note:
             notes.append(f"- {case.case}: speedup left empty: {case.speedup_note}.")
         notes += [f"- {case.case}: WARNING, nodes differ: {line}" for line in case.node_differences()]
@@ -129,6 +152,17 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
     if notes:
         lines += notes + [""]
     return lines
+
+
+def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
+    mfu = case.median_of("mfu")
+    cells = []
+    if with_mfu:
+        cells.append(_fmt(None if mfu is None else mfu * 100, ".1f"))
+    if with_energy:
+        cells.append(_fmt(case.samples_per_joule(), ".3g"))
+    cells.append(", ".join(flag.label for flag in case.flags()))
+    return "".join(f" {cell} |" for cell in cells)
 
 
 def _environment_lines(records: list[dict[str, Any]]) -> list[str]:

@@ -84,6 +84,13 @@ def test_the_bound_scales_with_the_world_size():
         measure(fast, fmt, "printed", 0, None, RunShape(global_batch=128, world_size=1))
 
 
+def test_the_timestamp_rule_is_held_to_the_same_bound():
+    """Sane lines whose stamps are a microsecond apart: 100 iterations of 128 samples in 1e-6 s is no speed."""
+    points = [Point(step=100 * i, start=100 * i - 100, speed=300.0, timestamp=1000.0 + i * 1e-6) for i in (1, 2)]
+    with pytest.raises(DataError, match=r"^the timestamp rule gives 1\.28e\+10, above the plausible 1e\+08"):
+        measure(points, BY_NAME["tf2-keras"], "timestamp", 100, None, RunShape(global_batch=128, world_size=1))
+
+
 def test_a_log_of_only_impossible_lines_is_skipped_with_the_count(tmp_path):
     log = keras_log(tmp_path / "1n1g" / "rn50_b128_fp32_1.log", ["-1", "0", "1e999"], warmup="1e308")
     with pytest.raises(DataError, match=r"^all 4 throughput lines rejected \(iteration 100: throughput 1e\+308 is "):

@@ -120,7 +120,6 @@ def find_logs(root: Path) -> tuple[list[Path], list[Skipped]]:
         skipped.append(Skipped(Path(error.filename), f"cannot list its logs: {error.strerror or error}"))
 
     for folder, dirs, files in os.walk(root, onerror=unlisted, followlinks=False):
-        dirs.sort()
         for name in sorted(dirs + files):
             if not name.endswith(".log"):
                 continue

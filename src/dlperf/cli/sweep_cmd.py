@@ -32,6 +32,7 @@ from dlperf.records.store import check_writable, write_text_atomic
 from dlperf.reporting.report import refuse_to_replace, write_report
 
 FLAG_RE = re.compile(r"--([a-z][a-z0-9-]*)")
+SWEEP_FLAGS = ("--repeats", "--target-ci", "--max-repeats")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -166,8 +167,8 @@ def _plan(
         return plan_sweep(load_sweep_file(config), launcher, repeats, target_ci, max_repeats)
     except ConfigError as error:
         message = str(error)
-        if message.startswith(f"sweep file {config}"):
-            raise
+        if message.startswith(f"sweep file {config}") or any(f in message for f in SWEEP_FLAGS):
+            raise  # names the file already, or a flag of this command rather than a key of the file
         key = FLAG_RE.search(message)
         where = f", key {key[1].replace('-', '_')}" if key else ""
         text = FLAG_RE.sub(lambda m: m[1].replace("-", "_"), message)

@@ -6,8 +6,11 @@ import argparse
 from pathlib import Path
 
 from dlperf.errors import ConfigError
-from dlperf.records.load import load_records
+from dlperf.records.load import find_records, load_records
+from dlperf.records.schema import MAXBATCH_SCHEMA
 from dlperf.records.store import check_writable
+from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
+from dlperf.reporting.commbench_table import read_commbench
 from dlperf.reporting.report import write_report
 from dlperf.reporting.sources import (
     BY_CHOICES,
@@ -53,6 +56,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="what to write (default all: md, json, png; with several folders html too)",
     )
     parser.add_argument("--out", help="where to write (default: DIR itself; required with several folders)")
+    parser.add_argument(
+        "--predict",
+        action="append",
+        default=[],
+        metavar="COMMBENCH_RECORD",
+        help="add a predicted-speedup column to the scaling tables from this commbench record (one node: the "
+        "intra-node link; several: the inter-node link), beside the measured speedup; repeatable",
+    )
     parser.set_defaults(func=run)
 
 
@@ -76,11 +87,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _single(args: argparse.Namespace) -> int:
     root = Path(args.dir[0])
-    records = load_records(root)
+    others = find_records(root, (*COMMBENCH_SCHEMAS, MAXBATCH_SCHEMA)) if root.is_dir() else []
+    records = find_records(root) if others else load_records(root)  # commbench alone is a report too
+    predict = [read_commbench(path) for path in args.predict]
     out = Path(args.out) if args.out else root
     check_writable(out)
     formats = FORMAT_CHOICES[args.format]
-    for path in write_report(records, out, formats - {"html"}):
+    for path in write_report(records, out, formats - {"html"}, others, predict):
         print(path)
     if "html" in formats:
         comparison = build_comparison([Source.from_records(root.resolve().name, records)])

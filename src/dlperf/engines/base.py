@@ -11,7 +11,7 @@ import os
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.spec import RunSpec
@@ -56,11 +56,13 @@ class TrainStep:
 
     `run` returns the step's output (the loss on ranks that compute it, else None) without waiting for the
     device; `read_loss` turns an output into a float and is called by every rank at window edges only, so it
-    may hold one collective (e.g. fetch the loss from the last pipeline stage).
+    may hold one collective (e.g. fetch the loss from the last pipeline stage). `model` holds this rank's
+    `parameters` and `gradient_bytes` (its own shard under TP/PP), which `dlperf predict` reads from the record.
     """
 
     run: Callable[[], Any]
     read_loss: Callable[[Any], float | None]
+    model: dict[str, int] = field(default_factory=dict)
 
 
 class StepClock(ABC):

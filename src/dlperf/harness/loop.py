@@ -27,6 +27,7 @@ class Measurement:
     step_ms: list[float] = field(default_factory=list)
     loss_first: float | None = None
     loss_last: float | None = None
+    model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
 
     @property
     def throughput(self) -> float:
@@ -95,4 +96,5 @@ def timed_loop(
         step_ms=step_ms,
         loss_first=loss_first,
         loss_last=loss_now,  # the last iteration always closes a window
+        model=dict(step.model),
     )

@@ -18,11 +18,16 @@ class RankFacts:
 
 @dataclass(frozen=True)
 class RunMeasurement:
-    """Rank 0's measurement of the run, with the facts every rank sent at the end."""
+    """Rank 0's measurement of the run, with the facts every rank sent at the end.
 
-    measurement: Measurement
+    A workload with its own rank task (`Workload.tasks`, e.g. commbench) has no timed-loop `measurement`: its
+    JSON-able `output` goes to the workload's `task_record` instead.
+    """
+
+    measurement: Measurement | None
     ranks: list[RankFacts]
     device_type: str
+    output: dict[str, Any] | None = None
 
     @property
     def throughput(self) -> float:
@@ -36,15 +41,17 @@ class RunMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "measurement": asdict(self.measurement),
+            "measurement": asdict(self.measurement) if self.measurement else None,
             "ranks": [asdict(r) for r in self.ranks],
             "device_type": self.device_type,
+            "output": self.output,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunMeasurement:
         return cls(
-            measurement=Measurement(**data["measurement"]),
+            measurement=Measurement(**data["measurement"]) if data.get("measurement") else None,
             ranks=[RankFacts(**r) for r in data["ranks"]],
             device_type=data["device_type"],
+            output=data.get("output"),
         )

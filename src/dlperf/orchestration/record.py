@@ -17,8 +17,9 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
     spec, plan = job.spec, job.plan
     if result.node_envs:
         env = {**env, "nodes": result.node_envs}
+    workload = get_workload(spec.model)
     record: dict[str, Any] = {
-        "schema": SCHEMA,
+        "schema": workload.record_schema or SCHEMA,
         "dlperf_version": __version__,
         "model": spec.model,
         "engine": spec.engine,
@@ -29,25 +30,45 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         "nodes": spec.nodes,
         "devices_per_node": spec.devices_per_node,
         "world_size": spec.world_size,
-        "batch_size": plan.batch_per_device,  # the published name: samples per device per iteration
-        "batch_size_per_device": plan.batch_per_device,
-        "micro_batch_size": plan.micro_batch,
-        "global_batch_size": plan.global_batch,
-        "precision": spec.precision,
-        "config": spec.to_dict(),
-        **plan.record_fields,
-        "status": "failed" if result.failure else "ok",
-        "error": result.failure.error if result.failure else None,
-        "started_at": started_at,
-        "finished_at": finished_at,
-        "log": job.paths.log.name,
-        "env": env,
     }
+    if not workload.tasks:
+        record.update(
+            {
+                "batch_size": plan.batch_per_device,  # the published name: samples per device per iteration
+                "batch_size_per_device": plan.batch_per_device,
+                "micro_batch_size": plan.micro_batch,
+                "global_batch_size": plan.global_batch,
+                "precision": spec.precision,
+            }
+        )
+    record.update(
+        {
+            "config": spec.to_dict(),
+            **plan.record_fields,
+            "status": "failed" if result.failure else "ok",
+            "error": result.failure.error if result.failure else None,
+            "started_at": started_at,
+            "finished_at": finished_at,
+            "log": job.paths.log.name,
+            "env": env,
+        }
+    )
     if result.failure:
         record["failure"] = result.failure.facts()
         return record
     measured = result.measured
+    record.update(
+        {
+            "peak_memory_mib": measured.peak_memory_mib,
+            "device_type": measured.device_type,
+            "ranks": [vars(r) for r in measured.ranks],
+            "hosts": sorted({r.host for r in measured.ranks}),
+        }
+    )
     m = measured.measurement
+    if m is None:  # a rank task of its own (commbench): the workload makes its record
+        record.update(workload.task_record(spec, plan, measured.output or {}, measured.device_type))
+        return record
     record.update(
         {
             "throughput": measured.throughput,
@@ -59,11 +80,8 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
             "compile_s": m.first_step_s if spec.compile else None,
             "loss_first": m.loss_first,
             "loss_last": m.loss_last,
-            "peak_memory_mib": measured.peak_memory_mib,
-            "device_type": measured.device_type,
-            "ranks": [vars(r) for r in measured.ranks],
-            "hosts": sorted({r.host for r in measured.ranks}),
+            **m.model,  # parameters and gradient_bytes of rank 0's model (its shard under TP/PP/FSDP)
         }
     )
-    record.update(get_workload(spec.model).derived_metrics(spec, plan, record))
+    record.update(workload.derived_metrics(spec, plan, record))
     return record

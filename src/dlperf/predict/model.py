@@ -279,14 +279,3 @@ def predict_gpt_layout(
         p2p_s=p2p,
         dp_exposed_s=exposed,
     )
-
-
-def single_device_run(
-    record: dict, gradient_bytes: int, backward_share: float = 2 / 3, bucket_bytes: int = DDP_BUCKET_BYTES
-) -> SingleDeviceRun:
-    """A `dlperf.run/1` record of 1 device as prediction input. Records carry neither gradient bytes nor the
-    backward share yet: the caller gives them (2/3: backward costs about twice the forward's FLOPs)."""
-    if record.get("status") != "ok" or record.get("world_size") != 1:
-        raise ConfigError("dlperf predict needs a successful run on 1 device (1n1g): give that run's JSON record")
-    batch = record["global_batch_size"]
-    return SingleDeviceRun(batch / record["throughput"], batch, backward_share, gradient_bytes, bucket_bytes)

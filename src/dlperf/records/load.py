@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
-from dlperf.records.schema import read_record
+from dlperf.records.schema import READABLE, read_record
 
 
-def find_records(root: str | Path) -> list[dict[str, Any]]:
-    """Every complete record under `root`, in a stable order."""
+def find_records(root: str | Path, schemas: tuple[str, ...] = READABLE) -> list[dict[str, Any]]:
+    """Every complete record of `schemas` (default: run records) under `root`, in a stable order."""
     records = []
     for path in sorted(Path(root).rglob("*.json")):
-        record = read_record(path)
+        record = read_record(path, schemas)
         if record is not None:
             record["_path"] = str(path)
             records.append(record)

@@ -11,10 +11,11 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.spec import COMMON_KEYS, RunSpec, coerce
 from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.commbench import CommbenchWorkload
 from dlperf.workloads.gpt import GPTWorkload
 from dlperf.workloads.resnet import ResNet50Workload
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (ResNet50Workload(), GPTWorkload())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (ResNet50Workload(), GPTWorkload(), CommbenchWorkload())}
 RUN_FIELDS = {f.name: f for f in fields(RunSpec)}
 
 

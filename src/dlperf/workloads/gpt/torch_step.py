@@ -10,6 +10,7 @@ from torch import nn
 
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
@@ -107,7 +108,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         dist.all_reduce(share)
         return float(share.item())
 
-    return TrainStep(run=step, read_loss=read_loss)
+    return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(wrapped))
 
 
 def _micro_batches(inputs: torch.Tensor, labels: torch.Tensor, steps: int):

@@ -7,6 +7,7 @@ from torch import nn
 
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
@@ -56,4 +57,4 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         amp.step(optimizer)
         return loss.detach()
 
-    return TrainStep(run=step, read_loss=loss_value)
+    return TrainStep(run=step, read_loss=loss_value, model=parameter_facts(model))

@@ -4,12 +4,15 @@ CLI and the report."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
 import pytest
-from conftest import run_dlperf
+from conftest import run_cli, run_dlperf
 
+from dlperf.cli import commbench_cmd
+from dlperf.cli.main import build_parser
 from dlperf.commbench import OPS, Timing, bus_factor, fit_alpha_beta, fit_timings
 from dlperf.commbench.bandwidth import read_fit
 from dlperf.errors import ConfigError
@@ -99,3 +102,15 @@ def test_two_process_commbench_through_the_cli_and_the_report(tmp_path):
     assert "## Collective bandwidth (dlperf commbench)" in text and "1n2g (2 ranks), gloo on cpu, fp32" in text
     assert text.count("| all_reduce |") == 4  # three sizes and one fit
     assert (tmp_path / "plots" / "commbench_1n2g_fp32_1.png").stat().st_size > 0
+
+
+def test_sbatch_job_script_runs_commbench_with_flags_it_accepts(tmp_path, capsys):
+    """Outside an allocation Slurm runs the command inside a job script: `dlperf commbench`, not `dlperf run`."""
+    args = ["commbench", "--launcher", "slurm", "--nodes", "2", "--sizes", "1M,4M", "--warmup", "2", "--dry-run",
+            "--out", str(tmp_path)]  # fmt: skip
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if " -m dlperf commbench " in line)
+    parsed = build_parser().parse_args(shlex.split(line)[3:])
+    assert parsed.func is commbench_cmd.run
+    assert (parsed.nodes, parsed.sizes, parsed.warmup, parsed.repeats, parsed.launcher) == (2, "1M,4M", 2, 20, "slurm")

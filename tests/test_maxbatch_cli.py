@@ -33,7 +33,7 @@ def test_search_table_record_and_report_column(tmp_path, capsys, probes):
     args = ["maxbatch", *CASE, "--start", "8", "--max-batch", "1024", "--memory-cap", "0.5", "--out", str(tmp_path)]
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
-    (case_args, batch_flag, cap), = probes  # one probe factory for the whole search, with the case's own flags
+    ((case_args, batch_flag, cap),) = probes  # one probe factory for the whole search, with the case's own flags
     assert (batch_flag, cap) == ("--batch-size", 0.5) and sorted(case_args) == sorted(CASE)
     # x2 from 8 to the first OOM at 128, then bisect (64, 128): 96 oom, 80, 88 ok, 92 oom, 90 ok, 91 oom
     assert "| 128 | no | oom |" in out

@@ -31,8 +31,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     what.add_argument("--ops", default=",".join(OPS), help=f"comma-separated collectives (default {','.join(OPS)})")
     what.add_argument("--sizes", default=DEFAULT_SIZES, help=f"buffer sizes, K/M/G binary (default {DEFAULT_SIZES})")
     what.add_argument("--dtype", choices=DTYPES, default="fp32", help="element type (default fp32)")
-    what.add_argument("--warmup", type=positive_int, default=5, help="untimed calls per size first (default 5)")
-    what.add_argument("--repeats", type=positive_int, default=20, help="timed calls per size (default 20)")
+    # --warmup-iters, --iters and --model commbench: the run flags an sbatch job script rebuilds the spec with
+    what.add_argument(
+        "--warmup", "--warmup-iters", type=positive_int, default=5, help="untimed calls per size first (default 5)"
+    )
+    what.add_argument("--repeats", "--iters", type=positive_int, default=20, help="timed calls per size (default 20)")
+    what.add_argument("--model", choices=["commbench"], default="commbench", help=argparse.SUPPRESS)
     what.add_argument("--nodes", type=positive_int, help="number of nodes (default 1, or the number of --hosts)")
     what.add_argument("--devices-per-node", type=positive_int, default=1, help="ranks per node (default 1)")
     what.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cuda or cpu")

@@ -12,7 +12,7 @@ from dlperf.errors import LaunchError
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.run import check_run, execute, launcher_for, plan_jobs
 from dlperf.records.store import check_writable
-from dlperf.workloads import spec_from_mapping
+from dlperf.workloads import require_training, spec_from_mapping
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if launch.hosts:
         values.setdefault("nodes", len(launch.hosts))
     spec = spec_from_mapping(values)
+    require_training(spec)
     launcher = launcher_for(launch)
     plan = check_run(spec, launcher)
     jobs = plan_jobs(spec, plan, [args.repeat], args.out)

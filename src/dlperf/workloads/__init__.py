@@ -70,6 +70,12 @@ def decode_spec(data: dict[str, Any]) -> RunSpec:
     return spec_from_mapping(data)
 
 
+def require_training(spec: RunSpec) -> None:
+    """`dlperf run` and `sweep` time training steps; a workload with its own rank task has its own command."""
+    if get_workload(spec.model).tasks:
+        raise ConfigError(f"--model {spec.model} is not a training workload: measure it with `dlperf {spec.model}`")
+
+
 def check_spec(spec: RunSpec) -> WorkloadPlan:
     """Every check of the values themselves, then the plan; raises ConfigError/DataError with the fix."""
     spec.validate()
@@ -85,6 +91,7 @@ __all__ = [
     "decode_spec",
     "get_workload",
     "model_names",
+    "require_training",
     "spec_from_mapping",
     "workload_keys",
 ]

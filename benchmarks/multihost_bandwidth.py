@@ -86,18 +86,23 @@ def main() -> int:
         one = measure(cluster, 1, args, out)
         single = run_from_record(one, backward_share=args.backward_share)
         print(f"1 host : {one['throughput']:8.2f} samples/s (uncapped), {one['gradient_bytes']:,} gradient bytes")
-        print("| cap | all-reduce busbw (MB/s) | measured samples/s | measured speedup | predicted speedup | error |")
-        print("|---|---:|---:|---:|---:|---:|", flush=True)
+        print(
+            "| cap | all-reduce busbw (MB/s) | measured samples/s | measured speedup "
+            "| predicted, DDP overlap | error | predicted, no overlap | error |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
         for rate in [None, *args.rates]:
             cluster.cap_bandwidth(rate)
             fit = commbench(cluster, args, out)
             _, inter = links_from_records([fit])
             predicted = predict_data_parallel(single, 1, 2, None, inter).speedup
+            serial = predict_data_parallel(single, 1, 2, None, inter, overlap=False).speedup
             two = measure(cluster, 2, args, out)["throughput"]
             measured = two / one["throughput"]
             busbw = fit["fits"]["all_reduce"]["busbw_gbps"] * 1e3
             print(f"| {rate or 'none'} | {busbw:.1f} | {two:.2f} | {measured:.2f} | {predicted:.2f} "
-                  f"| {(predicted - measured) / measured:+.1%} |", flush=True)  # fmt: skip
+                  f"| {(predicted - measured) / measured:+.1%} | {serial:.2f} | {(serial - measured) / measured:+.1%} |",
+                  flush=True)  # fmt: skip
         cluster.cap_bandwidth(None)
     return 0
 

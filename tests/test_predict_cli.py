@@ -47,6 +47,9 @@ def test_predict_two_nodes_from_an_inter_node_fit(tmp_path, capsys):
     assert "step time     1124.86 ms (249.72 ms all-reduce, 124.86 ms exposed, 2 buckets)" in out
     assert "throughput    56.90 samples/s" in out
     assert "speedup       1.78 (efficiency 88.9%)" in out
+    # nothing hidden: both all-reduces, 0.2497152 s, added to the step: 2 / 1.2497152 = 1.60
+    code, out, err = run_cli(["predict", run, bench, "--devices", "1", "--nodes", "2", "--no-overlap"], capsys)
+    assert code == 0 and "step time     1249.72 ms" in out and "speedup       1.60" in out
 
 
 def test_intra_node_fit_and_given_gradient_bytes(tmp_path, capsys):

@@ -36,6 +36,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     parser.add_argument("--gradient-bytes", type=positive_int, help="gradient bytes (default: the run record's)")
     parser.add_argument("--bucket-mb", type=positive_float, default=25.0, help="DDP bucket size in MiB (default 25)")
+    parser.add_argument(
+        "--no-overlap",
+        dest="overlap",
+        action="store_false",
+        help="hide no communication behind the backward pass (gloo on CPUs: the all-reduce uses the cores that "
+        "compute)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -46,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     single = run_from_record(record, args.gradient_bytes, args.backward_share, round(args.bucket_mb * MIB))
     inter_records = [read_commbench(args.inter_record)] if args.inter_record else []
     intra, inter = links_from_records([read_commbench(args.commbench_record)], inter_records)
-    got = predict_data_parallel(single, args.devices, args.nodes, intra, inter)
+    got = predict_data_parallel(single, args.devices, args.nodes, intra, inter, args.overlap)
     print(
         f"1n1g: {single.step_time_s * 1e3:.2f} ms per step, {single.throughput:.2f} samples/s, "
         f"{single.gradient_bytes:,} gradient bytes, backward {single.backward_share:.3f} of the step"

@@ -2,21 +2,25 @@
 
 Generates a few hundred MB of logs in several peer formats in a temporary folder, reads each to the end
 (window 0: every line is parsed), and prints MB/s and the process's peak RSS after each file. Peak RSS staying
-flat while hundreds of MB stream through shows the readers never hold a whole file.
+flat while hundreds of MB stream through shows the readers never hold a whole file. With `--real DIR` it also
+times `dlperf extract DIR` end to end (reading, records, report, with and without plots) and the start of
+`dlperf extract --list-formats` in a fresh interpreter (which must not import torch).
 
-    python benchmarks/extract_speed.py [--mb 300]
+    python benchmarks/extract_speed.py [--mb 300] [--real tests/fixtures/peer-logs/real]
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dlperf.peers.extract import Options, read_run
+from dlperf.peers.extract import Options, extract_dir, read_run
 from dlperf.peers.layout import parse_log_path
 
 T0 = 1_700_000_000.0
@@ -91,10 +95,36 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def time_real(root: Path) -> None:
+    """`dlperf extract` on a folder of real logs, in this process: what a user waits for, minus start-up."""
+    from dlperf.cli.main import main as dlperf_main
+
+    size = sum(p.stat().st_size for p in root.rglob("*.log"))
+    for flags in (["--no-plots"], []):
+        with tempfile.TemporaryDirectory(prefix="dlperf-extract-real-") as tmp:
+            started = time.perf_counter()
+            dlperf_main(["extract", str(root), "--out", str(Path(tmp) / "out"), *flags])
+            seconds = time.perf_counter() - started
+        print(f"extract {root} {' '.join(flags) or '(with plots)'}: {size / 1e6:.1f} MB in {seconds:.2f} s", flush=True)
+    started = time.perf_counter()
+    records, skipped = extract_dir(root, Options())
+    print(f"reading only: {len(records)} records, {len(skipped)} skipped, {time.perf_counter() - started:.2f} s")
+    probe = (
+        "import sys, time; t = time.perf_counter(); from dlperf.cli import extract_cmd; "
+        "from dlperf.peers.registry import describe; describe(); "
+        "print(f'{time.perf_counter() - t:.3f} s, torch imported: {\"torch\" in sys.modules}')"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    print(f"--list-formats imports (dlperf.cli.extract_cmd + describe): {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=300, help="total MB of logs to generate (default 300)")
+    parser.add_argument("--real", type=Path, help="also time `dlperf extract` on this folder of real logs")
     args = parser.parse_args()
+    if args.real:
+        time_real(args.real)
     per_file = args.mb / len(GENERATORS)
     print(f"peak RSS before: {peak_rss_mib():.0f} MiB")
     print(f"{'format':<18} {'MB':>7} {'s':>6} {'MB/s':>7} {'peak RSS MiB':>13}  throughput")
@@ -110,7 +140,7 @@ def main() -> None:
             total_bytes, total_s = total_bytes + size, total_s + seconds
             print(
                 f"{name:<18} {size / 1e6:7.1f} {seconds:6.2f} {size / 1e6 / seconds:7.1f} {peak_rss_mib():13.0f}"
-                f"  {record['throughput']:.2f} {record['throughput_unit']}"
+                f"  {record['throughput']:.2f} {record['unit']}"
             )
             path.unlink()
     print(

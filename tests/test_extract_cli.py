@@ -71,7 +71,7 @@ def test_bad_files_are_skipped_one_line_each_and_exit_3(tmp_path, capsys):
     assert "truncated mid-line" in reasons["rn50_b128_fp32_2.log"]
     assert "binary content" in reasons["rn50_b128_fp32_3.log"]
     assert "no line of a known format" in reasons["rn50_b128_fp32_4.log"]
-    assert "not more than the warm-up skip of 1" in reasons["rn50_b128_fp32_5.log"]
+    assert "inside the 100-iteration warm-up" in reasons["rn50_b128_fp32_5.log"]
     assert "not a topology" in reasons["notes.log"]
     assert "Traceback" not in err
     assert set(_summary(tmp_path / "out")) == {"1n1g", "1n4g", "2n8g"}
@@ -98,7 +98,7 @@ def test_list_formats_names_every_format_with_its_defaults(capsys):
     assert code == 0
     for name, fmt in BY_NAME.items():
         assert f"\n{name}\n" in f"\n{out}"
-        assert f"warm-up skip: {fmt.warmup} lines" in out
+        assert f"warm-up: {fmt.warmup} " in out and f"unit: {fmt.unit}" in out
 
 
 @pytest.mark.parametrize("rule", ["printed", "timestamp"])

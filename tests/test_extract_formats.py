@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "peer-logs"
 KERAS = FIXTURES / "tf2-keras-resnet50"
 HANDWRITTEN = FIXTURES / "handwritten"
 
-# format -> {rule: throughput} with a 1-line warm-up and every later line kept (dlperf: its own default, 0).
+# format -> {rule: throughput} with the first printed line as the warm-up and every later line kept.
 EXPECTED = {
     "dllogger-tf": {"printed": (142 + 144) / 2, "timestamp": (30 - 10) * 32 / 4.5},
     "dllogger-pytorch": {"printed": (4294.91 + 4100 + 4200) / 3, "timestamp": (4 - 1) * 2048 / 1.5},
@@ -35,12 +35,14 @@ EXPECTED = {
     "hugectr": {"printed": 1024 / ((0.3 + 0.5) / 200)},
     "mlperf": {"printed": (2800 + 2900) / 2, "timestamp": 200 * 256 / 20},
     "megatron": {"printed": 128 / 0.8, "timestamp": (3840 - 1280) / 16},  # the line's global batch (128) wins
-    "torchtitan": {"printed": (6213 + 6187) / 2 * 8},  # tokens/s per device x 8 devices
+    "torchtitan": {"printed": 6187 * 8},  # the last printed step's tokens/s per device x 8 devices
     "oneflow-resnet": {"printed": (390 + 400) / 2, "timestamp": 40 * 128 / 13},
     "oneflow-bert": {"printed": (128.5 + 127.5) / 2, "timestamp": 2 * 32 / 0.5},
     "oneflow-gpt": {"printed": (39.02016 + 38.97984) / 2},
     "dlperf": {"printed": (10 + 12 + 14) / 3, "timestamp": (6 - 2) * 8 / 2.5},
 }
+# warm-ups are iterations: the one that makes each fixture's first printed line the warm-up
+WARMUP = {"pytorch-imagenet": 0, "paddle": 0, "oneflow-bert": 19, "dlperf": 0}
 
 
 def handwritten(name: str) -> Path:
@@ -48,7 +50,7 @@ def handwritten(name: str) -> Path:
 
 
 def test_every_format_has_a_fixture_and_expected_figures():
-    assert set(EXPECTED) | {"tf2-keras"} == set(BY_NAME)
+    assert set(EXPECTED) | {"tf2-keras", "oneflow-models"} == set(BY_NAME)  # those two: real logs only
     for name, rules in EXPECTED.items():
         assert set(rules) == set(BY_NAME[name].rules), name
 
@@ -56,7 +58,7 @@ def test_every_format_has_a_fixture_and_expected_figures():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_auto_detection_and_both_rules(name):
     info = parse_log_path(handwritten(name))
-    warmup = None if name == "dlperf" else 1
+    warmup = WARMUP.get(name, 1)
     for rule, expected in EXPECTED[name].items():
         record = read_run(info, Options(rule=rule, warmup=warmup, window=0))
         assert record["format"] == name
@@ -69,20 +71,21 @@ def test_extra_figures_latency_and_metrics():
     assert megatron["latency_ms"] == {"mean": pytest.approx(800.0)}
     assert megatron["peer_metrics"] == {"tflops_per_device": pytest.approx(150.0)}
     titan = read_run(parse_log_path(handwritten("torchtitan")), Options(warmup=1, window=0))
-    assert titan["throughput_unit"] == "tokens/s"
-    assert titan["peer_metrics"]["mfu_percent"] == pytest.approx((36.38 + 36.23) / 2)
+    assert titan["unit"] == "tokens/s"
+    assert titan["peer_metrics"]["mfu_percent"] == pytest.approx(36.23)
+    assert titan["peak_memory_mib"] == {"reserved": pytest.approx(30.12 * 1024)}
     hugectr = read_run(parse_log_path(handwritten("hugectr")), Options(warmup=1, window=0))
     assert hugectr["latency_ms"]["mean"] == pytest.approx(4.0)
 
 
 def test_window_limits_the_kept_lines():
-    record = read_run(parse_log_path(handwritten("dlperf")), Options(window=2))
+    record = read_run(parse_log_path(handwritten("dlperf")), Options(window=4))  # iterations 2 and 4 (of 2, 4, 6)
     assert record["kept_lines"] == 2
     assert record["throughput"] == pytest.approx(11.0)
 
 
 def test_forced_format_that_does_not_match_is_a_data_error():
-    with pytest.raises(DataError, match="no mxnet throughput lines"):
+    with pytest.raises(DataError, match="no mxnet progress lines"):
         read_run(parse_log_path(handwritten("paddle")), Options(format="mxnet"))
 
 

@@ -1,4 +1,4 @@
-"""Property tests: whatever a log holds, reading it ends in a result or a DataError, never another exception."""
+"""Property tests: whatever a log holds, reading it ends in a record (ok or failed) or a DataError, nothing else."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from dlperf.peers.registry import FORMATS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "peer-logs"
 REAL_LINES = sorted(
-    {line for path in FIXTURES.rglob("*.log") for line in path.read_text(encoding="utf-8").splitlines()} - {""},
+    {
+        line
+        for path in FIXTURES.rglob("*.log")
+        if path.stat().st_size < 200_000  # the small files hold every format's lines; the large add only time
+        for line in path.read_text(encoding="utf-8").splitlines()
+    }
+    - {""},
 )
 SAMPLE_LINES = [line for line in REAL_LINES if "TimeHistory" in line or len(line) < 400]
 NOISE = st.text(alphabet=st.characters(max_codepoint=0x2FF) | st.sampled_from("0123456789.:,|[]-e "), max_size=40)
@@ -60,4 +66,7 @@ def test_any_file_content_is_a_result_or_a_data_error(tmp_path_factory, content,
     except DataError as error:
         assert str(error) and "\n" not in str(error)
         return
-    assert record["throughput"] > 0
+    if record["status"] == "failed":  # a crash, OOM, signal or NaN loss in the content: a failed run, with why
+        assert record["error"] and record["throughput"] is None
+    else:
+        assert record["throughput"] > 0

@@ -1,7 +1,8 @@
 """`dlperf extract`: other frameworks' training logs -> the same summary, tables and plots as `dlperf report`.
 
-Exit status: 0 when every log gave a result, 3 when some logs were skipped (each named on stderr with the
-reason; the report holds the others), 2 for bad usage or when no log gave a result.
+Exit status: 0 when every log gave a record (a failed run is a record, with its reason), 3 when some logs were
+skipped (each named on stderr with the reason; the report holds the others), 2 for bad usage or when no log
+gave a record. Nothing here imports torch: `--list-formats` reads only the format descriptions.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from dlperf.errors import ResultsError
 from dlperf.peers.base import RULES
 from dlperf.peers.extract import Options, extract_dir
 from dlperf.peers.registry import BY_NAME, describe
-from dlperf.records.store import check_writable, write_json_atomic
-from dlperf.reporting.report import write_report
 
 SKIPPED_EXIT = 3
 
@@ -45,10 +44,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="printed: mean of the printed throughput over the kept lines; timestamp: samples between the first "
         "and last kept line / time between their stamps (default: the format's first rule)",
     )
-    parser.add_argument("--warmup", type=non_negative_int, help="lines to skip first (default: the format's own)")
     parser.add_argument(
-        "--window", type=non_negative_int, help="lines to keep after the warm-up, 0 = to the end (default: format's)"
+        "--warmup",
+        type=non_negative_int,
+        help="iterations to skip at the start of a run (default: the format's published rule)",
     )
+    parser.add_argument(
+        "--window",
+        type=non_negative_int,
+        help="iterations to keep after the warm-up, 0 = to the end of the run (default: the format's published rule)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="write report.md and summary.json only (faster)")
     parser.add_argument("--out", help="where to write (default: LOG_DIR-extract beside LOG_DIR)")
     parser.add_argument("--list-formats", action="store_true", help="name every format with its rules and defaults")
     parser.set_defaults(func=run)
@@ -68,11 +74,20 @@ def run(args: argparse.Namespace) -> int:
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {root} gave a result (reasons above)")
     out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
+    # Imported here so that `--list-formats` and usage errors start without matplotlib.
+    from dlperf.records.store import check_writable, write_json_atomic
+    from dlperf.reporting.report import write_report
+
     check_writable(out)
     for record in records:
+        if record.get("warning"):
+            print(f"dlperf: warning: {record['warning']}", file=sys.stderr)
+        if record["status"] != "ok":
+            print(f"dlperf: failed run {record['file']}: {record['error']}", file=sys.stderr)
         log = Path(record["file"])
         write_json_atomic(out / "records" / record["model"] / record["case"] / f"{log.stem}.json", record)
-    for path in write_report(records, out, {"md", "json", "png"}):
+    formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
+    for path in write_report(records, out, formats, min_plot_cases=2):
         print(path)
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
     return SKIPPED_EXIT if skipped else 0

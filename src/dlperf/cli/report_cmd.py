@@ -93,7 +93,7 @@ def _single(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else root
     check_writable(out)
     formats = FORMAT_CHOICES[args.format]
-    for path in write_report(records, out, formats - {"html"}, others, predict):
+    for path in write_report(records, out, formats - {"html"}, others=others, predict=predict):
         print(path)
     if "html" in formats:
         comparison = build_comparison([Source.from_records(root.resolve().name, records)])

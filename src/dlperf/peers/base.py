@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-import statistics
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -17,7 +16,7 @@ RULES = ("printed", "timestamp")
 
 @dataclass(frozen=True)
 class RunShape:
-    """What a reader may need from the file's place in the layout to turn its lines into samples/s."""
+    """What a reader may need from the file's place in the layout to turn its lines into global figures."""
 
     global_batch: int
     world_size: int
@@ -25,11 +24,13 @@ class RunShape:
 
 @dataclass(frozen=True)
 class Point:
-    """One throughput line of a log: the step it ends, what it printed, and when.
+    """One progress line of a log: the iteration it ends, what it printed, and when.
 
-    `speed` is global samples/s; `seconds` is seconds per iteration; `samples` is the cumulative sample count
-    where the log prints one (else the timestamp rule uses step x global batch); `metrics` are extra figures
-    (TFLOP/s, MFU, memory) averaged over the kept window.
+    `step` counts iterations from the start of the run (epochs folded in); `start` is the iteration the line's
+    interval starts at when the line says so (else the previous line's step). `speed` is GLOBAL samples/s (a
+    reader scales a per-device figure by the world size); `seconds` is seconds per iteration; `samples` is a
+    cumulative sample count where the log prints one; `run` tells runs apart when a log prints it (e.g. the
+    planned iteration count); `memory_mib` is a printed peak memory; `metrics` are extra per-device figures.
     """
 
     step: int | None
@@ -37,6 +38,9 @@ class Point:
     seconds: float | None = None
     timestamp: float | None = None
     samples: float | None = None
+    start: int | None = None
+    run: Hashable = None
+    memory_mib: float | None = None
     metrics: tuple[tuple[str, float], ...] = ()
 
 
@@ -45,18 +49,27 @@ Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
 
 @dataclass(frozen=True)
 class PeerFormat:
-    """A framework's log format: how to recognise it, read it, and the published way to measure it."""
+    """A framework's log format: how to recognise it, read it, and the published way to measure it.
+
+    `warmup` and `window` count ITERATIONS: lines whose interval starts before iteration `warmup` are skipped,
+    and the window covers the `window` iterations from the first kept one (None: to the end of the run).
+    `last_only` keeps only the last printed line of the run (torchtitan's published step-10 figure).
+    """
 
     name: str
     description: str
     signature: re.Pattern[str]  # a line that matches it identifies the format (used by --format auto)
     read: Reader
     rules: tuple[str, ...]  # supported rules, the default first
-    warmup: int  # lines skipped at the start by default
-    window: int | None  # lines kept after the warm-up by default; None: to the end of the log
+    warmup: int
+    window: int | None
     printed_from: Literal["speed", "seconds"] = "speed"
-    practice: str = ""  # where the defaults come from
+    practice: str = ""  # the published rule and where it comes from
     unit: str = "samples/s"
+    printed: str = "global"  # what the printed figure is: "global" or "per device" (readers scale to global)
+    last_only: bool = False
+    memory_kind: str = "reserved"  # what a printed memory figure is, as dlperf's records name it
+    steps_are_iterations: bool = True  # False: `step` numbers progress events, so the timestamp rule needs samples
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None
@@ -106,45 +119,25 @@ def glog_time(year: int, mmdd: str, clock: str) -> float:
 
 
 class StepCounter:
-    """Turns per-epoch iteration numbers into one running step count (they restart at every epoch)."""
+    """(epoch, iteration in epoch) -> one running iteration count; a step back inside an epoch restarts it.
+
+    Epoch lengths are not printed, so the last iteration seen in an epoch stands for its length.
+    """
 
     def __init__(self) -> None:
         self._offset = 0
+        self._epoch: int | None = None
         self._last = 0
 
-    def __call__(self, iteration: int) -> int:
-        if iteration < self._last:
+    def __call__(self, epoch: int | None, iteration: int) -> int:
+        if self._epoch is not None and epoch is not None and epoch > self._epoch:
             self._offset += self._last
-        self._last = iteration
+        elif (epoch is not None and self._epoch is not None and epoch < self._epoch) or iteration < self._last:
+            self._offset = 0  # a new run: its count starts again, so the measurer sees the restart
+        self._epoch, self._last = epoch, iteration
         return self._offset + iteration
 
 
-def merge_ranks(items: Iterable[tuple[Hashable, Point]], lag: int = 64) -> Iterator[tuple[Hashable, list[Point]]]:
-    """Group the lines every rank prints for the same iteration, in first-seen order.
-
-    Ranks of a synchronous job print the same iteration close together, so only the last `lag` iterations are
-    held: memory stays bounded however long the log is.
-    """
-    pending: dict[Hashable, list[Point]] = {}
-    for key, point in items:
-        pending.setdefault(key, []).append(point)
-        if len(pending) > lag:
-            oldest = next(iter(pending))
-            yield oldest, pending.pop(oldest)
-    yield from pending.items()
-
-
-def median_point(step: int, points: list[Point]) -> Point:
-    """One point for one iteration printed by several ranks: the median figures, the latest time stamp."""
-
-    def med(values: list[float | None]) -> float | None:
-        present = [v for v in values if v is not None]
-        return statistics.median(present) if present else None
-
-    stamps = [p.timestamp for p in points if p.timestamp is not None]
-    return Point(
-        step=step,
-        speed=med([p.speed for p in points]),
-        seconds=med([p.seconds for p in points]),
-        timestamp=max(stamps) if stamps else None,
-    )
+def per_device(value: float, shape: RunShape) -> float:
+    """A per-device printed figure -> the global one (every device of a synchronous job does the same work)."""
+    return value * shape.world_size

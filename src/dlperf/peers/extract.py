@@ -11,10 +11,11 @@ from typing import Any
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.peers.base import RULES, PeerFormat, RunShape
+from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, find_logs, parse_log_path
 from dlperf.peers.measure import measure
 from dlperf.peers.registry import detect, get_format
-from dlperf.peers.textlines import log_lines
+from dlperf.peers.textlines import log_lines, strip_prefixes
 from dlperf.records.schema import SCHEMA
 
 
@@ -24,11 +25,13 @@ class Options:
 
     format: str = "auto"
     rule: str | None = None
-    warmup: int | None = None  # None: the format's default
-    window: int | None = None  # None: the format's default; 0: to the end of the log
+    warmup: int | None = None  # iterations; None: the format's default
+    window: int | None = None  # iterations; None: the format's default; 0: to the end of the run
 
     def check(self) -> None:
         """Refuse combinations that can never work, before any file is read."""
+        if (self.warmup is not None and self.warmup < 0) or (self.window is not None and self.window < 0):
+            raise ConfigError("--warmup and --window count iterations and must be non-negative")
         if self.rule is not None and self.rule not in RULES:
             raise ConfigError(f"unknown rule {self.rule!r}: choose one of {', '.join(RULES)}")
         if self.format != "auto":
@@ -60,22 +63,81 @@ def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None) -> tuple[P
     raise DataError("no line of a known format: see `dlperf extract --list-formats`, or pass --format NAME")
 
 
+def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
+    """Whether the file holds an MLPerf event anywhere: a byte search, far cheaper than reading lines."""
+    marker, tail = b":::MLLOG ", b""
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            if marker in tail + block:
+                return True
+            tail = block[-len(marker) :]
+    return False
+
+
 def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
-    """One log's record; DataError says why a log gives none."""
+    """One log's record: `status` ok with the figures, or failed with the reason; DataError for no record."""
     forced = None if options.format == "auto" else get_format(options.format)
+    if forced is None and _holds_mllog(info.path):
+        forced = get_format("mlperf")  # a file holding MLLOG events is MLPerf, whatever it prints first
     shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size)
-    with closing(log_lines(info.path)) as lines:
-        fmt, rest = _formatted_lines(lines, forced)
+    watch = FailureWatch()
+    with closing(log_lines(info.path)) as raw:
+        lines = watch.watch(strip_prefixes(line) for line in raw)
+        try:
+            fmt, rest = _formatted_lines(lines, forced)
+        except DataError:
+            if watch.reason() is None:
+                raise
+            return _failed(info, shape, None, "printed", watch.reason() or "")
         rule = options.rule or fmt.rules[0]
         if rule not in fmt.rules:
             raise DataError(f"it is a {fmt.name} log, which supports only --rule {' or '.join(fmt.rules)}")
         warmup = fmt.warmup if options.warmup is None else options.warmup
         window = fmt.window if options.window is None else (options.window or None)
-        measured = measure(fmt.read(rest, shape), fmt, rule, warmup, window, shape)
-    record: dict[str, Any] = {
+        try:
+            measured = measure(fmt.read(rest, shape), fmt, rule, warmup, window, shape, on_point=watch.progress)
+        except DataError:
+            for _ in rest:  # the failure that explains a missing figure may come later in the log
+                pass
+            if watch.reason() is None:
+                raise
+            return _failed(info, shape, fmt, rule, watch.reason() or "")
+        for _ in rest:  # read to the end: a failure after the last window line still fails the run
+            pass
+    reason = watch.reason()
+    if reason is not None:
+        return _failed(info, shape, fmt, rule, reason)
+    record = _base(info, shape, fmt, rule)
+    record.update(
+        status="ok",
+        error=None,
+        throughput=measured.throughput,
+        throughput_per_device=measured.throughput / info.world_size,
+        warmup_iterations=warmup,
+        window_iterations=window,
+        kept_lines=measured.kept,
+        kept_steps=[measured.first_step, measured.last_step],
+        window_note=measured.window_note,
+    )
+    if measured.latency_ms is not None:
+        record["latency_ms"] = {"mean": measured.latency_ms}
+    if measured.memory_mib is not None:
+        record["peak_memory_mib"] = {fmt.memory_kind: measured.memory_mib}
+    if measured.metrics:
+        record["peer_metrics"] = measured.metrics
+    if measured.runs > 1:
+        record["warning"] = (
+            f"{info.path}: {measured.runs} runs in one file (the iteration counter restarts): "
+            f"measured the last one that gives a figure"
+        )
+    return record
+
+
+def _base(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str) -> dict[str, Any]:
+    return {
         "schema": SCHEMA,
         "source": "extract",
-        "format": fmt.name,
+        "format": fmt.name if fmt else None,
         "rule": rule,
         "file": str(info.path),
         "model": info.model,
@@ -88,18 +150,14 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
         "batch_size": info.batch_size,
         "global_batch_size": shape.global_batch,
         "precision": info.precision,
-        "status": "ok",
-        "error": None,
-        "throughput": measured.throughput,
-        "throughput_per_device": measured.throughput / info.world_size,
-        "throughput_unit": fmt.unit,
-        "warmup_lines": warmup,
-        "kept_lines": measured.kept,
+        "unit": fmt.unit if fmt else None,
+        "printed_figure": fmt.printed if fmt else None,
     }
-    if measured.latency_ms is not None:
-        record["latency_ms"] = {"mean": measured.latency_ms}
-    if measured.metrics:
-        record["peer_metrics"] = measured.metrics
+
+
+def _failed(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str, reason: str) -> dict[str, Any]:
+    record = _base(info, shape, fmt, rule)
+    record.update(status="failed", error=reason, throughput=None, throughput_per_device=None)
     return record
 
 

@@ -1,9 +1,19 @@
-"""The two published rules, computed while the points stream past (constant memory)."""
+"""The published rules over iterations, computed while the points stream past (bounded memory).
+
+Three steps, the same for every format:
+1. ranks: lines printed by several ranks for the same iteration become one (the median, as the MXNet rule says);
+2. runs: a step that goes back (or a new planned length) starts a new run; the last run that gives a figure is
+   measured, and the record says how many runs the file held;
+3. window: lines whose interval starts before the warm-up iteration are skipped, the next `window` iterations are
+   kept; where the log is shorter than the rule asks for, what the rule allows is used and `window_note` says so.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import statistics
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from dlperf.errors import DataError
@@ -12,37 +22,120 @@ from dlperf.peers.base import PeerFormat, Point, RunShape
 
 @dataclass(frozen=True)
 class Measured:
-    """One log's throughput (global samples/s) and what it was computed from."""
+    """One run's throughput (global, in the format's unit) and what it was computed from."""
 
     throughput: float
-    kept: int
+    kept: int  # printed lines (one per iteration printed, ranks combined) in the window
+    first_step: int | None
+    last_step: int | None
     latency_ms: float | None
+    memory_mib: float | None
     metrics: dict[str, float]
+    window_note: str | None
+    runs: int  # runs found in the file; the last one that gave a figure is this one
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _combine(points: list[Point]) -> Point:
+    """One point for one iteration printed by several ranks: median figures, the latest time stamp."""
+    if len(points) == 1:
+        return points[0]
+    stamps = [p.timestamp for p in points if p.timestamp is not None]
+    memory = [p.memory_mib for p in points if p.memory_mib is not None]
+    names = {name for p in points for name, _ in p.metrics}
+    first = points[0]
+    return Point(
+        step=first.step,
+        start=first.start,
+        run=first.run,
+        speed=_median([p.speed for p in points]),
+        seconds=_median([p.seconds for p in points]),
+        timestamp=max(stamps) if stamps else None,
+        samples=_median([p.samples for p in points]),
+        memory_mib=max(memory) if memory else None,
+        metrics=tuple((n, statistics.median([v for p in points for m, v in p.metrics if m == n])) for n in names),
+    )
+
+
+MAX_RANKS = 65536  # lines of one iteration held at once: more ranks than any job has, so memory stays bounded
+KEPT_RUNS = 8  # finished runs held for "the last one that gives a figure"
+
+
+def split_runs(points: Iterable[Point]) -> Iterator[tuple[int, Point]]:
+    """(run number, point) with the ranks of one iteration combined.
+
+    Ranks print an iteration close together, so lines of the current or the previous printed step join that
+    step; a step below both, or a new `run` key, is a restart.
+    """
+    run = 0
+    groups: dict[int | None, list[Point]] = {}  # at most the two latest printed steps
+    key: object = None
+    for point in points:
+        if groups and (point.run != key or (point.step not in groups and _before(point.step, groups))):
+            yield from ((run, _combine(g)) for g in groups.values())
+            groups, run = {}, run + 1
+        key = point.run
+        if point.step in groups and len(groups[point.step]) < MAX_RANKS:
+            groups[point.step].append(point)
+            continue
+        if point.step in groups:  # a degenerate log repeating one step: combine what is held, go on
+            yield run, _combine(groups.pop(point.step))
+        if len(groups) == 2:
+            oldest = next(iter(groups))
+            yield run, _combine(groups.pop(oldest))
+        groups[point.step] = [point]
+    yield from ((run, _combine(g)) for g in groups.values())
+
+
+def _before(step: int | None, groups: dict[int | None, list[Point]]) -> bool:
+    steps = [s for s in groups if s is not None]
+    return step is not None and bool(steps) and step < max(steps)
 
 
 class _Window:
-    """Skips `warmup` points, keeps the next `window` (or all); remembers only sums and two points."""
+    """One run: skips the warm-up, keeps the window; remembers only sums and three points."""
 
-    def __init__(self, warmup: int, window: int | None) -> None:
-        self.warmup, self.window = warmup, window
+    def __init__(self, fmt: PeerFormat, warmup: int, window: int | None, batch: int) -> None:
+        self.fmt, self.warmup, self.window, self.batch = fmt, warmup, window, batch
         self.seen = 0
-        self.kept = 0
-        self.anchor: Point | None = None  # the last warm-up point: where the timestamp rule starts
+        self.anchor: Point | None = None  # the last point before the window: where the timestamp rule starts
+        self.first: Point | None = None
         self.last: Point | None = None
-        self.speed_sum = self.seconds_sum = 0.0
+        self.window_start: int | None = None
+        self.kept = 0
+        self.late = 0  # points after a full window
+        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
         self.speed_n = self.seconds_n = 0
+        self.memory: float | None = None
         self.metric_sums: dict[str, float] = {}
+        self.tail: deque[Point] = deque(maxlen=64)  # the latest points, for the short-log fallback and `last_only`
 
-    def full(self) -> bool:
-        return self.window is not None and self.kept >= self.window
-
-    def add(self, point: Point) -> None:
+    def add(self, point: Point, start: int | None) -> None:
         self.seen += 1
-        if self.seen <= self.warmup:
+        self.tail.append(point)
+        if point.memory_mib is not None:
+            self.memory = max(self.memory or 0.0, point.memory_mib)
+        if start is not None and start < self.warmup:
             self.anchor = point
-            return
-        if self.anchor is None:  # no warm-up skipped: the first line still only marks the start
-            self.anchor = point
+        elif (
+            self.window is not None
+            and self.window_start is not None
+            and start is not None
+            and (start >= self.window_start + self.window)
+        ):
+            self.late += 1
+        else:
+            if self.window_start is None:
+                self.window_start = start
+            self._keep(point)
+
+    def _keep(self, point: Point) -> None:
+        if self.first is None:
+            self.first = point
         self.kept += 1
         self.last = point
         if point.speed is not None:
@@ -51,63 +144,167 @@ class _Window:
         if point.seconds is not None:
             self.seconds_sum += point.seconds
             self.seconds_n += 1
+            # the samples of this iteration: the line's own batch where it prints one (speed x time)
+            self.samples_sum += point.speed * point.seconds if point.speed is not None else self.batch
         for name, value in point.metrics:
             self.metric_sums[name] = self.metric_sums.get(name, 0.0) + value
 
+    def fallback(self) -> str | None:
+        """Where the rule's window is not there: say so, and keep what the rule allows."""
+        if self.fmt.last_only and self.kept:  # the last printed step past the warm-up is the figure
+            last = self.tail[-1]
+            self._reset()
+            self.anchor = self.tail[-2] if len(self.tail) > 1 else None
+            self._keep(last)
+            return None
+        if self.kept == 0 and len(self.tail) > 1:
+            # shorter than the warm-up: the later half of what it printed (the warm-up's own end)
+            tail = list(self.tail)
+            half = tail[len(tail) // 2 :]
+            self.anchor = tail[len(tail) // 2 - 1]
+            for point in half:
+                self._keep(point)
+            return (
+                f"the run prints {self.seen} lines, all inside the {self.warmup}-iteration warm-up: "
+                f"kept the later {len(half)} (iterations {half[0].step}-{half[-1].step})"
+            )
+        if self.window is not None and self.late == 0 and self.first is not None and self.last is not None:
+            span = (self.last.step or 0) - (self.window_start or 0)
+            if span < self.window - 1:
+                return f"the log ends {span + 1} iterations into the {self.window}-iteration window"
+        return None
+
+    def _reset(self) -> None:
+        self.kept = self.speed_n = self.seconds_n = 0
+        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
+        self.metric_sums = {}
+        self.first = self.last = None
+
+
+def _starts(points: Iterator[tuple[int, Point]]) -> Iterator[tuple[int, Point, int | None]]:
+    """(run, point, the iteration its interval starts at): printed, else the previous line's step, else the
+    step minus the next line's interval (a log that starts mid-run), else the step before."""
+    held: tuple[int, Point] | None = None
+    previous: tuple[int, Point] | None = None
+    for run, point in points:
+        if held is not None:
+            h_run, h_point = held
+            gap = (point.step - h_point.step) if run == h_run and None not in (point.step, h_point.step) else 1
+            yield h_run, h_point, _start(h_point, None, gap)
+            held = None
+        if (previous is None or previous[0] != run) and point.start is None:
+            held = previous = (run, point)  # the first line of a run: its interval needs the next line
+            continue
+        prev_step = previous[1].step if previous is not None and previous[0] == run else None
+        yield run, point, _start(point, prev_step, 1)
+        previous = (run, point)
+    if held is not None:
+        yield held[0], held[1], _start(held[1], None, 1)
+
+
+def _start(point: Point, prev_step: int | None, gap: int) -> int | None:
+    if point.start is not None:
+        return point.start
+    if point.step is None:
+        return None
+    return prev_step if prev_step is not None else point.step - max(gap, 1)
+
 
 def measure(
-    points: Iterable[Point], fmt: PeerFormat, rule: str, warmup: int, window: int | None, shape: RunShape
+    points: Iterable[Point],
+    fmt: PeerFormat,
+    rule: str,
+    warmup: int,
+    window: int | None,
+    shape: RunShape,
+    on_point: Callable[[], None] | None = None,
 ) -> Measured:
-    """Apply `rule` to the points after `warmup` lines, over `window` lines (None: to the end)."""
-    w = _Window(warmup, window)
-    for point in points:
-        w.add(point)
-        if w.full():
-            break
-    if w.seen == 0:
-        raise DataError(f"no {fmt.name} throughput lines in it")
-    if w.kept == 0:
+    """Apply `rule` to the last run in `points` that gives a figure; `on_point()` is called for every point."""
+    done: deque[_Window] = deque(maxlen=KEPT_RUNS)
+    current: _Window | None = None
+    current_run, runs = -1, 0
+    for run, point, start in _starts(split_runs(_tap(points, on_point))):
+        if run != current_run:
+            if current is not None:
+                done.append(current)
+            current, current_run = _Window(fmt, warmup, window, shape.global_batch), run
+            runs += 1
+        assert current is not None
+        current.add(point, start)
+    if current is not None:
+        done.append(current)
+    if not done:
+        raise DataError(f"no {fmt.name} progress lines in it")
+    if all(w.kept == 0 and w.seen < 2 for w in done):
         raise DataError(
-            f"only {w.seen} {fmt.name} throughput lines, not more than the warm-up skip of {warmup}: "
+            f"only {sum(w.seen for w in done)} {fmt.name} progress line(s), inside the {warmup}-iteration warm-up: "
             f"the run is too short, or pass a smaller --warmup"
         )
+    error: DataError | None = None
+    for w in reversed(done):  # the last run that gives a figure
+        try:
+            return _result(w, fmt, rule, shape, runs)
+        except DataError as e:
+            error = error or e
+    assert error is not None
+    raise error
+
+
+def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterator[Point]:
+    for point in points:
+        if on_point is not None:
+            on_point()
+        yield point
+
+
+def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) -> Measured:
+    note = w.fallback()
     throughput = _printed(w, fmt, shape) if rule == "printed" else _timestamped(w, fmt, shape)
     if not (math.isfinite(throughput) and throughput > 0):
         raise DataError(f"the {rule} rule gives a throughput of {throughput!r}: the kept lines hold no usable figures")
-    latency = w.seconds_sum / w.seconds_n * 1000 if w.seconds_n else None
+    if w.seconds_n:
+        latency = w.seconds_sum / w.seconds_n * 1000
+    else:  # the same window's mean time per iteration, from its throughput
+        latency = shape.global_batch / throughput * 1000 if fmt.unit != "tokens/s" else None
     metrics = {name: total / w.kept for name, total in w.metric_sums.items()}
-    return Measured(throughput=throughput, kept=w.kept, latency_ms=latency, metrics=metrics)
+    return Measured(
+        throughput=throughput,
+        kept=w.kept,
+        first_step=w.first.step if w.first else None,
+        last_step=w.last.step if w.last else None,
+        latency_ms=latency,
+        memory_mib=w.memory,
+        metrics=metrics,
+        window_note=note,
+        runs=runs,
+    )
 
 
 def _printed(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
-    if fmt.printed_from == "seconds":
-        mean_seconds = w.seconds_sum / w.seconds_n if w.seconds_n else 0.0
-        if not mean_seconds > 0:
-            raise DataError(f"the kept {fmt.name} lines print no positive time per iteration")
-        return shape.global_batch / mean_seconds
-    if not w.speed_n:
-        hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
-        raise DataError(f"the kept {fmt.name} lines print no usable throughput{hint}")
+    """The mean printed throughput; for formats that print a time per iteration, samples / time over the window
+    (the global batch / the mean time where the batch does not change)."""
+    if fmt.printed_from == "seconds" or not w.speed_n:
+        if not w.seconds_sum > 0:
+            hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
+            raise DataError(f"the kept {fmt.name} lines print no usable throughput or time per iteration{hint}")
+        return w.samples_sum / w.seconds_sum
     return w.speed_sum / w.speed_n
 
 
 def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
-    first, last = w.anchor, w.last
+    first, last = w.anchor or w.first, w.last
     assert first is not None and last is not None  # at least one point was kept
     if first is last:
-        raise DataError(
-            f"the timestamp rule needs two lines but only one {fmt.name} line is there: lower --warmup "
-            f"or use --rule printed"
-        )
+        raise DataError(f"the timestamp rule needs two lines but only one {fmt.name} line is there: use --rule printed")
     if first.timestamp is None or last.timestamp is None:
         raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
     elapsed = last.timestamp - first.timestamp
     if first.samples is not None and last.samples is not None:
         samples = last.samples - first.samples
-    elif first.step is not None and last.step is not None:
+    elif fmt.steps_are_iterations and first.step is not None and last.step is not None:
         samples = (last.step - first.step) * shape.global_batch
     else:
-        raise DataError(f"these {fmt.name} lines carry no iteration numbers: use --rule printed")
+        raise DataError(f"these {fmt.name} lines carry no iteration or sample counts: use --rule printed")
     if elapsed <= 0 or samples <= 0:
         raise DataError(
             f"time stamps or iterations do not advance between the first and last kept line "

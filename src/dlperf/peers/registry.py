@@ -46,12 +46,14 @@ def detect(line: str) -> PeerFormat | None:
 
 
 def describe() -> str:
-    """The `--list-formats` text: name, rules, default warm-up and window, and where they come from."""
+    """The `--list-formats` text: name, rules, default warm-up and window in iterations, unit, and the source."""
     rows = []
     for f in FORMATS:
-        window = "to the end" if f.window is None else f"{f.window} lines"
+        steps = "iterations" if f.steps_are_iterations else "progress events"
+        window = "the last printed step" if f.last_only else "to the end of the run" if f.window is None else ""
         rows.append(
             f"{f.name}\n    {f.description}\n    rules: {', '.join(f.rules)} (default {f.rules[0]}); "
-            f"warm-up skip: {f.warmup} lines; window: {window}; unit: {f.unit}\n    {f.practice}"
+            f"warm-up: {f.warmup} {steps}; window: {window or f'{f.window} {steps}'}; unit: {f.unit}; "
+            f"printed figure: {f.printed}\n    rule: {f.practice}"
         )
     return "\n".join(rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,3 +31,23 @@ def log_lines(path: Path) -> Iterator[str]:
                     raise DataError(f"line {number} is longer than {MAX_LINE // 1024} KiB: not a text log")
                 raise DataError(f"truncated mid-line at line {number} (no line end): the log is incomplete")
             yield line.rstrip("\n")
+
+
+# What launchers and pasting put in front of a framework's own line, removed before any reader sees it:
+# srun's task number (`55:  `), torchrun's `[default0]:` and `[rank0]:` tags (any number of them), a markdown
+# quote (`> `), a tqdm bar that shared the line (`...| 650/2771 [01:23<04:25,  7.98it/s]`), colour escapes.
+PREFIX = re.compile(r"^(?:\s*>\s)?\s*(?:\d{1,6}:\s+)?(?:\[(?:default|rank)\d+\]:\s?)*")
+TQDM = re.compile(r"^.*?\|\s*\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]\s*")
+ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def strip_prefixes(line: str) -> str:
+    """The framework's own line, without launcher, paste and terminal decorations."""
+    if "\x1b" in line:
+        line = ESCAPES.sub("", line)
+    prefix = PREFIX.match(line)
+    if prefix and prefix.end():
+        line = line[prefix.end() :]
+    if ("it/s]" in line or "s/it]" in line) and (bar := TQDM.match(line)):
+        line = line[bar.end() :]
+    return line

@@ -111,10 +111,12 @@ def group_table(
     case has a value (bsz=max, predicted speedup)."""
     first = cases[0]
     columns = {name: cells for name, cells in (columns or {}).items() if any(c.case in cells for c in cases)}
+    # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
+    unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
     lines = [
         f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
         "",
-        "| node_num | gpu_num | samples/s | speedup | efficiency | mean samples/s | min | max | CV % "
+        f"| node_num | gpu_num | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
         "| repeats | latency p50 (ms) | peak memory (MiB) |" + "".join(f" {name} |" for name in columns),
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(columns),
     ]
@@ -231,11 +233,16 @@ def write_report(
     records: list[dict[str, Any]],
     out_dir: str | Path,
     formats: set[str] | None = None,
+    min_plot_cases: int = 1,
     others: list[dict[str, Any]] = (),
     predict: list[dict[str, Any]] = (),
 ) -> list[Path]:
     """Write the requested formats (md, json, png) into `out_dir`; returns the files written. `others` are the
-    folder's commbench and maxbatch records, `predict` commbench records for a predicted-speedup column."""
+    folder's commbench and maxbatch records, `predict` commbench records for a predicted-speedup column.
+
+    One plot per table, for tables with at least `min_plot_cases` measured cases (`dlperf extract` passes 2:
+    a folder of peer logs is mostly one-case tables, whose plot adds nothing to the row and costs a second each).
+    """
     if not records and not others:
         raise ResultsError(f"no run records to report in {out_dir}")
     formats = set(FORMATS) if formats is None else formats
@@ -250,7 +257,7 @@ def write_report(
         written.append(out / "report.md")
     if "png" in formats:
         for (model, group), cases in summary.items():
-            if cases[0].table in OWN_TABLES:
+            if cases[0].table in OWN_TABLES or sum(1 for c in cases if c.speeds) < min_plot_cases:
                 continue
             path = plot_group(cases, f"{model} {group}", out / "plots" / f"{model}_{group}.png")
             if path:

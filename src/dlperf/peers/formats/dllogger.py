@@ -1,8 +1,16 @@
-"""NVIDIA DeepLearningExamples DLLogger stdout lines, TensorFlow and PyTorch:
+"""NVIDIA DeepLearningExamples DLLogger stdout lines, PyTorch and TensorFlow:
 
-DLL 2020-12-08 10:21:53.954734 - Iteration: 41  throughput_train : 142.395 seq/s mlm_loss : 10.3715
 DLL 2020-09-15 14:29:14.427490 - Epoch: 0 Iteration: 2  train.loss : 6.93504  train.total_ips : 4294.91 img/s
-DLL 2020-09-16 10:15:04.123456 - Training Epoch: 0 Training Iteration: 21  average_loss : 10.875 ...
+DLL 2022-04-05 05:10:36.324733 - Training Epoch: 0 Training Iteration: 651  step_loss : 0.87 ...
+DLL 2021-03-23 11:48:38.824370 - (0, 120) total_ips : 2879.142978189404
+DLL 2020-12-08 10:21:53.954734 - Iteration: 41  throughput_train : 142.395 seq/s mlm_loss : 10.3715
+
+Rule (DLPerf's scripts for NVIDIA DeepLearningExamples): skip the first 20 iterations, time the next 100:
+samples between the time stamps of the iteration lines that bound the window / the time between them. For
+PyTorch ResNet-50 `extract_pytorch_logs_time.py` first drops iterations <= 5 and then takes the 20th and 120th
+line, i.e. iterations 25 and 125 (the figures of DLPerf's README tables). The printed ips (`train.total_ips`,
+`total_ips`, `throughput_train`) are global (all devices); the `printed` rule averages them over the same window.
+A tqdm bar printed on the same line is stripped before reading.
 """
 
 from __future__ import annotations
@@ -13,8 +21,10 @@ from collections.abc import Iterable, Iterator
 from dlperf.peers.base import ISO_TIME, NUMBER, PeerFormat, Point, Reader, RunShape, StepCounter, iso_time, to_float
 
 LINE = re.compile(rf"^DLL (?P<time>{ISO_TIME}) - (?P<data>.*)$")
-ITERATION = re.compile(r"\bIteration: (\d+)")
+# `Epoch: 0 Iteration: 2`, `Training Epoch: 0 Training Iteration: 651`, `(0, 120)`, `Iteration: 41`
+STEP = re.compile(r"(?:\bEpoch: (?P<epoch>\d+)\s+(?:\w+ )?)?\bIteration: (?P<it>\d+)|^\((?P<e2>\d+), (?P<i2>\d+)\)")
 VALUE = re.compile(rf"(\S+) : ({NUMBER})")
+WINDOW_RULE = "DLPerf: skip 20 iterations, time the next 100 (time stamps of the lines bounding the window)"
 
 
 def reader(speed_keys: tuple[str, ...]) -> Reader:
@@ -26,14 +36,16 @@ def reader(speed_keys: tuple[str, ...]) -> Reader:
             m = LINE.match(line)
             if not m:
                 continue
-            iteration = ITERATION.search(m["data"])
-            if not iteration:  # summaries and parameters, not a training step
+            s = STEP.search(m["data"])
+            if not s:  # summaries and parameters, not a training step
                 continue
+            epoch, iteration = (s["epoch"], s["it"]) if s["it"] is not None else (s["e2"], s["i2"])
             values = dict(VALUE.findall(m["data"]))
             speed = next((to_float(values[k]) for k in speed_keys if k in values), None)
             if speed_keys and speed is None:
                 continue
-            yield Point(step=steps(int(iteration[1])), speed=speed, timestamp=iso_time(m["time"]))
+            step = steps(int(epoch) if epoch is not None else None, int(iteration))
+            yield Point(step=step, speed=speed, timestamp=iso_time(m["time"]))
 
     return read
 
@@ -47,27 +59,34 @@ FORMATS = (
         rules=("timestamp",),
         warmup=20,
         window=100,
-        practice="published: time between the 20th and the 120th iteration line",
+        unit="sequences/s",
+        practice=WINDOW_RULE + "; no throughput is printed, so time stamps only",
     ),
     PeerFormat(
         name="dllogger-pytorch",
         description="DeepLearningExamples PyTorch DLLogger lines with `train.total_ips` (global img/s)",
         signature=re.compile(r"^DLL \S+ \S+ - .*Iteration: \d+ .*train\.total_ips : "),
         read=reader(("train.total_ips",)),
-        rules=("printed", "timestamp"),
-        warmup=20,
+        rules=("timestamp", "printed"),
+        warmup=25,
         window=100,
-        practice="published: iteration lines 20 to 120",
+        unit="images/s",
+        practice="DLPerf extract_pytorch_logs_time.py: iterations <= 5 skipped, then the time stamps of the 20th and "
+        "120th iteration line (iterations 25 and 125): 100 iterations x global batch / the time between them",
     ),
     PeerFormat(
         name="dllogger-tf",
-        description="DeepLearningExamples TensorFlow DLLogger lines with `imgs_per_sec` or `throughput_train`",
-        signature=re.compile(r"^DLL \S+ \S+ - .*Iteration: \d+ .*(?:imgs_per_sec|throughput_train) : "),
-        read=reader(("imgs_per_sec", "throughput_train")),
+        description="DeepLearningExamples TensorFlow DLLogger lines with `total_ips`, `imgs_per_sec` or "
+        "`throughput_train` (global)",
+        signature=re.compile(
+            r"^DLL \S+ \S+ - (?:.*Iteration: \d+|\(\d+, \d+\)) "
+            r".*(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : "
+        ),
+        read=reader(("total_ips", "imgs_per_sec", "throughput_train")),
         rules=("printed", "timestamp"),
-        warmup=2,
-        window=10,
-        practice="published for BERT (printed every 10 iterations): iterations 20 to 120, i.e. lines 3-12; "
-        "ResNet-50 logs start after their own warm-up: use --warmup 0 --window 100",
+        warmup=20,
+        window=100,
+        unit="samples/s",
+        practice=WINDOW_RULE + "; mean of the printed global ips over the window",
     ),
 )

@@ -2,6 +2,10 @@
 
 I0826 15:13:29.256277 140405777909504 keras_utils.py:133] TimeHistory: 39.13 seconds, 327.08
 examples/second between steps 100 and 200
+
+Rule (the DLPerf TF2 report): the first window (steps 0-100) holds start-up and is skipped; the mean of the
+printed global examples/second of every later window; or, by time stamps, samples between the first and the
+last kept line / the time between them.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         steps = int(m["end"]) - int(m["start"])
         yield Point(
             step=int(m["end"]),
+            start=int(m["start"]),
             speed=to_float(m["speed"]),
             seconds=to_float(m["seconds"]) / steps if steps > 0 else None,
             timestamp=stamp,
@@ -48,8 +53,9 @@ FORMATS = (
         signature=re.compile(r"TimeHistory: .* examples/second between steps \d+ and \d+"),
         read=read,
         rules=("printed", "timestamp"),
-        warmup=1,
+        warmup=100,
         window=None,
-        practice="the first window (steps 0-100) holds start-up; steps 100 to the end are kept",
+        unit="images/s",
+        practice="DLPerf TF2 report: the first window (steps 0-100) is start-up; steps 100 to the end are kept",
     ),
 )

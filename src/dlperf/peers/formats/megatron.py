@@ -2,6 +2,11 @@
 
 [2024-05-01 10:00:05] iteration       20/     100 | consumed samples:         2560 | elapsed time per
 iteration (ms): 812.4 | throughput per GPU (TFLOP/s/GPU): 181.2 | ... | global batch size:   128 | ...
+
+Rule (the published Megatron-LM-Attention-Benchmark figures, gdn_carry_throughput_bench.md): drop the first 20
+iterations, average `elapsed time per iteration` and TFLOP/s/GPU over the rest of the run. Elapsed time is per
+iteration, averaged over the log interval; throughput = global batch size / that time (global sequences/s).
+The planned length (`iteration i/ N`) tells runs apart; Slurm and torchrun prefixes are stripped beforehand.
 """
 
 from __future__ import annotations
@@ -11,9 +16,17 @@ from collections.abc import Iterable, Iterator
 
 from dlperf.peers.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, to_float
 
-ITERATION = re.compile(r"\biteration\s+(\d+)/\s*\d+ \|")
+ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
-FIELD = re.compile(rf"\| ([a-zA-Z][^|:]*?): +({NUMBER})(?= \||\s*$)")
+FIELDS = {
+    name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
+    for name in (
+        "elapsed time per iteration (ms)",
+        "global batch size",
+        "consumed samples",
+        "throughput per GPU (TFLOP/s/GPU)",
+    )
+}
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
@@ -21,7 +34,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         iteration = ITERATION.search(line)
         if not iteration:
             continue
-        fields = {name.strip(): to_float(value) for name, value in FIELD.findall(line)}
+        fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
         ms = fields.get("elapsed time per iteration (ms)")
         if ms is None or ms <= 0:
             continue
@@ -34,6 +47,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             seconds=ms / 1000,
             timestamp=iso_time(stamp[1]) if stamp else None,
             samples=fields.get("consumed samples"),
+            run=int(iteration[2]),
             metrics=() if tflops is None else (("tflops_per_device", tflops),),
         )
 
@@ -45,8 +59,11 @@ FORMATS = (
         signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \(ms\): "),
         read=read,
         rules=("printed", "timestamp"),
-        warmup=1,
+        warmup=20,
         window=None,
-        practice="the first log interval holds start-up; speed = global batch size / elapsed time per iteration",
+        printed_from="seconds",
+        unit="sequences/s",
+        practice="Megatron-LM-Attention-Benchmark docs: first 20 iterations dropped, the rest of the run averaged; "
+        "sequences/s = global batch size / elapsed time per iteration",
     ),
 )

@@ -1,6 +1,9 @@
 """MXNet `Speedometer` lines; every rank prints the global speed, so one iteration is the median over ranks:
 
 2020-08-14 10:00:00,123 Epoch[0] Batch [20]	Speed: 385.21 samples/sec	accuracy=0.000000
+
+Rule (DLPerf's MXNet scripts): per-iteration median across ranks, skip the first 20 iterations, average over
+the next 100. A line covers the batches since the previous line; one display may print several metric lines.
 """
 
 from __future__ import annotations
@@ -16,8 +19,6 @@ from dlperf.peers.base import (
     RunShape,
     StepCounter,
     iso_time,
-    median_point,
-    merge_ranks,
     to_float,
 )
 
@@ -27,19 +28,17 @@ LINE = re.compile(
 STAMP = re.compile(rf"^\s*({ISO_TIME})")
 
 
-def _rank_lines(lines: Iterable[str]) -> Iterator[tuple[tuple[int, int], Point]]:
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    steps = StepCounter()
     for line in lines:
         m = LINE.search(line) if "Speed:" in line else None
         if m:
             t = STAMP.match(line)
-            point = Point(step=None, speed=to_float(m["speed"]), timestamp=iso_time(t[1]) if t else None)
-            yield (int(m["epoch"]), int(m["batch"])), point
-
-
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    steps = StepCounter()
-    for (_, batch), points in merge_ranks(_rank_lines(lines)):
-        yield median_point(steps(batch), points)
+            yield Point(
+                step=steps(int(m["epoch"]), int(m["batch"])),
+                speed=to_float(m["speed"]),
+                timestamp=iso_time(t[1]) if t else None,
+            )
 
 
 FORMATS = (
@@ -51,6 +50,7 @@ FORMATS = (
         rules=("printed", "timestamp"),
         warmup=20,
         window=100,
-        practice="published: per-iteration medians 20 to 120",
+        unit="samples/s",
+        practice="DLPerf: per-iteration medians across ranks; skip 20 iterations, mean of the next 100",
     ),
 )

@@ -1,6 +1,10 @@
 """PyTorch examples ImageNet `ProgressMeter` lines, every rank printing into one file:
 
 Epoch: [0][ 4/13]  Time  0.359 ( 3.064)  Data  0.108 ( 0.059)  Loss 1.1616e+01 ...
+
+`Time` is the time of that one batch (its running mean in brackets). Rule (DLPerf's PyTorch scripts): skip
+the first 20 iterations, global images/s = global batch / the mean batch time over the next 100; every rank
+prints the same iteration, so the median over ranks is taken first.
 """
 
 from __future__ import annotations
@@ -8,22 +12,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, median_point, merge_ranks, to_float
+from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
 
 LINE = re.compile(rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<batch>\d+)/\s*(?P<total>\d+)\]\s+Time\s+(?P<time>{NUMBER})")
 
 
-def _rank_lines(lines: Iterable[str]) -> Iterator[tuple[int, Point]]:
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     for line in lines:
         m = LINE.search(line)
         if m:
             step = int(m["epoch"]) * int(m["total"]) + int(m["batch"])
-            yield step, Point(step=step, seconds=to_float(m["time"]))
-
-
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for step, points in merge_ranks(_rank_lines(lines)):
-        yield median_point(step, points)
+            yield Point(step=step, start=step - 1, seconds=to_float(m["time"]), run=int(m["total"]))
 
 
 FORMATS = (
@@ -36,6 +35,7 @@ FORMATS = (
         warmup=20,
         window=100,
         printed_from="seconds",
-        practice="published: global batch / mean batch time over iterations 20 to 120",
+        unit="images/s",
+        practice="DLPerf: skip 20 iterations, global batch / mean batch time over the next 100",
     ),
 )

@@ -1,0 +1,54 @@
+"""How a log says its run failed: a crash, out of memory, a traceback, a signal, or a NaN loss.
+
+A failure marker counts only when no training line follows it: libraries print warnings that look alike
+(torch's allocator prints `... failed with OOM` while training goes on), but a run that prints progress after
+them did not die of them. A NaN loss fails the run wherever it appears: training has diverged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+# (reason, pattern) from the most to the least specific: the reason names the first class that matched.
+MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("out of memory", re.compile(r"out of memory|OutOfMemoryError|\bOOM\b|RESOURCE_EXHAUSTED", re.IGNORECASE)),
+    ("error", re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): \S")),
+    ("killed by a signal", re.compile(r"Signal \d+ \(SIG[A-Z]+\)|exitcode\s*:\s*-\d+|Segmentation fault|\bKilled\b")),
+    ("traceback", re.compile(r"Traceback \(most recent call last\)|ChildFailedError")),
+)
+# Every marker holds one of these words: one literal scan rules out almost every line before the markers' regexes.
+KEYWORDS = re.compile(
+    "f memory|F MEMORY|OutOfMemory|OOM|RESOURCE_EX|Signal|exitcode|Segmentation|Killed|Error|Exception|Traceback"
+)
+NAN_LOSS = re.compile(r"\bloss\b[^|,]{0,40}?[:=]\s*[-+]?nan\b", re.IGNORECASE)
+
+
+class FailureWatch:
+    """Passes lines through while noting failure markers; `progress()` is called for every training line."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, str] = {}  # reason -> the first line that showed it since the last progress
+        self.nan_line: str | None = None
+
+    def watch(self, lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            if self.nan_line is None and ("nan" in line or "NaN" in line) and NAN_LOSS.search(line):
+                self.nan_line = line
+            if KEYWORDS.search(line):
+                for reason, pattern in MARKERS:
+                    if reason not in self._pending and pattern.search(line):
+                        self._pending[reason] = line
+            yield line
+
+    def progress(self) -> None:
+        self._pending.clear()
+
+    def reason(self) -> str | None:
+        """Why the run failed, with the line that says so; None for a run that ended well."""
+        if self.nan_line is not None:
+            return f"NaN loss: {self.nan_line.strip()[:160]}"
+        for reason, _ in MARKERS:
+            if reason in self._pending:
+                return f"{reason}: {self._pending[reason].strip()[:160]}"
+        return None

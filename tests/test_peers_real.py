@@ -1,0 +1,368 @@
+"""Every real peer log (tests/fixtures/peer-logs/real/, copied unchanged from the sources in its SOURCES.md) is a
+test case: dlperf's global throughput against a figure computed here by a plain reading of the log under the
+format's published rule, or against the figure the log's authors published, within 0.5 %.
+
+The readings below are deliberately naive (a regex and a mean over the lines the rule names), written apart from
+the readers, so that a reader's mistake does not cancel out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from dlperf.peers.extract import Options, read_run
+from dlperf.peers.layout import parse_log_path
+
+REAL = Path(__file__).parent / "fixtures" / "peer-logs" / "real"
+
+
+def lines(name: str) -> list[str]:
+    return (REAL / name).read_text(encoding="utf-8").splitlines()
+
+
+def numbers(name: str, pattern: str) -> list[float]:
+    """Every first group of `pattern` in the file, as numbers (thousands separators dropped)."""
+    return [float(m[1].replace(",", "")) for line in lines(name) if (m := re.search(pattern, line))]
+
+
+def mllog(name: str) -> list[dict]:
+    return [json.loads(line[line.index("{") :]) for line in lines(name) if line.startswith(":::MLLOG {")]
+
+
+def stamp(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+# --- plain readings under each format's published rule ----------------------------------------------------------
+
+
+def megatron(name: str, first: int = 21) -> float:
+    """Global batch / mean elapsed ms over iterations >= `first` of the last run in the file."""
+    rows = [
+        (int(m[1]), float(m[2]), float(m[3]))
+        for line in lines(name)
+        if (m := re.search(r"iteration +(\d+)/.*?per iteration \(ms\): ([\d.]+) .*global batch size: +(\d+)", line))
+    ]
+    last_start = max(i for i, row in enumerate(rows) if i == 0 or row[0] < rows[i - 1][0])
+    run = [row for row in rows[last_start:] if row[0] >= first]
+    return run[0][2] / (statistics.fmean(ms for _, ms, _ in run) / 1000)
+
+
+def mlperf_tracked(name: str, per_device: int = 1) -> float:
+    """Mean `tracked_stats` throughput after the first event, before run_stop."""
+    values, stopped = [], False
+    for event in mlperf_events(name):
+        stopped = stopped or event["key"] == "run_stop"
+        if event["key"] == "tracked_stats" and "throughput" in event["value"] and not stopped:
+            values.append(event["value"]["throughput"])
+    return statistics.fmean(values[1:]) * per_device
+
+
+def mlperf_events(name: str) -> list[dict]:
+    return mllog(name)
+
+
+def mlperf_key(name: str, key: str) -> float:
+    values = [e["value"] for e in mllog(name) if e["key"] == key]
+    return statistics.fmean(values[1:])
+
+
+def mlperf_step_timing(name: str) -> float:
+    times = [e["value"]["train_step_timing"] for e in mllog(name) if "train_step_timing" in str(e["value"])]
+    batch = next(e["value"] for e in mllog(name) if e["key"] == "global_batch_size")
+    return batch / statistics.fmean(times[1:])
+
+
+def habana_blocks(name: str) -> float:
+    """Samples trained in blocks 2..n / their time (block_stop's first_epoch_num is the iteration count)."""
+    events = mllog(name)
+    batch = next(e["value"] for e in events if e["key"] == "global_batch_size")
+    starts = [e["time_ms"] for e in events if e["key"] == "block_start"]
+    stops = [(e["time_ms"], e["metadata"]["first_epoch_num"]) for e in events if e["key"] == "block_stop"]
+    speeds = []
+    done = stops[0][1]
+    for begin, (end, count) in zip(starts[1:], stops[1:], strict=True):
+        speeds.append((count - done) * batch / ((end - begin) / 1000))
+        done = count
+    return statistics.fmean(speeds)
+
+
+def dll_stamps(name: str, first: int, last: int, batch: int) -> float:
+    """Samples between the lines of iterations `first` and `last` / the time between their stamps."""
+    found = {}
+    for line in lines(name):
+        if m := re.search(r"DLL (\S+ \S+) - .*Iteration: (\d+)", line):
+            found[int(m[2])] = stamp(m[1])
+    return (last - first) * batch / (found[last] - found[first])
+
+
+def rest_mean(name: str, pattern: str, factor: float = 1.0) -> float:
+    """OneFlow's report rule: the first printed value dropped, the rest averaged."""
+    return statistics.fmean(numbers(name, pattern)[1:]) * factor
+
+
+TITAN_TSV = {"024": 8331, "029": 8429, "210": 10409, "212": 10490, "214": 10530, "233": 10580, "273": 10532,
+             "333": 10481}  # fmt: skip
+
+# file -> (format, unit, expected global throughput, where the figure comes from)
+CASES: dict[str, tuple[str, str, Callable[[], float], str]] = {
+    **{
+        f"torchtitan/1n8g/qwen3-14b-run{run}_b{6 if run == '024' else 5 if run == '029' else 160}_bf16_1.log": (
+            "torchtitan",
+            "tokens/s",
+            (lambda tps=tps: tps * 8),
+            f"published results.tsv {tps} tps/device x 8",
+        )
+        for run, tps in TITAN_TSV.items()
+    },
+    "torchtitan/1n1g/issue-pr3393_b1_bf16_1.log": (
+        "torchtitan",
+        "tokens/s",
+        lambda: 7304.0,
+        "tps of the last printed step (21)",
+    ),
+    "torchtitan/1n8g/issue-pr2389-multirank_b1_bf16_1.log": (
+        "torchtitan",
+        "tokens/s",
+        lambda: 10007.0 * 8,
+        "tps of the last printed step (5) x 8",
+    ),
+    "megatron/14n4g/gdn-bench-4passes_b6_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: 336 / 1.308,
+        "published: last pass (upstream) 1308 ms/iteration",
+    ),
+    "megatron/10n4g/llama3-1b-test-rank39stdout_b2_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/10n4g/llama3-1b-test-rank39stdout_b2_bf16_1.log"),
+        "global batch / mean ms, iterations 21-344",
+    ),
+    "megatron/8n4g/llama3-1b-j3108079_b9_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/8n4g/llama3-1b-j3108079_b9_bf16_1.log"),
+        "global batch / mean ms, iterations 21-416 of the second run",
+    ),
+    "megatron/1n1g/correctness-j1728401_b80_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/1n1g/correctness-j1728401_b80_bf16_1.log", 8),
+        "15 iterations < warm-up: the later half, iterations 8-15",
+    ),
+    "megatron/1n1g/correctness-j1728522_b80_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/1n1g/correctness-j1728522_b80_bf16_1.log", 8),
+        "15 iterations < warm-up: the later half, iterations 8-15",
+    ),
+    "megatron/1n1g/issue11-epfllm-a_b1024_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/1n1g/issue11-epfllm-a_b1024_bf16_1.log", 0),
+        "excerpt past the warm-up: all 4 lines",
+    ),
+    "megatron/2n8g/issue756-mixtral8x7b_b8_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/2n8g/issue756-mixtral8x7b_b8_bf16_1.log", 0),
+        "excerpt past the warm-up: all 3 lines",
+    ),
+    **{
+        f"mlperf/1n2g/resnet-fujitsu_b408_mixed_{k}.log": (
+            "mlperf",
+            "samples/s",
+            (lambda k=k: mlperf_tracked(f"mlperf/1n2g/resnet-fujitsu_b408_mixed_{k}.log")),
+            "mean tracked_stats throughput after the first",
+        )
+        for k in range(1, 6)
+    },
+    "mlperf/1n8g/bert-dell_b96_mixed_1.log": ("mlperf", "samples/s", lambda: 7531.15, "published whole-run"),
+    "mlperf/1n8g/bert-dell_b96_mixed_2.log": ("mlperf", "samples/s", lambda: 7540.61, "published whole-run"),
+    "mlperf/1n8g/bert-dell_b96_mixed_3.log": ("mlperf", "samples/s", lambda: 7542.93, "published whole-run"),
+    "mlperf/1n8g/dlrm-dcnv2-dell_b6912_mixed_1.log": ("mlperf", "samples/s", lambda: 12994928.41, "published"),
+    "mlperf/1n8g/dlrm-dcnv2-dell_b6912_mixed_2.log": ("mlperf", "samples/s", lambda: 13013058.70, "published"),
+    "mlperf/1n8g/bert-intel_b56_mixed_1.log": (
+        "mlperf",
+        "samples/s",
+        lambda: habana_blocks("mlperf/1n8g/bert-intel_b56_mixed_1.log"),
+        "blocks 2-20",
+    ),
+    "mlperf/1n8g/bert-intel_b56_mixed_2.log": (
+        "mlperf",
+        "samples/s",
+        lambda: habana_blocks("mlperf/1n8g/bert-intel_b56_mixed_2.log"),
+        "blocks 2-20",
+    ),
+    "mlperf/1344n8g/gpt3-azure_b1_mixed_1.log": (
+        "mlperf",
+        "samples/s",
+        lambda: mlperf_step_timing("mlperf/1344n8g/gpt3-azure_b1_mixed_1.log"),
+        "global batch 2688 / mean train_step_timing after the first",
+    ),
+    "mlperf/1n8g/maskrcnn-dell_b12_mixed_1.log": (
+        "mlperf",
+        "samples/s",
+        lambda: mlperf_key("mlperf/1n8g/maskrcnn-dell_b12_mixed_1.log", "throughput"),
+        "mean `throughput` events after the first",
+    ),
+    **{
+        f"mlperf/1n8g/{name}": (
+            "mlperf",
+            "samples/s",
+            (lambda name=name, d=d: mlperf_tracked(f"mlperf/1n8g/{name}", d)),
+            "mean tracked_stats throughput after the first" + (" x 8 (per device)" if d > 1 else ""),
+        )
+        for name, d in [
+            ("rnnt-dell_b192_mixed_1.log", 1),
+            ("ssd-dell_b32_mixed_1.log", 8),
+            ("ssd-dell_b32_mixed_2.log", 8),
+            ("ssd-dell_b32_mixed_3.log", 8),
+            ("stable-diffusion-dell_b64_mixed_1.log", 1),
+            ("stable-diffusion-dell_b64_mixed_2.log", 1),
+            ("unet3d-dell_b7_mixed_1.log", 1),
+        ]
+    },  # fmt: skip
+    "hugectr/1n1g/issue186-dlrm-v2.3_b65536_fp32_1.log": (
+        "hugectr",
+        "records/s",
+        lambda: (
+            65536
+            / (
+                statistics.fmean(
+                    numbers("hugectr/1n1g/issue186-dlrm-v2.3_b65536_fp32_1.log", r"Time\(1000 iters\): ([\d.]+)s")
+                )
+                / 1000
+            )
+        ),
+        "global batch / mean time per iteration, every interval (all past iteration 1000)",
+    ),  # fmt: skip
+    "oneflow-resnet/1n1g/rn50-ofbench-report_b128_fp32_1.log": (
+        "oneflow-resnet",
+        "images/s",
+        lambda: rest_mean("oneflow-resnet/1n1g/rn50-ofbench-report_b128_fp32_1.log", r"samples/s: ([\d.]+)"),
+        "OneFlow report rule: first value dropped (published table 383.760 is another run's median)",
+    ),
+    "oneflow-resnet/1n1g/rn50-cnnsreadme_b1_fp32_1.log": (
+        "oneflow-resnet",
+        "images/s",
+        lambda: rest_mean("oneflow-resnet/1n1g/rn50-cnnsreadme_b1_fp32_1.log", r"samples/s: ([\d.]+)"),
+        "OneFlow report rule: first value dropped",
+    ),
+    "oneflow-bert/1n1g/bert-base-ofbench-report_b32_fp32_1.log": (
+        "oneflow-bert",
+        "sequences/s",
+        lambda: rest_mean("oneflow-bert/1n1g/bert-base-ofbench-report_b32_fp32_1.log", r"throughput: ([\d.]+)"),
+        "OneFlow report rule: first value dropped (published 140.034 is another run's median)",
+    ),
+    "oneflow-resnet/1n4g/rn50-ofmodels-pr195_b1_fp32_1.log": (
+        "oneflow-models",
+        "images/s",
+        lambda: (
+            statistics.median(numbers("oneflow-resnet/1n4g/rn50-ofmodels-pr195_b1_fp32_1.log", r"throughput: ([\d.]+)"))
+            * 4
+        ),
+        "median over the 4 ranks' per-device throughput x 4",
+    ),  # fmt: skip
+    "dllogger-pytorch/4n8g/rn50-dlperfreadme_b128_fp32_1.log": (
+        "dllogger-pytorch",
+        "images/s",
+        lambda: dll_stamps("dllogger-pytorch/4n8g/rn50-dlperfreadme_b128_fp32_1.log", 6, 12, 4096),
+        "12 iterations < warm-up: time stamps of iterations 6-12 (published 10917.09 is the 5-run median)",
+    ),
+    "dllogger-pytorch-bert/1n1g/issue1107-squad-turn0_b1_fp16_1.log": (
+        "dllogger-pytorch-bert",
+        "sequences/s",
+        lambda: dll_stamps("dllogger-pytorch-bert/1n1g/issue1107-squad-turn0_b1_fp16_1.log", 2872, 2922, 1),
+        "time stamps over the first 100-iteration window of the excerpt",
+    ),
+    "dllogger-pytorch-bert/1n1g/issue1107-squad-turn1-tqdm_b1_fp16_1.log": (
+        "dllogger-pytorch-bert",
+        "sequences/s",
+        lambda: 7.97,
+        "published: tqdm 7.97-7.98 it/s in the same thread",
+    ),
+    "dllogger-tf/1n1g/issue881-rn50-tf_b256_amp_1.log": (
+        "dllogger-tf",
+        "samples/s",
+        lambda: statistics.fmean(numbers("dllogger-tf/1n1g/issue881-rn50-tf_b256_amp_1.log", r"total_ips : ([\d.]+)")),
+        "mean total_ips, all 17 lines (past the warm-up)",
+    ),
+    "mxnet/1n1g/resnet101-tornadomeet-issue2_b512_fp32_1.log": (
+        "mxnet",
+        "samples/s",
+        lambda: (375.97 + 376.51) / 2,
+        "batches 250 and 300: the 100 iterations from 200",
+    ),
+    "mxnet/1n4g/resnet18-tornadomeet-issue5_b128_fp32_1.log": (
+        "mxnet",
+        "samples/s",
+        lambda: (339.12 + 384.57) / 2,
+        "batches 150 and 200: the 100 iterations from 100",
+    ),
+    "mxnet/1n4g/resnet18v2-cifar-mxnet-issue15962_b32_fp32_1.log": (
+        "mxnet",
+        "samples/s",
+        lambda: (581.25 + 576.24) / 2,
+        "batch 50 is warm-up; batches 100 and 150",
+    ),
+    "mxnet/1n8g/inceptionv4-mxnet-issue3072_b1_fp32_1.log": (
+        "mxnet",
+        "samples/s",
+        lambda: 92.71,
+        "batch 50 is warm-up; batch 100",
+    ),
+    "paddle/1n1g/resnet-pr4882_b128_fp32_1.log": (
+        "paddle",
+        "images/s",
+        lambda: 128 / 0.12962,
+        "batch 30 only starts past the 20-iteration warm-up",
+    ),
+    "pytorch-imagenet/1n1g/resnet18-jetson-catdog_b8_fp32_1.log": (
+        "pytorch-imagenet",
+        "images/s",
+        lambda: (
+            8
+            / statistics.fmean(
+                numbers(
+                    "pytorch-imagenet/1n1g/resnet18-jetson-catdog_b8_fp32_1.log",
+                    r"\]\[ *(?:[3-9]\d|100)/625\]\s+Time\s+([\d.]+)",
+                )
+            )
+        ),
+        "global batch / mean batch time of iterations 30-100",
+    ),  # fmt: skip
+}
+FAILED = {
+    "torchtitan/1n8g/qwen3-14b-run031_b5_bf16_1.log": "ValueError: 'mxfp8_cublas' is not a valid",
+    "torchtitan/1n8g/qwen3-14b-run355_b144_bf16_1.log": "out of memory",
+}
+
+
+def test_every_real_log_is_a_case():
+    real = {str(p.relative_to(REAL)) for p in REAL.rglob("*.log")}
+    assert real == set(CASES) | set(FAILED)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_real_log_gives_the_expected_global_figure(name):
+    fmt, unit, expected, _ = CASES[name]
+    record = read_run(parse_log_path(REAL / name), Options())
+    assert (record["status"], record["format"], record["unit"]) == ("ok", fmt, unit)
+    assert record["throughput"] == pytest.approx(expected(), rel=0.005)
+    assert record["throughput_per_device"] == pytest.approx(record["throughput"] / record["world_size"])
+
+
+@pytest.mark.parametrize("name", sorted(FAILED))
+def test_failed_real_runs_are_failed_records_with_the_reason(name):
+    record = read_run(parse_log_path(REAL / name), Options())
+    assert record["status"] == "failed" and record["throughput"] is None
+    assert FAILED[name] in record["error"]

@@ -3,8 +3,8 @@
     sudo python benchmarks/multihost_bandwidth.py                       # ResNet-50 at 32x32, batch 16, CPU/gloo
     sudo python benchmarks/multihost_bandwidth.py --rates 1gbit 200mbit --iters 8
 
-Builds two hosts with sshd (tests/netns_hosts.py), runs `dlperf run` over ssh on one host (1n1g), then for each
-tbf cap on every host's link: `dlperf commbench` on both hosts (2n1g, all-reduce only), the 2n1g prediction from
+Builds two hosts with sshd (tests/netns_hosts.py), runs `dlperf run` over ssh on one host (1n1g) and, for each
+tbf cap on every host's link, `dlperf commbench` on both hosts (2n1g, all-reduce only), the 2n1g prediction from
 the 1n1g record and that commbench record (`dlperf.predict`, the same code as `dlperf predict`), and the measured
 2n1g `dlperf run`; prints both speedups and the prediction's error. Each host is pinned to its own CPU core.
 Each ResNet-50 step all-reduces ~100 MB of fp32 gradients, so the speedup falls as the cap tightens.
@@ -83,15 +83,14 @@ def main() -> int:
         netns_hosts(2, Path(tmp) / "hosts", pin_cpus=True) as cluster,
     ):
         out = Path(tmp) / "results"
-        one = measure(cluster, 1, args, out)
-        single = run_from_record(one, backward_share=args.backward_share)
-        print(f"1 host : {one['throughput']:8.2f} samples/s (uncapped), {one['gradient_bytes']:,} gradient bytes")
         print(
-            "| cap | all-reduce busbw (MB/s) | measured samples/s | measured speedup "
+            "| cap | all-reduce busbw (MB/s) | 1 host samples/s | 2 hosts samples/s | measured speedup "
             "| predicted, DDP overlap | error | predicted, no overlap | error |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
         for rate in [None, *args.rates]:
+            one = measure(cluster, 1, args, out)  # beside each 2-host run: the machine's load drifts
+            single = run_from_record(one, backward_share=args.backward_share)
             cluster.cap_bandwidth(rate)
             fit = commbench(cluster, args, out)
             _, inter = links_from_records([fit])
@@ -100,7 +99,8 @@ def main() -> int:
             two = measure(cluster, 2, args, out)["throughput"]
             measured = two / one["throughput"]
             busbw = fit["fits"]["all_reduce"]["busbw_gbps"] * 1e3
-            print(f"| {rate or 'none'} | {busbw:.1f} | {two:.2f} | {measured:.2f} | {predicted:.2f} "
+            print(f"| {rate or 'none'} | {busbw:.1f} | {one['throughput']:.2f} | {two:.2f} | {measured:.2f} "
+                  f"| {predicted:.2f} "
                   f"| {(predicted - measured) / measured:+.1%} | {serial:.2f} | {(serial - measured) / measured:+.1%} |",
                   flush=True)  # fmt: skip
         cluster.cap_bandwidth(None)

@@ -11,7 +11,7 @@ import os
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.spec import RunSpec
@@ -61,7 +61,8 @@ class TrainStep:
     `own_clock`, where the step can tell, times this rank's own work per step without waiting for the others
     (a synchronous gradient all-reduce makes every rank's whole step equally long, hiding a straggler);
     `own_measure` names what it times. `count_flops` counts the FLOPs of one step of the whole iteration (all
-    ranks) at the run's shapes, called once on rank 0 after the timed loop.
+    ranks) at the run's shapes, called once on rank 0 after the timed loop. `model` holds this rank's
+    `parameters` and `gradient_bytes` (its own shard under TP/PP), which `dlperf predict` reads from the record.
     """
 
     run: Callable[[], Any]
@@ -69,6 +70,7 @@ class TrainStep:
     own_clock: StepClock | None = None
     own_measure: str = "step"
     count_flops: Callable[[], int] | None = None
+    model: dict[str, int] = field(default_factory=dict)
 
 
 class StepClock(ABC):

@@ -52,6 +52,7 @@ class Measurement:
     warmup_stable: bool | None = None
     own_step_ms: list[float] = field(default_factory=list)
     own_step_measure: str = "step"
+    model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
 
     @property
     def throughput(self) -> float:
@@ -181,4 +182,5 @@ def timed_loop(
         warmup_stable=warm_stable,
         own_step_ms=own_ms if own_clock else step_ms,
         own_step_measure=step.own_measure if own_clock else "step",
+        model=dict(step.model),
     )

@@ -80,24 +80,29 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     try:
         if log:
             log.config({**spec.to_dict(), "global_batch_size": plan.global_batch, "world_size": rank.world_size})
-        step = build_step(spec, plan, engine)
-        measurement = time_step(
-            step,
-            spec,
-            plan,
-            engine,
-            log.window if log else None,
-            log.warmup if log else None,
-            [load, energy] if load else [],
-        )
-        flops, flops_note = count_flops(step) if rank.rank == 0 else (None, None)
+        workload = get_workload(spec.model)
+        measurement, output, flops, flops_note = None, None, None, None
+        if workload.tasks:  # a rank task of its own instead of the timed loop (commbench)
+            output = workload.task(spec.engine)(spec, plan, engine)
+        else:
+            step = build_step(spec, plan, engine)
+            measurement = time_step(
+                step,
+                spec,
+                plan,
+                engine,
+                log.window if log else None,
+                log.warmup if log else None,
+                [load, energy] if load else [],
+            )
+            flops, flops_note = count_flops(step) if rank.rank == 0 else (None, None)
         facts = RankFacts(
             rank.rank,
             node_name(),
             engine.device_name(),
             engine.peak_memory_mib(),
             local_rank=rank.local_rank,
-            own_step_ms=measurement.own_step_ms,
+            own_step_ms=measurement.own_step_ms if measurement else [],
             machine_load=load.result if load else None,
             energy=energy.result if energy else None,
         )
@@ -108,4 +113,4 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
         engine.shutdown()
     if rank.rank != 0:
         return None
-    return RunMeasurement(measurement, ranks, engine.device_type, flops, flops_note).to_dict()
+    return RunMeasurement(measurement, ranks, engine.device_type, flops, flops_note, output).to_dict()

@@ -30,7 +30,7 @@ from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
 from dlperf.records.store import write_json_atomic
 from dlperf.spec import RunSpec, parse_topology
-from dlperf.workloads import WorkloadPlan, spec_from_mapping
+from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
 DEFAULT_REPEATS = 5
 AUTO = "auto"
@@ -132,6 +132,7 @@ def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec,
         if "_topology" in values:
             values["nodes"], values["devices_per_node"] = values.pop("_topology")
         run_spec = spec_from_mapping(values)
+        require_training(run_spec)
         yield run_spec, check_run(run_spec, launcher)
 
 

@@ -11,10 +11,11 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, coerce
 from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.commbench import CommbenchWorkload
 from dlperf.workloads.gpt import GPTWorkload
 from dlperf.workloads.resnet import ResNet50Workload
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (ResNet50Workload(), GPTWorkload())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (ResNet50Workload(), GPTWorkload(), CommbenchWorkload())}
 RUN_FIELDS = {f.name: f for f in fields(RunSpec)}
 
 
@@ -71,6 +72,12 @@ def decode_spec(data: dict[str, Any]) -> RunSpec:
     return spec_from_mapping(data)
 
 
+def require_training(spec: RunSpec) -> None:
+    """`dlperf run` and `sweep` time training steps; a workload with its own rank task has its own command."""
+    if get_workload(spec.model).tasks:
+        raise ConfigError(f"--model {spec.model} is not a training workload: measure it with `dlperf {spec.model}`")
+
+
 def check_spec(spec: RunSpec) -> WorkloadPlan:
     """Every check of the values themselves, then the plan; raises ConfigError/DataError with the fix."""
     spec.validate()
@@ -86,6 +93,7 @@ __all__ = [
     "decode_spec",
     "get_workload",
     "model_names",
+    "require_training",
     "spec_from_mapping",
     "workload_keys",
 ]

@@ -12,6 +12,7 @@ from dlperf.engines.base import TrainStep
 from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
+from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
@@ -127,6 +128,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         own_clock=own_clock,
         own_measure=OWN_WORK if own_clock else "step",
         count_flops=count_flops,
+        model=parameter_facts(wrapped),
     )
 
 

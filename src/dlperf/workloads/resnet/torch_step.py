@@ -9,6 +9,7 @@ from dlperf.engines.base import TrainStep
 from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
+from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
@@ -94,4 +95,11 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         per_device = flop_count.training_step_flops(meta, (images,), lambda out: criterion(out, labels))
         return per_device * spec.world_size
 
-    return TrainStep(run=step, read_loss=loss_value, own_clock=own_clock, own_measure=OWN_WORK, count_flops=count_flops)
+    return TrainStep(
+        run=step,
+        read_loss=loss_value,
+        own_clock=own_clock,
+        own_measure=OWN_WORK,
+        count_flops=count_flops,
+        model=parameter_facts(model),
+    )

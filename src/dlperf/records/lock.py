@@ -3,7 +3,8 @@ records, measuring while the other ran. Readers (report, compare) take no lock a
 
 The lock is an advisory `flock` on `OUT/.dlperf.lock`, which the kernel drops when its holder dies, so a lock left
 by a killed sweep is stale by construction and simply taken over. The file names the holder (pid, host, start) for
-the refusal message.
+the refusal message, and a random token that the holder exports to its children (DLPERF_LOCK_TOKEN): a `dlperf run`
+started on the holder's behalf (an sbatch job's runs) writes under the holder's lock instead of being refused.
 """
 
 from __future__ import annotations
@@ -14,13 +15,22 @@ import json
 import os
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from dlperf.errors import ResultsError
 
 LOCK_NAME = ".dlperf.lock"
+TOKEN_ENV = "DLPERF_LOCK_TOKEN"
 _held: dict[Path, int] = {}  # folder -> nesting depth in this process (a sweep's runs share its lock)
+
+
+def _token(path: Path) -> str | None:
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["token"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def holder(path: Path) -> str:
@@ -54,17 +64,27 @@ def results_lock(folder: str | Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if os.environ.get(TOKEN_ENV) and os.environ.get(TOKEN_ENV) == _token(path):
+                yield  # the holder started us to write on its behalf (an sbatch job): its lock covers us
+                return
             raise ResultsError(
                 f"results folder {folder} is in use by {holder(path)}: wait for it to finish, or choose another --out"
             ) from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        token = uuid.uuid4().hex
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "token": token}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         _held[folder] = 1
+        inherited = os.environ.get(TOKEN_ENV)
+        os.environ[TOKEN_ENV] = token  # children (sbatch and its jobs) may write under this lock
         try:
             yield
         finally:
             del _held[folder]
+            if inherited is None:
+                os.environ.pop(TOKEN_ENV, None)
+            else:
+                os.environ[TOKEN_ENV] = inherited
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # closing the descriptor releases the flock

@@ -58,7 +58,8 @@ def test_two_hosts_resnet50(cluster, tmp_path):
     assert [env["node"] for env in record["env"]["nodes"]] == hosts  # every node's environment
     folder = tmp_path / "resnet50" / "2n1g"
     log = (folder / "resnet50_b4_fp32_1.log").read_text().splitlines()
-    assert log[0].startswith("[dlperf] config") and len(log) == 3  # rank 0's log came back over ssh
+    # rank 0's log came back over ssh: the config, the warm-up line, and one line per window (4 iterations, 2 each)
+    assert log[0].startswith("[dlperf] config") and log[1].startswith("[dlperf] warmup done") and len(log) == 4
     consoles = sorted(p.name for p in folder.glob("*.node*.console.txt"))
     assert consoles == [f"resnet50_b4_fp32_1.node{i}-{h}.console.txt" for i, h in enumerate(hosts)]
     assert cluster.stray_pids() == {}

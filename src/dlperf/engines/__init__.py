@@ -14,6 +14,7 @@ from dlperf.errors import ConfigError
 
 ENGINES: dict[str, str] = {
     "torch": "dlperf.engines.torch.engine:TorchEngine",
+    "jax": "dlperf.engines.jax.engine:JaxEngine",
 }
 
 

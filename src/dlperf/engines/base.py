@@ -56,11 +56,13 @@ class TrainStep:
 
     `run` returns the step's output (the loss on ranks that compute it, else None) without waiting for the
     device; `read_loss` turns an output into a float and is called by every rank at window edges only, so it
-    may hold one collective (e.g. fetch the loss from the last pipeline stage).
+    may hold one collective (e.g. fetch the loss from the last pipeline stage). `compile_s` is the compile time
+    where the builder compiled the step ahead of time (JAX/XLA); else the first step measures it.
     """
 
     run: Callable[[], Any]
     read_loss: Callable[[Any], float | None]
+    compile_s: float | None = None
 
 
 class StepClock(ABC):

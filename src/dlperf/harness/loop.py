@@ -28,6 +28,7 @@ class Measurement:
     step_ms: list[float] = field(default_factory=list)
     loss_first: float | None = None
     loss_last: float | None = None
+    compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
 
     @property
     def throughput(self) -> float:
@@ -99,4 +100,5 @@ def timed_loop(
         step_ms=step_ms,
         loss_first=loss_first,
         loss_last=loss_now,  # the last iteration always closes a window
+        compile_s=step.compile_s,
     )

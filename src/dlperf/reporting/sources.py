@@ -53,8 +53,10 @@ def canonical_model(name: str) -> str:
 
 
 def series_of(record: dict[str, Any]) -> tuple[SeriesKey, int]:
-    """The series a record belongs to and its batch size per device; the group minus its `b<batch>` token."""
-    tokens = [t for t in str(record["group"]).split("_") if not BATCH_TOKEN.match(t)]
+    """The series a record belongs to and its batch size per device; the group minus its `b<batch>` token and
+    its engine's token (`b4_fp32_jax` is `fp32`), so one case on two engines is one series."""
+    engine = record.get("engine")
+    tokens = [t for t in str(record["group"]).split("_") if not BATCH_TOKEN.match(t) and t != engine]
     return SeriesKey(canonical_model(str(record["model"])), "_".join(tokens) or str(record["precision"])), int(
         record["batch_size"]
     )
@@ -124,7 +126,8 @@ def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None
         for records in per_dir:
             for record in records:
                 pooled.setdefault(engine_of(record), []).append(record)
-        return [Source.from_records(label, records) for label, records in pooled.items()]
+        order = sorted(pooled, key=lambda name: (name != "torch", name))  # ratios are to torch, the default engine
+        return [Source.from_records(label, pooled[label]) for label in order]
     names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
     for name in names:
         if names.count(name) > 1:

@@ -5,6 +5,8 @@ metrics/flops.py, XLA's compile time as compile_s), DP=2 and TP=2 under torchrun
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -65,12 +67,24 @@ def test_two_processes_give_one_process_losses(tmp_path, layout):
     assert pair["loss_last"] != pytest.approx(pair["loss_first"], abs=1e-3)  # five steps of training moved it
 
 
+def remote_python(folder: Path) -> str:
+    """This interpreter with this PYTHONPATH on the hosts (ssh passes no environment), so a worktree's dlperf runs
+    there too."""
+    wrapper = folder / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH={shlex.quote(os.environ.get("PYTHONPATH", ""))} exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 def test_two_hosts(tmp_path_factory, tmp_path):
     from netns_hosts import netns_hosts
 
     with netns_hosts(2, tmp_path_factory.mktemp("netns")) as cluster:
         command = [sys.executable, "-m", "dlperf", "run", "--engine", "jax", *TINY_GPT, "--out", str(tmp_path)]
         command += ["--hosts", ",".join(cluster.addresses), *cluster.ssh_options(), "--ifname", cluster.ifname]
+        command += ["--remote-python", remote_python(tmp_path)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         (path,) = tmp_path.rglob("*_jax_*.json")

@@ -8,6 +8,7 @@ clock's marks are enqueue times and per-step latency on JAX is each window's mea
 from __future__ import annotations
 
 import importlib.util
+import os
 import pickle
 import time
 from dataclasses import asdict
@@ -22,6 +23,7 @@ from dlperf.spec import RunSpec
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
 # workload settings only the PyTorch steps read, with their defaults (JAX lays images out NHWC already)
 TORCH_ONLY = {"channels_last": False, "optimizer_impl": "auto", "data_loader": "torchvision", "dp_mode": "ddp"}
+CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
 INSTALL = "pip install 'dlperf[jax]' (and jax[cuda12] or jax[cuda13] on a GPU machine)"
 
 
@@ -38,6 +40,15 @@ def coordinator_address(rank: RankEnv) -> str | None:
     if not rank.master_addr or rank.master_port is None:
         raise ConfigError("a multi-process JAX run needs MASTER_ADDR and MASTER_PORT: start it with dlperf's launchers")
     return f"{rank.master_addr}:{rank.master_port + 1}"
+
+
+def device_kind(choice: str) -> str:
+    """`auto` takes CUDA where JAX's CUDA plugin is installed and an NVIDIA driver is loaded: decided before JAX
+    starts a backend (jax.distributed must come first), and each process then owns one GPU, as torch's ranks do."""
+    if choice != "auto":
+        return choice
+    plugin = any(importlib.util.find_spec(name) for name in CUDA_PLUGINS)
+    return "cuda" if plugin and os.path.exists("/dev/nvidiactl") else "cpu"
 
 
 class JaxStepClock(StepClock):
@@ -88,7 +99,8 @@ class JaxEngine(Engine):
         from dlperf.engines.jax import parallel
 
         self.rank = rank
-        parallel.initialize(coordinator_address(rank), rank.world_size, rank.rank, rank.local_rank, spec.device)
+        device = device_kind(spec.device)
+        parallel.initialize(coordinator_address(rank), rank.world_size, rank.rank, rank.local_rank, device)
 
     @property
     def device_type(self) -> str:

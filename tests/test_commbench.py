@@ -1,21 +1,21 @@
-"""Bus-bandwidth factors and the alpha-beta fit on constructed timings; one real 2-process gloo commbench."""
+"""Bus-bandwidth factors and the alpha-beta fit on constructed timings; one real 2-process commbench through the
+CLI and the report."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
+import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import run_cli, run_dlperf
 
+from dlperf.cli import commbench_cmd
+from dlperf.cli.main import build_parser
 from dlperf.commbench import OPS, Timing, bus_factor, fit_alpha_beta, fit_timings
 from dlperf.commbench.bandwidth import read_fit
 from dlperf.errors import ConfigError
-
-HERE = Path(__file__).parent
 
 
 @pytest.mark.parametrize(
@@ -73,27 +73,44 @@ def test_cores_import_without_torch():
     assert done.stdout.strip() == "False"
 
 
-def test_two_process_gloo_commbench(tmp_path):
-    out = tmp_path / "commbench.json"
-    torchrun = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
-         str(HERE / "commbench_ranks.py"), str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        _, stderr = torchrun.communicate(timeout=120)
-    finally:  # a hung rank must not outlive the test
-        if torchrun.poll() is None:
-            os.killpg(torchrun.pid, signal.SIGKILL)
-            torchrun.wait()
-    assert torchrun.returncode == 0, stderr[-3000:]
-    record = json.loads(out.read_text())
-    assert record["world_size"] == 2
+@pytest.mark.slow
+def test_two_process_commbench_through_the_cli_and_the_report(tmp_path):
+    """`dlperf commbench` on 2 local CPU processes (torchrun's launcher, gloo), as a run is launched; its record
+    feeds `dlperf report`'s table and plot."""
+    sizes = (4096, 65536, 262144)
+    done = run_dlperf(["commbench", "--devices-per-node", "2", "--device", "cpu", "--sizes", "4K,64K,256K",
+                       "--warmup", "1", "--repeats", "3", "--out", str(tmp_path)], timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    path = tmp_path / "commbench" / "1n2g" / "commbench_fp32_1.json"
+    assert f"record: {path}" in done.stdout and "| all_reduce | 256 KiB |" in done.stdout
+    record = json.loads(path.read_text())
+    assert record["schema"] == "dlperf.commbench/1" and record["status"] == "ok"
+    assert record["world_size"] == 2 and record["backend"] == "gloo" and record["device_type"] == "cpu"
+    assert (record["warmup"], record["repeats"]) == (1, 3)
     measured = {(r["op"], r["size_bytes"]) for r in record["results"]}
-    assert measured == {(op, size) for op in OPS for size in (4096, 65536, 262144)}
+    assert measured == {(op, size) for op in OPS for size in sizes}
     for row in record["results"]:
         assert row["seconds"] > 0
         factor = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "send_recv": 1.0}[row["op"]]  # n = 2
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor)
     assert set(record["fits"]) == set(OPS)
     assert read_fit(record, "all_reduce").points == 3
+
+    report = run_dlperf(["report", str(tmp_path)])
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "report.md").read_text()
+    assert "## Collective bandwidth (dlperf commbench)" in text and "1n2g (2 ranks), gloo on cpu, fp32" in text
+    assert text.count("| all_reduce |") == 4  # three sizes and one fit
+    assert (tmp_path / "plots" / "commbench_1n2g_fp32_1.png").stat().st_size > 0
+
+
+def test_sbatch_job_script_runs_commbench_with_flags_it_accepts(tmp_path, capsys):
+    """Outside an allocation Slurm runs the command inside a job script: `dlperf commbench`, not `dlperf run`."""
+    args = ["commbench", "--launcher", "slurm", "--nodes", "2", "--sizes", "1M,4M", "--warmup", "2", "--dry-run",
+            "--out", str(tmp_path)]  # fmt: skip
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if " -m dlperf commbench " in line)
+    parsed = build_parser().parse_args(shlex.split(line)[3:])
+    assert parsed.func is commbench_cmd.run
+    assert (parsed.nodes, parsed.sizes, parsed.warmup, parsed.repeats, parsed.launcher) == (2, "1M,4M", 2, 20, "slurm")

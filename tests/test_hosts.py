@@ -113,7 +113,8 @@ def test_merge_prefers_rank0_then_the_killed_worker_over_its_echoes():
     merged = merge_results([echo, killed, stopped], [1.0, 2.0, 0.5]).failure
     assert merged == Failure("killed", host="b", exitcode=-9, signal="SIGKILL")
     assert merged.facts() == {"host": "b", "exitcode": -9, "signal": "SIGKILL"}
-    assert merge_results([ok[0]], [1.0]).failure.error == "no node reported rank 0's measurement"
+    unmeasured = merge_results([ok[0]], [1.0])  # the record then says no rank reported (or reads an external log)
+    assert unmeasured.measured is None and unmeasured.failure is None
 
 
 def test_batch_script_rebuilds_the_case():

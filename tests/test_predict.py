@@ -15,7 +15,7 @@ from dlperf.predict import (
     predict_data_parallel,
     predict_gpt_layout,
     ring_allreduce_s,
-    single_device_run,
+    run_from_record,
 )
 
 
@@ -106,9 +106,12 @@ def test_pipeline_must_divide_the_layers():
         predict_gpt_layout(run, dp=1, tp=1, pp=2, micro_batches=4, devices_per_node=2, intra=Link(0, 1e-9))
 
 
-def test_single_device_run_from_a_record():
+def test_run_from_a_record():
     record = {"status": "ok", "world_size": 1, "global_batch_size": 128, "throughput": 383.76}
-    run = single_device_run(record, gradient_bytes=4 * 25_557_032)
+    run = run_from_record(record, gradient_bytes=4 * 25_557_032)
     assert run.step_time_s == pytest.approx(128 / 383.76) and run.backward_share == pytest.approx(2 / 3)
     with pytest.raises(ConfigError, match="1 device"):
-        single_device_run({**record, "world_size": 8}, gradient_bytes=1)
+        run_from_record({**record, "world_size": 8}, gradient_bytes=1)
+    with pytest.raises(ConfigError, match="no gradient_bytes"):
+        run_from_record(record)
+    assert run_from_record({**record, "gradient_bytes": 8}).gradient_bytes == 8

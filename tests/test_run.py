@@ -36,6 +36,9 @@ def test_run_writes_log_and_record(tmp_path, devices):
     assert 0 < record["latency_ms"]["p50"] <= record["latency_ms"]["p90"]
     assert record["peak_memory_mib"]["rss"] > 100
     assert record["loss_first"] > 0 and record["loss_last"] > 0
+    # ResNet-50: 23,508,032 parameters before the classifier, which has 2048 x 10 weights and 10 biases
+    assert record["parameters"] == 23_508_032 + 2048 * 10 + 10
+    assert record["gradient_bytes"] == 4 * record["parameters"]  # fp32 gradients
     assert len(record["ranks"]) == devices and [r["rank"] for r in record["ranks"]] == list(range(devices))
     assert record["env"]["torch"] and record["env"]["python"]
     assert record["config"]["devices_per_node"] == devices

@@ -20,6 +20,9 @@ DEVICES = ("auto", "cuda", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
 DEFAULT_PRINT_EVERY = 20
+EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
+COMMAND_PER = ("rank", "node")
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,20 @@ class RunSpec:
     data: str = "synthetic"
     device: str = "auto"
     seed: int = 1234
-    warmup_iters: int = 20
+    warmup_iters: int | str = (
+        20  # or "auto": until the windows are steady (metrics/steady.py), at most max_warmup_iters
+    )
+    max_warmup_iters: int = 500
     iters: int = 100
     print_every: int | None = None  # None: min(20, iters)
     timeout: float = 3600.0
     peak_tflops: float | None = None  # per device, for MFU; None: the documented table in metrics/flops.py
+    # engine `external`: a command template run per rank (or per node), its log read by a peer-log reader
+    command: str | None = None
+    log_format: str = "auto"
+    command_per: str = "rank"
+    shell: bool = False
+    straggler_pct: float = 5.0  # a rank this many percent slower than the median rank is flagged (metrics/stragglers)
 
     @property
     def world_size(self) -> int:
@@ -51,6 +63,10 @@ class RunSpec:
     def topology(self) -> str:
         """The published case name, e.g. `1n8g`."""
         return f"{self.nodes}n{self.devices_per_node}g"
+
+    @property
+    def auto_warmup(self) -> bool:
+        return self.warmup_iters == AUTO
 
     @property
     def window(self) -> int:
@@ -71,11 +87,20 @@ class RunSpec:
             require_positive_int(name, getattr(self, name))
         if self.print_every is not None:
             require_positive_int("print_every", self.print_every)
-        if not _is_int(self.warmup_iters) or self.warmup_iters < 1:
+        if not self.auto_warmup and (not _is_int(self.warmup_iters) or self.warmup_iters < 1):
             raise ConfigError(
-                f"--warmup-iters must be at least 1 (the first step holds start-up and compiling), "
+                f"--warmup-iters must be `auto` or at least 1 (the first step holds start-up and compiling), "
                 f"got {self.warmup_iters!r}"
             )
+        require_positive_int("max_warmup_iters", self.max_warmup_iters)
+        if self.auto_warmup and self.max_warmup_iters < 3 * self.window:
+            raise ConfigError(
+                f"--warmup-iters auto needs room for 3 windows of --print-every {self.window}: "
+                f"raise --max-warmup-iters (now {self.max_warmup_iters}) to at least {3 * self.window}"
+            )
+        require_number("straggler_pct", self.straggler_pct)
+        if self.straggler_pct < 0:
+            raise ConfigError(f"--straggler-pct must not be negative, got {self.straggler_pct!r}")
         if not _is_int(self.seed) or self.seed < 0:
             raise ConfigError(f"--seed must be a non-negative integer, got {self.seed!r}")
         choose("precision", self.precision, PRECISIONS)
@@ -93,6 +118,19 @@ class RunSpec:
         require_positive_number("timeout", self.timeout)
         if self.peak_tflops is not None:
             require_positive_number("peak_tflops", self.peak_tflops)
+        self._validate_command()
+
+    def _validate_command(self) -> None:
+        """A command goes with engine `external` and only with it; its template is checked by the orchestrator."""
+        if self.engine == EXTERNAL and not (isinstance(self.command, str) and self.command.strip()):
+            raise ConfigError("--engine external runs a framework's own script: give it as --command 'python ...'")
+        if self.command is not None and self.engine != EXTERNAL:
+            raise ConfigError(f"--command runs another framework's script, not --engine {self.engine}: drop one")
+        choose("command_per", self.command_per, COMMAND_PER)
+        if not isinstance(self.shell, bool):
+            raise ConfigError(f"--shell must be true or false, got {self.shell!r}")
+        if not isinstance(self.log_format, str) or not self.log_format:
+            raise ConfigError(f"--log-format must be `auto` or a format name, got {self.log_format!r}")
 
 
 def flag(name: str) -> str:
@@ -141,6 +179,8 @@ COMMON_KEYS = tuple(f.name for f in fields(RunSpec) if f.name not in ("model", "
 def coerce(key: str, annotation: Any, value: Any) -> Any:
     """YAML already types most values; accept only the obvious widening int -> float, and refuse a wrong type."""
     text = str(annotation)
+    if key == "warmup_iters" and value == AUTO:
+        return value
     if "float" in text and _is_int(value):
         return float(value)
     if text == "bool" and not isinstance(value, bool):

@@ -39,3 +39,18 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return value
+
+
+def warmup_iters(text: str) -> int | str:
+    """A positive count, or `auto` (warm up until the windows are steady)."""
+    return "auto" if text.strip() == "auto" else positive_int(text)
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}")
+    return value

@@ -63,14 +63,38 @@ def run_line(record: dict[str, Any]) -> str:
     head = f"{record['model']} {record['case']} {record['group']} #{record['repeat']}"
     if record["status"] != "ok":
         return f"{head}: FAILED: {record.get('error')}"
-    latency = record["latency_ms"]["p50"]
-    line = f"{head}: {record['throughput']:.2f} samples/s, {latency:.1f} ms/iter (p50)"
+    latency = record.get("latency_ms") or {}
+    line = f"{head}: {record['throughput']:.2f} samples/s"
+    if "p50" in latency:  # an external run's log may print no step time
+        line += f", {latency['p50']:.1f} ms/iter (p50)"
     if "tflops_per_device" in record:
         line += f", {record['tflops_per_device']:.3g} TFLOP/s per device, MFU {percent(record.get('mfu'))}"
-    return line
+    return line + evidence_flags(record)
+
+
+def evidence_flags(record: dict[str, Any]) -> str:
+    """What the console says next to a number that should not be trusted as it is: noise, no steady state,
+    stragglers; empty for a clean run."""
+    flags = []
+    if record.get("noisy"):
+        flags.append("NOISY: " + "; ".join(record.get("noise_reasons") or []))
+    steady = record.get("steady_state") or {}
+    warmup = record.get("warmup") or {}
+    if steady.get("stable") is False or warmup.get("stable") is False:
+        flags.append("NEVER STABLE: " + (warmup.get("reason") or steady.get("reason") or ""))
+    stragglers = record.get("stragglers") or {}
+    if stragglers.get("flagged"):
+        flags.append(f"STRAGGLER rank(s) {stragglers['stragglers']} (slowest on {stragglers['slowest_host']})")
+    stop = record.get("repeats_stop")
+    if stop:
+        flags.append(f"repeats {'stopped' if stop.get('stop') else 'go on'}: {stop['reason']}")
+    return "".join(f" [{flag}]" for flag in flags)
 
 
 def show_record(record: dict[str, Any], path: str) -> None:
+    if record.get("engine") == "external":
+        show_external(record, path)
+        return
     rows: list[tuple[str, str]] = [
         ("throughput (samples/s)", f"{record['throughput']:.2f}"),
         ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
@@ -84,13 +108,41 @@ def show_record(record: dict[str, Any], path: str) -> None:
         ("first step (s)", f"{record['first_step_s']:.2f}"),
         ("world size", str(record["world_size"])),
     ]
+    steady = record.get("throughput_steady")
+    rows.append(("steady throughput (samples/s)", f"{steady:.2f}" if steady else "never stable"))
     if "tokens_per_s" in record:
         rows.append(("tokens/s", f"{record['tokens_per_s']:.1f}"))
+    if record.get("flops_per_iteration") is not None:
+        rows.append(("FLOPs per iteration", f"{record['flops_per_iteration']:.4g}"))
     if "tflops_per_device" in record:
         rows.append(("TFLOP/s per device", f"{record['tflops_per_device']:.4g}"))
     if "mfu" in record:
         mfu = percent(record["mfu"])
         rows.append(("MFU", mfu if record["mfu"] is not None else f"{mfu} ({record.get('mfu_note')})"))
+    if record.get("window_cv") is not None:
+        rows.append(("window CV", percent(record["window_cv"])))
+    energy = record.get("energy") or {}
+    rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
+    title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
+    print_table(title, ("metric", "value"), rows)
+    flags = evidence_flags(record)
+    if flags:
+        say(f"flags:{flags}")
+    say(f"record: {path}")
+
+
+def show_external(record: dict[str, Any], path: str) -> None:
+    """An external run's record: what its log reader found."""
+    rows = [
+        ("throughput (samples/s)", f"{record['throughput']:.2f}"),
+        ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
+    ]
+    if (record.get("latency_ms") or {}).get("mean") is not None:
+        rows.append(("latency mean (ms)", f"{record['latency_ms']['mean']:.2f}"))
+    rows += [
+        ("log format / rule", f"{record.get('format')} / {record.get('rule')}"),
+        ("world size", str(record["world_size"])),
+    ]
     title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
     print_table(title, ("metric", "value"), rows)
     say(f"record: {path}")

@@ -14,7 +14,8 @@ from pathlib import Path
 from dlperf.cli.args import non_negative_int
 from dlperf.errors import ResultsError
 from dlperf.peers.base import RULES
-from dlperf.peers.extract import Options, extract_dir
+from dlperf.peers.display import plain, shown
+from dlperf.peers.extract import Options, extract_dir, record_target
 from dlperf.peers.registry import BY_NAME, describe
 
 SKIPPED_EXIT = 3
@@ -73,28 +74,38 @@ def run(args: argparse.Namespace) -> int:
     options = Options(format=args.format, rule=args.rule, warmup=args.warmup, window=args.window)
     records, skipped = extract_dir(root, options)
     for item in skipped:
-        print(f"dlperf: skipped {item.path}: {item.reason}", file=sys.stderr)
+        print(f"dlperf: skipped {shown(item.path)}: {plain(item.reason)}", file=sys.stderr)
     if not records:
-        raise ResultsError(f"none of the {len(skipped)} logs under {root} gave a result (reasons above)")
+        raise ResultsError(f"none of the {len(skipped)} logs under {shown(root)} gave a result (reasons above)")
     out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
     # Imported here so that `--list-formats` and usage errors start without the report's writers.
     from dlperf.records.store import check_writable, write_json_atomic
     from dlperf.reporting.report import refuse_to_replace, write_report
 
     formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
-    targets = [out / "records" / r["model"] / r["case"] / f"{Path(r['file']).stem}.json" for r in records]
+    targets = _targets(out / "records", records)
     if not args.overwrite:
         refuse_to_replace(out, formats)
         if taken := [t for t in targets if t.exists()]:
-            raise ResultsError(f"{taken[0]} already exists: pass --overwrite to replace it, or another --out")
+            raise ResultsError(f"{shown(taken[0])} already exists: pass --overwrite to replace it, or another --out")
     check_writable(out)
     for record, target in zip(records, targets):
         if record.get("warning"):
-            print(f"dlperf: warning: {record['warning']}", file=sys.stderr)
+            print(f"dlperf: warning: {plain(record['warning'])}", file=sys.stderr)
         if record["status"] != "ok":
-            print(f"dlperf: failed run {record['file']}: {record['error']}", file=sys.stderr)
+            print(f"dlperf: failed run {shown(record['file'])}: {plain(record['error'])}", file=sys.stderr)
         write_json_atomic(target, record)
     for path in write_report(records, out, formats, min_plot_cases=2):
-        print(path)
+        print(shown(path))
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
     return SKIPPED_EXIT if skipped else 0
+
+
+def _targets(records_dir: Path, records: list[dict]) -> list[Path]:
+    """Each record's file, refused unless it lies inside `records_dir`: names come from logs, not from dlperf."""
+    inside = records_dir.resolve()
+    targets = [record_target(records_dir, r) for r in records]
+    for target, record in zip(targets, records):
+        if not target.resolve().is_relative_to(inside):
+            raise ResultsError(f"the record of {shown(record['file'])} would be written outside {shown(records_dir)}")
+    return targets

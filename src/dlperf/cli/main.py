@@ -8,11 +8,35 @@ import sys
 import traceback
 
 from dlperf import __version__
-from dlperf.cli import compare_cmd, env_cmd, extract_cmd, history_cmd, peak_cmd, report_cmd, run_cmd, sweep_cmd
+from dlperf.cli import (
+    commbench_cmd,
+    compare_cmd,
+    env_cmd,
+    extract_cmd,
+    history_cmd,
+    maxbatch_cmd,
+    peak_cmd,
+    predict_cmd,
+    report_cmd,
+    run_cmd,
+    sweep_cmd,
+)
 from dlperf.cli.args import Parser
 from dlperf.errors import DlperfError, clip
 
-COMMANDS = (run_cmd, sweep_cmd, report_cmd, extract_cmd, compare_cmd, history_cmd, env_cmd, peak_cmd)
+COMMANDS = (
+    run_cmd,
+    sweep_cmd,
+    report_cmd,
+    extract_cmd,
+    compare_cmd,
+    history_cmd,
+    env_cmd,
+    peak_cmd,
+    commbench_cmd,
+    maxbatch_cmd,
+    predict_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

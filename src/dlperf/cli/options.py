@@ -6,11 +6,11 @@ import argparse
 from dataclasses import fields
 from typing import Any
 
-from dlperf.cli.args import non_negative_int, positive_float, positive_int
+from dlperf.cli.args import non_negative_float, non_negative_int, positive_float, positive_int, warmup_iters
 from dlperf.engines import engine_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
-from dlperf.spec import COMMON_KEYS, COMPILE_MODES, PRECISIONS, RunSpec
+from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, PRECISIONS, RunSpec
 from dlperf.workloads import WORKLOADS, model_names
 from dlperf.workloads.gpt import GPTConfig
 from dlperf.workloads.resnet import ResNetConfig
@@ -29,7 +29,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     r = ResNetConfig()
     add = _group(parser, "what to run")
     add("--model", help=f"workload to benchmark: {', '.join(model_names())} (default resnet50)")
-    add("--engine", choices=engine_names(), help=f"framework that runs it (default {d.engine})")
+    add(
+        "--engine",
+        choices=[*engine_names(), EXTERNAL],
+        help=f"framework that runs it (default {d.engine}; {EXTERNAL} with --command)",
+    )
     add("--nodes", type=positive_int, help="number of nodes (hosts); default 1")
     add("--devices-per-node", type=positive_int, help="processes/devices per node, each a rank; default 1")
     add(
@@ -50,14 +54,42 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "or a flat token file (gpt)",
     )
     add("--peak-tflops", type=positive_float, help="device peak TFLOP/s for MFU (default: dlperf's table)")
+    add = _group(parser, "another framework's own script (engine external)")
+    add(
+        "--command",
+        help="run this training command instead of dlperf's loop, once per rank, with MASTER_ADDR, MASTER_PORT, "
+        "WORLD_SIZE, RANK, LOCAL_RANK, NODE_RANK set; placeholders such as {batch_size}, {precision}, {amp}, "
+        "{world_size}, {nnodes}, {nproc_per_node}, {node_rank}, {rank}, {local_rank}, {repeat}, {model} and the "
+        "case's keys are filled in; run as an argument list (shlex), no shell",
+    )
+    add("--log-format", help="peer-log reader for its output: auto (detected) or a name from `dlperf extract "
+        "--list-formats`; default auto")  # fmt: skip
+    add("--command-per", choices=COMMAND_PER, help="rank (default: one process per device) or node (one per node, "
+        "for scripts that start their own workers)")  # fmt: skip
+    add("--shell", action="store_true", help="run --command through /bin/sh -c (values quoted)")
     add = _group(parser, "timing")
-    add("--warmup-iters", type=positive_int, help=f"untimed iterations first (default {d.warmup_iters})")
+    add(
+        "--warmup-iters",
+        type=warmup_iters,
+        help=f"untimed iterations first, or `auto`: until 3 windows agree within 5 %% (default {d.warmup_iters})",
+    )
+    add(
+        "--max-warmup-iters",
+        type=positive_int,
+        help=f"bound of --warmup-iters auto; a run not stable by then is timed and flagged (default "
+        f"{d.max_warmup_iters})",
+    )
     add("--iters", type=positive_int, help=f"timed iterations (default {d.iters})")
     add("--print-every", type=positive_int, help="iterations per timing window and log line (default min(20, iters))")
     add(
         "--timeout",
         type=positive_float,
         help=f"seconds before a run is stopped and recorded as failed (default {d.timeout:g})",
+    )
+    add(
+        "--straggler-pct",
+        type=non_negative_float,
+        help=f"flag a rank this many percent slower than the median rank (default {d.straggler_pct:g})",
     )
     add = _group(parser, "ResNet-50 (--model resnet50)")
     add("--batch-size", type=positive_int, help=f"batch size per device (default {r.batch_size})")

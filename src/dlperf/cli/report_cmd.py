@@ -6,8 +6,11 @@ import argparse
 from pathlib import Path
 
 from dlperf.errors import ConfigError
-from dlperf.records.load import load_records
+from dlperf.records.load import find_records, load_records
+from dlperf.records.schema import MAXBATCH_SCHEMA
 from dlperf.records.store import check_writable
+from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
+from dlperf.reporting.commbench_table import read_commbench
 from dlperf.reporting.report import check_one_sweep, refuse_to_replace, write_report
 from dlperf.reporting.sources import (
     BY_CHOICES,
@@ -65,6 +68,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument(
         "--merge", action="store_true", help="pool the records of several sweeps under DIR (default: refuse)"
     )
+    parser.add_argument(
+        "--predict",
+        action="append",
+        default=[],
+        metavar="COMMBENCH_RECORD",
+        help="add a predicted-speedup column to the scaling tables from this commbench record (one node: the "
+        "intra-node link; several: the inter-node link), beside the measured speedup; repeatable",
+    )
     parser.set_defaults(func=run)
 
 
@@ -92,16 +103,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _single(args: argparse.Namespace) -> int:
     root = Path(args.dir[0])
-    records = load_records(root)
+    others = find_records(root, (*COMMBENCH_SCHEMAS, MAXBATCH_SCHEMA)) if root.is_dir() else []
+    records = find_records(root) if others else load_records(root)  # commbench alone is a report too
     if not args.merge:
         check_one_sweep(records, root)
+    predict = [read_commbench(path) for path in args.predict]
     out = Path(args.out) if args.out else root
     formats = FORMAT_CHOICES[args.format]
     # DIR's own report is derived from DIR's records: rebuilding it loses nothing; another folder's may be
     if args.out and not args.overwrite and out.resolve() != root.resolve():
         refuse_to_replace(out, formats)
     check_writable(out)
-    for path in write_report(records, out, formats - {"html"}):
+    for path in write_report(records, out, formats - {"html"}, others=others, predict=predict):
         print(path)
     if "html" in formats:
         comparison = build_comparison([Source.from_records(root.resolve().name, records)])

@@ -17,7 +17,7 @@ from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.run import check_run, execute, launcher_for, plan_jobs
 from dlperf.records.store import check_writable
 from dlperf.spec import RunSpec
-from dlperf.workloads import WorkloadPlan, get_workload, spec_from_mapping
+from dlperf.workloads import WorkloadPlan, get_workload, require_training, spec_from_mapping
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         if "case" not in values and (slots := slots_per_node(list(launch.hosts))) is not None:
             values.setdefault("devices_per_node", slots)
     spec = spec_from_mapping(values)
+    require_training(spec)
     launcher = launcher_for(launch)
     plan = check_run(spec, launcher)
     jobs = plan_jobs(spec, plan, [args.repeat], args.out)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.args import positive_int
+from dlperf.cli.args import positive_float, positive_int
 from dlperf.cli.display import console, eta_text, run_line, say
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.engines import engine_versions
@@ -32,6 +32,7 @@ from dlperf.records.store import check_writable, write_text_atomic
 from dlperf.reporting.report import refuse_to_replace, write_report
 
 FLAG_RE = re.compile(r"--([a-z][a-z0-9-]*)")
+SWEEP_FLAGS = ("--repeats", "--target-ci", "--max-repeats")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -46,7 +47,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     parser.add_argument("config", help="sweep YAML file, e.g. configs/quick.yaml")
     parser.add_argument("--out", default="results", help="results folder (default ./results)")
-    parser.add_argument("--repeats", type=positive_int, help="repeats per case (default: the file's, else 5)")
+    parser.add_argument(
+        "--repeats",
+        type=repeats_arg,
+        help="repeats per case, or `auto`: until the 95%% interval of the median is within --target-ci "
+        "(default: the file's `repeats`, else 5)",
+    )
+    parser.add_argument(
+        "--target-ci",
+        type=positive_float,
+        metavar="PCT",
+        help="with --repeats auto: target half-width of the median's 95%% interval, in percent (default 1)",
+    )
+    parser.add_argument(
+        "--max-repeats", type=positive_int, help="with --repeats auto: most repeats per case (default 10)"
+    )
     parser.add_argument("--resume", action="store_true", help="skip runs whose record is complete; rerun the rest")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
@@ -54,9 +69,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.set_defaults(func=run)
 
 
+def repeats_arg(text: str) -> int | str:
+    return "auto" if text.strip() == "auto" else positive_int(text)
+
+
 def run(args: argparse.Namespace) -> int:
     launcher = launcher_for(launch_options(args))
-    plan = _plan(args.config, launcher, args.repeats)  # checks the file is UTF-8 text
+    plan = _plan(args.config, launcher, args.repeats, args.target_ci, args.max_repeats)  # checks it is UTF-8
     spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
     if launcher.options.dry_run:
         print(launcher.describe_all(plan.jobs(args.out)))
@@ -73,7 +92,13 @@ def run(args: argparse.Namespace) -> int:
     jobs = plan.jobs(args.out)
     sweep_id = (resumed_sweep_id(jobs) if args.resume else None) or new_sweep_id()
     total = len(jobs)
-    say(f"sweep {sweep_id}: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
+    if plan.adaptive:
+        say(
+            f"sweep {sweep_id}: {len(plan.cases)} cases, each repeated until its median is known within "
+            f"{plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) -> {args.out}"
+        )
+    else:
+        say(f"sweep {sweep_id}: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
     clock = SweepClock(jobs)
     failed_before: list[RunJob] = []
     with Progress(
@@ -134,14 +159,16 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed or failed_before else 0
 
 
-def _plan(config: str, launcher: Launcher, repeats: int | None) -> SweepPlan:
+def _plan(
+    config: str, launcher: Launcher, repeats: int | str | None, target_ci: float | None, max_repeats: int | None
+) -> SweepPlan:
     """The sweep's plan; a bad value is named by the file and its YAML key, not by a command-line flag."""
     try:
-        return plan_sweep(load_sweep_file(config), launcher, repeats)
+        return plan_sweep(load_sweep_file(config), launcher, repeats, target_ci, max_repeats)
     except ConfigError as error:
         message = str(error)
-        if message.startswith(f"sweep file {config}"):
-            raise
+        if message.startswith(f"sweep file {config}") or any(f in message for f in SWEEP_FLAGS):
+            raise  # names the file already, or a flag of this command rather than a key of the file
         key = FLAG_RE.search(message)
         where = f", key {key[1].replace('-', '_')}" if key else ""
         text = FLAG_RE.sub(lambda m: m[1].replace("-", "_"), message)

@@ -11,6 +11,7 @@ from typing import Any
 
 from dlperf.engines.base import Engine
 from dlperf.errors import ConfigError
+from dlperf.spec import EXTERNAL
 
 ENGINES: dict[str, str] = {
     "torch": "dlperf.engines.torch.engine:TorchEngine",
@@ -33,7 +34,8 @@ def engine_versions(names: list[str]) -> dict[str, Any]:
     """The named engines' versions and device facts, for a record's environment."""
     facts: dict[str, Any] = {}
     for name in names:
-        facts.update(engine_class(name).versions())
+        if name != EXTERNAL:  # another framework's own script: dlperf cannot know what it loads
+            facts.update(engine_class(name).versions())
     return facts
 
 

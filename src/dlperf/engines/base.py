@@ -11,7 +11,7 @@ import os
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.spec import RunSpec
@@ -56,12 +56,24 @@ class TrainStep:
 
     `run` returns the step's output (the loss on ranks that compute it, else None) without waiting for the
     device; `read_loss` turns an output into a float and is called by every rank at window edges only, so it
-    may hold one collective (e.g. fetch the loss from the last pipeline stage). `compile_s` is the compile time
-    where the builder compiled the step ahead of time (JAX/XLA); else the first step measures it.
+    may hold one collective (e.g. fetch the loss from the last pipeline stage).
+
+    `own_clock`, where the step can tell, times this rank's own work per step without waiting for the others
+    (a synchronous gradient all-reduce makes every rank's whole step equally long, hiding a straggler);
+    `own_measure` names what it times. `count_flops` counts the FLOPs of one step of the whole iteration (all
+    ranks) at the run's shapes, called once on rank 0 after the timed loop. `model` holds this rank's
+    `parameters` and `gradient_bytes` (its own shard under TP/PP), which `dlperf predict` reads from the record.
+
+    `compile_s` is the compile time where the builder compiled the step ahead of time (JAX/XLA); else the
+    first step measures it.
     """
 
     run: Callable[[], Any]
     read_loss: Callable[[Any], float | None]
+    own_clock: StepClock | None = None
+    own_measure: str = "step"
+    count_flops: Callable[[], int] | None = None
+    model: dict[str, int] = field(default_factory=dict)
     compile_s: float | None = None
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import shlex
 import string
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from dlperf.errors import ConfigError
 
@@ -42,6 +44,7 @@ class Rendezvous:
     batch_size: int
     precision: str
     repeat: int
+    extra: dict[str, Any] = field(default_factory=dict)  # the case's other keys: {model}, {iters}, {image_size}...
 
     @property
     def world_size(self) -> int:
@@ -75,13 +78,15 @@ def placeholders_in(template: str) -> list[str]:
     return fields
 
 
-def check_template(template: str, per: str = "rank") -> None:
-    """Refuse, before launch, an empty command, an unknown `per`, unknown placeholders, or per-rank ones per node."""
+def check_template(template: str, per: str = "rank", extra: Iterable[str] = ()) -> None:
+    """Refuse, before launch, an empty command, an unknown `per`, unknown placeholders, or per-rank ones per node.
+
+    `extra` names the case's own keys a template may use besides the rendezvous ones (e.g. `model`, `iters`)."""
     if per not in PER_CHOICES:
         raise ConfigError(f"unknown --command-per {per!r}: choose one of {', '.join(PER_CHOICES)}")
     if not template.strip():
         raise ConfigError("--command is empty: give the training command to run, e.g. 'python train.py'")
-    known = PLACEHOLDERS if per == "rank" else NODE_PLACEHOLDERS
+    known = (PLACEHOLDERS if per == "rank" else NODE_PLACEHOLDERS) + tuple(k for k in extra if k not in PLACEHOLDERS)
     for name in placeholders_in(template):
         if name not in known:
             hint = " (one process per node has no rank: use --command-per rank)" if name in RANK_PLACEHOLDERS else ""
@@ -90,8 +95,28 @@ def check_template(template: str, per: str = "rank") -> None:
             )
 
 
+def case_values(case: dict[str, Any], batch_size: int, global_batch_size: int, repeat: int) -> dict[str, Any]:
+    """The values a template may name besides the rendezvous: the case's keys that have one (a RunSpec's flat
+    form), its batch per device and global batch, and the repeat number; the command's own keys are left out."""
+    own = ("command", "log_format", "command_per", "shell")
+    values = {k: v for k, v in case.items() if v is not None and k not in own}
+    return {**values, "global_batch_size": global_batch_size, "batch_size": batch_size, "repeat": repeat}
+
+
+def rendezvous_for(
+    nnodes: int, nproc_per_node: int, master_addr: str, master_port: int, values: dict[str, Any]
+) -> Rendezvous:
+    """The rendezvous of one run from its place (nodes, devices, endpoint) and its case values (`case_values`)."""
+    extra = {k: v for k, v in values.items() if k not in PLACEHOLDERS}
+    return Rendezvous(
+        nnodes, nproc_per_node, master_addr, master_port, values["batch_size"], values["precision"], values["repeat"],
+        extra,
+    )  # fmt: skip
+
+
 def _values(rdzv: Rendezvous, node_rank: int, rank: int | None, local_rank: int | None) -> dict[str, object]:
-    values: dict[str, object] = {name: getattr(rdzv, name) for name in NODE_PLACEHOLDERS if name != "node_rank"}
+    values: dict[str, object] = dict(rdzv.extra)
+    values.update({name: getattr(rdzv, name) for name in NODE_PLACEHOLDERS if name != "node_rank"})
     values["node_rank"] = node_rank
     if rank is not None:
         values.update(rank=rank, local_rank=local_rank)
@@ -108,7 +133,7 @@ def command_argv(
 ) -> list[str]:
     """The argument list of one process: split first, then expand each word, so a value never splits a word;
     with `shell`, the line for `/bin/sh -c`, each value quoted."""
-    check_template(template, "rank" if rank is not None else "node")
+    check_template(template, "rank" if rank is not None else "node", rdzv.extra)
     values = _values(rdzv, node_rank, rank, local_rank)
     if shell:
         return ["/bin/sh", "-c", template.format(**{k: shlex.quote(str(v)) for k, v in values.items()})]
@@ -138,7 +163,7 @@ def node_processes(
     template: str, rdzv: Rendezvous, node_rank: int, per: str = "rank", shell: bool = False
 ) -> list[Process]:
     """Every process one node starts: nproc_per_node ranks (`per="rank"`) or the one command (`per="node"`)."""
-    check_template(template, per)
+    check_template(template, per, rdzv.extra)
     if not 0 <= node_rank < rdzv.nnodes:
         raise ConfigError(f"node rank {node_rank} is outside 0..{rdzv.nnodes - 1}")
     if per == "node":

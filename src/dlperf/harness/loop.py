@@ -1,24 +1,41 @@
-"""The timed loop: warm-up, then a fixed window of iterations timed on the host between barriers.
+"""The timed loop: warm-up (fixed, or until the windows are steady), then a fixed window of iterations timed on the
+host between barriers.
 
-It talks to the engine only (sync, barrier, step clock), so every engine is measured the same way.
+It talks to the engine only (sync, barrier, gather, step clock), so every engine is measured the same way.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from dlperf.engines.base import Engine, TrainStep
+from dlperf.metrics.steady import DEFAULT_TOLERANCE, DEFAULT_WINDOWS, is_stable
 from dlperf.records.runlog import WarmupLine, WindowLine
 
 WindowCallback = Callable[[WindowLine], None]
 WarmupCallback = Callable[[WarmupLine], None]
 
 
+class WindowProbe(Protocol):
+    """Something measured over exactly the timed window (machine load, energy): started as it opens, stopped as it
+    closes; the probe keeps its own result."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 @dataclass
 class Measurement:
-    """What rank 0 measured; throughputs are global samples per second."""
+    """What rank 0 measured; throughputs are global samples per second.
+
+    `own_step_ms` is this rank's own work per timed step (see `TrainStep.own_clock`), `own_step_measure` what it is.
+    `warmup_*` describe the warm-up that ran: its iterations, and with `--warmup-iters auto` its window throughputs
+    and whether they became stable (None for a fixed warm-up).
+    """
 
     iters: int
     global_batch: int
@@ -28,6 +45,14 @@ class Measurement:
     step_ms: list[float] = field(default_factory=list)
     loss_first: float | None = None
     loss_last: float | None = None
+    window_iters: list[int] = field(default_factory=list)
+    warmup_iters: int = 0
+    warmup_window_throughputs: list[float] = field(default_factory=list)
+    warmup_window_iters: list[int] = field(default_factory=list)
+    warmup_stable: bool | None = None
+    own_step_ms: list[float] = field(default_factory=list)
+    own_step_measure: str = "step"
+    model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
     compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
 
     @property
@@ -35,45 +60,91 @@ class Measurement:
         return self.global_batch * self.iters / self.elapsed_s
 
 
+def _auto_warmup(
+    step: TrainStep, engine: Engine, output: Any, window: int, max_iters: int, global_batch: int
+) -> tuple[Any, int, list[float], list[int], bool]:
+    """Warm-up windows of `window` steps until the last K are stable (metrics/steady.is_stable) or `max_iters` more
+    steps ran. Rank 0's windows decide, and every rank follows its decision (one gather per warm-up window), so no
+    rank leaves the warm-up alone."""
+    windows: list[float] = []
+    lengths: list[int] = []
+    done = 0
+    stable = False
+    while done < max_iters and not stable:
+        n = min(window, max_iters - done)
+        engine.sync(output)
+        start = time.perf_counter()
+        for _ in range(n):
+            output = step.run()
+        engine.sync(output)
+        windows.append(global_batch * n / (time.perf_counter() - start))
+        lengths.append(n)
+        done += n
+        stable = engine.gather(is_stable(windows, DEFAULT_TOLERANCE, DEFAULT_WINDOWS))[0]
+    return output, done, windows, lengths, stable
+
+
 def timed_loop(
     step: TrainStep,
     engine: Engine,
     *,
-    warmup_iters: int,
+    warmup_iters: int | str,
     iters: int,
     print_every: int,
     global_batch: int,
+    max_warmup_iters: int = 0,
     on_window: WindowCallback | None = None,
     on_warmup: WarmupCallback | None = None,
+    probes: Sequence[WindowProbe] = (),
 ) -> Measurement:
-    """Run `warmup_iters` untimed steps, then `iters` timed ones.
+    """Run the warm-up, then `iters` timed steps; each probe is started and stopped around the timed steps.
 
-    The device is synchronised only at window edges (every `print_every` steps), where the loss is read
-    too (by `step.read_loss`, which every rank calls there and nowhere else); per-step latency comes from the
-    engine's step clock without a sync per step.
+    `warmup_iters` is a count of untimed steps (the first included), or "auto": after the first step, warm-up
+    windows of `print_every` steps until K are stable, at most `max_warmup_iters` steps. The device is synchronised
+    only at window edges (every `print_every` steps), where the loss is read too (by `step.read_loss`, which every
+    rank calls there and nowhere else); per-step latency comes from the engine's step clock without a sync per step.
     """
     started = time.perf_counter()
     output = step.run()
     loss_first = step.read_loss(output)  # reading the loss waits for the first step: start-up and compiling
     engine.sync(output)
     first_step_s = time.perf_counter() - started
-    for _ in range(warmup_iters - 1):
-        output = step.run()
+    warm_windows: list[float] = []
+    warm_lengths: list[int] = []
+    warm_stable: bool | None = None
+    if warmup_iters == "auto":
+        output, done, warm_windows, warm_lengths, warm_stable = _auto_warmup(
+            step, engine, output, print_every, max_warmup_iters, global_batch
+        )
+        warmup_done = 1 + done
+    else:
+        for _ in range(int(warmup_iters) - 1):
+            output = step.run()
+        warmup_done = int(warmup_iters)
 
     clock = engine.clock()
+    own_clock = step.own_clock
     engine.sync(output)
     if on_warmup:  # the live view tells start-up and compiling apart from the timed windows
-        on_warmup(WarmupLine(warmup_iters, first_step_s, time.perf_counter() - started, time.time()))
+        on_warmup(WarmupLine(warmup_done, first_step_s, time.perf_counter() - started, time.time()))
+    for probe in probes:  # before the barrier, so no rank's timed window holds another's snapshot
+        probe.start()
     engine.barrier()
     t0 = window_start = time.perf_counter()
     clock.start()
+    if own_clock:
+        own_clock.start()
     windows: list[float] = []
+    lengths: list[int] = []
     step_ms: list[float] = []
+    own_ms: list[float] = []
     loss_now = None
     done_in_window = 0
     for iteration in range(1, iters + 1):
         output = step.run()
         clock.mark()
+        if own_clock:
+            own_clock.mark()
         done_in_window += 1
         if iteration % print_every and iteration != iters:
             continue
@@ -82,7 +153,10 @@ def timed_loop(
         now = time.perf_counter()
         window_s = now - window_start
         windows.append(global_batch * done_in_window / window_s)
+        lengths.append(done_in_window)
         step_ms.extend(clock.collect())
+        if own_clock:
+            own_ms.extend(own_clock.collect())
         if on_window:
             on_window(
                 WindowLine(iteration, iters, loss_now, windows[-1], window_s * 1000 / done_in_window, time.time())
@@ -91,6 +165,8 @@ def timed_loop(
     engine.sync(output)
     engine.barrier()
     elapsed = time.perf_counter() - t0
+    for probe in probes:
+        probe.stop()
     return Measurement(
         iters=iters,
         global_batch=global_batch,
@@ -100,5 +176,13 @@ def timed_loop(
         step_ms=step_ms,
         loss_first=loss_first,
         loss_last=loss_now,  # the last iteration always closes a window
+        window_iters=lengths,
+        warmup_iters=warmup_done,
+        warmup_window_throughputs=warm_windows,
+        warmup_window_iters=warm_lengths,
+        warmup_stable=warm_stable,
+        own_step_ms=own_ms if own_clock else step_ms,
+        own_step_measure=step.own_measure if own_clock else "step",
+        model=dict(step.model),
         compile_s=step.compile_s,
     )

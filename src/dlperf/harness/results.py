@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dlperf.harness.loop import Measurement
@@ -14,15 +14,26 @@ class RankFacts:
     host: str
     device: str
     peak_memory_mib: dict[str, float]
+    local_rank: int = 0
+    own_step_ms: list[float] = field(default_factory=list)  # this rank's own work per timed step (loop.Measurement)
+    machine_load: dict[str, Any] | None = None  # the node's, from its local rank 0 (harness/probes.py)
+    energy: dict[str, Any] | None = None  # the node's EnergyReading, from its local rank 0
 
 
 @dataclass(frozen=True)
 class RunMeasurement:
-    """Rank 0's measurement of the run, with the facts every rank sent at the end."""
+    """Rank 0's measurement of the run, with the facts every rank sent at the end.
 
-    measurement: Measurement
+    A workload with its own rank task (`Workload.tasks`, e.g. commbench) has no timed-loop `measurement`: its
+    JSON-able `output` goes to the workload's `task_record` instead.
+    """
+
+    measurement: Measurement | None
     ranks: list[RankFacts]
     device_type: str
+    flops_per_iteration: int | None = None  # counted once on rank 0 (TrainStep.count_flops)
+    flops_note: str | None = None  # why there is no count
+    output: dict[str, Any] | None = None
 
     @property
     def throughput(self) -> float:
@@ -36,15 +47,21 @@ class RunMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "measurement": asdict(self.measurement),
+            "measurement": asdict(self.measurement) if self.measurement else None,
             "ranks": [asdict(r) for r in self.ranks],
             "device_type": self.device_type,
+            "flops_per_iteration": self.flops_per_iteration,
+            "flops_note": self.flops_note,
+            "output": self.output,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunMeasurement:
         return cls(
-            measurement=Measurement(**data["measurement"]),
+            measurement=Measurement(**data["measurement"]) if data.get("measurement") else None,
             ranks=[RankFacts(**r) for r in data["ranks"]],
             device_type=data["device_type"],
+            flops_per_iteration=data.get("flops_per_iteration"),
+            flops_note=data.get("flops_note"),
+            output=data.get("output"),
         )

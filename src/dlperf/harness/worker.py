@@ -5,37 +5,67 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.engines import get_engine
-from dlperf.engines.base import Engine, RankEnv, node_name
-from dlperf.harness.loop import Measurement, WarmupCallback, WindowCallback, timed_loop
+from dlperf.engines.base import Engine, RankEnv, TrainStep, node_name
+from dlperf.harness.loop import Measurement, WarmupCallback, WindowCallback, WindowProbe, timed_loop
+from dlperf.harness.probes import EnergyProbe, LoadProbe
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.records.runlog import RunLogWriter
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, decode_spec, get_workload
 
 
-def time_spec(
+def build_step(spec: RunSpec, plan: WorkloadPlan, engine: Engine) -> TrainStep:
+    """The workload's step on this rank's (set-up) engine."""
+    return get_workload(spec.model).builder(spec.engine)(spec, plan, engine)
+
+
+def time_step(
+    step: TrainStep,
     spec: RunSpec,
     plan: WorkloadPlan,
     engine: Engine,
     on_window: WindowCallback | None = None,
     on_warmup: WarmupCallback | None = None,
+    probes: list[WindowProbe] | None = None,
 ) -> Measurement:
-    """Build the workload's step on this rank's (set-up) engine and time it with the spec's warm-up and windows."""
-    step = get_workload(spec.model).builder(spec.engine)(spec, plan, engine)
+    """Time a built step with the spec's warm-up and windows."""
     return timed_loop(
         step,
         engine,
         warmup_iters=spec.warmup_iters,
+        max_warmup_iters=spec.max_warmup_iters,
         iters=spec.iters,
         print_every=spec.window,
         global_batch=plan.global_batch,
         on_window=on_window,
         on_warmup=on_warmup,
+        probes=probes or [],
     )
 
 
+def time_spec(
+    spec: RunSpec, plan: WorkloadPlan, engine: Engine, on_window: WindowCallback | None = None
+) -> Measurement:
+    """Build the workload's step and time it (the benchmarks' entry)."""
+    return time_step(build_step(spec, plan, engine), spec, plan, engine, on_window=on_window)
+
+
+def count_flops(step: TrainStep) -> tuple[int | None, str | None]:
+    """The step's counted FLOPs per iteration, or None with the reason; a count that fails never fails the run."""
+    if step.count_flops is None:
+        return None, "this workload's step does not count its FLOPs on this engine"
+    try:
+        return step.count_flops(), None
+    except (RuntimeError, NotImplementedError, TypeError, ValueError) as error:
+        return None, f"FLOP counting failed: {type(error).__name__}: {error}"
+
+
 def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
-    """Run one benchmark on this rank; rank 0 returns the measurement (RunMeasurement.to_dict()), others None."""
+    """Run one benchmark on this rank; rank 0 returns the measurement (RunMeasurement.to_dict()), others None.
+
+    Each node's local rank 0 meters the node (machine load, energy) over the timed window; every rank times its
+    own work per step, gathered with the other facts once at the end.
+    """
     spec = decode_spec(run)
     plan = get_workload(spec.model).plan(spec)
     rank = RankEnv.from_environ()
@@ -43,11 +73,39 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     engine.setup(spec, rank)
     engine.reset_peak_memory()
     log = RunLogWriter(log_path) if rank.rank == 0 else None
+    load = energy = None
+    if rank.local_rank == 0:
+        devices = list(range(rank.local_world_size)) if engine.device_type == "cuda" else []
+        load, energy = LoadProbe(devices), EnergyProbe(engine.device_type, devices)
     try:
         if log:
             log.config({**spec.to_dict(), "global_batch_size": plan.global_batch, "world_size": rank.world_size})
-        measurement = time_spec(spec, plan, engine, log.window if log else None, log.warmup if log else None)
-        facts = RankFacts(rank.rank, node_name(), engine.device_name(), engine.peak_memory_mib())
+        workload = get_workload(spec.model)
+        measurement, output, flops, flops_note = None, None, None, None
+        if workload.tasks:  # a rank task of its own instead of the timed loop (commbench)
+            output = workload.task(spec.engine)(spec, plan, engine)
+        else:
+            step = build_step(spec, plan, engine)
+            measurement = time_step(
+                step,
+                spec,
+                plan,
+                engine,
+                log.window if log else None,
+                log.warmup if log else None,
+                [load, energy] if load else [],
+            )
+            flops, flops_note = count_flops(step) if rank.rank == 0 else (None, None)
+        facts = RankFacts(
+            rank.rank,
+            node_name(),
+            engine.device_name(),
+            engine.peak_memory_mib(),
+            local_rank=rank.local_rank,
+            own_step_ms=measurement.own_step_ms if measurement else [],
+            machine_load=load.result if load else None,
+            energy=energy.result if energy else None,
+        )
         ranks = engine.gather(facts)
     finally:
         if log:
@@ -55,4 +113,4 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
         engine.shutdown()
     if rank.rank != 0:
         return None
-    return RunMeasurement(measurement, ranks, engine.device_type).to_dict()
+    return RunMeasurement(measurement, ranks, engine.device_type, flops, flops_note, output).to_dict()

@@ -114,7 +114,10 @@ def run_agent(argv: list[str] | None) -> int:
     else:
         with open(args.spec, encoding="utf-8") as f:
             spec = AgentSpec.from_json(f.read())
-    from dlperf.launch.elastic import launch  # torch: imported only once the death signal is armed
+    if spec.command is not None:
+        from dlperf.launch.external import launch  # another framework's own script
+    else:
+        from dlperf.launch.elastic import launch  # torch: imported only once the death signal is armed
 
     result = launch(spec)
     signal.signal(signal.SIGTERM, stop_on_sigterm)  # take the signal back from torchrun's launcher

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
@@ -9,10 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.launch.messages import AgentSpec, NodeLaunch, RunResult
+from dlperf.external.command import case_values
+from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeLaunch, RunResult
 from dlperf.launch.options import LaunchOptions
 from dlperf.records.paths import RunPaths
-from dlperf.spec import RunSpec
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
 
@@ -36,7 +38,14 @@ class RunJob:
                 run_id=f"dlperf-{uuid.uuid4().hex[:12]}",
                 env=options.worker_env(),
             ),
+            command=self.command() if self.spec.engine == EXTERNAL else None,
         )
+
+    def command(self) -> CommandLaunch:
+        """An external run's command with every value its template may name, run where dlperf was started."""
+        spec = self.spec
+        values = case_values(spec.to_dict(), self.plan.batch_per_device, self.plan.global_batch, self.repeat)
+        return CommandLaunch(spec.command or "", spec.command_per, spec.shell, values, os.getcwd())
 
 
 # Called once per finished run: its RunResult, or None where the run wrote its own record (an sbatch job).

@@ -28,15 +28,29 @@ class NodeLaunch:
     log_dir: str | None = None
     collect_env: bool = False
     rdzv_timeout: int = 300
+    node_rank: int | None = None  # an external command's node rank where the launcher fixes it (else SLURM_PROCID)
+
+
+@dataclass(frozen=True)
+class CommandLaunch:
+    """An external run's command (`--command`): the template, per rank or per node, and the values it names."""
+
+    template: str
+    per: str
+    shell: bool
+    values: dict[str, Any]  # external.command.case_values: batch size, precision, repeat, the case's keys
+    workdir: str  # where the command runs: the folder dlperf was started in
 
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """Everything a node agent needs: the run (RunSpec.to_dict()), rank 0's log path, and its launch."""
+    """Everything a node agent needs: the run (RunSpec.to_dict()), rank 0's log path, and its launch; an
+    external run's command instead of dlperf's workers."""
 
     run: dict[str, Any]
     log_path: str
     launch: NodeLaunch
+    command: CommandLaunch | None = None
 
     def with_launch(self, **changes: Any) -> AgentSpec:
         return dataclasses.replace(self, launch=dataclasses.replace(self.launch, **changes))
@@ -47,7 +61,8 @@ class AgentSpec:
     @classmethod
     def from_json(cls, text: str | bytes) -> AgentSpec:
         data = json.loads(text)
-        return cls(run=data["run"], log_path=data["log_path"], launch=NodeLaunch(**data["launch"]))
+        command = CommandLaunch(**data["command"]) if data.get("command") else None
+        return cls(run=data["run"], log_path=data["log_path"], launch=NodeLaunch(**data["launch"]), command=command)
 
 
 @dataclass(frozen=True)
@@ -106,7 +121,10 @@ class NodeResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """The run as the record sees it: the measurement or the failure, and every node's environment."""
+    """The run as the record sees it: the measurement or the failure, and every node's environment.
+
+    Neither measurement nor failure: every node finished and the measurement is in the run's log (an external
+    command's), or no rank reported one (the record says so)."""
 
     measured: RunMeasurement | None = None
     failure: Failure | None = None
@@ -125,10 +143,7 @@ def merge_results(results: list[NodeResult], ended_at: list[float]) -> RunResult
     """
     envs = [r.env for r in results if r.env]
     if all(r.ok for r in results):
-        measured = next((r.measured for r in results if r.measured), None)
-        if measured is None:
-            return RunResult.failed("no node reported rank 0's measurement")
-        return RunResult(measured=measured, node_envs=envs)
+        return RunResult(measured=next((r.measured for r in results if r.measured), None), node_envs=envs)
     failed = [(t, r.failure) for t, r in zip(ended_at, results) if r.failure]
     own = [(t, f) for t, f in failed if not f.stopped] or failed
     own.sort(key=lambda pair: (pair[1].signal is None, pair[0]))

@@ -18,6 +18,7 @@ from dlperf.launch.base import Launcher, OnDone, RunJob
 from dlperf.launch.messages import RunResult
 from dlperf.records.store import write_text_atomic
 from dlperf.spec import RunSpec
+from dlperf.workloads import get_workload
 
 POLL_S = 1.0
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -53,6 +54,11 @@ def spec_flags(spec: RunSpec) -> list[str]:
     return flags
 
 
+def command_for(spec: RunSpec) -> str:
+    """The dlperf command that runs `spec` inside the allocation: `run`, or the measurement's own (`commbench`)."""
+    return spec.model if get_workload(spec.model).tasks else "run"
+
+
 class SbatchLauncher(Launcher):
     """Submits every case of a batch of runs as one sbatch job and collects what each run recorded."""
 
@@ -83,7 +89,7 @@ class SbatchLauncher(Launcher):
         if options.master_port:
             launch += ["--master-port", str(options.master_port)]
         for repeat in repeats:
-            command = [options.remote_python, "-m", "dlperf", "run", *spec_flags(spec), *launch]
+            command = [options.remote_python, "-m", "dlperf", command_for(spec), *spec_flags(spec), *launch]
             command += ["--repeat", str(repeat), "--out", str(out), "--overwrite"]
             lines.append(shlex.join(command))
         return "\n".join(lines) + "\n"

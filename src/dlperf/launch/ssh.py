@@ -102,12 +102,14 @@ class SshLauncher(Launcher):
             run=spec.run,
             log_path=f"{node.remote_dir}/run.log",
             launch=spec.launch,
+            command=spec.command,
         ).with_launch(
             rdzv_endpoint=endpoint,
             local_addr=node.host.address,
             is_host=node.index == 0,
             log_dir=f"{node.remote_dir}/elastic",
             collect_env=True,
+            node_rank=node.index,
             env={**spec.launch.env, "DLPERF_NODE": node.host.address},
         )
 

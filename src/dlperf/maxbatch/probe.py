@@ -32,11 +32,11 @@ OOM_TEXT = re.compile(
 CAPPED_OOM_TEXT = re.compile(r"could not create a primitive")
 
 
-def dlperf_run_argv(case_args: Sequence[str]) -> Callable[[int, Path], list[str]]:
-    """`dlperf run CASE_ARGS --batch-size N --out DIR --overwrite` in this interpreter."""
+def dlperf_run_argv(case_args: Sequence[str], batch_flag: str = "--batch-size") -> Callable[[int, Path], list[str]]:
+    """`dlperf run CASE_ARGS BATCH_FLAG N --out DIR --overwrite` in this interpreter (GPT: --micro-batch-size)."""
 
     def argv(batch: int, out: Path) -> list[str]:
-        return [sys.executable, "-m", "dlperf", "run", *case_args, "--batch-size", str(batch), "--out", str(out),
+        return [sys.executable, "-m", "dlperf", "run", *case_args, batch_flag, str(batch), "--out", str(out),
                 "--overwrite"]  # fmt: skip
 
     return argv

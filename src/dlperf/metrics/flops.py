@@ -45,3 +45,25 @@ def mfu(
     if lookup.tflops is None:
         return None, f"{lookup.reason}: pass --peak-tflops"
     return achieved_tflops / lookup.tflops, None
+
+
+def mfu_fields(
+    flops_per_iteration: float | None,
+    seconds_per_iteration: float,
+    devices: int,
+    device_name: str,
+    precision: str,
+    override: float | None,
+    note: str | None = None,
+) -> dict[str, object]:
+    """Record fields tflops_per_device, mfu, mfu_note and the peak's (mfu_peak_tflops, its source, device and the
+    FLOPs convention), for any workload's FLOPs per iteration; no FLOPs or no peak leave MFU null with the reason."""
+    lookup = lookup_peak(device_name, table_precision(precision))
+    peak = lookup.as_record()
+    if override is not None:
+        peak.update(mfu_peak_tflops=override, mfu_peak_source="--peak-tflops", mfu_peak_note=None)
+    if flops_per_iteration is None:
+        return {"tflops_per_device": None, "mfu": None, "mfu_note": note or "no FLOPs per iteration", **peak}
+    achieved = tflops_per_device(flops_per_iteration, seconds_per_iteration, devices)
+    value, why = mfu(achieved, device_name, precision, override)
+    return {"tflops_per_device": achieved, "mfu": value, "mfu_note": why, **peak}

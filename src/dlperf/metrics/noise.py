@@ -19,6 +19,7 @@ A run is `noisy` when any of these holds, each giving its reason:
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -137,11 +138,13 @@ def machine_load(start: LoadSnapshot, end: LoadSnapshot) -> MachineLoad:
 
 
 def window_cv(window_throughputs: Sequence[float]) -> float | None:
-    """Sample coefficient of variation of the window throughputs; None with fewer than 2 windows."""
-    if len(window_throughputs) < 2:
+    """Sample coefficient of variation of the window throughputs; None with fewer than 2 finite windows (a
+    diverged run's windows may hold infinities, which have no spread)."""
+    finite = [w for w in window_throughputs if isinstance(w, (int, float)) and math.isfinite(w)]
+    if len(finite) < 2:
         return None
-    mean = statistics.fmean(window_throughputs)
-    return statistics.stdev(window_throughputs) / mean if mean else None
+    mean = statistics.fmean(finite)
+    return statistics.stdev(finite) / mean if mean else None
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,29 @@ import math
 from typing import Any
 
 from dlperf import __version__
+from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
-from dlperf.launch.messages import RunResult
+from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.stats import latency_summary
+from dlperf.orchestration.evidence import evidence_fields
+from dlperf.orchestration.external import log_tail, read_figures
 from dlperf.records.schema import SCHEMA
+from dlperf.spec import EXTERNAL
 from dlperf.workloads import get_workload
+
+
+def _outcome(job: RunJob, result: RunResult) -> tuple[Failure | None, dict[str, Any] | None]:
+    """The run's failure, or an external run's figures read from its log."""
+    if result.failure:
+        return result.failure, None
+    if job.spec.engine == EXTERNAL:
+        try:
+            return None, read_figures(job)
+        except DataError as error:
+            return Failure(f"its output gives no throughput: {error}"), None
+    if result.measured is None:
+        return Failure("no node reported rank 0's measurement"), None
+    return None, None
 
 
 def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> dict:
@@ -18,8 +36,10 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
     spec, plan = job.spec, job.plan
     if result.node_envs:
         env = {**env, "nodes": result.node_envs}
+    failure, figures = _outcome(job, result)
+    workload = get_workload(spec.model)
     record: dict[str, Any] = {
-        "schema": SCHEMA,
+        "schema": workload.record_schema or SCHEMA,
         "dlperf_version": __version__,
         "model": spec.model,
         "engine": spec.engine,
@@ -30,25 +50,58 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         "nodes": spec.nodes,
         "devices_per_node": spec.devices_per_node,
         "world_size": spec.world_size,
-        "batch_size": plan.batch_per_device,  # the published name: samples per device per iteration
-        "batch_size_per_device": plan.batch_per_device,
-        "micro_batch_size": plan.micro_batch,
-        "global_batch_size": plan.global_batch,
-        "precision": spec.precision,
-        "config": spec.to_dict(),
-        **plan.record_fields,
-        "status": "failed" if result.failure else "ok",
-        "error": result.failure.error if result.failure else None,
-        "started_at": started_at,
-        "finished_at": finished_at,
-        "log": job.paths.log.name,
-        "env": env,
     }
-    if result.failure:
-        record["failure"] = result.failure.facts()
+    if not workload.tasks:
+        record.update(
+            {
+                "batch_size": plan.batch_per_device,  # the published name: samples per device per iteration
+                "batch_size_per_device": plan.batch_per_device,
+                "micro_batch_size": plan.micro_batch,
+                "global_batch_size": plan.global_batch,
+                "precision": spec.precision,
+            }
+        )
+    record.update(
+        {
+            "config": spec.to_dict(),
+            **plan.record_fields,
+            "status": "failed" if failure else "ok",
+            "error": failure.error if failure else None,
+            "started_at": started_at,
+            "finished_at": finished_at,
+            "log": job.paths.log.name,
+            "env": env,
+        }
+    )
+    if spec.engine == EXTERNAL:
+        record["command"] = spec.command
+    if failure:
+        record["failure"] = failure.facts()
+        if spec.engine == EXTERNAL:
+            record["log_tail"] = log_tail(job)
+        return strict_json(record)
+    if figures is not None:
+        record.update(figures)
+        record["throughput_per_device"] = figures["throughput"] / spec.world_size
+        record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [env.get("host")]
+        record.update(workload.derived_metrics(spec, plan, record))
         return strict_json(record)
     measured = result.measured
+    record.update(
+        {
+            "peak_memory_mib": measured.peak_memory_mib,
+            "device_type": measured.device_type,
+            "ranks": [
+                {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "machine_load", "energy")}
+                for r in measured.ranks
+            ],
+            "hosts": sorted({r.host for r in measured.ranks}),
+        }
+    )
     m = measured.measurement
+    if m is None:  # a rank task of its own (commbench): the workload makes its record
+        record.update(workload.task_record(spec, plan, measured.output or {}, measured.device_type))
+        return strict_json(record)
     record.update(
         {
             "throughput": measured.throughput,
@@ -60,13 +113,11 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
             "compile_s": m.compile_s if m.compile_s is not None else (m.first_step_s if spec.compile else None),
             "loss_first": m.loss_first,
             "loss_last": m.loss_last,
-            "peak_memory_mib": measured.peak_memory_mib,
-            "device_type": measured.device_type,
-            "ranks": [vars(r) for r in measured.ranks],
-            "hosts": sorted({r.host for r in measured.ranks}),
+            **m.model,  # parameters and gradient_bytes of rank 0's model (its shard under TP/PP/FSDP)
         }
     )
-    record.update(get_workload(spec.model).derived_metrics(spec, plan, record))
+    record.update(evidence_fields(spec, measured))
+    record.update(workload.derived_metrics(spec, plan, record))
     losses = [m.loss_first, m.loss_last]
     if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):
         record["status"] = "diverged"

@@ -11,13 +11,14 @@ from typing import Any
 from dlperf.engines import engine_class
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
+from dlperf.orchestration.external import check_command
 from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
-from dlperf.records.schema import read_record
+from dlperf.records.schema import READABLE, read_record
 from dlperf.records.store import check_free_space, claim_paths, write_json_atomic
-from dlperf.spec import RunSpec
-from dlperf.workloads import WorkloadPlan, check_spec
+from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.workloads import WorkloadPlan, check_spec, get_workload
 
 OnRecord = Callable[[RunJob, dict[str, Any]], None]
 # What one run writes, generously: its record and console (with the environment), plus a log line per window.
@@ -30,7 +31,10 @@ def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
     launcher.options.validate()
     plan = check_spec(spec)
     launcher.check(spec)
-    engine_class(spec.engine)().preflight(spec, local=launcher.local)
+    if spec.engine == EXTERNAL:
+        check_command(spec, plan)
+    else:
+        engine_class(spec.engine)().preflight(spec, local=launcher.local)
     return plan
 
 
@@ -79,7 +83,8 @@ def _execute(
 
     def done(job: RunJob, result: RunResult | None) -> None:
         nonlocal started
-        record = read_record(job.paths.record) if result is None else None
+        schema = get_workload(job.spec.model).record_schema
+        record = read_record(job.paths.record, (schema,) if schema else READABLE) if result is None else None
         if record is None:
             result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
             record = {**build_record(job, result, env, started, time.time()), **(fields or {})}

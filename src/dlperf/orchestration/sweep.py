@@ -1,9 +1,11 @@
 """Sweeps: a YAML matrix of cases, each repeated, run one after another with resume.
 
 The YAML holds run keys (the shared ones and the model's own). A key whose value is a list is a matrix axis;
-`topology` takes names like `1n8g` (or a list of them); `repeats` sets the repeat count. `matrix:` may list
-sub-matrices, each merged over the top-level keys and expanded on its own (e.g. fp32 at batch 128 and 160, AMP
-at 256).
+`topology` takes names like `1n8g` (or a list of them); `repeats` sets the repeat count, or `auto`: repeat each case
+until the 95 % interval of its median is within `target_ci` percent (default 1), at least 3 and at most
+`max_repeats` times (metrics/repeats.should_stop); each record then says in `repeats_stop` why it stopped or not.
+`matrix:` may list sub-matrices, each merged over the top-level keys and expanded on its own (e.g. fp32 at batch
+128 and 160, AMP at 256).
 Examples: configs/quick.yaml, configs/resnet50_report.yaml.
 """
 
@@ -20,32 +22,65 @@ from typing import Any
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import slots_per_node
+from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
+from dlperf.records.store import write_json_atomic
 from dlperf.spec import RunSpec, parse_topology
-from dlperf.workloads import WorkloadPlan, spec_from_mapping
+from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
 DEFAULT_REPEATS = 5
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class AdaptiveRepeats:
+    """`--repeats auto`: the target half-width of the median's interval (a fraction) and the most repeats."""
+
+    target_ci: float = DEFAULT_TARGET_CI
+    max_repeats: int = DEFAULT_MAX_REPEATS
+
+    def decide(self, throughputs: list[float]) -> StopDecision:
+        return should_stop(throughputs, self.target_ci, self.max_repeats)
 
 
 @dataclass
 class SweepPlan:
     cases: list[tuple[RunSpec, WorkloadPlan]]
-    repeats: int
+    repeats: int  # the count, or with `adaptive` the most repeats per case
+    adaptive: AdaptiveRepeats | None = None
 
     def jobs(self, out: str | Path) -> list[RunJob]:
         repeats = list(range(1, self.repeats + 1))
         return [job for spec, plan in self.cases for job in plan_jobs(spec, plan, repeats, out)]
 
 
-def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = None) -> SweepPlan:
+def _adaptive(target_pct: Any, max_repeats: Any) -> AdaptiveRepeats:
+    """The adaptive-repeat settings, checked: target in percent (0, 100), at least 3 repeats."""
+    target_pct = DEFAULT_TARGET_CI * 100 if target_pct is None else target_pct
+    max_repeats = DEFAULT_MAX_REPEATS if max_repeats is None else max_repeats
+    if isinstance(target_pct, bool) or not isinstance(target_pct, (int, float)) or not 0 < target_pct < 100:
+        raise ConfigError(f"--target-ci must be a percentage between 0 and 100, got {target_pct!r}")
+    if isinstance(max_repeats, bool) or not isinstance(max_repeats, int) or max_repeats < MIN_REPEATS:
+        raise ConfigError(f"--max-repeats must be an integer of at least {MIN_REPEATS}, got {max_repeats!r}")
+    return AdaptiveRepeats(target_pct / 100, max_repeats)
+
+
+def plan_sweep(
+    spec: dict[str, Any],
+    launcher: Launcher,
+    repeats: int | str | None = None,
+    target_ci: float | None = None,
+    max_repeats: int | None = None,
+) -> SweepPlan:
     """Expand the matrix into validated cases; every case is checked before anything runs.
 
     With a host list and no topology or nodes in the file, every case spans all the hosts; a hostfile whose hosts
-    all give `slots=N` sets the processes per node where the file does not.
+    all give `slots=N` sets the processes per node where the file does not. `repeats`, `target_ci` (percent) and
+    `max_repeats` from the command line win over the file's keys of the same names.
     """
     spec = dict(spec)
     if launcher.options.hosts and not {"topology", "nodes"} & set(spec):
@@ -54,7 +89,14 @@ def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = N
     if slots is not None and not {"topology", "devices_per_node", "devices-per-node", "case"} & set(spec):
         spec["devices_per_node"] = slots
     spec_repeats = spec.pop("repeats", DEFAULT_REPEATS)
+    spec_target, spec_max = spec.pop("target_ci", None), spec.pop("max_repeats", None)
     repeats = repeats if repeats is not None else spec_repeats
+    adaptive = None
+    if repeats == AUTO:
+        adaptive = _adaptive(target_ci if target_ci is not None else spec_target, max_repeats or spec_max)
+        repeats = adaptive.max_repeats
+    elif target_ci is not None or max_repeats is not None:
+        raise ConfigError("--target-ci and --max-repeats apply to --repeats auto only: add --repeats auto")
     check_run_count(spec, repeats)
     variants = spec.pop("matrix", [{}])
     if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants) or not variants:
@@ -68,7 +110,7 @@ def plan_sweep(spec: dict[str, Any], launcher: Launcher, repeats: int | None = N
                 raise ConfigError(f"two sweep cases write the same files ({key}): make the matrix values distinct")
             seen.add(key)
             cases.append((run_spec, plan))
-    return SweepPlan(cases=cases, repeats=repeats)
+    return SweepPlan(cases=cases, repeats=repeats, adaptive=adaptive)
 
 
 def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec, WorkloadPlan]]:
@@ -90,6 +132,7 @@ def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec,
         if "_topology" in values:
             values["nodes"], values["devices_per_node"] = values.pop("_topology")
         run_spec = spec_from_mapping(values)
+        require_training(run_spec)
         yield run_spec, check_run(run_spec, launcher)
 
 
@@ -161,6 +204,9 @@ def _run_sweep(
             f"{out} already holds {len(existing)} records of this sweep: pass --resume to finish it "
             f"or --overwrite to start again"
         )
+    fields = {"sweep_id": sweep_id} if sweep_id else None
+    if plan.adaptive:
+        return _run_adaptive(plan, plan.adaptive, out, env, launcher, resume, retry_failed, on_skip, on_record, fields)
     todo = []
     skipped = 0
     for job in jobs:
@@ -169,9 +215,82 @@ def _run_sweep(
             on_skip(job)
         else:
             todo.append(job)
-    fields = {"sweep_id": sweep_id} if sweep_id else None
     ran = execute(todo, launcher, env, overwrite=True, on_record=on_record, fields=fields)
     return SweepOutcome(ran=ran, skipped=skipped)
+
+
+def _ok_throughput(record: dict[str, Any] | None) -> float | None:
+    if record and record.get("status") == "ok" and isinstance(record.get("throughput"), (int, float)):
+        return float(record["throughput"])
+    return None
+
+
+def _run_adaptive(
+    plan: SweepPlan,
+    adaptive: AdaptiveRepeats,
+    out: str | Path,
+    env: dict[str, Any],
+    launcher: Launcher,
+    resume: bool,
+    retry_failed: bool,
+    on_skip: Callable[[RunJob], None],
+    on_record: OnRecord,
+    fields: dict[str, Any] | None,
+) -> SweepOutcome:
+    """Each case repeated until `adaptive` says stop; every new record gets `repeats_stop`, the decision after it
+    (rewritten in place before the progress line shows it), so the case's last record says why it stopped."""
+    ran: list[dict[str, Any]] = []
+    skipped = 0
+    for spec, case_plan in plan.cases:
+        jobs = plan_jobs(spec, case_plan, list(range(1, adaptive.max_repeats + 1)), out)
+        case_ran, case_skipped = _repeat_case(
+            jobs, adaptive, env, launcher, resume, retry_failed, on_skip, on_record, fields
+        )
+        ran += case_ran
+        skipped += case_skipped
+    return SweepOutcome(ran=ran, skipped=skipped)
+
+
+def _repeat_case(
+    jobs: list[RunJob],
+    adaptive: AdaptiveRepeats,
+    env: dict[str, Any],
+    launcher: Launcher,
+    resume: bool,
+    retry_failed: bool,
+    on_skip: Callable[[RunJob], None],
+    on_record: OnRecord,
+    fields: dict[str, Any] | None,
+) -> tuple[list[dict[str, Any]], int]:
+    """One case's repeats, in order, until the decision after one of them says stop."""
+    ran: list[dict[str, Any]] = []
+    skipped = 0
+    throughputs: list[float] = []
+    decision: StopDecision | None = None
+
+    def decide(job: RunJob, record: dict[str, Any]) -> None:
+        nonlocal decision
+        value = _ok_throughput(record)
+        if value is not None:
+            throughputs.append(value)
+        decision = adaptive.decide(throughputs)
+        record["repeats_stop"] = decision.as_record()
+        write_json_atomic(job.paths.record, record)
+        on_record(job, record)
+
+    for job in jobs:
+        if resume and record_is_complete(job.paths.record, retry_failed):
+            value = _ok_throughput(read_record(job.paths.record))
+            if value is not None:
+                throughputs.append(value)
+            decision = adaptive.decide(throughputs)
+            skipped += 1
+            on_skip(job)
+        else:
+            ran += execute([job], launcher, env, overwrite=True, on_record=decide, fields=fields)
+        if decision is not None and decision.stop:
+            break
+    return ran, skipped
 
 
 __all__ = ["SweepPlan", "load_sweep_file", "plan_sweep", "run_sweep"]

@@ -11,11 +11,12 @@ from typing import Any
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.peers.base import RULES, PeerFormat, RunShape
+from dlperf.peers.display import path_text, shown
 from dlperf.peers.failures import FailureWatch
-from dlperf.peers.layout import LogInfo, find_logs, parse_log_path
+from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
 from dlperf.peers.measure import measure
 from dlperf.peers.registry import detect, get_format
-from dlperf.peers.textlines import log_lines, strip_prefixes
+from dlperf.peers.textlines import log_lines, open_regular, strip_prefixes
 from dlperf.records.schema import SCHEMA
 
 
@@ -42,12 +43,6 @@ class Options:
                 )
 
 
-@dataclass(frozen=True)
-class Skipped:
-    path: Path
-    reason: str
-
-
 def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None) -> tuple[PeerFormat, Iterator[str]]:
     """The log's format (given, or the first line any format recognises) and the lines from there on."""
     if forced is not None:
@@ -66,7 +61,7 @@ def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None) -> tuple[P
 def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
     """Whether the file holds an MLPerf event anywhere: a byte search, far cheaper than reading lines."""
     marker, tail = b":::MLLOG ", b""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while block := f.read(chunk):
             if marker in tail + block:
                 return True
@@ -118,6 +113,8 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
         kept_lines=measured.kept,
         kept_steps=[measured.first_step, measured.last_step],
         window_note=measured.window_note,
+        rejected_lines=measured.rejected_lines,
+        rejected_reason=measured.rejected_reason,
     )
     if measured.latency_ms is not None:
         record["latency_ms"] = {"mean": measured.latency_ms}
@@ -127,7 +124,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
         record["peer_metrics"] = measured.metrics
     if measured.runs > 1:
         record["warning"] = (
-            f"{info.path}: {measured.runs} runs in one file (the iteration counter restarts): "
+            f"{shown(info.path)}: {measured.runs} runs in one file (the iteration counter restarts): "
             f"measured the last one that gives a figure"
         )
     return record
@@ -139,7 +136,7 @@ def _base(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str) -> 
         "source": "extract",
         "format": fmt.name if fmt else None,
         "rule": rule,
-        "file": str(info.path),
+        "file": path_text(info.path),
         "model": info.model,
         "case": info.case,
         "group": info.group,
@@ -164,12 +161,14 @@ def _failed(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str, r
 def extract_dir(root: Path, options: Options) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """Records of every usable log under `root`, and the logs skipped with the reason."""
     if not root.is_dir():
-        raise DataError(f"log folder {root} does not exist or is not a folder")
+        raise DataError(f"log folder {shown(root)} does not exist or is not a folder")
     options.check()
-    logs = find_logs(root)
-    if not logs:
-        raise DataError(f"no *.log files under {root}: expected <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log")
-    records, skipped = [], []
+    logs, skipped = find_logs(root)
+    if not logs and not skipped:
+        raise DataError(
+            f"no *.log files under {shown(root)}: expected <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log"
+        )
+    records = []
     for path in logs:
         try:
             records.append(read_run(parse_log_path(path), options))
@@ -177,4 +176,10 @@ def extract_dir(root: Path, options: Options) -> tuple[list[dict[str, Any]], lis
             skipped.append(Skipped(path, str(error)))
         except OSError as error:
             skipped.append(Skipped(path, f"cannot read it: {error.strerror or error}"))
-    return records, skipped
+    return records, sorted(skipped, key=lambda s: s.path)
+
+
+def record_target(records_dir: Path, record: dict[str, Any]) -> Path:
+    """Where a record is written: records/<model>/<case>/<the log's stem>.json. parse_log_path accepted only plain
+    names for every part of the stem, so none of them can leave `records_dir` (the caller checks that too)."""
+    return records_dir / record["model"] / record["case"] / f"{Path(record['file']).stem}.json"

@@ -14,7 +14,7 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dlperf.errors import DataError
 from dlperf.peers.base import PeerFormat, Point, RunShape
@@ -33,6 +33,8 @@ class Measured:
     metrics: dict[str, float]
     window_note: str | None
     runs: int  # runs found in the file; the last one that gave a figure is this one
+    rejected_lines: int = 0  # lines (of the whole file) whose figures cannot be a speed, left out
+    rejected_reason: str | None = None  # why the first of them was
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -59,6 +61,66 @@ def _combine(points: list[Point]) -> Point:
         memory_mib=max(memory) if memory else None,
         metrics=tuple((n, statistics.median([v for p in points for m, v in p.metrics if m == n])) for n in names),
     )
+
+
+# A plausible speed's upper bound, per device. The fastest real figure among the peer logs is a recommendation
+# model's: HugeCTR DLRM at 1.0e7 records/s on ONE GPU (tests/test_peers_real.py), so a line above 10x that,
+# 1e8 samples (images, sequences, records) per second per device, is not a training speed. A sample holds at least
+# one token (a sequence holds hundreds), so token rates get 100x that.
+MAX_SAMPLES_PER_S_PER_DEVICE = 1e8
+MAX_TOKENS_PER_S_PER_DEVICE = 1e10
+
+
+def speed_bound(fmt: PeerFormat, world_size: int) -> float:
+    """The highest global speed (in the format's unit) a run of `world_size` devices can plausibly print."""
+    per_device = MAX_TOKENS_PER_S_PER_DEVICE if fmt.unit == "tokens/s" else MAX_SAMPLES_PER_S_PER_DEVICE
+    return per_device * world_size
+
+
+def _above_bound(fmt: PeerFormat, world_size: int) -> str:
+    return f"above the plausible {speed_bound(fmt, 1):g} {fmt.unit} per device x {world_size} devices"
+
+
+class _Screen:
+    """Passes the points whose figures can be a speed; counts and remembers why the others were refused."""
+
+    def __init__(self, fmt: PeerFormat, shape: RunShape) -> None:
+        self.fmt, self.shape = fmt, shape
+        self.bound = speed_bound(fmt, shape.world_size)
+        self.samples_bound = MAX_SAMPLES_PER_S_PER_DEVICE * shape.world_size
+        self.accepted = self.rejected = 0
+        self.first_reason: str | None = None
+
+    def __call__(self, points: Iterable[Point]) -> Iterator[Point]:
+        for point in points:
+            if point.speed is None and point.seconds is None:  # time stamps only: nothing to screen
+                yield point
+                continue
+            reason = self._reason(point)
+            if reason is None:
+                self.accepted += 1
+                yield point
+                continue
+            self.rejected += 1
+            if self.first_reason is None:
+                at = f"iteration {point.step}" if point.step is not None else "a line"
+                self.first_reason = f"{at}: {reason}"
+
+    def _reason(self, point: Point) -> str | None:
+        if point.speed is not None:
+            if not (math.isfinite(point.speed) and point.speed > 0):
+                return f"throughput {point.speed!r} is not a positive finite number"
+            if point.speed > self.bound:
+                return f"throughput {point.speed:.6g} is {_above_bound(self.fmt, self.shape.world_size)}"
+        if point.seconds is not None:
+            if not (math.isfinite(point.seconds) and point.seconds > 0):
+                return f"time per iteration {point.seconds!r} s is not a positive finite number"
+            if point.speed is None and self.shape.global_batch / point.seconds > self.samples_bound:
+                return (
+                    f"time per iteration {point.seconds:.6g} s means {self.shape.global_batch / point.seconds:.6g} "
+                    f"samples/s, above the plausible {MAX_SAMPLES_PER_S_PER_DEVICE:g} per device"
+                )
+        return None
 
 
 MAX_RANKS = 65536  # lines of one iteration held at once: more ranks than any job has, so memory stays bounded
@@ -223,7 +285,8 @@ def measure(
     done: deque[_Window] = deque(maxlen=KEPT_RUNS)
     current: _Window | None = None
     current_run, runs = -1, 0
-    for run, point, start in _starts(split_runs(_tap(points, on_point))):
+    screen = _Screen(fmt, shape)
+    for run, point, start in _starts(split_runs(screen(_tap(points, on_point)))):
         if run != current_run:
             if current is not None:
                 done.append(current)
@@ -233,6 +296,8 @@ def measure(
         current.add(point, start)
     if current is not None:
         done.append(current)
+    if screen.rejected and not screen.accepted:
+        raise DataError(f"all {screen.rejected} throughput lines rejected ({screen.first_reason})")
     if not done:
         raise DataError(f"no {fmt.name} progress lines in it")
     if all(w.kept == 0 and w.seen < 2 for w in done):
@@ -243,7 +308,11 @@ def measure(
     error: DataError | None = None
     for w in reversed(done):  # the last run that gives a figure
         try:
-            return _result(w, fmt, rule, shape, runs)
+            return replace(
+                _result(w, fmt, rule, shape, runs),
+                rejected_lines=screen.rejected,
+                rejected_reason=screen.first_reason,
+            )
         except DataError as e:
             error = error or e
     assert error is not None
@@ -262,6 +331,11 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
     throughput = _printed(w, fmt, shape) if rule == "printed" else _timestamped(w, fmt, shape)
     if not (math.isfinite(throughput) and throughput > 0):
         raise DataError(f"the {rule} rule gives a throughput of {throughput!r}: the kept lines hold no usable figures")
+    if throughput > speed_bound(fmt, shape.world_size):
+        raise DataError(
+            f"the {rule} rule gives {throughput:.6g}, {_above_bound(fmt, shape.world_size)}: "
+            f"the kept lines' figures are wrong"
+        )
     if w.seconds_n:
         latency = w.seconds_sum / w.seconds_n * 1000
     else:  # the same window's mean time per iteration, from its throughput

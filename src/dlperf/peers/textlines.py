@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import io
+import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from dlperf.errors import DataError
 
 MAX_LINE = 1 << 20  # longer "lines" mean a binary or corrupted file; never hold more than this at once
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading, refused unless it is a regular file. Opened non-blocking, then checked: a FIFO
+    put in a log's place after the folder was listed must not make extract wait for a writer forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise DataError("it is not a regular file (it changed while the folder was read)")
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def log_lines(path: Path) -> Iterator[str]:
@@ -17,7 +35,7 @@ def log_lines(path: Path) -> Iterator[str]:
     Raises DataError for a binary file (NUL bytes or a line over 1 MiB) and for a file that ends mid-line,
     which is what a run killed while writing, or an incomplete copy, leaves behind.
     """
-    with open(path, encoding="utf-8", errors="replace", newline=None) as f:
+    with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace", newline=None) as f:
         number = 0
         while True:
             line = f.readline(MAX_LINE)

@@ -11,10 +11,11 @@ from dlperf.predict.model import (
     predict_data_parallel,
     predict_gpt_layout,
     ring_allreduce_s,
-    single_device_run,
 )
+from dlperf.predict.records import DEFAULT_BACKWARD_SHARE, links_from_records, run_from_record
 
 __all__ = [
+    "DEFAULT_BACKWARD_SHARE",
     "GptSingleDevice",
     "LayoutPrediction",
     "Link",
@@ -22,8 +23,9 @@ __all__ = [
     "SingleDeviceRun",
     "allreduce_s",
     "ddp_buckets",
+    "links_from_records",
     "predict_data_parallel",
     "predict_gpt_layout",
     "ring_allreduce_s",
-    "single_device_run",
+    "run_from_record",
 ]

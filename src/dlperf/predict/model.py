@@ -14,7 +14,8 @@ The model, stated once:
   become ready, which is the reverse of the layers; gradient bytes become ready uniformly over the backward pass.
   Buckets are all-reduced one after another on one stream as soon as they are ready and the previous one is done;
   the step grows by whatever of the last all-reduce ends after the backward pass (the exposed part).
-  Compute is not slowed by the communication running beside it.
+  Compute is not slowed by the communication running beside it. Where it is — gloo on CPUs, whose all-reduce
+  runs on the cores that compute — `overlap=False` hides nothing: the whole all-reduce time is added.
 """
 
 from __future__ import annotations
@@ -158,7 +159,12 @@ class Prediction:
 
 
 def predict_data_parallel(
-    run: SingleDeviceRun, devices_per_node: int, nodes: int = 1, intra: Link | None = None, inter: Link | None = None
+    run: SingleDeviceRun,
+    devices_per_node: int,
+    nodes: int = 1,
+    intra: Link | None = None,
+    inter: Link | None = None,
+    overlap: bool = True,
 ) -> Prediction:
     """DDP at devices_per_node x nodes with the 1-device run's batch per device (see the module's docstring)."""
     if devices_per_node < 1 or nodes < 1:
@@ -172,6 +178,8 @@ def predict_data_parallel(
         buckets,
         lambda size: allreduce_s(size, devices_per_node, nodes, intra, inter),
     )
+    if not overlap:
+        exposed = busy
     step = run.step_time_s + exposed
     throughput = world * run.batch_size / step
     return Prediction(
@@ -279,14 +287,3 @@ def predict_gpt_layout(
         p2p_s=p2p,
         dp_exposed_s=exposed,
     )
-
-
-def single_device_run(
-    record: dict, gradient_bytes: int, backward_share: float = 2 / 3, bucket_bytes: int = DDP_BUCKET_BYTES
-) -> SingleDeviceRun:
-    """A `dlperf.run/1` record of 1 device as prediction input. Records carry neither gradient bytes nor the
-    backward share yet: the caller gives them (2/3: backward costs about twice the forward's FLOPs)."""
-    if record.get("status") != "ok" or record.get("world_size") != 1:
-        raise ConfigError("dlperf predict needs a successful run on 1 device (1n1g): give that run's JSON record")
-    batch = record["global_batch_size"]
-    return SingleDeviceRun(batch / record["throughput"], batch, backward_share, gradient_bytes, bucket_bytes)

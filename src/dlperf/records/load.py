@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.records.schema import READABLE, read_record
 from dlperf.records.validate import check_file
 
 OnSkip = Callable[[Path, str], None]
@@ -18,15 +19,20 @@ def warn_skipped(path: Path, reason: str) -> None:
     print(f"dlperf: skipped record {ascii(str(path))[1:-1]}: {reason}", file=sys.stderr)
 
 
-def find_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[dict[str, Any]]:
-    """Every valid record under `root`, in a stable order; each broken or invalid one goes to `on_skip` with
-    the reason (never silently dropped, never fatal)."""
+def find_records(
+    root: str | Path, schemas: tuple[str, ...] = READABLE, on_skip: OnSkip = warn_skipped
+) -> list[dict[str, Any]]:
+    """Every valid record of `schemas` (default: run records) under `root`, in a stable order; each broken or
+    invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal)."""
     records = []
     for path in sorted(Path(root).rglob("*.json")):
         if not path.is_file():
             on_skip(path, "is not a regular file")
             continue
-        record, problem = check_file(path)
+        if schemas != READABLE:  # commbench and maxbatch records: their own readers check them
+            record, problem = read_record(path, schemas), None
+        else:
+            record, problem = check_file(path)
         if problem:
             on_skip(path, problem)
         elif record is not None:
@@ -40,7 +46,7 @@ def load_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[dict[
     folder = Path(root)
     if not folder.is_dir():
         raise ResultsError(f"results folder {root} does not exist: pass a folder written by run, sweep or extract")
-    records = find_records(folder, on_skip)
+    records = find_records(folder, on_skip=on_skip)
     if not records:
         raise ResultsError(f"no dlperf run records (*.json) under {root}: run `dlperf run` or `dlperf sweep` first")
     return records

@@ -8,6 +8,7 @@ readable: `upgrade` fills the new fields from the old ones.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,22 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def read_record(path: str | Path) -> dict[str, Any] | None:
-    """A record, or None when the file is missing, partial or not a dlperf record."""
+def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
+    """A record of one of `schemas` (default: run records), or None when the file is missing, partial or not one."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("schema") not in READABLE or "status" not in data:
+    if not isinstance(data, dict) or data.get("schema") not in schemas or "status" not in data:
         return None
     return upgrade(data)
+
+
+MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
+_BATCH_PREFIX = re.compile(r"^b\d+_")
+
+
+def batch_free_group(group: str) -> str:
+    """A table group without its batch (`b128_fp32` -> `fp32`): what a max-batch search shares with every run of
+    its variant, whatever batch they ran at."""
+    return _BATCH_PREFIX.sub("", group)

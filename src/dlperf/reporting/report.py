@@ -7,9 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.records.schema import MAXBATCH_SCHEMA, batch_free_group
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
+from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
+from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
+from dlperf.reporting.predicted import predicted_speedups
 
 FORMATS = ("md", "json", "png")
 
@@ -52,6 +56,14 @@ def case_fields(case: CaseSummary) -> dict[str, Any]:
             "latency_ms": {q: _r(case.median_of("latency_ms", q), 3) for q in ("mean", "p50", "p90")},
             "peak_memory_mib": case.peak_memory(),
             "node_differences": case.node_differences(),
+            "mfu": _r(case.median_of("mfu"), 4),
+            "tflops_per_device": _r(case.median_of("tflops_per_device"), 3),
+            "samples_per_joule": _r(case.samples_per_joule(), 4),
+            "noisy_repeats": [r.get("repeat") for r in case.records if r.get("noisy")],
+            "outlier_repeats": case.outlier_repeats(),
+            "repeats_stop": case.repeats_stop(),
+            "flags": [flag.label for flag in case.flags()],
+            "flag_notes": [flag.note for flag in case.flags()],
         }
     )
     return fields
@@ -99,16 +111,29 @@ def _memory_text(peaks: dict[str, float]) -> str:
     return ""
 
 
-def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
+def group_table(
+    model: str, group: str, cases: list[CaseSummary], columns: dict[str, dict[str, str]] | None = None
+) -> list[str]:
+    """The published scaling table of one group, then our columns: `columns` (header -> case -> text; bsz=max,
+    predicted speedup) where any case has a value, MFU % and samples/J where any row has them, and flags whose
+    footnotes follow the table."""
     first = cases[0]
+    columns = {name: cells for name, cells in (columns or {}).items() if any(c.case in cells for c in cases)}
     # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
     unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
+    with_mfu = any(c.median_of("mfu") is not None for c in cases)
+    with_energy = any(c.samples_per_joule() is not None for c in cases)
+    extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
     lines = [
         f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
         "",
         f"| node_num | gpu_num | devices | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
-        "| repeats | latency p50 (ms) | peak memory (MiB) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| repeats | latency p50 (ms) | peak memory (MiB) |"
+        + "".join(f" {name} |" for name in columns)
+        + f"{extra} flags |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + "---:|" * (len(columns) + with_mfu + with_energy)
+        + "---|",
     ]
     notes = []
     for case in cases:
@@ -121,7 +146,16 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
             f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
             f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
             f"| {_fmt(case.median_of('latency_ms', 'p50'), '.1f')} | {_memory_text(case.peak_memory())} |"
+            + "".join(f" {cells.get(case.case, '')} |" for cells in columns.values())
+            + _extra_cells(case, with_mfu, with_energy)
         )
+        flags = case.flags()
+        notes += [f"- {case.case} [{flag.label}]: {flag.note}" for flag in flags]
+        stop = case.repeats_stop()
+        if stop:
+            notes.append(
+                f"- {case.case}: repeats {'stopped' if stop.get('stop') else 'not finished'}: {stop['reason']}"
+            )
         if case.speedup_note:
             notes.append(f"- {case.case}: speedup left empty: {case.speedup_note}.")
         notes += [f"- {case.case}: WARNING, nodes differ: {line}" for line in case.node_differences()]
@@ -129,6 +163,17 @@ def group_table(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
     if notes:
         lines += notes + [""]
     return lines
+
+
+def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
+    mfu = case.median_of("mfu")
+    cells = []
+    if with_mfu:
+        cells.append(_fmt(None if mfu is None else mfu * 100, ".1f"))
+    if with_energy:
+        cells.append(_fmt(case.samples_per_joule(), ".3g"))
+    cells.append(", ".join(flag.label for flag in case.flags()))
+    return "".join(f" {cell} |" for cell in cells)
 
 
 def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
@@ -164,7 +209,38 @@ def _failures(records: list[dict[str, Any]]) -> list[str]:
     return lines + [""]
 
 
-def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dict[str, Any]]) -> str:
+def extra_columns(
+    summary: dict[GroupKey, list[CaseSummary]], others: list[dict[str, Any]], predict: list[dict[str, Any]]
+) -> dict[GroupKey, dict[str, dict[str, str]]]:
+    """Per group: `bsz=max` from maxbatch records of the same model, case and variant (the group without its
+    batch), and `predicted speedup` from `report --predict` commbench records."""
+    fits = {
+        (r["model"], r["case"], r["variant"]): r["max_batch"]
+        for r in others
+        if r.get("schema") == MAXBATCH_SCHEMA and r.get("max_batch")
+    }
+    predicted = predicted_speedups(summary, predict)
+    out: dict[GroupKey, dict[str, dict[str, str]]] = {}
+    for (model, group), cases in summary.items():
+        out[(model, group)] = {
+            "bsz=max": {
+                c.case: str(fits[key]) for c in cases if (key := (model, c.case, batch_free_group(group))) in fits
+            },
+            "predicted speedup": {
+                c.case: f"{predicted[key]:.2f}" for c in cases if (key := (model, group, c.case)) in predicted
+            },
+        }
+    return out
+
+
+def build_markdown(
+    summary: dict[GroupKey, list[CaseSummary]],
+    records: list[dict[str, Any]],
+    others: list[dict[str, Any]] = (),
+    predict: list[dict[str, Any]] = (),
+) -> str:
+    """`others`: this folder's commbench and maxbatch records; `predict`: commbench records to predict with."""
+    columns = extra_columns(summary, others, predict)
     lines = [
         "# dlperf report",
         "",
@@ -180,10 +256,12 @@ def build_markdown(summary: dict[GroupKey, list[CaseSummary]], records: list[dic
         if model != current_model:
             lines += [f"## {model}", ""]
             current_model = model
-        lines += group_table(model, group, cases)
+        lines += group_table(model, group, cases, columns[(model, group)])
     for table in OWN_TABLES.values():
         lines += table(records)
-    return "\n".join(lines + _compile_lines(summary) + _failures(records) + _environment_lines(records))
+    lines += commbench_lines([r for r in others if r.get("schema") in COMMBENCH_SCHEMAS])
+    failures = _failures([*records, *(r for r in others if r.get("schema") in COMMBENCH_SCHEMAS)])
+    return "\n".join(lines + _compile_lines(summary) + failures + _environment_lines([*records, *others]))
 
 
 def check_one_sweep(records: list[dict[str, Any]], root: str | Path) -> None:
@@ -220,14 +298,20 @@ def refuse_to_replace(out: str | Path, formats: set[str]) -> None:
 
 
 def write_report(
-    records: list[dict[str, Any]], out_dir: str | Path, formats: set[str] | None = None, min_plot_cases: int = 1
+    records: list[dict[str, Any]],
+    out_dir: str | Path,
+    formats: set[str] | None = None,
+    min_plot_cases: int = 1,
+    others: list[dict[str, Any]] = (),
+    predict: list[dict[str, Any]] = (),
 ) -> list[Path]:
-    """Write the requested formats (md, json, png) into `out_dir`; returns the files written.
+    """Write the requested formats (md, json, png) into `out_dir`; returns the files written. `others` are the
+    folder's commbench and maxbatch records, `predict` commbench records for a predicted-speedup column.
 
     One plot per table, for tables with at least `min_plot_cases` measured cases (`dlperf extract` passes 2:
     a folder of peer logs is mostly one-case tables, whose plot adds nothing to the row and costs a second each).
     """
-    if not records:
+    if not records and not others:
         raise ResultsError(f"no run records to report in {out_dir}")
     formats = set(FORMATS) if formats is None else formats
     out = Path(out_dir)
@@ -237,7 +321,7 @@ def write_report(
         write_json_atomic(out / "summary.json", build_summary(summary))
         written.append(out / "summary.json")
     if "md" in formats:
-        write_text_atomic(out / "report.md", build_markdown(summary, records))
+        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predict))
         written.append(out / "report.md")
     if "png" in formats:
         from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title  # matplotlib
@@ -257,4 +341,8 @@ def write_report(
             path = plot_layouts(model, section, cases, out / "plots" / f"{model}_{section}_layouts.png")
             if path:
                 written.append(path)
+        for r in others:
+            if r.get("schema") in COMMBENCH_SCHEMAS and r.get("status") == "ok":
+                name = f"commbench_{r['case']}_{r['dtype']}_{r.get('repeat', 1)}.png"
+                written.append(plot_commbench(r, out / "plots" / name))
     return written

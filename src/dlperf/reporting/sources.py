@@ -54,7 +54,7 @@ def canonical_model(name: str) -> str:
 
 def series_of(record: dict[str, Any]) -> tuple[SeriesKey, int]:
     """The series a record belongs to and its batch size per device; the group minus its `b<batch>` token and
-    its engine's token (`b4_fp32_jax` is `fp32`), so one case on two engines is one series."""
+    its engine's (`jax`, `external`), so engines and frameworks meet in one series."""
     engine = record.get("engine")
     tokens = [t for t in str(record["group"]).split("_") if not BATCH_TOKEN.match(t) and t != engine]
     return SeriesKey(canonical_model(str(record["model"])), "_".join(tokens) or str(record["precision"])), int(

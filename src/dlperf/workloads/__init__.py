@@ -9,12 +9,13 @@ from dataclasses import fields
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.spec import COMMON_KEYS, RunSpec, coerce
+from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, coerce
 from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.commbench import CommbenchWorkload
 from dlperf.workloads.gpt import GPTWorkload
 from dlperf.workloads.resnet import ResNet50Workload
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (ResNet50Workload(), GPTWorkload())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (ResNet50Workload(), GPTWorkload(), CommbenchWorkload())}
 RUN_FIELDS = {f.name: f for f in fields(RunSpec)}
 
 
@@ -39,6 +40,8 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
     for raw_key, value in values.items():
         given[str(raw_key).replace("-", "_")] = value
     merged = {**(base or {}), **given}
+    if merged.get("command") is not None:
+        merged.setdefault("engine", EXTERNAL)  # a command is another framework's script: no need to say so twice
     model = merged.get("model", "resnet50")
     if not isinstance(model, str):
         raise ConfigError(f"key 'model' must be a model name, got {model!r}")
@@ -69,6 +72,12 @@ def decode_spec(data: dict[str, Any]) -> RunSpec:
     return spec_from_mapping(data)
 
 
+def require_training(spec: RunSpec) -> None:
+    """`dlperf run` and `sweep` time training steps; a workload with its own rank task has its own command."""
+    if get_workload(spec.model).tasks:
+        raise ConfigError(f"--model {spec.model} is not a training workload: measure it with `dlperf {spec.model}`")
+
+
 def check_spec(spec: RunSpec) -> WorkloadPlan:
     """Every check of the values themselves, then the plan; raises ConfigError/DataError with the fix."""
     spec.validate()
@@ -84,6 +93,7 @@ __all__ = [
     "decode_spec",
     "get_workload",
     "model_names",
+    "require_training",
     "spec_from_mapping",
     "workload_keys",
 ]

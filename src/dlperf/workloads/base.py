@@ -39,7 +39,11 @@ class Workload(ABC):
     name: ClassVar[str]
     config_type: ClassVar[type]
     # engine name -> "module:function" building this workload's step for that engine
-    builders: ClassVar[dict[str, str]]
+    builders: ClassVar[dict[str, str]] = {}
+    # engine name -> "module:function" run on every rank INSTEAD of the timed loop, (spec, plan, engine) -> a
+    # JSON-able dict (rank 0's is kept); such a workload turns that output into its record with `task_record`
+    tasks: ClassVar[dict[str, str]] = {}
+    record_schema: ClassVar[str | None] = None  # None: a run record (dlperf.records.schema.SCHEMA)
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """Fill values the user did not give from a named case; none by default."""
@@ -61,12 +65,23 @@ class Workload(ABC):
         """One rank's estimated memory, for the pre-flight warning; None where the workload cannot tell."""
         return None
 
+    def task_record(self, spec: RunSpec, plan: WorkloadPlan, output: dict[str, Any], device_type: str) -> dict:
+        """The record fields (its own `schema` included) made from a rank task's output; only for `tasks`."""
+        raise NotImplementedError(f"model {self.name} has no rank task of its own")
+
     def builder(self, engine: str) -> Callable[..., Any]:
         """This workload's step builder for `engine`, imported only now (it imports the framework)."""
-        target = self.builders.get(engine)
+        return self._load(self.builders, engine)
+
+    def task(self, engine: str) -> Callable[..., Any]:
+        """This workload's rank task for `engine`, imported only now."""
+        return self._load(self.tasks, engine)
+
+    def _load(self, targets: dict[str, str], engine: str) -> Callable[..., Any]:
+        target = targets.get(engine)
         if target is None:
             raise ConfigError(
-                f"model {self.name} has no {engine} implementation: choose --engine {' or '.join(self.builders)}"
+                f"model {self.name} has no {engine} implementation: choose --engine {' or '.join(targets)}"
             )
         module, function = target.split(":")
         return getattr(importlib.import_module(module), function)

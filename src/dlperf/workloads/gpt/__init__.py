@@ -79,25 +79,30 @@ class GPTWorkload(Workload):
         )
 
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
+        """Tokens/s and the published formula's FLOPs beside the counted ones (`flops_per_iteration`); where no
+        count exists the formula is the MFU basis, and `flops_source` says so."""
         config: GPTConfig = spec.workload
         layout: Layout = plan.layout
         vocab = padded_vocab(config.vocab_size, layout.tp)
-        flops_per_iteration = flops.gpt_flops_per_iteration(
+        formula = flops.gpt_flops_per_iteration(
             layout.global_batch_size, config.seq_length, config.num_layers, config.hidden_size, vocab
         )
         throughput = measured["throughput"]
-        seconds_per_iteration = layout.global_batch_size / throughput
-        achieved = flops.tflops_per_device(flops_per_iteration, seconds_per_iteration, spec.world_size)
-        device = (measured.get("ranks") or [{}])[0].get("device", "cpu")
-        mfu, note = flops.mfu(achieved, device, spec.precision, spec.peak_tflops)
-        return {
-            "flops_per_iteration": flops_per_iteration,
+        fields: dict[str, Any] = {
+            "flops_per_iteration_formula": formula,
+            "flops_formula": "Narayanan et al. 2021, eq. 3 without recomputation (metrics/flops.py)",
             "tokens_per_s": throughput * config.seq_length,
             "tokens_per_s_per_device": throughput * config.seq_length / spec.world_size,
-            "tflops_per_device": achieved,
-            "mfu": mfu,
-            "mfu_note": note,
         }
+        if measured.get("flops_per_iteration") is None:
+            device = (measured.get("ranks") or [{}])[0].get("device", "cpu")
+            seconds = layout.global_batch_size / throughput
+            fields.update(
+                flops_per_iteration=formula,
+                flops_source="formula (no count: " + str(measured.get("flops_source")) + ")",
+                **flops.mfu_fields(formula, seconds, spec.world_size, device, spec.precision, spec.peak_tflops),
+            )
+        return fields
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
         """The first pipeline stage's rank (it holds the embeddings and the most micro-batches in flight).

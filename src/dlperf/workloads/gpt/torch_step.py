@@ -9,7 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from dlperf.engines.base import TrainStep
+from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
+from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
@@ -47,6 +50,9 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     if spec.compile:
         for block in model.layers.values():
             block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    # own work is visible where one plain DDP replica holds the whole model: backward reaches pos_emb last
+    plain = layout.tp == 1 and layout.pp == 1 and layout.dp_mode == "ddp"
+    own_clock = OwnWorkClock(model, model.pos_emb.weight, device, rank.rank) if plain else None
     tie_sync = parallel.TiedEmbeddingSync(layout, rank.rank, model) if layout.pp > 1 else None
     wrapped: nn.Module = model
     if layout.dp > 1:
@@ -107,7 +113,23 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         dist.all_reduce(share)
         return float(share.item())
 
-    return TrainStep(run=step, read_loss=read_loss)
+    def count_flops() -> int:
+        """The whole model at the global batch, counted on the meta device: model FLOPs, so attention backward is
+        counted as its math (2x forward), not a flash kernel's recompute; layout-independent like the formula."""
+        with torch.device("meta"):
+            meta = GPT(model_shape(config, layout.tp))
+        shape = (layout.global_batch_size, config.seq_length)
+        tokens = torch.zeros(shape, dtype=torch.long, device="meta")
+        return flop_count.training_step_flops(meta, (tokens,), lambda logits: cross_entropy(logits, tokens))
+
+    return TrainStep(
+        run=step,
+        read_loss=read_loss,
+        own_clock=own_clock,
+        own_measure=OWN_WORK if own_clock else "step",
+        count_flops=count_flops,
+        model=parameter_facts(wrapped),
+    )
 
 
 def _micro_batches(inputs: torch.Tensor, labels: torch.Tensor, steps: int):

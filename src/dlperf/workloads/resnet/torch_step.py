@@ -6,7 +6,10 @@ import torch
 from torch import nn
 
 from dlperf.engines.base import TrainStep
+from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
+from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
@@ -26,6 +29,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     model: nn.Module = resnet50(weights=None, num_classes=config.num_classes)
     model = model.to(device, memory_format=memory_format)
+    own_clock = OwnWorkClock(model, model.conv1.weight, device, rank.rank)  # backward reaches conv1 last
     if rank.distributed:
         device_ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
@@ -82,4 +86,20 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         amp.step(optimizer)
         return loss.detach()
 
-    return TrainStep(run=step, read_loss=loss_value)
+    def count_flops() -> int:
+        """One iteration's FLOPs: one device's step counted on the meta device, times the data-parallel ranks."""
+        with torch.device("meta"):
+            meta = resnet50(weights=None, num_classes=config.num_classes)
+        images = torch.empty(config.batch_size, 3, config.image_size, config.image_size, device="meta")
+        labels = torch.zeros(config.batch_size, dtype=torch.long, device="meta")
+        per_device = flop_count.training_step_flops(meta, (images,), lambda out: criterion(out, labels))
+        return per_device * spec.world_size
+
+    return TrainStep(
+        run=step,
+        read_loss=loss_value,
+        own_clock=own_clock,
+        own_measure=OWN_WORK,
+        count_flops=count_flops,
+        model=parameter_facts(model),
+    )

@@ -1,0 +1,111 @@
+"""`dlperf maxbatch`: the largest batch per device that trains without running out of memory, and the fastest."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dlperf.cli.args import positive_float, positive_int
+from dlperf.cli.options import add_run_options, explicit_run_values
+from dlperf.errors import ConfigError
+from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
+from dlperf.maxbatch.search import MaxBatchResult
+from dlperf.records.store import check_writable, write_json_atomic
+from dlperf.workloads import check_spec, spec_from_mapping
+
+BATCH_KEY = {"resnet50": "batch_size", "gpt": "micro_batch_size"}  # what a probe varies, per model
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "maxbatch",
+        parents=[common],
+        help="find the largest batch per device that fits in memory",
+        description="Probe a case at growing batch sizes (x2 from --start until one runs out of memory, then "
+        "bisect to within --step), each probe a fresh `dlperf run` process; print every probe's throughput and "
+        "peak memory, the largest batch that fits and the fastest one, and write a dlperf.maxbatch/1 record to "
+        "OUT/<model>/<N>n<G>g/ for the report's bsz=max column. The batch is --batch-size for resnet50 and "
+        "--micro-batch-size for gpt.",
+    )
+    add_run_options(parser)
+    search = parser.add_argument_group("search")
+    search.add_argument("--start", type=positive_int, default=16, help="first batch tried (default 16)")
+    search.add_argument("--max-batch", type=positive_int, default=65536, help="largest batch tried (default 65536)")
+    search.add_argument("--step", type=positive_int, default=1, help="stop bisecting this close (default 1: exact)")
+    search.add_argument(
+        "--headroom", type=float, default=0.0, metavar="PCT", help="a GPU run must leave PCT %% of memory free"
+    )
+    search.add_argument(
+        "--memory-cap",
+        type=positive_float,
+        metavar="GIB",
+        help="address-space cap for each probe's processes (RLIMIT_AS), e.g. to bound a CPU run",
+    )
+    search.add_argument("--probe-timeout", type=positive_float, default=1800.0, help="seconds per probe")
+    parser.add_argument("--out", default="results", help="results folder (default ./results)")
+    parser.set_defaults(func=run)
+
+
+def case_argv(values: dict[str, Any]) -> list[str]:
+    """The case's values back as `dlperf run` flags."""
+    argv: list[str] = []
+    for key, value in values.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def make_probe(case_args: list[str], batch_flag: str, workdir: Path, args: argparse.Namespace):
+    """Each probe a fresh `dlperf run` (a test swaps this for a fake with a known boundary)."""
+    cap = round(args.memory_cap * 2**30) if args.memory_cap else None
+    return RunProbe(dlperf_run_argv(case_args, batch_flag), workdir, cap, args.probe_timeout)
+
+
+def _table(result: MaxBatchResult) -> list[str]:
+    lines = ["| batch | fits | status | samples/s | peak memory (MiB) | reason |", "|---:|---|---|---:|---:|---|"]
+    for p in result.probes:
+        speed = f"{p.throughput:.2f}" if p.throughput is not None else ""
+        peak = f"{p.peak_memory_mib:.0f}" if p.peak_memory_mib is not None else ""
+        lines.append(f"| {p.batch} | {'yes' if p.fits else 'no'} | {p.status} | {speed} | {peak} | {p.reason or ''} |")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    values = explicit_run_values(args)
+    model = values.get("model", "resnet50")
+    key = BATCH_KEY.get(model)
+    if key is None:
+        raise ConfigError(f"dlperf maxbatch searches the batch of {' or '.join(BATCH_KEY)}, not {model}")
+    if key in values:
+        raise ConfigError(f"--{key.replace('_', '-')} is what maxbatch varies: use --start and --max-batch instead")
+    spec = spec_from_mapping({**values, key: args.start})
+    plan = check_spec(spec)  # the case's flags are checked once, before any probe
+    check_writable(args.out)
+    with tempfile.TemporaryDirectory(prefix="dlperf-maxbatch-") as workdir:
+        probe = make_probe(case_argv(values), "--" + key.replace("_", "-"), Path(workdir), args)
+        result = find_max_batch(probe, args.start, args.max_batch, args.headroom, args.step)
+    record = build_maxbatch_record(
+        result,
+        model=spec.model,
+        case=spec.topology,
+        group=plan.group,
+        precision=spec.precision,
+        batch_flag="--" + key.replace("_", "-"),
+        config=values,
+        memory_cap_gib=args.memory_cap,
+    )
+    path = Path(args.out) / spec.model / spec.topology / f"maxbatch_{record['variant']}.json"
+    write_json_atomic(path, record)
+    print("\n".join(_table(result)))
+    if result.error:
+        print(f"search stopped: {result.error}")
+    print(f"largest batch that fits: {result.max_batch if result.max_batch else 'none'} (headroom {args.headroom:g} %)")
+    if result.best_batch:
+        print(f"best throughput: batch {result.best_batch} at {result.best_throughput:.2f} samples/s")
+    print(f"record: {path}")
+    return 0 if result.max_batch else 1

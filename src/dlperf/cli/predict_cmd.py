@@ -1,0 +1,66 @@
+"""`dlperf predict`: data-parallel step time, throughput and speedup from a 1-device run and commbench records."""
+
+from __future__ import annotations
+
+import argparse
+
+from dlperf.cli.args import positive_float, positive_int
+from dlperf.errors import ConfigError
+from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
+from dlperf.predict.model import MIB
+from dlperf.records.schema import read_record
+from dlperf.reporting.commbench_table import read_commbench
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "predict",
+        parents=[common],
+        help="predict data-parallel scaling from a 1-device run and commbench records",
+        description="Predict DDP's step time, throughput and speedup at --devices per node x --nodes from a 1n1g "
+        "run record (step time, gradient bytes) and commbench records (the all-reduce alpha-beta fit): ring "
+        "all-reduce per bucket, hierarchical across nodes, overlapped with the backward pass as DDP does; the "
+        "exposed part is added to the step. COMMBENCH_RECORD measured on one node is the intra-node link, one "
+        "measured across nodes (one rank per node) the inter-node link.",
+    )
+    parser.add_argument("run_record", help="JSON record of a successful 1n1g `dlperf run`")
+    parser.add_argument("commbench_record", help="JSON record written by `dlperf commbench`")
+    parser.add_argument("--inter-record", help="a second commbench record: the inter-node link")
+    parser.add_argument("--devices", type=positive_int, required=True, help="devices per node")
+    parser.add_argument("--nodes", type=positive_int, default=1, help="nodes (default 1)")
+    parser.add_argument(
+        "--backward-share",
+        type=positive_float,
+        default=DEFAULT_BACKWARD_SHARE,
+        help="fraction of the step that is the backward pass (default 2/3)",
+    )
+    parser.add_argument("--gradient-bytes", type=positive_int, help="gradient bytes (default: the run record's)")
+    parser.add_argument("--bucket-mb", type=positive_float, default=25.0, help="DDP bucket size in MiB (default 25)")
+    parser.add_argument(
+        "--no-overlap",
+        dest="overlap",
+        action="store_false",
+        help="hide no communication behind the backward pass (gloo on CPUs: the all-reduce uses the cores that "
+        "compute)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    record = read_record(args.run_record)
+    if record is None:
+        raise ConfigError(f"{args.run_record} is not a dlperf run record: give the JSON `dlperf run` wrote")
+    single = run_from_record(record, args.gradient_bytes, args.backward_share, round(args.bucket_mb * MIB))
+    inter_records = [read_commbench(args.inter_record)] if args.inter_record else []
+    intra, inter = links_from_records([read_commbench(args.commbench_record)], inter_records)
+    got = predict_data_parallel(single, args.devices, args.nodes, intra, inter, args.overlap)
+    print(
+        f"1n1g: {single.step_time_s * 1e3:.2f} ms per step, {single.throughput:.2f} samples/s, "
+        f"{single.gradient_bytes:,} gradient bytes, backward {single.backward_share:.3f} of the step"
+    )
+    print(f"{args.nodes}n{args.devices}g predicted:")
+    print(f"  step time     {got.step_time_s * 1e3:.2f} ms ({got.comm_s * 1e3:.2f} ms all-reduce, "
+          f"{got.exposed_s * 1e3:.2f} ms exposed, {got.buckets} buckets)")  # fmt: skip
+    print(f"  throughput    {got.throughput:.2f} samples/s")
+    print(f"  speedup       {got.speedup:.2f} (efficiency {got.efficiency:.1%})")
+    return 0

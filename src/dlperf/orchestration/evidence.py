@@ -1,0 +1,98 @@
+"""The evidence a run's number carries, as record fields: steady state, noise, stragglers, energy and MFU.
+
+Built in the parent from rank 0's measurement and every rank's gathered facts, with the torch-free modules of
+`dlperf.metrics`; each field is documented where it is computed:
+
+- `steady_state`, `steady_state_iter`, `throughput_steady` (metrics/steady.py) over the timed windows (with
+  `--warmup-iters auto`, the warm-up windows first), and `warmup` (what warm-up ran and, for auto, whether it
+  became stable);
+- `noisy`, `noise_reasons`, `window_cv` (metrics/noise.py) from the timed windows and `machine_load`: one entry per
+  node, snapshots by the node's local rank 0 at the start and end of the timed window;
+- `stragglers` (metrics/stragglers.py) from each rank's own work per step (`measure` says what was timed);
+- `energy` (metrics/energy.py): every node's devices over the timed window, summed;
+- `flops_per_iteration` (counted, FlopCounterMode), `tflops_per_device`, `mfu` and the peak's fields
+  (metrics/flops.py, metrics/peaks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.harness.results import RunMeasurement
+from dlperf.metrics.energy import EnergyReading, energy_result
+from dlperf.metrics.flops import mfu_fields
+from dlperf.metrics.noise import MachineLoad, noise_verdict
+from dlperf.metrics.steady import detect_steady_state
+from dlperf.metrics.stragglers import find_stragglers
+from dlperf.spec import RunSpec
+
+FLOPS_COUNTED = "counted: torch FlopCounterMode, one training step on the meta device at the run's shapes"
+
+
+def steady_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
+    m = measured.measurement
+    auto = bool(m.warmup_window_throughputs) or m.warmup_stable is not None
+    windows = [*m.warmup_window_throughputs, *m.window_throughputs]
+    lengths = [*m.warmup_window_iters, *(m.window_iters or [spec.window] * len(m.window_throughputs))]
+    first = 1 if auto else m.warmup_iters  # auto: its windows start after the first step
+    steady = detect_steady_state(windows, lengths, first_iter=first, samples_per_iter=m.global_batch)
+    warmup: dict[str, Any] = {"mode": "auto" if auto else "fixed", "iters": m.warmup_iters, "stable": m.warmup_stable}
+    if auto:
+        warmup["window_throughputs"] = m.warmup_window_throughputs
+        warmup["max_iters"] = spec.max_warmup_iters
+        if not m.warmup_stable:
+            warmup["reason"] = (
+                f"not stable within --max-warmup-iters {spec.max_warmup_iters}: timed anyway, throughput flagged"
+            )
+    return {**steady.as_record(), "warmup": warmup}
+
+
+def node_leaders(measured: RunMeasurement) -> list[Any]:
+    return [r for r in measured.ranks if r.local_rank == 0]
+
+
+def noise_fields(measured: RunMeasurement) -> dict[str, Any]:
+    loads = [r.machine_load for r in node_leaders(measured) if r.machine_load]
+    verdict = noise_verdict(measured.measurement.window_throughputs, [MachineLoad(**load) for load in loads])
+    return {**verdict.as_record(), "machine_load": loads}
+
+
+def straggler_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
+    ranks = sorted(measured.ranks, key=lambda r: r.rank)
+    if len(ranks) < 2 or any(not r.own_step_ms for r in ranks):
+        return {"stragglers": None}
+    found = find_stragglers([r.own_step_ms for r in ranks], [r.host for r in ranks], spec.straggler_pct / 100)
+    return {"stragglers": {**found.as_record(), "measure": measured.measurement.own_step_measure}}
+
+
+def energy_fields(measured: RunMeasurement) -> dict[str, Any]:
+    readings = [EnergyReading(**r.energy) for r in node_leaders(measured) if r.energy]
+    m = measured.measurement
+    result = energy_result(readings, m.global_batch * m.iters)
+    return {"energy": result.as_record()}
+
+
+def flops_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
+    m = measured.measurement
+    device = measured.ranks[0].device if measured.ranks else "cpu"
+    seconds_per_iteration = m.global_batch / measured.throughput
+    counted = measured.flops_per_iteration
+    fields = mfu_fields(
+        counted, seconds_per_iteration, spec.world_size, device, spec.precision, spec.peak_tflops, measured.flops_note
+    )
+    return {
+        "flops_per_iteration": counted,
+        "flops_source": FLOPS_COUNTED if counted is not None else measured.flops_note,
+        **fields,
+    }
+
+
+def evidence_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
+    """Every evidence field of a successful run's record."""
+    return {
+        **steady_fields(spec, measured),
+        **noise_fields(measured),
+        **straggler_fields(spec, measured),
+        **energy_fields(measured),
+        **flops_fields(spec, measured),
+    }

@@ -1,0 +1,29 @@
+"""File names and log text as they may be shown: one line, no terminal escapes, always valid UTF-8.
+
+A log's name is whatever bytes its folder holds: a newline in it would forge a line of dlperf's own output (a fake
+`extracted 99 logs`), an escape sequence would reach the terminal, and bytes that are not UTF-8 cannot be written
+to a JSON record at all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+# control characters (C0, DEL, C1), format characters (bidi overrides), line and paragraph separators
+UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def path_text(path: str | os.PathLike[str]) -> str:
+    """The path as valid UTF-8 text: bytes that are not UTF-8 become `\\xff` (what a record stores)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def plain(text: str) -> str:
+    """`text` with every control or invisible formatting character written as its escape (`\\n`, `\\x1b`)."""
+    return UNSAFE.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """How every path is printed: valid UTF-8, on one line, no terminal escapes."""
+    return plain(path_text(path))

@@ -1,0 +1,100 @@
+"""Collective bandwidth from `dlperf.commbench/1` records: per-size table, alpha-beta fits, bus bandwidth plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dlperf.commbench.bandwidth import SCHEMA
+from dlperf.errors import ConfigError
+
+SCHEMAS = (SCHEMA,)
+
+
+def read_commbench(path: str | Path) -> dict[str, Any]:
+    """A commbench record the user named (`predict`, `report --predict`): anything else is their error to fix."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot read commbench record {path}: {error}") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise ConfigError(f"{path} is not a commbench record: give the JSON `dlperf commbench` wrote")
+    if record.get("status", "ok") != "ok":
+        raise ConfigError(f"{path} is a failed commbench run ({record.get('error')}): measure again")
+    return record
+
+
+def _size(size_bytes: float) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:g} {unit}"
+    return f"{size_bytes:g} B"
+
+
+def title(record: dict[str, Any]) -> str:
+    return (
+        f"{record['case']} ({record['world_size']} ranks), {record['backend']} on {record['device_type']}, "
+        f"{record['dtype']}, {record.get('warmup')} warm-up + {record.get('repeats')} timed calls"
+    )
+
+
+def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
+    """Markdown: each successful commbench record's measurements and fits; nothing when there are none."""
+    ok = [r for r in records if r.get("status") == "ok"]
+    if not ok:
+        return []
+    lines = [
+        "## Collective bandwidth (dlperf commbench)",
+        "",
+        "Sizes are whole buffers (nccl-tests' convention); bus bandwidth = algorithm bandwidth x 2(n-1)/n for "
+        "all-reduce, (n-1)/n for all-gather and reduce-scatter, 1 point-to-point. The fit is time = alpha + "
+        "beta x bytes by least squares.",
+        "",
+    ]
+    for record in ok:
+        lines += [
+            f"### {title(record)}",
+            "",
+            "| collective | size | time (us) | algbw (GB/s) | busbw (GB/s) |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r['op']} | {_size(r['size_bytes'])} | {r['seconds'] * 1e6:.1f} | {r['algbw_gbps']:.3f} "
+            f"| {r['busbw_gbps']:.3f} |"
+            for r in record["results"]
+        ]
+        lines += [
+            "",
+            "| collective | alpha (us) | beta (ns/byte) | large-message busbw (GB/s) | r2 | worst error |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {op} | {f['alpha_s'] * 1e6:.1f} | {f['beta_s_per_byte'] * 1e9:.4f} | {f['busbw_gbps']:.3f} "
+            f"| {f['r2']:.4f} | {f['max_rel_error']:.1%} |"
+            for op, f in record["fits"].items()
+        ]
+        lines.append("")
+    return lines
+
+
+def plot_commbench(record: dict[str, Any], path: Path) -> Path:
+    """Bus bandwidth against message size, one line per collective (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axis = plt.subplots(figsize=(7, 4.2))
+    for op in dict.fromkeys(r["op"] for r in record["results"]):
+        rows = [r for r in record["results"] if r["op"] == op]
+        axis.plot([r["size_bytes"] for r in rows], [r["busbw_gbps"] for r in rows], "o-", label=op)
+    axis.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)")
+    axis.set_title(title(record), fontsize=9)
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

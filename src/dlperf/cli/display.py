@@ -114,7 +114,7 @@ def show_record(record: dict[str, Any], path: str) -> None:
         rows.append(("tokens/s", f"{record['tokens_per_s']:.1f}"))
     if record.get("flops_per_iteration") is not None:
         rows.append(("FLOPs per iteration", f"{record['flops_per_iteration']:.4g}"))
-    if "tflops_per_device" in record:
+    if record.get("tflops_per_device") is not None:  # None where the step counts no FLOPs (e.g. JAX's ResNet)
         rows.append(("TFLOP/s per device", f"{record['tflops_per_device']:.4g}"))
     if "mfu" in record:
         mfu = percent(record["mfu"])

@@ -30,6 +30,7 @@ FORMAT_CHOICES = {
     "all": {"md", "json", "png"},
 }
 ALL_SEVERAL = {"md", "json", "png", "html"}
+ENGINES_DIR = "engines"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -47,7 +48,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("dir", nargs="+", help="results folders written by run, sweep or extract")
     parser.add_argument("--label", action="append", help="name of each folder's source, in order (default: its name)")
     parser.add_argument(
-        "--by", choices=BY_CHOICES, default="source", help="compare folders (source) or the engines in them (engine)"
+        "--by",
+        choices=BY_CHOICES,
+        default="source",
+        help="compare folders (source) or the engines in them (engine; one folder's go to DIR/engines by default)",
     )
     parser.add_argument(
         "--format",
@@ -79,12 +83,14 @@ def run(args: argparse.Namespace) -> int:
     several = len(args.dir) > 1 or args.label or args.by != "source"
     if not several:
         return _single(args)
-    if not args.out:
-        raise ConfigError("several folders (or --label/--by) need --out DIR for the cross-source report")
-    out = Path(args.out)
+    # one folder's engines side by side go next to its own report, in DIR/engines, rebuilt like that report
+    own = not args.out and len(args.dir) == 1 and args.by == "engine"
+    if not args.out and not own:
+        raise ConfigError("several folders (or --label) need --out DIR for the cross-source report")
+    out = Path(args.dir[0]) / ENGINES_DIR if own else Path(args.out)
     formats = ALL_SEVERAL if args.format == "all" else FORMAT_CHOICES[args.format]
     comparison = build_comparison(load_sources(args.dir, args.label, args.by))
-    if not args.overwrite:
+    if not args.overwrite and not own:
         refuse_to_replace(out, formats)
     check_writable(out)
     written = write_comparison(comparison, out, formats)

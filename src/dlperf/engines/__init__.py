@@ -15,6 +15,7 @@ from dlperf.spec import EXTERNAL
 
 ENGINES: dict[str, str] = {
     "torch": "dlperf.engines.torch.engine:TorchEngine",
+    "jax": "dlperf.engines.jax.engine:JaxEngine",
 }
 
 

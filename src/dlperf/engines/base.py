@@ -63,6 +63,9 @@ class TrainStep:
     `own_measure` names what it times. `count_flops` counts the FLOPs of one step of the whole iteration (all
     ranks) at the run's shapes, called once on rank 0 after the timed loop. `model` holds this rank's
     `parameters` and `gradient_bytes` (its own shard under TP/PP), which `dlperf predict` reads from the record.
+
+    `compile_s` is the compile time where the builder compiled the step ahead of time (JAX/XLA); else the
+    first step measures it.
     """
 
     run: Callable[[], Any]
@@ -71,6 +74,7 @@ class TrainStep:
     own_measure: str = "step"
     count_flops: Callable[[], int] | None = None
     model: dict[str, int] = field(default_factory=dict)
+    compile_s: float | None = None
 
 
 class StepClock(ABC):

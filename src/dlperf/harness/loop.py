@@ -53,6 +53,7 @@ class Measurement:
     own_step_ms: list[float] = field(default_factory=list)
     own_step_measure: str = "step"
     model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
+    compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
 
     @property
     def throughput(self) -> float:
@@ -183,4 +184,5 @@ def timed_loop(
         own_step_ms=own_ms if own_clock else step_ms,
         own_step_measure=step.own_measure if own_clock else "step",
         model=dict(step.model),
+        compile_s=step.compile_s,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 # Facts that change a node's speed; host names, memory sizes and git state are expected to differ or not matter.
-COMPARED = ("cpu", "os", "python", "torch", "torchvision", "cuda", "cudnn", "nccl")
+COMPARED = ("cpu", "os", "python", "torch", "torchvision", "jax", "jaxlib", "flax", "cuda", "cudnn", "nccl")
 GPU_FACTS = ("name", "driver")
 
 

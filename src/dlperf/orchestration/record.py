@@ -110,7 +110,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
             "latency_ms": latency_summary(m.step_ms),
             "elapsed_s": m.elapsed_s,
             "first_step_s": m.first_step_s,
-            "compile_s": m.first_step_s if spec.compile else None,
+            "compile_s": m.compile_s if m.compile_s is not None else (m.first_step_s if spec.compile else None),
             "loss_first": m.loss_first,
             "loss_last": m.loss_last,
             **m.model,  # parameters and gradient_bytes of rank 0's model (its shard under TP/PP/FSDP)

@@ -126,7 +126,8 @@ def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None
         for records in per_dir:
             for record in records:
                 pooled.setdefault(engine_of(record), []).append(record)
-        return [Source.from_records(label, records) for label, records in pooled.items()]
+        order = sorted(pooled, key=lambda name: (name != "torch", name))  # ratios are to torch, the default engine
+        return [Source.from_records(label, pooled[label]) for label in order]
     names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
     for name in names:
         if names.count(name) > 1:

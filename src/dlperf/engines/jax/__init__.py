@@ -1,4 +1,5 @@
 """The JAX engine: Flax models, optax optimizers and XLA-compiled steps over a JAX device mesh.
 
-`build_jax_step` (step.py) is the entry point; `check_supported` (support.py) validates without importing JAX.
+`JaxEngine` (engine.py) is what `--engine jax` runs; `build_jax_step`/`prepare_step` (step.py) build the step;
+`check_supported` (support.py) validates without importing JAX.
 """

@@ -9,6 +9,7 @@ Ranks are row-major over (dp, tp) as in PyTorch's mesh: TP groups are neighbouri
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import jax
@@ -44,6 +45,25 @@ def initialize(coordinator: str | None, world_size: int, rank: int, local_rank: 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     local_ids = None if device == "cpu" else [local_rank]
     jax.distributed.initialize(coordinator, num_processes=world_size, process_id=rank, local_device_ids=local_ids)
+    if device == "cpu" and os.environ.get("GLOO_SOCKET_IFNAME"):
+        gloo_on_interface(os.environ["GLOO_SOCKET_IFNAME"])
+
+
+def gloo_on_interface(interface: str) -> None:
+    """Pin JAX's CPU collectives to the launcher's --ifname, as torch's gloo reads GLOO_SOCKET_IFNAME.
+
+    JAX's gloo otherwise finds its own address from the host name, which is loopback where hosts share one
+    name (network namespaces, some containers); jax.config has no switch for it, so the CPU backend is
+    registered again (JAX's extension API) with gloo on the interface, before any backend starts.
+    """
+    from jax._src import distributed, xla_bridge
+    from jax._src.lib import _jax
+    from jax.extend.backend import register_backend_factory
+
+    collectives = _jax.make_gloo_tcp_collectives(
+        distributed_client=distributed.global_state.client, interface=interface
+    )
+    register_backend_factory("cpu", lambda: xla_bridge.make_cpu_client(collectives), priority=0, fail_quietly=False)
 
 
 def build_mesh(dp: int, tp: int) -> Mesh:

@@ -205,5 +205,10 @@ def build_jax_step(
     """
     check_supported(model, cfg, precision)
     parallel.initialize(coordinator, world_size, rank, local_rank, device)
+    return prepare_step(model, cfg, world_size=world_size, precision=precision, seed=seed)
+
+
+def prepare_step(model: str, cfg: Mapping[str, Any], *, world_size: int, precision: str, seed: int) -> JaxStep:
+    """The compiled step in processes already joined (the engine's setup ran `parallel.initialize`)."""
     recipe = RECIPES[model](cfg, precision, world_size, seed)
     return JaxStep(recipe, parallel.build_mesh(recipe.dp, recipe.tp), seed)

@@ -36,7 +36,7 @@ def variant_tag(spec: RunSpec, layout: Layout) -> str:
 class GPTWorkload(Workload):
     name = "gpt"
     config_type = GPTConfig
-    builders = {"torch": "dlperf.workloads.gpt.torch_step:build"}
+    builders = {"torch": "dlperf.workloads.gpt.torch_step:build", "jax": "dlperf.workloads.jax_step:build"}
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """A named case fills every value the user did not give explicitly."""

@@ -72,7 +72,7 @@ def variant_tag(spec: RunSpec) -> str:
 class ResNet50Workload(Workload):
     name = "resnet50"
     config_type = ResNetConfig
-    builders = {"torch": "dlperf.workloads.resnet.torch_step:build"}
+    builders = {"torch": "dlperf.workloads.resnet.torch_step:build", "jax": "dlperf.workloads.jax_step:build"}
 
     def validate(self, spec: RunSpec) -> None:
         config: ResNetConfig = spec.workload

@@ -1,0 +1,94 @@
+"""The JAX engine through dlperf's own CLI and launchers: records like the torch engine's (FLOPs and MFU from
+metrics/flops.py, XLA's compile time as compile_s), DP=2 and TP=2 under torchrun's launcher giving the
+1-process losses, and a run over two network-namespace hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY, run_dlperf
+
+from dlperf.metrics.flops import gpt_flops_per_iteration
+
+pytest.importorskip("flax", reason="the JAX engine needs jax, flax and optax: pip install 'dlperf[jax]'")
+
+pytestmark = pytest.mark.slow
+
+# global batch 8 in every layout: 4 micro-batches of 2 on one device, 2 per replica at dp 2, 4 at tp 2
+TINY_GPT = [
+    "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4", "--seq-length", "32",
+    "--vocab-size", "512", "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "1e-3",
+    "--warmup-iters", "1", "--iters", "4", "--print-every", "2", "--device", "cpu",
+]  # fmt: skip
+
+
+def jax_run(out: Path, args: list[str]) -> dict:
+    done = run_dlperf(["run", "--engine", "jax", *args, "--out", str(out)], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (path,) = out.rglob("*_jax_*.json")
+    return json.loads(path.read_text())
+
+
+def test_gpt_one_process_record(tmp_path):
+    record = jax_run(tmp_path, TINY_GPT)
+    assert record["status"] == "ok" and record["engine"] == "jax" and record["group"].endswith("_fp32_jax")
+    # 2 layers, hidden 64, 32 tokens, vocab 512 (already a multiple of 128): the torch engine's definition
+    flops = gpt_flops_per_iteration(8, 32, 2, 64, 512)
+    assert record["flops_per_iteration"] == flops == 213_909_504  # 72·8·32·2·64²·(1 + 32/384 + 512/1536)
+    seconds = 8 / record["throughput"]
+    assert record["tflops_per_device"] == pytest.approx(flops / seconds / 1e12)
+    assert record["mfu"] is None and "pass --peak-tflops" in record["mfu_note"]  # no datasheet peak for a CPU
+    assert record["compile_s"] > 0 and record["env"]["jax"] and record["device_type"] == "cpu"
+    assert record["loss_last"] < record["loss_first"]
+    # JAX dispatch is asynchronous: per-step latency is each window's mean, so a window's steps are equal
+    assert record["latency_ms"]["p50"] == pytest.approx(record["latency_ms"]["mean"], rel=0.5)
+
+
+def test_resnet50_one_process_record(tmp_path):
+    record = jax_run(tmp_path, TINY)
+    assert record["status"] == "ok" and record["group"] == "b4_fp32_jax" and record["global_batch_size"] == 4
+    assert record["compile_s"] > 0 and record["peak_memory_mib"]["rss"] > 0
+
+
+@pytest.mark.parametrize("layout", [["--tp", "2"], ["--dp", "2"]], ids=["tp2", "dp2"])
+def test_two_processes_give_one_process_losses(tmp_path, layout):
+    """Same global batch and seed: the first and last loss of 2 processes under the launcher match 1 process."""
+    single = jax_run(tmp_path / "one", TINY_GPT)
+    pair = jax_run(tmp_path / "two", [*TINY_GPT, "--devices-per-node", "2", *layout])
+    assert pair["world_size"] == 2 and len(pair["ranks"]) == 2
+    assert pair["loss_first"] == pytest.approx(single["loss_first"], abs=1e-4)
+    assert pair["loss_last"] == pytest.approx(single["loss_last"], abs=1e-4)
+    assert pair["loss_last"] != pytest.approx(pair["loss_first"], abs=1e-3)  # five steps of training moved it
+
+
+def remote_python(folder: Path) -> str:
+    """This interpreter with this PYTHONPATH on the hosts (ssh passes no environment), so a worktree's dlperf runs
+    there too."""
+    wrapper = folder / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH={shlex.quote(os.environ.get("PYTHONPATH", ""))} exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_two_hosts(tmp_path_factory, tmp_path):
+    from netns_hosts import netns_hosts
+
+    with netns_hosts(2, tmp_path_factory.mktemp("netns")) as cluster:
+        command = [sys.executable, "-m", "dlperf", "run", "--engine", "jax", *TINY_GPT, "--out", str(tmp_path)]
+        command += ["--hosts", ",".join(cluster.addresses), *cluster.ssh_options(), "--ifname", cluster.ifname]
+        command += ["--remote-python", remote_python(tmp_path)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        (path,) = tmp_path.rglob("*_jax_*.json")
+        record = json.loads(path.read_text())
+        assert record["status"] == "ok" and record["case"] == "2n1g"
+        assert sorted(r["host"] for r in record["ranks"]) == sorted(cluster.addresses)
+        assert cluster.stray_pids() == {}

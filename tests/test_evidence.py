@@ -166,7 +166,7 @@ def test_report_flags_the_issue_example(tmp_path, capsys):
     assert summary["1n4g"]["flags"] == ["n=2"]
     text = (tmp_path / "report.md").read_text()
     assert "| peak memory (MiB) | MFU % | samples/J | flags |" in text
-    assert "| 1 | 1 | 10.00 | 1.00 |" in text and "| 25.0 | 2 | CV, outlier |" in text
+    assert "| 1 | 1 | 1 | 10.00 | 1.00 |" in text and "| 25.0 | 2 | CV, outlier |" in text
     assert "eff>100%, CV, noisy, unstable, straggler |" in text
     assert "- 1n2g [eff>100%]: scaling efficiency 518% is above 100 %" in text and "quiet machine" in text
     assert "- 1n2g [CV]: repeats vary by CV 39.8%, above the 5% limit" in text

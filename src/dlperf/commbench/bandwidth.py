@@ -11,9 +11,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-from scipy.stats import linregress
-
 from dlperf.errors import ConfigError
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
@@ -85,6 +82,9 @@ class AlphaBetaFit:
 
 def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float], seconds: Sequence[float]) -> AlphaBetaFit:
     """Ordinary least squares of seconds on bytes; two distinct sizes at least."""
+    import numpy as np  # numpy and scipy load only to fit: every command's start-up stays light
+    from scipy.stats import linregress
+
     x = np.asarray(sizes_bytes, dtype=float)
     y = np.asarray(seconds, dtype=float)
     if len(np.unique(x)) < 2:

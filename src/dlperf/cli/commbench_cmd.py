@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dlperf.cli.args import positive_float, positive_int
-from dlperf.cli.options import add_launch_options, launch_options
+from dlperf.cli.options import add_launch_options, add_output_options, launch_options
 from dlperf.commbench.bandwidth import OPS
 from dlperf.engines import engine_names, engine_versions
 from dlperf.errors import LaunchError
@@ -43,10 +43,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     what.add_argument("--engine", choices=engine_names(), default="torch", help="framework (default torch)")
     what.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds before it is stopped")
     add_launch_options(parser)
-    output = parser.add_argument_group("output")
-    output.add_argument("--out", default="results", help="results folder (default ./results)")
-    output.add_argument("--repeat", type=positive_int, default=1, help="repeat number in the file name (default 1)")
-    output.add_argument("--overwrite", action="store_true", help="replace an existing record with the same name")
+    add_output_options(parser, "record")
     parser.set_defaults(func=run)
 
 

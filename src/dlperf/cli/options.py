@@ -185,3 +185,11 @@ RUN_KEYS = tuple(
 def explicit_run_values(args: argparse.Namespace) -> dict[str, Any]:
     """The run options the user actually gave on the command line."""
     return {key: getattr(args, key) for key in RUN_KEYS if hasattr(args, key)}
+
+
+def add_output_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """Where a single run's record goes: the results folder, the repeat number in its name, and --overwrite."""
+    output = parser.add_argument_group("output")
+    output.add_argument("--out", default="results", help="results folder (default ./results)")
+    output.add_argument("--repeat", type=positive_int, default=1, help="repeat number in the file names (default 1)")
+    output.add_argument("--overwrite", action="store_true", help=f"replace an existing {what} with the same name")

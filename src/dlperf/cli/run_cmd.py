@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from dlperf.cli.args import positive_int
 from dlperf.cli.display import percent, say, show_record
 from dlperf.cli.live import LogFollower, WindowExtra
-from dlperf.cli.options import add_launch_options, add_run_options, explicit_run_values, launch_options
+from dlperf.cli.options import (
+    add_launch_options,
+    add_output_options,
+    add_run_options,
+    explicit_run_values,
+    launch_options,
+)
 from dlperf.engines import engine_versions
 from dlperf.errors import LaunchError
 from dlperf.launch.hosts import slots_per_node
@@ -30,10 +35,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     add_run_options(parser)
     add_launch_options(parser)
-    output = parser.add_argument_group("output")
-    output.add_argument("--out", default="results", help="results folder (default ./results)")
-    output.add_argument("--repeat", type=positive_int, default=1, help="repeat number in the file names (default 1)")
-    output.add_argument("--overwrite", action="store_true", help="replace an existing run with the same name")
+    add_output_options(parser, "run")
     parser.set_defaults(func=run)
 
 

@@ -182,41 +182,27 @@ def run_sweep(
     Every record carries `sweep_id`, so a report can keep two sweeps under one folder apart. One sweep at a time
     per results folder: the lock covers the resume decision and every run."""
     with results_lock(out):
-        return _run_sweep(plan, out, env, launcher, resume, overwrite, retry_failed, on_skip, on_record, sweep_id)
-
-
-def _run_sweep(
-    plan: SweepPlan,
-    out: str | Path,
-    env: dict[str, Any],
-    launcher: Launcher,
-    resume: bool,
-    overwrite: bool,
-    retry_failed: bool,
-    on_skip: Callable[[RunJob], None],
-    on_record: OnRecord,
-    sweep_id: str | None,
-) -> SweepOutcome:
-    jobs = plan.jobs(out)
-    existing = [job for job in jobs if job.paths.record.exists()]
-    if existing and not (resume or overwrite):
-        raise ResultsError(
-            f"{out} already holds {len(existing)} records of this sweep: pass --resume to finish it "
-            f"or --overwrite to start again"
-        )
-    fields = {"sweep_id": sweep_id} if sweep_id else None
-    if plan.adaptive:
-        return _run_adaptive(plan, plan.adaptive, out, env, launcher, resume, retry_failed, on_skip, on_record, fields)
-    todo = []
-    skipped = 0
-    for job in jobs:
-        if resume and record_is_complete(job.paths.record, retry_failed):
-            skipped += 1
-            on_skip(job)
-        else:
-            todo.append(job)
-    ran = execute(todo, launcher, env, overwrite=True, on_record=on_record, fields=fields)
-    return SweepOutcome(ran=ran, skipped=skipped)
+        jobs = plan.jobs(out)
+        existing = [job for job in jobs if job.paths.record.exists()]
+        if existing and not (resume or overwrite):
+            raise ResultsError(
+                f"{out} already holds {len(existing)} records of this sweep: pass --resume to finish it "
+                f"or --overwrite to start again"
+            )
+        fields = {"sweep_id": sweep_id} if sweep_id else None
+        if plan.adaptive:
+            args = (resume, retry_failed, on_skip, on_record, fields)
+            return _run_adaptive(plan, plan.adaptive, out, env, launcher, *args)
+        todo = []
+        skipped = 0
+        for job in jobs:
+            if resume and record_is_complete(job.paths.record, retry_failed):
+                skipped += 1
+                on_skip(job)
+            else:
+                todo.append(job)
+        ran = execute(todo, launcher, env, overwrite=True, on_record=on_record, fields=fields)
+        return SweepOutcome(ran=ran, skipped=skipped)
 
 
 def _ok_throughput(record: dict[str, Any] | None) -> float | None:

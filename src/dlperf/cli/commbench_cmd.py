@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 
 from dlperf.cli.args import positive_float, positive_int
-from dlperf.cli.options import add_launch_options, add_output_options, launch_options
+from dlperf.cli.options import add_launch_options, add_output_options, launch_options, prepare_single_run
 from dlperf.commbench.bandwidth import OPS
-from dlperf.engines import engine_names, engine_versions
+from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
-from dlperf.metrics.environment import collect_environment
-from dlperf.orchestration.run import check_run, execute, launcher_for, plan_jobs
-from dlperf.records.store import check_writable
+from dlperf.orchestration.run import execute
 from dlperf.reporting.commbench_table import commbench_lines
 from dlperf.workloads import spec_from_mapping
 from dlperf.workloads.commbench import DEFAULT_SIZES, DTYPES
@@ -64,16 +62,11 @@ def run(args: argparse.Namespace) -> int:
             "timeout": args.timeout,
         }
     )
-    launcher = launcher_for(launch)
-    plan = check_run(spec, launcher)
-    jobs = plan_jobs(spec, plan, [args.repeat], args.out)
-    if launch.dry_run:
-        print(launcher.describe_all(jobs))
+    prepared = prepare_single_run(spec, launch, args.repeat, args.out)
+    if prepared is None:  # --dry-run: the commands were printed
         return 0
-    check_writable(args.out)
-    env = {**collect_environment(), **engine_versions([spec.engine])}
-    record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
-    path = jobs[0].paths.record
+    record = execute([prepared.job], prepared.launcher, prepared.env, overwrite=args.overwrite)[0]
+    path = prepared.job.paths.record
     if record["status"] != "ok":
         raise LaunchError(f"commbench failed: {record['error']} (record written to {path})")
     print("\n".join(commbench_lines([record])))

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from dlperf.cli.args import non_negative_float, non_negative_int, positive_float, positive_int, warmup_iters
-from dlperf.engines import engine_names
+from dlperf.engines import engine_names, engine_versions
+from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
+from dlperf.metrics.environment import collect_environment
+from dlperf.orchestration.run import check_run, launcher_for, plan_jobs
+from dlperf.records.store import check_writable
 from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, PRECISIONS, RunSpec
-from dlperf.workloads import WORKLOADS, model_names
+from dlperf.workloads import WORKLOADS, WorkloadPlan, model_names
 from dlperf.workloads.gpt import GPTConfig
 from dlperf.workloads.resnet import ResNetConfig
 
@@ -193,3 +197,26 @@ def add_output_options(parser: argparse.ArgumentParser, what: str) -> None:
     output.add_argument("--out", default="results", help="results folder (default ./results)")
     output.add_argument("--repeat", type=positive_int, default=1, help="repeat number in the file names (default 1)")
     output.add_argument("--overwrite", action="store_true", help=f"replace an existing {what} with the same name")
+
+
+@dataclass(frozen=True)
+class SingleRun:
+    """One checked and planned run of `dlperf run` or `dlperf commbench`, ready to execute."""
+
+    launcher: Launcher
+    plan: WorkloadPlan
+    job: RunJob
+    env: dict[str, Any]
+
+
+def prepare_single_run(spec: RunSpec, launch: LaunchOptions, repeat: int, out: str) -> SingleRun | None:
+    """Check and plan one run; with --dry-run print its commands and return None, else check that --out can be
+    written and capture the environment."""
+    launcher = launcher_for(launch)
+    plan = check_run(spec, launcher)
+    jobs = plan_jobs(spec, plan, [repeat], out)
+    if launch.dry_run:
+        print(launcher.describe_all(jobs))
+        return None
+    check_writable(out)
+    return SingleRun(launcher, plan, jobs[0], {**collect_environment(), **engine_versions([spec.engine])})

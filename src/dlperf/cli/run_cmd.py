@@ -12,15 +12,13 @@ from dlperf.cli.options import (
     add_run_options,
     explicit_run_values,
     launch_options,
+    prepare_single_run,
 )
-from dlperf.engines import engine_versions
 from dlperf.errors import LaunchError
 from dlperf.launch.hosts import slots_per_node
 from dlperf.launch.ssh import SshLauncher
-from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.preflight import preflight_warning
-from dlperf.orchestration.run import check_run, execute, launcher_for, plan_jobs
-from dlperf.records.store import check_writable
+from dlperf.orchestration.run import execute
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload, require_training, spec_from_mapping
 
@@ -48,14 +46,10 @@ def run(args: argparse.Namespace) -> int:
             values.setdefault("devices_per_node", slots)
     spec = spec_from_mapping(values)
     require_training(spec)
-    launcher = launcher_for(launch)
-    plan = check_run(spec, launcher)
-    jobs = plan_jobs(spec, plan, [args.repeat], args.out)
-    if launch.dry_run:
-        print(launcher.describe_all(jobs))
+    prepared = prepare_single_run(spec, launch, args.repeat, args.out)
+    if prepared is None:  # --dry-run: the commands were printed
         return 0
-    check_writable(args.out)
-    env = {**collect_environment(), **engine_versions([spec.engine])}
+    launcher, plan, jobs, env = prepared.launcher, prepared.plan, [prepared.job], prepared.env
     if launcher.local and (warning := preflight_warning(spec, plan, env)):
         say(warning)
     log = jobs[0].paths.log

@@ -174,3 +174,20 @@ def test_oneflow_lines_without_a_trailing_stamp_read_printed_only(tmp_path):
     assert (record["format"], record["throughput"]) == ("oneflow-resnet", pytest.approx(400.0))
     with pytest.raises(DataError, match="carry no time stamps"):
         read_run(parse_log_path(log), Options(rule="timestamp"))
+
+
+def test_records_merged_on_one_line_are_each_read(tmp_path):
+    """Two ranks sharing one pipe: rank 1's record lands on rank 0's line, its line end on the next (the real shape
+    from a per-node torchrun run). Both records count; the median over the ranks is taken per iteration."""
+    folder = tmp_path / "1n2g"
+    folder.mkdir()
+    lines = []
+    for i in range(1, 5):
+        a = f"Epoch: [0][{i}/4]\tTime  0.{10 + i:03d} ( 0.100)\tData  0.000 ( 0.000)\tLoss 5.3267e-01 (1.1441e+00)"
+        b = f"Epoch: [0][{i}/4]\tTime  0.{30 + i:03d} ( 0.100)\tData  0.000 ( 0.000)\tLoss 5.3267e-01 (1.1441e+00)"
+        lines += [a + b, ""] if i % 2 else [a, b]
+    log = folder / "resnet50_b2_fp32_1.log"
+    log.write_text("\n".join(lines) + "\n")
+    record = read_run(parse_log_path(log), Options(warmup=0))
+    medians = [statistics.median([(10 + i) / 1000, (30 + i) / 1000]) for i in range(1, 5)]
+    assert record["kept_lines"] == 4 and record["throughput"] == pytest.approx(4 / statistics.fmean(medians))

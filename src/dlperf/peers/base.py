@@ -70,9 +70,22 @@ class PeerFormat:
     last_only: bool = False
     memory_kind: str = "reserved"  # what a printed memory figure is, as dlperf's records name it
     steps_are_iterations: bool = True  # False: `step` numbers progress events, so the timestamp rule needs samples
+    record_start: re.Pattern[str] | None = None  # where one of its records begins, to part records merged on a line
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None
+
+    def records_in(self, line: str) -> list[str]:
+        """The records on one physical line. Processes sharing one output pipe (a launcher that starts its own
+        workers) can write one record's text and its line end in two writes, so another process's record lands
+        on the same line: `...Loss 5.3e-01 (1.1e+00)Epoch: [0][21/22]  Time 0.009 ...`. Each is read."""
+        if self.record_start is None:
+            return [line]
+        starts = [m.start() for m in self.record_start.finditer(line)]
+        if len(starts) < 2:
+            return [line]
+        cuts = [0, *starts[1:], len(line)]
+        return [line[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"

@@ -84,6 +84,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
             if watch.reason() is None:
                 raise
             return _failed(info, shape, None, "printed", watch.reason() or "")
+        rest = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
         rule = options.rule or fmt.rules[0]
         if rule not in fmt.rules:
             raise DataError(f"it is a {fmt.name} log, which supports only --rule {' or '.join(fmt.rules)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
@@ -31,6 +32,7 @@ FORMATS = (
         name="dlperf",
         description="dlperf's own `[dlperf] iter i/n ... samples/s N ms/iter M time T` lines",
         signature=WINDOW_RE,
+        record_start=re.compile(r"\[dlperf\] "),
         read=read,
         rules=("printed", "timestamp"),
         warmup=0,

@@ -126,6 +126,7 @@ FORMATS = (
         description="MLPerf `:::MLLOG {json}` logs: `tracked_stats` progress events, or timed blocks; per device "
         "where the log declares a local_batch_size",
         signature=re.compile(r":::MLLOG \{"),
+        record_start=re.compile(r":::MLLOG \{"),
         read=read,
         rules=("printed", "timestamp"),
         warmup=1,

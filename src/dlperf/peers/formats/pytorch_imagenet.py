@@ -30,6 +30,7 @@ FORMATS = (
         name="pytorch-imagenet",
         description="PyTorch examples ImageNet `Epoch: [e][i/n] Time t (avg)` lines (median across ranks)",
         signature=re.compile(r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+\S+ \("),
+        record_start=re.compile(r"Epoch: \[\d+\]\["),
         read=read,
         rules=("printed",),
         warmup=20,

@@ -30,10 +30,6 @@ NODE_PLACEHOLDERS = (
     "amp",
 )
 RANK_PLACEHOLDERS = ("rank", "local_rank")
-# A per-node command's own workers share its output pipe, and unbuffered Python writes a line's text and its end
-# in two writes, so ranks' lines merge. torchrun reads its flags from PET_* variables too: `--tee 3` makes it copy
-# each worker's output from that worker's own file, whole lines at a time (prefixed `[default<rank>]:`).
-PER_NODE_ENV = {"PET_TEE": "3"}
 PLACEHOLDERS = NODE_PLACEHOLDERS + RANK_PLACEHOLDERS
 
 
@@ -177,7 +173,7 @@ def node_processes(
                 None,
                 None,
                 command_argv(template, rdzv, node_rank, shell=shell),
-                {**rendezvous_env(rdzv, node_rank), **PER_NODE_ENV},
+                rendezvous_env(rdzv, node_rank),
             )
         ]
     processes = []

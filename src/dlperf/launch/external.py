@@ -15,11 +15,9 @@ import contextlib
 import ctypes
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -74,13 +72,11 @@ def _pump(stream: IO[bytes], prefix: bytes, log: IO[bytes] | None, lock: threadi
     stream.close()
 
 
-def _start(process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock, scratch: str) -> Running:
-    """Start one process; its output is read line by line as it comes (unbuffered Python, for the live view).
-    `scratch` takes the per-worker output files of a launcher that starts its own workers (torchrun's --log-dir)."""
+def _start(process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock) -> Running:
     proc = subprocess.Popen(
         process.argv,
         cwd=workdir,
-        env={"PYTHONUNBUFFERED": "1", "PET_LOG_DIR": scratch, **os.environ, **process.env},
+        env={"PYTHONUNBUFFERED": "1", **os.environ, **process.env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -156,11 +152,10 @@ def launch(spec: AgentSpec) -> NodeResult:
     lock = threading.Lock()
     running: list[Running] = []
     log = open(spec.log_path, "ab") if node_rank == 0 else None  # noqa: SIM115 - closed in finally
-    scratch = tempfile.mkdtemp(prefix="dlperf-workers-")
     try:
         for process in processes:
             try:
-                running.append(_start(process, command.workdir, log, lock, scratch))
+                running.append(_start(process, command.workdir, log, lock))
             except OSError as error:
                 return NodeResult.failed(
                     f"cannot start `{shlex.join(process.argv)}` on {host}: {error.strerror or error}",
@@ -175,5 +170,4 @@ def launch(spec: AgentSpec) -> NodeResult:
         _stop_all(running)
         if log is not None:
             log.close()
-        shutil.rmtree(scratch, ignore_errors=True)
         signal.signal(signal.SIGTERM, previous)

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.errors import ConfigError
-from dlperf.external.command import (
+from dlperf.command.template import (
     PLACEHOLDERS,
     Rendezvous,
     check_template,
@@ -20,6 +19,7 @@ from dlperf.external.command import (
     node_processes,
     rendezvous_env,
 )
+from dlperf.errors import ConfigError
 from dlperf.peers.extract import Options, extract_dir
 
 SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from conftest import run_dlperf
 
-from dlperf.external.command import node_processes, rendezvous_for
+from dlperf.command.template import node_processes, rendezvous_for
 from dlperf.launch.sbatch import spec_flags
 from dlperf.orchestration.run import plan_jobs
 from dlperf.workloads import check_spec, spec_from_mapping

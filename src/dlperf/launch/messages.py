@@ -38,7 +38,7 @@ class CommandLaunch:
     template: str
     per: str
     shell: bool
-    values: dict[str, Any]  # external.command.case_values: batch size, precision, repeat, the case's keys
+    values: dict[str, Any]  # command.template.case_values: batch size, precision, repeat, the case's keys
     workdir: str  # where the command runs: the folder dlperf was started in
 
 

@@ -10,8 +10,8 @@ from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.stats import latency_summary
+from dlperf.orchestration.command_run import log_tail, read_figures
 from dlperf.orchestration.evidence import evidence_fields
-from dlperf.orchestration.external import log_tail, read_figures
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
 from dlperf.workloads import get_workload

@@ -11,7 +11,7 @@ from typing import Any
 from dlperf.engines import engine_class
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
-from dlperf.orchestration.external import check_command
+from dlperf.orchestration.command_run import check_command
 from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths

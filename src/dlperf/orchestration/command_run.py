@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from dlperf.command.template import case_values, check_template
 from dlperf.errors import DataError
-from dlperf.external.command import case_values, check_template
 from dlperf.launch.base import RunJob
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import LogInfo

@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
+from dlperf.command.template import Process, node_processes, rendezvous_for
 from dlperf.engines.base import node_name
-from dlperf.external.command import Process, node_processes, rendezvous_for
 from dlperf.launch.messages import AgentSpec, NodeResult
 
 POLL_S = 0.1

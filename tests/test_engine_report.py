@@ -60,7 +60,7 @@ def test_report_by_engine_on_one_sweep(sweep, capsys):
         (["--model", "gpt", "--devices-per-node", "2", "--pp", "2", "--num-layers", "2"], "no pipeline parallelism"),
         (["--model", "resnet50", "--precision", "amp-fp16"], "amp-fp16 is not available on the JAX engine"),
         (["--model", "resnet50", "--compile"], "compiled by XLA already"),
-        (["--model", "resnet50", "--channels-last"], "--channels-last True is a PyTorch setting"),
+        (["--model", "resnet50", "--channels-last"], "--channels-last True is read by --engine torch only"),
     ],
 )
 def test_jax_refusals_one_line(tmp_path, flags, message):

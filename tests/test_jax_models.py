@@ -1,5 +1,5 @@
-"""The JAX engine's Flax models are the PyTorch ones: same parameter tensors, same counts; and what the
-engine refuses, it refuses in one line before any process starts."""
+"""The workloads' Flax models are the PyTorch ones: same parameter tensors, same counts; their JAX recipes read the
+one plan; and what the JAX engine refuses, it refuses in one line before any process starts."""
 
 from __future__ import annotations
 
@@ -14,10 +14,14 @@ pytest.importorskip("flax", reason="the JAX engine needs jax, flax and optax: pi
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from dlperf.engines.jax.gpt import GPT  # noqa: E402
-from dlperf.engines.jax.resnet import ResNet50  # noqa: E402
-from dlperf.engines.jax.support import check_supported, gpt_layout  # noqa: E402
+from dlperf.engines.base import RankEnv  # noqa: E402
+from dlperf.engines.jax.engine import JaxEngine  # noqa: E402
+from dlperf.engines.jax.step import JaxStep  # noqa: E402
 from dlperf.errors import ConfigError  # noqa: E402
+from dlperf.workloads import check_spec, spec_from_mapping  # noqa: E402
+from dlperf.workloads.gpt import jax_step as gpt_jax  # noqa: E402
+from dlperf.workloads.gpt.jax_model import GPT  # noqa: E402
+from dlperf.workloads.resnet.jax_model import ResNet50  # noqa: E402
 
 RESNET50_PARAMETERS = 25_557_032  # torchvision's published figure for resnet50 (IMAGENET1K_V1 weights' "num_params")
 
@@ -73,41 +77,69 @@ def _size(shape: tuple[int, ...]) -> int:
     return size
 
 
+TINY_GPT = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512, micro_batch_size=4,
+                lr=1e-3, weight_decay=0.1)  # fmt: skip
+
+
+def jax_spec(**values):
+    spec = spec_from_mapping({"engine": "jax", "device": "cpu", **values})
+    return spec, check_spec(spec)
+
+
 @pytest.mark.parametrize(
-    ("model", "cfg", "precision", "words"),
+    ("values", "words"),
     [
-        ("gpt", {}, "amp-fp16", "amp-fp16 is not available"),
-        ("gpt", {"pp": 2}, "fp32", "no pipeline parallelism"),
-        ("resnet50", {"data": "/imagenet"}, "fp32", "synthetic data only"),
-        ("bert", {}, "fp32", "no model 'bert'"),
+        ({"model": "gpt", "precision": "amp-fp16"}, "amp-fp16 is not available"),
+        ({"model": "resnet50", "data": "/imagenet"}, "synthetic data only"),
+        ({"model": "resnet50", "compile": True}, "compiled by XLA already"),
     ],
 )
-def test_refusals_are_one_line(model, cfg, precision, words):
+def test_engine_refusals_are_one_line(values, words):
+    spec = spec_from_mapping({"engine": "jax", **values})
     with pytest.raises(ConfigError, match=words) as error:
-        check_supported(model, cfg, precision)
+        JaxEngine().preflight(spec, local=False)
     assert "\n" not in str(error.value)
 
 
-def test_gpt_layout_resolves_like_torch():
-    cfg = {"tp": 2, "num_heads": 4, "micro_batch_size": 2, "global_batch_size": 16}
-    assert gpt_layout(cfg, 4) == (2, 2, 16, 4)  # dp = 4 / 2; 16 / (2 x 2) accumulation steps
-    with pytest.raises(ConfigError, match="not equal"):
-        gpt_layout({**cfg, "dp": 3}, 4)
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"model": "gpt", "pp": 2, "num_layers": 2, "devices_per_node": 2}, "no pipeline parallelism"),
+        ({"model": "gpt", "dp_mode": "fsdp", "devices_per_node": 2}, "--dp-mode fsdp is read by --engine torch only"),
+        ({"model": "resnet50", "channels_last": True}, "--channels-last True is read by --engine torch only"),
+        ({"model": "commbench"}, "model commbench has no jax implementation: choose --engine torch"),
+    ],
+)
+def test_workload_refusals_are_one_line(values, words):
+    with pytest.raises(ConfigError, match=words) as error:
+        jax_spec(**values)
+    assert "\n" not in str(error.value)
+
+
+def test_gpt_recipe_reads_the_plan():
+    """dp, tp, accumulation and the padded vocabulary are the plan's, not recomputed: vocab 600 at tp 2 pads to
+    768 (a multiple of 128 x 2), global batch 16 over dp 2 of micro-batches of 2 accumulates 4."""
+    spec, plan = jax_spec(model="gpt", **{**TINY_GPT, "vocab_size": 600, "micro_batch_size": 2},
+                          devices_per_node=4, tp=2, global_batch_size=16)  # fmt: skip
+    recipe = gpt_jax.recipe(spec, plan)
+    assert (recipe.dp, recipe.tp, recipe.global_batch, recipe.accumulation_steps) == (2, 2, 16, 4)
+    assert recipe.module.vocab_size == 768 and plan.lr == 1e-3
 
 
 def test_engine_imports_no_torch():
-    code = "import sys, dlperf.engines.jax.step; assert 'torch' not in sys.modules, 'torch imported'"
+    code = (
+        "import sys, dlperf.workloads.gpt.jax_step, dlperf.workloads.resnet.jax_step; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_bf16_computes_in_bf16_and_keeps_fp32_parameters():
-    from dlperf.engines.jax.step import build_jax_step
-
-    cfg = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512, micro_batch_size=4,
-               lr=1e-3, weight_decay=0.1)  # fmt: skip
     losses = {}
     for precision in ("fp32", "amp-bf16"):
-        step = build_jax_step("gpt", cfg, precision=precision, device="cpu", seed=3)
+        spec, plan = jax_spec(model="gpt", precision=precision, seed=3, **TINY_GPT)
+        JaxEngine().setup(spec, RankEnv(0, 1, 0, 1))
+        step = JaxStep(gpt_jax.recipe(spec, plan), spec.seed)
         losses[precision] = [step.read_loss(step.step()) for _ in range(2)]
         assert {leaf.dtype for leaf in jax.tree.leaves(step.state)} <= {jnp.dtype("float32"), jnp.dtype("int32")}
     # the same model and batch (log 512 = 6.24 at the start), computed at bf16's ~3 significant digits

@@ -133,6 +133,13 @@ class RunSpec:
             raise ConfigError(f"--log-format must be `auto` or a format name, got {self.log_format!r}")
 
 
+def setting(default: Any, help: str, *, bound: str | None = None, engines: tuple[str, ...] = ()) -> Any:
+    """A config field that carries its flag: `help` (the CLI adds the default), `bound` ("positive" or
+    "non-negative": the flag's number type), `engines` (the only engines that read it; empty: every engine).
+    Choices come from a `Literal[...]` annotation, the flag's type from the annotation itself."""
+    return dataclasses.field(default=default, metadata={"help": help, "bound": bound, "engines": engines})
+
+
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import Field, dataclass, fields
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from dlperf.cli.args import non_negative_float, non_negative_int, positive_float, positive_int, warmup_iters
 from dlperf.engines import engine_names, engine_versions
@@ -14,10 +15,8 @@ from dlperf.launch.options import LAUNCHERS, LaunchOptions
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.run import check_run, launcher_for, plan_jobs
 from dlperf.records.store import check_writable
-from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, PRECISIONS, RunSpec
-from dlperf.workloads import WORKLOADS, WorkloadPlan, model_names
-from dlperf.workloads.gpt import GPTConfig
-from dlperf.workloads.resnet import ResNetConfig
+from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, PRECISIONS, RunSpec, flag
+from dlperf.workloads import Workload, WorkloadPlan, all_workloads, model_names
 
 
 def _group(parser: argparse.ArgumentParser, title: str):
@@ -30,7 +29,6 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The shared keys and each model's own as flags; unset flags stay out of the namespace so YAML and case
     values survive, and a flag of another model is refused by name."""
     d = RunSpec(model="resnet50", workload=None)
-    r = ResNetConfig()
     add = _group(parser, "what to run")
     add("--model", help=f"workload to benchmark: {', '.join(model_names())} (default resnet50)")
     add(
@@ -95,45 +93,53 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=non_negative_float,
         help=f"flag a rank this many percent slower than the median rank (default {d.straggler_pct:g})",
     )
-    add = _group(parser, "ResNet-50 (--model resnet50)")
-    add("--batch-size", type=positive_int, help=f"batch size per device (default {r.batch_size})")
-    add("--image-size", type=positive_int, help=f"image side in pixels (default {r.image_size})")
-    add("--num-classes", type=positive_int, help=f"classifier outputs (default {r.num_classes})")
-    add("--channels-last", action=argparse.BooleanOptionalAction, help="channels-last memory format")
-    add(
-        "--data-loader",
-        choices=("torchvision", "dali"),
-        help="for --data PATH: torchvision (CPU decoding, default) or dali (GPU decoding; pip install 'dlperf[dali]')",
-    )
-    add(
-        "--optimizer-impl",
-        choices=("auto", "fused", "foreach", "for-loop"),
-        help="SGD kernels (default auto: torch's choice); fused keeps amp-fp16's inf check on the device",
-    )
-    add("--workers", type=non_negative_int, help=f"DataLoader worker processes for --data PATH (default {r.workers})")
-    add("--momentum", type=float, help=f"SGD momentum (default {r.momentum})")
-    add = _group(parser, "optimizer (both models)")
-    add("--lr", type=positive_float, help="learning rate (default: resnet50 0.1 x global batch / 256; gpt 1.5e-4)")
-    add("--weight-decay", type=float, help=f"weight decay (default {r.weight_decay})")
-    add_gpt_options(parser, GPTConfig())
+    add_workload_options(parser)
 
 
-def add_gpt_options(parser: argparse.ArgumentParser, d: GPTConfig) -> None:
-    """The GPT model's shape and its dp x tp x pp layout (`--model gpt`)."""
-    add = _group(parser, "GPT (--model gpt)")
-    add("--case", help="a GPT report case, e.g. DP_8x1x1_16_1536x16 or its log name; other flags override it")
-    add("--num-layers", type=positive_int, help=f"transformer blocks (default {d.num_layers})")
-    add("--hidden-size", type=positive_int, help=f"hidden size (default {d.hidden_size})")
-    add("--num-heads", type=positive_int, help=f"attention heads (default {d.num_heads})")
-    add("--seq-length", type=positive_int, help=f"tokens per sample (default {d.seq_length})")
-    add("--vocab-size", type=positive_int, help=f"vocabulary, padded to 128 x tp (default {d.vocab_size})")
-    add("--dp", type=positive_int, help="data-parallel size (default: world size / (tp x pp))")
-    add("--tp", type=positive_int, help=f"tensor-parallel size (default {d.tp})")
-    add("--pp", type=positive_int, help=f"pipeline stages (default {d.pp})")
-    add("--micro-batch-size", type=positive_int, help=f"samples per micro-batch (default {d.micro_batch_size})")
-    add("--global-batch-size", type=positive_int, help="samples per iteration (default micro batch x dp)")
-    add("--pp-schedule", choices=("gpipe", "1f1b"), help=f"pipeline schedule (default {d.pp_schedule})")
-    add("--dp-mode", choices=("ddp", "fsdp"), help=f"data parallelism: DDP or FSDP2 (default {d.dp_mode})")
+def add_workload_options(parser: argparse.ArgumentParser) -> None:
+    """Each training workload's settings as flags, made from its config dataclass: the type and choices from the
+    annotation (`Literal[...]`), help and bound from the field's `setting` metadata. A key that several models
+    share is one flag, its help naming each model's meaning."""
+    owners: dict[str, list[tuple[Workload, Field, Any]]] = {}
+    for workload in all_workloads():
+        if workload.tasks:  # a measurement of its own (commbench) has its own command and flags
+            continue
+        hints = get_type_hints(workload.config_type)
+        for f in fields(workload.config_type):
+            owners.setdefault(f.name, []).append((workload, f, hints[f.name]))
+    groups: dict[str, Any] = {}
+    for name, owned in owners.items():
+        workload, f, hint = owned[0]
+        title = (workload.title or f"--model {workload.name}") if len(owned) == 1 else "shared by several models"
+        if title not in groups:
+            groups[title] = _group(parser, title)
+        helps = [_help(g) for _, g, _ in owned]
+        text = helps[0] if len(owned) == 1 else "; ".join(f"{w.name}: {h}" for (w, _, _), h in zip(owned, helps))
+        groups[title](flag(name), help=text.replace("%", "%%"), **_flag_kind(f, hint))
+
+
+def _help(f: Field) -> str:
+    text = f.metadata.get("help", "")
+    if not (f.default is None or isinstance(f.default, bool) or "(default" in text):
+        text = f"{text} (default {f.default})"
+    engines = f.metadata.get("engines")
+    return f"{text} [--engine {' or '.join(engines)} only]" if engines else text
+
+
+def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
+    """argparse's type, action or choices for a field's annotation (None allowed: the flag sets a value)."""
+    options = [arg for arg in get_args(hint) if arg is not type(None)] if get_origin(hint) in (Union, UnionType) else []
+    base = options[0] if len(options) == 1 else hint
+    bound = f.metadata.get("bound")
+    if base is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if get_origin(base) is Literal:
+        return {"choices": get_args(base)}
+    if base is int:
+        return {"type": {"positive": positive_int, "non-negative": non_negative_int}.get(bound, int)}
+    if base is float:
+        return {"type": {"positive": positive_float, "non-negative": non_negative_float}.get(bound, float)}
+    return {"type": str}
 
 
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
@@ -182,7 +188,7 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
 
 
 RUN_KEYS = tuple(
-    dict.fromkeys(["model", *COMMON_KEYS, *(f.name for w in WORKLOADS.values() for f in fields(w.config_type))])
+    dict.fromkeys(["model", *COMMON_KEYS, *(f.name for w in all_workloads() for f in fields(w.config_type))])
 )
 
 

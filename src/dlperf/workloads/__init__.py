@@ -1,28 +1,43 @@
 """Workload registry (model name -> definition), and the one way a RunSpec is built from flat keys.
 
-Adding a workload: a module or folder with a `Workload` subclass, and one line in WORKLOADS.
+Adding a workload: a folder under workloads/ with a `Workload` subclass (its config dataclass, checks, plan, and a
+step builder per engine in `builders`), and one line in WORKLOADS. Its flags come from its config's fields.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import fields
+from functools import cache
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, coerce
+from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, coerce, flag
 from dlperf.workloads.base import Workload, WorkloadPlan
-from dlperf.workloads.commbench import CommbenchWorkload
-from dlperf.workloads.gpt import GPTWorkload
-from dlperf.workloads.resnet import ResNet50Workload
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (ResNet50Workload(), GPTWorkload(), CommbenchWorkload())}
+# model name -> "module:Workload subclass"; the definitions are torch-free, imported on first use
+WORKLOADS: dict[str, str] = {
+    "resnet50": "dlperf.workloads.resnet:ResNet50Workload",
+    "gpt": "dlperf.workloads.gpt:GPTWorkload",
+    "commbench": "dlperf.workloads.commbench:CommbenchWorkload",
+}
 RUN_FIELDS = {f.name: f for f in fields(RunSpec)}
 
 
 def get_workload(name: str) -> Workload:
     if name not in WORKLOADS:
         raise ConfigError(f"unknown model {name!r}: choose one of {', '.join(sorted(WORKLOADS))}")
-    return WORKLOADS[name]
+    return _load(WORKLOADS[name])
+
+
+@cache
+def _load(target: str) -> Workload:
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def all_workloads() -> list[Workload]:
+    return [get_workload(name) for name in WORKLOADS]
 
 
 def model_names() -> list[str]:
@@ -56,7 +71,7 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
         elif key in own:
             specific[key] = coerce(key, own[key].type, value)
         else:
-            other = [name for name, w in WORKLOADS.items() if key in {f.name for f in fields(w.config_type)}]
+            other = [w.name for w in all_workloads() if key in {f.name for f in fields(w.config_type)}]
             if other:
                 raise ConfigError(
                     f"key {key!r} applies to --model {' or '.join(other)}, not {model}: remove it "
@@ -82,13 +97,30 @@ def check_spec(spec: RunSpec) -> WorkloadPlan:
     """Every check of the values themselves, then the plan; raises ConfigError/DataError with the fix."""
     spec.validate()
     workload = get_workload(spec.model)
+    if spec.engine != EXTERNAL:
+        workload.require_engine(spec.engine)
+        check_engine_settings(spec)
     workload.validate(spec)
     return workload.plan(spec)
+
+
+def check_engine_settings(spec: RunSpec) -> None:
+    """A setting only some engines read (its field's `engines`), changed from its default for another engine,
+    is refused in one line: it would not change what is measured."""
+    for f in fields(spec.workload):
+        engines = f.metadata.get("engines")
+        value = getattr(spec.workload, f.name)
+        if engines and spec.engine not in engines and value != f.default:
+            raise ConfigError(
+                f"{flag(f.name)} {value} is read by --engine {' or '.join(engines)} only: drop it with "
+                f"--engine {spec.engine}, or use --engine {engines[0]}"
+            )
 
 
 __all__ = [
     "Workload",
     "WorkloadPlan",
+    "all_workloads",
     "check_spec",
     "decode_spec",
     "get_workload",

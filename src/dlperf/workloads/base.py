@@ -20,7 +20,8 @@ class WorkloadPlan:
 
     `batch_per_device` is samples per device per iteration (global batch / data-parallel size);
     `micro_batch` is set where a step splits its batch (GPT), else None. `table` picks the report table
-    (`scaling`: the published speedup table; `layouts`: the GPT report's table).
+    (`scaling`: the published speedup table; `layouts`: the GPT report's table). `lr` is the learning rate every
+    engine's step uses (the default rule applied once).
     """
 
     global_batch: int
@@ -31,14 +32,16 @@ class WorkloadPlan:
     micro_batch: int | None = None
     record_fields: dict[str, Any] = field(default_factory=dict)
     layout: Any = None  # the workload's own parallel layout, where it has one
+    lr: float | None = None
 
 
 class Workload(ABC):
     """A model plus its data and optimizer, benchmarked by the engine-agnostic timed loop."""
 
     name: ClassVar[str]
+    title: ClassVar[str] = ""  # the heading of its flags in --help; empty: "--model NAME"
     config_type: ClassVar[type]
-    # engine name -> "module:function" building this workload's step for that engine
+    # engine name -> "module:function" building this workload's step for that engine: the engines it runs on
     builders: ClassVar[dict[str, str]] = {}
     # engine name -> "module:function" run on every rank INSTEAD of the timed loop, (spec, plan, engine) -> a
     # JSON-able dict (rank 0's is kept); such a workload turns that output into its record with `task_record`
@@ -69,6 +72,14 @@ class Workload(ABC):
         """The record fields (its own `schema` included) made from a rank task's output; only for `tasks`."""
         raise NotImplementedError(f"model {self.name} has no rank task of its own")
 
+    def require_engine(self, engine: str) -> None:
+        """Refuse, before any process starts, an engine this workload has no step (or task) for."""
+        targets = self.tasks or self.builders
+        if engine not in targets:
+            raise ConfigError(
+                f"model {self.name} has no {engine} implementation: choose --engine {' or '.join(targets)}"
+            )
+
     def builder(self, engine: str) -> Callable[..., Any]:
         """This workload's step builder for `engine`, imported only now (it imports the framework)."""
         return self._load(self.builders, engine)
@@ -78,10 +89,6 @@ class Workload(ABC):
         return self._load(self.tasks, engine)
 
     def _load(self, targets: dict[str, str], engine: str) -> Callable[..., Any]:
-        target = targets.get(engine)
-        if target is None:
-            raise ConfigError(
-                f"model {self.name} has no {engine} implementation: choose --engine {' or '.join(targets)}"
-            )
-        module, function = target.split(":")
+        self.require_engine(engine)
+        module, function = targets[engine].split(":")
         return getattr(importlib.import_module(module), function)

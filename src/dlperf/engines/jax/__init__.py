@@ -1,5 +1,4 @@
-"""The JAX engine: Flax models, optax optimizers and XLA-compiled steps over a JAX device mesh.
-
-`JaxEngine` (engine.py) is what `--engine jax` runs; `build_jax_step`/`prepare_step` (step.py) build the step;
-`check_supported` (support.py) validates without importing JAX.
+"""The JAX engine's runtime: jax.distributed processes, the (dp, tp) mesh and shardings, optax optimizers, and
+the compiler of a workload's recipe (step.py). `JaxEngine` (engine.py) is what `--engine jax` runs; each
+workload's Flax model and recipe live in its own folder (workloads/<name>/jax_*.py).
 """

@@ -24,16 +24,3 @@ def global_batch(mesh: Mesh, steps: int, per_step: int, row: Row) -> jax.Array:
         return block[(slice(None), slice(None), *index[2:])]
 
     return jax.make_array_from_callback(shape, NamedSharding(mesh, P(None, "dp")), fetch)
-
-
-def image_rows(seed: int, image_size: int, num_classes: int) -> tuple[Row, Row]:
-    """NHWC images from N(0, 1) and uniform labels, as the torch workload's synthetic mode draws them."""
-    images = lambda i: np.random.default_rng((seed, i, 0)).standard_normal((image_size, image_size, 3), np.float32)  # noqa: E731
-    labels = lambda i: np.asarray(np.random.default_rng((seed, i, 1)).integers(num_classes), np.int32)  # noqa: E731
-    return images, labels
-
-
-def token_rows(seed: int, seq_length: int, vocab_size: int) -> tuple[Row, Row]:
-    """Inputs and next-token labels of one random window of seq+1 ids below the unpadded vocab size."""
-    window = lambda i: np.random.default_rng((seed, i)).integers(0, vocab_size, seq_length + 1).astype(np.int32)  # noqa: E731
-    return (lambda i: window(i)[:-1]), (lambda i: window(i)[1:])

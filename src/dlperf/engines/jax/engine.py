@@ -1,6 +1,6 @@
 """The JAX engine: one process of a jax.distributed job, timed by the same loop as the PyTorch engine.
 
-Preflight and versions need no JAX (support.py, package metadata), so the parent of a run never imports it; the
+Preflight and versions need no JAX (check_supported, package metadata), so the parent of a run never imports it; the
 rank imports JAX in `setup`. JAX dispatches asynchronously: a step returns as soon as it is queued, so the
 clock's marks are enqueue times and per-step latency on JAX is each window's mean (see JaxStepClock).
 """
@@ -10,26 +10,39 @@ from __future__ import annotations
 import importlib.util
 import os
 import pickle
+import resource
+import sys
 import time
-from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from dlperf.engines.base import Engine, RankEnv, StepClock
-from dlperf.engines.jax.support import check_supported
 from dlperf.errors import ConfigError
 from dlperf.spec import RunSpec
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
-# workload settings only the PyTorch steps read, with their defaults (JAX lays images out NHWC already)
-TORCH_ONLY = {"channels_last": False, "optimizer_impl": "auto", "data_loader": "torchvision", "dp_mode": "ddp"}
+PRECISIONS = ("fp32", "amp-bf16")
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
 INSTALL = "pip install 'dlperf[jax]' (and jax[cuda12] or jax[cuda13] on a GPU machine)"
+MIB = 1024 * 1024
 
 
-def spec_config(spec: RunSpec) -> dict[str, Any]:
-    """The workload's settings and the data source as the plain mapping build_jax_step reads."""
-    return {**asdict(spec.workload), "data": spec.data}
+def check_supported(spec: RunSpec) -> None:
+    """One ConfigError line for what no JAX step runs: fp16, real data, torch.compile. (What one workload's JAX
+    step lacks, its workload refuses; settings only PyTorch reads are refused from their fields' `engines`.)"""
+    if spec.precision == "amp-fp16":
+        raise ConfigError(
+            "amp-fp16 is not available on the JAX engine (it needs a dynamic loss scale): "
+            "use --precision amp-bf16 or fp32, or --engine torch"
+        )
+    if spec.precision not in PRECISIONS:
+        raise ConfigError(
+            f"unknown precision {spec.precision!r} for the JAX engine: choose one of {', '.join(PRECISIONS)}"
+        )
+    if spec.data != "synthetic":
+        raise ConfigError("the JAX engine reads synthetic data only: pass --data synthetic, or --engine torch")
+    if spec.compile:
+        raise ConfigError("every JAX step is compiled by XLA already: drop --compile with --engine jax")
 
 
 def coordinator_address(rank: RankEnv) -> str | None:
@@ -82,16 +95,7 @@ class JaxEngine(Engine):
 
     def preflight(self, spec: RunSpec, local: bool) -> None:
         """What the JAX engine cannot run, in one line, before any process starts (no JAX import)."""
-        check_supported(spec.model, spec_config(spec), spec.precision)
-        if spec.compile:
-            raise ConfigError("every JAX step is compiled by XLA already: drop --compile with --engine jax")
-        for key, default in TORCH_ONLY.items():
-            value = getattr(spec.workload, key, default)
-            if value != default:
-                flag = "--" + key.replace("_", "-")
-                raise ConfigError(
-                    f"{flag} {value} is a PyTorch setting: drop it with --engine jax, or use --engine torch"
-                )
+        check_supported(spec)
         if local and importlib.util.find_spec("jax") is None:
             raise ConfigError(f"--engine jax needs JAX, Flax and optax: {INSTALL}")
 
@@ -122,9 +126,12 @@ class JaxEngine(Engine):
             jax.block_until_ready(outputs)
 
     def barrier(self) -> None:
-        from dlperf.engines.jax.step import JaxStep
+        """All processes meet here (a no-op with one process)."""
+        import jax
+        from jax.experimental import multihost_utils
 
-        JaxStep.barrier()
+        if jax.process_count() > 1:
+            multihost_utils.sync_global_devices("dlperf")
 
     def clock(self) -> StepClock:
         return JaxStepClock()
@@ -150,9 +157,15 @@ class JaxEngine(Engine):
         holds only set-up before the step is built."""
 
     def peak_memory_mib(self) -> dict[str, float]:
-        from dlperf.engines.jax.step import JaxStep
+        """The device allocator's peak on GPUs (`peak`, `limit`); the process's peak RSS where the device
+        reports no statistics (CPU)."""
+        import jax
 
-        return JaxStep.peak_memory_mib()
+        stats = jax.local_devices()[0].memory_stats()
+        if stats and "peak_bytes_in_use" in stats:
+            return {"peak": stats["peak_bytes_in_use"] / MIB, "limit": stats.get("bytes_limit", 0) / MIB}
+        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return {"rss": maxrss * (1 if sys.platform == "darwin" else 1024) / MIB}
 
     def shutdown(self) -> None:
         if self.rank.distributed:

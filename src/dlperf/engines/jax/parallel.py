@@ -2,14 +2,14 @@
 dlperf's launchers start (one device each, as torchrun's workers have), one (dp, tp) device Mesh, and
 NamedShardings from which XLA's partitioner derives every collective.
 
-Tensor parallelism follows the PyTorch layout (workloads/gpt/parallel.py, Megatron's split): q/k/v and MLP-in
-column-wise, attention-out and MLP-out row-wise, the token embedding (and the tied output) split over the vocab.
-Ranks are row-major over (dp, tp) as in PyTorch's mesh: TP groups are neighbouring ranks.
+A workload names how its parameters split over "tp" (e.g. workloads/gpt/jax_model.py TP_PLAN); ranks are row-major
+over (dp, tp) as in PyTorch's mesh: TP groups are neighbouring ranks.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -18,14 +18,6 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from dlperf.errors import ConfigError
-
-# Flax parameter path (module, parameter) -> how it is split over "tp"; everything else is replicated.
-TP_PLAN: dict[tuple[str, str], P] = {
-    **{(name, "kernel"): P(None, "tp") for name in ("wq", "wk", "wv", "fc_in")},  # column-wise
-    **{(name, "bias"): P("tp") for name in ("wq", "wk", "wv", "fc_in")},
-    **{(name, "kernel"): P("tp", None) for name in ("wo", "fc_out")},  # row-wise; their bias is replicated
-    ("tok_emb", "embedding"): P("tp", None),  # vocab-parallel embedding and tied output
-}
 
 
 def initialize(coordinator: str | None, world_size: int, rank: int, local_rank: int, device: str) -> None:
@@ -78,12 +70,13 @@ def build_mesh(dp: int, tp: int) -> Mesh:
     return Mesh(np.asarray(devices[: dp * tp]).reshape(dp, tp), ("dp", "tp"), axis_types=(AxisType.Auto,) * 2)
 
 
-def param_shardings(mesh: Mesh, abstract_params: Any) -> Any:
-    """A NamedSharding per parameter: TP_PLAN's split where the mesh has tp > 1, replicated otherwise."""
+def param_shardings(mesh: Mesh, abstract_params: Any, tp_plan: Mapping[tuple[str, str], P]) -> Any:
+    """A NamedSharding per parameter: `tp_plan`'s split of (module, parameter) where the mesh has tp > 1,
+    replicated otherwise."""
 
     def spec(path: tuple, _leaf: Any) -> NamedSharding:
         names = tuple(str(getattr(key, "key", key)) for key in path[-2:])
-        plan = TP_PLAN.get(names, P()) if mesh.shape["tp"] > 1 else P()
+        plan = tp_plan.get(names, P()) if mesh.shape["tp"] > 1 else P()
         return NamedSharding(mesh, plan)
 
     return jax.tree_util.tree_map_with_path(spec, abstract_params)

@@ -39,9 +39,9 @@ def sgd(lr: float, momentum: float, weight_decay: float) -> optax.GradientTransf
     return optax.chain(optax.add_decayed_weights(weight_decay), optax.sgd(lr, momentum=momentum))
 
 
-def adamw(lr: float, weight_decay: float) -> optax.GradientTransformation:
-    """torch.optim.AdamW as the GPT workload sets it: betas (0.9, 0.95), eps 1e-8, decoupled decay on all."""
-    return optax.adamw(lr, b1=0.9, b2=0.95, eps=1e-8, weight_decay=weight_decay)
+def adamw(lr: float, betas: tuple[float, float], weight_decay: float) -> optax.GradientTransformation:
+    """torch.optim.AdamW: eps 1e-8, decoupled decay on every parameter."""
+    return optax.adamw(lr, b1=betas[0], b2=betas[1], eps=1e-8, weight_decay=weight_decay)
 
 
 def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, accumulation_steps: int) -> TrainStepFn:

@@ -1,16 +1,18 @@
 """GPT pre-training with data, tensor and pipeline parallelism (the published GPT report's cases): the
-definition, torch-free. The step is in torch_step.py (model.py, parallel.py, data.py)."""
+definition, torch-free. The steps are torch_step.py (model.py, parallel.py, data.py) and jax_step.py
+(jax_model.py); both read the plan's layout."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, require_number, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
-from dlperf.workloads.gpt.config import GPTConfig
+from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
 from dlperf.workloads.gpt.layout import Layout, layout_of, padded_vocab
 from dlperf.workloads.gpt.tokens import open_token_file
 
@@ -36,7 +38,8 @@ def variant_tag(spec: RunSpec, layout: Layout) -> str:
 class GPTWorkload(Workload):
     name = "gpt"
     config_type = GPTConfig
-    builders = {"torch": "dlperf.workloads.gpt.torch_step:build", "jax": "dlperf.workloads.jax_step:build"}
+    title = "GPT (--model gpt)"
+    builders = {"torch": "dlperf.workloads.gpt.torch_step:build", "jax": "dlperf.workloads.gpt.jax_step:build"}
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """A named case fills every value the user did not give explicitly."""
@@ -50,7 +53,11 @@ class GPTWorkload(Workload):
 
     def validate(self, spec: RunSpec) -> None:
         config: GPTConfig = spec.workload
-        layout_of(spec)
+        layout = layout_of(spec)
+        if spec.engine == "jax" and layout.pp > 1:
+            raise ConfigError(
+                f"the JAX step has no pipeline parallelism (--pp {layout.pp}): use --pp 1 or --engine torch"
+            )
         if config.lr is not None:
             require_positive_number("lr", config.lr)
         require_number("weight_decay", config.weight_decay)
@@ -71,6 +78,7 @@ class GPTWorkload(Workload):
             stem=f"{group}_{log_name}",
             table="layouts",
             layout=layout,
+            lr=spec.workload.lr if spec.workload.lr is not None else DEFAULT_LR,
             record_fields={
                 "report_case": cases.short_name(spec, layout.dp, layout.global_batch_size),
                 "report_group": cases.name_prefix(spec, layout.dp),

@@ -3,24 +3,36 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+from dlperf.spec import setting
 
 DEFAULT_LR = 1.5e-4  # Megatron's GPT-2 345M recipe
+ADAMW_BETAS = (0.9, 0.95)  # the same recipe's AdamW, on every engine
+PPSchedule = Literal["gpipe", "1f1b"]
+DPMode = Literal["ddp", "fsdp"]
+PP_SCHEDULES: tuple[str, ...] = get_args(PPSchedule)
+DP_MODES: tuple[str, ...] = get_args(DPMode)
 
 
 @dataclass(frozen=True)
 class GPTConfig:
-    case: str | None = None  # a report case name fills the rest; explicit values override it
-    num_layers: int = 16
-    hidden_size: int = 1536
-    num_heads: int = 16
-    seq_length: int = 2048
-    vocab_size: int = 50257  # GPT-2's; padded to a multiple of 128 x tp inside the model
-    dp: int | None = None  # None: world size / (tp x pp)
-    tp: int = 1
-    pp: int = 1
-    micro_batch_size: int = 2
-    global_batch_size: int | None = None  # None: micro batch x dp, no accumulation
-    pp_schedule: str = "1f1b"
-    dp_mode: str = "ddp"
-    lr: float | None = None  # None: DEFAULT_LR
-    weight_decay: float = 1e-4
+    case: str | None = setting(
+        None, "a GPT report case, e.g. DP_8x1x1_16_1536x16 or its log name; other flags override it"
+    )
+    num_layers: int = setting(16, "transformer blocks", bound="positive")
+    hidden_size: int = setting(1536, "hidden size", bound="positive")
+    num_heads: int = setting(16, "attention heads", bound="positive")
+    seq_length: int = setting(2048, "tokens per sample", bound="positive")
+    vocab_size: int = setting(50257, "vocabulary (GPT-2's), padded to 128 x tp inside the model", bound="positive")
+    dp: int | None = setting(None, "data-parallel size (default: world size / (tp x pp))", bound="positive")
+    tp: int = setting(1, "tensor-parallel size", bound="positive")
+    pp: int = setting(1, "pipeline stages", bound="positive")
+    micro_batch_size: int = setting(2, "samples per micro-batch", bound="positive")
+    global_batch_size: int | None = setting(
+        None, "samples per iteration (default micro batch x dp, no accumulation)", bound="positive"
+    )
+    pp_schedule: PPSchedule = setting("1f1b", "pipeline schedule")
+    dp_mode: DPMode = setting("ddp", "data parallelism: DDP or FSDP2", engines=("torch",))
+    lr: float | None = setting(None, f"learning rate (default {DEFAULT_LR:g})", bound="positive")
+    weight_decay: float = setting(1e-4, "AdamW weight decay")

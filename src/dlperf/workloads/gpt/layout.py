@@ -10,10 +10,7 @@ from dataclasses import dataclass
 
 from dlperf.errors import ConfigError
 from dlperf.spec import RunSpec
-from dlperf.workloads.gpt.config import GPTConfig
-
-PP_SCHEDULES = ("gpipe", "1f1b")
-DP_MODES = ("ddp", "fsdp")
+from dlperf.workloads.gpt.config import DP_MODES, PP_SCHEDULES, GPTConfig
 
 
 @dataclass(frozen=True)

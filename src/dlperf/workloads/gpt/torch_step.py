@@ -17,7 +17,7 @@ from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.gpt import parallel
-from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
+from dlperf.workloads.gpt.config import ADAMW_BETAS, GPTConfig
 from dlperf.workloads.gpt.data import file_batches, synthetic_batches
 from dlperf.workloads.gpt.layout import Layout, padded_vocab
 from dlperf.workloads.gpt.model import GPT, GPTShape
@@ -59,8 +59,8 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         wrapped = parallel.apply_dp(model, mesh, layout.dp_mode, device, layout.tp, layout.pp > 1)
     optimizer = torch.optim.AdamW(
         wrapped.parameters(),
-        lr=config.lr if config.lr is not None else DEFAULT_LR,
-        betas=(0.9, 0.95),
+        lr=plan.lr,
+        betas=ADAMW_BETAS,
         weight_decay=config.weight_decay,
         # one fused kernel on CUDA; DTensor and plain parameters do not mix in one foreach/fused kernel
         fused=device.type == "cuda" and layout.tp == 1,

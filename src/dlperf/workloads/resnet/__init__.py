@@ -1,16 +1,17 @@
 """ResNet-50 v1.5 image classification (torchvision's resnet50 is the v1.5 variant): the definition, torch-free.
 
-The torch step lives in `torch_step.py`; the data in `data.py`.
+The steps: `torch_step.py` (torchvision's model; the data in `data.py`) and `jax_step.py` (`jax_model.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, choose, require_number, require_positive_int, require_positive_number
+from dlperf.spec import RunSpec, choose, require_number, require_positive_int, require_positive_number, setting
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.resnet.dali_data import require_dali
 
@@ -21,24 +22,34 @@ BACKBONE_PARAMS = 25_557_032 - 2048 * 1000 - 1000
 ACTIVATIONS_PER_IMAGE_224 = 32_040_424
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
-DATA_LOADERS = ("torchvision", "dali")
-OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "for-loop")
+DataLoader = Literal["torchvision", "dali"]
+OptimizerImpl = Literal["auto", "fused", "foreach", "for-loop"]
+DATA_LOADERS: tuple[str, ...] = get_args(DataLoader)
+OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
 
 
 @dataclass(frozen=True)
 class ResNetConfig:
     """ResNet's own settings; field names are the YAML keys and (with dashes) the flags."""
 
-    batch_size: int = 128  # per device
-    image_size: int = 224
-    num_classes: int = 1000
-    channels_last: bool = False
-    data_loader: str = "torchvision"  # or "dali": JPEGs decoded on the GPU (dali_data.py)
-    workers: int = 4  # loader worker threads/processes for --data PATH
-    optimizer_impl: str = "auto"  # SGD's kernels: torch's own choice, or fused, foreach, for-loop
-    lr: float | None = None  # None: 0.1 x global batch / 256, the linear scaling rule of the reference scripts
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
+    batch_size: int = setting(128, "batch size per device", bound="positive")
+    image_size: int = setting(224, "image side in pixels", bound="positive")
+    num_classes: int = setting(1000, "classifier outputs", bound="positive")
+    channels_last: bool = setting(False, "channels-last memory format", engines=("torch",))
+    data_loader: DataLoader = setting(
+        "torchvision",
+        "for --data PATH: torchvision (CPU decoding) or dali (GPU decoding; pip install 'dlperf[dali]')",
+        engines=("torch",),
+    )
+    workers: int = setting(4, "DataLoader worker processes for --data PATH", bound="non-negative")
+    optimizer_impl: OptimizerImpl = setting(
+        "auto", "SGD kernels (auto: torch's choice); fused keeps amp-fp16's inf check on the device", engines=("torch",)
+    )
+    lr: float | None = setting(
+        None, "learning rate (default 0.1 x global batch / 256, the reference scripts' linear rule)", bound="positive"
+    )
+    momentum: float = setting(0.9, "SGD momentum")
+    weight_decay: float = setting(1e-4, "SGD weight decay")
 
 
 def check_image_folder(path: str) -> None:
@@ -72,7 +83,8 @@ def variant_tag(spec: RunSpec) -> str:
 class ResNet50Workload(Workload):
     name = "resnet50"
     config_type = ResNetConfig
-    builders = {"torch": "dlperf.workloads.resnet.torch_step:build", "jax": "dlperf.workloads.jax_step:build"}
+    title = "ResNet-50 (--model resnet50)"
+    builders = {"torch": "dlperf.workloads.resnet.torch_step:build", "jax": "dlperf.workloads.resnet.jax_step:build"}
 
     def validate(self, spec: RunSpec) -> None:
         config: ResNetConfig = spec.workload
@@ -101,6 +113,7 @@ class ResNet50Workload(Workload):
             batch_per_device=config.batch_size,
             group=group,
             stem=f"{self.name}_{group}",
+            lr=config.lr if config.lr is not None else 0.1 * config.batch_size * spec.world_size / 256,
         )
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:

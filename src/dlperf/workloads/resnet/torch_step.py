@@ -35,11 +35,10 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
     if spec.compile:
         model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
-    lr = config.lr if config.lr is not None else 0.1 * plan.global_batch / 256
     kernels = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
     optimizer = torch.optim.SGD(
         model.parameters(),
-        lr=lr,
+        lr=plan.lr,
         momentum=config.momentum,
         weight_decay=config.weight_decay,
         **kernels.get(config.optimizer_impl, {}),

@@ -1,8 +1,8 @@
-"""The GPT decoder of workloads/gpt/model.py in Flax: pre-LayerNorm blocks, causal attention through
+"""The GPT decoder of model.py in Flax: pre-LayerNorm blocks, causal attention through
 jax.nn.dot_product_attention, 4x exact-GELU MLP, learned positions, output tied to the token embedding.
 
-Parameter names mirror the PyTorch module (wq/wk/wv/wo, fc_in/fc_out, tok_emb/pos_emb) so that the tensor
-parallel plan in parallel.py reads like PyTorch's; `param_count` is the same as the PyTorch count_parameters.
+Parameter names mirror the PyTorch module (wq/wk/wv/wo, fc_in/fc_out, tok_emb/pos_emb) so that TP_PLAN reads like
+parallel.py's PyTorch plan (Megatron's split); the parameter count is the same as the PyTorch count_parameters.
 """
 
 from __future__ import annotations
@@ -12,15 +12,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
+from jax.sharding import PartitionSpec as P
 
 normal_init = nn.initializers.normal(stddev=0.02)  # GPT-2's N(0, 0.02) weights, zero biases
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default
 
-
-def padded_vocab(vocab_size: int, tp: int) -> int:
-    """Round up to a multiple of 128 x tp, as Megatron (and the PyTorch GPT) do, for aligned vocab shards."""
-    multiple = 128 * tp
-    return -(-vocab_size // multiple) * multiple
+# Flax parameter path (module, parameter) -> how it is split over "tp"; everything else is replicated: q/k/v and
+# MLP-in column-wise, attention-out and MLP-out row-wise, the token embedding (and the tied output) over the vocab.
+TP_PLAN: dict[tuple[str, str], P] = {
+    **{(name, "kernel"): P(None, "tp") for name in ("wq", "wk", "wv", "fc_in")},  # column-wise
+    **{(name, "bias"): P("tp") for name in ("wq", "wk", "wv", "fc_in")},
+    **{(name, "kernel"): P("tp", None) for name in ("wo", "fc_out")},  # row-wise; their bias is replicated
+    ("tok_emb", "embedding"): P("tp", None),  # vocab-parallel embedding and tied output
+}
 
 
 def attention_implementation(backend: str, dtype: Any, head_dim: int) -> str | None:

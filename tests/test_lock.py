@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import run_dlperf
@@ -52,3 +53,20 @@ def test_sweep_on_a_locked_folder_is_refused_and_report_still_reads(tmp_path, he
     assert not list((tmp_path / "out").rglob("*.json")), "the refused sweep wrote something"
     reading = run_dlperf(["report", str(tmp_path / "out")])
     assert "in use" not in reading.stderr  # readers take no lock (this folder just holds no records yet)
+
+
+def test_extract_and_report_out_into_a_held_folder_are_refused(tmp_path, held):
+    """`extract --out` and `report --out --overwrite` write records and reports: a running sweep's folder is
+    refused in one line, and nothing is written there."""
+    keras = Path(__file__).parent / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
+    out = tmp_path / "out"
+    extract = run_dlperf(["extract", str(keras), "--out", str(out), "--no-plots", "--overwrite"])
+    assert extract.returncode == 2 and extract.stderr.strip().count("\n") == 0, extract.stderr
+    assert f"in use by dlperf pid {held.pid}" in extract.stderr
+    done = run_dlperf(["extract", str(keras), "--out", str(tmp_path / "mine"), "--no-plots"])
+    assert done.returncode == 0, done.stderr
+    for extra in ([], ["--label", "a"]):
+        report = run_dlperf(["report", str(tmp_path / "mine"), *extra, "--out", str(out), "--overwrite"])
+        assert report.returncode == 2 and report.stderr.strip().count("\n") == 0, report.stderr
+        assert f"in use by dlperf pid {held.pid}" in report.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".dlperf.lock"], "a refused writer wrote something"

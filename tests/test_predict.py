@@ -38,8 +38,26 @@ def test_link_from_a_commbench_fit():
 
 def test_ddp_buckets():
     mib = 1024 * 1024
-    assert ddp_buckets(60 * mib) == [mib, 25 * mib, 25 * mib, 9 * mib]
-    assert ddp_buckets(100, bucket_bytes=50, first_bucket_bytes=0) == [50, 50]
+    assert ddp_buckets(60 * mib) == [(mib, 1), (25 * mib, 2), (9 * mib, 1)]
+    assert ddp_buckets(100, bucket_bytes=50, first_bucket_bytes=0) == [(50, 2)]
+    # 10^18 bytes are 4·10^10 buckets: runs of equal buckets, not one entry each (which never finished)
+    assert ddp_buckets(10**18) == [(mib, 1), (25 * mib, (10**18 - mib) // (25 * mib)), ((10**18 - mib) % (25 * mib), 1)]
+
+
+@pytest.mark.parametrize("beta", [1e-4, 4e-3, 1e-2, 0.05])
+def test_closed_form_queue_matches_bucket_by_bucket(beta):
+    """The run-length queue against a plain simulation of every bucket (the model's definition)."""
+    from dlperf.predict.model import exposed_allreduce_s
+
+    sizes = [7] + [20] * 9 + [3]
+    cost = lambda size: 0.01 + beta * size  # noqa: E731
+    done = busy = ready = 0.0
+    for size in sizes:
+        ready += size
+        done = max(done, 0.6 * ready / sum(sizes)) + cost(size)
+        busy += cost(size)
+    got = exposed_allreduce_s(0.6, [(7, 1), (20, 9), (3, 1)], cost)
+    assert got == (pytest.approx(max(0.0, done - 0.6)), pytest.approx(busy))
 
 
 def test_allreduce_hidden_then_exposed():

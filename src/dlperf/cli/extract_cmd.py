@@ -79,24 +79,28 @@ def run(args: argparse.Namespace) -> int:
         raise ResultsError(f"none of the {len(skipped)} logs under {shown(root)} gave a result (reasons above)")
     out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
     # Imported here so that `--list-formats` and usage errors start without the report's writers.
+    from dlperf.records.lock import results_lock
     from dlperf.records.store import check_writable, write_json_atomic
     from dlperf.reporting.report import refuse_to_replace, write_report
 
-    formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
-    targets = _targets(out / "records", records)
-    if not args.overwrite:
-        refuse_to_replace(out, formats)
-        if taken := [t for t in targets if t.exists()]:
-            raise ResultsError(f"{shown(taken[0])} already exists: pass --overwrite to replace it, or another --out")
-    check_writable(out)
-    for record, target in zip(records, targets):
-        if record.get("warning"):
-            print(f"dlperf: warning: {plain(record['warning'])}", file=sys.stderr)
-        if record["status"] != "ok":
-            print(f"dlperf: failed run {shown(record['file'])}: {plain(record['error'])}", file=sys.stderr)
-        write_json_atomic(target, record)
-    for path in write_report(records, out, formats, min_plot_cases=2):
-        print(shown(path))
+    with results_lock(out):  # a sweep writing into --out holds it: refused in one line, nothing mixed
+        formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
+        targets = _targets(out / "records", records)
+        if not args.overwrite:
+            refuse_to_replace(out, formats)
+            if taken := [t for t in targets if t.exists()]:
+                raise ResultsError(
+                    f"{shown(taken[0])} already exists: pass --overwrite to replace it, or another --out"
+                )
+        check_writable(out)
+        for record, target in zip(records, targets):
+            if record.get("warning"):
+                print(f"dlperf: warning: {plain(record['warning'])}", file=sys.stderr)
+            if record["status"] != "ok":
+                print(f"dlperf: failed run {shown(record['file'])}: {plain(record['error'])}", file=sys.stderr)
+            write_json_atomic(target, record)
+        for path in write_report(records, out, formats, min_plot_cases=2):
+            print(shown(path))
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
     return SKIPPED_EXIT if skipped else 0
 

@@ -7,7 +7,7 @@ import argparse
 from dlperf.cli.args import positive_float, positive_int
 from dlperf.errors import ConfigError
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
-from dlperf.predict.model import MIB
+from dlperf.predict.model import MAX_GRADIENT_BYTES, MIB
 from dlperf.records.schema import read_record
 from dlperf.reporting.commbench_table import read_commbench
 
@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     record = read_record(args.run_record)
     if record is None:
         raise ConfigError(f"{args.run_record} is not a dlperf run record: give the JSON `dlperf run` wrote")
+    if not 1 <= args.bucket_mb * MIB <= MAX_GRADIENT_BYTES:
+        raise ConfigError(f"--bucket-mb {args.bucket_mb:g} is no bucket size: give MiB between 1e-6 and 2^40, e.g. 25")
     single = run_from_record(record, args.gradient_bytes, args.backward_share, round(args.bucket_mb * MIB))
     inter_records = [read_commbench(args.inter_record)] if args.inter_record else []
     intra, inter = links_from_records([read_commbench(args.commbench_record)], inter_records)

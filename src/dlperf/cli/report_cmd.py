@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from dlperf.errors import ConfigError
 from dlperf.records.load import find_records, load_records
+from dlperf.records.lock import results_lock
 from dlperf.records.schema import MAXBATCH_SCHEMA
 from dlperf.records.store import check_writable
 from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
@@ -90,12 +92,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.dir[0]) / ENGINES_DIR if own else Path(args.out)
     formats = ALL_SEVERAL if args.format == "all" else FORMAT_CHOICES[args.format]
     comparison = build_comparison(load_sources(args.dir, args.label, args.by))
-    if not args.overwrite and not own:
-        refuse_to_replace(out, formats)
-    check_writable(out)
-    written = write_comparison(comparison, out, formats)
-    if "html" in formats:
-        written.append(_write_html(comparison, out))
+    with results_lock(out):  # a sweep writing into --out holds it: refused in one line, nothing replaced
+        if not args.overwrite and not own:
+            refuse_to_replace(out, formats)
+        check_writable(out)
+        written = write_comparison(comparison, out, formats)
+        if "html" in formats:
+            written.append(_write_html(comparison, out))
     for path in written:
         print(path)
     return 0
@@ -103,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _single(args: argparse.Namespace) -> int:
     root = Path(args.dir[0])
-    others = find_records(root, (*COMMBENCH_SCHEMAS, MAXBATCH_SCHEMA)) if root.is_dir() else []
+    # quiet: the run records' search below names every entry left out
+    others = find_records(root, (*COMMBENCH_SCHEMAS, MAXBATCH_SCHEMA), on_skip=lambda *_: None)
     records = find_records(root) if others else load_records(root)  # commbench alone is a report too
     if not args.merge:
         check_one_sweep(records, root)
@@ -111,14 +115,16 @@ def _single(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else root
     formats = FORMAT_CHOICES[args.format]
     # DIR's own report is derived from DIR's records: rebuilding it loses nothing; another folder's may be
-    if args.out and not args.overwrite and out.resolve() != root.resolve():
-        refuse_to_replace(out, formats)
-    check_writable(out)
-    for path in write_report(records, out, formats - {"html"}, others=others, predict=predict):
-        print(path)
-    if "html" in formats:
-        comparison = build_comparison([Source.from_records(root.resolve().name, records)])
-        print(_write_html(comparison, out))
+    # another folder (--out) may be a running sweep's: its lock refuses us; DIR's own report is a reader's view
+    with results_lock(out) if args.out else contextlib.nullcontext():
+        if args.out and not args.overwrite and out.resolve() != root.resolve():
+            refuse_to_replace(out, formats)
+        check_writable(out)
+        for path in write_report(records, out, formats - {"html"}, others=others, predict=predict):
+            print(path)
+        if "html" in formats:
+            comparison = build_comparison([Source.from_records(root.resolve().name, records)])
+            print(_write_html(comparison, out))
     return 0
 
 

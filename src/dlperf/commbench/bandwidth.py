@@ -7,11 +7,12 @@ multiplies it by the factor that makes it comparable to a link's speed whatever 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, clip
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
 SCHEMA = "dlperf.commbench/1"
@@ -150,4 +151,25 @@ def read_fit(record: dict[str, Any], op: str = "all_reduce") -> AlphaBetaFit:
         raise ConfigError(
             f"the commbench record has no {op} fit: run dlperf commbench with --ops {op} and two sizes or more"
         )
-    return AlphaBetaFit(**{k: v for k, v in fit.items() if k != "busbw_gbps"})
+    return _checked_fit(fit, op)
+
+
+def _checked_fit(fit: Any, op: str) -> AlphaBetaFit:
+    """The stored fit, each field of the type AlphaBetaFit declares: a record edited by hand or cut short says
+    which field is wrong instead of crashing the prediction that reads it."""
+    fields = {"op": str, "world_size": int, "points": int, "alpha_s": float, "beta_s_per_byte": float}
+    got = fit if isinstance(fit, dict) else {}
+    for name, kind in fields.items():
+        value = got.get(name)
+        ok = _is_number(value) if kind is float else isinstance(value, kind) and not isinstance(value, bool)
+        if not ok or (kind is float and not math.isfinite(value)) or (kind is int and not 1 <= value <= 2**31):
+            raise ConfigError(
+                f"the commbench record's {op} fit has {name} = {clip(repr(value), 80)}, not a finite "
+                f"{'count' if kind is int else kind.__name__}: measure again with dlperf commbench"
+            )
+    quality = {name: float(got[name]) if _is_number(got.get(name)) else math.nan for name in ("r2", "max_rel_error")}
+    return AlphaBetaFit(**quality, **{name: got[name] for name in fields})
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

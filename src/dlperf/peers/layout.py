@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.errors import DataError
+from dlperf.records.tree import find_named
 
 CASE_RE = re.compile(r"^(?P<nodes>\d+)n(?P<devices>\d+)[gd]$")
 STEM_RE = re.compile(r"^(?P<model>.+?)_b(?P<batch>\d+)_(?P<tag>[^_].*?)_(?P<repeat>\d+)$")
@@ -116,16 +117,12 @@ def find_logs(root: Path) -> tuple[list[Path], list[Skipped]]:
     logs: list[Path] = []
     skipped: list[Skipped] = []
 
-    def unlisted(error: OSError) -> None:
-        skipped.append(Skipped(Path(error.filename), f"cannot list its logs: {error.strerror or error}"))
+    def unlisted(path: Path, reason: str) -> None:
+        skipped.append(Skipped(path, reason))
 
-    for folder, dirs, files in os.walk(root, onerror=unlisted, followlinks=False):
-        for name in sorted(dirs + files):
-            if not name.endswith(".log"):
-                continue
-            path = Path(folder, name)
-            if (reason := _not_a_log(path)) is None:
-                logs.append(path)
-            else:
-                skipped.append(Skipped(path, reason))
+    for path in find_named(root, ".log", unlisted):
+        if (reason := _not_a_log(path)) is None:
+            logs.append(path)
+        else:
+            skipped.append(Skipped(path, reason))
     return sorted(logs), sorted(skipped, key=lambda s: s.path)

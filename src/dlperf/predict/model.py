@@ -30,6 +30,7 @@ from dlperf.errors import ConfigError
 MIB = 1024 * 1024
 DDP_BUCKET_BYTES = 25 * MIB
 DDP_FIRST_BUCKET_BYTES = 1 * MIB
+MAX_GRADIENT_BYTES = 2**60  # an exbibyte: far beyond any model, still exact in the float arithmetic below
 
 
 def _ring_steps(op: str, n: int) -> int:
@@ -84,35 +85,47 @@ def allreduce_s(size_bytes: float, devices_per_node: int, nodes: int, intra: Lin
     return inside + ring_allreduce_s(size_bytes, nodes, inter)
 
 
+Buckets = list[tuple[int, int]]  # (bucket bytes, how many in a row), in the order they become ready
+
+
 def ddp_buckets(
     gradient_bytes: int, bucket_bytes: int = DDP_BUCKET_BYTES, first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES
-) -> list[int]:
-    """Bucket sizes in the order they become ready (bytes, not DDP's parameter boundaries)."""
-    sizes = []
+) -> Buckets:
+    """Bucket sizes in the order they become ready (bytes, not DDP's parameter boundaries), as runs of equal
+    buckets: 10^18 gradient bytes are 4·10^10 buckets, which a list of one entry each would never finish."""
+    if bucket_bytes < 1:
+        raise ConfigError(f"a DDP bucket holds at least 1 byte, got {bucket_bytes}")
+    runs: Buckets = []
     left = gradient_bytes
     if first_bucket_bytes and left > 0:
-        sizes.append(min(first_bucket_bytes, left))
-        left -= sizes[-1]
-    while left > 0:
-        sizes.append(min(bucket_bytes, left))
-        left -= sizes[-1]
-    return sizes
+        runs.append((min(first_bucket_bytes, left), 1))
+        left -= runs[-1][0]
+    full, rest = divmod(left, bucket_bytes)
+    runs += [run for run in ((bucket_bytes, full), (rest, 1 if rest else 0)) if run[1]]
+    return runs
 
 
-def exposed_allreduce_s(
-    backward_s: float, buckets: list[int], allreduce: Callable[[int], float]
-) -> tuple[float, float]:
-    """(exposed seconds after the backward pass, total all-reduce seconds) for buckets ready in order during it."""
-    total = sum(buckets)
+def bucket_count(buckets: Buckets) -> int:
+    return sum(count for _, count in buckets)
+
+
+def exposed_allreduce_s(backward_s: float, buckets: Buckets, allreduce: Callable[[int], float]) -> tuple[float, float]:
+    """(exposed seconds after the backward pass, total all-reduce seconds) for buckets ready in order during it.
+
+    Within a run of k equal buckets (cost c each, one ready every d seconds from r0 on) the stream, free at
+    `done`, ends at max(done + k·c, r0 + d + k·c, r0 + k·d + c): the queue started by the first bucket, or by
+    the last (a maximum over linear terms sits at an end), so the time is closed-form in the bucket count."""
+    total = sum(size * count for size, count in buckets)
     done = 0.0  # when the stream is free
     ready_bytes = 0
     busy = 0.0
-    for size in buckets:
-        ready_bytes += size
-        ready = backward_s * ready_bytes / total
+    for size, count in buckets:
+        r0 = backward_s * ready_bytes / total
+        d = backward_s * size / total
         cost = allreduce(size)
-        done = max(done, ready) + cost
-        busy += cost
+        done = max(done + count * cost, r0 + d + count * cost, r0 + count * d + cost)
+        ready_bytes += size * count
+        busy += count * cost
     return max(0.0, done - backward_s), busy
 
 
@@ -130,8 +143,12 @@ class SingleDeviceRun:
     def __post_init__(self) -> None:
         if not 0 < self.backward_share <= 1:
             raise ConfigError(f"backward share is a fraction of the step in (0, 1], got {self.backward_share}")
-        if self.step_time_s <= 0 or self.batch_size < 1 or self.gradient_bytes < 0:
+        if not (0 < self.step_time_s < math.inf) or self.batch_size < 1 or self.gradient_bytes < 0:
             raise ConfigError("step time, batch size and gradient bytes must be positive")
+        if self.gradient_bytes > MAX_GRADIENT_BYTES:
+            raise ConfigError(f"{self.gradient_bytes} gradient bytes is beyond any model (at most 2^60)")
+        if self.bucket_bytes < 1:
+            raise ConfigError(f"a DDP bucket holds at least 1 byte, got {self.bucket_bytes}")
 
     @property
     def throughput(self) -> float:
@@ -183,7 +200,7 @@ def predict_data_parallel(
     step = run.step_time_s + exposed
     throughput = world * run.batch_size / step
     return Prediction(
-        nodes, devices_per_node, step, throughput, throughput / run.throughput, busy, exposed, len(buckets)
+        nodes, devices_per_node, step, throughput, throughput / run.throughput, busy, exposed, bucket_count(buckets)
     )
 
 

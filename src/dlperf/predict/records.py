@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dlperf.commbench.bandwidth import read_fit
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, clip
 from dlperf.predict.model import DDP_BUCKET_BYTES, Link, SingleDeviceRun
 
 DEFAULT_BACKWARD_SHARE = 2 / 3  # backward costs about twice the forward's FLOPs
@@ -25,9 +26,28 @@ def run_from_record(
     gradient_bytes = gradient_bytes if gradient_bytes is not None else record.get("gradient_bytes")
     if gradient_bytes is None:
         raise ConfigError("the run record has no gradient_bytes (written before dlperf counted them): --gradient-bytes")
-    batch = record["global_batch_size"]
-    speed = throughput or record["throughput"]
-    return SingleDeviceRun(batch / speed, batch, backward_share, int(gradient_bytes), bucket_bytes)
+    gradient_bytes = _number(gradient_bytes, "gradient_bytes", whole=True, positive=False)
+    batch = _number(record.get("global_batch_size"), "global_batch_size", whole=True)
+    speed = _number(throughput if throughput is not None else record.get("throughput"), "throughput")
+    return SingleDeviceRun(batch / speed, batch, backward_share, gradient_bytes, bucket_bytes)
+
+
+def _number(value: Any, name: str, whole: bool = False, positive: bool = True) -> Any:
+    """A record's figure as the model needs it: a finite number (whole for counts), above 0 unless `positive` is
+    False; a record edited or written by hand names the wrong field instead of crashing."""
+    ok = isinstance(value, int if whole else (int, float)) and not isinstance(value, bool)
+    ok = (
+        ok
+        and not (isinstance(value, float) and not math.isfinite(value))
+        and (value > 0 or not positive and value == 0)
+    )
+    if not ok:
+        kind = "a whole number" if whole else "a finite number"
+        raise ConfigError(
+            f"{name} is {clip(repr(value), 80)}, not {kind} {'above' if positive else 'of at least'} 0: "
+            "give the record of a successful 1n1g `dlperf run`"
+        )
+    return value
 
 
 def links_from_records(

@@ -9,6 +9,7 @@ from typing import Any
 
 from dlperf.errors import ResultsError
 from dlperf.records.schema import READABLE, read_record
+from dlperf.records.tree import find_named
 from dlperf.records.validate import check_file
 
 OnSkip = Callable[[Path, str], None]
@@ -25,7 +26,9 @@ def find_records(
     """Every valid record of `schemas` (default: run records) under `root`, in a stable order; each broken or
     invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal)."""
     records = []
-    for path in sorted(Path(root).rglob("*.json")):
+    if not Path(root).is_dir():
+        return records
+    for path in find_named(root, ".json", on_skip):
         if not path.is_file():
             on_skip(path, "is not a regular file")
             continue

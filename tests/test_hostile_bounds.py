@@ -1,0 +1,88 @@
+"""Hostile input and faults, one test per failure class of issue 20 that is not about records: no recursion on
+external data, bounds checked before work starts, validation that cannot be slipped past with a newline."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import run_dlperf
+
+
+def _chain(root: Path, depth: int) -> Path:
+    """A folder chain `depth` deep under `root` (os.makedirs itself recurses), with its deepest folder."""
+    root.mkdir()
+    folder = str(root)
+    for _ in range(depth):
+        folder = os.path.join(folder, "d")
+        os.mkdir(folder)
+    return Path(folder)
+
+
+def _unchain(deepest: Path, root: Path) -> None:
+    """Remove the chain bottom-up: pytest's own clean-up (shutil.rmtree) recurses and would die on it."""
+    folder = deepest
+    while folder != root.parent:
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
+        folder = folder.parent
+
+
+def test_deep_folder_chains_are_named_not_a_recursion_error(tmp_path):
+    deepest = _chain(tmp_path / "data", 1400)
+    try:
+        _check_deep(tmp_path, deepest)
+    finally:
+        _unchain(deepest, tmp_path / "data")
+
+
+def _check_deep(tmp_path: Path, deepest: Path) -> None:
+    (deepest / "rn50_b1_fp32_1.log").write_text("noise\n")
+    (deepest / "x.json").write_text("{}")
+    for args in (["report", str(tmp_path / "data")], ["extract", str(tmp_path / "data"), "--out", str(tmp_path / "o")]):
+        done = run_dlperf(args)
+        assert done.returncode == 2 and "Error" not in done.stderr and "internal error" not in done.stderr
+        assert "folders below" in done.stderr and done.stderr.count("\n") <= 3, done.stderr[:2000]
+
+
+# --- predict: bad records and flags are one line, exit 2; huge gradients are closed-form ------------------------
+
+RUN = {"schema": "dlperf.run/2", "status": "ok", "world_size": 1, "global_batch_size": 32, "throughput": 100.0,
+       "gradient_bytes": 10**6}  # fmt: skip
+FIT = {"op": "all_reduce", "world_size": 2, "alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "r2": 0.99,
+       "max_rel_error": 0.1, "points": 5}  # fmt: skip
+
+
+def _predict(tmp_path: Path, run: dict, fit: dict, *flags: str, timeout: float = 300):
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "cb.json").write_text(json.dumps({"schema": "dlperf.commbench/1", "fits": {"all_reduce": fit}}))
+    return run_dlperf(
+        ["predict", str(tmp_path / "run.json"), str(tmp_path / "cb.json"), "--devices", "2", *flags], timeout=timeout
+    )
+
+
+@pytest.mark.parametrize(
+    ("run", "fit", "flags", "message"),
+    [
+        ({**RUN, "throughput": 0}, FIT, [], "throughput is 0"),
+        ({k: v for k, v in RUN.items() if k != "global_batch_size"}, FIT, [], "global_batch_size is None"),
+        ({**RUN, "gradient_bytes": "many"}, FIT, [], "gradient_bytes is 'many'"),
+        (RUN, {"op": "all_reduce", "world_size": 2}, [], "fit has points = None"),
+        (RUN, {**FIT, "beta_s_per_byte": "x"}, [], "beta_s_per_byte = 'x'"),
+        (RUN, FIT, ["--bucket-mb", "inf"], "--bucket-mb inf is no bucket size"),
+        (RUN, FIT, ["--bucket-mb", "1e-9"], "--bucket-mb 1e-09 is no bucket size"),
+    ],
+)
+def test_predict_bad_records_and_flags_are_one_line(tmp_path, run, fit, flags, message):
+    done = _predict(tmp_path, run, fit, *flags)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_predict_huge_gradients_finish(tmp_path):
+    """10^18 gradient bytes: 1 MiB + 38,146,972,658 buckets of 25 MiB (the last one short)."""
+    done = _predict(tmp_path, RUN, FIT, "--gradient-bytes", str(10**18), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"{1 + -(-(10**18 - 2**20) // (25 * 2**20))} buckets" in done.stdout

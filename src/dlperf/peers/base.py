@@ -31,6 +31,9 @@ class Point:
     reader scales a per-device figure by the world size); `seconds` is seconds per iteration; `samples` is a
     cumulative sample count where the log prints one; `run` tells runs apart when a log prints it (e.g. the
     planned iteration count); `memory_mib` is a printed peak memory; `metrics` are extra per-device figures.
+    `check` is the same interval's GLOBAL figure by a second reading the reader has (e.g. an MLPerf epoch's time
+    stamps x the data set's size), the cross-check of `speed`; `note` says how the reader decided a figure's scale
+    or unit, for the record.
     """
 
     step: int | None
@@ -42,6 +45,9 @@ class Point:
     run: Hashable = None
     memory_mib: float | None = None
     metrics: tuple[tuple[str, float], ...] = ()
+    check: float | None = None
+    note: str | None = None
+    tokens: int | None = None  # tokens per sample where the log states it (a factor two readings may differ by)
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
@@ -71,6 +77,8 @@ class PeerFormat:
     memory_kind: str = "reserved"  # what a printed memory figure is, as dlperf's records name it
     steps_are_iterations: bool = True  # False: `step` numbers progress events, so the timestamp rule needs samples
     record_start: re.Pattern[str] | None = None  # where one of its records begins, to part records merged on a line
+    check_reading: str = "the reader's second reading of each kept interval"  # what Point.check is
+    success: re.Pattern[str] | None = None  # a line saying the run ended well: failure markers after it are exit noise
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None

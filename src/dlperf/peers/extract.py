@@ -11,6 +11,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.peers.base import RULES, PeerFormat, RunShape
+from dlperf.peers.crosscheck import cross_check
 from dlperf.peers.display import path_text, shown
 from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
@@ -84,6 +85,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
             if watch.reason() is None:
                 raise
             return _failed(info, shape, None, "printed", watch.reason() or "")
+        watch.success = fmt.success
         rest = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
         rule = options.rule or fmt.rules[0]
         if rule not in fmt.rules:
@@ -103,6 +105,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     reason = watch.reason()
     if reason is not None:
         return _failed(info, shape, fmt, rule, reason)
+    check = cross_check(measured, rule, fmt.unit, shape)
     record = _base(info, shape, fmt, rule)
     record.update(
         status="ok",
@@ -116,6 +119,8 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
         window_note=measured.window_note,
         rejected_lines=measured.rejected_lines,
         rejected_reason=measured.rejected_reason,
+        cross_check=check,
+        reading_notes=list(measured.notes),
     )
     if measured.latency_ms is not None:
         record["latency_ms"] = {"mean": measured.latency_ms}

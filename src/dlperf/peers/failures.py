@@ -30,9 +30,19 @@ class FailureWatch:
     def __init__(self) -> None:
         self._pending: dict[str, str] = {}  # reason -> the first line that showed it since the last progress
         self.nan_line: str | None = None
+        self.success: re.Pattern[str] | None = None  # the format's "ended well" line (MLPerf's run_stop success)
+        self.ended_well = False
 
     def watch(self, lines: Iterable[str]) -> Iterator[str]:
         for line in lines:
+            if self.ended_well:  # exit noise after a run that said it ended well (multiprocessing's tracebacks)
+                yield line
+                continue
+            if self.success is not None and self.success.search(line):
+                self.ended_well = True
+                self._pending.clear()
+                yield line
+                continue
             if self.nan_line is None and ("nan" in line or "NaN" in line) and NAN_LOSS.search(line):
                 self.nan_line = line
             if KEYWORDS.search(line):

@@ -35,6 +35,11 @@ class Measured:
     runs: int  # runs found in the file; the last one that gave a figure is this one
     rejected_lines: int = 0  # lines (of the whole file) whose figures cannot be a speed, left out
     rejected_reason: str | None = None  # why the first of them was
+    second: float | None = None  # the same window by a second reading (None: the log holds none)
+    second_reading: str | None = None  # what the second reading is
+    notes: tuple[str, ...] = ()  # how the reader decided scale and units
+    tokens_per_sample: int | None = None
+    batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -60,6 +65,9 @@ def _combine(points: list[Point]) -> Point:
         samples=_median([p.samples for p in points]),
         memory_mib=max(memory) if memory else None,
         metrics=tuple((n, statistics.median([v for p in points for m, v in p.metrics if m == n])) for n in names),
+        check=_median([p.check for p in points]),
+        note=first.note,
+        tokens=first.tokens,
     )
 
 
@@ -174,6 +182,9 @@ class _Window:
         self.speed_n = self.seconds_n = 0
         self.memory: float | None = None
         self.metric_sums: dict[str, float] = {}
+        self.check_sum, self.check_n = 0.0, 0
+        self.notes: dict[str, None] = {}
+        self.tokens: int | None = None
         self.tail: deque[Point] = deque(maxlen=64)  # the latest points, for the short-log fallback and `last_only`
 
     def add(self, point: Point, start: int | None) -> None:
@@ -210,6 +221,12 @@ class _Window:
             self.samples_sum += point.speed * point.seconds if point.speed is not None else self.batch
         for name, value in point.metrics:
             self.metric_sums[name] = self.metric_sums.get(name, 0.0) + value
+        if point.check is not None:
+            self.check_sum += point.check
+            self.check_n += 1
+        if point.note:
+            self.notes[point.note] = None
+        self.tokens = point.tokens or self.tokens
 
     def fallback(self) -> str | None:
         """Where the rule's window is not there: say so, and keep what the rule allows."""
@@ -240,6 +257,8 @@ class _Window:
         self.kept = self.speed_n = self.seconds_n = 0
         self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
         self.metric_sums = {}
+        self.check_sum, self.check_n = 0.0, 0
+        self.notes = {}
         self.first = self.last = None
 
 
@@ -341,7 +360,13 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
     else:  # the same window's mean time per iteration, from its throughput
         latency = shape.global_batch / throughput * 1000 if fmt.unit != "tokens/s" else None
     metrics = {name: total / w.kept for name, total in w.metric_sums.items()}
+    second, reading = _second(w, fmt, rule, shape)
     return Measured(
+        second=second,
+        second_reading=reading,
+        notes=tuple(w.notes),
+        tokens_per_sample=w.tokens,
+        batch_free=rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept,
         throughput=throughput,
         kept=w.kept,
         first_step=w.first.step if w.first else None,
@@ -352,6 +377,25 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         window_note=note,
         runs=runs,
     )
+
+
+def _second(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape) -> tuple[float | None, str | None]:
+    """The window's figure by a reading other than `rule`: the reader's own second reading of every kept interval
+    (an epoch's time stamps x the data set), else the other rule where the lines carry what it needs."""
+    if w.check_n and w.check_n * 2 >= w.kept:  # intervals with evaluation inside have no check of their own
+        return w.check_sum / w.check_n, fmt.check_reading
+    other = "timestamp" if rule == "printed" else "printed"
+    try:
+        figure = _timestamped(w, fmt, shape) if other == "timestamp" else _printed(w, fmt, shape)
+    except DataError:
+        return None, None
+    if not (math.isfinite(figure) and figure > 0):
+        return None, None
+    how = "the printed figures"
+    if other == "timestamp":
+        counted = w.last is not None and w.last.samples is not None
+        how = "time stamps x sample counts" if counted else "time stamps x iterations x the given global batch"
+    return figure, how
 
 
 def _printed(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:

@@ -162,6 +162,17 @@ class CaseSummary:
                     f"and device (clocks, other load, thermal throttling).",
                 )
             )
+        split = [r for r in self.records if (r.get("cross_check") or {}).get("agree") is False]
+        if split:
+            c = split[0]["cross_check"]
+            found.append(
+                Flag(
+                    "readings",
+                    f"{len(split)} of {n} logs disagree with themselves: the {split[0].get('rule')} rule gives "
+                    f"{c['ratio']:.3g}x what {c['reading']} give (beyond {c['tolerance']:.0%}). "
+                    f"{c.get('note') or 'Check the log and the shape its path declares.'}",
+                )
+            )
         out = self.outlier_repeats()
         if out:
             found.append(

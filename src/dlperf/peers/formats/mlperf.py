@@ -1,18 +1,22 @@
-"""MLPerf training logs (mlperf-logging): `:::MLLOG {json}` lines. A file holding them is MLPerf, whatever else
-it prints (DLRM's HugeCTR lines, launcher noise).
+"""MLPerf training logs (mlperf-logging): `:::MLLOG {json}` lines, every round v1.0-v5.x. A file holding them is
+MLPerf, whatever else it prints (DLRM's HugeCTR lines, launcher noise, exit tracebacks after `run_stop`).
 
-MLPerf publishes time to train, not throughput. Rule: the frameworks' own `tracked_stats` progress events,
-the first one (start-up, compiling) skipped and the rest averaged: `throughput` (samples/s), or a time per
-step (`train_step_timing`, maskrcnn's `time`) read as global batch / time. A `throughput` event of its own
-(maskrcnn) joins the step before it. Where a log has no progress events but timed training blocks (Habana's
-BERT: `block_stop` with the iteration count), each block gives global batch x iterations / block time. A
-framework's whole-run figure logged after `run_stop` is used only when nothing else is there (DLRM).
+MLPerf publishes time to train, not throughput. The figure is read from the progress the log has, in this order:
+1. `tracked_stats` progress events (the first one, start-up and compiling, skipped; the rest averaged): a
+   `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, maskrcnn's `time`) read as
+   global batch / time. A `throughput` event of its own (maskrcnn) joins the step before it.
+2. Timed blocks (`block_start`/`block_stop`) where there are no progress events: samples in the block / its time.
+   A block's samples come from the counts the benchmark keeps (mlperf_logging's `samples_count`, `epoch_num`,
+   `first_epoch_num` + `epoch_count`), converted by what the benchmark counts: epochs (x the data set's size),
+   tokens (/ `max_sequence_length`), iterations (Habana's block counters, x the global batch) or samples.
+3. One whole-run figure (gnn's and DLRM's `tracked_stats`, before or after `run_stop`), taken as it is.
 
-Per device or global: `throughput` is global unless the log declares a `local_batch_size` (NVIDIA's SSD logs
-its per-process throughput so): then it is per device, x world size.
-Time stamps: `time_ms`; the progress count is `epoch_num` (cumulative samples, BERT) or `step_num` (iterations,
-stable diffusion); a `step` counts epochs (resnet, ssd, rnnt, unet3d), whose sample count the log does not
-reliably give, so those logs have the printed rule only.
+Units are the benchmark's own: sequences for language models (a token count is divided by the sequence length),
+images, samples. Per device or global is decided by evidence: where an epoch's time stamps and the data set's size
+give a second figure, the printed throughput is global if it agrees, per device if x the world size agrees
+(retinanet v5.0 declares `local_batch_size` but prints global figures); without evidence, a declared
+`local_batch_size` means per device (NVIDIA's SSD). A `run_stop` with status success ends the run well: Python's
+exit noise after it is not a failure.
 """
 
 from __future__ import annotations
@@ -21,12 +25,20 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dlperf.peers.base import PeerFormat, Point, RunShape
 
 PREFIX = ":::MLLOG "
+AGREE = 0.10  # two readings of one interval agree within 10 % (an epoch's time includes its data loading)
+
+# What each benchmark's progress counts, per the MLPerf training rules and mlperf_logging's benchmark keys.
+# Epoch-counted benchmarks: training samples in one epoch (the data sets' published sizes: ImageNet-1k, the
+# MLPerf OpenImages subset, COCO-2017 train, KiTS19's training cases).
+EPOCH_SIZE = {"resnet": 1281167, "ssd": 1170301, "retinanet": 1170301, "maskrcnn": 117266, "unet3d": 168}
+FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
+TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
 
 
 def _number(value: Any) -> float | None:
@@ -51,88 +63,350 @@ def _event(line: str) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    batch = float(shape.global_batch)
-    scale = 1.0
-    index = 0
-    stopped = False
-    summary: Point | None = None
-    last_block: float | None = None
-    blocks_done = 0.0
-    tracked_seen = False
-    for line in lines:
-        event = _event(line) if PREFIX in line else None
-        if event is None:
-            continue
+def _close(a: float, b: float) -> bool:
+    return b > 0 and abs(a / b - 1) <= AGREE
+
+
+def _step_key(value: dict[str, Any]) -> str | None:
+    """The tracked step-time key: `train_step_timing` (v3.x) or `train_step_timing in s` (v4.1+), maskrcnn's
+    `time`. Only keys in seconds: a key naming another unit is not a step time in seconds."""
+    for key in value:
+        if key == "train_step_timing" or key == "train_step_timing in s" or key == "time":
+            return key
+    return None
+
+
+@dataclass(frozen=True)
+class _Block:
+    """An open timed block: when it started, the samples done then by its own count (`first_epoch_num`), its
+    length where it states one, and the other counts it started at."""
+
+    stamp: float
+    begin: float | None
+    size: float | None
+    first: float | None  # first_epoch_num where the block also states epoch_count (Habana counts iterations)
+    count: float | None  # samples_count at the start
+    before: float | None  # samples done at the start by other events' counts
+
+
+class _Log:
+    """One MLPerf log's state while its events stream past."""
+
+    def __init__(self, shape: RunShape) -> None:
+        self.shape = shape
+        self.batch = float(shape.global_batch)
+        self.seq_len: float | None = None
+        self.benchmark = ""
+        self.train_samples: float | None = None
+        self.local_declared = False
+        self.scale: float | None = None  # per device (world size) or global (1), once the evidence decides
+        self.scale_note: str | None = None
+        self.stopped = self.evaluated = self.timed_eval = self.tracked = False
+        self.run_start: float | None = None
+        self.epoch_starts: dict[float, float] = {}
+        self.first_epoch_start: float | None = None
+        self.epoch_figure: float | None = None  # the last finished epoch's figure, for the next throughput event
+        self.last_count: float | None = None  # the last tracked step count (for its unit)
+        self.cumulative: float | None = None  # samples trained so far, from any event's count
+        self.block: _Block | None = None
+        self.last_stop: tuple[float, float] | None = None  # (time, samples) at the last block's end
+        self.previous: tuple[float, float] | None = None  # (time, samples) at the last progress event
+        self.eval_since = False  # an evaluation since the last progress event
+        self.index = 0
+        self.held: Point | None = None
+        self.summary: Point | None = None
+
+    # --- units --------------------------------------------------------------------------------------------------
+    def samples(self, count: float, delta: float | None = None) -> tuple[float | None, str | None]:
+        """A count in the benchmark's unit -> samples, and a note when it was not samples."""
+        if self.benchmark in EPOCH_SIZE:
+            return count * EPOCH_SIZE[self.benchmark], None
+        if self.benchmark in FRACTION_EPOCHS:
+            return (count * self.train_samples, None) if self.train_samples else (None, None)
+        if self.seq_len and (self.benchmark in TOKEN_COUNTED or self._token_sized(delta)):
+            return count / self.seq_len, f"counts are tokens: / {self.seq_len:g} tokens per sequence"
+        return count, None
+
+    def _token_sized(self, delta: float | None) -> bool:
+        """A count step of whole global batches of full sequences is a token count."""
+        if not delta or not self.seq_len:
+            return False
+        steps = delta / (self.batch * self.seq_len)
+        return steps >= 1 and abs(steps - round(steps)) < 1e-6
+
+    def tokens_per_sample(self) -> int | None:
+        return int(self.seq_len) if self.seq_len else None
+
+    # --- events -------------------------------------------------------------------------------------------------
+    def feed(self, event: dict[str, Any]) -> Iterator[Point]:
         key, value = event.get("key"), event.get("value")
         metadata = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
         time_ms = _number(event.get("time_ms"))
         stamp = None if time_ms is None else time_ms / 1000
         if key == "global_batch_size" and (number := _number(value)):
-            batch = number
+            self.batch = number
+        elif key == "max_sequence_length" and (number := _number(value)):
+            self.seq_len = number
+        elif key == "submission_benchmark" and isinstance(value, str):
+            self.benchmark = value.lower()
+        elif key == "train_samples" and (number := _number(value)):
+            self.train_samples = number
         elif key == "local_batch_size":
-            scale = float(shape.world_size)
+            self.local_declared = True
+        elif key == "run_start":
+            self.run_start = stamp
         elif key == "run_stop":
-            stopped = True
-        elif key == "block_start" and not tracked_seen:
-            last_block = stamp
-        elif key == "block_stop" and not tracked_seen and stamp is not None and last_block is not None:
-            count, done = _number(metadata.get("epoch_count")), _number(metadata.get("first_epoch_num"))
-            if done is not None and count is None and done > blocks_done and stamp > last_block:
-                # Habana: first_epoch_num is the iteration count at the block's end
-                index += 1
-                seconds = (stamp - last_block) / (done - blocks_done)
-                yield Point(step=index, speed=batch / seconds, seconds=seconds, timestamp=stamp, samples=done * batch)
-                blocks_done = done
-            last_block = None
-        elif key == "throughput" and (number := _number(value)) is not None and index:
-            yield Point(step=index, speed=number * scale, timestamp=stamp)
+            self.stopped = True
+        elif key in ("eval_start", "eval_accuracy"):
+            self.evaluated = self.eval_since = True
+            self.timed_eval = self.timed_eval or key == "eval_start"
+        if stamp is None:
+            return
+        self._count(metadata)
+        if key == "epoch_start":
+            self._epoch_start(metadata, stamp)
+        elif key == "epoch_stop":
+            self._epoch_stop(metadata, stamp)
+        elif key == "block_start":
+            self._block_start(metadata, stamp)
+        elif key == "block_stop":
+            yield from self._block_stop(metadata, stamp)
+        elif key == "throughput" and (number := _number(value)) is not None and self.index:
+            yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
         elif key == "tracked_stats" and isinstance(value, dict):
-            tracked_seen = True
-            speed = _number(value.get("throughput"))
-            seconds = _number(value.get("train_step_timing", value.get("time")))
-            if speed is None and seconds is None:
-                continue
-            if speed is None and seconds and "train_step_timing" in value:  # the log's own global batch
-                speed = batch / seconds / scale
-            point = Point(
-                step=index + 1,
-                speed=None if speed is None else speed * scale,
-                seconds=seconds,
-                timestamp=stamp,
-                samples=_samples(metadata, batch),
+            yield from self._tracked(value, metadata, stamp)
+
+    def _count(self, metadata: dict[str, Any]) -> None:
+        """Samples trained so far, where the event's count says (bert's epoch_num, samples_count, step_num)."""
+        if (count := _number(metadata.get("samples_count"))) is not None:
+            self.cumulative = max(self.cumulative or 0.0, count)
+        elif (count := _number(metadata.get("step_num"))) is not None:
+            self.cumulative = max(self.cumulative or 0.0, count * self.batch)
+        elif (count := _number(metadata.get("epoch_num"))) is not None and self.benchmark not in EPOCH_SIZE:
+            samples, _ = self.samples(count)
+            if samples is not None:
+                self.cumulative = max(self.cumulative or 0.0, samples)
+
+    def _epoch_start(self, metadata: dict[str, Any], stamp: float) -> None:
+        number = _number(metadata.get("epoch_num"))
+        if number is not None:
+            self.epoch_starts[number] = stamp
+        if self.first_epoch_start is None:
+            self.first_epoch_start = stamp
+        self.epoch_figure = None
+
+    def _epoch_stop(self, metadata: dict[str, Any], stamp: float) -> None:
+        number = _number(metadata.get("epoch_num"))
+        start = self.epoch_starts.pop(number, None) if number is not None else None
+        size = EPOCH_SIZE.get(self.benchmark)
+        if start is not None and size and stamp > start:
+            self.epoch_figure = size / (stamp - start)
+
+    def _scale(self) -> float:
+        if self.scale is not None:
+            return self.scale
+        return float(self.shape.world_size) if self.local_declared else 1.0
+
+    def _decide_scale(self, raw: float, figure: float) -> None:
+        """Per device or global, from an epoch's own figure (first decisive epoch)."""
+        if self.scale is not None:
+            return
+        world = self.shape.world_size
+        if _close(raw, figure):
+            self.scale = 1.0
+            declared = " although it declares a local_batch_size" if self.local_declared else ""
+            self.scale_note = f"printed throughput is global{declared}: an epoch's time stamps x the data set give "
+            self.scale_note += f"{figure:.6g} samples/s against {raw:.6g} printed"
+        elif world > 1 and _close(raw * world, figure):
+            self.scale = float(world)
+            self.scale_note = (
+                f"printed throughput is per device (x {world}): an epoch's time stamps x the data set give "
+                f"{figure:.6g} samples/s against {raw:.6g} printed"
             )
-            if stopped or isinstance(metadata.get("step"), list):
-                summary = summary or point
-                continue
-            index += 1
-            yield point
-    if index == 0 and summary is not None:  # the whole-run figure is taken as it is: no warm-up inside it
-        yield replace(summary, step=1, start=1)
+
+    def _tracked(self, value: dict[str, Any], metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        speed = _number(value.get("throughput"))
+        step_key = _step_key(value)
+        seconds = _number(value.get(step_key)) if step_key else None
+        if speed is None and seconds is None:
+            return
+        note: str | None = None
+        check = None
+        if speed is not None and self.epoch_figure is not None:
+            self._decide_scale(speed, self.epoch_figure)
+            check, self.epoch_figure = self.epoch_figure, None
+        samples = self._progress_samples(metadata)
+        if speed is None and seconds and step_key != "time":  # the log's own global batch per step time
+            speed = self.batch / seconds
+        elif speed is not None:
+            speed *= self._scale()
+            note = self.scale_note
+        if samples is not None and samples[1]:
+            note = samples[1]
+        done = None if samples is None else samples[0]
+        if check is None and self.benchmark in FRACTION_EPOCHS and done:
+            start = self.first_epoch_start or self.run_start
+            if start is not None and stamp > start:
+                check = done / (stamp - start)
+        elif check is None and done is not None and self.previous is not None and not self.eval_since:
+            then, before = self.previous  # this step's samples / the time since the last one
+            if stamp > then and done > before:
+                check = (done - before) / (stamp - then)
+        if done is not None:
+            self.previous, self.eval_since = (stamp, done), False
+        point = Point(
+            step=self.index + 1,
+            speed=speed,
+            seconds=seconds,
+            timestamp=stamp,
+            samples=None if samples is None else samples[0],
+            check=check,
+            note=note,
+            tokens=self.tokens_per_sample(),
+        )
+        if self.stopped or isinstance(metadata.get("step"), list):  # a whole-run summary after the run
+            if self.summary is None:
+                self.summary = self._whole_run(point, value)
+            return
+        self.tracked = True
+        yield from self._emit(point)
+
+    def _progress_samples(self, metadata: dict[str, Any]) -> tuple[float | None, str | None] | None:
+        """The event's cumulative sample count: bert's epoch_num, step_num x batch, or a step count in tokens,
+        samples or a fraction of an epoch."""
+        if self.benchmark in EPOCH_SIZE:
+            return None  # `step` is the epoch number: the epoch's own time stamps are the second reading
+        if (count := _number(metadata.get("epoch_num"))) is not None:
+            return self.samples(count)
+        if (count := _number(metadata.get("step_num"))) is not None:
+            return count * self.batch, None
+        if (count := _number(metadata.get("step"))) is not None:
+            delta = count - (self.last_count or 0.0)
+            self.last_count = count
+            if self.benchmark in FRACTION_EPOCHS or self.benchmark in TOKEN_COUNTED or self._token_sized(delta):
+                return self.samples(count, delta)
+            if abs(delta - self.batch) < 1e-6 * self.batch:
+                return count, None
+        return None
+
+    def _whole_run(self, point: Point, value: dict[str, Any]) -> Point:
+        """A figure for the whole run after run_stop: a token rate (gpt3's) is converted to sequences."""
+        if point.speed is not None and self.seq_len and self.benchmark in TOKEN_COUNTED and "throughput" in value:
+            note = f"whole-run figure in tokens/s including evaluation, / {self.seq_len:g} tokens per sequence"
+            return replace(point, speed=point.speed / self.seq_len, note=note)
+        return point
+
+    # --- timed blocks -------------------------------------------------------------------------------------------
+    def _block_start(self, metadata: dict[str, Any], stamp: float) -> None:
+        first, count = _number(metadata.get("first_epoch_num")), _number(metadata.get("epoch_count"))
+        begin = size = None
+        if first is not None and count is not None:
+            start, _ = self.samples(first, count)
+            length, _ = self.samples(count, count)
+            if start is not None and length is not None and length >= self.batch:  # a block is at least one step
+                begin, size = start, length
+        self.block = _Block(
+            stamp=stamp,
+            begin=begin,
+            size=size,
+            first=first if count is not None else None,
+            count=_number(metadata.get("samples_count")),
+            before=self.cumulative,
+        )
+
+    def _block_stop(self, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        block, self.block = self.block, None
+        if self.tracked:
+            return
+        start_time = block.stamp if block else (self.last_stop[0] if self.last_stop else self.run_start)
+        before = self.last_stop[1] if self.last_stop else None
+        begin = end = None
+        done = _number(metadata.get("first_epoch_num"))
+        if (count := _number(metadata.get("samples_count"))) is not None:  # cumulative samples at the block's end
+            begin = before if before is not None else (block.count if block and block.count is not None else 0.0)
+            end = count
+        elif block and block.size is not None and block.begin is not None:  # first_epoch_num + epoch_count
+            begin, end = block.begin, block.begin + block.size
+        elif block and block.first is not None and done is not None and done > block.first:
+            # Habana: first_epoch_num at a block's end is the iteration count done
+            begin, end = block.first * self.batch, done * self.batch
+        elif self.cumulative is not None:  # counted by other events (bert's epoch_num)
+            begin = before if before is not None else (block.before if block and block.before is not None else 0.0)
+            end = self.cumulative
+        if end is not None:
+            self.last_stop = (stamp, end)
+        if start_time is None or begin is None or end is None or stamp <= start_time or end <= begin:
+            return
+        note = None
+        if self.evaluated and not self.timed_eval:
+            note = "timed blocks: the log times no evaluation apart, so a block may include it"
+        point = Point(
+            step=self.index + 1,
+            speed=(end - begin) / (stamp - start_time),
+            timestamp=stamp,
+            samples=end,
+            note=note,
+            tokens=self.tokens_per_sample(),
+        )
+        yield from self._emit(point)
+
+    # --- emitting -----------------------------------------------------------------------------------------------
+    def _emit(self, point: Point) -> Iterator[Point]:
+        """Points one by one; the first is held, so that a log with one figure gives it as the whole run's."""
+        self.index += 1
+        point = replace(point, step=self.index)
+        if self.held is not None:
+            yield self.held
+            self.held = None
+        if self.index == 1:
+            self.held = point
+            return
+        yield point
+
+    def finish(self) -> Iterator[Point]:
+        if self.held is not None and self.index == 1:
+            yield self._alone(self.held)
+        elif self.held is not None:
+            yield self.held
+        elif self.index == 0 and self.summary is not None:
+            yield self._alone(self.summary)
+
+    def _alone(self, point: Point) -> Point:
+        """The only figure of the log stands for the whole run: no warm-up can be left out of it."""
+        parts = ["one figure for the whole run, taken as it is (no warm-up can be left out)"]
+        if self.evaluated:
+            parts.append("it includes evaluation")
+        if point.note:
+            parts.append(point.note)
+        return replace(point, step=1, start=1, note="; ".join(parts))
 
 
-def _samples(metadata: dict[str, Any], batch: float) -> float | None:
-    """The event's cumulative sample count, where its progress key gives one."""
-    if (samples := _number(metadata.get("epoch_num"))) is not None:
-        return samples
-    if (steps := _number(metadata.get("step_num"))) is not None:
-        return steps * batch
-    return None
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    log = _Log(shape)
+    for line in lines:
+        event = _event(line) if PREFIX in line else None
+        if event is not None:
+            yield from log.feed(event)
+    yield from log.finish()
 
 
 FORMATS = (
     PeerFormat(
         name="mlperf",
-        description="MLPerf `:::MLLOG {json}` logs: `tracked_stats` progress events, or timed blocks; per device "
-        "where the log declares a local_batch_size",
+        description="MLPerf `:::MLLOG {json}` logs (v1.0-v5.x): `tracked_stats` progress, step times, timed blocks "
+        "counted in samples, tokens, epochs or iterations, or one whole-run figure; per device or global by evidence",
         signature=re.compile(r":::MLLOG \{"),
         record_start=re.compile(r":::MLLOG \{"),
+        success=re.compile(r'"key": "run_stop".*"status": "success"'),
         read=read,
+        check_reading="each interval's time stamps x its count (epochs x the data set, samples, tokens / sequence)",
         rules=("printed", "timestamp"),
         warmup=1,
         window=None,
+        unit="samples/s",
         steps_are_iterations=False,
-        practice="MLPerf publishes time to train only: the mean of the frameworks' own tracked figures after the "
-        "first event; a framework's whole-run figure (after run_stop) only where there is nothing else",
+        practice="MLPerf publishes time to train only: the mean of the frameworks' own tracked figures (or timed "
+        "blocks) after the first; one whole-run figure where that is all the log has (mlperf_logging keys, each "
+        "benchmark's counting unit)",
     ),
 )

@@ -1,10 +1,16 @@
-"""PaddlePaddle image-classification lines, old (`elapse`) and current (`batch_cost ... ips`):
+"""PaddlePaddle training lines, the fluid era's and today's:
 
-[Pass 0, train batch 20] 	loss 6.91, acc1 0.0, acc5 0.0, elapse 0.3412 sec
+[Pass 0, train batch 20] 	loss 6.91, acc1 0.0, acc5 0.0, elapse 0.3412 sec                       (fluid, DLPerf)
 [Pass 0, train batch 10]   loss 21.68, ..., batch_cost 0.13110 sec, reader_cost 0.00069 sec, ips 976.33 images/sec
+[Epoch 0, batch 10] loss 44.69, ..., batch_cost: 2.80404 s, reader_cost: 0.00015 s, ips: 0.71326 images/sec (dygraph)
+PaddleClas: [Train][Epoch 1/120][Iter: 10/5005]lr: 0.1, ..., batch_cost: 1.77050s, ips: 4.51850 samples/s
+PaddleSeg: [TRAIN] epoch: 1, iter: 10/1000, loss: 2.5, ..., batch_cost: 0.2653, ips: 30.15 samples/sec
+PaddleOCR: epoch: [1/500], iter: 10, ..., avg_batch_cost: 1.2 s, avg_samples: 12.8, ips: 10.6 samples/s
 
 Rule (DLPerf's PaddlePaddle scripts): skip the first 20 iterations, average over the next 100; speed = global
-batch / the printed time of a batch (`ips` is the one device's batch / batch_cost, a per-device figure).
+batch / the printed time of a batch. `batch_cost` is one process's mean time per iteration over the logging interval
+and `ips` its samples / batch_cost (PaddleClas' and PaddleSeg's loggers), so `ips` x world size is the second reading
+of the same figure; a printed per-process batch (`avg_samples`) is used instead of the path's where there is one.
 """
 
 from __future__ import annotations
@@ -14,34 +20,68 @@ from collections.abc import Iterable, Iterator
 
 from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, StepCounter, to_float
 
-LINE = re.compile(
-    rf"\[Pass (?P<epoch>\d+), train batch (?P<batch>\d+)\].*\b(?:elapse|batch_cost) (?P<elapse>{NUMBER}) sec"
+POSITION = re.compile(
+    r"\[Pass (?P<pass>\d+), train batch (?P<pass_batch>\d+)\]"
+    r"|\[Epoch (?P<dy_epoch>\d+), batch (?P<dy_batch>\d+)\]"
+    r"|\[Epoch (?P<clas_epoch>\d+)/\d+\]\[Iter: (?P<clas_iter>\d+)/(?P<clas_len>\d+)\]"
+    r"|\[TRAIN\] epoch: (?P<seg_epoch>\d+), iter: (?P<seg_iter>\d+)/\d+"
+    r"|epoch: \[(?P<ocr_epoch>\d+)/\d+\], (?:iter|global_step): (?P<ocr_iter>\d+)"
 )
+COST = re.compile(rf"\b(?:avg_)?(?:elapse|batch_cost):? (?P<t>{NUMBER}) ?(?:s|sec)?\b")
+IPS = re.compile(rf"\bips:? (?P<ips>{NUMBER}) ?(?:samples|images|img)")
+SAMPLES = re.compile(rf"\bavg_samples: (?P<n>{NUMBER})")
+
+
+def _step(m: re.Match[str], steps: StepCounter) -> int:
+    if m["pass"] is not None:
+        return steps(int(m["pass"]), int(m["pass_batch"]))
+    if m["dy_epoch"] is not None:
+        return steps(int(m["dy_epoch"]), int(m["dy_batch"]))
+    if m["clas_epoch"] is not None:  # PaddleClas counts epochs from 1 and prints the epoch's length
+        return (int(m["clas_epoch"]) - 1) * int(m["clas_len"]) + int(m["clas_iter"])
+    if m["seg_epoch"] is not None:  # PaddleSeg's iter counts the whole run
+        return int(m["seg_iter"])
+    return steps(int(m["ocr_epoch"]), int(m["ocr_iter"]))
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     steps = StepCounter()
     for line in lines:
-        m = LINE.search(line)
-        if not m:
+        position = POSITION.search(line)
+        cost = COST.search(line) if position else None
+        if not position or not cost:
             continue
-        elapse = to_float(m["elapse"])
-        speed = shape.global_batch / elapse if elapse > 0 else None
-        yield Point(step=steps(int(m["epoch"]), int(m["batch"])), speed=speed, seconds=elapse)
+        elapse = to_float(cost["t"])
+        samples = SAMPLES.search(line)
+        batch = to_float(samples["n"]) * shape.world_size if samples else shape.global_batch
+        ips = IPS.search(line)
+        yield Point(
+            step=_step(position, steps),
+            speed=batch / elapse if elapse > 0 else None,
+            seconds=elapse,
+            check=to_float(ips["ips"]) * shape.world_size if ips else None,
+        )
 
 
 FORMATS = (
     PeerFormat(
         name="paddle",
-        description="PaddlePaddle `[Pass p, train batch i] ... elapse t sec` or `batch_cost t sec ... ips N` lines "
-        "(global = global batch / t)",
-        signature=re.compile(r"\[Pass \d+, train batch \d+\].*\b(?:elapse|batch_cost) \S+ sec"),
+        description="PaddlePaddle lines with a time per batch (`elapse`, `batch_cost`) and optionally `ips`: fluid "
+        "`[Pass p, train batch i]`, dygraph `[Epoch e, batch i]`, PaddleClas `[Train][Epoch e/E][Iter: i/N]`, "
+        "PaddleSeg `[TRAIN] epoch: e, iter: i/N`, PaddleOCR `epoch: [e/E], iter: i` (global = global batch / t)",
+        signature=re.compile(
+            r"(?:\[Pass \d+, train batch \d+\]|\[Epoch \d+, batch \d+\]|\[Epoch \d+/\d+\]\[Iter: \d+/\d+\]"
+            r"|\[TRAIN\] epoch: \d+, iter: \d+/\d+|epoch: \[\d+/\d+\], (?:iter|global_step): \d+)"
+            r".*\b(?:avg_)?(?:elapse|batch_cost):? \S+"
+        ),
         read=read,
+        check_reading="the printed ips x world size",
         rules=("printed",),
         warmup=20,
         window=100,
         unit="images/s",
         printed="per device",
-        practice="DLPerf: skip 20 iterations, mean of global batch / batch time over the next 100",
+        practice="DLPerf: skip 20 iterations, mean of global batch / batch time over the next 100; ips x world "
+        "size is the second reading",
     ),
 )

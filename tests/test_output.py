@@ -146,7 +146,7 @@ def test_sweep_file_errors_name_the_file_and_the_key(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: resnet50\nbatch_size: -4\ndevice: cpu\n")
     code, _, err = run_cli(["sweep", str(bad), "--out", str(tmp_path / "out")], capsys)
-    assert_one_line_error(code, err, f"sweep file {bad}, key batch_size:", "batch_size must be a positive integer")
+    assert_one_line_error(code, err, f"sweep file {bad}: batch_size must be a positive integer")
     assert "--batch-size" not in err
 
 

@@ -7,9 +7,12 @@ by side, the same keys a YAML sweep file and the command line use.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -89,31 +92,32 @@ class RunSpec:
             require_positive_int("print_every", self.print_every)
         if not self.auto_warmup and (not _is_int(self.warmup_iters) or self.warmup_iters < 1):
             raise ConfigError(
-                f"--warmup-iters must be `auto` or at least 1 (the first step holds start-up and compiling), "
+                f"{flag('warmup_iters')} must be `auto` or at least 1 (the first step holds start-up and compiling), "
                 f"got {self.warmup_iters!r}"
             )
         require_positive_int("max_warmup_iters", self.max_warmup_iters)
         if self.auto_warmup and self.max_warmup_iters < 3 * self.window:
             raise ConfigError(
-                f"--warmup-iters auto needs room for 3 windows of --print-every {self.window}: "
-                f"raise --max-warmup-iters (now {self.max_warmup_iters}) to at least {3 * self.window}"
+                f"{flag('warmup_iters')} auto needs room for 3 windows of {flag('print_every')} {self.window}: "
+                f"raise {flag('max_warmup_iters')} (now {self.max_warmup_iters}) to at least {3 * self.window}"
             )
         require_number("straggler_pct", self.straggler_pct)
         if self.straggler_pct < 0:
-            raise ConfigError(f"--straggler-pct must not be negative, got {self.straggler_pct!r}")
+            raise ConfigError(f"{flag('straggler_pct')} must not be negative, got {self.straggler_pct!r}")
         if not _is_int(self.seed) or self.seed < 0:
-            raise ConfigError(f"--seed must be a non-negative integer, got {self.seed!r}")
+            raise ConfigError(f"{flag('seed')} must be a non-negative integer, got {self.seed!r}")
         choose("precision", self.precision, PRECISIONS)
         choose("device", self.device, DEVICES)
         choose("compile_mode", self.compile_mode, COMPILE_MODES)
         if not isinstance(self.compile, bool):
-            raise ConfigError(f"--compile must be true or false, got {self.compile!r}")
+            raise ConfigError(f"{flag('compile')} must be true or false, got {self.compile!r}")
         if not isinstance(self.data, str) or not self.data:
-            raise ConfigError(f"--data must be `synthetic` or a path, got {self.data!r}")
+            raise ConfigError(f"{flag('data')} must be `synthetic` or a path, got {self.data!r}")
         if self.iters < self.window:
             raise ConfigError(
-                f"--iters {self.iters} is shorter than one timing window (--print-every {self.window}): "
-                f"raise --iters or lower --print-every"
+                f"{flag('iters')} {self.iters} is shorter than one timing window "
+                f"({flag('print_every')} {self.window}): "
+                f"raise {flag('iters')} or lower {flag('print_every')}"
             )
         require_positive_number("timeout", self.timeout)
         if self.peak_tflops is not None:
@@ -123,14 +127,18 @@ class RunSpec:
     def _validate_command(self) -> None:
         """A command goes with engine `external` and only with it; its template is checked by the orchestrator."""
         if self.engine == EXTERNAL and not (isinstance(self.command, str) and self.command.strip()):
-            raise ConfigError("--engine external runs a framework's own script: give it as --command 'python ...'")
+            raise ConfigError(
+                f"{flag('engine')} external runs a framework's own script: give it as {flag('command')} 'python ...'"
+            )
         if self.command is not None and self.engine != EXTERNAL:
-            raise ConfigError(f"--command runs another framework's script, not --engine {self.engine}: drop one")
+            raise ConfigError(
+                f"{flag('command')} runs another framework's script, not {flag('engine')} {self.engine}: drop one"
+            )
         choose("command_per", self.command_per, COMMAND_PER)
         if not isinstance(self.shell, bool):
-            raise ConfigError(f"--shell must be true or false, got {self.shell!r}")
+            raise ConfigError(f"{flag('shell')} must be true or false, got {self.shell!r}")
         if not isinstance(self.log_format, str) or not self.log_format:
-            raise ConfigError(f"--log-format must be `auto` or a format name, got {self.log_format!r}")
+            raise ConfigError(f"{flag('log_format')} must be `auto` or a format name, got {self.log_format!r}")
 
 
 def setting(default: Any, help: str, *, bound: str | None = None, engines: tuple[str, ...] = ()) -> Any:
@@ -140,8 +148,23 @@ def setting(default: Any, help: str, *, bound: str | None = None, engines: tuple
     return dataclasses.field(default=default, metadata={"help": help, "bound": bound, "engines": engines})
 
 
+# how a message spells an option: "flag" (`--batch-size`, the command line) or "key" (`batch_size`, a sweep file)
+_SPELLING: ContextVar[str] = ContextVar("dlperf_option_spelling", default="flag")
+
+
 def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    """Option `name` as the user gave it: `--batch-size` on the command line, `batch_size` in a file's checks."""
+    return name if _SPELLING.get() == "key" else "--" + name.replace("_", "-")
+
+
+@contextlib.contextmanager
+def file_keys() -> Iterator[None]:
+    """Within: messages name options by their file keys, so a sweep file's fault reads in the file's words."""
+    token = _SPELLING.set("key")
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
 
 
 def _is_int(value: Any) -> bool:

@@ -1,45 +1,44 @@
-"""`dlperf`: the command line. Each subcommand lives in its own module with `register` and `run`."""
+"""`dlperf`: the command line. Each subcommand lives in its own module with `register` and `run`, imported only
+when it is the command named (all of them for `dlperf --help`), so a reading command never loads a running one."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 import traceback
+from collections.abc import Sequence
 
 from dlperf import __version__
-from dlperf.cli import (
-    commbench_cmd,
-    compare_cmd,
-    env_cmd,
-    extract_cmd,
-    history_cmd,
-    maxbatch_cmd,
-    peak_cmd,
-    predict_cmd,
-    report_cmd,
-    run_cmd,
-    sweep_cmd,
-)
 from dlperf.cli.args import Parser
 from dlperf.errors import DlperfError, clip
 
-COMMANDS = (
-    run_cmd,
-    sweep_cmd,
-    report_cmd,
-    extract_cmd,
-    compare_cmd,
-    history_cmd,
-    env_cmd,
-    peak_cmd,
-    commbench_cmd,
-    maxbatch_cmd,
-    predict_cmd,
-)
+# command -> its module, in the order `dlperf --help` lists them
+COMMANDS = {
+    "run": "dlperf.cli.run_cmd",
+    "sweep": "dlperf.cli.sweep_cmd",
+    "report": "dlperf.cli.report_cmd",
+    "extract": "dlperf.cli.extract_cmd",
+    "compare": "dlperf.cli.compare_cmd",
+    "history": "dlperf.cli.history_cmd",
+    "env": "dlperf.cli.env_cmd",
+    "peak": "dlperf.cli.peak_cmd",
+    "commbench": "dlperf.cli.commbench_cmd",
+    "maxbatch": "dlperf.cli.maxbatch_cmd",
+    "predict": "dlperf.cli.predict_cmd",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def named_command(argv: Sequence[str]) -> str | None:
+    """The command the arguments name (the first that is not an option; the top level's options take no value),
+    or None where none is named or the name is unknown: then every command registers, for help and errors."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for `argv`'s command only (every command without `argv`)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
     parser = Parser(
@@ -50,8 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dlperf {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for command in COMMANDS:
-        command.register(sub, common)
+    named = named_command(argv) if argv is not None else None
+    if named is None and argv is not None and "--version" in argv:
+        return parser  # answered before any command is looked at
+    for name, module in COMMANDS.items():
+        if named in (None, name):
+            importlib.import_module(module).register(sub, common)
     return parser
 
 
@@ -72,7 +75,8 @@ def _interrupt_on_sigterm() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _interrupt_on_sigterm()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     debug = getattr(args, "debug", False)
     try:

@@ -100,15 +100,8 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
     """Each training workload's settings as flags, made from its config dataclass: the type and choices from the
     annotation (`Literal[...]`), help and bound from the field's `setting` metadata. A key that several models
     share is one flag, its help naming each model's meaning."""
-    owners: dict[str, list[tuple[Workload, Field, Any]]] = {}
-    for workload in all_workloads():
-        if workload.tasks:  # a measurement of its own (commbench) has its own command and flags
-            continue
-        hints = get_type_hints(workload.config_type)
-        for f in fields(workload.config_type):
-            owners.setdefault(f.name, []).append((workload, f, hints[f.name]))
     groups: dict[str, Any] = {}
-    for name, owned in owners.items():
+    for name, owned in _training_fields().items():
         workload, f, hint = owned[0]
         title = (workload.title or f"--model {workload.name}") if len(owned) == 1 else "shared by several models"
         if title not in groups:
@@ -116,6 +109,18 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         helps = [_help(g) for _, g, _ in owned]
         text = helps[0] if len(owned) == 1 else "; ".join(f"{w.name}: {h}" for (w, _, _), h in zip(owned, helps))
         groups[title](flag(name), help=text.replace("%", "%%"), **_flag_kind(f, hint))
+
+
+def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:
+    """Each config key of the training workloads -> the workloads that have it, with its field and annotation (a
+    measurement of its own, like commbench, has its own command and flags)."""
+    owners: dict[str, list[tuple[Workload, Field, Any]]] = {}
+    for workload in all_workloads():
+        if not workload.tasks:
+            hints = get_type_hints(workload.config_type)
+            for f in fields(workload.config_type):
+                owners.setdefault(f.name, []).append((workload, f, hints[f.name]))
+    return owners
 
 
 def _help(f: Field) -> str:

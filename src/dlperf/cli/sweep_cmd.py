@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import time
-from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dlperf.cli.args import positive_float, positive_int
 from dlperf.cli.display import console, eta_text, run_line, say
 from dlperf.cli.options import add_launch_options, launch_options
-from dlperf.engines import engine_versions
-from dlperf.errors import ConfigError
-from dlperf.launch import Launcher, RunJob
-from dlperf.metrics.environment import collect_environment
-from dlperf.orchestration.preflight import preflight_warning
+from dlperf.launch import RunJob
 from dlperf.orchestration.run import launcher_for
-from dlperf.orchestration.sweep import (
-    SweepPlan,
-    load_sweep_file,
-    new_sweep_id,
-    plan_sweep,
-    resumed_sweep_id,
-    run_sweep,
-)
+from dlperf.orchestration.sweep import SweepOptions, finish_sweep, plan_sweep_file, run_sweep, start_sweep
 from dlperf.records.schema import read_record
-from dlperf.records.store import check_writable, write_text_atomic
-from dlperf.reporting.report import refuse_to_replace, write_report
-
-FLAG_RE = re.compile(r"--([a-z][a-z0-9-]*)")
-SWEEP_FLAGS = ("--repeats", "--target-ci", "--max-repeats")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -73,24 +55,30 @@ def repeats_arg(text: str) -> int | str:
     return "auto" if text.strip() == "auto" else positive_int(text)
 
 
+def sweep_options(args: argparse.Namespace) -> SweepOptions:
+    return SweepOptions(
+        config=args.config,
+        out=args.out,
+        repeats=args.repeats,
+        target_ci=args.target_ci,
+        max_repeats=args.max_repeats,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        retry_failed=args.retry_failed,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    options = sweep_options(args)
     launcher = launcher_for(launch_options(args))
-    plan = _plan(args.config, launcher, args.repeats, args.target_ci, args.max_repeats)  # checks it is UTF-8
-    spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
+    plan = plan_sweep_file(options, launcher)
     if launcher.options.dry_run:
         print(launcher.describe_all(plan.jobs(args.out)))
         return 0
-    if not (args.resume or args.overwrite):  # another sweep's report in this folder stays unless asked
-        refuse_to_replace(args.out, {"md", "json"})
-    check_writable(args.out)
-    engines = sorted({spec.engine for spec, _ in plan.cases})
-    env = {**collect_environment(), **engine_versions(engines)}
-    if launcher.local:
-        for spec, case_plan in plan.cases:
-            if warning := preflight_warning(spec, case_plan, env):
-                say(warning)
-    jobs = plan.jobs(args.out)
-    sweep_id = (resumed_sweep_id(jobs) if args.resume else None) or new_sweep_id()
+    start = start_sweep(plan, options, launcher)
+    for warning in start.warnings:
+        say(warning)
+    jobs, sweep_id = start.jobs, start.sweep_id
     total = len(jobs)
     if plan.adaptive:
         say(
@@ -130,49 +118,22 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             outcome = run_sweep(
-                plan,
-                args.out,
-                env,
-                launcher,
-                resume=args.resume,
-                overwrite=args.overwrite,
-                retry_failed=args.retry_failed,
-                on_skip=on_skip,
-                on_record=on_record,
-                sweep_id=sweep_id,
+                plan, options, start.env, launcher, on_skip=on_skip, on_record=on_record, sweep_id=sweep_id
             )
         except KeyboardInterrupt:
             progress.stop()
             say(f"interrupted; finish with: {resume_command(args)}")
             raise
-    write_text_atomic(Path(args.out) / "sweep.yaml", spec_text)
-    # this sweep's own records, not whatever else lies below the folder
-    written = write_report([r for job in jobs if (r := read_record(job.paths.record))], args.out)
+    report = finish_sweep(options, jobs)
     failed = len(outcome.failed)
     say(
         f"{len(outcome.ran)} runs done ({failed} failed), {outcome.skipped} skipped as complete; "
-        f"report: {written[0].parent / 'report.md'}"
+        f"report: {report / 'report.md'}"
     )
     if failed_before:
         say(f"{len(failed_before)} runs failed before and were kept failed; rerun them with: "
             f"{resume_command(args)} --retry-failed")  # fmt: skip
     return 1 if failed or failed_before else 0
-
-
-def _plan(
-    config: str, launcher: Launcher, repeats: int | str | None, target_ci: float | None, max_repeats: int | None
-) -> SweepPlan:
-    """The sweep's plan; a bad value is named by the file and its YAML key, not by a command-line flag."""
-    try:
-        return plan_sweep(load_sweep_file(config), launcher, repeats, target_ci, max_repeats)
-    except ConfigError as error:
-        message = str(error)
-        if message.startswith(f"sweep file {config}") or any(f in message for f in SWEEP_FLAGS):
-            raise  # names the file already, or a flag of this command rather than a key of the file
-        key = FLAG_RE.search(message)
-        where = f", key {key[1].replace('-', '_')}" if key else ""
-        text = FLAG_RE.sub(lambda m: m[1].replace("-", "_"), message)
-        raise ConfigError(f"sweep file {config}{where}: {text}") from None
 
 
 def resume_command(args: argparse.Namespace) -> str:

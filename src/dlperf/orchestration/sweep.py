@@ -11,6 +11,7 @@ Examples: configs/quick.yaml, configs/resnet50_report.yaml.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import uuid
@@ -19,21 +20,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.engines import engine_versions
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import slots_per_node
+from dlperf.metrics.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
+from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
-from dlperf.records.store import write_json_atomic
-from dlperf.spec import RunSpec, parse_topology
+from dlperf.records.store import check_writable, write_json_atomic, write_text_atomic
+from dlperf.reporting.report import refuse_to_replace, write_report
+from dlperf.spec import RunSpec, file_keys, parse_topology
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
 DEFAULT_REPEATS = 5
 AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What `dlperf sweep` is asked, in one object: the file, the results folder, the repeat rule (None: the
+    file's keys, which these override) and what to do with the records already there."""
+
+    config: str | None = None  # the sweep file; None for a matrix given as a mapping
+    out: str = "results"
+    repeats: int | str | None = None  # a count or `auto`
+    target_ci: float | None = None  # percent, with repeats auto
+    max_repeats: int | None = None  # with repeats auto
+    resume: bool = False
+    overwrite: bool = False
+    retry_failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,19 +89,21 @@ def _adaptive(target_pct: Any, max_repeats: Any) -> AdaptiveRepeats:
     return AdaptiveRepeats(target_pct / 100, max_repeats)
 
 
-def plan_sweep(
-    spec: dict[str, Any],
-    launcher: Launcher,
-    repeats: int | str | None = None,
-    target_ci: float | None = None,
-    max_repeats: int | None = None,
-) -> SweepPlan:
+def plan_sweep_file(options: SweepOptions, launcher: Launcher) -> SweepPlan:
+    """The plan of the sweep file `options.config`."""
+    return plan_sweep(load_sweep_file(str(options.config)), launcher, options)
+
+
+def plan_sweep(spec: dict[str, Any], launcher: Launcher, options: SweepOptions | None = None) -> SweepPlan:
     """Expand the matrix into validated cases; every case is checked before anything runs.
 
     With a host list and no topology or nodes in the file, every case spans all the hosts; a hostfile whose hosts
-    all give `slots=N` sets the processes per node where the file does not. `repeats`, `target_ci` (percent) and
-    `max_repeats` from the command line win over the file's keys of the same names.
+    all give `slots=N` sets the processes per node where the file does not. The options' `repeats`, `target_ci`
+    (percent) and `max_repeats` (the command line's) win over the file's keys of the same names. A case's bad
+    value is refused naming the file and spelling its key as the file does (`batch_size`, not `--batch-size`).
     """
+    options = options or SweepOptions()
+    repeats, target_ci, max_repeats = options.repeats, options.target_ci, options.max_repeats
     spec = dict(spec)
     if launcher.options.hosts and not {"topology", "nodes"} & set(spec):
         spec["nodes"] = len(launcher.options.hosts)
@@ -97,6 +119,25 @@ def plan_sweep(
         repeats = adaptive.max_repeats
     elif target_ci is not None or max_repeats is not None:
         raise ConfigError("--target-ci and --max-repeats apply to --repeats auto only: add --repeats auto")
+    with _faults_named_by(options.config):
+        return SweepPlan(cases=_cases(spec, repeats, launcher), repeats=repeats, adaptive=adaptive)
+
+
+@contextlib.contextmanager
+def _faults_named_by(source: str | None) -> Iterator[None]:
+    """The file's own values checked with their keys spelled as the file spells them (`batch_size`, not
+    `--batch-size`), a fault naming the file."""
+    try:
+        with file_keys():
+            yield
+    except ConfigError as error:
+        if source is None:
+            raise
+        raise ConfigError(f"sweep file {source}: {error}") from None
+
+
+def _cases(spec: dict[str, Any], repeats: int, launcher: Launcher) -> list[tuple[RunSpec, WorkloadPlan]]:
+    """Every sub-matrix's cases, each checked; two cases writing the same files are refused."""
     check_run_count(spec, repeats)
     variants = spec.pop("matrix", [{}])
     if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants) or not variants:
@@ -110,7 +151,7 @@ def plan_sweep(
                 raise ConfigError(f"two sweep cases write the same files ({key}): make the matrix values distinct")
             seen.add(key)
             cases.append((run_spec, plan))
-    return SweepPlan(cases=cases, repeats=repeats, adaptive=adaptive)
+    return cases
 
 
 def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec, WorkloadPlan]]:
@@ -165,15 +206,68 @@ class SweepOutcome:
         return [r for r in self.ran if r["status"] != "ok"]
 
 
+@dataclass(frozen=True)
+class SweepStart:
+    """A sweep ready to run: its jobs, the environment every record carries, its id (a resumed sweep keeps its
+    own), and one warning line per case that will not fit this machine."""
+
+    jobs: list[RunJob]
+    env: dict[str, Any]
+    sweep_id: str
+    warnings: list[str]
+
+
+def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher) -> SweepStart:
+    """Refuse to replace another sweep's report (unless resuming or overwriting), check the folder can be
+    written, capture the environment once."""
+    if not (options.resume or options.overwrite):
+        refuse_to_replace(options.out, {"md", "json"})
+    check_writable(options.out)
+    engines = sorted({spec.engine for spec, _ in plan.cases})
+    env = {**collect_environment(), **engine_versions(engines)}
+    warnings = [w for spec, case in plan.cases if launcher.local and (w := preflight_warning(spec, case, env))]
+    jobs = plan.jobs(options.out)
+    sweep_id = (resumed_sweep_id(jobs) if options.resume else None) or new_sweep_id()
+    return SweepStart(jobs, env, sweep_id, warnings)
+
+
+def finish_sweep(options: SweepOptions, jobs: list[RunJob]) -> Path:
+    """The sweep file beside its records (sweep.yaml), and the report of this sweep's own records (not whatever
+    else lies below the folder); returns the report's folder."""
+    source = Path(options.config) if options.config else None
+    text = source.read_text(encoding="utf-8") if source and source.is_file() else ""
+    write_text_atomic(Path(options.out) / "sweep.yaml", text)
+    written = write_report([r for job in jobs if (r := read_record(job.paths.record))], options.out)
+    return written[0].parent
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """What every run of one sweep shares: where, how, what to do with a finished record, and the fields that go
+    into each record."""
+
+    options: SweepOptions
+    env: dict[str, Any]
+    launcher: Launcher
+    on_skip: Callable[[RunJob], None]
+    on_record: OnRecord
+    fields: dict[str, Any] | None
+
+    def done_before(self, job: RunJob) -> bool:
+        return self.options.resume and record_is_complete(job.paths.record, self.options.retry_failed)
+
+    def execute(self, jobs: list[RunJob], on_record: OnRecord | None = None) -> list[dict[str, Any]]:
+        return execute(
+            jobs, self.launcher, self.env, overwrite=True, on_record=on_record or self.on_record, fields=self.fields
+        )
+
+
 def run_sweep(
     plan: SweepPlan,
-    out: str | Path,
+    options: SweepOptions,
     env: dict[str, Any],
     launcher: Launcher,
     *,
-    resume: bool,
-    overwrite: bool,
-    retry_failed: bool,
     on_skip: Callable[[RunJob], None],
     on_record: OnRecord,
     sweep_id: str | None = None,
@@ -181,28 +275,28 @@ def run_sweep(
     """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
     Every record carries `sweep_id`, so a report can keep two sweeps under one folder apart. One sweep at a time
     per results folder: the lock covers the resume decision and every run."""
+    out = options.out
     with results_lock(out):
         jobs = plan.jobs(out)
         existing = [job for job in jobs if job.paths.record.exists()]
-        if existing and not (resume or overwrite):
+        if existing and not (options.resume or options.overwrite):
             raise ResultsError(
                 f"{out} already holds {len(existing)} records of this sweep: pass --resume to finish it "
                 f"or --overwrite to start again"
             )
         fields = {"sweep_id": sweep_id} if sweep_id else None
+        runner = _Runner(options, env, launcher, on_skip, on_record, fields)
         if plan.adaptive:
-            args = (resume, retry_failed, on_skip, on_record, fields)
-            return _run_adaptive(plan, plan.adaptive, out, env, launcher, *args)
+            return _run_adaptive(plan, plan.adaptive, runner)
         todo = []
         skipped = 0
         for job in jobs:
-            if resume and record_is_complete(job.paths.record, retry_failed):
+            if runner.done_before(job):
                 skipped += 1
                 on_skip(job)
             else:
                 todo.append(job)
-        ran = execute(todo, launcher, env, overwrite=True, on_record=on_record, fields=fields)
-        return SweepOutcome(ran=ran, skipped=skipped)
+        return SweepOutcome(ran=runner.execute(todo), skipped=skipped)
 
 
 def _ok_throughput(record: dict[str, Any] | None) -> float | None:
@@ -211,43 +305,20 @@ def _ok_throughput(record: dict[str, Any] | None) -> float | None:
     return None
 
 
-def _run_adaptive(
-    plan: SweepPlan,
-    adaptive: AdaptiveRepeats,
-    out: str | Path,
-    env: dict[str, Any],
-    launcher: Launcher,
-    resume: bool,
-    retry_failed: bool,
-    on_skip: Callable[[RunJob], None],
-    on_record: OnRecord,
-    fields: dict[str, Any] | None,
-) -> SweepOutcome:
+def _run_adaptive(plan: SweepPlan, adaptive: AdaptiveRepeats, runner: _Runner) -> SweepOutcome:
     """Each case repeated until `adaptive` says stop; every new record gets `repeats_stop`, the decision after it
     (rewritten in place before the progress line shows it), so the case's last record says why it stopped."""
     ran: list[dict[str, Any]] = []
     skipped = 0
     for spec, case_plan in plan.cases:
-        jobs = plan_jobs(spec, case_plan, list(range(1, adaptive.max_repeats + 1)), out)
-        case_ran, case_skipped = _repeat_case(
-            jobs, adaptive, env, launcher, resume, retry_failed, on_skip, on_record, fields
-        )
+        jobs = plan_jobs(spec, case_plan, list(range(1, adaptive.max_repeats + 1)), runner.options.out)
+        case_ran, case_skipped = _repeat_case(jobs, adaptive, runner)
         ran += case_ran
         skipped += case_skipped
     return SweepOutcome(ran=ran, skipped=skipped)
 
 
-def _repeat_case(
-    jobs: list[RunJob],
-    adaptive: AdaptiveRepeats,
-    env: dict[str, Any],
-    launcher: Launcher,
-    resume: bool,
-    retry_failed: bool,
-    on_skip: Callable[[RunJob], None],
-    on_record: OnRecord,
-    fields: dict[str, Any] | None,
-) -> tuple[list[dict[str, Any]], int]:
+def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner) -> tuple[list[dict[str, Any]], int]:
     """One case's repeats, in order, until the decision after one of them says stop."""
     ran: list[dict[str, Any]] = []
     skipped = 0
@@ -262,21 +333,30 @@ def _repeat_case(
         decision = adaptive.decide(throughputs)
         record["repeats_stop"] = decision.as_record()
         write_json_atomic(job.paths.record, record)
-        on_record(job, record)
+        runner.on_record(job, record)
 
     for job in jobs:
-        if resume and record_is_complete(job.paths.record, retry_failed):
+        if runner.done_before(job):
             value = _ok_throughput(read_record(job.paths.record))
             if value is not None:
                 throughputs.append(value)
             decision = adaptive.decide(throughputs)
             skipped += 1
-            on_skip(job)
+            runner.on_skip(job)
         else:
-            ran += execute([job], launcher, env, overwrite=True, on_record=decide, fields=fields)
+            ran += runner.execute([job], on_record=decide)
         if decision is not None and decision.stop:
             break
     return ran, skipped
 
 
-__all__ = ["SweepPlan", "load_sweep_file", "plan_sweep", "run_sweep"]
+__all__ = [
+    "SweepOptions",
+    "SweepPlan",
+    "finish_sweep",
+    "load_sweep_file",
+    "plan_sweep",
+    "plan_sweep_file",
+    "run_sweep",
+    "start_sweep",
+]

@@ -74,7 +74,7 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
             other = [w.name for w in all_workloads() if key in {f.name for f in fields(w.config_type)}]
             if other:
                 raise ConfigError(
-                    f"key {key!r} applies to --model {' or '.join(other)}, not {model}: remove it "
+                    f"key {key!r} applies to {flag('model')} {' or '.join(other)}, not {model}: remove it "
                     f"(the keys of {model} are {', '.join(COMMON_KEYS + tuple(own))})"
                 )
             raise ConfigError(f"unknown key {key!r}: valid keys for {model} are {', '.join(COMMON_KEYS + tuple(own))}")
@@ -90,7 +90,9 @@ def decode_spec(data: dict[str, Any]) -> RunSpec:
 def require_training(spec: RunSpec) -> None:
     """`dlperf run` and `sweep` time training steps; a workload with its own rank task has its own command."""
     if get_workload(spec.model).tasks:
-        raise ConfigError(f"--model {spec.model} is not a training workload: measure it with `dlperf {spec.model}`")
+        raise ConfigError(
+            f"{flag('model')} {spec.model} is not a training workload: measure it with `dlperf {spec.model}`"
+        )
 
 
 def check_spec(spec: RunSpec) -> WorkloadPlan:
@@ -112,8 +114,8 @@ def check_engine_settings(spec: RunSpec) -> None:
         value = getattr(spec.workload, f.name)
         if engines and spec.engine not in engines and value != f.default:
             raise ConfigError(
-                f"{flag(f.name)} {value} is read by --engine {' or '.join(engines)} only: drop it with "
-                f"--engine {spec.engine}, or use --engine {engines[0]}"
+                f"{flag(f.name)} {value} is read by {flag('engine')} {' or '.join(engines)} only: drop it with "
+                f"{flag('engine')} {spec.engine}, or use {flag('engine')} {engines[0]}"
             )
 
 

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from dlperf.errors import ConfigError
 from dlperf.metrics.footprint import Footprint
-from dlperf.spec import RunSpec
+from dlperf.spec import RunSpec, flag
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Workload(ABC):
         targets = self.tasks or self.builders
         if engine not in targets:
             raise ConfigError(
-                f"model {self.name} has no {engine} implementation: choose --engine {' or '.join(targets)}"
+                f"model {self.name} has no {engine} implementation: choose {flag('engine')} {' or '.join(targets)}"
             )
 
     def builder(self, engine: str) -> Callable[..., Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from dlperf.engines.base import Engine, RankEnv, StepClock
 from dlperf.errors import ConfigError
-from dlperf.spec import RunSpec
+from dlperf.spec import RunSpec, flag
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
 PRECISIONS = ("fp32", "amp-bf16")
@@ -33,16 +33,20 @@ def check_supported(spec: RunSpec) -> None:
     if spec.precision == "amp-fp16":
         raise ConfigError(
             "amp-fp16 is not available on the JAX engine (it needs a dynamic loss scale): "
-            "use --precision amp-bf16 or fp32, or --engine torch"
+            f"use {flag('precision')} amp-bf16 or fp32, or {flag('engine')} torch"
         )
     if spec.precision not in PRECISIONS:
         raise ConfigError(
             f"unknown precision {spec.precision!r} for the JAX engine: choose one of {', '.join(PRECISIONS)}"
         )
     if spec.data != "synthetic":
-        raise ConfigError("the JAX engine reads synthetic data only: pass --data synthetic, or --engine torch")
+        raise ConfigError(
+            f"the JAX engine reads synthetic data only: pass {flag('data')} synthetic, or {flag('engine')} torch"
+        )
     if spec.compile:
-        raise ConfigError("every JAX step is compiled by XLA already: drop --compile with --engine jax")
+        raise ConfigError(
+            f"every JAX step is compiled by XLA already: drop {flag('compile')} with {flag('engine')} jax"
+        )
 
 
 def coordinator_address(rank: RankEnv) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, require_number, require_positive_number
+from dlperf.spec import RunSpec, flag, require_number, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
@@ -56,7 +56,8 @@ class GPTWorkload(Workload):
         layout = layout_of(spec)
         if spec.engine == "jax" and layout.pp > 1:
             raise ConfigError(
-                f"the JAX step has no pipeline parallelism (--pp {layout.pp}): use --pp 1 or --engine torch"
+                f"the JAX step has no pipeline parallelism ({flag('pp')} {layout.pp}): "
+                f"use {flag('pp')} 1 or {flag('engine')} torch"
             )
         if config.lr is not None:
             require_positive_number("lr", config.lr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlperf.errors import ConfigError
-from dlperf.spec import RunSpec
+from dlperf.spec import RunSpec, flag, require_positive_int
 from dlperf.workloads.gpt.config import DP_MODES, PP_SCHEDULES, GPTConfig
 
 
@@ -53,17 +53,17 @@ def layout_of(spec: RunSpec) -> Layout:
     """The layout a spec asks for; refuses, in one line, any number that does not divide."""
     config: GPTConfig = spec.workload
     for name in ("tp", "pp", "micro_batch_size", "num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size"):
-        _positive(name, getattr(config, name))
+        require_positive_int(name, getattr(config, name))
     world = spec.world_size
     if config.dp is None:
         if world % (config.tp * config.pp):
             raise ConfigError(
                 f"world size {world} ({spec.topology}) is not divisible by tp x pp = {config.tp} x {config.pp}: "
-                f"change --devices-per-node, --tp or --pp"
+                f"change {flag('devices_per_node')}, {flag('tp')} or {flag('pp')}"
             )
         dp = world // (config.tp * config.pp)
     else:
-        _positive("dp", config.dp)
+        require_positive_int("dp", config.dp)
         dp = config.dp
         if dp * config.tp * config.pp != world:
             raise ConfigError(
@@ -71,28 +71,29 @@ def layout_of(spec: RunSpec) -> Layout:
                 f"{dp} x {config.tp} x {config.pp} = {dp * config.tp * config.pp}: change the topology or the layout"
             )
     global_batch = config.global_batch_size if config.global_batch_size is not None else config.micro_batch_size * dp
-    _positive("global_batch_size", global_batch)
+    require_positive_int("global_batch_size", global_batch)
     if global_batch % (config.micro_batch_size * dp):
         raise ConfigError(
-            f"--global-batch-size {global_batch} is not divisible by micro batch x dp = "
+            f"{flag('global_batch_size')} {global_batch} is not divisible by micro batch x dp = "
             f"{config.micro_batch_size} x {dp} = {config.micro_batch_size * dp}"
         )
     if config.hidden_size % config.num_heads:
-        raise ConfigError(f"--hidden-size {config.hidden_size} is not divisible by --num-heads {config.num_heads}")
+        raise ConfigError(
+            f"{flag('hidden_size')} {config.hidden_size} is not divisible by {flag('num_heads')} {config.num_heads}"
+        )
     if config.num_heads % config.tp:
-        raise ConfigError(f"--num-heads {config.num_heads} is not divisible by --tp {config.tp}")
+        raise ConfigError(f"{flag('num_heads')} {config.num_heads} is not divisible by {flag('tp')} {config.tp}")
     if config.num_layers < config.pp:
-        raise ConfigError(f"--num-layers {config.num_layers} is fewer than the --pp {config.pp} pipeline stages")
+        raise ConfigError(
+            f"{flag('num_layers')} {config.num_layers} is fewer than the {flag('pp')} {config.pp} pipeline stages"
+        )
     if config.pp_schedule not in PP_SCHEDULES:
-        raise ConfigError(f"unknown --pp-schedule {config.pp_schedule!r}: choose one of {', '.join(PP_SCHEDULES)}")
+        raise ConfigError(
+            f"unknown {flag('pp_schedule')} {config.pp_schedule!r}: choose one of {', '.join(PP_SCHEDULES)}"
+        )
     if config.dp_mode not in DP_MODES:
-        raise ConfigError(f"unknown --dp-mode {config.dp_mode!r}: choose one of {', '.join(DP_MODES)}")
+        raise ConfigError(f"unknown {flag('dp_mode')} {config.dp_mode!r}: choose one of {', '.join(DP_MODES)}")
     return Layout(dp, config.tp, config.pp, config.micro_batch_size, global_batch, config.pp_schedule, config.dp_mode)
-
-
-def _positive(name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
 
 
 def stage_layers(num_layers: int, pp: int, stage: int) -> range:

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, choose, require_number, require_positive_int, require_positive_number, setting
+from dlperf.spec import RunSpec, choose, flag, require_number, require_positive_int, require_positive_number, setting
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.resnet.dali_data import require_dali
 
@@ -91,7 +91,7 @@ class ResNet50Workload(Workload):
         for name in ("batch_size", "image_size", "num_classes"):
             require_positive_int(name, getattr(config, name))
         if not isinstance(config.workers, int) or isinstance(config.workers, bool) or config.workers < 0:
-            raise ConfigError(f"--workers must be a non-negative integer, got {config.workers!r}")
+            raise ConfigError(f"{flag('workers')} must be a non-negative integer, got {config.workers!r}")
         if config.lr is not None:
             require_positive_number("lr", config.lr)
         require_number("momentum", config.momentum)
@@ -99,7 +99,10 @@ class ResNet50Workload(Workload):
         choose("data_loader", config.data_loader, DATA_LOADERS)
         choose("optimizer_impl", config.optimizer_impl, OPTIMIZER_IMPLS)
         if config.data_loader == "dali" and spec.data == "synthetic":
-            raise ConfigError("--data-loader dali reads a JPEG folder: give --data PATH, or drop --data-loader")
+            raise ConfigError(
+                f"{flag('data_loader')} dali reads a JPEG folder: give {flag('data')} PATH, "
+                f"or drop {flag('data_loader')}"
+            )
         if spec.data != "synthetic":
             check_image_folder(spec.data)
         if config.data_loader == "dali":

@@ -185,6 +185,20 @@ def extract_dir(root: Path, options: Options) -> tuple[list[dict[str, Any]], lis
     return records, sorted(skipped, key=lambda s: s.path)
 
 
+def extract_file(path: Path, options: Options, info: LogInfo) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """One log read without the folder layout: its run's shape is given (`--nodes`, `--devices-per-node`,
+    `--batch-size`), not read from its path."""
+    options.check()
+    if not path.is_file():
+        raise DataError(f"log {shown(path)} does not exist or is not a regular file")
+    try:
+        return [read_run(info, options)], []
+    except DataError as error:
+        return [], [Skipped(path, str(error))]
+    except OSError as error:
+        return [], [Skipped(path, f"cannot read it: {error.strerror or error}")]
+
+
 def record_target(records_dir: Path, record: dict[str, Any]) -> Path:
     """Where a record is written: records/<model>/<case>/<the log's stem>.json. parse_log_path accepted only plain
     names for every part of the stem, so none of them can leave `records_dir` (the caller checks that too)."""

@@ -17,7 +17,7 @@ from dlperf.peers.base import RULES
 from dlperf.peers.display import plain, shown
 from dlperf.peers.extract import Options, extract_dir, extract_file, record_target
 from dlperf.peers.layout import PLAIN_NAME, LogInfo
-from dlperf.peers.registry import BY_NAME, describe
+from dlperf.peers.registry import describe
 
 SKIPPED_EXIT = 3
 
@@ -45,10 +45,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     shape.add_argument("--precision", default="unknown", help="precision label for the report (default: unknown)")
     parser.add_argument(
         "--format",
+        "--log-format",
+        dest="format",
         default="auto",
-        choices=["auto", *BY_NAME],
-        metavar="auto|NAME",
-        help="log format; auto recognises it from each file's content (default). See --list-formats",
+        metavar="auto|NAME|PATH.yaml",
+        help="log format; auto recognises it from each file's content (default); a NAME from --list-formats; or a "
+        "format declared in YAML (a regex with named groups, unit, per device or global, warm-up, window: "
+        "docs/peer-logs.md)",
     )
     parser.add_argument(
         "--rule",

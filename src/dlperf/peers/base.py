@@ -20,6 +20,7 @@ class RunShape:
 
     global_batch: int
     world_size: int
+    workload: str = ""  # the model's name (from the path or --model), for its plausible speed
 
 
 @dataclass(frozen=True)

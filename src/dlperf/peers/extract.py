@@ -75,7 +75,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     forced = None if options.format == "auto" else get_format(options.format)
     if forced is None and _holds_mllog(info.path):
         forced = get_format("mlperf")  # a file holding MLLOG events is MLPerf, whatever it prints first
-    shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size)
+    shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
     with closing(log_lines(info.path)) as raw:
         lines = watch.watch(strip_prefixes(line) for line in raw)

@@ -268,6 +268,9 @@ class _Log:
             if self.summary is None:
                 self.summary = self._whole_run(point, value)
             return
+        if not self.tracked and self.held is not None:  # a timed block before the progress events: superseded
+            self.held, self.index = None, 0
+            point = replace(point, step=1)
         self.tracked = True
         yield from self._emit(point)
 

@@ -105,8 +105,10 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     reason = watch.reason()
     if reason is not None:
         return _failed(info, shape, fmt, rule, reason)
-    check = cross_check(measured, rule, fmt.unit, shape)
+    unit = measured.unit or fmt.unit
+    check = cross_check(measured, rule, unit, shape)
     record = _base(info, shape, fmt, rule)
+    record["unit"] = unit
     record.update(
         status="ok",
         error=None,

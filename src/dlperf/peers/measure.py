@@ -39,6 +39,7 @@ class Measured:
     second_reading: str | None = None  # what the second reading is
     notes: tuple[str, ...] = ()  # how the reader decided scale and units
     tokens_per_sample: int | None = None
+    unit: str | None = None  # the reader's inferred unit (None: the format's)
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
 
 
@@ -68,6 +69,7 @@ def _combine(points: list[Point]) -> Point:
         check=_median([p.check for p in points]),
         note=first.note,
         tokens=first.tokens,
+        unit=first.unit,
     )
 
 
@@ -211,6 +213,7 @@ class _Window:
         self.check_sum, self.check_n = 0.0, 0
         self.notes: dict[str, None] = {}
         self.tokens: int | None = None
+        self.unit: str | None = None
         self.tail: deque[Point] = deque(maxlen=64)  # the latest points, for the short-log fallback and `last_only`
 
     def add(self, point: Point, start: int | None) -> None:
@@ -253,6 +256,7 @@ class _Window:
         if point.note:
             self.notes[point.note] = None
         self.tokens = point.tokens or self.tokens
+        self.unit = point.unit or self.unit
 
     def fallback(self) -> str | None:
         """Where the rule's window is not there: say so, and keep what the rule allows."""
@@ -391,6 +395,7 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         second_reading=reading,
         notes=tuple(w.notes),
         tokens_per_sample=w.tokens,
+        unit=w.unit,
         batch_free=rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept,
         throughput=throughput,
         kept=w.kept,

@@ -83,7 +83,7 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     code, _, err = run_cli(["extract", str(KERAS), "--format", "pytorch-imagenet", "--rule", "timestamp"], capsys)
     assert code == 2 and err.count("\n") == 1 and "supports only the printed rule" in err
     code, _, err = run_cli(["extract", str(KERAS), "--format", "caffe"], capsys)
-    assert code == 2 and "invalid choice" in err
+    assert code == 2 and err.count("\n") == 1 and "unknown log format 'caffe'" in err
     code, _, err = run_cli(["extract", str(KERAS), "--warmup", "-1"], capsys)
     assert code == 2 and "non-negative" in err
     empty = tmp_path / "empty" / "1n1g"

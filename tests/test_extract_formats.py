@@ -32,6 +32,7 @@ EXPECTED = {
     "mxnet": {"printed": (405 + 400) / 2, "timestamp": (60 - 20) * 128 / (14.1 - 0.01)},
     "pytorch-imagenet": {"printed": 64 / ((0.21 + 0.19) / 2)},  # global batch / mean of the per-step medians
     "paddle": {"printed": (32 / 0.1 + 32 / 0.125 + 32 / 0.1) / 3},
+    "hf-trainer": {"printed": 45.678},
     "hugectr": {"printed": 1024 / ((0.3 + 0.5) / 200)},
     "mlperf": {"printed": (2800 + 2900) / 2, "timestamp": 200 * 256 / 20},
     "megatron": {"printed": 128 / 0.8, "timestamp": (3840 - 1280) / 16},  # the line's global batch (128) wins

@@ -17,9 +17,10 @@ from dlperf.peers.layout import parse_log_path
 FIXTURES = Path(__file__).parent / "fixtures" / "peer-logs"
 
 
-def planted(tmp_path: Path, source: str, change) -> Path:
-    """A copy of a real log at the same layout path with `change(event)` applied to every MLLOG event."""
-    out = tmp_path / Path(source).parent.name / Path(source).name
+def planted(tmp_path: Path, source: str, change, name: str | None = None) -> Path:
+    """A copy of a real log at the same layout path (or `name` in its folder) with `change(event)` applied to every
+    MLLOG event."""
+    out = tmp_path / Path(source).parent.name / (name or Path(source).name)
     out.parent.mkdir(parents=True)
     lines = []
     for line in (FIXTURES / source).read_text(encoding="utf-8").splitlines():
@@ -66,14 +67,15 @@ def test_per_device_epoch_figures_are_scaled_by_the_epoch_evidence_and_say_so(tm
 
 
 def test_tokens_read_as_sequences_is_refused(tmp_path):
-    """gpt3's step time replaced by a tracked throughput in tokens/s (2048 tokens per sequence)."""
+    """gpt3's step time replaced by a tracked throughput in tokens/s (2048 tokens per sequence). Named `lm` so
+    that the physical bound of a GPT-3 sequence (which refuses it too) leaves it to the cross-check."""
 
     def change(event: dict) -> None:
         if event["key"] == "tracked_stats" and "train_step_timing" in event["value"]:
             event["value"] = {"throughput": 2688 * 2048 / event["value"]["train_step_timing"]}
 
     with pytest.raises(DataError, match="about the tokens per sample"):
-        read(planted(tmp_path, "real/mlperf/1344n8g/gpt3-azure_b1_mixed_1.log", change))
+        read(planted(tmp_path, "real/mlperf/1344n8g/gpt3-azure_b1_mixed_1.log", change, "lm_b1_mixed_1.log"))
 
 
 def test_a_step_time_in_the_wrong_unit_is_refused(tmp_path):
@@ -105,3 +107,15 @@ def test_the_report_flags_a_row_whose_readings_disagree():
         case.case: [f.label for f in case.flags()] for cases in summarise([flagged, clean]).values() for case in cases
     }
     assert "readings" in labels["1n8g"] and "readings" not in labels["1n4g"]
+
+
+def test_tokens_counted_as_samples_are_beyond_the_physical_bound_of_the_workload(tmp_path):
+    """maxtext's gpt3 log without the two events that say its counts are tokens (benchmark, sequence length):
+    read as samples, 176k sequences/s on 512 chips is 344 per chip, above 1e16 FLOP/s / 1e15 FLOPs per sequence."""
+
+    def change(event: dict) -> None:
+        if event["key"] in ("submission_benchmark", "max_sequence_length"):
+            event["key"] = "x_removed"
+
+    with pytest.raises(DataError, match=r"above the plausible 10 samples/s per device .*GPT-3"):
+        read(planted(tmp_path, "real-2/mlperf/128n4g/gpt3-google-v40_b4_mixed_1.log", change))

@@ -341,6 +341,14 @@ CASES: dict[str, tuple[str, str, Callable[[], float], str]] = {
         "global batch / mean batch time of iterations 30-100",
     ),  # fmt: skip
 }
+# MLPerf's units are each benchmark's samples (its rules: images, sequences, records); the others stay samples
+MLPERF_UNITS = {"resnet": "images/s", "ssd": "images/s", "maskrcnn": "images/s", "stable": "images/s",
+                "bert": "sequences/s", "gpt3": "sequences/s", "dlrm": "records/s"}  # fmt: skip
+for _name, (_fmt, _unit, _expected, _why) in list(CASES.items()):
+    if _fmt == "mlperf":
+        _benchmark = Path(_name).name.split("-")[0].split("_")[0]
+        CASES[_name] = (_fmt, MLPERF_UNITS.get(_benchmark, _unit), _expected, _why)
+
 FAILED = {
     "torchtitan/1n8g/qwen3-14b-run031_b5_bf16_1.log": "ValueError: 'mxfp8_cublas' is not a valid",
     "torchtitan/1n8g/qwen3-14b-run355_b144_bf16_1.log": "out of memory",

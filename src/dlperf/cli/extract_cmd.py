@@ -11,12 +11,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlperf.cli.args import non_negative_int
+from dlperf.cli.args import non_negative_int, positive_int
 from dlperf.errors import ResultsError
 from dlperf.peers.base import RULES
 from dlperf.peers.display import plain, shown
-from dlperf.peers.extract import Options, extract_dir, record_target
-from dlperf.peers.registry import BY_NAME, describe
+from dlperf.peers.extract import Options, extract_dir, extract_file, record_target
+from dlperf.peers.layout import PLAIN_NAME, LogInfo
+from dlperf.peers.registry import describe
 
 SKIPPED_EXIT = 3
 
@@ -27,17 +28,30 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="read other frameworks' training logs into the same report as `dlperf report`",
         description="Read every log under LOG_DIR laid out as <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log "
-        "(any parents, e.g. bz128/), measure each run's throughput the published way, and write report.md, "
-        "summary.json, plots and one record per run (records/) into --out. Exit status: 0 all logs read; "
+        "(any parents, e.g. bz128/), or one log FILE with its shape given (--nodes, --devices-per-node, "
+        "--batch-size), measure each run's throughput the published way, check it by a second reading of the log, "
+        "and write report.md, summary.json, plots and one record per run (records/) into --out. Exit status: 0 all "
+        "logs read; "
         f"{SKIPPED_EXIT} some logs skipped (named on stderr with the reason); 2 bad usage or no usable log.",
     )
-    parser.add_argument("log_dir", nargs="?", metavar="LOG_DIR", help="folder of logs in the published layout")
+    parser.add_argument(
+        "log_dir", nargs="?", metavar="LOG_DIR|FILE", help="folder of logs in the published layout, or one log file"
+    )
+    shape = parser.add_argument_group("one log FILE (its shape is not in its name)")
+    shape.add_argument("--nodes", type=positive_int, help="nodes the run used")
+    shape.add_argument("--devices-per-node", type=positive_int, help="devices (GPUs) per node")
+    shape.add_argument("--batch-size", type=positive_int, help="batch size PER DEVICE")
+    shape.add_argument("--model", help="model name for the report (default: the file's stem)")
+    shape.add_argument("--precision", default="unknown", help="precision label for the report (default: unknown)")
     parser.add_argument(
         "--format",
+        "--log-format",
+        dest="format",
         default="auto",
-        choices=["auto", *BY_NAME],
-        metavar="auto|NAME",
-        help="log format; auto recognises it from each file's content (default). See --list-formats",
+        metavar="auto|NAME|PATH.yaml",
+        help="log format; auto recognises it from each file's content (default); a NAME from --list-formats; or a "
+        "format declared in YAML (a regex with named groups, unit, per device or global, warm-up, window: "
+        "docs/peer-logs.md)",
     )
     parser.add_argument(
         "--rule",
@@ -72,12 +86,18 @@ def run(args: argparse.Namespace) -> int:
         raise ResultsError("LOG_DIR is missing: dlperf extract LOG_DIR [--out DIR] (or --list-formats)")
     root = Path(args.log_dir)
     options = Options(format=args.format, rule=args.rule, warmup=args.warmup, window=args.window)
-    records, skipped = extract_dir(root, options)
+    if root.is_file():
+        records, skipped = extract_file(root, options, _file_info(root, args))
+    else:
+        if args.nodes or args.devices_per_node or args.batch_size:
+            raise ResultsError(f"{shown(root)} is not a file: --nodes/--devices-per-node/--batch-size are for one log")
+        records, skipped = extract_dir(root, options)
     for item in skipped:
         print(f"dlperf: skipped {shown(item.path)}: {plain(item.reason)}", file=sys.stderr)
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {shown(root)} gave a result (reasons above)")
-    out = Path(args.out) if args.out else root.resolve().parent / f"{root.resolve().name}-extract"
+    name = root.resolve().stem if root.is_file() else root.resolve().name
+    out = Path(args.out) if args.out else root.resolve().parent / f"{name}-extract"
     # Imported here so that `--list-formats` and usage errors start without the report's writers.
     from dlperf.records.lock import results_lock
     from dlperf.records.store import check_writable, write_json_atomic
@@ -103,6 +123,21 @@ def run(args: argparse.Namespace) -> int:
             print(shown(path))
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
     return SKIPPED_EXIT if skipped else 0
+
+
+def _file_info(path: Path, args: argparse.Namespace) -> LogInfo:
+    """The shape of one log's run, as given on the command line."""
+    missing = [f"--{n.replace('_', '-')}" for n in ("nodes", "devices_per_node", "batch_size") if not getattr(args, n)]
+    if missing:
+        raise ResultsError(
+            f"one log file needs its run's shape: pass {' '.join(missing)} (e.g. dlperf extract {shown(path)} "
+            f"--nodes 1 --devices-per-node 8 --batch-size 32)"
+        )
+    model = args.model or path.stem
+    for label, value in (("--model", model), ("--precision", args.precision)):
+        if not PLAIN_NAME.fullmatch(value):
+            raise ResultsError(f"{label} {value!r} is not a plain name (letters, digits, '.', '_', '-'): pass {label}")
+    return LogInfo(path, model, args.nodes, args.devices_per_node, args.batch_size, args.precision, 1)
 
 
 def _targets(records_dir: Path, records: list[dict]) -> list[Path]:

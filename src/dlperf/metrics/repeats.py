@@ -134,12 +134,15 @@ def should_stop(
     return StopDecision(False, width, n, half, target_ci)
 
 
-def outliers(values: Sequence[float], mads: float = OUTLIER_MADS) -> list[bool]:
-    """Per repeat: more than `mads` scaled MADs from the median (flag it, keep it). Fewer than 3 values: none."""
-    from scipy.stats import median_abs_deviation
+NORMAL_MAD = 1.482602218505602  # 1 / the standard normal's 75th percentile
 
+
+def outliers(values: Sequence[float], mads: float = OUTLIER_MADS) -> list[bool]:
+    """Per repeat: more than `mads` scaled MADs from the median (flag it, keep it). Fewer than 3 values: none.
+    The MAD is scaled to a normal distribution's standard deviation (x 1 / Phi^-1(3/4)), as scipy's scale="normal";
+    computed here so that reading records never loads scipy."""
     if len(values) < MIN_REPEATS:
         return [False] * len(values)
     median = statistics.median(values)
-    scale = float(median_abs_deviation(values, scale="normal"))
+    scale = NORMAL_MAD * statistics.median(abs(v - median) for v in values)
     return [abs(v - median) > mads * scale for v in values]

@@ -20,6 +20,7 @@ class RunShape:
 
     global_batch: int
     world_size: int
+    workload: str = ""  # the model's name (from the path or --model), for its plausible speed
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Point:
     check: float | None = None
     note: str | None = None
     tokens: int | None = None  # tokens per sample where the log states it (a factor two readings may differ by)
+    unit: str | None = None  # the figure's unit where the reader infers it (MLPerf: the benchmark's samples)
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]

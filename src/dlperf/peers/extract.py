@@ -75,7 +75,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     forced = None if options.format == "auto" else get_format(options.format)
     if forced is None and _holds_mllog(info.path):
         forced = get_format("mlperf")  # a file holding MLLOG events is MLPerf, whatever it prints first
-    shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size)
+    shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
     with closing(log_lines(info.path)) as raw:
         lines = watch.watch(strip_prefixes(line) for line in raw)
@@ -105,8 +105,10 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     reason = watch.reason()
     if reason is not None:
         return _failed(info, shape, fmt, rule, reason)
-    check = cross_check(measured, rule, fmt.unit, shape)
+    unit = measured.unit or fmt.unit
+    check = cross_check(measured, rule, unit, shape)
     record = _base(info, shape, fmt, rule)
+    record["unit"] = unit
     record.update(
         status="ok",
         error=None,
@@ -183,6 +185,20 @@ def extract_dir(root: Path, options: Options) -> tuple[list[dict[str, Any]], lis
         except OSError as error:
             skipped.append(Skipped(path, f"cannot read it: {error.strerror or error}"))
     return records, sorted(skipped, key=lambda s: s.path)
+
+
+def extract_file(path: Path, options: Options, info: LogInfo) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """One log read without the folder layout: its run's shape is given (`--nodes`, `--devices-per-node`,
+    `--batch-size`), not read from its path."""
+    options.check()
+    if not path.is_file():
+        raise DataError(f"log {shown(path)} does not exist or is not a regular file")
+    try:
+        return [read_run(info, options)], []
+    except DataError as error:
+        return [], [Skipped(path, str(error))]
+    except OSError as error:
+        return [], [Skipped(path, f"cannot read it: {error.strerror or error}")]
 
 
 def record_target(records_dir: Path, record: dict[str, Any]) -> Path:

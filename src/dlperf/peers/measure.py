@@ -39,6 +39,7 @@ class Measured:
     second_reading: str | None = None  # what the second reading is
     notes: tuple[str, ...] = ()  # how the reader decided scale and units
     tokens_per_sample: int | None = None
+    unit: str | None = None  # the reader's inferred unit (None: the format's)
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
 
 
@@ -68,25 +69,52 @@ def _combine(points: list[Point]) -> Point:
         check=_median([p.check for p in points]),
         note=first.note,
         tokens=first.tokens,
+        unit=first.unit,
     )
 
 
-# A plausible speed's upper bound, per device. The fastest real figure among the peer logs is a recommendation
-# model's: HugeCTR DLRM at 1.0e7 records/s on ONE GPU (tests/test_peers_real.py), so a line above 10x that,
-# 1e8 samples (images, sequences, records) per second per device, is not a training speed. A sample holds at least
-# one token (a sequence holds hundreds), so token rates get 100x that.
+# A plausible speed's upper bound, per device. Where the workload's training FLOPs per sample are known (a low
+# estimate, so the bound stays loose), no device can beat its peak: the fastest training device's dense FP8 peak is
+# about 4.5e15 FLOP/s (B200), so 1e16 FLOP/s per device over the FLOPs per sample is a physical limit. Otherwise the
+# fastest real figure among the peer logs bounds it: HugeCTR DLRM at 1.0e7 records/s on ONE GPU
+# (tests/test_peers_real.py), so 1e8 samples per second per device is not a training speed; token rates get 100x.
 MAX_SAMPLES_PER_S_PER_DEVICE = 1e8
 MAX_TOKENS_PER_S_PER_DEVICE = 1e10
+MAX_FLOPS_PER_DEVICE = 1e16
+# (workload class, name fragments, training FLOPs per sample, low estimates: 3 x forward at the smallest usual input)
+FLOPS_PER_SAMPLE = (
+    ("a 175B GPT-3 sequence (2048 tokens)", ("gpt3", "gpt-3"), 1e15),
+    ("a Llama-2-70B sequence", ("llama2_70b", "llama2-70b", "llama-2-70b"), 5e14),
+    ("a BERT-large sequence", ("bert-large", "bert_large", "bert"), 1e11),
+    ("a Stable Diffusion image", ("stable-diffusion", "stable_diffusion", "sdxl"), 1e11),
+    ("a 3D U-Net volume", ("unet3d",), 1e11),
+    ("a detection image (SSD/RetinaNet/Mask R-CNN)", ("retinanet", "ssd", "maskrcnn", "mask-rcnn"), 1e10),
+    ("a ResNet image", ("resnet", "rn50", "rn101"), 1e9),
+)
 
 
-def speed_bound(fmt: PeerFormat, world_size: int) -> float:
-    """The highest global speed (in the format's unit) a run of `world_size` devices can plausibly print."""
+def workload_class(fmt: PeerFormat, shape: RunShape) -> tuple[str, float] | None:
+    """The workload's class and its FLOPs per sample where the model's name says (not for token rates)."""
+    if fmt.unit == "tokens/s" or not shape.workload:
+        return None
+    name = shape.workload.lower()
+    return next(((what, flops) for what, parts, flops in FLOPS_PER_SAMPLE if any(p in name for p in parts)), None)
+
+
+def speed_bound(fmt: PeerFormat, shape: RunShape) -> float:
+    """The highest global speed (in the format's unit) a run of this shape and workload can plausibly print."""
+    known = workload_class(fmt, shape)
+    if known is not None:
+        return MAX_FLOPS_PER_DEVICE / known[1] * shape.world_size
     per_device = MAX_TOKENS_PER_S_PER_DEVICE if fmt.unit == "tokens/s" else MAX_SAMPLES_PER_S_PER_DEVICE
-    return per_device * world_size
+    return per_device * shape.world_size
 
 
-def _above_bound(fmt: PeerFormat, world_size: int) -> str:
-    return f"above the plausible {speed_bound(fmt, 1):g} {fmt.unit} per device x {world_size} devices"
+def _above_bound(fmt: PeerFormat, shape: RunShape) -> str:
+    per_device = speed_bound(fmt, shape) / shape.world_size
+    known = workload_class(fmt, shape)
+    why = f" (1e16 FLOP/s per device over >= {known[1]:g} FLOPs for {known[0]})" if known else ""
+    return f"above the plausible {per_device:g} {fmt.unit} per device{why} x {shape.world_size} devices"
 
 
 class _Screen:
@@ -94,7 +122,7 @@ class _Screen:
 
     def __init__(self, fmt: PeerFormat, shape: RunShape) -> None:
         self.fmt, self.shape = fmt, shape
-        self.bound = speed_bound(fmt, shape.world_size)
+        self.bound = speed_bound(fmt, shape)
         self.samples_bound = MAX_SAMPLES_PER_S_PER_DEVICE * shape.world_size
         self.accepted = self.rejected = 0
         self.first_reason: str | None = None
@@ -119,7 +147,7 @@ class _Screen:
             if not (math.isfinite(point.speed) and point.speed > 0):
                 return f"throughput {point.speed!r} is not a positive finite number"
             if point.speed > self.bound:
-                return f"throughput {point.speed:.6g} is {_above_bound(self.fmt, self.shape.world_size)}"
+                return f"throughput {point.speed:.6g} is {_above_bound(self.fmt, self.shape)}"
         if point.seconds is not None:
             if not (math.isfinite(point.seconds) and point.seconds > 0):
                 return f"time per iteration {point.seconds!r} s is not a positive finite number"
@@ -185,6 +213,7 @@ class _Window:
         self.check_sum, self.check_n = 0.0, 0
         self.notes: dict[str, None] = {}
         self.tokens: int | None = None
+        self.unit: str | None = None
         self.tail: deque[Point] = deque(maxlen=64)  # the latest points, for the short-log fallback and `last_only`
 
     def add(self, point: Point, start: int | None) -> None:
@@ -227,6 +256,7 @@ class _Window:
         if point.note:
             self.notes[point.note] = None
         self.tokens = point.tokens or self.tokens
+        self.unit = point.unit or self.unit
 
     def fallback(self) -> str | None:
         """Where the rule's window is not there: say so, and keep what the rule allows."""
@@ -350,10 +380,9 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
     throughput = _printed(w, fmt, shape) if rule == "printed" else _timestamped(w, fmt, shape)
     if not (math.isfinite(throughput) and throughput > 0):
         raise DataError(f"the {rule} rule gives a throughput of {throughput!r}: the kept lines hold no usable figures")
-    if throughput > speed_bound(fmt, shape.world_size):
+    if throughput > speed_bound(fmt, shape):
         raise DataError(
-            f"the {rule} rule gives {throughput:.6g}, {_above_bound(fmt, shape.world_size)}: "
-            f"the kept lines' figures are wrong"
+            f"the {rule} rule gives {throughput:.6g}, {_above_bound(fmt, shape)}: the kept lines' figures are wrong"
         )
     if w.seconds_n:
         latency = w.seconds_sum / w.seconds_n * 1000
@@ -366,6 +395,7 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         second_reading=reading,
         notes=tuple(w.notes),
         tokens_per_sample=w.tokens,
+        unit=w.unit,
         batch_free=rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept,
         throughput=throughput,
         kept=w.kept,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dlperf.errors import ConfigError
 from dlperf.peers.base import PeerFormat
 from dlperf.peers.formats import (
+    declared,
     dllogger,
     dlperf_log,
+    hf_trainer,
     hugectr,
     keras,
     megatron,
@@ -30,13 +32,19 @@ FORMATS: tuple[PeerFormat, ...] = (
     *pytorch_imagenet.FORMATS,
     *paddle.FORMATS,
     *hugectr.FORMATS,
+    *hf_trainer.FORMATS,
 )
 BY_NAME = {f.name: f for f in FORMATS}
 
 
 def get_format(name: str) -> PeerFormat:
+    """A known format by name, or the format declared in a YAML file (`PATH.yaml`, see formats/declared.py)."""
+    if declared.is_declared(name):
+        return declared.load(name)
     if name not in BY_NAME:
-        raise ConfigError(f"unknown log format {name!r}: choose auto or one of {', '.join(BY_NAME)}")
+        raise ConfigError(
+            f"unknown log format {name!r}: choose auto, a declared format PATH.yaml, or one of {', '.join(BY_NAME)}"
+        )
     return BY_NAME[name]
 
 

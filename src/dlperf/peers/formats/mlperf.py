@@ -38,7 +38,13 @@ AGREE = 0.10  # two readings of one interval agree within 10 % (an epoch's time 
 # MLPerf OpenImages subset, COCO-2017 train, KiTS19's training cases).
 EPOCH_SIZE = {"resnet": 1281167, "ssd": 1170301, "retinanet": 1170301, "maskrcnn": 117266, "unet3d": 168}
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
-TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
+TOKEN_COUNTED = {"gpt3"}
+# What one sample is, per benchmark (MLPerf training rules: the data each benchmark trains on).
+UNITS = {
+    **dict.fromkeys(("resnet", "ssd", "retinanet", "maskrcnn", "stable_diffusion"), "images/s"),
+    **dict.fromkeys(("bert", "gpt3", "llama2_70b_lora", "llama31_8b", "llama31_405b"), "sequences/s"),
+    **dict.fromkeys(("dlrm", "dlrm_dcnv2"), "records/s"),
+}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
 
 
 def _number(value: Any) -> float | None:
@@ -268,6 +274,9 @@ class _Log:
             if self.summary is None:
                 self.summary = self._whole_run(point, value)
             return
+        if not self.tracked and self.held is not None:  # a timed block before the progress events: superseded
+            self.held, self.index = None, 0
+            point = replace(point, step=1)
         self.tracked = True
         yield from self._emit(point)
 
@@ -354,7 +363,7 @@ class _Log:
     def _emit(self, point: Point) -> Iterator[Point]:
         """Points one by one; the first is held, so that a log with one figure gives it as the whole run's."""
         self.index += 1
-        point = replace(point, step=self.index)
+        point = replace(point, step=self.index, unit=UNITS.get(self.benchmark))
         if self.held is not None:
             yield self.held
             self.held = None
@@ -369,7 +378,7 @@ class _Log:
         elif self.held is not None:
             yield self.held
         elif self.index == 0 and self.summary is not None:
-            yield self._alone(self.summary)
+            yield replace(self._alone(self.summary), unit=UNITS.get(self.benchmark))
 
     def _alone(self, point: Point) -> Point:
         """The only figure of the log stands for the whole run: no warm-up can be left out of it."""

@@ -1,0 +1,53 @@
+"""Hugging Face `transformers.Trainer` logs. Per step it prints only dicts without time (`{'loss': 2.31,
+'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.5}`); the one throughput is the whole run's, printed at the
+end by `speed_metrics` as a dict and as the `***** train metrics *****` block:
+
+{'train_runtime': 123.4, 'train_samples_per_second': 45.6, 'train_steps_per_second': 1.43, 'train_loss': 2.1, ...}
+  train_samples_per_second =     45.6
+
+What it includes (transformers' Trainer: `speed_metrics("train", start_time, num_samples, num_steps)`): the time
+from the start of the training loop to its end, so the first steps (compiling, warm-up), evaluation and checkpoint
+saving inside training are in it; the samples are those the loop was planned to train (epochs x data set, or
+max_steps x total batch), GLOBAL over every process and gradient-accumulation step. The record says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
+
+SPEED = re.compile(rf"['\"]?train_samples_per_second['\"]?\s*[:=]\s*(?P<v>{NUMBER})")
+STEPS = re.compile(rf"['\"]?train_steps_per_second['\"]?\s*[:=]\s*(?P<v>{NUMBER})")
+WHOLE_RUN = (
+    "Trainer's whole-run train_samples_per_second: planned samples / the training loop's time, which includes its "
+    "first steps, evaluation and checkpoint saving"
+)
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    for line in lines:
+        if (m := SPEED.search(line)) is None:
+            continue
+        steps = STEPS.search(line)
+        metrics = (("steps_per_second", to_float(steps["v"])),) if steps else ()
+        yield Point(step=1, start=1, speed=to_float(m["v"]), metrics=metrics, note=WHOLE_RUN)
+
+
+FORMATS = (
+    PeerFormat(
+        name="hf-trainer",
+        description="Hugging Face Trainer: the whole-run `train_samples_per_second` (dict or train metrics block)",
+        signature=SPEED,
+        read=read,
+        rules=("printed",),
+        warmup=0,
+        window=None,
+        unit="samples/s",
+        printed="global",
+        last_only=True,
+        practice="transformers' Trainer speed_metrics: planned train samples / train_runtime (whole run, "
+        "evaluation and saving included); no per-step time is printed, so there is no second reading",
+    ),
+)

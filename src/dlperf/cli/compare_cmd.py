@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="compare two results folders case by case: faster, slower, same or inconclusive",
         description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio of median throughputs "
-        "NEW/BASE with its 95 %% bootstrap interval, a Mann-Whitney U test on the repeats, and a verdict (faster, "
+        "NEW/BASE with its 95 % bootstrap interval, a Mann-Whitney U test on the repeats, and a verdict (faster, "
         "slower, same, inconclusive) at --threshold. Exit status 1 only for a significant slowdown beyond the "
         "threshold, or a case that fails in NEW where it ran in BASE, so CI can gate on it.",
     )

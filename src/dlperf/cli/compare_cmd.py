@@ -7,7 +7,7 @@ import json
 import statistics
 
 from dlperf.cli.display import print_table, say
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, ResultsError
 from dlperf.reporting.compare import CaseComparison, compare
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, check_threshold
 
@@ -62,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise ConfigError(str(error)) from None
     rows = compare(args.base, args.new, threshold)
+    if rows and not any(r.status == "both" for r in rows):
+        raise ResultsError(
+            f"{args.base} and {args.new} share no case (model, group and topology): nothing was compared; "
+            "check the folders, or that both ran the same sweep"
+        )
     regressed = [r for r in rows if r.regressed]
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))

@@ -12,6 +12,7 @@ from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
 from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
+from dlperf.reporting.export import write_csv
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.reporting.predicted import predicted_speedups
 
@@ -231,7 +232,10 @@ def _failures(records: list[dict[str, Any]]) -> list[str]:
 
 
 def extra_columns(
-    summary: dict[GroupKey, list[CaseSummary]], others: list[dict[str, Any]], predict: list[dict[str, Any]]
+    summary: dict[GroupKey, list[CaseSummary]],
+    others: list[dict[str, Any]],
+    predict: list[dict[str, Any]],
+    overlap: bool = True,
 ) -> dict[GroupKey, dict[str, dict[str, str]]]:
     """Per group: `bsz=max` from maxbatch records of the same model, case and variant (the group without its
     batch), and `predicted speedup` from `report --predict` commbench records."""
@@ -240,7 +244,7 @@ def extra_columns(
         for r in others
         if r.get("schema") == MAXBATCH_SCHEMA and r.get("max_batch")
     }
-    predicted = predicted_speedups(summary, predict)
+    predicted = predicted_speedups(summary, predict, overlap)
     out: dict[GroupKey, dict[str, dict[str, str]]] = {}
     for (model, group), cases in summary.items():
         out[(model, group)] = {
@@ -279,9 +283,10 @@ def build_markdown(
     records: list[dict[str, Any]],
     others: list[dict[str, Any]] = (),
     predict: list[dict[str, Any]] = (),
+    overlap: bool = True,
 ) -> str:
     """`others`: this folder's commbench and maxbatch records; `predict`: commbench records to predict with."""
-    columns = extra_columns(summary, others, predict)
+    columns = extra_columns(summary, others, predict, overlap)
     lines = [
         "# dlperf report",
         "",
@@ -314,7 +319,10 @@ def check_one_sweep(records: list[dict[str, Any]], root: str | Path) -> None:
 def existing_report_files(out: str | Path, formats: set[str]) -> list[Path]:
     """The report files already in `out` that writing `formats` there would replace."""
     folder = Path(out)
-    names = (("json", "summary.json"), ("md", "report.md"), ("html", "report.html"))
+    names = (
+        ("json", "summary.json"), ("json", "runs.csv"), ("json", "cases.csv"), ("md", "report.md"),
+        ("html", "report.html"),
+    )  # fmt: skip
     paths = [folder / name for fmt, name in names if fmt in formats]
     if "png" in formats and (folder / "plots").is_dir():
         paths += sorted((folder / "plots").glob("*.png"))
@@ -336,6 +344,7 @@ def write_report(
     min_plot_cases: int = 1,
     others: list[dict[str, Any]] = (),
     predict: list[dict[str, Any]] = (),
+    overlap: bool = True,
 ) -> list[Path]:
     """Write the requested formats (md, json, png) into `out_dir`; returns the files written. `others` are the
     folder's commbench and maxbatch records, `predict` commbench records for a predicted-speedup column.
@@ -352,8 +361,9 @@ def write_report(
     if "json" in formats:
         write_json_atomic(out / "summary.json", build_summary(summary))
         written.append(out / "summary.json")
+        written += write_csv(records, summary, out)
     if "md" in formats:
-        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predict))
+        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predict, overlap))
         written.append(out / "report.md")
     if "png" in formats:
         from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title  # matplotlib

@@ -47,7 +47,7 @@ def test_slowed_rank_is_flagged_as_straggler_from_its_own_work(straggler_run):
     assert slow >= SLOW_MS  # its sleep is its own work
     # rank 0's whole step waits for rank 1 in the all-reduce; its own work does not hold that wait
     assert record["latency_ms"]["p50"] > fast + SLOW_MS / 2
-    assert "STRAGGLER rank(s) [1]" in stdout
+    assert "STRAGGLER: rank(s) [1]" in stdout
 
 
 @pytest.mark.slow
@@ -166,11 +166,11 @@ def test_report_flags_the_issue_example(tmp_path, capsys):
     assert summary["1n4g"]["flags"] == ["n=2"]
     text = (tmp_path / "report.md").read_text()
     assert "| peak memory (MiB) | MFU % | samples/J | flags |" in text
-    assert "| 1 | 1 | 1 | 10.00 | 1.00 |" in text and "| 25.0 | 2 | CV, outlier |" in text
+    assert "| 1 | 1 | 10.00 | 1.00 |" in text and "| 25.0 | 2 | CV, outlier |" in text
     assert "eff>100%, CV, noisy, unstable, straggler |" in text
     assert "- 1n2g [eff>100%]: scaling efficiency 518% is above 100 %" in text and "quiet machine" in text
     assert "- 1n2g [CV]: repeats vary by CV 39.8%, above the 5% limit" in text
-    assert "- 1n2g [straggler]: 1 of 3 repeats had a straggler: rank 1 on vm 20% slower" in text
+    assert "- 1n2g [straggler]: 1 of 3 repeats had a straggler (rank(s) [1]; rank 1 on vm 20% slower" in text
     assert "- 1n4g [n=2]: median of 2 good repeats, fewer than 3: run more repeats (--repeats auto)." in text
     assert "- 1n1g [outlier]: repeat(s) #5 more than 3 MADs from the median" in text
 

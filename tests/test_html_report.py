@@ -63,8 +63,8 @@ def test_self_contained_with_every_table(report):
     scripts = [attrs for tag, attrs in page.tags if tag == "script"]
     assert scripts and not any(a.get("src") for a in scripts)  # plotly.js is inline
     assert text.count("plotly.js v") == 1  # the bundle's banner: inlined once, not per figure
-    # summary, environment, two series, then the runs of each group: A has 2, B has 3
-    assert sum(1 for tag, _ in page.tags if tag == "table") == 1 + 1 + 2 + 5
+    # summary, environment, two series, each source's report.md tables (A has 2 groups, B 3), the runs of each group
+    assert sum(1 for tag, _ in page.tags if tag == "table") == 1 + 1 + 2 + 5 + 5
     assert "source" in page.headers and "fact" in page.headers
     assert "resnet50 fp32 samples/s, 4 devices (1n4g)" in page.headers
     assert "native samples/s (b128)" in page.headers
@@ -129,7 +129,7 @@ def test_renders_in_headless_chromium(browser, report, tmp_path):
     assert _console(done.stderr) == []
     dom = parse(done.stdout)
     classes = [attrs.get("class") or "" for _tag, attrs in dom.tags]
-    assert sum(1 for tag, _ in dom.tags if tag == "table") == 9
+    assert sum(1 for tag, _ in dom.tags if tag == "table") == 14
     figures = sum(1 for c in classes if "plotly-graph-div" in c.split())
     assert figures == 2 + 5  # two series overlays, one window plot per group of runs
     assert sum(1 for c in classes if c == "main-svg") >= figures  # plotly drew an SVG in every figure

@@ -51,7 +51,7 @@ def test_search_table_record_and_report_column(tmp_path, capsys, probes):
     code, _, err = run_cli(["report", str(tmp_path), "--format", "md"], capsys)
     assert code == 0, err
     rows = [line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("| ")]
-    assert rows[0].endswith("| bsz=max | flags |") and rows[1].startswith("| 1 | 1 | 1 | 50.00 |")
+    assert rows[0].endswith("| bsz=max | flags |") and rows[1].startswith("| 1 | 1 | 50.00 |")
     assert rows[1].split("|")[-3].strip() == "90"  # the column before the flags
 
 

@@ -88,5 +88,5 @@ def test_report_shows_predicted_beside_measured_speedup(tmp_path, capsys):
     rows = [line for line in (results / "report.md").read_text().splitlines() if line.startswith("| ")]
     assert rows[0].endswith("| peak memory (MiB) | predicted speedup | flags |")
     predicted = [row.split("|")[-3].strip() for row in rows[1:3]]  # the column before the flags
-    assert rows[1].startswith("| 1 | 1 | 1 | 32.00 | 1.00 |") and predicted[0] == ""
-    assert rows[2].startswith("| 2 | 1 | 2 | 57.60 | 1.80 |") and predicted[1] == "1.78"
+    assert rows[1].startswith("| 1 | 1 | 32.00 | 1.00 |") and predicted[0] == ""
+    assert rows[2].startswith("| 2 | 2 | 57.60 | 1.80 |") and predicted[1] == "1.78"

@@ -81,11 +81,12 @@ def test_markdown_tables(results, capsys):
     assert code == 0
     text = (results / "report.md").read_text()
     assert not (results / "summary.json").exists()
-    assert "| node_num | gpu_num | devices | samples/s | speedup |" in text
-    assert "| 1 | 1 | 1 | 321.90 | 1.00 |" in text
-    assert "| 1 | 4 | 4 | 1143.46 | 3.55 |" in text
-    assert "| 2 | 8 | 16 | 4849.68 | 15.07 |" in text  # the total device count beside nodes and per node
-    assert "| 1 | 2 | 2 | 710.00 |  |" in text  # no made-up 1.0 without a 1n1g
+    # the published shape first (gpu_num is the total, as DLPerf prints it), then per device and per node
+    assert "| node_num | gpu_num | samples/s | speedup | samples/s per device | devices per node |" in text
+    assert "| 1 | 1 | 321.90 | 1.00 | 321.90 | 1 |" in text
+    assert "| 1 | 4 | 1143.46 | 3.55 | 285.87 | 4 |" in text  # 1143.46 / 4 = 285.865
+    assert "| 2 | 16 | 4849.68 | 15.07 | 303.11 | 8 |" in text  # 4849.68 / 16 = 303.105
+    assert "| 1 | 2 | 710.00 |  | 355.00 | 2 |" in text  # no made-up 1.0 without a 1n1g
     assert "speedup left empty: no successful 1n1g run" in text
     assert "killed by SIGKILL" in text  # the failed repeat is listed with its reason
 

@@ -17,6 +17,7 @@ from dlperf.reporting.sources import (
     build_comparison,
     case_table,
     load_sources,
+    series_notes,
     summary_table,
 )
 
@@ -59,12 +60,18 @@ def test_case_table_ratio_to_first(two_sources):
     comparison = build_comparison(load_sources(two_sources, labels=["native", "peer"]))
     fp32 = next(s for s in comparison.series if s.key == SeriesKey("resnet50", "fp32"))
     header, rows = case_table(fp32)
-    assert header == ["case", "devices", "native samples/s (b128)", "peer samples/s (b128)", "peer / native"]
+    assert header == [
+        "case", "devices", "native samples/s (b128)", "peer samples/s (b128)", "peer / native",
+        "native flags", "peer flags",
+    ]  # fmt: skip
+    # the doubt flags beside each source's figure: native 1n1g repeats 100, 110, 90 vary by CV 10 %, peer has 1
     assert rows == [
-        ["1n1g", "1", "100.00", "120.00", "1.200"],
-        ["1n4g", "4", "380.00", "410.00", f"{410 / 380:.3f}"],
-        ["2n8g", "16", "1500.00", "", ""],
+        ["1n1g", "1", "100.00", "120.00", "1.200", "CV", "n=1"],
+        ["1n4g", "4", "380.00", "410.00", f"{410 / 380:.3f}", "", ""],
+        ["2n8g", "16", "1500.00", "", "", "CV", ""],
     ]
+    notes = series_notes(fp32)
+    assert notes[0].startswith("native 1n1g [CV]: repeats vary by CV 10.0%") and notes[1].startswith("peer 1n1g [n=1]")
 
 
 def test_environment_differences(two_sources):

@@ -15,6 +15,13 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def non_empty(text: str) -> str:
+    """A path or a name: an empty one (`--out ''`) would mean the current folder or no name at all."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

@@ -7,7 +7,7 @@ import json
 import statistics
 
 from dlperf.cli.display import print_table, say
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, ResultsError
 from dlperf.reporting.compare import CaseComparison, compare
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, check_threshold
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help="compare two results folders case by case: faster, slower, same or inconclusive",
         description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio of median throughputs "
-        "NEW/BASE with its 95 %% bootstrap interval, a Mann-Whitney U test on the repeats, and a verdict (faster, "
+        "NEW/BASE with its 95 % bootstrap interval, a Mann-Whitney U test on the repeats, and a verdict (faster, "
         "slower, same, inconclusive) at --threshold. Exit status 1 only for a significant slowdown beyond the "
         "threshold, or a case that fails in NEW where it ran in BASE, so CI can gate on it.",
     )
@@ -62,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise ConfigError(str(error)) from None
     rows = compare(args.base, args.new, threshold)
+    if rows and not any(r.status == "both" for r in rows):
+        raise ResultsError(
+            f"{args.base} and {args.new} share no case (model, group and topology): nothing was compared; "
+            "check the folders, or that both ran the same sweep"
+        )
     regressed = [r for r in rows if r.regressed]
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))

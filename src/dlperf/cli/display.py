@@ -12,6 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from dlperf.reporting.doubts import console_flags
+
 # soft_wrap: a long path or command stays one line (a terminal folds it visually, a pipe keeps it whole)
 console = Console(stderr=False, highlight=False, soft_wrap=True)
 
@@ -39,8 +41,13 @@ def eta_text(durations: list[float], left: int) -> str:
     if not left:
         return ""
     if not durations:
-        return f"{left} runs left, ETA after the first run"
-    return f"{left} runs left, ETA {duration(sum(durations) / len(durations) * left)}"
+        return f"{counted(left, 'run')} left, ETA after the first run"
+    return f"{counted(left, 'run')} left, ETA {duration(sum(durations) / len(durations) * left)}"
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 run`, `2 runs`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -60,35 +67,26 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
 
 
 def run_line(record: dict[str, Any]) -> str:
+    """One finished run: its figures and its flags; never fails on a field a run did not measure."""
     head = f"{record['model']} {record['case']} {record['group']} #{record['repeat']}"
     if record["status"] != "ok":
         return f"{head}: FAILED: {record.get('error')}"
-    latency = record.get("latency_ms") or {}
     line = f"{head}: {record['throughput']:.2f} samples/s"
-    if "p50" in latency:  # an external run's log may print no step time
-        line += f", {latency['p50']:.1f} ms/iter (p50)"
-    if "tflops_per_device" in record:
+    latency, kind = latency_of(record)
+    if latency is not None:
+        line += f", {latency:.1f} ms/iter ({kind})"
+    if record.get("tflops_per_device") is not None:  # None where the step counts no FLOPs (JAX's ResNet)
         line += f", {record['tflops_per_device']:.3g} TFLOP/s per device, MFU {percent(record.get('mfu'))}"
-    return line + evidence_flags(record)
+    return line + console_flags(record)
 
 
-def evidence_flags(record: dict[str, Any]) -> str:
-    """What the console says next to a number that should not be trusted as it is: noise, no steady state,
-    stragglers; empty for a clean run."""
-    flags = []
-    if record.get("noisy"):
-        flags.append("NOISY: " + "; ".join(record.get("noise_reasons") or []))
-    steady = record.get("steady_state") or {}
-    warmup = record.get("warmup") or {}
-    if steady.get("stable") is False or warmup.get("stable") is False:
-        flags.append("NEVER STABLE: " + (warmup.get("reason") or steady.get("reason") or ""))
-    stragglers = record.get("stragglers") or {}
-    if stragglers.get("flagged"):
-        flags.append(f"STRAGGLER rank(s) {stragglers['stragglers']} (slowest on {stragglers['slowest_host']})")
-    stop = record.get("repeats_stop")
-    if stop:
-        flags.append(f"repeats {'stopped' if stop.get('stop') else 'go on'}: {stop['reason']}")
-    return "".join(f" [{flag}]" for flag in flags)
+def latency_of(record: dict[str, Any]) -> tuple[float | None, str]:
+    """The p50 step time, or the mean where the run (an external script's log) gives no percentiles."""
+    latency = record.get("latency_ms") or {}
+    for kind in ("p50", "mean"):
+        if isinstance(latency.get(kind), (int, float)):
+            return float(latency[kind]), kind
+    return None, ""
 
 
 def show_record(record: dict[str, Any], path: str) -> None:
@@ -125,7 +123,7 @@ def show_record(record: dict[str, Any], path: str) -> None:
     rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
     title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
     print_table(title, ("metric", "value"), rows)
-    flags = evidence_flags(record)
+    flags = console_flags(record)
     if flags:
         say(f"flags:{flags}")
     say(f"record: {path}")
@@ -143,6 +141,12 @@ def show_external(record: dict[str, Any], path: str) -> None:
         ("log format / rule", f"{record.get('format')} / {record.get('rule')}"),
         ("world size", str(record["world_size"])),
     ]
+    memory = record.get("peak_memory_mib") or {}
+    if memory:
+        rows.append(("peak memory (MiB)", ", ".join(f"{k} {v:.0f}" for k, v in memory.items())))
     title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
     print_table(title, ("metric", "value"), rows)
+    flags = console_flags(record)
+    if flags:
+        say(f"flags:{flags}")
     say(f"record: {path}")

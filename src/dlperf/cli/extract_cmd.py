@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlperf.cli.args import non_negative_int, positive_int
+from dlperf.cli.args import non_empty, non_negative_int, positive_int
 from dlperf.errors import ResultsError
 from dlperf.peers.base import RULES
 from dlperf.peers.display import plain, shown
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="iterations to keep after the warm-up, 0 = to the end of the run (default: the format's published rule)",
     )
     parser.add_argument("--no-plots", action="store_true", help="write report.md and summary.json only (faster)")
-    parser.add_argument("--out", help="where to write (default: LOG_DIR-extract beside LOG_DIR)")
+    parser.add_argument("--out", type=non_empty, help="where to write (default: LOG_DIR-extract beside LOG_DIR)")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a report or records already in --out (default: refuse)"
     )

@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+from dlperf.cli.args import non_empty
 from dlperf.cli.display import print_table, say
 from dlperf.errors import ConfigError
 from dlperf.records.load import load_records
@@ -27,7 +28,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     parser.add_argument("action", choices=["add", "show"], help="add a results folder, or show the history")
     parser.add_argument("dir", nargs="?", help="with add: the results folder to store")
-    parser.add_argument("--label", help="with add: label for these records (a version, a commit, a driver ...)")
+    parser.add_argument(
+        "--label", type=non_empty, help="with add: label for these records (a version, a commit, a driver ...)"
+    )
     parser.add_argument("--model", help="with show: only this model")
     parser.add_argument("--case", help="with show: only this case, e.g. 1n8g")
     parser.add_argument(

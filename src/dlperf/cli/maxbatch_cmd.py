@@ -7,11 +7,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dlperf.cli.args import positive_float, positive_int
+from dlperf.cli.args import non_empty, positive_float, positive_int
+from dlperf.cli.display import say
 from dlperf.cli.options import add_run_options, explicit_run_values
 from dlperf.errors import ConfigError
 from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
-from dlperf.maxbatch.search import MaxBatchResult
+from dlperf.maxbatch.search import MaxBatchResult, Probe
 from dlperf.records.store import check_writable, write_json_atomic
 from dlperf.workloads import check_spec, spec_from_mapping
 
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="address-space cap for each probe's processes (RLIMIT_AS), e.g. to bound a CPU run",
     )
     search.add_argument("--probe-timeout", type=positive_float, default=1800.0, help="seconds per probe")
-    parser.add_argument("--out", default="results", help="results folder (default ./results)")
+    parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
     parser.set_defaults(func=run)
 
 
@@ -66,13 +67,30 @@ def make_probe(case_args: list[str], batch_flag: str, workdir: Path, args: argpa
     return RunProbe(dlperf_run_argv(case_args, batch_flag), workdir, cap, args.probe_timeout)
 
 
-def _table(result: MaxBatchResult) -> list[str]:
-    lines = ["| batch | fits | status | samples/s | peak memory (MiB) | reason |", "|---:|---|---|---:|---:|---|"]
-    for p in result.probes:
-        speed = f"{p.throughput:.2f}" if p.throughput is not None else ""
-        peak = f"{p.peak_memory_mib:.0f}" if p.peak_memory_mib is not None else ""
-        lines.append(f"| {p.batch} | {'yes' if p.fits else 'no'} | {p.status} | {speed} | {peak} | {p.reason or ''} |")
-    return lines
+TABLE_HEADER = ("| batch | fits | status | samples/s | peak memory (MiB) | reason |", "|---:|---|---|---:|---:|---|")
+
+
+def probe_line(p: Probe) -> str:
+    """One probe's table row, printed as soon as the probe ends."""
+    speed = f"{p.throughput:.2f}" if p.throughput is not None else ""
+    peak = f"{p.peak_memory_mib:.0f}" if p.peak_memory_mib is not None else ""
+    return f"| {p.batch} | {'yes' if p.fits else 'no'} | {p.status} | {speed} | {peak} | {p.reason or ''} |"
+
+
+def largest_text(result: MaxBatchResult, ceiling: int, headroom: float) -> str:
+    """The answer; a search that stopped at --max-batch found a lower bound, not the largest batch that fits."""
+    if not result.max_batch:
+        return f"largest batch that fits: none (headroom {headroom:g} %)"
+    if result.max_batch >= ceiling and all(p.fits for p in result.probes if p.status != "error"):
+        return (
+            f"every batch tried fits, up to the ceiling --max-batch {ceiling} (headroom {headroom:g} %): the largest "
+            "that fits is not known; raise --max-batch to find it"
+        )
+    return f"largest batch that fits: {result.max_batch} (headroom {headroom:g} %)"
+
+
+def _say_probe(probe: Probe) -> None:
+    say(probe_line(probe))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +106,10 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.out)
     with tempfile.TemporaryDirectory(prefix="dlperf-maxbatch-") as workdir:
         probe = make_probe(case_argv(values), "--" + key.replace("_", "-"), Path(workdir), args)
-        result = find_max_batch(probe, args.start, args.max_batch, args.headroom, args.step)
+        say(f"probing {spec.model} {spec.topology} from batch {args.start}, each probe a fresh run:")
+        for line in TABLE_HEADER:
+            say(line)
+        result = find_max_batch(probe, args.start, args.max_batch, args.headroom, args.step, on_probe=_say_probe)
     record = build_maxbatch_record(
         result,
         model=spec.model,
@@ -101,11 +122,10 @@ def run(args: argparse.Namespace) -> int:
     )
     path = Path(args.out) / spec.model / spec.topology / f"maxbatch_{record['variant']}.json"
     write_json_atomic(path, record)
-    print("\n".join(_table(result)))
     if result.error:
-        print(f"search stopped: {result.error}")
-    print(f"largest batch that fits: {result.max_batch if result.max_batch else 'none'} (headroom {args.headroom:g} %)")
+        say(f"search stopped: {result.error}")
+    say(largest_text(result, args.max_batch, args.headroom))
     if result.best_batch:
-        print(f"best throughput: batch {result.best_batch} at {result.best_throughput:.2f} samples/s")
-    print(f"record: {path}")
+        say(f"best throughput: batch {result.best_batch} at {result.best_throughput:.2f} samples/s")
+    say(f"record: {path}")
     return 0 if result.max_batch else 1

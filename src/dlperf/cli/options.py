@@ -7,7 +7,14 @@ from dataclasses import Field, dataclass, fields
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from dlperf.cli.args import non_negative_float, non_negative_int, positive_float, positive_int, warmup_iters
+from dlperf.cli.args import (
+    non_empty,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    warmup_iters,
+)
 from dlperf.engines import engine_names, engine_versions
 from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import parse_hosts, read_hostfile
@@ -205,7 +212,7 @@ def explicit_run_values(args: argparse.Namespace) -> dict[str, Any]:
 def add_output_options(parser: argparse.ArgumentParser, what: str) -> None:
     """Where a single run's record goes: the results folder, the repeat number in its name, and --overwrite."""
     output = parser.add_argument_group("output")
-    output.add_argument("--out", default="results", help="results folder (default ./results)")
+    output.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
     output.add_argument("--repeat", type=positive_int, default=1, help="repeat number in the file names (default 1)")
     output.add_argument("--overwrite", action="store_true", help=f"replace an existing {what} with the same name")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from dlperf.cli.args import non_empty
 from dlperf.cli.display import print_table
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES, measure_peaks, merge_stored, read_stored
 from dlperf.errors import ConfigError
@@ -24,7 +25,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated (default {','.join(DTYPES)})")
     parser.add_argument("--shapes", help="comma-separated MxNxK GEMM shapes (default: a sweep for the device)")
     parser.add_argument("--iters", type=int, default=20, help="GEMMs per timed run (default 20)")
-    parser.add_argument("--out", default=str(DEFAULT_PEAKS_FILE), help=f"peaks file (default {DEFAULT_PEAKS_FILE})")
+    parser.add_argument(
+        "--out", type=non_empty, default=str(DEFAULT_PEAKS_FILE), help=f"peaks file (default {DEFAULT_PEAKS_FILE})"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(func=run)
 

@@ -6,13 +6,16 @@ import argparse
 import contextlib
 from pathlib import Path
 
+from dlperf.cli.args import non_empty
 from dlperf.errors import ConfigError
 from dlperf.records.load import find_records, load_records
 from dlperf.records.lock import results_lock
 from dlperf.records.schema import MAXBATCH_SCHEMA
 from dlperf.records.store import check_writable
+from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import read_commbench
+from dlperf.reporting.export import TENSORBOARD_HINT, write_tensorboard
 from dlperf.reporting.report import check_one_sweep, refuse_to_replace, write_report
 from dlperf.reporting.sources import (
     BY_CHOICES,
@@ -48,7 +51,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "to the first source, their environment differences, overlay plots and report.html.",
     )
     parser.add_argument("dir", nargs="+", help="results folders written by run, sweep or extract")
-    parser.add_argument("--label", action="append", help="name of each folder's source, in order (default: its name)")
+    parser.add_argument(
+        "--label", type=non_empty, action="append", help="name of each folder's source, in order (default: its name)"
+    )
     parser.add_argument(
         "--by",
         choices=BY_CHOICES,
@@ -62,7 +67,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="what to write (default all: md, json, png; with several folders html too)",
     )
     parser.add_argument(
-        "--out", help="where to write (default: DIR itself, whose report is rebuilt; required with several folders)"
+        "--out",
+        type=non_empty,
+        help="where to write (default: DIR itself, whose report is rebuilt; required with several folders)",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="with --out: replace a report already there (default: refuse)"
@@ -77,6 +84,18 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         metavar="COMMBENCH_RECORD",
         help="add a predicted-speedup column to the scaling tables from this commbench record (one node: the "
         "intra-node link; several: the inter-node link), beside the measured speedup; repeatable",
+    )
+    parser.add_argument(
+        "--no-overlap",
+        dest="overlap",
+        action="store_false",
+        help="with --predict: hide no communication behind the backward pass (as `dlperf predict --no-overlap`)",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        metavar="LOGDIR",
+        help="also write each table's scaling (throughput, per device, speedup, efficiency, CV against devices) as "
+        f"TensorBoard event files under LOGDIR (needs {TENSORBOARD_HINT})",
     )
     parser.set_defaults(func=run)
 
@@ -114,14 +133,18 @@ def _single(args: argparse.Namespace) -> int:
     predict = [read_commbench(path) for path in args.predict]
     out = Path(args.out) if args.out else root
     formats = FORMAT_CHOICES[args.format]
-    # DIR's own report is derived from DIR's records: rebuilding it loses nothing; another folder's may be
-    # another folder (--out) may be a running sweep's: its lock refuses us; DIR's own report is a reader's view
+    # DIR's own report is derived from DIR's records: rebuilding it loses nothing. Another folder (--out) may be
+    # a running sweep's: its lock refuses us; DIR's own report is a reader's view.
+    if not args.overlap and not predict:
+        raise ConfigError("--no-overlap changes the --predict column: add --predict COMMBENCH_RECORD")
     with results_lock(out) if args.out else contextlib.nullcontext():
         if args.out and not args.overwrite and out.resolve() != root.resolve():
             refuse_to_replace(out, formats)
         check_writable(out)
-        for path in write_report(records, out, formats - {"html"}, others=others, predict=predict):
+        for path in write_report(records, out, formats - {"html"}, others=others, predict=predict, overlap=args.overlap):
             print(path)
+        if args.tensorboard:
+            print(write_tensorboard(summarise(records), args.tensorboard))
         if "html" in formats:
             comparison = build_comparison([Source.from_records(root.resolve().name, records)])
             print(_write_html(comparison, out))

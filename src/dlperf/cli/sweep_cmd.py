@@ -8,7 +8,7 @@ import time
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.args import positive_float, positive_int
+from dlperf.cli.args import non_empty, positive_float, positive_int
 from dlperf.cli.display import console, eta_text, run_line, say
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.launch import RunJob
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "report.md, summary.json and plots in OUT.",
     )
     parser.add_argument("config", help="sweep YAML file, e.g. configs/quick.yaml")
-    parser.add_argument("--out", default="results", help="results folder (default ./results)")
+    parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
     parser.add_argument(
         "--repeats",
         type=repeats_arg,

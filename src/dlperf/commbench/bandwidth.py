@@ -71,6 +71,7 @@ class AlphaBetaFit:
     r2: float
     max_rel_error: float
     points: int
+    alpha_clamped: bool = False  # least squares put the latency below zero: refit through the origin
 
     def seconds(self, size_bytes: float) -> float:
         return self.alpha_s + self.beta_s_per_byte * size_bytes
@@ -82,7 +83,9 @@ class AlphaBetaFit:
 
 
 def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float], seconds: Sequence[float]) -> AlphaBetaFit:
-    """Ordinary least squares of seconds on bytes; two distinct sizes at least."""
+    """Ordinary least squares of seconds on bytes; two distinct sizes at least. A latency below zero is no
+    latency at all (noise around a tiny one, or a protocol switch bending the line): the line is then refitted
+    through the origin, alpha 0, and `alpha_clamped` says so, with r2 and the worst error of that line."""
     import numpy as np  # numpy and scipy load only to fit: every command's start-up stays light
     from scipy.stats import linregress
 
@@ -91,15 +94,20 @@ def fit_alpha_beta(op: str, world_size: int, sizes_bytes: Sequence[float], secon
     if len(np.unique(x)) < 2:
         raise ConfigError(f"an alpha-beta fit of {op} needs timings at two sizes or more: add sizes to --sizes")
     line = linregress(x, y)
-    predicted = line.intercept + line.slope * x
+    alpha, beta, clamped = float(line.intercept), float(line.slope), False
+    if alpha < 0:
+        alpha, beta, clamped = 0.0, float(np.dot(x, y) / np.dot(x, x)), True
+    predicted = alpha + beta * x
+    r2 = 1 - float(np.sum((y - predicted) ** 2)) / float(np.sum((y - y.mean()) ** 2) or 1.0)
     return AlphaBetaFit(
         op=op,
         world_size=world_size,
-        alpha_s=float(line.intercept),
-        beta_s_per_byte=float(line.slope),
-        r2=float(line.rvalue**2),
+        alpha_s=alpha,
+        beta_s_per_byte=beta,
+        r2=r2,
         max_rel_error=float(np.max(np.abs(predicted - y) / y)),
         points=len(x),
+        alpha_clamped=clamped,
     )
 
 

@@ -72,11 +72,13 @@ def find_max_batch(
     max_batch: int = 65536,
     headroom_pct: float = 0.0,
     step: int = 1,
+    on_probe: Callable[[Probe], None] | None = None,
 ) -> MaxBatchResult:
     """Probe batches until the largest fitting one is known to within `step` (1: exactly).
 
     If `start` itself does not fit, halve down to 1 first. A failure that is not out of memory (a bad flag, a
-    crash) stops the search: more probes would fail the same way and say nothing about memory.
+    crash) stops the search: more probes would fail the same way and say nothing about memory. `on_probe` hears
+    each probe as it finishes (the console prints it then, not after the whole search).
     """
     if start < 1 or max_batch < start or step < 1:
         raise ConfigError(f"need 1 <= start <= max batch and step >= 1, got {start}, {max_batch} and {step}")
@@ -87,6 +89,8 @@ def find_max_batch(
     def run(batch: int) -> Probe:
         result = _judge(batch, probe(batch), headroom_pct)
         probes.append(result)
+        if on_probe is not None:
+            on_probe(result)
         if result.status == "error":
             raise _Stop(f"batch {batch}: {result.reason}")
         return result

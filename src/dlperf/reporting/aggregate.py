@@ -8,22 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.metrics.env_diff import env_differences
-from dlperf.metrics.noise import WINDOW_CV_LIMIT
-from dlperf.metrics.repeats import MIN_REPEATS, outliers
+from dlperf.metrics.repeats import outliers
 from dlperf.metrics.stats import spread
-
-BASELINE_CASE = "1n1g"
-# Repeats of a quiet run agree like its windows do: the same documented limit as metrics/noise.WINDOW_CV_LIMIT.
-REPEAT_CV_LIMIT = WINDOW_CV_LIMIT
-
-
-@dataclass(frozen=True)
-class Flag:
-    """Why a report row should not be taken at face value: a short label for the row, and the footnote saying what
-    was seen and what to do."""
-
-    label: str
-    note: str
+from dlperf.reporting.doubts import BASELINE_CASE, Flag, case_flags
 
 
 def median_of(records: list[dict[str, Any]], *keys: str) -> float | None:
@@ -99,90 +86,8 @@ class CaseSummary:
         return statistics.median(values) if values else None
 
     def flags(self) -> list[Flag]:
-        """Every reason to doubt this row, each with what to do."""
-        found: list[Flag] = []
-        n = len(self.records)
-        if self.efficiency is not None and self.efficiency > 1:
-            found.append(
-                Flag(
-                    "eff>100%",
-                    f"scaling efficiency {self.efficiency:.0%} is above 100 %: more devices cannot do the same work "
-                    f"faster than perfectly; the {BASELINE_CASE} baseline or this case was disturbed (see CV and "
-                    f"noisy). Re-run both on a quiet machine.",
-                )
-            )
-        cv = self.stats.get("cv") if self.speeds else None
-        if cv is not None and cv > REPEAT_CV_LIMIT:
-            found.append(
-                Flag(
-                    "CV",
-                    f"repeats vary by CV {cv:.1%}, above the {REPEAT_CV_LIMIT:.0%} limit: the median is not "
-                    f"reproducible. Re-run on a quiet machine, or with --repeats auto.",
-                )
-            )
-        if 0 < n < MIN_REPEATS:
-            found.append(
-                Flag(
-                    f"n={n}",
-                    f"median of {n} good repeat{'s' if n > 1 else ''}, fewer than {MIN_REPEATS}: "
-                    f"run more repeats (--repeats auto).",
-                )
-            )
-        noisy = [r for r in self.records if r.get("noisy")]
-        if noisy:
-            reasons = "; ".join(dict.fromkeys(x for r in noisy for x in r.get("noise_reasons") or []))
-            found.append(
-                Flag(
-                    "noisy",
-                    f"{len(noisy)} of {n} repeats ran noisy ({reasons}). Re-run on a quiet machine.",
-                )
-            )
-        unstable = [
-            r
-            for r in self.records
-            if (r.get("steady_state") or {}).get("stable") is False or (r.get("warmup") or {}).get("stable") is False
-        ]
-        if unstable:
-            found.append(
-                Flag(
-                    "unstable",
-                    f"{len(unstable)} of {n} repeats never reached a steady state: their throughput averages "
-                    f"changing speeds. Use --warmup-iters auto (raise --max-warmup-iters) or more --iters.",
-                )
-            )
-        slow = [r for r in self.records if (r.get("stragglers") or {}).get("flagged")]
-        if slow:
-            s = slow[0]["stragglers"]
-            pct = s["rank_median_ms"][s["slowest_rank"]] / s["median_rank_ms"] - 1
-            found.append(
-                Flag(
-                    "straggler",
-                    f"{len(slow)} of {n} repeats had a straggler: rank {s['slowest_rank']} on {s['slowest_host']} "
-                    f"{pct:.0%} slower than the median rank (limit {s['straggler_pct']:.0%}). Check that host "
-                    f"and device (clocks, other load, thermal throttling).",
-                )
-            )
-        split = [r for r in self.records if (r.get("cross_check") or {}).get("agree") is False]
-        if split:
-            c = split[0]["cross_check"]
-            found.append(
-                Flag(
-                    "readings",
-                    f"{len(split)} of {n} logs disagree with themselves: the {split[0].get('rule')} rule gives "
-                    f"{c['ratio']:.3g}x what {c['reading']} give (beyond {c['tolerance']:.0%}). "
-                    f"{c.get('note') or 'Check the log and the shape its path declares.'}",
-                )
-            )
-        out = self.outlier_repeats()
-        if out:
-            found.append(
-                Flag(
-                    "outlier",
-                    f"repeat(s) {', '.join(f'#{r}' for r in out)} more than 3 MADs from the median, kept in it: "
-                    f"look at what else ran then.",
-                )
-            )
-        return found
+        """Every reason to doubt this row, each with what to do (reporting/doubts.py, the one set of rules)."""
+        return case_flags(self.records, self.efficiency)
 
     def peak_memory(self) -> dict[str, float]:
         """Largest peak over repeats for each memory kind (allocated/reserved on CUDA, rss on CPU)."""

@@ -39,6 +39,13 @@ def title(record: dict[str, Any]) -> str:
     )
 
 
+def _alpha(fit: dict[str, Any]) -> str:
+    """The fitted latency in us; a least-squares latency below zero is shown as what it is: none measurable."""
+    if fit.get("alpha_clamped") or fit["alpha_s"] < 0:
+        return "0 (fit below 0: clamped, line refitted through 0)"
+    return f"{fit['alpha_s'] * 1e6:.1f}"
+
+
 def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
     """Markdown: each successful commbench record's measurements and fits; nothing when there are none."""
     ok = [r for r in records if r.get("status") == "ok"]
@@ -70,7 +77,7 @@ def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
             "|---|---:|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {op} | {f['alpha_s'] * 1e6:.1f} | {f['beta_s_per_byte'] * 1e9:.4f} | {f['busbw_gbps']:.3f} "
+            f"| {op} | {_alpha(f)} | {f['beta_s_per_byte'] * 1e9:.4f} | {f['busbw_gbps']:.3f} "
             f"| {f['r2']:.4f} | {f['max_rel_error']:.1%} |"
             for op, f in record["fits"].items()
         ]

@@ -13,6 +13,7 @@ from typing import Any
 
 from dlperf.errors import ResultsError
 from dlperf.records.validate import is_number, record_problem
+from dlperf.reporting.sources import canonical_model
 from dlperf.reporting.verdict import compare_repeats
 
 SCHEMA = """
@@ -118,9 +119,10 @@ class HistoryPoint:
 
 
 def history(db: str | Path, model: str | None = None, case: str | None = None) -> list[HistoryPoint]:
-    """Per case, one point per label in the order the labels were first measured."""
+    """Per case, one point per label in the order the labels were first measured. Models meet under their
+    canonical name (`rn50`, `ResNet-50` and `resnet50` are one model), as in the cross-source report."""
     query = "SELECT model, grp, case_name, label, started_at, status, throughput FROM runs"
-    filters = [(col, value) for col, value in (("model", model), ("case_name", case)) if value]
+    filters = [(col, value) for col, value in (("case_name", case),) if value]
     if filters:
         query += " WHERE " + " AND ".join(f"{col} = ?" for col, _ in filters)
     with closing(_connect(db, create=False)) as connection:
@@ -137,7 +139,11 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
                 f"{str(row[6])[:40]!r}): delete it with sqlite3, or choose another --db"
             )
     grouped: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
-    for model_, group, case_, label, started, status, throughput in rows:
+    wanted = canonical_model(model) if model else None
+    for name, group, case_, label, started, status, throughput in rows:
+        model_ = canonical_model(name)
+        if wanted and model_ != wanted:
+            continue
         grouped.setdefault((model_, group, case_, label), []).append(
             (started or 0.0, throughput if status == "ok" else None)
         )

@@ -13,6 +13,8 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from dlperf.records.store import write_text_atomic
+from dlperf.reporting.aggregate import summarise
+from dlperf.reporting.report import tables_markdown
 from dlperf.reporting.sources import (
     EXPLANATION,
     Comparison,
@@ -20,6 +22,7 @@ from dlperf.reporting.sources import (
     Table,
     case_table,
     environment_table,
+    series_notes,
     series_points,
     summary_table,
 )
@@ -33,6 +36,8 @@ th { background: #f0f3f7; }
 table.text td, table.text th { text-align: left; }
 tr.differs td { background: #fff3cd; font-weight: 600; }
 tr.failed td { background: #f8d7da; }
+tr.flagged td:last-child { background: #fff3cd; color: #8a4b00; font-weight: 600; }
+ul.notes { font-size: 0.85rem; color: #444; }
 .note { color: #555; font-size: 0.9rem; }
 h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
 """
@@ -162,6 +167,49 @@ def _run_details(comparison: Comparison, plots: _Plots) -> list[str]:
     return parts
 
 
+def _markdown_html(lines: list[str]) -> str:
+    """report.md's tables, headings and footnotes as HTML (the subset reporting writes), so the page shows the same
+    columns, flags and notes as the markdown, from the same lines."""
+    out: list[str] = []
+    rows: list[list[str]] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if rows:
+            header, *body = rows
+            out.append(_table((header, body), [("flagged" if row[-1].strip() else "") for row in body]))
+            rows.clear()
+        if items:
+            out.append('<ul class="notes">' + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in lines:
+        if line.startswith("|"):
+            if not set(line) <= set("|-: "):  # the alignment row
+                rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+            continue
+        if line.startswith("- "):
+            items.append(line[2:])
+            continue
+        flush()
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")) + 1, 5)
+            out.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
+        elif line.strip():
+            out.append(f'<p class="note">{html.escape(line)}</p>')
+    flush()
+    return "\n".join(out)
+
+
+def _source_tables(comparison: Comparison) -> list[str]:
+    """Each source's own tables exactly as its report.md has them: every column, flag and footnote."""
+    parts = ["<h2>Tables</h2>"]
+    for source in comparison.sources:
+        records = [r for r in source.records if r.get("status") is not None]
+        parts += [f"<h3>{html.escape(source.label)}</h3>", _markdown_html(tables_markdown(summarise(records), records))]
+    return parts
+
+
 def html_report(comparison: Comparison) -> str:
     """The whole page: summary, environment (differences highlighted), per-series tables and plots, every run."""
     plots = _Plots()
@@ -182,8 +230,12 @@ def html_report(comparison: Comparison) -> str:
     ]
     for series in comparison.series:
         body += [f"<h2>{html.escape(series.key.title)}</h2>", _table(case_table(series))]
+        notes = series_notes(series)
+        if notes:
+            body.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
         if any(series_points(series).values()):
             body.append(plots.div(_series_figure(series)))
+    body += _source_tables(comparison)
     body += _run_details(comparison, plots)
     return "\n".join(
         [

@@ -2,6 +2,7 @@
 `group | case | latency (ms) | memory (MiB) | throughput (samples/s)`, plus ours.
 
 Each figure is the median over a case's successful repeats (memory: the largest peak of any rank and repeat);
+flags and their footnotes come from the one set of doubt rules (reporting/doubts.py);
 rows follow the report's groups (DP, MP, 2D, PP), other layouts after them, then devices, then the name.
 """
 
@@ -11,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from dlperf.reporting.aggregate import median_of
+from dlperf.reporting.doubts import case_flags
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
 
@@ -26,7 +28,7 @@ def group_by_case(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any
 
 def _peak_mib(records: list[dict[str, Any]]) -> float | None:
     peaks = [
-        peak.get("allocated", peak.get("rss"))
+        peak.get("allocated", peak.get("rss", peak.get("reserved")))
         for r in records
         if isinstance(peak := r.get("peak_memory_mib"), dict) and peak
     ]
@@ -57,8 +59,8 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
         "",
         "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
         "| tokens/s | TFLOP/s per device "
-        "| MFU | repeats |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| MFU | repeats | flags |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
@@ -68,13 +70,16 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
         mfu = median_of(ok, "mfu")
         repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
         first = records[0]
+        flags = case_flags(ok)
         lines.append(
             f"| {group_name} | {case} | {first.get('nodes', '')} | {first.get('devices_per_node', '')} "
             f"| {first.get('world_size', '')} | {_fmt(median_of(ok, 'latency_ms', 'mean'), '.2f')} "
             f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(median_of(ok, 'throughput'), '.2f')} "
             f"| {_fmt(median_of(ok, 'tokens_per_s'), '.0f')} | {_fmt(median_of(ok, 'tflops_per_device'), '.2f')} "
-            f"| {_fmt(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} |"
+            f"| {_fmt(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} "
+            f"| {', '.join(flag.label for flag in flags)} |"
         )
+        notes += [f"- {case} [{flag.label}]: {flag.note}" for flag in flags]
         note = next((r.get("mfu_note") for r in ok if r.get("mfu_note")), None)
         if note:
             notes.append(f"- {case}: MFU left empty: {note}.")

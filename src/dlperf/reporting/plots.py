@@ -58,7 +58,7 @@ def where_measured(records: list[dict[str, Any]]) -> str:
     hosts = sorted({h for r in records for h in (r.get("hosts") or [(r.get("env") or {}).get("host")]) if h})
     span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     host_text = f"host {hosts[0]}" if len(hosts) == 1 else f"{len(hosts)} hosts ({', '.join(hosts[:3])}...)"
-    return f"{' / '.join(devices)}, {span} devices, {host_text}"
+    return f"{' / '.join(devices)}, {span} device{'' if span == '1' else 's'}, {host_text}"
 
 
 def _case_records(cases: list[CaseSummary]) -> list[dict[str, Any]]:

@@ -15,9 +15,10 @@ from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey
 
 
 def predicted_speedups(
-    summary: dict[GroupKey, list[CaseSummary]], commbench: list[dict[str, Any]]
+    summary: dict[GroupKey, list[CaseSummary]], commbench: list[dict[str, Any]], overlap: bool = True
 ) -> dict[tuple[str, str, str], float]:
-    """(model, group, case) -> predicted speedup against the group's 1n1g, for scaling tables with a baseline."""
+    """(model, group, case) -> predicted speedup against the group's 1n1g, for scaling tables with a baseline;
+    `overlap=False` hides no communication behind the backward pass (as `dlperf predict --no-overlap`)."""
     if not commbench:
         return {}
     intra, inter = links_from_records(commbench)
@@ -32,7 +33,7 @@ def predicted_speedups(
             if case.world_size == 1:
                 continue
             try:
-                got = predict_data_parallel(single, case.devices_per_node, case.nodes, intra, inter)
+                got = predict_data_parallel(single, case.devices_per_node, case.nodes, intra, inter, overlap)
             except ConfigError:  # a link this case crosses was not measured
                 continue
             out[(model, group, case.case)] = got.speedup

@@ -12,6 +12,7 @@ from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
 from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
+from dlperf.reporting.export import write_csv
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.reporting.predicted import predicted_speedups
 
@@ -36,6 +37,7 @@ def case_fields(case: CaseSummary) -> dict[str, Any]:
     if case.speeds:
         stats = case.stats
         fields.update(average_speed=_r(stats["mean"]), median_speed=_r(stats["median"]))
+        fields["median_speed_per_device"] = _r(per_device(stats["median"], case.world_size))
         fields.update(
             min_speed=_r(stats["min"]),
             max_speed=_r(stats["max"]),
@@ -104,19 +106,36 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "" if value is None else format(value, spec)
 
 
-def _memory_text(peaks: dict[str, float]) -> str:
+def memory_text(peaks: dict[str, float]) -> str:
+    """The peak memory a row shows: allocated (CUDA) or rss (CPU); reserved, named, where a run knows only that
+    (an external script's process tree, a JAX device)."""
     for kind in ("allocated", "rss"):
         if kind in peaks:
             return f"{peaks[kind]:.0f}"
-    return ""
+    kind = next(iter(peaks), None)
+    return "" if kind is None else f"{peaks[kind]:.0f} ({kind})"
+
+
+def latency_text(case: CaseSummary) -> str:
+    """Median step time: p50 where the runs measured percentiles, else their mean (an external script's log)."""
+    p50 = case.median_of("latency_ms", "p50")
+    if p50 is not None:
+        return f"{p50:.1f}"
+    mean = case.median_of("latency_ms", "mean")
+    return "" if mean is None else f"{mean:.1f} (mean)"
+
+
+def per_device(value: float | None, devices: int) -> float | None:
+    return None if value is None or not devices else value / devices
 
 
 def group_table(
     model: str, group: str, cases: list[CaseSummary], columns: dict[str, dict[str, str]] | None = None
 ) -> list[str]:
-    """The published scaling table of one group, then our columns: `columns` (header -> case -> text; bsz=max,
-    predicted speedup) where any case has a value, MFU % and samples/J where any row has them, and flags whose
-    footnotes follow the table."""
+    """The published scaling table of one group (`node_num | gpu_num | samples/s | speedup`, gpu_num the total
+    devices as DLPerf prints it: 16 for 2n8g), then ours: per device, devices per node, efficiency, spread,
+    latency, memory, `columns` (header -> case -> text; bsz=max, predicted speedup) where any case has a value,
+    MFU % and samples/J where any row has them, and flags whose footnotes follow the table."""
     first = cases[0]
     columns = {name: cells for name, cells in (columns or {}).items() if any(c.case in cells for c in cases)}
     # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
@@ -127,11 +146,11 @@ def group_table(
     lines = [
         f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
         "",
-        f"| node_num | gpu_num | devices | {unit} | speedup | efficiency | mean {unit} | min | max | CV % "
-        "| repeats | latency p50 (ms) | peak memory (MiB) |"
+        f"| node_num | gpu_num | {unit} | speedup | {unit} per device | devices per node | efficiency "
+        f"| mean {unit} | min | max | CV % | repeats | latency (ms) | peak memory (MiB) |"
         + "".join(f" {name} |" for name in columns)
         + f"{extra} flags |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         + "---:|" * (len(columns) + with_mfu + with_energy)
         + "---|",
     ]
@@ -141,28 +160,31 @@ def group_table(
         cv = stats.get("cv")
         repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
         lines.append(
-            f"| {case.nodes} | {case.devices_per_node} | {case.world_size} | {_fmt(stats.get('median'))} "
-            f"| {_fmt(case.speedup)} "
+            f"| {case.nodes} | {case.world_size} | {_fmt(stats.get('median'))} | {_fmt(case.speedup)} "
+            f"| {_fmt(per_device(stats.get('median'), case.world_size))} | {case.devices_per_node} "
             f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
             f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
-            f"| {_fmt(case.median_of('latency_ms', 'p50'), '.1f')} | {_memory_text(case.peak_memory())} |"
+            f"| {latency_text(case)} | {memory_text(case.peak_memory())} |"
             + "".join(f" {cells.get(case.case, '')} |" for cells in columns.values())
             + _extra_cells(case, with_mfu, with_energy)
         )
-        flags = case.flags()
-        notes += [f"- {case.case} [{flag.label}]: {flag.note}" for flag in flags]
-        stop = case.repeats_stop()
-        if stop:
-            notes.append(
-                f"- {case.case}: repeats {'stopped' if stop.get('stop') else 'not finished'}: {stop['reason']}"
-            )
-        if case.speedup_note:
-            notes.append(f"- {case.case}: speedup left empty: {case.speedup_note}.")
-        notes += [f"- {case.case}: WARNING, nodes differ: {line}" for line in case.node_differences()]
+        notes += case_notes(case)
     lines.append("")
     if notes:
         lines += notes + [""]
     return lines
+
+
+def case_notes(case: CaseSummary) -> list[str]:
+    """The footnotes of one row: its flags, why repeats stopped, an empty speedup, nodes that differ."""
+    notes = [f"- {case.case} [{flag.label}]: {flag.note}" for flag in case.flags()]
+    stop = case.repeats_stop()
+    if stop:
+        notes.append(f"- {case.case}: repeats {'stopped' if stop.get('stop') else 'not finished'}: {stop['reason']}")
+    if case.speedup_note:
+        notes.append(f"- {case.case}: speedup left empty: {case.speedup_note}.")
+    notes += [f"- {case.case}: WARNING, nodes differ: {line}" for line in case.node_differences()]
+    return notes
 
 
 def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
@@ -210,7 +232,10 @@ def _failures(records: list[dict[str, Any]]) -> list[str]:
 
 
 def extra_columns(
-    summary: dict[GroupKey, list[CaseSummary]], others: list[dict[str, Any]], predict: list[dict[str, Any]]
+    summary: dict[GroupKey, list[CaseSummary]],
+    others: list[dict[str, Any]],
+    predict: list[dict[str, Any]],
+    overlap: bool = True,
 ) -> dict[GroupKey, dict[str, dict[str, str]]]:
     """Per group: `bsz=max` from maxbatch records of the same model, case and variant (the group without its
     batch), and `predicted speedup` from `report --predict` commbench records."""
@@ -219,7 +244,7 @@ def extra_columns(
         for r in others
         if r.get("schema") == MAXBATCH_SCHEMA and r.get("max_batch")
     }
-    predicted = predicted_speedups(summary, predict)
+    predicted = predicted_speedups(summary, predict, overlap)
     out: dict[GroupKey, dict[str, dict[str, str]]] = {}
     for (model, group), cases in summary.items():
         out[(model, group)] = {
@@ -233,14 +258,35 @@ def extra_columns(
     return out
 
 
+def tables_markdown(
+    summary: dict[GroupKey, list[CaseSummary]],
+    records: list[dict[str, Any]],
+    columns: dict[GroupKey, dict[str, dict[str, str]]] | None = None,
+) -> list[str]:
+    """Every table of the records with its flags and footnotes: report.md's body, and report.html's per source."""
+    lines: list[str] = []
+    current_model = None
+    for (model, group), cases in summary.items():
+        if cases[0].table in OWN_TABLES:
+            continue
+        if model != current_model:
+            lines += [f"## {model}", ""]
+            current_model = model
+        lines += group_table(model, group, cases, (columns or {}).get((model, group)))
+    for table in OWN_TABLES.values():
+        lines += table(records)
+    return lines
+
+
 def build_markdown(
     summary: dict[GroupKey, list[CaseSummary]],
     records: list[dict[str, Any]],
     others: list[dict[str, Any]] = (),
     predict: list[dict[str, Any]] = (),
+    overlap: bool = True,
 ) -> str:
     """`others`: this folder's commbench and maxbatch records; `predict`: commbench records to predict with."""
-    columns = extra_columns(summary, others, predict)
+    columns = extra_columns(summary, others, predict, overlap)
     lines = [
         "# dlperf report",
         "",
@@ -249,16 +295,7 @@ def build_markdown(
         f"{BASELINE_CASE} in the same table, rounded to 2 places; efficiency = speedup / devices.",
         "",
     ]
-    current_model = None
-    for (model, group), cases in summary.items():
-        if cases[0].table in OWN_TABLES:
-            continue
-        if model != current_model:
-            lines += [f"## {model}", ""]
-            current_model = model
-        lines += group_table(model, group, cases, columns[(model, group)])
-    for table in OWN_TABLES.values():
-        lines += table(records)
+    lines += tables_markdown(summary, records, columns)
     lines += commbench_lines([r for r in others if r.get("schema") in COMMBENCH_SCHEMAS])
     failures = _failures([*records, *(r for r in others if r.get("schema") in COMMBENCH_SCHEMAS)])
     return "\n".join(lines + _compile_lines(summary) + failures + _environment_lines([*records, *others]))
@@ -282,7 +319,10 @@ def check_one_sweep(records: list[dict[str, Any]], root: str | Path) -> None:
 def existing_report_files(out: str | Path, formats: set[str]) -> list[Path]:
     """The report files already in `out` that writing `formats` there would replace."""
     folder = Path(out)
-    names = (("json", "summary.json"), ("md", "report.md"), ("html", "report.html"))
+    names = (
+        ("json", "summary.json"), ("json", "runs.csv"), ("json", "cases.csv"), ("md", "report.md"),
+        ("html", "report.html"),
+    )  # fmt: skip
     paths = [folder / name for fmt, name in names if fmt in formats]
     if "png" in formats and (folder / "plots").is_dir():
         paths += sorted((folder / "plots").glob("*.png"))
@@ -304,6 +344,7 @@ def write_report(
     min_plot_cases: int = 1,
     others: list[dict[str, Any]] = (),
     predict: list[dict[str, Any]] = (),
+    overlap: bool = True,
 ) -> list[Path]:
     """Write the requested formats (md, json, png) into `out_dir`; returns the files written. `others` are the
     folder's commbench and maxbatch records, `predict` commbench records for a predicted-speedup column.
@@ -320,8 +361,9 @@ def write_report(
     if "json" in formats:
         write_json_atomic(out / "summary.json", build_summary(summary))
         written.append(out / "summary.json")
+        written += write_csv(records, summary, out)
     if "md" in formats:
-        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predict))
+        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predict, overlap))
         written.append(out / "report.md")
     if "png" in formats:
         from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title  # matplotlib

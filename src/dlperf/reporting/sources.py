@@ -18,6 +18,7 @@ from dlperf.metrics.env_diff import node_facts
 from dlperf.records.load import load_records
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import CaseSummary, summarise
+from dlperf.reporting.doubts import Flag
 
 BY_CHOICES = ("source", "engine")
 # Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
@@ -144,13 +145,18 @@ class Cell:
     batch_size: int
     repeats: int
     failed: int
+    flags: tuple[Flag, ...] = ()
+
+    @property
+    def labels(self) -> str:
+        return ", ".join(flag.label for flag in self.flags)
 
 
 def _cell(case: CaseSummary | None, batch: int) -> Cell | None:
     if case is None:
         return None
     median = case.stats["median"] if case.speeds else None
-    return Cell(median, case.speedup, batch, len(case.speeds), len(case.failed))
+    return Cell(median, case.speedup, batch, len(case.speeds), len(case.failed), tuple(case.flags()))
 
 
 @dataclass
@@ -282,6 +288,7 @@ def summary_table(comparison: Comparison) -> Table:
         header += [f"{series.key.title} samples/s, {where}", "speedup", "batch"]
         if any(series.max_batches.values()):
             header.append("largest batch")
+        header.append("flags")
     rows = []
     for label in comparison.labels:
         row = [label]
@@ -293,6 +300,7 @@ def summary_table(comparison: Comparison) -> Table:
             if any(series.max_batches.values()):
                 known = series.max_batches.get(label)
                 row.append("" if known is None else str(known))
+            row.append(cell.labels if cell else "")
         rows.append(row)
     return header, rows
 
@@ -303,6 +311,7 @@ def case_table(series: SeriesComparison) -> Table:
     header = ["case", "devices"]
     header += [f"{lbl} samples/s (b{series.batches[lbl]})" for lbl in series.labels]
     header += [f"{lbl} / {first}" for lbl in series.labels[1:]]
+    header += [f"{lbl} flags" for lbl in series.labels]
     rows = []
     for name in series.case_order:
         cells = [series.cell(lbl, name) for lbl in series.labels]
@@ -310,8 +319,19 @@ def case_table(series: SeriesComparison) -> Table:
         row = [name, str(series.world_size(name))]
         row += [_fmt(c.throughput if c else None) for c in cells]
         row += [_fmt(ratios[lbl], ".3f") for lbl in series.labels[1:]]
+        row += [c.labels if c else "" for c in cells]
         rows.append(row)
     return header, rows
+
+
+def series_notes(series: SeriesComparison) -> list[str]:
+    """The footnote of every flag in a series' table: source, case, label, what was seen and what to do."""
+    notes = []
+    for name in series.case_order:
+        for label in series.labels:
+            cell = series.cell(label, name)
+            notes += [f"{label} {name} [{flag.label}]: {flag.note}" for flag in (cell.flags if cell else ())]
+    return notes
 
 
 def environment_table(comparison: Comparison) -> Table:
@@ -352,6 +372,8 @@ def comparison_markdown(comparison: Comparison) -> str:
     ]
     for series in comparison.series:
         lines += [f"## {series.key.title}", "", *markdown_table(case_table(series)), ""]
+        notes = series_notes(series)
+        lines += [f"- {note}" for note in notes] + ([""] if notes else [])
     return "\n".join(lines)
 
 
@@ -390,6 +412,8 @@ def _cell_json(cell: Cell | None) -> dict[str, Any] | None:
         "batch_size_per_device": cell.batch_size,
         "repeats": cell.repeats,
         "failed_repeats": cell.failed,
+        "flags": [flag.label for flag in cell.flags],
+        "flag_notes": [flag.note for flag in cell.flags],
     }
 
 

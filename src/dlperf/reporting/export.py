@@ -1,0 +1,149 @@
+"""Exports the field's tools read: tidy CSV beside summary.json, and TensorBoard event files (an extra).
+
+`runs.csv` has one row per run record and `cases.csv` one row per case (a row of report.md), every column one
+variable, so pandas, a spreadsheet or a dashboard reads them without knowing dlperf's JSON. The flags column holds
+the same doubt labels as the tables (reporting/doubts.py), `;`-separated.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.records.store import write_text_atomic
+from dlperf.reporting.aggregate import CaseSummary, GroupKey
+from dlperf.reporting.doubts import run_doubts
+
+RUN_COLUMNS = (
+    "sweep_id", "model", "group", "case", "node_num", "gpu_num", "devices_per_node", "batch_size_per_device",
+    "precision", "engine", "repeat", "status", "throughput", "throughput_per_device", "unit", "latency_ms_mean",
+    "latency_ms_p50", "latency_ms_p90", "peak_memory_mib", "memory_kind", "mfu", "tflops_per_device", "flags",
+    "error",
+)  # fmt: skip
+CASE_COLUMNS = (
+    "model", "group", "case", "node_num", "gpu_num", "devices_per_node", "batch_size_per_device", "precision",
+    "median_speed", "average_speed", "speedup", "median_speed_per_device", "scaling_efficiency", "cv", "repeats",
+    "failed_repeats", "latency_ms_p50", "latency_ms_mean", "peak_memory_mib", "mfu", "flags",
+)  # fmt: skip
+MEMORY_KINDS = ("allocated", "rss", "reserved")
+
+
+def _memory(peaks: dict[str, float]) -> tuple[float | None, str]:
+    kind = next((k for k in MEMORY_KINDS if k in peaks), next(iter(peaks), None))
+    return (None, "") if kind is None else (peaks[kind], kind)
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def run_row(record: dict[str, Any]) -> dict[str, Any]:
+    latency = record.get("latency_ms") or {}
+    memory, kind = _memory(record.get("peak_memory_mib") or {})
+    ok = record.get("status") == "ok"
+    return {
+        "sweep_id": record.get("sweep_id"),
+        "model": record.get("model"),
+        "group": record.get("group"),
+        "case": record.get("case"),
+        "node_num": record.get("nodes"),
+        "gpu_num": record.get("world_size"),
+        "devices_per_node": record.get("devices_per_node"),
+        "batch_size_per_device": record.get("batch_size"),
+        "precision": record.get("precision"),
+        "engine": record.get("engine") or record.get("format"),
+        "repeat": record.get("repeat"),
+        "status": record.get("status"),
+        "throughput": _number(record.get("throughput")),
+        "throughput_per_device": _number(record.get("throughput_per_device")),
+        "unit": record.get("unit") or "samples/s",
+        "latency_ms_mean": _number(latency.get("mean")),
+        "latency_ms_p50": _number(latency.get("p50")),
+        "latency_ms_p90": _number(latency.get("p90")),
+        "peak_memory_mib": memory,
+        "memory_kind": kind,
+        "mfu": _number(record.get("mfu")),
+        "tflops_per_device": _number(record.get("tflops_per_device")),
+        "flags": ";".join(d.label for d in run_doubts(record)) if ok else "",
+        "error": record.get("error"),
+    }
+
+
+def case_row(case: CaseSummary) -> dict[str, Any]:
+    stats = case.stats if case.speeds else {}
+    median = stats.get("median")
+    return {
+        "model": case.model,
+        "group": case.group,
+        "case": case.case,
+        "node_num": case.nodes,
+        "gpu_num": case.world_size,
+        "devices_per_node": case.devices_per_node,
+        "batch_size_per_device": case.batch_size,
+        "precision": case.precision,
+        "median_speed": median,
+        "average_speed": stats.get("mean"),
+        "speedup": case.speedup,
+        "median_speed_per_device": None if median is None else median / case.world_size,
+        "scaling_efficiency": case.efficiency,
+        "cv": stats.get("cv"),
+        "repeats": len(case.speeds),
+        "failed_repeats": len(case.failed),
+        "latency_ms_p50": case.median_of("latency_ms", "p50"),
+        "latency_ms_mean": case.median_of("latency_ms", "mean"),
+        "peak_memory_mib": _memory(case.peak_memory())[0],
+        "mfu": case.median_of("mfu"),
+        "flags": ";".join(flag.label for flag in case.flags()),
+    }
+
+
+def _csv_text(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def write_csv(records: list[dict[str, Any]], summary: dict[GroupKey, list[CaseSummary]], out: Path) -> list[Path]:
+    """runs.csv (one row per run) and cases.csv (one row per case) in `out`."""
+    ordered = sorted(records, key=lambda r: (str(r.get("model")), str(r.get("group")), int(r.get("world_size") or 0),
+                                             str(r.get("case")), r.get("repeat") or 0))  # fmt: skip
+    write_text_atomic(out / "runs.csv", _csv_text(RUN_COLUMNS, [run_row(r) for r in ordered]))
+    cases = [case_row(case) for cases in summary.values() for case in cases]
+    write_text_atomic(out / "cases.csv", _csv_text(CASE_COLUMNS, cases))
+    return [out / "runs.csv", out / "cases.csv"]
+
+
+TENSORBOARD_HINT = "pip install 'dlperf[tensorboard]'"
+
+
+def write_tensorboard(summary: dict[GroupKey, list[CaseSummary]], logdir: str | Path) -> Path:
+    """One TensorBoard run per model and group (`logdir/<model>/<group>`), its scalars against devices as the step:
+    median throughput, per device, speedup, efficiency and CV, so teams see scaling on the dashboard they use."""
+    try:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    except ImportError:
+        raise ConfigError(f"--tensorboard needs the tensorboard package: {TENSORBOARD_HINT}") from None
+    root = Path(logdir)
+    for (model, group), cases in summary.items():
+        writer = EventFileWriter(str(root / model / group))
+        for case in cases:
+            if not case.speeds:
+                continue
+            row = case_row(case)
+            values = [
+                Summary.Value(tag=f"{name}", simple_value=float(row[name]))
+                for name in ("median_speed", "median_speed_per_device", "speedup", "scaling_efficiency", "cv")
+                if row[name] is not None
+            ]
+            writer.add_event(Event(wall_time=time.time(), step=case.world_size, summary=Summary(value=values)))
+        writer.close()
+    return root

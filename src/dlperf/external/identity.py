@@ -60,9 +60,8 @@ def interpreter(argv: list[str], cwd: str | None = None) -> str | None:
     first = words[0]
     if PYTHON_RE.match(os.path.basename(first)):
         return first
-    path = shutil.which(first, path=os.environ.get("PATH")) or (
-        os.path.join(cwd, first) if cwd and os.path.isfile(os.path.join(cwd, first)) else None
-    )
+    local = os.path.join(cwd or ".", first)
+    path = local if os.sep in first and os.path.isfile(local) else shutil.which(first)
     if not path:
         return None
     try:

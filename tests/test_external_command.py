@@ -24,7 +24,7 @@ from dlperf.peers.extract import Options, extract_dir
 
 SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"
 RDZV = Rendezvous(nnodes=2, nproc_per_node=4, master_addr="10.0.0.1", master_port=29500, batch_size=128,
-                  precision="amp-fp16", repeat=3)  # fmt: skip
+                  precision="amp-fp16", repeat=3, python="/venv/bin/python")  # fmt: skip
 
 
 def test_every_placeholder_expands_in_its_own_word():
@@ -33,7 +33,10 @@ def test_every_placeholder_expands_in_its_own_word():
     assert argv == [
         "python", "my train.py", "--nnodes=2", "--nproc_per_node=4", "--node_rank=1", "--master_addr=10.0.0.1",
         "--master_port=29500", "--world_size=8", "--batch_size=128", "--precision=amp-fp16", "--repeat=3",
-        "--amp=1", "--rank=6", "--local_rank=2",
+        "--amp=1", "--python=/venv/bin/python",
+        "--framework_launcher=/venv/bin/python -m torch.distributed.run --nnodes 2 --nproc-per-node 4 "
+        "--node-rank 1 --master-addr 10.0.0.1 --master-port 29500",
+        "--rank=6", "--local_rank=2",
     ]  # fmt: skip
 
 

@@ -25,6 +25,8 @@ TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
 DEFAULT_PRINT_EVERY = 20
 EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
 COMMAND_PER = ("rank", "node")
+LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")  # whose launcher's variables a command's processes get
+LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}$")  # a label or framework name is a file-name token
 AUTO = "auto"
 
 
@@ -56,6 +58,12 @@ class RunSpec:
     log_format: str = "auto"
     command_per: str = "rank"
     shell: bool = False
+    framework: str | None = None  # the command's framework (tensorflow, paddle...), its version asked at run time
+    label: str | None = None  # tells two commands of one framework apart (names, series, files)
+    launch_env: str = "torch"  # the framework launcher whose variables each process gets (external/command.py)
+    stop_after_lines: int | None = None  # end the command once its log holds this many throughput lines
+    stop_after_seconds: float | None = None  # ... or after this many seconds; the run is ok with that reason
+    log_warmup: int | None = None  # iterations the log reader skips; None: the format's published rule
     straggler_pct: float = 5.0  # a rank this many percent slower than the median rank is flagged (metrics/stragglers)
 
     @property
@@ -139,6 +147,34 @@ class RunSpec:
             raise ConfigError(f"{flag('shell')} must be true or false, got {self.shell!r}")
         if not isinstance(self.log_format, str) or not self.log_format:
             raise ConfigError(f"{flag('log_format')} must be `auto` or a format name, got {self.log_format!r}")
+        choose("launch_env", self.launch_env, LAUNCH_ENVS)
+        for name in ("framework", "label"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and LABEL_RE.match(value)):
+                raise ConfigError(
+                    f"{flag(name)} must be a short lower-case name (letters, digits, . + -; e.g. tensorflow), "
+                    f"got {str(value)[:60]!r}"
+                )
+        if self.stop_after_lines is not None:
+            require_positive_int("stop_after_lines", self.stop_after_lines)
+        if self.stop_after_seconds is not None:
+            require_positive_number("stop_after_seconds", self.stop_after_seconds)
+        if self.log_warmup is not None and (not _is_int(self.log_warmup) or self.log_warmup < 0):
+            raise ConfigError(f"{flag('log_warmup')} counts iterations and must be 0 or more, got {self.log_warmup!r}")
+        own = ("framework", "label", "stop_after_lines", "stop_after_seconds", "log_warmup")
+        if self.engine != EXTERNAL and (self.launch_env != "torch" or any(getattr(self, k) is not None for k in own)):
+            raise ConfigError(
+                "--framework, --label, --launch-env and --stop-after-* go with --command (another framework's "
+                "script); a native run knows its framework"
+            )
+
+    @property
+    def engine_tag(self) -> str:
+        """The token that names who runs the work in a group and its files: the engine, or for an external run
+        its label, else its framework (so two commands never share a file or a case)."""
+        if self.engine == EXTERNAL:
+            return self.label or self.framework or EXTERNAL
+        return self.engine
 
 
 def setting(default: Any, help: str, *, bound: str | None = None, engines: tuple[str, ...] = ()) -> Any:

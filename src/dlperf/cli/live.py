@@ -41,8 +41,9 @@ class LogFollower:
         extra: WindowExtra | None = None,
         quiet_s: float = 30.0,
         poll_s: float = 0.5,
+        plain: bool = False,
     ) -> None:
-        self.path, self.emit, self.extra = path, emit, extra
+        self.path, self.emit, self.extra, self.plain = path, emit, extra, plain
         self.quiet_s, self.poll_s = quiet_s, poll_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="dlperf-log-follower", daemon=True)
@@ -105,7 +106,12 @@ class LogFollower:
             return False
 
     def _event(self, line: str) -> bool:
-        """Print one log line's event; False for lines that are not events."""
+        """Print one log line's event; False for lines that are not events. `plain` (an external command's log,
+        which has no dlperf events): every line as the script printed it, after `| `."""
+        if self.plain:
+            if line.strip():
+                self.emit(f"| {line.rstrip()}")
+            return bool(line.strip())
         if (config := parse_config(line)) is not None:
             self._phase, self._phase_since = "warming up", time.monotonic()
             compiled = " (with torch.compile: the first step compiles)" if config.get("compile") else ""

@@ -22,7 +22,7 @@ from dlperf.launch.options import LAUNCHERS, LaunchOptions
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.run import check_run, launcher_for, plan_jobs
 from dlperf.records.store import check_writable
-from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, PRECISIONS, RunSpec, flag
+from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, LAUNCH_ENVS, PRECISIONS, RunSpec, flag
 from dlperf.workloads import Workload, WorkloadPlan, all_workloads, model_names
 
 
@@ -67,15 +67,17 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add(
         "--command",
         help="run this training command instead of dlperf's loop, once per rank, with MASTER_ADDR, MASTER_PORT, "
-        "WORLD_SIZE, RANK, LOCAL_RANK, NODE_RANK set; placeholders such as {batch_size}, {precision}, {amp}, "
-        "{world_size}, {nnodes}, {nproc_per_node}, {node_rank}, {rank}, {local_rank}, {repeat}, {model} and the "
-        "case's keys are filled in; run as an argument list (shlex), no shell",
+        "WORLD_SIZE, RANK, LOCAL_RANK, NODE_RANK set; placeholders such as {python} (dlperf's interpreter), "
+        "{framework_launcher}, {batch_size}, {precision}, {amp}, {world_size}, {nnodes}, {nproc_per_node}, "
+        "{node_rank}, {rank}, {local_rank}, {repeat}, {model} and the case's keys are filled in; run as an "
+        "argument list (shlex), no shell",
     )
     add("--log-format", help="peer-log reader for its output: auto (detected) or a name from `dlperf extract "
         "--list-formats`; default auto")  # fmt: skip
     add("--command-per", choices=COMMAND_PER, help="rank (default: one process per device) or node (one per node, "
         "for scripts that start their own workers)")  # fmt: skip
     add("--shell", action="store_true", help="run --command through /bin/sh -c (values quoted)")
+    add_command_identity_options(add)
     add = _group(parser, "timing")
     add(
         "--warmup-iters",
@@ -152,6 +154,22 @@ def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
     if base is float:
         return {"type": {"positive": positive_float, "non-negative": non_negative_float}.get(bound, float)}
     return {"type": str}
+
+
+def add_command_identity_options(add: Any) -> None:
+    """--command: which framework it is, how its processes are told their place, and when dlperf ends it."""
+    add("--framework", help="the command's framework (tensorflow, paddle, mxnet, torch, jax...): the record's "
+        "`framework`, with the version its interpreter reports")  # fmt: skip
+    add("--label", help="a short name telling this command apart from another of the same framework "
+        "(its case, files and report source)")  # fmt: skip
+    add("--launch-env", choices=LAUNCH_ENVS, help="the framework launcher whose variables each process gets "
+        "besides torchrun's: tf (TF_CONFIG), paddle (PADDLE_*), jax (JAX_*), mpi (OMPI_COMM_WORLD_*, PMI_*); "
+        "default torch")  # fmt: skip
+    add("--stop-after-lines", type=positive_int, help="end the command (SIGTERM, then SIGKILL) once its log "
+        "holds N throughput lines; the run is ok")  # fmt: skip
+    add("--stop-after-seconds", type=positive_float, help="end the command after S seconds; the run is ok")
+    add("--log-warmup", type=non_negative_int, help="iterations the log reader skips as warm-up (default: the "
+        "format's published rule, see `dlperf extract --list-formats`)")  # fmt: skip
 
 
 def add_launch_options(parser: argparse.ArgumentParser) -> None:

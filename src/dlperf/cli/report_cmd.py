@@ -36,6 +36,7 @@ FORMAT_CHOICES = {
 }
 ALL_SEVERAL = {"md", "json", "png", "html"}
 ENGINES_DIR = "engines"
+FRAMEWORKS_DIR = "frameworks"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -58,7 +59,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--by",
         choices=BY_CHOICES,
         default="source",
-        help="compare folders (source) or the engines in them (engine; one folder's go to DIR/engines by default)",
+        help="compare folders (source), the engines in them (engine; one folder's go to DIR/engines by default) "
+        "or the frameworks and versions (framework: each --command its own; DIR/frameworks by default)",
     )
     parser.add_argument(
         "--format",
@@ -105,10 +107,10 @@ def run(args: argparse.Namespace) -> int:
     if not several:
         return _single(args)
     # one folder's engines side by side go next to its own report, in DIR/engines, rebuilt like that report
-    own = not args.out and len(args.dir) == 1 and args.by == "engine"
+    own = not args.out and len(args.dir) == 1 and args.by in ("engine", "framework")
     if not args.out and not own:
         raise ConfigError("several folders (or --label) need --out DIR for the cross-source report")
-    out = Path(args.dir[0]) / ENGINES_DIR if own else Path(args.out)
+    out = Path(args.dir[0]) / (ENGINES_DIR if args.by == "engine" else FRAMEWORKS_DIR) if own else Path(args.out)
     formats = ALL_SEVERAL if args.format == "all" else FORMAT_CHOICES[args.format]
     comparison = build_comparison(load_sources(args.dir, args.label, args.by))
     with results_lock(out):  # a sweep writing into --out holds it: refused in one line, nothing replaced
@@ -141,7 +143,9 @@ def _single(args: argparse.Namespace) -> int:
         if args.out and not args.overwrite and out.resolve() != root.resolve():
             refuse_to_replace(out, formats)
         check_writable(out)
-        for path in write_report(records, out, formats - {"html"}, others=others, predict=predict, overlap=args.overlap):
+        for path in write_report(
+            records, out, formats - {"html"}, others=others, predict=predict, overlap=args.overlap
+        ):
             print(path)
         if args.tensorboard:
             print(write_tensorboard(summarise(records), args.tensorboard))

@@ -19,7 +19,7 @@ from dlperf.launch.hosts import slots_per_node
 from dlperf.launch.ssh import SshLauncher
 from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.run import execute
-from dlperf.spec import RunSpec
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload, require_training, spec_from_mapping
 
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         else ""
     )
     say(f"log: {log}{late}")
-    with LogFollower(log, say, window_extra(spec, plan, env)):
+    with LogFollower(log, say, window_extra(spec, plan, env), plain=spec.engine == EXTERNAL):
         record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
     path = jobs[0].paths.record
     if record["status"] != "ok":

@@ -8,8 +8,10 @@ asked), and expanded per process (`per="rank"`: one process per device, each wit
 
 from __future__ import annotations
 
+import json
 import shlex
 import string
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,8 @@ from typing import Any
 from dlperf.errors import ConfigError
 
 PER_CHOICES = ("rank", "node")
+# What each framework's own launcher gives its processes (`--launch-env`); torchrun's variables are always set.
+LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")
 NODE_PLACEHOLDERS = (
     "nnodes",
     "nproc_per_node",
@@ -28,6 +32,8 @@ NODE_PLACEHOLDERS = (
     "precision",
     "repeat",
     "amp",
+    "python",
+    "framework_launcher",
 )
 RANK_PLACEHOLDERS = ("rank", "local_rank")
 PLACEHOLDERS = NODE_PLACEHOLDERS + RANK_PLACEHOLDERS
@@ -45,6 +51,25 @@ class Rendezvous:
     precision: str
     repeat: int
     extra: dict[str, Any] = field(default_factory=dict)  # the case's other keys: {model}, {iters}, {image_size}...
+    launch_env: str = "torch"
+    node_addrs: tuple[str, ...] = ()  # every node's address, in node-rank order; () on one node: master_addr
+    python: str = field(default_factory=lambda: sys.executable)  # {python}: dlperf's own interpreter, where it runs
+
+    def addr(self, node_rank: int) -> str:
+        return self.node_addrs[node_rank] if len(self.node_addrs) == self.nnodes else self.master_addr
+
+    def framework_launcher(self, node_rank: int) -> list[str]:
+        """{framework_launcher}: the launch-env framework's own per-node launcher (torchrun, Paddle's
+        `paddle.distributed.launch`) with this node's place, for `--command-per node`; else {python}."""
+        if self.launch_env == "paddle":
+            return [self.python, "-m", "paddle.distributed.launch", "--nnodes", str(self.nnodes),
+                    "--nproc_per_node", str(self.nproc_per_node), "--rank", str(node_rank),
+                    "--master", f"{self.master_addr}:{self.master_port}"]  # fmt: skip
+        if self.launch_env == "torch":
+            return [self.python, "-m", "torch.distributed.run", "--nnodes", str(self.nnodes),
+                    "--nproc-per-node", str(self.nproc_per_node), "--node-rank", str(node_rank),
+                    "--master-addr", self.master_addr, "--master-port", str(self.master_port)]  # fmt: skip
+        return [self.python]
 
     @property
     def world_size(self) -> int:
@@ -98,26 +123,37 @@ def check_template(template: str, per: str = "rank", extra: Iterable[str] = ()) 
 def case_values(case: dict[str, Any], batch_size: int, global_batch_size: int, repeat: int) -> dict[str, Any]:
     """The values a template may name besides the rendezvous: the case's keys that have one (a RunSpec's flat
     form), its batch per device and global batch, and the repeat number; the command's own keys are left out."""
-    own = ("command", "log_format", "command_per", "shell")
+    own = ("command", "log_format", "command_per", "shell", "launch_env", "stop_after_lines", "stop_after_seconds",
+           "log_warmup")  # fmt: skip
     values = {k: v for k, v in case.items() if v is not None and k not in own}
     return {**values, "global_batch_size": global_batch_size, "batch_size": batch_size, "repeat": repeat}
 
 
 def rendezvous_for(
-    nnodes: int, nproc_per_node: int, master_addr: str, master_port: int, values: dict[str, Any]
+    nnodes: int,
+    nproc_per_node: int,
+    master_addr: str,
+    master_port: int,
+    values: dict[str, Any],
+    launch_env: str = "torch",
+    node_addrs: tuple[str, ...] = (),
 ) -> Rendezvous:
-    """The rendezvous of one run from its place (nodes, devices, endpoint) and its case values (`case_values`)."""
+    """The rendezvous of one run from its place (nodes, devices, endpoint, node addresses) and its case values
+    (`case_values`)."""
     extra = {k: v for k, v in values.items() if k not in PLACEHOLDERS}
     return Rendezvous(
         nnodes, nproc_per_node, master_addr, master_port, values["batch_size"], values["precision"], values["repeat"],
-        extra,
+        extra, launch_env, tuple(node_addrs),
     )  # fmt: skip
 
 
 def _values(rdzv: Rendezvous, node_rank: int, rank: int | None, local_rank: int | None) -> dict[str, object]:
     values: dict[str, object] = dict(rdzv.extra)
-    values.update({name: getattr(rdzv, name) for name in NODE_PLACEHOLDERS if name != "node_rank"})
+    values.update(
+        {name: getattr(rdzv, name) for name in NODE_PLACEHOLDERS if name not in ("node_rank", "framework_launcher")}
+    )
     values["node_rank"] = node_rank
+    values["framework_launcher"] = shlex.join(rdzv.framework_launcher(node_rank))
     if rank is not None:
         values.update(rank=rank, local_rank=local_rank)
     return values
@@ -131,17 +167,23 @@ def command_argv(
     local_rank: int | None = None,
     shell: bool = False,
 ) -> list[str]:
-    """The argument list of one process: split first, then expand each word, so a value never splits a word;
-    with `shell`, the line for `/bin/sh -c`, each value quoted."""
+    """The argument list of one process: split first, then expand each word, so a value never splits a word
+    (a word that is exactly `{framework_launcher}` becomes the launcher's own words); with `shell`, the line for
+    `/bin/sh -c`, each value quoted (the launcher's words each quoted)."""
     check_template(template, "rank" if rank is not None else "node", rdzv.extra)
     values = _values(rdzv, node_rank, rank, local_rank)
     if shell:
-        return ["/bin/sh", "-c", template.format(**{k: shlex.quote(str(v)) for k, v in values.items()})]
+        quoted = {k: shlex.quote(str(v)) for k, v in values.items()}
+        quoted["framework_launcher"] = str(values["framework_launcher"])  # already shlex.join-ed
+        return ["/bin/sh", "-c", template.format(**quoted)]
     try:
         words = shlex.split(template)
     except ValueError as error:
         raise ConfigError(f"--command {template!r} does not split into arguments ({error}): close its quotes") from None
-    return [word.format(**values) for word in words]
+    argv: list[str] = []
+    for word in words:
+        argv.extend(rdzv.framework_launcher(node_rank) if word == "{framework_launcher}" else [word.format(**values)])
+    return argv
 
 
 def rendezvous_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:
@@ -159,6 +201,61 @@ def rendezvous_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = No
     return env
 
 
+def framework_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:
+    """The variables the `--launch-env` framework's own launcher would give this process, besides torchrun's.
+
+    A process is a rank (`per="rank"`) or a node (`local_rank` None); its peers listen on the master port plus
+    their local rank, at their node's address. Sources: TensorFlow's TFConfigClusterResolver (TF_CONFIG: the
+    worker list and this task's index, what MultiWorkerMirroredStrategy reads); Paddle's ParallelEnv
+    (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT,
+    FLAGS_selected_gpus); jax.distributed.initialize reads JAX_COORDINATOR_ADDRESS and JAX_LOCAL_DEVICE_IDS
+    itself, the count and id (JAX_NUM_PROCESSES, JAX_PROCESS_ID) the script passes; Open MPI's OMPI_COMM_WORLD_*
+    and PMI's PMI_RANK/PMI_SIZE, what Horovod-style scripts read."""
+    kind = rdzv.launch_env
+    if kind not in LAUNCH_ENVS:
+        raise ConfigError(f"unknown --launch-env {kind!r}: choose one of {', '.join(LAUNCH_ENVS)}")
+    if kind == "torch":
+        return {}
+    per_node = 1 if local_rank is None else rdzv.nproc_per_node
+    count = rdzv.nnodes * per_node
+    index = node_rank * per_node + (local_rank or 0)
+    endpoints = [f"{rdzv.addr(n)}:{rdzv.master_port + lr}" for n in range(rdzv.nnodes) for lr in range(per_node)]
+    local = str(local_rank or 0)
+    if kind == "tf":
+        config = {"cluster": {"worker": endpoints}, "task": {"type": "worker", "index": index}}
+        return {"TF_CONFIG": json.dumps(config)}
+    if kind == "paddle":
+        return {
+            "PADDLE_TRAINER_ID": str(index),
+            "PADDLE_TRAINERS_NUM": str(count),
+            "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints),
+            "PADDLE_CURRENT_ENDPOINT": endpoints[index],
+            "PADDLE_LOCAL_RANK": local,
+            "FLAGS_selected_gpus": local,
+        }
+    if kind == "jax":
+        env = {
+            "JAX_COORDINATOR_ADDRESS": f"{rdzv.master_addr}:{rdzv.master_port}",
+            "JAX_NUM_PROCESSES": str(count),
+            "JAX_PROCESS_ID": str(index),
+        }
+        return env if local_rank is None else {**env, "JAX_LOCAL_DEVICE_IDS": local}
+    return {
+        "OMPI_COMM_WORLD_RANK": str(index),
+        "OMPI_COMM_WORLD_SIZE": str(count),
+        "OMPI_COMM_WORLD_LOCAL_RANK": local,
+        "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+        "OMPI_COMM_WORLD_NODE_RANK": str(node_rank),
+        "PMI_RANK": str(index),
+        "PMI_SIZE": str(count),
+    }
+
+
+def process_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:
+    """torchrun's variables plus the launch-env framework's."""
+    return {**rendezvous_env(rdzv, node_rank, local_rank), **framework_env(rdzv, node_rank, local_rank)}
+
+
 def node_processes(
     template: str, rdzv: Rendezvous, node_rank: int, per: str = "rank", shell: bool = False
 ) -> list[Process]:
@@ -173,12 +270,12 @@ def node_processes(
                 None,
                 None,
                 command_argv(template, rdzv, node_rank, shell=shell),
-                rendezvous_env(rdzv, node_rank),
+                process_env(rdzv, node_rank),
             )
         ]
     processes = []
     for local_rank in range(rdzv.nproc_per_node):
         rank = node_rank * rdzv.nproc_per_node + local_rank
         argv = command_argv(template, rdzv, node_rank, rank, local_rank, shell=shell)
-        processes.append(Process(node_rank, rank, local_rank, argv, rendezvous_env(rdzv, node_rank, local_rank)))
+        processes.append(Process(node_rank, rank, local_rank, argv, process_env(rdzv, node_rank, local_rank)))
     return processes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.command.template import case_values
+from dlperf.command.template import case_values, node_processes, rendezvous_for
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeLaunch, RunResult
 from dlperf.launch.options import LaunchOptions
 from dlperf.records.paths import RunPaths
@@ -26,6 +27,7 @@ class RunJob:
     plan: WorkloadPlan
     repeat: int
     paths: RunPaths
+    line_patterns: tuple[str, ...] = ()  # an external run's throughput-line signatures (its stop-after rule)
 
     def agent_spec(self, options: LaunchOptions) -> AgentSpec:
         """What every node agent gets; each launcher adds the rendezvous endpoint and the node's own settings."""
@@ -45,8 +47,21 @@ class RunJob:
         """An external run's command with every value its template may name, run where dlperf was started."""
         spec = self.spec
         values = case_values(spec.to_dict(), self.plan.batch_per_device, self.plan.global_batch, self.repeat)
-        return CommandLaunch(spec.command or "", spec.command_per, spec.shell, values, os.getcwd())
+        return CommandLaunch(
+            spec.command or "",
+            spec.command_per,
+            spec.shell,
+            values,
+            os.getcwd(),
+            launch_env=spec.launch_env,
+            framework=spec.framework,
+            stop_after_lines=spec.stop_after_lines,
+            stop_after_seconds=spec.stop_after_seconds,
+            line_patterns=list(self.line_patterns),
+        )
 
+
+DRY_RUN_PORT = 29500  # the port --dry-run shows when none is given (a run picks a free one)
 
 # Called once per finished run: its RunResult, or None where the run wrote its own record (an sbatch job).
 OnDone = Callable[[RunJob, "RunResult | None"], None]
@@ -71,12 +86,34 @@ class Launcher(ABC):
     def run(self, job: RunJob, workdir: Path) -> RunResult:
         """Run it and wait; a failure is a RunResult too, never an exception."""
 
+    def node_addrs(self, job: RunJob) -> list[str]:
+        """Every node's address as an external command's peers see it (TF_CONFIG, Paddle's endpoints)."""
+        return [self.options.master_addr or "127.0.0.1"] * job.spec.nodes
+
+    def describe_processes(self, job: RunJob) -> list[str]:
+        """An external run's processes for --dry-run: each one's arguments and the variables it gets."""
+        spec = job.spec
+        port = self.options.master_port or DRY_RUN_PORT
+        addrs = self.node_addrs(job)
+        rdzv = rendezvous_for(spec.nodes, spec.devices_per_node, addrs[0], port, job.command().values,
+                              spec.launch_env, tuple(addrs))  # fmt: skip
+        lines = (
+            [] if self.options.master_port else [f"# (no --master-port: the port is chosen at run time; {port} here)"]
+        )
+        for node in range(spec.nodes):
+            for process in node_processes(spec.command or "", rdzv, node, spec.command_per, spec.shell):
+                who = f"rank {process.rank}" if process.rank is not None else "its one process"
+                env = " ".join(f"{k}={shlex.quote(v)}" for k, v in process.env.items())
+                lines.append(f"# node {node} ({addrs[node]}), {who}: {env} {shlex.join(process.argv)}")
+        return lines
+
     def describe_all(self, jobs: list[RunJob]) -> str:
         return "\n".join(
             line
             for job in jobs
             for line in [f"# {job.spec.model} {job.spec.topology} repeat {job.repeat} -> {job.paths.record}"]
             + self.describe(job)
+            + (self.describe_processes(job) if job.spec.engine == EXTERNAL else [])
         )
 
     def run_all(self, jobs: list[RunJob], on_done: OnDone) -> None:

@@ -13,23 +13,58 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import dataclasses
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from typing import IO
+from dataclasses import dataclass, field
+from typing import IO, Any
 
+from dlperf.command.identity import framework_version
 from dlperf.command.template import Process, node_processes, rendezvous_for
 from dlperf.engines.base import node_name
-from dlperf.launch.messages import AgentSpec, NodeResult
+from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeResult
+from dlperf.metrics.noise import machine_load, take_snapshot
+from dlperf.metrics.process_tree import TreeMemory
 
 POLL_S = 0.1
 STOP_GRACE_S = 5.0  # below the local launcher's grace, so the agent always cleans up before it is killed
 TAIL_LINES = 20
+
+
+@dataclass
+class StopRule:
+    """`--stop-after-lines` / `--stop-after-seconds`: when dlperf ends the command itself, and why it did."""
+
+    lines: int | None = None
+    seconds: float | None = None
+    patterns: list[re.Pattern[str]] = field(default_factory=list)
+    seen: int = 0
+    reached: threading.Event = field(default_factory=threading.Event)
+    reason: str | None = None
+
+    def count(self, line: str) -> None:
+        """One line of the counted process: a throughput line when a reader's signature matches it."""
+        if self.lines is None or self.reached.is_set():
+            return
+        if any(p.search(line) for p in self.patterns):
+            self.seen += 1
+            if self.seen >= self.lines:
+                self.reason = f"stopped by dlperf after {self.seen} throughput lines (--stop-after-lines {self.lines})"
+                self.reached.set()
+
+    def due(self, started: float) -> bool:
+        if self.reached.is_set():
+            return True
+        if self.seconds is not None and time.monotonic() - started >= self.seconds:
+            self.reason = f"stopped by dlperf after {self.seconds:g} s (--stop-after-seconds)"
+            self.reached.set()
+        return self.reached.is_set()
 
 
 class Stopped(Exception):
@@ -58,8 +93,16 @@ class Running:
         return f"rank {self.process.rank}" if self.process.rank is not None else f"node {self.process.node_rank}"
 
 
-def _pump(stream: IO[bytes], prefix: bytes, log: IO[bytes] | None, lock: threading.Lock, tail: collections.deque):
-    """Copy one process's lines to the log (node 0) and, prefixed, to the console; keep the last few."""
+def _pump(
+    stream: IO[bytes],
+    prefix: bytes,
+    log: IO[bytes] | None,
+    lock: threading.Lock,
+    tail: collections.deque,
+    rule: StopRule | None,
+):
+    """Copy one process's lines to the log (node 0) and, prefixed, to the console; keep the last few; count the
+    throughput lines of the process the stop rule follows."""
     for line in iter(stream.readline, b""):
         line = line if line.endswith(b"\n") else line + b"\n"
         with lock:
@@ -68,11 +111,16 @@ def _pump(stream: IO[bytes], prefix: bytes, log: IO[bytes] | None, lock: threadi
                 log.flush()
             sys.stdout.buffer.write(prefix + line)
             sys.stdout.buffer.flush()
-        tail.append(line.decode("utf-8", "replace").rstrip())
+        text = line.decode("utf-8", "replace").rstrip()
+        tail.append(text)
+        if rule is not None:
+            rule.count(text)
     stream.close()
 
 
-def _start(process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock) -> Running:
+def _start(
+    process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock, rule: StopRule | None = None
+) -> Running:
     proc = subprocess.Popen(
         process.argv,
         cwd=workdir,
@@ -86,7 +134,7 @@ def _start(process: Process, workdir: str, log: IO[bytes] | None, lock: threadin
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     running = Running(process, proc, tail, threading.Thread(target=lambda: None))
     prefix = f"[{running.label}] ".encode()
-    running.pump = threading.Thread(target=_pump, args=(proc.stdout, prefix, log, lock, tail), daemon=True)
+    running.pump = threading.Thread(target=_pump, args=(proc.stdout, prefix, log, lock, tail, rule), daemon=True)
     running.pump.start()
     return running
 
@@ -101,13 +149,17 @@ def _failure(running: Running, code: int, host: str) -> NodeResult:
     return NodeResult.failed(error, rank=running.process.rank, host=host, exitcode=code, signal=signal_name)
 
 
-def _wait(running: list[Running], host: str) -> NodeResult:
+def _wait(running: list[Running], host: str, rule: StopRule) -> NodeResult:
+    """Until every process ends, one fails, or the stop rule is due (then the caller ends them: not a failure)."""
+    started = time.monotonic()
     while True:
         for r in running:
             code = r.proc.poll()
             if code not in (None, 0):
                 return _failure(r, code, host)
         if all(r.proc.returncode == 0 for r in running):
+            return NodeResult(host=host)
+        if rule.due(started):
             return NodeResult(host=host)
         time.sleep(POLL_S)
 
@@ -134,6 +186,34 @@ def split_endpoint(endpoint: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def allocation_nodes(nnodes: int) -> tuple[str, ...]:
+    """The Slurm allocation's first `nnodes` host names (scontrol), else () for the master address."""
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    if not nodelist or nnodes < 2:
+        return ()
+    try:
+        done = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return ()
+    return tuple(done.stdout.split()[:nnodes])
+
+
+def stop_rule(command: CommandLaunch, node_rank: int) -> StopRule:
+    """Lines are counted on node 0 (where the log is); every node keeps the time limit."""
+    lines = command.stop_after_lines if node_rank == 0 else None
+    return StopRule(lines, command.stop_after_seconds, [re.compile(p) for p in command.line_patterns])
+
+
+def command_facts(command: CommandLaunch, processes: list[Process], rule: StopRule, memory: TreeMemory,
+                  load: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    """What the record says of the command beside its log's figures: framework version, why it ended, memory,
+    and the machine's other load meanwhile."""
+    facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load}
+    if command.framework and processes:
+        facts["framework_version"] = framework_version(command.framework, processes[0].argv, command.workdir)
+    return facts
+
+
 def launch(spec: AgentSpec) -> NodeResult:
     """Start this node's command processes and wait for them; never raises for a process's failure."""
     command, settings = spec.command, spec.launch
@@ -142,8 +222,21 @@ def launch(spec: AgentSpec) -> NodeResult:
     host = node_name()
     node_rank = settings.node_rank if settings.node_rank is not None else int(os.environ.get("SLURM_PROCID", "0"))
     addr, port = split_endpoint(settings.rdzv_endpoint)
-    rdzv = rendezvous_for(settings.nnodes, settings.nproc_per_node, addr, port, command.values)
+    addrs = tuple(command.node_addrs) or allocation_nodes(settings.nnodes)
+    rdzv = rendezvous_for(settings.nnodes, settings.nproc_per_node, addr, port, command.values, command.launch_env,
+                          addrs)  # fmt: skip
     processes = node_processes(command.template, rdzv, node_rank, command.per, command.shell)
+    rule = stop_rule(command, node_rank)
+    with TreeMemory(os.getpid()) as memory:
+        start = take_snapshot()
+        result = _launch(spec, command, processes, host, node_rank, rule)
+        load = machine_load(start, take_snapshot()).as_record()
+    return dataclasses.replace(result, command=command_facts(command, processes, rule, memory, load))
+
+
+def _launch(
+    spec: AgentSpec, command: CommandLaunch, processes: list[Process], host: str, node_rank: int, rule: StopRule
+) -> NodeResult:
     if not os.path.isdir(command.workdir):
         return NodeResult.failed(
             f"folder {command.workdir} does not exist on {host}: start dlperf in a folder every node shares", host=host
@@ -155,14 +248,15 @@ def launch(spec: AgentSpec) -> NodeResult:
     try:
         for process in processes:
             try:
-                running.append(_start(process, command.workdir, log, lock))
+                counted = rule if not running else None  # the first process: rank 0's lines on node 0
+                running.append(_start(process, command.workdir, log, lock, counted))
             except OSError as error:
                 return NodeResult.failed(
                     f"cannot start `{shlex.join(process.argv)}` on {host}: {error.strerror or error}",
                     rank=process.rank,
                     host=host,
                 )
-        return _wait(running, host)
+        return _wait(running, host, rule)
     except Stopped as stop:
         return NodeResult.failed(f"{host} stopped by {stop}", host=host, stopped=True)
     finally:

@@ -40,6 +40,12 @@ class CommandLaunch:
     shell: bool
     values: dict[str, Any]  # command.template.case_values: batch size, precision, repeat, the case's keys
     workdir: str  # where the command runs: the folder dlperf was started in
+    launch_env: str = "torch"  # whose launcher's variables each process gets (external.command.framework_env)
+    node_addrs: list[str] = field(default_factory=list)  # every node's address where the launcher knows them
+    framework: str | None = None  # asked of the command's interpreter for its version (external.identity)
+    stop_after_lines: int | None = None  # end the command after this many lines matching `line_patterns`
+    stop_after_seconds: float | None = None
+    line_patterns: list[str] = field(default_factory=list)  # the log reader's throughput-line signatures
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,7 @@ class NodeResult:
     measured: RunMeasurement | None = None
     failure: Failure | None = None
     env: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None  # an external command's facts: version, stop reason, memory, load
 
     @property
     def ok(self) -> bool:
@@ -105,6 +112,7 @@ class NodeResult:
                 "measured": self.measured.to_dict() if self.measured else None,
                 "failure": asdict(self.failure) if self.failure else None,
                 "env": self.env,
+                "command": self.command,
             }
         )
 
@@ -116,6 +124,7 @@ class NodeResult:
             measured=RunMeasurement.from_dict(data["measured"]) if data.get("measured") else None,
             failure=Failure(**data["failure"]) if data.get("failure") else None,
             env=data.get("env"),
+            command=data.get("command"),
         )
 
 
@@ -129,6 +138,7 @@ class RunResult:
     measured: RunMeasurement | None = None
     failure: Failure | None = None
     node_envs: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)  # each node's external command facts
 
     @classmethod
     def failed(cls, error: str, **facts: Any) -> RunResult:
@@ -142,9 +152,11 @@ def merge_results(results: list[NodeResult], ended_at: list[float]) -> RunResult
     killed by a signal is the cause, else the node that failed first.
     """
     envs = [r.env for r in results if r.env]
+    commands = [r.command for r in results if r.command]
     if all(r.ok for r in results):
-        return RunResult(measured=next((r.measured for r in results if r.measured), None), node_envs=envs)
+        measured = next((r.measured for r in results if r.measured), None)
+        return RunResult(measured=measured, node_envs=envs, commands=commands)
     failed = [(t, r.failure) for t, r in zip(ended_at, results) if r.failure]
     own = [(t, f) for t, f in failed if not f.stopped] or failed
     own.sort(key=lambda pair: (pair[1].signal is None, pair[0]))
-    return RunResult(failure=own[0][1], node_envs=envs)
+    return RunResult(failure=own[0][1], node_envs=envs, commands=commands)

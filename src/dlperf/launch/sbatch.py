@@ -17,7 +17,7 @@ from dlperf.errors import ConfigError, LaunchError
 from dlperf.launch.base import Launcher, OnDone, RunJob
 from dlperf.launch.messages import RunResult
 from dlperf.records.store import write_text_atomic
-from dlperf.spec import RunSpec
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import get_workload
 
 POLL_S = 1.0
@@ -105,11 +105,20 @@ class SbatchLauncher(Launcher):
         path = self._script_path(job)
         return [f"# {path}", self.batch_script(job, repeats).rstrip(), shlex.join(["sbatch", "--parsable", str(path)])]
 
+    def node_addrs(self, job: RunJob) -> list[str]:
+        """Known only inside the allocation: the agent reads them from SLURM_JOB_NODELIST."""
+        return [f"<node {i} of the allocation>" for i in range(job.spec.nodes)]
+
     def describe(self, job: RunJob) -> list[str]:
         return self._submission(job, [job.repeat])
 
     def describe_all(self, jobs: list[RunJob]) -> str:
-        return "\n".join(line for job, repeats in self._cases(jobs) for line in self._submission(job, repeats))
+        return "\n".join(
+            line
+            for job, repeats in self._cases(jobs)
+            for line in self._submission(job, repeats)
+            + (self.describe_processes(job) if job.spec.engine == EXTERNAL else [])
+        )
 
     def run(self, job: RunJob, workdir: Path) -> RunResult:
         raise LaunchError("sbatch runs are submitted together: use run_all")  # a programming error, not input

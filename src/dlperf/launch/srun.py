@@ -63,6 +63,10 @@ class SrunLauncher(Launcher):
             *agent_command(self.options.remote_python, str(shared / "spec.json"), str(shared / "result-%t.json")),
         ]
 
+    def node_addrs(self, job: RunJob) -> list[str]:
+        """Known only inside the allocation: the agent reads them from SLURM_JOB_NODELIST."""
+        return [f"<node {i} of the allocation>" for i in range(job.spec.nodes)]
+
     def describe(self, job: RunJob) -> list[str]:
         return [
             f"# spec in {self._shared_dir(job.paths) / 'spec.json'}:",

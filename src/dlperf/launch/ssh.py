@@ -10,6 +10,7 @@ is killed, so nothing is left running on any host.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import shlex
 import shutil
@@ -97,6 +98,15 @@ class SshLauncher(Launcher):
             for i, host in enumerate(self.hosts(job.spec))
         ]
 
+    def node_addrs(self, job: RunJob) -> list[str]:
+        return [host.address for host in self.hosts(job.spec)]
+
+    def _with_addrs(self, spec: AgentSpec, job: RunJob) -> AgentSpec:
+        """An external command's peers (TF_CONFIG, Paddle's endpoints) are at the hosts' addresses."""
+        if spec.command is None:
+            return spec
+        return dataclasses.replace(spec, command=dataclasses.replace(spec.command, node_addrs=self.node_addrs(job)))
+
     def _node_spec(self, spec: AgentSpec, node: Node, endpoint: str) -> AgentSpec:
         return AgentSpec(
             run=spec.run,
@@ -126,7 +136,7 @@ class SshLauncher(Launcher):
     def describe(self, job: RunJob) -> list[str]:
         """The commands a run would execute, for --dry-run; the port is probed on the first host at run time."""
         port = self.options.master_port or "<free port on the first host>"
-        spec = job.agent_spec(self.options)
+        spec = self._with_addrs(job.agent_spec(self.options), job)
         lines = []
         for node in self._nodes(job, spec.launch.run_id):
             lines.append(f"# node {node.index}: {node.host.name}, spec on stdin:")
@@ -140,7 +150,7 @@ class SshLauncher(Launcher):
         probe = self._probe_hosts(hosts)
         if isinstance(probe, RunResult):
             return probe
-        spec = job.agent_spec(self.options)
+        spec = self._with_addrs(job.agent_spec(self.options), job)
         nodes = self._nodes(job, spec.launch.run_id)
         endpoint = self._endpoint(self.options.master_port or probe)
         try:

@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from dlperf.command.identity import framework_label
 from dlperf.command.template import case_values, check_template
 from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
+from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import LogInfo
-from dlperf.peers.registry import get_format
-from dlperf.spec import RunSpec
+from dlperf.peers.registry import FORMATS, get_format
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
@@ -33,6 +35,49 @@ def check_command(spec: RunSpec, plan: WorkloadPlan) -> None:
         get_format(spec.log_format)
 
 
+def line_patterns(spec: RunSpec) -> tuple[str, ...]:
+    """The throughput lines `--stop-after-lines` counts: the named reader's signature, or every reader's."""
+    if spec.engine != EXTERNAL or spec.stop_after_lines is None:
+        return ()
+    formats = FORMATS if spec.log_format == "auto" else (get_format(spec.log_format),)
+    return tuple(f.signature.pattern for f in formats)
+
+
+def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[dict[str, Any]]) -> str:
+    """`name version`: a native run's engine and its version from the environment; an external run's
+    `--framework` and the version its interpreter reported (external.identity), else `unknown`."""
+    if spec.engine != EXTERNAL:
+        return framework_label(spec.engine, env.get(spec.engine))
+    name = spec.framework or "unknown"
+    version = next((c.get("framework_version") for c in commands if c.get("framework_version")), None)
+    return framework_label(name, version)
+
+
+def command_fields(spec: RunSpec, commands: list[dict[str, Any]]) -> dict[str, Any]:
+    """An external record's evidence beside its log's figures: why the command ended, the sampled memory of
+    every node's process tree (peak of the nodes), and each node's machine load with the noise verdict."""
+    if not commands:
+        return {}
+    hosts = [c.get("host_memory_mib_sampled") for c in commands if c.get("host_memory_mib_sampled") is not None]
+    gpus = [c.get("gpu_memory_mib_sampled") for c in commands if c.get("gpu_memory_mib_sampled") is not None]
+    loads = [c["machine_load"] for c in commands if c.get("machine_load")]
+    fields: dict[str, Any] = {
+        "ended_by": next((c["ended_by"] for c in commands if c.get("ended_by")), "the command exited"),
+        "host_memory_mib_sampled": max(hosts) if hosts else None,
+        "gpu_memory_mib_sampled": max(gpus) if gpus else None,
+        "memory_note": next((c["memory_note"] for c in commands if c.get("memory_note")), None),
+        "machine_load": loads,
+    }
+    return fields
+
+
+def noise_of(record: dict[str, Any]) -> dict[str, Any]:
+    """The same `noisy` verdict as a native run's: the reader's kept windows and every node's load."""
+    loads = [MachineLoad(**load) for load in record.get("machine_load") or []]
+    windows = record.get("window_throughputs") or []
+    return noise_verdict(windows, loads).as_record()
+
+
 def read_figures(job: RunJob) -> dict[str, Any]:
     """The reader's figures from the run's log (throughput, latency where printed, format, rule, lines kept);
     DataError says why the log gives none."""
@@ -40,7 +85,7 @@ def read_figures(job: RunJob) -> dict[str, Any]:
     if not log.exists() or log.stat().st_size == 0:
         raise DataError("the command printed nothing")
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
-    peer = read_run(info, Options(format=spec.log_format))
+    peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup))
     if peer.get("status", "ok") != "ok":
         raise DataError(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}

@@ -10,7 +10,7 @@ from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.stats import latency_summary
-from dlperf.orchestration.command_run import log_tail, read_figures
+from dlperf.orchestration.command_run import command_fields, framework_of, log_tail, noise_of, read_figures
 from dlperf.orchestration.evidence import evidence_fields
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
@@ -43,6 +43,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         "dlperf_version": __version__,
         "model": spec.model,
         "engine": spec.engine,
+        "framework": framework_of(spec, env, result.commands),
         "case": spec.topology,
         "group": plan.group,
         "table": plan.table,
@@ -75,6 +76,8 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
     )
     if spec.engine == EXTERNAL:
         record["command"] = spec.command
+        record["label"] = spec.engine_tag
+        record.update(command_fields(spec, result.commands))
     if failure:
         record["failure"] = failure.facts()
         if spec.engine == EXTERNAL:
@@ -84,6 +87,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         record.update(figures)
         record["throughput_per_device"] = figures["throughput"] / spec.world_size
         record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [env.get("host")]
+        record.update(noise_of(record))
         record.update(workload.derived_metrics(spec, plan, record))
         return strict_json(record)
     measured = result.measured

@@ -11,7 +11,7 @@ from typing import Any
 from dlperf.engines import engine_class
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
-from dlperf.orchestration.command_run import check_command
+from dlperf.orchestration.command_run import check_command, line_patterns
 from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
@@ -39,7 +39,8 @@ def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
 
 
 def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | Path) -> list[RunJob]:
-    return [RunJob(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r)) for r in repeats]
+    patterns = line_patterns(spec)
+    return [RunJob(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r), patterns) for r in repeats]
 
 
 def output_bytes(job: RunJob) -> int:

@@ -20,7 +20,7 @@ from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import CaseSummary, summarise
 from dlperf.reporting.doubts import Flag
 
-BY_CHOICES = ("source", "engine")
+BY_CHOICES = ("source", "engine", "framework")
 # Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
 MODEL_ALIASES = {"rn50": "resnet50", "resnet50v15": "resnet50", "resnet50v1": "resnet50"}
 BATCH_TOKEN = re.compile(r"^b\d+$")
@@ -56,19 +56,41 @@ def canonical_model(name: str) -> str:
 def series_of(record: dict[str, Any]) -> tuple[SeriesKey, int]:
     """The series a record belongs to and its batch size per device; the group minus its `b<batch>` token and
     its engine's (`jax`, `external`), so engines and frameworks meet in one series."""
-    engine = record.get("engine")
-    tokens = [t for t in str(record["group"]).split("_") if not BATCH_TOKEN.match(t) and t != engine]
+    who = {record.get("engine"), record.get("label")}  # an external run's group names its command by its label
+    tokens = [t for t in str(record["group"]).split("_") if not BATCH_TOKEN.match(t) and t not in who]
     return SeriesKey(canonical_model(str(record["model"])), "_".join(tokens) or str(record["precision"])), int(
         record["batch_size"]
     )
 
 
 def engine_of(record: dict[str, Any]) -> str:
-    """The framework behind a record: the peer format for extracted logs, else the record's engine (torch before
-    engines were recorded)."""
+    """The framework behind a record: the peer format for extracted logs, an external run's label (two commands
+    are never one engine), else the record's engine (torch before engines were recorded)."""
     if record.get("source") == "extract":
         return str(record.get("format") or "extracted")
+    if record.get("engine") == "external":
+        return str(record.get("label") or "external")
     return str(record.get("engine") or "torch")
+
+
+def framework_of(record: dict[str, Any]) -> str:
+    """`--by framework`: the record's framework and version (`tensorflow 2.20.0`), with an external run's label
+    where it names the command apart from its framework; extracted logs by their format."""
+    name = record.get("framework")
+    if not name:
+        return engine_of(record)
+    label = record.get("label")
+    first = str(name).split(" ")[0]
+    return f"{name} ({label})" if record.get("engine") == "external" and label and label != first else str(name)
+
+
+def _split_by_command(label: str, records: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """One folder as sources: itself, or one per engine/command where it mixes them, so that two frameworks'
+    runs of one case are never one median."""
+    names = sorted({engine_of(r) for r in records}, key=lambda name: (name != "torch", name))
+    if len(names) < 2:
+        return [(label, records)]
+    return [(f"{label}/{name}", [r for r in records if engine_of(r) == name]) for name in names]
 
 
 @dataclass
@@ -120,20 +142,22 @@ def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None
     if labels and len(labels) != len(dirs):
         raise ConfigError(f"{len(labels)} --label for {len(dirs)} folders: give one --label per folder, in order")
     per_dir = [load_records(d) for d in dirs]
-    if by == "engine":
+    if by in ("engine", "framework"):
         if labels:
-            raise ConfigError("--label names folders; with --by engine the engines name the sources: drop --label")
+            raise ConfigError(f"--label names folders; with --by {by} the {by}s name the sources: drop --label")
+        key = engine_of if by == "engine" else framework_of
         pooled: dict[str, list[dict[str, Any]]] = {}
         for records in per_dir:
             for record in records:
-                pooled.setdefault(engine_of(record), []).append(record)
-        order = sorted(pooled, key=lambda name: (name != "torch", name))  # ratios are to torch, the default engine
+                pooled.setdefault(key(record), []).append(record)
+        order = sorted(pooled, key=lambda name: (name.split(" ")[0] != "torch", name))  # ratios are to torch
         return [Source.from_records(label, pooled[label]) for label in order]
     names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"two sources are labelled {name!r}: give each folder its own --label")
-    return [Source.from_records(name, records) for name, records in zip(names, per_dir)]
+    split = [part for name, records in zip(names, per_dir) for part in _split_by_command(name, records)]
+    return [Source.from_records(name, records) for name, records in split]
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,13 @@ __all__ = ["GPTConfig", "GPTWorkload"]
 
 
 def variant_tag(spec: RunSpec, layout: Layout) -> str:
-    """Precision plus every switch that changes speed but not the layout name."""
+    """Precision plus every switch that changes speed but not the layout name; shape values the short name does
+    not hold (sequence length, heads, vocabulary) where they differ from the published case."""
+    config: GPTConfig = spec.workload
     parts = [spec.precision]
+    for key, token in (("seq_length", "s"), ("num_heads", "nh"), ("vocab_size", "v")):
+        if getattr(config, key) != getattr(GPTConfig, key):
+            parts.append(f"{token}{getattr(config, key)}")
     if spec.compile:
         parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if layout.pp > 1:
@@ -31,7 +36,7 @@ def variant_tag(spec: RunSpec, layout: Layout) -> str:
     if spec.data != "synthetic":
         parts.append("realdata")
     if spec.engine != "torch":
-        parts.append(spec.engine)
+        parts.append(spec.engine_tag)
     return "_".join(parts)
 
 

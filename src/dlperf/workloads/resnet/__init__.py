@@ -67,6 +67,10 @@ def variant_tag(spec: RunSpec) -> str:
     """Precision plus every switch that changes speed, so no two variants share a file name."""
     config: ResNetConfig = spec.workload
     parts = [spec.precision]
+    if config.image_size != ResNetConfig.image_size:  # the work: 224 is the published case, others say so
+        parts.append(f"{config.image_size}px")
+    if config.num_classes != ResNetConfig.num_classes:
+        parts.append(f"{config.num_classes}cls")
     if spec.compile:
         parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if config.channels_last:
@@ -76,7 +80,7 @@ def variant_tag(spec: RunSpec) -> str:
     if spec.data != "synthetic":
         parts.append("realdata" if config.data_loader == "torchvision" else f"realdata-{config.data_loader}")
     if spec.engine != "torch":
-        parts.append(spec.engine)
+        parts.append(spec.engine_tag)
     return "_".join(parts)
 
 

@@ -1,0 +1,178 @@
+"""Frameworks side by side: framework identity and labels, per-framework launch variables, stop rules, the work
+in the series key, and `report --by framework` with one row per framework and nothing pooled."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_cli, run_dlperf
+from source_records import record
+
+from dlperf.command.identity import framework_version, interpreter
+from dlperf.command.template import Rendezvous, framework_env, node_processes
+from dlperf.records.store import write_json_atomic
+from dlperf.reporting.sources import load_sources, series_of
+
+SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"
+REPO = Path(__file__).parent.parent
+
+
+def rdzv(kind: str, nnodes: int = 2, per_node: int = 2) -> Rendezvous:
+    return Rendezvous(nnodes, per_node, "10.0.0.1", 29500, 8, "fp32", 1, launch_env=kind,
+                      node_addrs=("10.0.0.1", "10.0.0.2")[:nnodes])  # fmt: skip
+
+
+def test_tf_config_lists_every_worker_and_this_index():
+    env = framework_env(rdzv("tf"), node_rank=1, local_rank=1)
+    config = json.loads(env["TF_CONFIG"])
+    workers = ["10.0.0.1:29500", "10.0.0.1:29501", "10.0.0.2:29500", "10.0.0.2:29501"]
+    assert config == {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 3}}
+
+
+def test_paddle_jax_mpi_variables():
+    paddle = framework_env(rdzv("paddle"), node_rank=1, local_rank=0)
+    assert paddle["PADDLE_TRAINER_ID"] == "2" and paddle["PADDLE_TRAINERS_NUM"] == "4"
+    assert paddle["PADDLE_TRAINER_ENDPOINTS"] == "10.0.0.1:29500,10.0.0.1:29501,10.0.0.2:29500,10.0.0.2:29501"
+    assert paddle["PADDLE_CURRENT_ENDPOINT"] == "10.0.0.2:29500" and paddle["FLAGS_selected_gpus"] == "0"
+    jax = framework_env(rdzv("jax"), node_rank=0, local_rank=1)
+    assert jax == {"JAX_COORDINATOR_ADDRESS": "10.0.0.1:29500", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "1",
+                   "JAX_LOCAL_DEVICE_IDS": "1"}  # fmt: skip
+    mpi = framework_env(rdzv("mpi"), node_rank=1, local_rank=1)
+    assert mpi["OMPI_COMM_WORLD_RANK"] == mpi["PMI_RANK"] == "3" and mpi["OMPI_COMM_WORLD_SIZE"] == "4"
+    assert mpi["OMPI_COMM_WORLD_LOCAL_RANK"] == "1" and mpi["OMPI_COMM_WORLD_NODE_RANK"] == "1"
+    assert framework_env(rdzv("torch"), 0, 0) == {}
+
+
+def test_per_node_process_is_one_worker_and_framework_launcher_splices():
+    (process,) = node_processes("{framework_launcher} train.py", rdzv("paddle"), node_rank=1, per="node")
+    assert json.loads(framework_env(rdzv("tf"), 1)["TF_CONFIG"])["task"]["index"] == 1
+    assert process.env["PADDLE_TRAINER_ID"] == "1" and process.env["PADDLE_TRAINERS_NUM"] == "2"
+    assert process.argv[1:3] == ["-m", "paddle.distributed.launch"] and process.argv[-1] == "train.py"
+    assert process.argv[process.argv.index("--rank") : process.argv.index("--rank") + 2] == ["--rank", "1"]
+
+
+@pytest.mark.parametrize("launcher", ["local", "ssh"])
+def test_dry_run_shows_tf_config_and_paddle_variables_per_process(tmp_path, launcher):
+    where = ["--hosts", "nodea,nodeb", "--nodes", "2", "--devices-per-node", "1"] if launcher == "ssh" else []
+    where = where or ["--devices-per-node", "2"]
+    for kind, names in (("tf", ["TF_CONFIG"]), ("paddle", ["PADDLE_TRAINER_ENDPOINTS", "PADDLE_TRAINER_ID",
+                                                           "PADDLE_CURRENT_ENDPOINT"])):  # fmt: skip
+        framework = "tensorflow" if kind == "tf" else "paddle"
+        done = run_dlperf(["run", "--model", "resnet50", "--batch-size", "2", *where, "--launch-env", kind,
+                           "--framework", framework, "--command", "{python} train.py", "--master-port", "29400",
+                           "--dry-run", "--out", str(tmp_path)])  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = [line for line in done.stdout.splitlines() if line.startswith("# node ")]
+        lines = [line for line in lines if "rank" in line or "its one process" in line]
+        assert len(lines) == 2, done.stdout
+        for index, line in enumerate(lines):
+            env = dict(word.split("=", 1) for word in shlex.split(line.split(": ", 1)[1]) if "=" in word)
+            assert all(name in env for name in names), line
+            hosts = ["nodea", "nodeb"] if launcher == "ssh" else ["127.0.0.1", "127.0.0.1"]
+            ports = [29400, 29400] if launcher == "ssh" else [29400, 29401]
+            endpoints = [f"{h}:{p}" for h, p in zip(hosts, ports)]
+            if kind == "tf":
+                config = json.loads(env["TF_CONFIG"])
+                assert config == {"cluster": {"worker": endpoints}, "task": {"type": "worker", "index": index}}
+            else:
+                assert env["PADDLE_TRAINER_ENDPOINTS"] == ",".join(endpoints)
+                assert env["PADDLE_TRAINER_ID"] == str(index) and env["PADDLE_CURRENT_ENDPOINT"] == endpoints[index]
+        assert not any(tmp_path.iterdir())
+
+
+def test_interpreter_and_version_from_the_command_itself(tmp_path):
+    assert interpreter([sys.executable, "train.py"]) == sys.executable
+    assert interpreter(["env", "A=1", "python3.11", "t.py"]) == "python3.11"
+    assert interpreter(["/bin/sh", "-c", f"{sys.executable} t.py | tee x"]) == sys.executable
+    script = tmp_path / "launcher"
+    script.write_text(f"#!{sys.executable}\nprint(1)\n")
+    assert interpreter([str(script), "--x"]) == sys.executable
+    assert interpreter(["/bin/true"]) is None
+    from importlib.metadata import version
+
+    assert framework_version("pytorch", [sys.executable, "t.py"]) == version("torch")
+    assert framework_version("no-such-framework", [sys.executable, "t.py"]) is None
+
+
+def test_image_size_and_command_label_split_series():
+    small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, group="b4_fp32_32px")
+    full = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, group="b4_fp32")
+    assert series_of(small)[0] != series_of(full)[0]
+    tf = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, engine="external", label="tf-official",
+                group="b4_fp32_tf-official")  # fmt: skip
+    assert series_of(tf)[0] == series_of(full)[0]  # frameworks meet in the series of the same work
+
+
+def test_group_holds_the_work_and_the_command():
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    def group(**keys):
+        return check_spec(spec_from_mapping({"model": "resnet50", "batch_size": 4, **keys})).group
+
+    assert group() == "b4_fp32" and group(image_size=32) == "b4_fp32_32px"
+    assert group(command="x", framework="tensorflow") == "b4_fp32_tensorflow"
+    assert group(command="x", framework="tensorflow", label="tf-official") == "b4_fp32_tf-official"
+    assert check_spec(spec_from_mapping({"model": "gpt", "seq_length": 128})).group.endswith("_s128")
+
+
+def test_one_folder_with_two_commands_is_never_one_median(tmp_path):
+    folder = tmp_path / "mixed"
+    for label, framework, speed in (("tf-official", "tensorflow 2.20.0", 10.0), ("examples", "torch 2.9.0", 30.0)):
+        rec = record("resnet50", "1n1g", 4, "fp32", 1, speed, engine="external", label=label,
+                     framework=framework, group=f"b4_fp32_{label}")  # fmt: skip
+        write_json_atomic(folder / "resnet50" / "1n1g" / f"resnet50_b4_fp32_{label}_1.json", rec)
+    for by in ("source", "engine", "framework"):
+        sources = load_sources([folder], by=by)
+        assert len(sources) == 2, by
+        medians = sorted(c.stats["median"] for s in sources for cases in s.series.values() for c in cases[4])
+        assert medians == [10.0, 30.0], by
+
+
+@pytest.mark.slow
+def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, capsys):
+    """The issue's done-when: native torch, native jax and two `command:` frameworks in one sweep and one folder;
+    `report --by framework` gives one row per framework."""
+    common = "--batch-size {batch_size} --image-size {image_size}"
+    sweep = {
+        "model": "resnet50", "topology": "1n1g", "batch_size": 2, "image_size": 32, "num_classes": 10,
+        "device": "cpu", "warmup_iters": 1, "iters": 2, "print_every": 1, "repeats": 1,
+        "matrix": [
+            {"engine": "torch"},
+            {"engine": "jax"},
+            {"framework": "torch", "label": "examples-style", "log_format": "pytorch-imagenet", "log_warmup": 2,
+             "command": f"{{python}} {SCRIPTS / 'pytorch_imagenet_style.py'} --arch resnet50 {common} --iters 6"},
+            {"framework": "jax", "label": "keras-style", "log_format": "tf2-keras", "log_warmup": 2,
+             "command": f"{{python}} {SCRIPTS / 'keras_timehistory_style.py'} --batch-size {{batch_size}} "
+                        "--steps 8 --log-steps 2"},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    out = tmp_path / "res"
+    done = run_dlperf(["sweep", str(path), "--out", str(out)], timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(p.read_text()) for p in out.rglob("*.json") if p.parent.name == "1n1g"]
+    assert sorted(r["status"] for r in records) == ["ok"] * 4, [r.get("error") for r in records]
+    frameworks = sorted(r["framework"] for r in records)
+    from importlib.metadata import version
+
+    assert frameworks == sorted([f"torch {version('torch')}", f"jax {version('jax')}"] * 2)
+    code, _out, err = run_cli(["report", str(out), "--by", "framework", "--format", "json"], capsys)
+    assert code == 0, err
+    summary = json.loads((out / "frameworks" / "summary.json").read_text())
+    assert summary["sources"] == [
+        f"torch {version('torch')}",
+        f"torch {version('torch')} (examples-style)",
+        f"jax {version('jax')}",
+        f"jax {version('jax')} (keras-style)",
+    ]
+    (series,) = summary["series"]
+    by_label = {r["framework"] + (f" ({r['label']})" if r.get("label") not in (None, "torch", "jax") else ""): r
+                for r in records}  # fmt: skip
+    for label, cell in series["cases"]["1n1g"]["sources"].items():
+        assert cell["median_speed"] == pytest.approx(by_label[label]["throughput"])

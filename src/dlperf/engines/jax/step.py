@@ -4,8 +4,6 @@ the engine interface needs (step, loss, sync at window edges, peak memory, envir
 
 from __future__ import annotations
 
-import resource
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -160,16 +158,6 @@ class JaxStep:
         """All processes meet here (a no-op with one process)."""
         if jax.process_count() > 1:
             multihost_utils.sync_global_devices(name)
-
-    @staticmethod
-    def peak_memory_mib() -> dict[str, float]:
-        """The device allocator's peak on GPUs (`peak`, `limit`); the process's peak RSS where the device
-        reports no statistics (CPU)."""
-        stats = jax.local_devices()[0].memory_stats()
-        if stats and "peak_bytes_in_use" in stats:
-            return {"peak": stats["peak_bytes_in_use"] / MIB, "limit": stats.get("bytes_limit", 0) / MIB}
-        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return {"rss": maxrss * (1 if sys.platform == "darwin" else 1024) / MIB}
 
     @staticmethod
     def environment() -> dict[str, Any]:

@@ -56,6 +56,8 @@ def variant_tag(spec: RunSpec) -> str:
     """Precision plus every switch that changes speed, so no two variants share a file name."""
     config: ResNetConfig = spec.workload
     parts = [spec.precision]
+    if spec.fp32_math != "tf32":
+        parts.append(f"{spec.fp32_math}-fp32")  # fp32 parts of any precision run on IEEE FP32, not TF32
     if spec.compile:
         parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if config.channels_last:

@@ -19,6 +19,8 @@ from typing import Any
 from dlperf.errors import ConfigError
 
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16")
+# fp32 matmuls and convolutions on NVIDIA tensor cores: TF32 (JAX's and cuDNN's default) or IEEE FP32 (slower)
+FP32_MATHS = ("tf32", "ieee")
 DEVICES = ("auto", "cuda", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
@@ -28,6 +30,9 @@ COMMAND_PER = ("rank", "node")
 LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")  # whose launcher's variables a command's processes get
 LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}$")  # a label or framework name is a file-name token
 AUTO = "auto"
+# `dlperf maxbatch --memory-cap`: the bytes a probe's rank may use, set by the parent, applied by the engine (a
+# device-memory cap on GPUs, where an address-space cap would break CUDA's start-up; RLIMIT_AS on CPUs)
+MEMORY_CAP_ENV = "DLPERF_MEMORY_CAP_BYTES"
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class RunSpec:
     nodes: int = 1
     devices_per_node: int = 1
     precision: str = "fp32"
+    fp32_math: str = "tf32"  # both engines set it on CUDA (engines/torch, engines/jax); MFU takes its peak
     compile: bool = False
     compile_mode: str = "default"  # torch.compile's mode; reduce-overhead and max-autotune use CUDA graphs
     data: str = "synthetic"
@@ -74,6 +80,10 @@ class RunSpec:
     def topology(self) -> str:
         """The published case name, e.g. `1n8g`."""
         return f"{self.nodes}n{self.devices_per_node}g"
+
+    def tf32(self, device_type: str) -> bool:
+        """Whether fp32 matmuls and convolutions run on TF32 tensor cores: on CUDA with `fp32_math` tf32."""
+        return self.fp32_math == "tf32" and device_type == "cuda"
 
     @property
     def auto_warmup(self) -> bool:
@@ -115,6 +125,7 @@ class RunSpec:
         if not _is_int(self.seed) or self.seed < 0:
             raise ConfigError(f"{flag('seed')} must be a non-negative integer, got {self.seed!r}")
         choose("precision", self.precision, PRECISIONS)
+        choose("fp32_math", self.fp32_math, FP32_MATHS)
         choose("device", self.device, DEVICES)
         choose("compile_mode", self.compile_mode, COMPILE_MODES)
         if not isinstance(self.compile, bool):

@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--memory-cap",
         type=positive_float,
         metavar="GIB",
-        help="address-space cap for each probe's processes (RLIMIT_AS), e.g. to bound a CPU run",
+        help="memory cap per rank of each probe: a device-memory fraction on a GPU, RLIMIT_AS on a CPU",
     )
     search.add_argument("--probe-timeout", type=positive_float, default=1800.0, help="seconds per probe")
     parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")

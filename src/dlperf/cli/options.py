@@ -49,6 +49,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--precision",
         help=f"one of {', '.join(PRECISIONS)} (default {d.precision}); amp-fp16 uses a dynamic loss scale",
     )
+    add(
+        "--fp32-math",
+        choices=("tf32", "ieee"),
+        help="fp32 matmuls and convolutions on CUDA: tf32 tensor cores (default, as JAX and cuDNN do) or ieee "
+        "FP32; both engines set it, and MFU takes the matching peak",
+    )
     add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model (the reports' XLA on)")
     add(
         "--compile-mode",

@@ -16,6 +16,10 @@ from dlperf.errors import ConfigError, clip
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
 SCHEMA = "dlperf.commbench/1"
+ONE_RANK = (
+    "one rank: nothing crosses a link (a collective over one rank is a no-op or a local copy), so no bandwidth "
+    "is reported; run 2 ranks or more"
+)
 
 
 def bus_factor(op: str, world_size: int) -> float:
@@ -126,7 +130,9 @@ def fit_timings(timings: Iterable[Timing]) -> dict[str, AlphaBetaFit]:
 def build_commbench_record(
     timings: Sequence[Timing], *, nodes: int, devices_per_node: int, backend: str, device_type: str, dtype: str
 ) -> dict[str, Any]:
-    """The record `dlperf commbench` writes and `dlperf predict` / `dlperf report` read."""
+    """The record `dlperf commbench` writes and `dlperf predict` / `dlperf report` read; with one rank the times
+    stay, and every bandwidth is None (n/a) with the reason in `note`."""
+    linked = nodes * devices_per_node > 1
     return {
         "schema": SCHEMA,
         "nodes": nodes,
@@ -138,13 +144,17 @@ def build_commbench_record(
         "results": [
             {
                 **asdict(t),
-                "algbw_gbps": t.algbw / 1e9,
-                "busbw_gbps": t.busbw / 1e9,
+                "algbw_gbps": t.algbw / 1e9 if linked else None,
+                "busbw_gbps": t.busbw / 1e9 if linked else None,
                 "bus_factor": bus_factor(t.op, t.world_size),
             }
             for t in timings
         ],
-        "fits": {op: {**asdict(fit), "busbw_gbps": fit.busbw / 1e9} for op, fit in fit_timings(timings).items()},
+        "fits": {
+            op: {**asdict(fit), "busbw_gbps": fit.busbw / 1e9 if linked else None}
+            for op, fit in fit_timings(timings).items()
+        },
+        "note": None if linked else ONE_RANK,
     }
 
 

@@ -133,7 +133,13 @@ class Engine(ABC):
 
     @abstractmethod
     def peak_memory_mib(self) -> dict[str, float]:
-        """This rank's peak: allocator figures on a GPU, RSS on the CPU."""
+        """This rank's peak since `reset_peak_memory`, one set of keys for every engine: `allocated` (live
+        tensors) and `reserved` (held by the allocator) in MiB on a GPU, `rss` on the CPU."""
+
+    def device_uuids(self) -> list[str] | None:
+        """NVML UUIDs (`GPU-...`) of the GPUs this process sees, in the framework's order, where it can tell; None
+        lets the node's meters map indices through CUDA_VISIBLE_DEVICES instead (metrics/gpus.py)."""
+        return None
 
     @abstractmethod
     def shutdown(self) -> None: ...

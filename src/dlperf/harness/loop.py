@@ -125,6 +125,7 @@ def timed_loop(
     clock = engine.clock()
     own_clock = step.own_clock
     engine.sync(output)
+    engine.reset_peak_memory()  # the timed steps' peak: not warm-up's cuDNN benchmarking or autotuning workspaces
     if on_warmup:  # the live view tells start-up and compiling apart from the timed windows
         on_warmup(WarmupLine(warmup_done, first_step_s, time.perf_counter() - started, time.time()))
     for probe in probes:  # before the barrier, so no rank's timed window holds another's snapshot
@@ -165,7 +166,7 @@ def timed_loop(
     engine.sync(output)
     engine.barrier()
     elapsed = time.perf_counter() - t0
-    for probe in probes:
+    for probe in reversed(probes):  # last started, first stopped: the energy meter sits closest to the window
         probe.stop()
     return Measurement(
         iters=iters,

@@ -8,15 +8,16 @@ from dataclasses import asdict
 from typing import Any
 
 from dlperf.metrics.energy import EnergyMeter
+from dlperf.metrics.gpus import GpuId
 from dlperf.metrics.noise import LoadSnapshot, machine_load, take_snapshot
 
 
 class LoadProbe:
     """Snapshots of the machine's load at the window's start and end. The run's own processes are the tree of this
-    rank's parent, the node's launcher agent, so every local rank counts as ours. GPU indices are the node's local
-    device indices (NVML order; a CUDA_VISIBLE_DEVICES remapping is not followed)."""
+    rank's parent, the node's launcher agent, so every local rank counts as ours. GPUs are named as NVML knows
+    them (metrics/gpus.py: UUIDs, or CUDA_VISIBLE_DEVICES entries)."""
 
-    def __init__(self, gpu_indices: list[int]) -> None:
+    def __init__(self, gpu_indices: list[GpuId]) -> None:
         self.gpu_indices = gpu_indices
         self._start: LoadSnapshot | None = None
         self.result: dict[str, Any] | None = None
@@ -34,7 +35,7 @@ class LoadProbe:
 class EnergyProbe:
     """The node's devices' energy over the window (NVML on GPUs, RAPL on CPUs, else null with the reason)."""
 
-    def __init__(self, device_type: str, device_indices: list[int]) -> None:
+    def __init__(self, device_type: str, device_indices: list[GpuId]) -> None:
         self.meter = EnergyMeter(device_type, device_indices)
         self.result: dict[str, Any] | None = None
 

@@ -9,6 +9,7 @@ from dlperf.engines.base import Engine, RankEnv, TrainStep, node_name
 from dlperf.harness.loop import Measurement, WarmupCallback, WindowCallback, WindowProbe, timed_loop
 from dlperf.harness.probes import EnergyProbe, LoadProbe
 from dlperf.harness.results import RankFacts, RunMeasurement
+from dlperf.metrics.gpus import visible_gpu_ids
 from dlperf.records.runlog import RunLogWriter
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, decode_spec, get_workload
@@ -75,7 +76,7 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     log = RunLogWriter(log_path) if rank.rank == 0 else None
     load = energy = None
     if rank.local_rank == 0:
-        devices = list(range(rank.local_world_size)) if engine.device_type == "cuda" else []
+        devices = visible_gpu_ids(rank.local_world_size, engine.device_uuids()) if engine.device_type == "cuda" else []
         load, energy = LoadProbe(devices), EnergyProbe(engine.device_type, devices)
     try:
         if log:

@@ -1,4 +1,9 @@
-"""A probe that runs `dlperf run` as a fresh process, optionally under an address-space cap, and reads its record.
+"""A probe that runs `dlperf run` as a fresh process, optionally under a memory cap, and reads its record.
+
+The cap travels to the ranks in `MEMORY_CAP_ENV`; each engine applies it where it knows the device: a
+device-memory fraction on a GPU (torch.cuda.set_per_process_memory_fraction, XLA's memory fraction) and RLIMIT_AS
+on a CPU. An address-space cap on the whole process tree would break CUDA's start-up, which maps far more
+virtual memory than any GPU holds, so every GPU probe would read as out of memory.
 
 A fresh process per batch is the point: after an out-of-memory error an allocator may hold fragments or (on
 CUDA) a broken context, so the next, smaller batch must not run in the same process.
@@ -9,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -21,6 +25,7 @@ from typing import Any
 
 from dlperf.maxbatch.search import ProbeOutcome
 from dlperf.records.schema import read_record
+from dlperf.spec import MEMORY_CAP_ENV
 
 # What PyTorch, Python and the C++ runtime print when an allocation fails (CPU and CUDA).
 OOM_TEXT = re.compile(
@@ -40,15 +45,6 @@ def dlperf_run_argv(case_args: Sequence[str], batch_flag: str = "--batch-size") 
                 "--overwrite"]  # fmt: skip
 
     return argv
-
-
-def _cap_address_space(limit_bytes: int) -> Callable[[], None]:
-    """Runs in the child before exec: the cap is inherited by the launcher's agent and its workers."""
-
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-    return apply
 
 
 def _read_record(out: Path) -> tuple[dict[str, Any] | None, str]:
@@ -91,7 +87,7 @@ def classify(returncode: int, record: dict[str, Any] | None, console: str, cappe
 
 @dataclass
 class RunProbe:
-    """Each call runs argv(batch, out) in a fresh process group under `memory_cap_bytes` of address space."""
+    """Each call runs argv(batch, out) in a fresh process group, its ranks capped at `memory_cap_bytes`."""
 
     argv: Callable[[int, Path], list[str]]
     workdir: Path
@@ -103,10 +99,10 @@ class RunProbe:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
         console_path = out / "probe.console.txt"
-        preexec = _cap_address_space(self.memory_cap_bytes) if self.memory_cap_bytes else None
+        env = {**os.environ, MEMORY_CAP_ENV: str(self.memory_cap_bytes)} if self.memory_cap_bytes else None
         with console_path.open("w") as console:
             proc = subprocess.Popen(
-                self.argv(batch, out), stdout=console, stderr=subprocess.STDOUT, preexec_fn=preexec,
+                self.argv(batch, out), stdout=console, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True,
             )  # fmt: skip
             try:

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.metrics.gpus import GpuId, nvml_handles
+
 POWER_SAMPLE_INTERVAL_S = 0.1
 POWERCAP_ROOT = Path("/sys/class/powercap")
 _PACKAGE = re.compile(r"intel-rapl:\d+")
@@ -67,12 +69,13 @@ def _load_nvml(nvml: Any | None) -> tuple[Any | None, str | None]:
 
 
 class EnergyMeter:
-    """Meters the energy of one node's devices: `device_type` "cuda" (NVML indices) or "cpu" (RAPL packages)."""
+    """Meters the energy of one node's devices: `device_type` "cuda" (NVML names: indices or UUIDs, see
+    metrics/gpus.py) or "cpu" (RAPL packages)."""
 
     def __init__(
         self,
         device_type: str,
-        device_indices: Sequence[int] = (),
+        device_indices: Sequence[GpuId] = (),
         nvml: Any | None = None,
         powercap_root: Path = POWERCAP_ROOT,
         sample_interval_s: float = POWER_SAMPLE_INTERVAL_S,
@@ -86,6 +89,7 @@ class EnergyMeter:
         self.method: str | None = None
         self.reason: str | None = None
         self._start_time = 0.0
+        self._handle_list: list[Any] | None = None
         self._start: list[float] = []
         self._samples: list[tuple[float, float]] = []  # (time, watts summed over devices)
         self._stop_sampling = threading.Event()
@@ -93,7 +97,9 @@ class EnergyMeter:
 
     # -- NVML ------------------------------------------------------------------------------------------------
     def _handles(self) -> list[Any]:
-        return [self._nvml.nvmlDeviceGetHandleByIndex(i) for i in self.indices]
+        if self._handle_list is None:
+            self._handle_list = nvml_handles(self._nvml, self.indices)
+        return self._handle_list
 
     def _energy_mj(self) -> list[float]:
         return [float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in self._handles()]

@@ -12,11 +12,24 @@ matrix multiply, attention included; it is a property of the model, so it does n
 
 Peak TFLOP/s come from the exact-name datasheet table in `dlperf.metrics.peaks`, which fails closed: a device
 not in it (every CPU) has no peak, and MFU is then left empty with the reason, unless `--peak-tflops` gives one.
+An fp32 run on a CUDA device with `--fp32-math tf32` (the default) runs its matmuls and convolutions on the TF32
+tensor cores, so its MFU divides by the TF32 peak (about 7x the FP32 one on an H100), not the FP32 one.
+Where `dlperf peak` stored a measured peak for this exact device and precision, `mfu_measured` sets the
+achieved rate against it too, beside the datasheet MFU (which stays the figure that compares across sites).
 """
 
 from __future__ import annotations
 
-from dlperf.metrics.peaks import lookup_peak, table_precision
+from pathlib import Path
+
+from dlperf.metrics.peaks import (
+    DEFAULT_PEAKS_FILE,
+    lookup_peak,
+    measured_peak,
+    measured_source,
+    read_stored,
+    table_precision,
+)
 
 
 def gpt_flops_per_iteration(batch: int, seq: int, layers: int, hidden: int, vocab: int) -> int:
@@ -26,9 +39,9 @@ def gpt_flops_per_iteration(batch: int, seq: int, layers: int, hidden: int, voca
     )
 
 
-def peak_tflops(device_name: str, precision: str) -> float | None:
+def peak_tflops(device_name: str, precision: str, tf32: bool = False) -> float | None:
     """The table's dense peak for this device and run precision (fp32, amp-bf16, amp-fp16), or None when unknown."""
-    return lookup_peak(device_name, table_precision(precision)).tflops
+    return lookup_peak(device_name, table_precision(precision, tf32)).tflops
 
 
 def tflops_per_device(flops_per_iteration: float, seconds_per_iteration: float, devices: int) -> float:
@@ -36,12 +49,12 @@ def tflops_per_device(flops_per_iteration: float, seconds_per_iteration: float, 
 
 
 def mfu(
-    achieved_tflops: float, device_name: str, precision: str, override: float | None
+    achieved_tflops: float, device_name: str, precision: str, override: float | None, tf32: bool = False
 ) -> tuple[float | None, str | None]:
     """(MFU as a fraction, None) or (None, why it is empty)."""
     if override is not None:
         return achieved_tflops / override, None
-    lookup = lookup_peak(device_name, table_precision(precision))
+    lookup = lookup_peak(device_name, table_precision(precision, tf32))
     if lookup.tflops is None:
         return None, f"{lookup.reason}: pass --peak-tflops"
     return achieved_tflops / lookup.tflops, None
@@ -55,15 +68,26 @@ def mfu_fields(
     precision: str,
     override: float | None,
     note: str | None = None,
+    tf32: bool = False,
+    peaks_file: str | Path | None = DEFAULT_PEAKS_FILE,
 ) -> dict[str, object]:
-    """Record fields tflops_per_device, mfu, mfu_note and the peak's (mfu_peak_tflops, its source, device and the
-    FLOPs convention), for any workload's FLOPs per iteration; no FLOPs or no peak leave MFU null with the reason."""
-    lookup = lookup_peak(device_name, table_precision(precision))
-    peak = lookup.as_record()
+    """Record fields tflops_per_device, mfu, mfu_note and the peak's (mfu_peak_tflops, its source, device, table
+    precision and the FLOPs convention), plus mfu_measured against a `dlperf peak` measurement where `peaks_file`
+    holds one for this device; no FLOPs or no peak leave MFU null with the reason. `tf32`: fp32 ran on TF32."""
+    table = table_precision(precision, tf32)
+    lookup = lookup_peak(device_name, table)
+    peak = {**lookup.as_record(), "mfu_peak_precision": table}
     if override is not None:
         peak.update(mfu_peak_tflops=override, mfu_peak_source="--peak-tflops", mfu_peak_note=None)
+    measured = measured_peak(read_stored(peaks_file), device_name, table) if peaks_file else None
+    peak.update(
+        mfu_measured_peak_tflops=measured,
+        mfu_measured_peak_source=measured_source(peaks_file, device_name, table) if measured else None,
+    )
     if flops_per_iteration is None:
-        return {"tflops_per_device": None, "mfu": None, "mfu_note": note or "no FLOPs per iteration", **peak}
+        return {"tflops_per_device": None, "mfu": None, "mfu_measured": None,
+                "mfu_note": note or "no FLOPs per iteration", **peak}  # fmt: skip
     achieved = tflops_per_device(flops_per_iteration, seconds_per_iteration, devices)
-    value, why = mfu(achieved, device_name, precision, override)
-    return {"tflops_per_device": achieved, "mfu": value, "mfu_note": why, **peak}
+    value, why = mfu(achieved, device_name, precision, override, tf32)
+    return {"tflops_per_device": achieved, "mfu": value, "mfu_measured": achieved / measured if measured else None,
+            "mfu_note": why, **peak}  # fmt: skip

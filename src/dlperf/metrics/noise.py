@@ -7,8 +7,10 @@ the run's own process tree. Between the two:
   between counts from zero; one that ended in between is missed, so this is a lower bound), divided by the wall
   time, i.e. how many cores others kept busy on average;
 - the load average at start and end (it includes the run itself, so it is recorded, not judged);
-- on GPUs, the compute processes NVML lists on the run's devices that are not the run's own. NVML reports host
-  PIDs; inside a container they may not match ours, so a process listed there is reported with its PID and memory.
+- on GPUs, the compute processes NVML lists on the run's devices (mapped from the framework's numbering,
+  metrics/gpus.py) that are not the run's own. NVML reports the host's PIDs: inside a container (its own PID
+  namespace) none of ours is listed under our PID, and the check is then skipped with that reason (`gpu_note`)
+  rather than flagging every container run.
 
 A run is `noisy` when any of these holds, each giving its reason:
 - others kept more than `other_cores_limit(cores)` cores busy (10 % of the machine, at least half a core);
@@ -25,6 +27,8 @@ import statistics
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
+
+from dlperf.metrics.gpus import GpuId, nvml_handles, others_on_gpus
 
 WINDOW_CV_LIMIT = 0.05
 OTHER_CORES_FRACTION = 0.10
@@ -56,8 +60,9 @@ def _own_tree(root_pid: int) -> set[int]:
         return {root_pid}
 
 
-def _gpu_processes(gpu_indices: Sequence[int], own: set[int]) -> tuple[list[dict[str, object]] | None, str | None]:
-    """Other compute processes on these NVML device indices, or None with the reason NVML could not tell."""
+def _gpu_processes(gpus: Sequence[GpuId], own: set[int]) -> tuple[list[dict[str, object]] | None, str | None]:
+    """Other compute processes on these GPUs (NVML names, metrics/gpus.py), or None with the reason NVML could
+    not tell."""
     try:
         import pynvml
     except ImportError:
@@ -67,14 +72,12 @@ def _gpu_processes(gpu_indices: Sequence[int], own: set[int]) -> tuple[list[dict
     except pynvml.NVMLError as error:
         return None, f"NVML unavailable: {error}"
     try:
-        found = []
-        for index in gpu_indices:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        listed = []
+        for gpu, handle in zip(gpus, nvml_handles(pynvml, gpus)):
             for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if proc.pid not in own:
-                    used = proc.usedGpuMemory
-                    found.append({"device": index, "pid": proc.pid, "used_mib": used / 2**20 if used else None})
-        return found, None
+                used = proc.usedGpuMemory
+                listed.append({"device": gpu, "pid": proc.pid, "used_mib": used / 2**20 if used else None})
+        return others_on_gpus(listed, own)
     except pynvml.NVMLError as error:
         return None, f"NVML could not list processes: {error}"
     finally:
@@ -82,7 +85,7 @@ def _gpu_processes(gpu_indices: Sequence[int], own: set[int]) -> tuple[list[dict
 
 
 def take_snapshot(
-    root_pid: int | None = None, extra_own_pids: Collection[int] = (), gpu_indices: Sequence[int] = ()
+    root_pid: int | None = None, extra_own_pids: Collection[int] = (), gpu_indices: Sequence[GpuId] = ()
 ) -> LoadSnapshot:
     """The machine's load now; the process tree of `root_pid` (default: this process) and `extra_own_pids` are ours."""
     import psutil

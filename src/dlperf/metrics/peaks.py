@@ -18,9 +18,16 @@ tensor cores.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+PEAKS_SCHEMA = "dlperf.peak/1"
+# where `dlperf peak` stores what it measured, and where a run's parent looks for it (DLPERF_PEAKS overrides)
+DEFAULT_PEAKS_FILE = Path(os.environ.get("DLPERF_PEAKS", Path.home() / ".dlperf" / "peaks.json"))
 CONVENTION = "dense (no structured sparsity), boost clock, 1 multiply-add = 2 FLOPs"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
@@ -137,3 +144,22 @@ def lookup_peak(device_name: str, precision: str) -> PeakLookup:
         reason = f"{device} has no {precision} units: no peak at this precision"
         return PeakLookup(device_name, precision, device, None, source, reason=reason)
     return PeakLookup(device_name, precision, device, peaks[precision], source)
+
+
+def read_stored(path: str | Path = DEFAULT_PEAKS_FILE) -> dict[str, Any] | None:
+    """The peaks file written by `dlperf peak`, or None when there is none (or it is not one)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == PEAKS_SCHEMA else None
+
+
+def measured_peak(stored: dict[str, Any] | None, device_name: str, dtype: str) -> float | None:
+    """The measured TFLOP/s of this exact device name and table dtype, for MFU against the measured peak."""
+    entry = ((stored or {}).get("devices") or {}).get(device_name, {}).get(dtype)
+    return entry["tflops"] if entry else None
+
+
+def measured_source(path: str | Path, device_name: str, dtype: str) -> str:
+    return f"measured by `dlperf peak` ({dtype} matmul on {device_name}), {path}"

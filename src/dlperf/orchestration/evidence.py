@@ -10,7 +10,8 @@ Built in the parent from rank 0's measurement and every rank's gathered facts, w
   node, snapshots by the node's local rank 0 at the start and end of the timed window;
 - `stragglers` (metrics/stragglers.py) from each rank's own work per step (`measure` says what was timed);
 - `energy` (metrics/energy.py): every node's devices over the timed window, summed;
-- `flops_per_iteration` (counted, FlopCounterMode), `tflops_per_device`, `mfu` and the peak's fields
+- `tf32` (whether fp32 matmuls and convolutions ran on TF32 tensor cores, from `--fp32-math` on CUDA),
+  `flops_per_iteration` (counted, FlopCounterMode), `tflops_per_device`, `mfu`, `mfu_measured` and the peaks' fields
   (metrics/flops.py, metrics/peaks.py).
 """
 
@@ -77,10 +78,19 @@ def flops_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
     device = measured.ranks[0].device if measured.ranks else "cpu"
     seconds_per_iteration = m.global_batch / measured.throughput
     counted = measured.flops_per_iteration
+    tf32 = spec.tf32(measured.device_type)
     fields = mfu_fields(
-        counted, seconds_per_iteration, spec.world_size, device, spec.precision, spec.peak_tflops, measured.flops_note
+        counted,
+        seconds_per_iteration,
+        spec.world_size,
+        device,
+        spec.precision,
+        spec.peak_tflops,
+        measured.flops_note,
+        tf32=tf32,
     )
     return {
+        "tf32": {"matmul": tf32, "conv": tf32},  # what the engine set from --fp32-math (CUDA only)
         "flops_per_iteration": counted,
         "flops_source": FLOPS_COUNTED if counted is not None else measured.flops_note,
         **fields,

@@ -67,8 +67,8 @@ def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
             "|---|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {r['op']} | {_size(r['size_bytes'])} | {r['seconds'] * 1e6:.1f} | {r['algbw_gbps']:.3f} "
-            f"| {r['busbw_gbps']:.3f} |"
+            f"| {r['op']} | {_size(r['size_bytes'])} | {r['seconds'] * 1e6:.1f} | {_gbps(r['algbw_gbps'])} "
+            f"| {_gbps(r['busbw_gbps'])} |"
             for r in record["results"]
         ]
         lines += [
@@ -77,12 +77,18 @@ def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
             "|---|---:|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {op} | {_alpha(f)} | {f['beta_s_per_byte'] * 1e9:.4f} | {f['busbw_gbps']:.3f} "
+            f"| {op} | {_alpha(f)} | {f['beta_s_per_byte'] * 1e9:.4f} | {_gbps(f['busbw_gbps'])} "
             f"| {f['r2']:.4f} | {f['max_rel_error']:.1%} |"
             for op, f in record["fits"].items()
         ]
+        if record.get("note"):
+            lines += ["", record["note"]]
         lines.append("")
     return lines
+
+
+def _gbps(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def plot_commbench(record: dict[str, Any], path: Path) -> Path:
@@ -94,7 +100,9 @@ def plot_commbench(record: dict[str, Any], path: Path) -> Path:
 
     fig, axis = plt.subplots(figsize=(7, 4.2))
     for op in dict.fromkeys(r["op"] for r in record["results"]):
-        rows = [r for r in record["results"] if r["op"] == op]
+        rows = [r for r in record["results"] if r["op"] == op and r["busbw_gbps"] is not None]
+        if not rows:
+            continue
         axis.plot([r["size_bytes"] for r in rows], [r["busbw_gbps"] for r in rows], "o-", label=op)
     axis.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)")
     axis.set_title(title(record), fontsize=9)

@@ -18,13 +18,52 @@ from typing import Any
 
 from dlperf.engines.base import Engine, RankEnv, StepClock
 from dlperf.errors import ConfigError
-from dlperf.spec import RunSpec, flag
+from dlperf.spec import MEMORY_CAP_ENV, RunSpec, flag
+
+MIB = 1024 * 1024
+
+
+def allocator_env(environ: dict[str, str], world_size: int, device: str, cap_fraction: str | None) -> dict[str, str]:
+    """XLA's GPU allocator settings for one rank, read when JAX creates its GPU client (so set before that).
+
+    JAX preallocates 75 % of every GPU it sees by default (docs.jax.dev, "GPU memory allocation"), which starves
+    anything else on the device: a torch run beside it (benchmarks/engines.py) or this rank's NCCL and cuDNN
+    workspaces. dlperf turns preallocation off unless the user set it; a maxbatch cap (`cap_fraction` of the
+    device) becomes a preallocated pool of that size (both the current and the deprecated variable name). A
+    one-process run sees only the first visible GPU, as a torch run uses one (without it JAX opens a context on
+    every visible GPU); several processes each take their local rank's through jax.distributed."""
+    env: dict[str, str] = {}
+    if device != "cuda":
+        return env
+    if cap_fraction:
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true"
+        env["XLA_CLIENT_MEM_FRACTION"] = env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = cap_fraction
+    else:
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if world_size == 1:
+        listed = [item.strip() for item in environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")]
+        env["CUDA_VISIBLE_DEVICES"] = listed[0]
+    return env
+
+
+def memory_fraction(cap_bytes: int, total_bytes: int) -> str:
+    return f"{min(1.0, cap_bytes / total_bytes):.4f}"
+
+
+def memory_keys(stats: dict[str, Any] | None) -> dict[str, float] | None:
+    """XLA's allocator statistics under the keys torch's engine uses, so reports and maxbatch read both:
+    `allocated` the peak of live buffers, `reserved` what the allocator's pool held at most (its limit when it
+    reports no pool: a preallocated pool is all held)."""
+    if not stats or "peak_bytes_in_use" not in stats:
+        return None
+    reserved = stats.get("peak_pool_bytes") or stats.get("pool_bytes") or stats.get("bytes_limit", 0)
+    return {"allocated": stats["peak_bytes_in_use"] / MIB, "reserved": reserved / MIB}
+
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
 PRECISIONS = ("fp32", "amp-bf16")
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
 INSTALL = "pip install 'dlperf[jax]' (and jax[cuda12] or jax[cuda13] on a GPU machine)"
-MIB = 1024 * 1024
 
 
 def check_supported(spec: RunSpec) -> None:
@@ -91,6 +130,21 @@ class JaxStepClock(StepClock):
         return durations
 
 
+def _gpu_total_bytes(local_rank: int) -> int:
+    """This rank's GPU's memory from NVML: the fraction must be set before JAX starts a backend, so JAX cannot
+    be asked."""
+    import pynvml
+
+    from dlperf.metrics.gpus import nvml_handles, visible_gpu_ids
+
+    pynvml.nvmlInit()
+    try:
+        handle = nvml_handles(pynvml, visible_gpu_ids(local_rank + 1))[local_rank]
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    finally:
+        pynvml.nvmlShutdown()
+
+
 class JaxEngine(Engine):
     name = "jax"
 
@@ -108,7 +162,18 @@ class JaxEngine(Engine):
 
         self.rank = rank
         device = device_kind(spec.device)
+        cap = int(os.environ[MEMORY_CAP_ENV]) if os.environ.get(MEMORY_CAP_ENV) else None
+        fraction = memory_fraction(cap, _gpu_total_bytes(rank.local_rank)) if cap and device == "cuda" else None
+        os.environ.update(allocator_env(dict(os.environ), rank.world_size, device, fraction))
+        if cap and device != "cuda":
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         parallel.initialize(coordinator_address(rank), rank.world_size, rank.rank, rank.local_rank, device)
+        import jax
+
+        # fp32 dots and convolutions: TF32 (XLA's default on GPUs) or full FP32, as torch's engine sets them
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if spec.fp32_math == "tf32" else "float32")
 
     @property
     def device_type(self) -> str:
@@ -157,17 +222,15 @@ class JaxEngine(Engine):
         return [pickle.loads(rows[i, : int(n)].tobytes()) for i, n in enumerate(sizes)]
 
     def reset_peak_memory(self) -> None:
-        """Nothing to reset: JAX's allocator peak and the process's RSS peak both count from the start, which
-        holds only set-up before the step is built."""
+        """Nothing to reset: XLA's allocator has no reset of its peak, so on JAX the peak includes warm-up
+        (autotuning workspaces); the process's RSS peak counts from the start too."""
 
     def peak_memory_mib(self) -> dict[str, float]:
-        """The device allocator's peak on GPUs (`peak`, `limit`); the process's peak RSS where the device
-        reports no statistics (CPU)."""
         import jax
 
-        stats = jax.local_devices()[0].memory_stats()
-        if stats and "peak_bytes_in_use" in stats:
-            return {"peak": stats["peak_bytes_in_use"] / MIB, "limit": stats.get("bytes_limit", 0) / MIB}
+        found = memory_keys(jax.local_devices()[0].memory_stats())
+        if found is not None:
+            return found
         maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return {"rss": maxrss * (1 if sys.platform == "darwin" else 1024) / MIB}
 

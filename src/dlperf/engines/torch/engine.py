@@ -11,9 +11,21 @@ import torch.distributed as dist
 from dlperf.engines.base import Engine, RankEnv, StepClock
 from dlperf.engines.torch.clock import TorchStepClock, synchronize
 from dlperf.engines.torch.memory import peak_memory_mib, reset_peak
-from dlperf.engines.torch.precision import check_precision_on_device
+from dlperf.engines.torch.precision import check_precision_on_device, set_fp32_math
 from dlperf.errors import ConfigError
-from dlperf.spec import RunSpec
+from dlperf.spec import MEMORY_CAP_ENV, RunSpec
+
+
+def apply_memory_cap(device: torch.device, cap_bytes: int) -> None:
+    """maxbatch's cap: on CUDA a fraction of the device's memory for the caching allocator (an address-space cap
+    would break CUDA's start-up, which maps far more virtual memory than it uses); on the CPU RLIMIT_AS."""
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), device)
+    else:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
 
 
 def device_kind(choice: str) -> str:
@@ -60,11 +72,14 @@ class TorchEngine(Engine):
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
             torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest convolutions
+            set_fp32_math(spec.fp32_math)
         else:
             torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // rank.local_world_size))  # our cores
         if rank.distributed:
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, device_id=self.device if self.device.type == "cuda" else None)
+        if os.environ.get(MEMORY_CAP_ENV):
+            apply_memory_cap(self.device, int(os.environ[MEMORY_CAP_ENV]))
         torch.manual_seed(spec.seed)
 
     @property
@@ -96,6 +111,13 @@ class TorchEngine(Engine):
 
     def peak_memory_mib(self) -> dict[str, float]:
         return peak_memory_mib(self.device)
+
+    def device_uuids(self) -> list[str] | None:
+        """NVML's names of the devices this process sees, in CUDA's order (after CUDA_VISIBLE_DEVICES)."""
+        if self.device.type != "cuda":
+            return None
+        uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
+        return [u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}" for u in uuids]
 
     def shutdown(self) -> None:
         if dist.is_initialized():

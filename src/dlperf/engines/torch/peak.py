@@ -9,23 +9,25 @@ best run (the sustained rate when nothing else interfered); the dtype's figure i
 
 dtypes: fp32 (strict FP32, `torch.set_float32_matmul_precision("highest")`), tf32 (CUDA, "high"), bf16, fp16,
 fp8 (e4m3 through `torch._scaled_mm`, PyTorch's only FP8 GEMM entry point, on compute capability 8.9 or newer;
-bf16 output, unit scales). torch is imported inside the functions.
+bf16 output, unit scales, fast accumulation: `use_fast_accum=True`, the FP8 tensor cores' full rate, as FP8
+training recipes run their forward GEMMs; without it cuBLAS promotes partial sums and reaches well below the
+datasheet). torch is imported inside the functions.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
+
+from dlperf.metrics.peaks import DEFAULT_PEAKS_FILE, PEAKS_SCHEMA, measured_peak, read_stored
+
+__all__ = ["DEFAULT_PEAKS_FILE", "DTYPES", "measure_matmul", "measure_peaks", "measured_peak", "merge_stored",
+           "read_stored"]  # fmt: skip
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 GPU_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192), (8192, 8192, 16384))
 CPU_SHAPES = ((512, 512, 512), (1024, 1024, 1024))
-PEAKS_SCHEMA = "dlperf.peak/1"
-DEFAULT_PEAKS_FILE = Path(os.environ.get("DLPERF_PEAKS", Path.home() / ".dlperf" / "peaks.json"))
 METHOD = "torch matmul, best of repeats x iters back-to-back GEMMs between syncs, best shape"
 
 
@@ -54,7 +56,7 @@ def _gemm(dtype: str, m: int, n: int, k: int, device: Any) -> Any:
         a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
         one = torch.ones((), device=device)
-        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
     torch_dtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     a = torch.randn(m, k, device=device, dtype=torch_dtype)
     b = torch.randn(k, n, device=device, dtype=torch_dtype)
@@ -125,18 +127,3 @@ def merge_stored(stored: dict[str, Any] | None, results: dict[str, dict[str, Any
         if result["tflops"] is not None:
             data["devices"].setdefault(result["device_name"], {})[dtype] = {**result, "measured_at": time.time()}
     return data
-
-
-def read_stored(path: str | Path = DEFAULT_PEAKS_FILE) -> dict[str, Any] | None:
-    """The peaks file written by `dlperf peak`, or None when there is none (or it is not one)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == PEAKS_SCHEMA else None
-
-
-def measured_peak(stored: dict[str, Any] | None, device_name: str, dtype: str) -> float | None:
-    """The measured TFLOP/s of this exact device name and table dtype, for MFU against the measured peak."""
-    entry = ((stored or {}).get("devices") or {}).get(device_name, {}).get(dtype)
-    return entry["tflops"] if entry else None

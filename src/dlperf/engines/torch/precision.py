@@ -17,6 +17,36 @@ def check_precision_on_device(precision: str, device_type: str) -> None:
         raise ConfigError("amp-fp16 needs a CUDA device: use --precision amp-bf16 or fp32 on the CPU")
 
 
+def set_fp32_math(math: str) -> None:
+    """fp32 matmuls (cuBLAS) and convolutions (cuDNN) on TF32 tensor cores (`tf32`) or in IEEE FP32 (`ieee`).
+
+    PyTorch's defaults differ (matmuls IEEE, cuDNN convolutions TF32) and JAX runs both on TF32, so each engine sets
+    both explicitly. torch >= 2.9 has `fp32_precision`, and refuses the legacy `allow_tf32` flags once it is used
+    (inductor reads the new one), so the new API is preferred where present."""
+    precision = "tf32" if math == "tf32" else "ieee"
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = precision
+        torch.backends.cudnn.conv.fp32_precision = precision
+    else:
+        matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def tf32_state() -> dict[str, bool]:
+    """Whether fp32 matmuls and convolutions may run on TF32 now, read back through the API `set_fp32_math` used."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        return {"matmul": matmul.fp32_precision == "tf32", "conv": torch.backends.cudnn.conv.fp32_precision == "tf32"}
+    return {"matmul": bool(matmul.allow_tf32), "conv": bool(torch.backends.cudnn.allow_tf32)}
+
+
+def keeps_inf_check_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """GradScaler hands the inf flag to optimizers that take it (the fused ones) and skips the step on the device;
+    for any other it reads the flag on the host (`.item()`, a device sync) every step."""
+    return bool(getattr(optimizer, "_step_supports_amp_scaling", False))
+
+
 class MixedPrecision:
     """Wraps the forward in autocast and the backward/step in a GradScaler where fp16 needs one."""
 
@@ -25,6 +55,17 @@ class MixedPrecision:
         self.device_type = device.type
         self.dtype = _AUTOCAST_DTYPES.get(precision)
         self.scaler = torch.amp.GradScaler(device.type) if precision == "amp-fp16" else None
+        self.sharded = False
+
+    def shard(self) -> None:
+        """The model is split over ranks: one inf/nan verdict for all, so that every rank skips the same steps.
+        ShardedGradScaler all-reduces the flag in `unscale_` only; its fused-optimizer path in `step` would keep
+        each rank's own flag, so `step` unscales explicitly first."""
+        if self.scaler:
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            self.scaler = ShardedGradScaler(self.device_type)
+            self.sharded = True
 
     def autocast(self) -> AbstractContextManager:
         if self.dtype is None:
@@ -37,6 +78,8 @@ class MixedPrecision:
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         """Optimizer step, skipped by the scaler on inf/nan gradients; gradients are cleared afterwards."""
         if self.scaler:
+            if self.sharded:
+                self.scaler.unscale_(optimizer)  # all-reduces found_inf over the ranks
             self.scaler.step(optimizer)
             self.scaler.update()
         else:

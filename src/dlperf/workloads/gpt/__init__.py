@@ -27,6 +27,8 @@ def variant_tag(spec: RunSpec, layout: Layout) -> str:
     for key, token in (("seq_length", "s"), ("num_heads", "nh"), ("vocab_size", "v")):
         if getattr(config, key) != getattr(GPTConfig, key):
             parts.append(f"{token}{getattr(config, key)}")
+    if spec.fp32_math != "tf32":
+        parts.append(f"{spec.fp32_math}-fp32")  # fp32 parts of any precision run on IEEE FP32, not TF32
     if spec.compile:
         parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if layout.pp > 1:
@@ -114,7 +116,15 @@ class GPTWorkload(Workload):
             fields.update(
                 flops_per_iteration=formula,
                 flops_source="formula (no count: " + str(measured.get("flops_source")) + ")",
-                **flops.mfu_fields(formula, seconds, spec.world_size, device, spec.precision, spec.peak_tflops),
+                **flops.mfu_fields(
+                    formula,
+                    seconds,
+                    spec.world_size,
+                    device,
+                    spec.precision,
+                    spec.peak_tflops,
+                    tf32=spec.tf32(measured.get("device_type", "cpu")),
+                ),
             )
         return fields
 

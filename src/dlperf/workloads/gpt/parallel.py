@@ -63,6 +63,17 @@ def apply_tp(model: GPT, tp_mesh) -> None:
     model.tie_weights()
 
 
+def param_groups(model: nn.Module) -> list[dict]:
+    """The trainable parameters in groups that one foreach/fused optimizer kernel can take: tensor parallelism's
+    DTensors apart from plain tensors (the optimizer runs its kernel per group, and DTensor does not mix with
+    plain tensors in one kernel)."""
+    from torch.distributed.tensor import DTensor
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
+    return [{"params": group} for group in groups if group]
+
+
 def apply_dp(model: GPT, mesh, mode: str, device: torch.device, tp: int, pipelined: bool) -> nn.Module:
     """Gradients averaged over the dp dimension only: DDP, or FSDP2 sharding per block (`--dp-mode fsdp`).
 

@@ -3,6 +3,8 @@ batch."""
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -58,20 +60,17 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     if layout.dp > 1:
         wrapped = parallel.apply_dp(model, mesh, layout.dp_mode, device, layout.tp, layout.pp > 1)
     optimizer = torch.optim.AdamW(
-        wrapped.parameters(),
+        parallel.param_groups(wrapped),
         lr=plan.lr,
         betas=ADAMW_BETAS,
         weight_decay=config.weight_decay,
-        # one fused kernel on CUDA; DTensor and plain parameters do not mix in one foreach/fused kernel
-        fused=device.type == "cuda" and layout.tp == 1,
-        foreach=False if layout.tp > 1 else None,
+        # fused kernels on CUDA (one per group: DTensor and plain parameters apart); they also keep amp-fp16's
+        # inf check on the device
+        fused=device.type == "cuda",
     )
     amp = MixedPrecision(spec.precision, device)
-    if amp.scaler and (layout.tp > 1 or layout.pp > 1 or layout.dp_mode == "fsdp"):
-        # the model is split over ranks: one inf/nan verdict for all, so every rank skips the same steps
-        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
-        amp.scaler = ShardedGradScaler(device.type)
+    if layout.tp > 1 or layout.pp > 1 or layout.dp_mode == "fsdp":
+        amp.shard()  # the model is split over ranks: one inf/nan verdict for all
     rows = slice(dp_rank * plan.batch_per_device, (dp_rank + 1) * plan.batch_per_device)
     if spec.data == "synthetic":
         batches = synthetic_batches(
@@ -153,6 +152,8 @@ def _pipeline(module: nn.Module, layout: Layout, stage: int, device: torch.devic
     schedule_type = ScheduleGPipe if layout.pp_schedule == "gpipe" else Schedule1F1B
     schedule = schedule_type(pipe_stage, n_microbatches=layout.accumulation_steps, loss_fn=loss_fn)
     first, last = stage == 0, stage == layout.pp - 1
+    # the last stage would otherwise keep every micro-batch's logits until the step ends, to merge them
+    keep_outputs = {"return_outputs": False} if "return_outputs" in inspect.signature(schedule.step).parameters else {}
 
     def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
         losses.clear()
@@ -160,7 +161,7 @@ def _pipeline(module: nn.Module, layout: Layout, stage: int, device: torch.devic
             if first:
                 schedule.step(inputs)
             elif last:
-                schedule.step(target=labels)
+                schedule.step(target=labels, **keep_outputs)
             else:
                 schedule.step()
         # the schedule's first step may also run the loss for shape inference: keep this batch's own

@@ -71,6 +71,8 @@ def variant_tag(spec: RunSpec) -> str:
         parts.append(f"{config.image_size}px")
     if config.num_classes != ResNetConfig.num_classes:
         parts.append(f"{config.num_classes}cls")
+    if spec.fp32_math != "tf32":
+        parts.append(f"{spec.fp32_math}-fp32")  # fp32 parts of any precision run on IEEE FP32, not TF32
     if spec.compile:
         parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if config.channels_last:

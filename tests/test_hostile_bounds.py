@@ -86,3 +86,24 @@ def test_predict_huge_gradients_finish(tmp_path):
     done = _predict(tmp_path, RUN, FIT, "--gradient-bytes", str(10**18), timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"{1 + -(-(10**18 - 2**20) // (25 * 2**20))} buckets" in done.stdout
+
+
+# --- validation patterns end at the end of the text, not before a final newline -------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["user\n@h1", "h1\n", "user@h1\n", "u\n@[::1]"], ids=["user-newline", "name-newline", "tail", "v6"]
+)
+def test_host_names_with_a_newline_are_refused(name):
+    from dlperf.errors import ConfigError
+    from dlperf.launch.hosts import check_host_name
+
+    with pytest.raises(ConfigError):
+        check_host_name(name)
+
+
+def test_master_addr_and_launch_options_with_a_newline_are_refused(tmp_path):
+    base = ["run", "--model", "resnet50", "--device", "cpu", "--hosts", "h1,h2", "--dry-run"]
+    for flags in (["--master-addr", "h1\n"], ["--ifname", "eth0\n"], ["--hosts", "user\n@h1,h2"]):
+        done = run_dlperf([*base, *flags])
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (flags, done.stderr)

@@ -154,3 +154,24 @@ def test_labels_and_fields_keep_markdown_tables_whole(tmp_path):
                             for line in rows[:2])  # fmt: skip
     html = (tmp_path / "two" / "report.html").read_text()
     assert "\x1b" not in html and "la\\nbel|x" in html and "[/b]" in html
+
+
+# --- --command templates: checked whole before launch ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("echo {batch_size:>20000000000}", "width or precision over 1000"),
+        ("echo {batch_size:.5000}", "width or precision over 1000"),
+        ("echo {batch_size:{nnodes}}", "nests a placeholder"),
+        ("echo 'unclosed", "close its quotes"),
+        ("echo {precision:d}", "cannot be filled in"),
+    ],
+)
+def test_command_templates_are_refused_before_launch(tmp_path, template, message):
+    """Checked in the parent, before the dry run prints its plan: nothing reaches a node agent."""
+    args = ["run", "--command", template, "--model", "resnet50", "--out", str(tmp_path), "--dry-run"]
+    done = run_dlperf(args)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not done.stdout

@@ -8,13 +8,14 @@ asked), and expanded per process (`per="rank"`: one process per device, each wit
 
 from __future__ import annotations
 
+import re
 import shlex
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, clip
 
 PER_CHOICES = ("rank", "node")
 NODE_PLACEHOLDERS = (
@@ -67,15 +68,28 @@ class Process:
     env: dict[str, str]
 
 
+MAX_FORMAT_WIDTH = 1000  # `{batch_size:>20000000000}` would build a 20 GB argument in the node agent
+
+
 def placeholders_in(template: str) -> list[str]:
-    """The placeholder names a template uses, in order; malformed braces are a ConfigError."""
+    """The placeholder names a template uses, in order; malformed braces, a nested placeholder in a format spec,
+    or a width or precision over MAX_FORMAT_WIDTH are a ConfigError."""
     try:
-        fields = [name for _text, name, _spec, _conv in string.Formatter().parse(template) if name is not None]
+        fields = [(name, spec) for _text, name, spec, _conv in string.Formatter().parse(template) if name is not None]
     except ValueError as error:
         raise ConfigError(
-            f"--command {template!r} has unbalanced braces ({error}): write a literal brace as {{{{ or }}}}"
+            f"--command {clip(repr(template), 200)} has unbalanced braces ({error}): write a literal brace as "
+            "{{ or }}"
         ) from None
-    return fields
+    for name, spec in fields:
+        if "{" in (spec or ""):
+            raise ConfigError(f"--command placeholder {{{name}:{spec}}} nests a placeholder in its format: remove it")
+        if any(int(number) > MAX_FORMAT_WIDTH for number in re.findall(r"\d+", spec or "")):
+            raise ConfigError(
+                f"--command placeholder {{{clip(name, 40)}:{clip(spec, 40)}}} asks for a width or precision over "
+                f"{MAX_FORMAT_WIDTH}: use a smaller one"
+            )
+    return [name for name, _ in fields]
 
 
 def check_template(template: str, per: str = "rank", extra: Iterable[str] = ()) -> None:
@@ -86,6 +100,7 @@ def check_template(template: str, per: str = "rank", extra: Iterable[str] = ()) 
         raise ConfigError(f"unknown --command-per {per!r}: choose one of {', '.join(PER_CHOICES)}")
     if not template.strip():
         raise ConfigError("--command is empty: give the training command to run, e.g. 'python train.py'")
+    _split(template)
     known = (PLACEHOLDERS if per == "rank" else NODE_PLACEHOLDERS) + tuple(k for k in extra if k not in PLACEHOLDERS)
     for name in placeholders_in(template):
         if name not in known:
@@ -136,12 +151,24 @@ def command_argv(
     check_template(template, "rank" if rank is not None else "node", rdzv.extra)
     values = _values(rdzv, node_rank, rank, local_rank)
     if shell:
-        return ["/bin/sh", "-c", template.format(**{k: shlex.quote(str(v)) for k, v in values.items()})]
+        try:
+            return ["/bin/sh", "-c", template.format(**{k: shlex.quote(str(v)) for k, v in values.items()})]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
+            raise ConfigError(f"--command {clip(repr(template), 200)} cannot be filled in: {error}") from None
     try:
-        words = shlex.split(template)
+        return [word.format(**values) for word in _split(template)]
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
+        raise ConfigError(f"--command {clip(repr(template), 200)} cannot be filled in: {error}") from None
+
+
+def _split(template: str) -> list[str]:
+    """The template's words as the shell would split them; an unclosed quote is found here, before launch."""
+    try:
+        return shlex.split(template)
     except ValueError as error:
-        raise ConfigError(f"--command {template!r} does not split into arguments ({error}): close its quotes") from None
-    return [word.format(**values) for word in words]
+        raise ConfigError(
+            f"--command {clip(repr(template), 200)} does not split into arguments ({error}): close its quotes"
+        ) from None
 
 
 def rendezvous_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:

@@ -10,7 +10,7 @@ from collections import deque
 from typing import Any
 
 from dlperf.errors import DataError
-from dlperf.external.command import case_values, check_template
+from dlperf.external.command import case_values, check_template, node_processes, rendezvous_for
 from dlperf.launch.base import RunJob
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import LogInfo
@@ -27,8 +27,11 @@ LAYOUT_KEYS = {"schema", "source", "file", "model", "case", "group", "repeat", "
 def check_command(spec: RunSpec, plan: WorkloadPlan) -> None:
     """Before any process starts: every placeholder is known (the rendezvous ones and the case's keys) and the
     log format, where named, exists."""
-    names = case_values(spec.to_dict(), plan.batch_per_device, plan.global_batch, 1)
-    check_template(spec.command or "", spec.command_per, names)
+    values = case_values(spec.to_dict(), plan.batch_per_device, plan.global_batch, 1)
+    check_template(spec.command or "", spec.command_per, values)
+    # filled in once here as the agent will (a format code that does not fit its value, e.g. {precision:d})
+    rdzv = rendezvous_for(spec.nodes, spec.devices_per_node, "127.0.0.1", 29500, values)
+    node_processes(spec.command or "", rdzv, 0, spec.command_per, spec.shell)
     if spec.log_format != "auto":
         get_format(spec.log_format)
 

@@ -86,3 +86,92 @@ def test_predict_huge_gradients_finish(tmp_path):
     done = _predict(tmp_path, RUN, FIT, "--gradient-bytes", str(10**18), timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"{1 + -(-(10**18 - 2**20) // (25 * 2**20))} buckets" in done.stdout
+
+
+# --- validation patterns end at the end of the text, not before a final newline -------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["user\n@h1", "h1\n", "user@h1\n", "u\n@[::1]"], ids=["user-newline", "name-newline", "tail", "v6"]
+)
+def test_host_names_with_a_newline_are_refused(name):
+    from dlperf.errors import ConfigError
+    from dlperf.launch.hosts import check_host_name
+
+    with pytest.raises(ConfigError):
+        check_host_name(name)
+
+
+def test_master_addr_and_launch_options_with_a_newline_are_refused(tmp_path):
+    base = ["run", "--model", "resnet50", "--device", "cpu", "--hosts", "h1,h2", "--dry-run"]
+    for flags in (["--master-addr", "h1\n"], ["--ifname", "eth0\n"], ["--hosts", "user\n@h1,h2"]):
+        done = run_dlperf([*base, *flags])
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (flags, done.stderr)
+
+
+# --- every shown string escaped for its medium: terminal, markdown, HTML ---------------------------------------
+
+EVIL = "evil\x1b[31mRED|x\nmore[/b]"
+
+
+def _evil_sources(tmp_path: Path) -> tuple[Path, Path]:
+    from source_records import write_source
+
+    return write_source(tmp_path, "A", model=EVIL), write_source(tmp_path, "B", model=EVIL)
+
+
+def test_record_fields_reach_the_terminal_escaped(tmp_path):
+    a, b = _evil_sources(tmp_path)
+    done = run_dlperf(["compare", str(a), str(b)])
+    assert "\x1b" not in done.stdout + done.stderr and "evil\\x1b[31mRED|x\\nmore" in done.stdout
+    assert not [line for line in done.stdout.splitlines() if line.startswith("more")], done.stdout
+
+
+def test_a_rich_terminal_table_reads_no_markup_from_records(monkeypatch, capsys):
+    from rich.console import Console
+
+    from dlperf.cli import display
+
+    monkeypatch.setattr(display, "console", Console(force_terminal=True, width=200))
+    display.print_table("t", ["model"], [[EVIL]])  # `[/b]` closes no tag: rich's markup would raise
+    out = capsys.readouterr().out
+    assert "\\x1b[31mRED|x\\nmore[/b]" in out
+
+
+def test_labels_and_fields_keep_markdown_tables_whole(tmp_path):
+    a, b = _evil_sources(tmp_path)
+    label = "la\nbel|x"
+    one = ["report", str(a), "--format", "md", "--out", str(tmp_path / "one")]
+    two = ["report", str(a), str(b), "--label", label, "--label", "B", "--out", str(tmp_path / "two")]
+    for args in (one, two):
+        done = run_dlperf(args)
+        assert done.returncode == 0, done.stderr
+    for md in (tmp_path / "one" / "report.md", tmp_path / "two" / "report.md"):
+        text = md.read_text()
+        assert "\x1b" not in text and not [line for line in text.splitlines() if line.startswith(("more", "bel"))]
+        rows = [line for line in text.splitlines() if line.startswith("|")]
+        assert rows and all(line.count("|") - line.count("\\|") == rows[0].count("|") - rows[0].count("\\|")
+                            for line in rows[:2])  # fmt: skip
+    html = (tmp_path / "two" / "report.html").read_text()
+    assert "\x1b" not in html and "la\\nbel|x" in html and "[/b]" in html
+
+
+# --- --command templates: checked whole before launch ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("echo {batch_size:>20000000000}", "width or precision over 1000"),
+        ("echo {batch_size:.5000}", "width or precision over 1000"),
+        ("echo {batch_size:{nnodes}}", "nests a placeholder"),
+        ("echo 'unclosed", "close its quotes"),
+        ("echo {precision:d}", "cannot be filled in"),
+    ],
+)
+def test_command_templates_are_refused_before_launch(tmp_path, template, message):
+    """Checked in the parent, before the dry run prints its plan: nothing reaches a node agent."""
+    args = ["run", "--command", template, "--model", "resnet50", "--out", str(tmp_path), "--dry-run"]
+    done = run_dlperf(args)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not done.stdout

@@ -241,7 +241,7 @@ def choose(name: str, value: Any, choices: tuple[str, ...]) -> None:
 
 def parse_topology(text: str) -> tuple[int, int]:
     """`2n8g` (or the GPT reports' `2n8d`) -> (2, 8)."""
-    match = TOPOLOGY_RE.match(str(text).strip())
+    match = TOPOLOGY_RE.fullmatch(str(text).strip())
     if not match:
         raise ConfigError(f"topology {text!r} is not of the form <nodes>n<devices>g, e.g. 1n8g")
     nodes, devices = int(match.group(1)), int(match.group(2))

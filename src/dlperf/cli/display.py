@@ -11,7 +11,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from dlperf.escape import terminal
 from dlperf.reporting.doubts import console_flags
 
 # soft_wrap: a long path or command stays one line (a terminal folds it visually, a pipe keeps it whole)
@@ -19,8 +21,9 @@ console = Console(stderr=False, highlight=False, soft_wrap=True)
 
 
 def say(text: str) -> None:
-    """One plain line, never wrapped, with no markup read into it (paths may hold brackets)."""
-    console.print(text, markup=False)
+    """One plain line, never wrapped, with no markup read into it (paths may hold brackets) and no terminal
+    escapes or line breaks (a record's fields and a log's names are anybody's text)."""
+    console.print(terminal(text), markup=False)
 
 
 def percent(fraction: float | None) -> str:
@@ -51,13 +54,16 @@ def counted(n: int, noun: str) -> str:
 
 
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """A rich table on a terminal; aligned plain columns, full width, otherwise."""
+    """A rich table on a terminal; aligned plain columns, full width, otherwise. Every cell is shown escaped
+    (one line, no terminal escapes): cells are record fields, labels and names from anywhere."""
+    title, headers = terminal(title), [terminal(h) for h in headers]
+    rows = [[terminal(cell) for cell in row] for row in rows]
     if console.is_terminal:
-        table = Table(title=title)
+        table = Table(title=Text(title))  # Text: a `[/x]` in a record is shown, not read as rich markup
         for header in headers:
-            table.add_column(header, overflow="fold")
+            table.add_column(Text(header), overflow="fold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))
         console.print(table)
         return
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]

@@ -9,6 +9,7 @@ asked), and expanded per process (`per="rank"`: one process per device, each wit
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import string
 import sys
@@ -16,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, clip
 
 PER_CHOICES = ("rank", "node")
 # What each framework's own launcher gives its processes (`--launch-env`); torchrun's variables are always set.
@@ -92,15 +93,28 @@ class Process:
     env: dict[str, str]
 
 
+MAX_FORMAT_WIDTH = 1000  # `{batch_size:>20000000000}` would build a 20 GB argument in the node agent
+
+
 def placeholders_in(template: str) -> list[str]:
-    """The placeholder names a template uses, in order; malformed braces are a ConfigError."""
+    """The placeholder names a template uses, in order; malformed braces, a nested placeholder in a format spec,
+    or a width or precision over MAX_FORMAT_WIDTH are a ConfigError."""
     try:
-        fields = [name for _text, name, _spec, _conv in string.Formatter().parse(template) if name is not None]
+        fields = [(name, spec) for _text, name, spec, _conv in string.Formatter().parse(template) if name is not None]
     except ValueError as error:
         raise ConfigError(
-            f"--command {template!r} has unbalanced braces ({error}): write a literal brace as {{{{ or }}}}"
+            f"--command {clip(repr(template), 200)} has unbalanced braces ({error}): write a literal brace as "
+            "{{ or }}"
         ) from None
-    return fields
+    for name, spec in fields:
+        if "{" in (spec or ""):
+            raise ConfigError(f"--command placeholder {{{name}:{spec}}} nests a placeholder in its format: remove it")
+        if any(int(number) > MAX_FORMAT_WIDTH for number in re.findall(r"\d+", spec or "")):
+            raise ConfigError(
+                f"--command placeholder {{{clip(name, 40)}:{clip(spec, 40)}}} asks for a width or precision over "
+                f"{MAX_FORMAT_WIDTH}: use a smaller one"
+            )
+    return [name for name, _ in fields]
 
 
 def check_template(template: str, per: str = "rank", extra: Iterable[str] = ()) -> None:
@@ -111,6 +125,7 @@ def check_template(template: str, per: str = "rank", extra: Iterable[str] = ()) 
         raise ConfigError(f"unknown --command-per {per!r}: choose one of {', '.join(PER_CHOICES)}")
     if not template.strip():
         raise ConfigError("--command is empty: give the training command to run, e.g. 'python train.py'")
+    _split(template)
     known = (PLACEHOLDERS if per == "rank" else NODE_PLACEHOLDERS) + tuple(k for k in extra if k not in PLACEHOLDERS)
     for name in placeholders_in(template):
         if name not in known:
@@ -172,18 +187,28 @@ def command_argv(
     `/bin/sh -c`, each value quoted (the launcher's words each quoted)."""
     check_template(template, "rank" if rank is not None else "node", rdzv.extra)
     values = _values(rdzv, node_rank, rank, local_rank)
-    if shell:
-        quoted = {k: shlex.quote(str(v)) for k, v in values.items()}
-        quoted["framework_launcher"] = str(values["framework_launcher"])  # already shlex.join-ed
-        return ["/bin/sh", "-c", template.format(**quoted)]
     try:
-        words = shlex.split(template)
+        if shell:
+            quoted = {k: shlex.quote(str(v)) for k, v in values.items()}
+            quoted["framework_launcher"] = str(values["framework_launcher"])  # already shlex.join-ed
+            return ["/bin/sh", "-c", template.format(**quoted)]
+        argv: list[str] = []
+        for word in _split(template):
+            launcher = word == "{framework_launcher}"
+            argv.extend(rdzv.framework_launcher(node_rank) if launcher else [word.format(**values)])
+        return argv
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
+        raise ConfigError(f"--command {clip(repr(template), 200)} cannot be filled in: {error}") from None
+
+
+def _split(template: str) -> list[str]:
+    """The template's words as the shell would split them; an unclosed quote is found here, before launch."""
+    try:
+        return shlex.split(template)
     except ValueError as error:
-        raise ConfigError(f"--command {template!r} does not split into arguments ({error}): close its quotes") from None
-    argv: list[str] = []
-    for word in words:
-        argv.extend(rdzv.framework_launcher(node_rank) if word == "{framework_launcher}" else [word.format(**values)])
-    return argv
+        raise ConfigError(
+            f"--command {clip(repr(template), 200)} does not split into arguments ({error}): close its quotes"
+        ) from None
 
 
 def rendezvous_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:

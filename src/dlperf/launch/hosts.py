@@ -15,9 +15,9 @@ from pathlib import Path
 
 from dlperf.errors import ConfigError
 
-USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
-SLOTS_RE = re.compile(r"^slots=(\d+)$")
+USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")
+SLOTS_RE = re.compile(r"slots=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def check_host_name(name: str, where: str = "--hosts") -> str:
     user, at, address = name.rpartition("@")
     if address.startswith("[") and address.endswith("]"):
         address = address[1:-1]
-    if at and not USER_RE.match(user):
+    if at and not USER_RE.fullmatch(user):
         raise ConfigError(f"user {user!r} of host {name!r} in {where} has characters a user name cannot have")
     if ":" in address:
         try:
@@ -47,7 +47,7 @@ def check_host_name(name: str, where: str = "--hosts") -> str:
             raise ConfigError(f"host {name!r} in {where} is not a valid IPv6 address") from None
         if ip.scope_id is not None:
             raise ConfigError(f"host {name!r} in {where} has a zone (%...): give a global or unique-local address")
-    elif not NAME_RE.match(address):
+    elif not NAME_RE.fullmatch(address):
         raise ConfigError(
             f"host {name!r} in {where} is not a host name or IP address ([user@]name with letters, digits, "
             f"'.', '-'): remove shell characters and spaces"
@@ -83,7 +83,7 @@ def read_hostfile(path: str | Path) -> list[Host]:
         where = f"hostfile {path} line {number}"
         slots = None
         for word in words[1:]:
-            match = SLOTS_RE.match(word)
+            match = SLOTS_RE.fullmatch(word)
             if not match or int(match.group(1)) < 1:
                 raise ConfigError(f"{where}: {word!r} is not slots=N with N >= 1")
             slots = int(match.group(1))

@@ -50,10 +50,10 @@ class LaunchOptions:
             raise ConfigError("--launcher ssh needs --hosts node1,node2 or --hostfile FILE")
         if self.kind != "ssh" and self.hosts:
             raise ConfigError(f"--hosts/--hostfile go with the ssh launcher, not --launcher {self.kind}")
-        if self.ifname is not None and not IFNAME_RE.match(self.ifname):
+        if self.ifname is not None and not IFNAME_RE.fullmatch(self.ifname):
             raise ConfigError(f"--ifname {self.ifname!r} is not a network interface name like eth0 or ib0")
         for option in self.ssh_options:
-            if not SSH_OPTION_RE.match(option):
+            if not SSH_OPTION_RE.fullmatch(option):
                 raise ConfigError(f"--ssh-option {option!r} is not KEY=VALUE, e.g. IdentityFile=~/.ssh/bench")
         if self.master_port is not None and not 0 < self.master_port < 65536:
             raise ConfigError(f"--master-port must be between 1 and 65535, got {self.master_port}")
@@ -61,7 +61,7 @@ class LaunchOptions:
             check_host_name(self.master_addr, "--master-addr")
         for name, pattern in SLURM_VALUE_RE.items():
             value = getattr(self, name)
-            if value is not None and not pattern.match(value):
+            if value is not None and not pattern.fullmatch(value):
                 raise ConfigError(
                     f"--{name} {ascii(value)[:80]} is not a Slurm {name} (letters, digits, . _ + -; e.g. "
                     f"{SLURM_EXAMPLES[name]}): control characters and spaces would change the sbatch script"

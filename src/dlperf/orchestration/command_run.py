@@ -10,7 +10,7 @@ from collections import deque
 from typing import Any
 
 from dlperf.command.identity import framework_label
-from dlperf.command.template import case_values, check_template
+from dlperf.command.template import case_values, check_template, node_processes, rendezvous_for
 from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
 from dlperf.metrics.noise import MachineLoad, noise_verdict
@@ -29,8 +29,11 @@ LAYOUT_KEYS = {"schema", "source", "file", "model", "case", "group", "repeat", "
 def check_command(spec: RunSpec, plan: WorkloadPlan) -> None:
     """Before any process starts: every placeholder is known (the rendezvous ones and the case's keys) and the
     log format, where named, exists."""
-    names = case_values(spec.to_dict(), plan.batch_per_device, plan.global_batch, 1)
-    check_template(spec.command or "", spec.command_per, names)
+    values = case_values(spec.to_dict(), plan.batch_per_device, plan.global_batch, 1)
+    check_template(spec.command or "", spec.command_per, values)
+    # filled in once here as the agent will (a format code that does not fit its value, e.g. {precision:d})
+    rdzv = rendezvous_for(spec.nodes, spec.devices_per_node, "127.0.0.1", 29500, values)
+    node_processes(spec.command or "", rdzv, 0, spec.command_per, spec.shell)
     if spec.log_format != "auto":
         get_format(spec.log_format)
 

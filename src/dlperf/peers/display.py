@@ -8,10 +8,8 @@ to a JSON record at all.
 from __future__ import annotations
 
 import os
-import re
 
-# control characters (C0, DEL, C1), format characters (bidi overrides), line and paragraph separators
-UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+from dlperf.escape import terminal
 
 
 def path_text(path: str | os.PathLike[str]) -> str:
@@ -21,7 +19,7 @@ def path_text(path: str | os.PathLike[str]) -> str:
 
 def plain(text: str) -> str:
     """`text` with every control or invisible formatting character written as its escape (`\\n`, `\\x1b`)."""
-    return UNSAFE.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+    return terminal(text)
 
 
 def shown(path: str | os.PathLike[str]) -> str:

@@ -52,10 +52,10 @@ class LogInfo:
 
 def parse_log_path(path: Path) -> LogInfo:
     """Read the run's shape from the file's folder and name; DataError says what does not fit the layout."""
-    case = CASE_RE.match(path.parent.name)
+    case = CASE_RE.fullmatch(path.parent.name)
     if not case:
         raise DataError(f"its folder {path.parent.name!r} is not a topology like 1n8g or 12n8g")
-    stem = STEM_RE.match(path.stem)
+    stem = STEM_RE.fullmatch(path.stem)
     if not stem:
         raise DataError("its name is not <model>_b<batch>_<precision>_<repeat>.log, e.g. rn50_b128_fp32_1.log")
     for part, value in (("model name", stem["model"]), ("precision and variants", stem["tag"])):

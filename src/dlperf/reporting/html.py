@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import plotly.io as pio
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from dlperf import escape
 from dlperf.records.store import write_text_atomic
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import tables_markdown
@@ -61,13 +61,13 @@ def _table(table: Table, row_classes: list[str] | None = None, css: str = "") ->
     header, rows = table
     out = [
         f'<table class="{css}">' if css else "<table>",
-        "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead>",
+        "<thead><tr>" + "".join(f"<th>{escape.html(h)}</th>" for h in header) + "</tr></thead>",
         "<tbody>",
     ]
     for i, row in enumerate(rows):
         row_css = row_classes[i] if row_classes else ""
         attr = f' class="{row_css}"' if row_css else ""
-        out.append(f"<tr{attr}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>")
+        out.append(f"<tr{attr}>" + "".join(f"<td>{escape.html(str(c))}</td>" for c in row) + "</tr>")
     return "\n".join(out + ["</tbody></table>"])
 
 
@@ -81,7 +81,7 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
         xs = [p[0] for p in points]
         devices.update(xs)
         style = {"mode": "lines+markers", "legendgroup": label, "line": {"color": PALETTE[i % len(PALETTE)]}}
-        name = html.escape(f"{label} (b{series.batches[label]})")  # plotly reads tags in labels: <a>, <b>
+        name = escape.html(f"{label} (b{series.batches[label]})")  # plotly reads tags in labels: <a>, <b>
         fig.add_trace(go.Scatter(x=xs, y=[p[1] for p in points], name=name, **style), row=1, col=1)
         speedups = [(x, s) for x, _t, s in points if s is not None]
         if speedups:
@@ -95,7 +95,7 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
     )
     for col in (1, 2):
         fig.update_xaxes(title_text="devices", tickvals=ideal, row=1, col=col)
-    fig.update_layout(title_text=html.escape(series.key.title), height=400, margin={"t": 70, "b": 50})
+    fig.update_layout(title_text=escape.html(series.key.title), height=400, margin={"t": 70, "b": 50})
     return fig
 
 
@@ -134,13 +134,13 @@ def _windows_figure(title: str, records: list[dict[str, Any]]) -> go.Figure | No
         xs = [every * (i + 1) for i in range(len(windows))]
         fig.add_trace(
             go.Scatter(
-                x=xs, y=windows, mode="lines+markers", name=html.escape(f"{r.get('case')} repeat {r.get('repeat')}")
+                x=xs, y=windows, mode="lines+markers", name=escape.html(f"{r.get('case')} repeat {r.get('repeat')}")
             )
         )
     if not fig.data:
         return None
     fig.update_layout(
-        title_text=html.escape(title),
+        title_text=escape.html(title),
         height=320,
         xaxis_title="timed iteration",
         yaxis_title="samples/s",
@@ -152,13 +152,13 @@ def _windows_figure(title: str, records: list[dict[str, Any]]) -> go.Figure | No
 def _run_details(comparison: Comparison, plots: _Plots) -> list[str]:
     parts = ["<h2>Runs</h2>"]
     for source in comparison.sources:
-        parts.append(f"<h3>{html.escape(source.label)}</h3>")
+        parts.append(f"<h3>{escape.html(source.label)}</h3>")
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for record in source.records:
             groups.setdefault((str(record.get("model")), str(record.get("group"))), []).append(record)
         for (model, group), records in sorted(groups.items()):
             title = f"{model} {group}"
-            parts.append(f"<h4>{html.escape(title)}</h4>")
+            parts.append(f"<h4>{escape.html(title)}</h4>")
             table, classes = _run_rows(records)
             parts.append(_table(table, classes))
             fig = _windows_figure(f"{source.label}: {title}, window throughputs", records)
@@ -215,9 +215,9 @@ def html_report(comparison: Comparison) -> str:
     plots = _Plots()
     labels = ", ".join(comparison.labels)
     body = [
-        f"<h1>dlperf report: {html.escape(labels)}</h1>",
-        f'<p class="note">Generated {html.escape(time.strftime("%Y-%m-%d %H:%M:%S %Z"))}. '
-        f"{html.escape(EXPLANATION)}</p>",
+        f"<h1>dlperf report: {escape.html(labels)}</h1>",
+        f'<p class="note">Generated {escape.html(time.strftime("%Y-%m-%d %H:%M:%S %Z"))}. '
+        f"{escape.html(EXPLANATION)}</p>",
         "<h2>Summary</h2>",
         _table(summary_table(comparison)),
         "<h2>Environment</h2>",
@@ -229,7 +229,7 @@ def html_report(comparison: Comparison) -> str:
         ),
     ]
     for series in comparison.series:
-        body += [f"<h2>{html.escape(series.key.title)}</h2>", _table(case_table(series))]
+        body += [f"<h2>{escape.html(series.key.title)}</h2>", _table(case_table(series))]
         notes = series_notes(series)
         if notes:
             body.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
@@ -241,7 +241,7 @@ def html_report(comparison: Comparison) -> str:
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>dlperf report: {html.escape(labels)}</title>",
+            f"<title>dlperf report: {escape.html(labels)}</title>",
             f"<style>{STYLE}</style></head><body>",
             *body,
             "</body></html>",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.escape import markdown as md
 from dlperf.records.schema import MAXBATCH_SCHEMA, batch_free_group
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
@@ -97,7 +98,8 @@ def _compile_lines(summary: dict[GroupKey, list[CaseSummary]]) -> list[str]:
     for p in payoffs:
         steps = "never" if p.payoff_steps is None else str(p.payoff_steps)
         lines.append(
-            f"| {p.model} | {p.group} | {p.case} | {p.extra_first_step_s:.2f} | {p.saved_ms_per_step:.2f} | {steps} |"
+            f"| {md(p.model)} | {md(p.group)} | {md(p.case)} | {p.extra_first_step_s:.2f} "
+            f"| {p.saved_ms_per_step:.2f} | {steps} |"
         )
     return lines + [""]
 
@@ -144,11 +146,11 @@ def group_table(
     with_energy = any(c.samples_per_joule() is not None for c in cases)
     extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
     lines = [
-        f"### {model}: batch {first.batch_size} per device, {group.split('_', 1)[1] if '_' in group else group}",
+        f"### {md(model)}: batch {first.batch_size} per device, {md(group.split('_', 1)[-1])}",
         "",
-        f"| node_num | gpu_num | {unit} | speedup | {unit} per device | devices per node | efficiency "
-        f"| mean {unit} | min | max | CV % | repeats | latency (ms) | peak memory (MiB) |"
-        + "".join(f" {name} |" for name in columns)
+        f"| node_num | gpu_num | {md(unit)} | speedup | {md(unit)} per device | devices per node | efficiency "
+        f"| mean {md(unit)} | min | max | CV % | repeats | latency (ms) | peak memory (MiB) |"
+        + "".join(f" {md(name)} |" for name in columns)
         + f"{extra} flags |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         + "---:|" * (len(columns) + with_mfu + with_energy)
@@ -165,7 +167,7 @@ def group_table(
             f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
             f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
             f"| {latency_text(case)} | {memory_text(case.peak_memory())} |"
-            + "".join(f" {cells.get(case.case, '')} |" for cells in columns.values())
+            + "".join(f" {md(cells.get(case.case, ''))} |" for cells in columns.values())
             + _extra_cells(case, with_mfu, with_energy)
         )
         notes += case_notes(case)
@@ -177,13 +179,14 @@ def group_table(
 
 def case_notes(case: CaseSummary) -> list[str]:
     """The footnotes of one row: its flags, why repeats stopped, an empty speedup, nodes that differ."""
-    notes = [f"- {case.case} [{flag.label}]: {flag.note}" for flag in case.flags()]
+    name = md(case.case)
+    notes = [f"- {name} [{flag.label}]: {md(flag.note)}" for flag in case.flags()]
     stop = case.repeats_stop()
     if stop:
-        notes.append(f"- {case.case}: repeats {'stopped' if stop.get('stop') else 'not finished'}: {stop['reason']}")
+        notes.append(f"- {name}: repeats {'stopped' if stop.get('stop') else 'not finished'}: {md(stop['reason'])}")
     if case.speedup_note:
-        notes.append(f"- {case.case}: speedup left empty: {case.speedup_note}.")
-    notes += [f"- {case.case}: WARNING, nodes differ: {line}" for line in case.node_differences()]
+        notes.append(f"- {name}: speedup left empty: {md(case.speedup_note)}.")
+    notes += [f"- {name}: WARNING, nodes differ: {md(line)}" for line in case.node_differences()]
     return notes
 
 
@@ -194,7 +197,7 @@ def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
         cells.append(_fmt(None if mfu is None else mfu * 100, ".1f"))
     if with_energy:
         cells.append(_fmt(case.samples_per_joule(), ".3g"))
-    cells.append(", ".join(flag.label for flag in case.flags()))
+    cells.append(md(", ".join(flag.label for flag in case.flags())))
     return "".join(f" {cell} |" for cell in cells)
 
 
@@ -205,17 +208,15 @@ def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
     gpus = ", ".join(sorted({g["name"] for g in env.get("gpus", [])})) or "none"
     driver = next((g.get("driver") for g in env.get("gpus", [])), None)
     git = env.get("git") or {}
-    return [
-        "## Environment",
-        "",
+    facts = [
         f"- host: {env.get('host')}; CPU: {env.get('cpu')} ({env.get('cpu_cores')} cores); "
         f"memory: {env.get('memory_gib')} GiB; OS: {env.get('os')}",
         f"- GPUs: {gpus}" + (f"; driver {driver}" if driver else ""),
         f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}"
         + (f", CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}" if env.get("cuda") else ""),
         f"- dlperf commit: {git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else ""),
-        "",
     ]
+    return ["## Environment", "", *(md(line) for line in facts), ""]
 
 
 def _failures(records: list[dict[str, Any]]) -> list[str]:
@@ -225,8 +226,8 @@ def _failures(records: list[dict[str, Any]]) -> list[str]:
     lines = ["## Failed runs", ""]
     for record in failed:
         lines.append(
-            f"- {record['model']} {record['case']} {record['group']} repeat {record.get('repeat')}: "
-            f"{record.get('error') or 'no reason recorded'}"
+            f"- {md(record['model'])} {md(record['case'])} {md(record['group'])} repeat {md(record.get('repeat'))}: "
+            f"{md(record.get('error') or 'no reason recorded')}"
         )
     return lines + [""]
 
@@ -270,7 +271,7 @@ def tables_markdown(
         if cases[0].table in OWN_TABLES:
             continue
         if model != current_model:
-            lines += [f"## {model}", ""]
+            lines += [f"## {md(model)}", ""]
             current_model = model
         lines += group_table(model, group, cases, (columns or {}).get((model, group)))
     for table in OWN_TABLES.values():

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.escape import markdown
 from dlperf.metrics.env_diff import node_facts
 from dlperf.records.load import load_records
 from dlperf.records.store import write_json_atomic, write_text_atomic
@@ -370,7 +371,7 @@ def markdown_table(table: Table, marked: Sequence[bool] = (), numeric: bool = Tr
     header, rows = table
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # a `|` in a label ends no cell
+        return "| " + " | ".join(markdown(c) for c in cells) + " |"  # a `|` or newline in a label ends no cell
 
     lines = [line(header), "|---|" + ("---:|" if numeric else "---|") * (len(header) - 1)]
     for i, row in enumerate(rows):
@@ -383,7 +384,7 @@ def comparison_markdown(comparison: Comparison) -> str:
     lines = [
         "# dlperf cross-source report",
         "",
-        f"Sources: {', '.join(comparison.labels)}. {EXPLANATION}",
+        f"Sources: {', '.join(markdown(label) for label in comparison.labels)}. {EXPLANATION}",
         "",
         "## Summary",
         "",
@@ -395,7 +396,7 @@ def comparison_markdown(comparison: Comparison) -> str:
         "",
     ]
     for series in comparison.series:
-        lines += [f"## {series.key.title}", "", *markdown_table(case_table(series)), ""]
+        lines += [f"## {markdown(series.key.title)}", "", *markdown_table(case_table(series)), ""]
         notes = series_notes(series)
         lines += [f"- {note}" for note in notes] + ([""] if notes else [])
     return "\n".join(lines)

@@ -180,7 +180,7 @@ def _markdown_html(lines: list[str]) -> str:
             out.append(_table((header, body), [("flagged" if row[-1].strip() else "") for row in body]))
             rows.clear()
         if items:
-            out.append('<ul class="notes">' + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>")
+            out.append('<ul class="notes">' + "".join(f"<li>{escape.html(i)}</li>" for i in items) + "</ul>")
             items.clear()
 
     for line in lines:
@@ -194,9 +194,9 @@ def _markdown_html(lines: list[str]) -> str:
         flush()
         if line.startswith("#"):
             level = min(len(line) - len(line.lstrip("#")) + 1, 5)
-            out.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
+            out.append(f"<h{level}>{escape.html(line.lstrip('# '))}</h{level}>")
         elif line.strip():
-            out.append(f'<p class="note">{html.escape(line)}</p>')
+            out.append(f'<p class="note">{escape.html(line)}</p>')
     flush()
     return "\n".join(out)
 
@@ -206,7 +206,7 @@ def _source_tables(comparison: Comparison) -> list[str]:
     parts = ["<h2>Tables</h2>"]
     for source in comparison.sources:
         records = [r for r in source.records if r.get("status") is not None]
-        parts += [f"<h3>{html.escape(source.label)}</h3>", _markdown_html(tables_markdown(summarise(records), records))]
+        parts += [f"<h3>{escape.html(source.label)}</h3>", _markdown_html(tables_markdown(summarise(records), records))]
     return parts
 
 
@@ -232,7 +232,7 @@ def html_report(comparison: Comparison) -> str:
         body += [f"<h2>{escape.html(series.key.title)}</h2>", _table(case_table(series))]
         notes = series_notes(series)
         if notes:
-            body.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+            body.append('<ul class="notes">' + "".join(f"<li>{escape.html(n)}</li>" for n in notes) + "</ul>")
         if any(series_points(series).values()):
             body.append(plots.div(_series_figure(series)))
     body += _source_tables(comparison)

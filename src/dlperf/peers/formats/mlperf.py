@@ -38,7 +38,7 @@ AGREE = 0.10  # two readings of one interval agree within 10 % (an epoch's time 
 # MLPerf OpenImages subset, COCO-2017 train, KiTS19's training cases).
 EPOCH_SIZE = {"resnet": 1281167, "ssd": 1170301, "retinanet": 1170301, "maskrcnn": 117266, "unet3d": 168}
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
-TOKEN_COUNTED = {"gpt3"}
+TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
 # A progress event's `step` counts samples (`samples_count` in their blocks), unless it is token-sized
 SAMPLE_COUNTED = {"bert", "stable_diffusion", "llama2_70b_lora", "llama31_8b", "llama31_405b", "flux1"}
 # What one sample is, per benchmark (MLPerf training rules: the data each benchmark trains on).
@@ -46,7 +46,7 @@ UNITS = {
     **dict.fromkeys(("resnet", "ssd", "retinanet", "maskrcnn", "stable_diffusion", "flux1"), "images/s"),
     **dict.fromkeys(("bert", "gpt3", "llama2_70b_lora", "llama31_8b", "llama31_405b"), "sequences/s"),
     **dict.fromkeys(("dlrm", "dlrm_dcnv2"), "records/s"),
-}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
+}
 
 
 def _number(value: Any) -> float | None:

@@ -118,8 +118,8 @@ def test_one_log_without_the_layout(tmp_path, capsys):
     shutil.copy(source, log)
     code, _, err = run_cli(["extract", str(log), "--nodes", "1"], capsys)
     assert code == 2 and err.count("\n") == 1 and "--devices-per-node --batch-size" in err
-    args = ["extract", str(log), "--nodes", "1", "--devices-per-node", "8", "--batch-size", "32", "--model", "retinanet"]
-    code, _, err = run_cli([*args, "--no-plots"], capsys)
+    args = ["extract", str(log), "--nodes", "1", "--devices-per-node", "8", "--batch-size", "32"]
+    code, _, err = run_cli([*args, "--model", "retinanet", "--no-plots"], capsys)
     assert code == 0, err
     (record_file,) = (tmp_path / "result_01-extract" / "records").rglob("*.json")
     record = json.loads(record_file.read_text())

@@ -109,3 +109,19 @@ def test_forced_format_reads_like_auto(tmp_path, capsys, rule):
     code, _, _ = run_cli([*args[:-2], "--out", str(tmp_path / "auto")], capsys)
     assert code == 0
     assert _summary(tmp_path / "forced") == _summary(tmp_path / "auto")
+
+
+def test_one_log_without_the_layout(tmp_path, capsys):
+    """An MLPerf result file as published (`result_01.txt`), its shape given: the same figure as in the layout."""
+    source = Path(__file__).parent / "fixtures/peer-logs/real-2/mlperf/1n8g/retinanet-supermicro-v50_b32_mixed_1.log"
+    log = tmp_path / "result_01.txt"
+    shutil.copy(source, log)
+    code, _, err = run_cli(["extract", str(log), "--nodes", "1"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--devices-per-node --batch-size" in err
+    args = ["extract", str(log), "--nodes", "1", "--devices-per-node", "8", "--batch-size", "32"]
+    code, _, err = run_cli([*args, "--model", "retinanet", "--no-plots"], capsys)
+    assert code == 0, err
+    (record_file,) = (tmp_path / "result_01-extract" / "records").rglob("*.json")
+    record = json.loads(record_file.read_text())
+    assert (record["model"], record["case"], record["unit"]) == ("retinanet", "1n8g", "images/s")
+    assert record["throughput"] == pytest.approx(3853.17, rel=1e-5)

@@ -64,4 +64,8 @@ def describe() -> str:
             f"warm-up: {f.warmup} {steps}; window: {window or f'{f.window} {steps}'}; unit: {f.unit}; "
             f"printed figure: {f.printed}\n    rule: {f.practice}"
         )
+    rows.append(
+        "PATH.yaml\n    a format declared in YAML: `line:` a regex with named groups (iteration, throughput or "
+        "step_time, loss), unit, printed (global or per device), warmup, window (docs/peer-logs.md)"
+    )
     return "\n".join(rows)

@@ -30,9 +30,12 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     for line in lines:
         if (m := SPEED.search(line)) is None:
             continue
-        steps = STEPS.search(line)
-        metrics = (("steps_per_second", to_float(steps["v"])),) if steps else ()
-        yield Point(step=1, start=1, speed=to_float(m["v"]), metrics=metrics, note=WHOLE_RUN)
+        speed, steps = to_float(m["v"]), STEPS.search(line)
+        note = WHOLE_RUN
+        if steps and to_float(steps["v"]) > 0:  # the samples of one optimizer step, gradient accumulation included
+            per_step = speed / to_float(steps["v"])
+            note += f"; {per_step:.4g} samples per optimizer step (global batch {shape.global_batch} given)"
+        yield Point(step=1, start=1, speed=speed, note=note)
 
 
 FORMATS = (

@@ -37,14 +37,17 @@ AGREE = 0.10  # two readings of one interval agree within 10 % (an epoch's time 
 # Epoch-counted benchmarks: training samples in one epoch (the data sets' published sizes: ImageNet-1k, the
 # MLPerf OpenImages subset, COCO-2017 train, KiTS19's training cases).
 EPOCH_SIZE = {"resnet": 1281167, "ssd": 1170301, "retinanet": 1170301, "maskrcnn": 117266, "unet3d": 168}
+EPOCH_OF_TRAIN_SAMPLES = {"rnnt"}  # epoch-counted; `train_samples` is the epoch's size (utterances kept)
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
-TOKEN_COUNTED = {"gpt3"}
+TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
+# A progress event's `step` counts samples (`samples_count` in their blocks), unless it is token-sized
+SAMPLE_COUNTED = {"bert", "stable_diffusion", "llama2_70b_lora", "llama31_8b", "llama31_405b", "flux1"}
 # What one sample is, per benchmark (MLPerf training rules: the data each benchmark trains on).
 UNITS = {
-    **dict.fromkeys(("resnet", "ssd", "retinanet", "maskrcnn", "stable_diffusion"), "images/s"),
+    **dict.fromkeys(("resnet", "ssd", "retinanet", "maskrcnn", "stable_diffusion", "flux1"), "images/s"),
     **dict.fromkeys(("bert", "gpt3", "llama2_70b_lora", "llama31_8b", "llama31_405b"), "sequences/s"),
     **dict.fromkeys(("dlrm", "dlrm_dcnv2"), "records/s"),
-}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
+}
 
 
 def _number(value: Any) -> float | None:
@@ -125,13 +128,25 @@ class _Log:
     # --- units --------------------------------------------------------------------------------------------------
     def samples(self, count: float, delta: float | None = None) -> tuple[float | None, str | None]:
         """A count in the benchmark's unit -> samples, and a note when it was not samples."""
-        if self.benchmark in EPOCH_SIZE:
-            return count * EPOCH_SIZE[self.benchmark], None
+        if (size := self.epoch_size()) is not None:
+            return count * size, None
         if self.benchmark in FRACTION_EPOCHS:
             return (count * self.train_samples, None) if self.train_samples else (None, None)
         if self.seq_len and (self.benchmark in TOKEN_COUNTED or self._token_sized(delta)):
             return count / self.seq_len, f"counts are tokens: / {self.seq_len:g} tokens per sequence"
         return count, None
+
+    def epoch_size(self) -> float | None:
+        """Samples in one epoch of an epoch-counted benchmark (None: the benchmark does not count epochs)."""
+        if self.benchmark in EPOCH_SIZE:
+            return float(EPOCH_SIZE[self.benchmark])
+        if self.benchmark in EPOCH_OF_TRAIN_SAMPLES:
+            return self.train_samples
+        return None
+
+    def counts_samples(self) -> bool:
+        """Whether `epoch_num` counts samples, tokens or a fraction of the data (not whole epochs)."""
+        return self.benchmark in SAMPLE_COUNTED | TOKEN_COUNTED | FRACTION_EPOCHS
 
     def _token_sized(self, delta: float | None) -> bool:
         """A count step of whole global batches of full sequences is a token count."""
@@ -188,7 +203,7 @@ class _Log:
             self.cumulative = max(self.cumulative or 0.0, count)
         elif (count := _number(metadata.get("step_num"))) is not None:
             self.cumulative = max(self.cumulative or 0.0, count * self.batch)
-        elif (count := _number(metadata.get("epoch_num"))) is not None and self.benchmark not in EPOCH_SIZE:
+        elif (count := _number(metadata.get("epoch_num"))) is not None and self.counts_samples():
             samples, _ = self.samples(count)
             if samples is not None:
                 self.cumulative = max(self.cumulative or 0.0, samples)
@@ -204,7 +219,7 @@ class _Log:
     def _epoch_stop(self, metadata: dict[str, Any], stamp: float) -> None:
         number = _number(metadata.get("epoch_num"))
         start = self.epoch_starts.pop(number, None) if number is not None else None
-        size = EPOCH_SIZE.get(self.benchmark)
+        size = self.epoch_size()
         if start is not None and size and stamp > start:
             self.epoch_figure = size / (stamp - start)
 
@@ -283,7 +298,7 @@ class _Log:
     def _progress_samples(self, metadata: dict[str, Any]) -> tuple[float | None, str | None] | None:
         """The event's cumulative sample count: bert's epoch_num, step_num x batch, or a step count in tokens,
         samples or a fraction of an epoch."""
-        if self.benchmark in EPOCH_SIZE:
+        if self.epoch_size() is not None or (self.benchmark and not self.counts_samples()):
             return None  # `step` is the epoch number: the epoch's own time stamps are the second reading
         if (count := _number(metadata.get("epoch_num"))) is not None:
             return self.samples(count)
@@ -294,7 +309,7 @@ class _Log:
             self.last_count = count
             if self.benchmark in FRACTION_EPOCHS or self.benchmark in TOKEN_COUNTED or self._token_sized(delta):
                 return self.samples(count, delta)
-            if abs(delta - self.batch) < 1e-6 * self.batch:
+            if self.benchmark in SAMPLE_COUNTED or abs(delta - self.batch) < 1e-6 * self.batch:
                 return count, None
         return None
 

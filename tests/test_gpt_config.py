@@ -130,7 +130,8 @@ def test_gpt_table():
     lines = layouts_table(group_by_case(records))
     rows = [line for line in lines if line.startswith("| DP") or line.startswith("| PP")]
     assert rows[0] == (
-        "| DP | DP_1x1x1_2_1536x16_fp32 |  |  | 1 | 400.00 | 11000 | 6.00 | 10240 | 68.00 | 50.0% | 2 (+1 failed) |"
+        "| DP | DP_1x1x1_2_1536x16_fp32 |  |  | 1 | 400.00 | 11000 | 6.00 | 10240 | 68.00 | 50.0% | 2 (+1 failed) "
+        "| CV, n=2 |"
     )
     assert rows[1].startswith("| PP | PP_x_fp32 |")
     assert layouts_table({}) == []

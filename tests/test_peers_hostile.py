@@ -173,7 +173,9 @@ def test_a_dotdot_model_is_skipped_and_nothing_leaves_the_records_folder(tmp_pat
         Path("records", "rn50", "1n1g", f"rn50_b128_fp32_{i}.json") for i in range(1, 6)
     }
     others = {p for p in written if p.parts[0] != "records"}
-    assert others == {Path("report.md"), Path("summary.json"), Path(".dlperf.lock")}  # the lock, as a sweep leaves it
+    assert others == {
+        Path(n) for n in ("report.md", "summary.json", "runs.csv", "cases.csv", ".dlperf.lock")
+    }  # the lock, as a sweep leaves it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "out"]
 
 

@@ -398,7 +398,7 @@ def comparison_markdown(comparison: Comparison) -> str:
     for series in comparison.series:
         lines += [f"## {markdown(series.key.title)}", "", *markdown_table(case_table(series)), ""]
         notes = series_notes(series)
-        lines += [f"- {note}" for note in notes] + ([""] if notes else [])
+        lines += [f"- {markdown(note)}" for note in notes] + ([""] if notes else [])
     return "\n".join(lines)
 
 

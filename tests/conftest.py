@@ -27,6 +27,15 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, s
     return code, out, err
 
 
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
 def run_dlperf(args: list[str], cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: a separate process."""
     return subprocess.run(

@@ -77,7 +77,7 @@ def _combine(points: list[Point]) -> Point:
 # estimate, so the bound stays loose), no device can beat its peak: the fastest training device's dense FP8 peak is
 # about 4.5e15 FLOP/s (B200), so 1e16 FLOP/s per device over the FLOPs per sample is a physical limit. Otherwise the
 # fastest real figure among the peer logs bounds it: HugeCTR DLRM at 1.0e7 records/s on ONE GPU
-# (tests/test_peers_real.py), so 1e8 samples per second per device is not a training speed; token rates get 100x.
+# (tests/unit/test_peers_real.py), so 1e8 samples per second per device is not a training speed; token rates get 100x.
 MAX_SAMPLES_PER_S_PER_DEVICE = 1e8
 MAX_TOKENS_PER_S_PER_DEVICE = 1e10
 MAX_FLOPS_PER_DEVICE = 1e16

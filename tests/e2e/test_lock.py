@@ -58,7 +58,7 @@ def test_sweep_on_a_locked_folder_is_refused_and_report_still_reads(tmp_path, he
 def test_extract_and_report_out_into_a_held_folder_are_refused(tmp_path, held):
     """`extract --out` and `report --out --overwrite` write records and reports: a running sweep's folder is
     refused in one line, and nothing is written there."""
-    keras = Path(__file__).parent / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
+    keras = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
     out = tmp_path / "out"
     extract = run_dlperf(["extract", str(keras), "--out", str(out), "--no-plots", "--overwrite"])
     assert extract.returncode == 2 and extract.stderr.strip().count("\n") == 0, extract.stderr

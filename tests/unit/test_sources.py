@@ -21,7 +21,7 @@ from dlperf.reporting.sources import (
     summary_table,
 )
 
-TF2_LOGS = Path(__file__).parent / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
+TF2_LOGS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import parse_log_path
 
-REAL = Path(__file__).parent / "fixtures" / "peer-logs" / "real"
+REAL = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "real"
 
 
 def lines(name: str) -> list[str]:
@@ -378,7 +378,7 @@ def test_failed_real_runs_are_failed_records_with_the_reason(name):
 
 # --- real-2: newer MLPerf rounds (v4.0-v5.0) and today's Paddle lines ----------------------------------------------
 
-REAL2 = Path(__file__).parent / "fixtures" / "peer-logs" / "real-2"
+REAL2 = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "real-2"
 
 
 def events2(name: str) -> list[dict]:

@@ -17,7 +17,7 @@ from dlperf.engines.torch.engine import TorchEngine
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1] / "helpers"
 TWO_PROCESS = [{}, {"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}, {"pp": 2, "pp_schedule": "1f1b"}]  # {}: DP=2
 # DP2xTP2, TP2xPP2, DP2xPP2 with DDP and with FSDP2: one launch each, since meshes over 4 ranks are not rebuilt
 # in one process

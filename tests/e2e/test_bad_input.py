@@ -5,16 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_cli
-
-
-def assert_one_line_error(code: int, err: str, *needles: str) -> None:
-    assert code != 0
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+from conftest import TINY, assert_one_line_error, run_cli
 
 
 @pytest.mark.parametrize(

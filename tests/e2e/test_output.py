@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TINY, run_cli
-from test_report import record
+from report_records import record
 
 from dlperf.cli.display import eta_text, percent
 from dlperf.cli.env_cmd import env_lines
@@ -133,7 +133,7 @@ def test_hostfile_slots_in_a_dry_run(tmp_path, capsys):
     ],
 )
 def test_refusals_are_one_line(args, needles, capsys):
-    from test_bad_input import assert_one_line_error
+    from conftest import assert_one_line_error
 
     code, _, err = run_cli(args, capsys)
     assert_one_line_error(code, err, *needles)
@@ -141,7 +141,7 @@ def test_refusals_are_one_line(args, needles, capsys):
 
 
 def test_sweep_file_errors_name_the_file_and_the_key(tmp_path, capsys):
-    from test_bad_input import assert_one_line_error
+    from conftest import assert_one_line_error
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: resnet50\nbatch_size: -4\ndevice: cpu\n")

@@ -15,7 +15,7 @@ from netns_hosts import netns_hosts
 import dlperf
 
 pytestmark = pytest.mark.slow
-SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"
+SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from dlperf.errors import DataError
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import parse_log_path
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peer-logs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 
 
 def planted(tmp_path: Path, source: str, change, name: str | None = None) -> Path:

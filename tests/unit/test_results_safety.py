@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_cli
-from test_bad_input import assert_one_line_error
-from test_report import record
+from conftest import assert_one_line_error, run_cli
+from report_records import record
 
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.history import add_records, record_key
 
-KERAS = Path(__file__).parent / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
+KERAS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
 
 
 def extracted(rule_file: str, speed: float) -> dict:

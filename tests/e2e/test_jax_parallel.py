@@ -14,7 +14,7 @@ pytest.importorskip("jax", reason="the JAX engine needs jax, flax and optax: pip
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).with_name("jax_steps.py")
+SCRIPT = Path(__file__).parents[1] / "helpers" / "jax_steps.py"
 # vocab 512: padded alike for tp 1 and 2 (to 128 x tp), so both layouts hold the same embedding
 TINY_GPT = dict(
     num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512, micro_batch_size=2,

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import run_dlperf
 
-REPO = Path(__file__).parent.parent
+REPO = Path(__file__).parents[2]
 CONFIG = REPO / "configs" / "frameworks" / "tf_official_resnet50.yaml"
 LINE = re.compile(r"TimeHistory: \S+ seconds, (\S+) examples/second between steps (\d+) and (\d+)")
 

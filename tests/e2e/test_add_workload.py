@@ -17,7 +17,7 @@ import pytest
 import dlperf
 
 SOURCES = Path(dlperf.__file__).parent
-TOY = Path(__file__).parent / "fixtures" / "toy_workload"
+TOY = Path(__file__).parents[1] / "fixtures" / "toy_workload"
 REGISTRY = "workloads/__init__.py"
 ANCHOR = "WORKLOADS: dict[str, str] = {\n"
 LINE = '    "toy": "dlperf.workloads.toy:ToyWorkload",\n'

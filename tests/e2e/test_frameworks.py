@@ -18,8 +18,8 @@ from dlperf.command.template import Rendezvous, framework_env, node_processes
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.sources import load_sources, series_of
 
-SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"
-REPO = Path(__file__).parent.parent
+SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
+REPO = Path(__file__).parents[2]
 
 
 def rdzv(kind: str, nnodes: int = 2, per_node: int = 2) -> Rendezvous:

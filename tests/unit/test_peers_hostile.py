@@ -20,7 +20,7 @@ from dlperf.peers.layout import find_logs, parse_log_path
 from dlperf.peers.measure import MAX_SAMPLES_PER_S_PER_DEVICE, measure
 from dlperf.peers.registry import BY_NAME
 
-KERAS = Path(__file__).parent / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
+KERAS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
 LINE = (
     "I0826 15:{:02d}:00.000000 1 keras_utils.py:133] TimeHistory: 40.00 seconds, {} examples/second "
     "between steps {} and {}\n"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import run_cli
-from test_report import record
+from report_records import record
 from test_verdict import known_noise
 
 from dlperf.records.store import write_json_atomic

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 from conftest import run_cli
-from test_report import record
+from report_records import record
 
 from dlperf.errors import ResultsError
 from dlperf.records.load import find_records

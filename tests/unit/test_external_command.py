@@ -22,7 +22,7 @@ from dlperf.command.template import (
 from dlperf.errors import ConfigError
 from dlperf.peers.extract import Options, extract_dir
 
-SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"
+SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
 RDZV = Rendezvous(nnodes=2, nproc_per_node=4, master_addr="10.0.0.1", master_port=29500, batch_size=128,
                   precision="amp-fp16", repeat=3, python="/venv/bin/python")  # fmt: skip
 

@@ -16,7 +16,7 @@ from dlperf.peers.layout import parse_log_path
 from dlperf.peers.textlines import strip_prefixes
 from dlperf.reporting.aggregate import summarise
 
-REAL = Path(__file__).parent / "fixtures" / "peer-logs" / "real"
+REAL = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "real"
 
 
 def run(name: str, **options) -> dict:

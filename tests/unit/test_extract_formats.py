@@ -19,7 +19,7 @@ from dlperf.peers.extract import Options, extract_dir, read_run
 from dlperf.peers.layout import parse_log_path
 from dlperf.peers.registry import BY_NAME, FORMATS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peer-logs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 KERAS = FIXTURES / "tf2-keras-resnet50"
 HANDWRITTEN = FIXTURES / "handwritten"
 

@@ -21,7 +21,7 @@ from dlperf.launch.sbatch import spec_flags
 from dlperf.orchestration.run import plan_jobs
 from dlperf.workloads import check_spec, spec_from_mapping
 
-SCRIPTS = Path(__file__).parent / "fixtures" / "scripts"
+SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
 IMAGENET = (
     f"{sys.executable} {SCRIPTS / 'pytorch_imagenet_style.py'} --batch-size {{batch_size}} --iters 24 --amp {{amp}}"
 )

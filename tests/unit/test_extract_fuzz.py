@@ -14,7 +14,7 @@ from dlperf.peers.layout import parse_log_path
 from dlperf.peers.measure import measure
 from dlperf.peers.registry import FORMATS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "peer-logs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 REAL_LINES = sorted(
     {
         line

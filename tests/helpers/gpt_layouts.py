@@ -1,6 +1,6 @@
 """Run under torchrun: train the tiny GPT 5 steps under each given layout, rank 0 writes the losses as JSON.
 
-    torchrun --nproc-per-node N tests/gpt_layouts.py OUT.json '[{"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}]'
+    torchrun --nproc-per-node N tests/helpers/gpt_layouts.py OUT.json '[{"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}]'
 
 Each layout is a set of run-key changes over TINY_GPT; the world size is torchrun's. Every layout is built,
 stepped and torn down in these same processes, so one launch checks several layouts.

@@ -1,7 +1,7 @@
 """One process of a JAX run: train `model` 5 steps; process 0 writes the losses, the device count and whether
 any parameter is split over devices, as JSON.
 
-    python tests/jax_steps.py OUT.json MODEL CFG_JSON WORLD RANK COORDINATOR
+    python tests/helpers/jax_steps.py OUT.json MODEL CFG_JSON WORLD RANK COORDINATOR
 
 Started once per process by test_jax_parallel.py; the engine's setup joins them (jax.distributed) at
 COORDINATOR's port, the workload's recipe is compiled over the planned layout.

@@ -7,7 +7,7 @@ import itertools
 import matplotlib.pyplot as plt
 import pytest
 from conftest import run_cli
-from test_report import record
+from report_records import record
 
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.aggregate import summarise

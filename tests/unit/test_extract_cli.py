@@ -11,7 +11,7 @@ from conftest import run_cli
 
 from dlperf.peers.registry import BY_NAME
 
-KERAS = Path(__file__).parent / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
+KERAS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
 
 
 def _summary(out: Path) -> dict:
@@ -113,7 +113,9 @@ def test_forced_format_reads_like_auto(tmp_path, capsys, rule):
 
 def test_one_log_without_the_layout(tmp_path, capsys):
     """An MLPerf result file as published (`result_01.txt`), its shape given: the same figure as in the layout."""
-    source = Path(__file__).parent / "fixtures/peer-logs/real-2/mlperf/1n8g/retinanet-supermicro-v50_b32_mixed_1.log"
+    source = (
+        Path(__file__).parents[1] / "fixtures/peer-logs/real-2/mlperf/1n8g/retinanet-supermicro-v50_b32_mixed_1.log"
+    )
     log = tmp_path / "result_01.txt"
     shutil.copy(source, log)
     code, _, err = run_cli(["extract", str(log), "--nodes", "1"], capsys)

@@ -20,6 +20,17 @@ def test_import_linter_contracts_are_kept():
     assert "0 broken" in done.stdout
 
 
+def test_no_module_imports_itself_through_others():
+    """No module-level import cycle (the contracts hold packages; this holds modules), counting every import,
+    those inside functions too: for each import a -> b, no chain leads from b back to a."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("dlperf")
+    modules = [m for m in graph.modules if m.startswith("dlperf")]
+    edges = [(a, b) for a in modules for b in graph.find_modules_directly_imported_by(a) if b.startswith("dlperf")]
+    assert len(modules) > 100 and len(edges) > 300  # the graph was read
+    assert [(a, b) for a, b in edges if graph.chain_exists(importer=b, imported=a)] == []
+
+
 PROBE = """
 import json, sys
 from dlperf.cli.main import main

@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from netns_hosts import netns_hosts
-
-import dlperf
+from netns_hosts import netns_hosts, remote_python
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
@@ -22,15 +20,6 @@ SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
 def cluster(tmp_path_factory):
     with netns_hosts(2, tmp_path_factory.mktemp("netns")) as built:
         yield built
-
-
-def remote_python(folder: Path) -> str:
-    """The python the hosts run, importing this checkout's dlperf: ssh sessions do not inherit PYTHONPATH."""
-    wrapper = folder / "python"
-    src = Path(dlperf.__file__).resolve().parents[1]
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={src} OMP_NUM_THREADS=1 exec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    return str(wrapper)
 
 
 def test_pytorch_script_on_two_hosts(cluster, tmp_path):

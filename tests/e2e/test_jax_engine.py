@@ -5,14 +5,14 @@ metrics/flops.py, XLA's compile time as compile_s), DP=2 and TP=2 under torchrun
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import TINY, run_dlperf
+from netns_hosts import remote_python
+from tiny import QUICK_RUN, as_flags, tiny_gpt
 
 from dlperf.metrics.flops import gpt_flops_per_iteration
 
@@ -21,11 +21,7 @@ pytest.importorskip("flax", reason="the JAX engine needs jax, flax and optax: pi
 pytestmark = pytest.mark.slow
 
 # global batch 8 in every layout: 4 micro-batches of 2 on one device, 2 per replica at dp 2, 4 at tp 2
-TINY_GPT = [
-    "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4", "--seq-length", "32",
-    "--vocab-size", "512", "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "1e-3",
-    "--warmup-iters", "1", "--iters", "4", "--print-every", "2", "--device", "cpu",
-]  # fmt: skip
+TINY_GPT = as_flags(tiny_gpt(micro_batch_size=2, global_batch_size=8, lr=1e-3, **QUICK_RUN))
 
 
 def jax_run(out: Path, args: list[str]) -> dict:
@@ -65,17 +61,6 @@ def test_two_processes_give_one_process_losses(tmp_path, layout):
     assert pair["loss_first"] == pytest.approx(single["loss_first"], abs=1e-4)
     assert pair["loss_last"] == pytest.approx(single["loss_last"], abs=1e-4)
     assert pair["loss_last"] != pytest.approx(pair["loss_first"], abs=1e-3)  # five steps of training moved it
-
-
-def remote_python(folder: Path) -> str:
-    """This interpreter with this PYTHONPATH on the hosts (ssh passes no environment), so a worktree's dlperf runs
-    there too."""
-    wrapper = folder / "python"
-    wrapper.write_text(
-        f'#!/bin/sh\nPYTHONPATH={shlex.quote(os.environ.get("PYTHONPATH", ""))} exec {sys.executable} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return str(wrapper)
 
 
 def test_two_hosts(tmp_path_factory, tmp_path):

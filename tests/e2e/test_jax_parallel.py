@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny import TINY_GPT_SHAPE
 
 pytest.importorskip("jax", reason="the JAX engine needs jax, flax and optax: pip install 'dlperf[jax]'")
 
@@ -16,10 +17,7 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).parents[1] / "helpers" / "jax_steps.py"
 # vocab 512: padded alike for tp 1 and 2 (to 128 x tp), so both layouts hold the same embedding
-TINY_GPT = dict(
-    num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512, micro_batch_size=2,
-    global_batch_size=8, lr=1e-3, weight_decay=0.1,
-)  # fmt: skip
+TINY_GPT = {**TINY_GPT_SHAPE, "micro_batch_size": 2, "global_batch_size": 8, "lr": 1e-3, "weight_decay": 0.1}
 TINY_RESNET = dict(batch_size=4, image_size=32, num_classes=10, momentum=0.9, weight_decay=1e-4)
 
 

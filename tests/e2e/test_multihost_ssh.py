@@ -16,16 +16,13 @@ import psutil
 import pytest
 from conftest import TINY
 from netns_hosts import netns_hosts
+from tiny import QUICK_RUN, as_flags, tiny_gpt
 
 from dlperf.workloads import model_names
 
 pytestmark = pytest.mark.slow
 
-TINY_GPT = [
-    "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4", "--seq-length", "32",
-    "--vocab-size", "512", "--micro-batch-size", "2", "--warmup-iters", "1", "--iters", "4", "--print-every", "2",
-    "--device", "cpu",
-]  # fmt: skip
+TINY_GPT = as_flags(tiny_gpt(micro_batch_size=2, **QUICK_RUN))
 
 
 @pytest.fixture(scope="module")

@@ -15,16 +15,14 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from tiny import tiny_gpt
 
 from dlperf.engines.base import RankEnv
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.workloads import check_spec, get_workload, spec_from_mapping
 
 STEPS = 5
-TINY_GPT = dict(
-    model="gpt", num_layers=4, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512,
-    micro_batch_size=2, global_batch_size=8, device="cpu", lr=1e-3,
-)  # fmt: skip
+TINY_GPT = tiny_gpt(num_layers=4, micro_batch_size=2, global_batch_size=8, device="cpu", lr=1e-3)
 
 
 def losses(changes: dict, engine: TorchEngine) -> list[float]:

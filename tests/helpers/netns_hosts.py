@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -235,3 +237,16 @@ def _teardown(cluster: Cluster) -> None:
         _sh(["ip", "link", "del", host.veth], check=False)
     _sh(["ip", "link", "del", cluster.bridge], check=False)
     shutil.rmtree(cluster.workdir, ignore_errors=True)
+
+
+def remote_python(folder: Path) -> str:
+    """This interpreter, importing this checkout's dlperf, for `--remote-python`: ssh passes no environment, so a
+    worktree's or a fresh clone's sources must be named; one thread per rank, as the local tests run."""
+    import dlperf
+
+    source = Path(dlperf.__file__).resolve().parents[1]
+    path = ":".join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)
+    wrapper = folder / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(path)} OMP_NUM_THREADS=1 exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)

@@ -13,6 +13,7 @@ pytest.importorskip("flax", reason="the JAX engine needs jax, flax and optax: pi
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from tiny import TINY_GPT_SHAPE
 
 from dlperf.engines.base import RankEnv  # noqa: E402
 from dlperf.engines.jax.engine import JaxEngine  # noqa: E402
@@ -77,8 +78,7 @@ def _size(shape: tuple[int, ...]) -> int:
     return size
 
 
-TINY_GPT = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512, micro_batch_size=4,
-                lr=1e-3, weight_decay=0.1)  # fmt: skip
+TINY_GPT = {**TINY_GPT_SHAPE, "micro_batch_size": 4, "lr": 1e-3, "weight_decay": 0.1}
 
 
 def jax_spec(**values):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny import tiny_gpt
 
 from dlperf.errors import ConfigError
 from dlperf.harness.loop import Measurement
@@ -17,7 +18,7 @@ from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import build_summary
 from dlperf.workloads import check_spec, decode_spec, spec_from_mapping
 
-TINY_GPT = {"model": "gpt", "num_layers": 4, "hidden_size": 64, "num_heads": 4, "seq_length": 32, "vocab_size": 512}
+TINY_GPT = tiny_gpt(num_layers=4)
 
 
 def gpt_record(tmp_path, **layout) -> dict:

@@ -1,0 +1,20 @@
+"""The tiny GPT every test shares (2 layers, hidden 64, 4 heads, 32 tokens, vocabulary 512): as run keys, as CLI
+flags, and with a test's own changes. ResNet-50's tiny flags are conftest.TINY."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TINY_GPT_SHAPE = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512)
+# a quick timed run on the CPU
+QUICK_RUN = dict(warmup_iters=1, iters=4, print_every=2, device="cpu")
+
+
+def tiny_gpt(**changes: Any) -> dict[str, Any]:
+    """The tiny GPT's run keys with `changes` (micro and global batch, layers, lr...)."""
+    return {"model": "gpt", **TINY_GPT_SHAPE, **changes}
+
+
+def as_flags(keys: dict[str, Any]) -> list[str]:
+    """Run keys as command-line flags (`num_layers` -> `--num-layers 2`)."""
+    return [part for key, value in keys.items() for part in (f"--{key.replace('_', '-')}", str(value))]

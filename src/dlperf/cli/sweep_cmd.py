@@ -11,10 +11,12 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dlperf.cli.args import non_empty, positive_float, positive_int
-from dlperf.cli.display import console, eta_text, run_line, say
+from dlperf.cli.display import console, counted, eta_text, run_line, say
+from dlperf.cli.estimate import duration_estimates
+from dlperf.cli.live import LogFollower
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.engines import engine_versions
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.preflight import preflight_warning
@@ -27,12 +29,19 @@ from dlperf.orchestration.sweep import (
     resumed_sweep_id,
     run_sweep,
 )
+from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
+from dlperf.records.lock import results_lock
 from dlperf.records.schema import read_record
-from dlperf.records.store import check_writable, write_text_atomic
-from dlperf.reporting.report import refuse_to_replace, write_report
+from dlperf.records.store import check_writable
+from dlperf.reporting.report import existing_report_files, write_report
 
 FLAG_RE = re.compile(r"--([a-z][a-z0-9-]*)")
 SWEEP_FLAGS = ("--repeats", "--target-ci", "--max-repeats")
+# What shapes a sweep besides its file, stored in its folder for --resume: the repeats rule and every launch flag.
+STORED_OPTIONS = (
+    "repeats", "target_ci", "max_repeats", "hosts", "hostfile", "launcher", "master_addr", "master_port", "ifname",
+    "ssh_option", "connect_timeout", "remote_python", "partition", "account", "time",
+)  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -45,7 +54,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
         "report.md, summary.json and plots in OUT.",
     )
-    parser.add_argument("config", help="sweep YAML file, e.g. configs/quick.yaml")
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="sweep YAML file, e.g. configs/quick.yaml (with --resume: default the copy the folder keeps)",
+    )
     parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
     parser.add_argument(
         "--repeats",
@@ -62,36 +75,78 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument(
         "--max-repeats", type=positive_int, help="with --repeats auto: most repeats per case (default 10)"
     )
-    parser.add_argument("--resume", action="store_true", help="skip runs whose record is complete; rerun the rest")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish the sweep in --out with the options it started with (stored in OUT/sweep_options.json): "
+        "skip runs whose record is complete; rerun the rest",
+    )
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
     add_launch_options(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, option_defaults={key: parser.get_default(key) for key in STORED_OPTIONS})
 
 
 def repeats_arg(text: str) -> int | str:
     return "auto" if text.strip() == "auto" else positive_int(text)
 
 
+def _resume_options(args: argparse.Namespace) -> None:
+    """With --resume, take the sweep file and options the folder stored at the sweep's start."""
+    stored = load_sweep_options(args.out) if args.resume else None
+    if stored is not None:
+        given = {key: getattr(args, key) for key in STORED_OPTIONS}
+        for key, value in merge_options(stored["options"], given, args.option_defaults).items():
+            setattr(args, key, value)
+        if args.config is None:
+            copy = stored_config(args.out)
+            args.config = str(copy) if copy.is_file() else stored.get("config")
+    if args.config is None:
+        hint = " (this folder stored no sweep options to resume)" if args.resume else ""
+        raise ConfigError(f"give the sweep file, e.g. `dlperf sweep configs/quick.yaml`{hint}")
+
+
 def run(args: argparse.Namespace) -> int:
+    _resume_options(args)
     launcher = launcher_for(launch_options(args))
     plan = _plan(args.config, launcher, args.repeats, args.target_ci, args.max_repeats)  # checks it is UTF-8
     spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
     if launcher.options.dry_run:
         print(launcher.describe_all(plan.jobs(args.out)))
         return 0
-    if not (args.resume or args.overwrite):  # another sweep's report in this folder stays unless asked
-        refuse_to_replace(args.out, {"md", "json"})
     check_writable(args.out)
+    with results_lock(args.out):  # a second writer is refused now, not after the environment is collected
+        return _run_locked(args, launcher, plan, spec_text)
+
+
+def _refuse_finished(args: argparse.Namespace, jobs: list[RunJob]) -> None:
+    """An earlier sweep's records or report in this folder stay unless asked; the hint names --resume first."""
+    existing = [job for job in jobs if job.paths.record.exists()]
+    reports = existing_report_files(args.out, {"md", "json"})
+    if existing or reports:
+        what = f"{len(existing)} records of this sweep" if existing else f"an earlier sweep's {reports[0].name}"
+        raise ResultsError(
+            f"{args.out} already holds {what}: finish or extend it with `{resume_command(args)}`, "
+            "or pass --overwrite to start again (replaces them), or choose another --out"
+        )
+
+
+def _run_locked(args: argparse.Namespace, launcher: Launcher, plan: SweepPlan, spec_text: str) -> int:
+    jobs = plan.jobs(args.out)
+    if not (args.resume or args.overwrite):
+        _refuse_finished(args, jobs)
+    sweep_id = (resumed_sweep_id(jobs) if args.resume else None) or new_sweep_id()
+    total = len(jobs)
+    say(f"sweep {sweep_id}: {len(plan.cases)} cases planned -> {args.out}; collecting this machine's environment")
+    save_sweep_options(args.out, args.config, spec_text, {key: getattr(args, key) for key in STORED_OPTIONS})
     engines = sorted({spec.engine for spec, _ in plan.cases})
     env = {**collect_environment(), **engine_versions(engines)}
     if launcher.local:
         for spec, case_plan in plan.cases:
             if warning := preflight_warning(spec, case_plan, env):
                 say(warning)
-    jobs = plan.jobs(args.out)
-    sweep_id = (resumed_sweep_id(jobs) if args.resume else None) or new_sweep_id()
-    total = len(jobs)
+    for line in duration_estimates(plan, env):
+        say(line)
     if plan.adaptive:
         say(
             f"sweep {sweep_id}: {len(plan.cases)} cases, each repeated until its median is known within "
@@ -101,14 +156,19 @@ def run(args: argparse.Namespace) -> int:
         say(f"sweep {sweep_id}: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
     clock = SweepClock(jobs)
     failed_before: list[RunJob] = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[eta]}"),
-        console=console,
-    ) as progress:
+    follower = LogFollower(None, say, locate=lambda: running_log(jobs))
+    with (
+        follower,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[eta]}"),
+            console=console,
+            disable=not console.is_terminal,  # into a file: the plain lines say it all, no cut progress line
+        ) as progress,
+    ):
         task = progress.add_task(clock.running(), total=total, eta="")
 
         def advance() -> None:
@@ -141,20 +201,19 @@ def run(args: argparse.Namespace) -> int:
                 on_record=on_record,
                 sweep_id=sweep_id,
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (cli.main.Terminated)
             progress.stop()
-            say(f"interrupted; finish with: {resume_command(args)}")
+            say(f"interrupted; finish with: {resume_command(args)} (the folder keeps the sweep's options)")
             raise
-    write_text_atomic(Path(args.out) / "sweep.yaml", spec_text)
     # this sweep's own records, not whatever else lies below the folder
     written = write_report([r for job in jobs if (r := read_record(job.paths.record))], args.out)
     failed = len(outcome.failed)
     say(
-        f"{len(outcome.ran)} runs done ({failed} failed), {outcome.skipped} skipped as complete; "
+        f"{counted(len(outcome.ran), 'run')} done ({failed} failed), {outcome.skipped} skipped as complete; "
         f"report: {written[0].parent / 'report.md'}"
     )
     if failed_before:
-        say(f"{len(failed_before)} runs failed before and were kept failed; rerun them with: "
+        say(f"{counted(len(failed_before), 'run')} failed before and kept failed; rerun them with: "
             f"{resume_command(args)} --retry-failed")  # fmt: skip
     return 1 if failed or failed_before else 0
 
@@ -176,7 +235,16 @@ def _plan(
 
 
 def resume_command(args: argparse.Namespace) -> str:
-    return shlex.join(["dlperf", "sweep", args.config, "--out", args.out, "--resume"])
+    """`dlperf sweep --resume --out OUT`: the folder stores the file and every option, so nothing else is needed."""
+    return shlex.join(["dlperf", "sweep", "--resume", "--out", args.out])
+
+
+def running_log(jobs: list[RunJob]) -> tuple[Path, str] | None:
+    """The log of the sweep's run going now (a log without its record yet) and a line naming the run."""
+    for job in jobs:
+        if job.paths.log.exists() and not job.paths.record.exists():
+            return job.paths.log, f"now {job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}:"
+    return None
 
 
 class SweepClock:

@@ -24,6 +24,7 @@ PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-p
 # workload settings only the PyTorch steps read, with their defaults (JAX lays images out NHWC already)
 TORCH_ONLY = {"channels_last": False, "optimizer_impl": "auto", "data_loader": "torchvision", "dp_mode": "ddp"}
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
+JAX_PACKAGES = ("jax", "flax", "optax")  # what the JAX engine's steps import, checked before launch
 INSTALL = "pip install 'dlperf[jax]' (and jax[cuda12] or jax[cuda13] on a GPU machine)"
 
 
@@ -92,8 +93,9 @@ class JaxEngine(Engine):
                 raise ConfigError(
                     f"{flag} {value} is a PyTorch setting: drop it with --engine jax, or use --engine torch"
                 )
-        if local and importlib.util.find_spec("jax") is None:
-            raise ConfigError(f"--engine jax needs JAX, Flax and optax: {INSTALL}")
+        missing = [name for name in JAX_PACKAGES if importlib.util.find_spec(name) is None] if local else []
+        if missing:
+            raise ConfigError(f"--engine jax needs JAX, Flax and optax ({', '.join(missing)} not installed): {INSTALL}")
 
     def setup(self, spec: RunSpec, rank: RankEnv) -> None:
         from dlperf.engines.jax import parallel

@@ -95,10 +95,8 @@ def test_defaults_on_a_cpu_say_how_long_in_hours():
 
     spec = spec_from_mapping({"device": "cpu"})
     line = single_run_estimate(spec, check_spec(spec), {"cpu_cores": 2, "gpus": []})
-    # 3 x 8.2 GFLOP x 128 images x 120 iterations / (2 x 50 GFLOP/s) = 3778 s
-    assert (
-        line is not None and "takes about 1h02m per run on 2 CPU cores" in line
-    )  # 62 min 58 s and "--image-size 32" in line
+    # 3 x 8.2 GFLOP x 128 images x 120 iterations / (2 x 50 GFLOP/s) = 3778 s = 1 h 02 min 58 s
+    assert line is not None and "takes about 1h02m per run on 2 CPU cores" in line and "--image-size 32" in line
     small = spec_from_mapping({"device": "cpu", "image_size": 32, "batch_size": 8})
     assert single_run_estimate(small, check_spec(small), {"cpu_cores": 2}) is None
 

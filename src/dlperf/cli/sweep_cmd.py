@@ -137,7 +137,7 @@ def _run_locked(args: argparse.Namespace, launcher: Launcher, plan: SweepPlan, s
         _refuse_finished(args, jobs)
     sweep_id = (resumed_sweep_id(jobs) if args.resume else None) or new_sweep_id()
     total = len(jobs)
-    say(f"sweep {sweep_id}: {len(plan.cases)} cases planned -> {args.out}; collecting this machine's environment")
+    say(f"sweep {sweep_id}: {counted(len(plan.cases), 'case')} planned -> {args.out}; collecting the environment")
     save_sweep_options(args.out, args.config, spec_text, {key: getattr(args, key) for key in STORED_OPTIONS})
     engines = sorted({spec.engine for spec, _ in plan.cases})
     env = {**collect_environment(), **engine_versions(engines)}
@@ -149,11 +149,14 @@ def _run_locked(args: argparse.Namespace, launcher: Launcher, plan: SweepPlan, s
         say(line)
     if plan.adaptive:
         say(
-            f"sweep {sweep_id}: {len(plan.cases)} cases, each repeated until its median is known within "
+            f"sweep {sweep_id}: {counted(len(plan.cases), 'case')}, each repeated until its median is known within "
             f"{plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) -> {args.out}"
         )
     else:
-        say(f"sweep {sweep_id}: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
+        say(
+            f"sweep {sweep_id}: {counted(len(plan.cases), 'case')} x {counted(plan.repeats, 'repeat')} = "
+            f"{counted(total, 'run')} -> {args.out}"
+        )
     clock = SweepClock(jobs)
     failed_before: list[RunJob] = []
     follower = LogFollower(None, say, locate=lambda: running_log(jobs))

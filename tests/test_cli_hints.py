@@ -127,11 +127,11 @@ def test_sweep_follower_moves_to_each_run_and_beats(tmp_path):
         while not any(line.startswith("... starting the ranks") for line in lines) and time.monotonic() < deadline:
             time.sleep(0.01)
         records[0].write_text("{}")
-        window = "iter 2/2 loss 1.0 samples/s 10.0 ms/iter 100.0"
+        window = "[dlperf] iter 2/2 loss 1.0 samples/s 10.0 ms/iter 100.0 time 1.0"  # records/runlog.py's line
         logs[1].write_text(f"{window}\n")
-        seen.wait(60)
+        assert seen.wait(60), lines
     assert lines[0] == "now a:" and any(line.startswith("... starting the ranks") for line in lines)
-    assert "now b:" in lines
+    assert "now b:" in lines and lines[-1].startswith("iter 2/2")
 
 
 def test_maxbatch_prints_each_probe_as_it_ends(tmp_path, capsys, monkeypatch):

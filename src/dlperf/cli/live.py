@@ -90,6 +90,11 @@ class LogFollower:
                     self._phase, self._phase_since = "starting the ranks", time.monotonic()
                     self.emit(found[1])
                     last_news = time.monotonic()
+                elif self.locate is not None and found is None and self.path is not None:  # that run ended
+                    if handle is not None:
+                        handle.close()
+                    handle, pending, self.path = None, "", None
+                    self._phase, self._phase_since = "between runs", time.monotonic()
                 if handle is None:
                     handle = self._open()
                 elif self._replaced(handle):

@@ -205,8 +205,8 @@ def _source_tables(comparison: Comparison) -> list[str]:
     """Each source's own tables exactly as its report.md has them: every column, flag and footnote."""
     parts = ["<h2>Tables</h2>"]
     for source in comparison.sources:
-        records = [r for r in source.records if r.get("status") is not None]
-        parts += [f"<h3>{html.escape(source.label)}</h3>", _markdown_html(tables_markdown(summarise(records), records))]
+        tables = tables_markdown(summarise(source.records), source.records)
+        parts += [f"<h3>{html.escape(source.label)}</h3>", _markdown_html(tables)]
     return parts
 
 

@@ -211,7 +211,8 @@ def _source_tables(comparison: Comparison) -> list[str]:
 
 
 def html_report(comparison: Comparison) -> str:
-    """The whole page: summary, environment (differences highlighted), per-series tables and plots, every run."""
+    """The whole page: summary, each source's report.md tables with their flags, environment (differences
+    highlighted), per-series tables and plots, every run."""
     plots = _Plots()
     labels = ", ".join(comparison.labels)
     body = [
@@ -220,6 +221,7 @@ def html_report(comparison: Comparison) -> str:
         f"{html.escape(EXPLANATION)}</p>",
         "<h2>Summary</h2>",
         _table(summary_table(comparison)),
+        *_source_tables(comparison),
         "<h2>Environment</h2>",
         '<p class="note">Highlighted rows differ between sources; extracted peer logs record no environment.</p>',
         _table(
@@ -235,7 +237,6 @@ def html_report(comparison: Comparison) -> str:
             body.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
         if any(series_points(series).values()):
             body.append(plots.div(_series_figure(series)))
-    body += _source_tables(comparison)
     body += _run_details(comparison, plots)
     return "\n".join(
         [

@@ -191,3 +191,18 @@ def test_html_shows_the_same_flags_as_report_md_in_a_browser(flagged, tmp_path, 
     colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 24)
     highlighted = sum(count for count, colour in colours if colour == (0xFF, 0xF3, 0xCD))  # tr.flagged's last cell
     assert highlighted > 500, "no flagged cell is highlighted in the screenshot"
+
+
+def test_cross_source_report_keeps_each_sources_columns_and_flags(flagged, tmp_path, capsys):
+    """The cross-source report.md once showed medians only: now each source's tables follow, flags and all."""
+    other = tmp_path / "other"
+    for i in (1, 2, 3):
+        write(other, record("1n1g", i, 90.0 + i))
+    out = tmp_path / "cmp"
+    code, _, err = run_cli(["report", str(flagged), str(other), "--format", "md", "--out", str(out)], capsys)
+    assert code == 0, err
+    text = (out / "report.md").read_text()
+    assert "### res" in text and "### other" in text
+    assert "| node_num | gpu_num | samples/s | speedup | samples/s per device |" in text
+    assert "| 1 | 2 | 670.00 | 6.70 | 335.00 | 2 | 335.0% |" in text and "eff>100%, CV, noisy |" in text
+    assert "- 1n2g [eff>100%]: scaling efficiency 335% is above 100 %" in text

@@ -69,10 +69,10 @@ def records(out):
 @pytest.mark.slow
 def test_interrupted_sweep_resumes(tmp_path):
     config = tmp_path / "sweep.yaml"
-    config.write_text(SWEEP)
+    config.write_text(SWEEP.replace("repeats: 3\n", ""))  # the file's default would be 5 repeats
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dlperf", "sweep", str(config), "--out", str(out)],
+        [sys.executable, "-m", "dlperf", "sweep", str(config), "--out", str(out), "--repeats", "3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.time() + 180
@@ -86,9 +86,10 @@ def test_interrupted_sweep_resumes(tmp_path):
     assert 1 <= len(done_before) < 3
 
     again = run_dlperf(["sweep", str(config), "--out", str(out)])
-    assert again.returncode == 2 and "pass --resume" in again.stderr
+    assert again.returncode == 2 and f"dlperf sweep --resume --out {out}" in again.stderr
 
-    resumed = run_dlperf(["sweep", str(config), "--out", str(out), "--resume"])
+    # the folder keeps the sweep file and its options: --resume alone finishes it
+    resumed = run_dlperf(["sweep", "--resume", "--out", str(out)])
     assert resumed.returncode == 0, resumed.stderr
     assert "skipped" in resumed.stdout
     after = {p.name: p.read_text() for p in records(out)}

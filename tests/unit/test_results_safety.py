@@ -97,5 +97,7 @@ def test_a_new_sweep_does_not_replace_another_sweeps_report(tmp_path, capsys):
     out.mkdir()
     (out / "report.md").write_text("another sweep's report\n")
     code, _, err = run_cli(["sweep", str(config), "--out", str(out)], capsys)
-    assert_one_line_error(code, err, f"{out / 'report.md'} already exists", "--overwrite")
+    # the hint names --resume first (the folder keeps the sweep's options), then --overwrite
+    assert_one_line_error(code, err, f"{out} already holds an earlier sweep's report.md", "--overwrite")
+    assert err.index(f"dlperf sweep --resume --out {out}") < err.index("--overwrite")
     assert (out / "report.md").read_text() == "another sweep's report\n"

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             "timeout": args.timeout,
         }
     )
-    prepared = prepare_single_run(spec, launch, args.repeat, args.out)
+    prepared = prepare_single_run(spec, launch, args.repeat, args.out, args.overwrite)
     if prepared is None:  # --dry-run: the commands were printed
         return 0
     record = execute([prepared.job], prepared.launcher, prepared.env, overwrite=args.overwrite)[0]

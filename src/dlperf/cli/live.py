@@ -36,14 +36,18 @@ class LogFollower:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | None,
         emit: Callable[[str], None],
         extra: WindowExtra | None = None,
         quiet_s: float = 30.0,
         poll_s: float = 0.5,
         plain: bool = False,
+        locate: Callable[[], tuple[Path, str] | None] | None = None,
     ) -> None:
-        self.path, self.emit, self.extra, self.plain = path, emit, extra, plain
+        """`plain`: lines as the script printed them (an external run's own output); `locate` (a sweep): which log
+        to follow now and a line naming its run, asked at every poll; the follower moves to the new log when the
+        sweep's next run starts."""
+        self.path, self.emit, self.extra, self.plain, self.locate = path, emit, extra, plain, locate
         self.quiet_s, self.poll_s = quiet_s, poll_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="dlperf-log-follower", daemon=True)
@@ -64,6 +68,8 @@ class LogFollower:
         self._thread.join(timeout=5)
 
     def _open(self) -> TextIO | None:
+        if self.path is None:
+            return None
         try:
             if os.stat(self.path).st_mtime < self._started - 1:
                 return None  # an earlier run's log, about to be replaced
@@ -78,6 +84,19 @@ class LogFollower:
         try:
             while True:
                 stopping = self._stop.is_set()
+                if self.locate is not None and (found := self.locate()) is not None and found[0] != self.path:
+                    if handle is not None:
+                        handle.close()
+                    handle, pending = None, ""
+                    self.path = found[0]
+                    self._phase, self._phase_since = "starting the ranks", time.monotonic()
+                    self.emit(found[1])
+                    last_news = time.monotonic()
+                elif self.locate is not None and found is None and self.path is not None:  # that run ended
+                    if handle is not None:
+                        handle.close()
+                    handle, pending, self.path = None, "", None
+                    self._phase, self._phase_since = "between runs", time.monotonic()
                 if handle is None:
                     handle = self._open()
                 elif self._replaced(handle):
@@ -100,6 +119,8 @@ class LogFollower:
                 handle.close()
 
     def _replaced(self, handle: TextIO) -> bool:
+        if self.path is None:
+            return False
         try:
             return os.stat(self.path).st_ino != os.fstat(handle.fileno()).st_ino
         except OSError:

@@ -16,11 +16,13 @@ from dlperf.cli.args import (
     warmup_iters,
 )
 from dlperf.engines import engine_names, engine_versions
+from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.run import check_run, launcher_for, plan_jobs
+from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
 from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, LAUNCH_ENVS, PRECISIONS, RunSpec, flag
 from dlperf.workloads import Workload, WorkloadPlan, all_workloads, model_names
@@ -251,9 +253,21 @@ class SingleRun:
     env: dict[str, Any]
 
 
-def prepare_single_run(spec: RunSpec, launch: LaunchOptions, repeat: int, out: str) -> SingleRun | None:
+def refuse_early(job: RunJob, overwrite: bool) -> None:
+    """What execute() would refuse after the environment is collected (a minute), refused now."""
+    existing = [p for p in (job.paths.log, job.paths.record) if p.exists()]
+    if existing and not overwrite:
+        raise ResultsError(f"{existing[0]} already exists: pass --overwrite to replace it, or another --out")
+    with results_lock(job.paths.root):  # another writer holds the folder: refused here, taken again to run
+        pass
+
+
+def prepare_single_run(
+    spec: RunSpec, launch: LaunchOptions, repeat: int, out: str, overwrite: bool = False
+) -> SingleRun | None:
     """Check and plan one run; with --dry-run print its commands and return None, else check that --out can be
-    written and capture the environment."""
+    written (no other writer, no earlier run of the same name unless `overwrite`), then capture the environment:
+    a refusal comes before the slow part."""
     launcher = launcher_for(launch)
     plan = check_run(spec, launcher)
     jobs = plan_jobs(spec, plan, [repeat], out)
@@ -261,4 +275,5 @@ def prepare_single_run(spec: RunSpec, launch: LaunchOptions, repeat: int, out: s
         print(launcher.describe_all(jobs))
         return None
     check_writable(out)
+    refuse_early(jobs[0], overwrite)
     return SingleRun(launcher, plan, jobs[0], {**collect_environment(), **engine_versions([spec.engine])})

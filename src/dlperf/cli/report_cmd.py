@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     several = len(args.dir) > 1 or args.label or args.by != "source"
     if not several:
         return _single(args)
+    if args.tensorboard or args.predict:
+        raise ConfigError("--tensorboard and --predict apply to one folder's report: give one DIR")
     # one folder's engines side by side go next to its own report, in DIR/engines, rebuilt like that report
     own = not args.out and len(args.dir) == 1 and args.by in ("engine", "framework")
     if not args.out and not own:

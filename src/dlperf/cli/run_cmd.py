@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dlperf.cli.display import percent, say, show_record
+from dlperf.cli.estimate import single_run_estimate
 from dlperf.cli.live import LogFollower, WindowExtra
 from dlperf.cli.options import (
     add_launch_options,
@@ -46,12 +47,14 @@ def run(args: argparse.Namespace) -> int:
             values.setdefault("devices_per_node", slots)
     spec = spec_from_mapping(values)
     require_training(spec)
-    prepared = prepare_single_run(spec, launch, args.repeat, args.out)
+    prepared = prepare_single_run(spec, launch, args.repeat, args.out, args.overwrite)
     if prepared is None:  # --dry-run: the commands were printed
         return 0
     launcher, plan, jobs, env = prepared.launcher, prepared.plan, [prepared.job], prepared.env
     if launcher.local and (warning := preflight_warning(spec, plan, env)):
         say(warning)
+    if launcher.local and (estimate := single_run_estimate(spec, plan, env)):
+        say(estimate)
     log = jobs[0].paths.log
     late = (
         " (an ssh run's log comes back when it ends: the windows show then)"

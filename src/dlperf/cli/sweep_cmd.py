@@ -5,16 +5,30 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
+from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dlperf.cli.args import non_empty, positive_float, positive_int
-from dlperf.cli.display import console, eta_text, run_line, say
+from dlperf.cli.display import console, counted, eta_text, run_line, say
+from dlperf.cli.estimate import duration_estimates
+from dlperf.cli.live import LogFollower
 from dlperf.cli.options import add_launch_options, launch_options
-from dlperf.launch import RunJob
+from dlperf.errors import ConfigError, ResultsError
+from dlperf.launch import Launcher, RunJob
 from dlperf.orchestration.run import launcher_for
-from dlperf.orchestration.sweep import SweepOptions, finish_sweep, plan_sweep_file, run_sweep, start_sweep
+from dlperf.orchestration.sweep import SweepOptions, SweepPlan, finish_sweep, plan_sweep_file, run_sweep, start_sweep
+from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
+from dlperf.records.lock import results_lock
 from dlperf.records.schema import read_record
+from dlperf.records.store import check_writable
+from dlperf.reporting.report import existing_report_files
+
+# What shapes a sweep besides its file, stored in its folder for --resume: the repeats rule and every launch flag.
+STORED_OPTIONS = (
+    "repeats", "target_ci", "max_repeats", "hosts", "hostfile", "launcher", "master_addr", "master_port", "ifname",
+    "ssh_option", "connect_timeout", "remote_python", "partition", "account", "time",
+)  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -27,7 +41,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
         "report.md, summary.json and plots in OUT.",
     )
-    parser.add_argument("config", help="sweep YAML file, e.g. configs/quick.yaml")
+    parser.add_argument(
+        "config",
+        nargs="?",
+        help="sweep YAML file, e.g. configs/quick.yaml (with --resume: default the copy the folder keeps)",
+    )
     parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
     parser.add_argument(
         "--repeats",
@@ -44,15 +62,35 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument(
         "--max-repeats", type=positive_int, help="with --repeats auto: most repeats per case (default 10)"
     )
-    parser.add_argument("--resume", action="store_true", help="skip runs whose record is complete; rerun the rest")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish the sweep in --out with the options it started with (stored in OUT/sweep_options.json): "
+        "skip runs whose record is complete; rerun the rest",
+    )
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
     add_launch_options(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, option_defaults={key: parser.get_default(key) for key in STORED_OPTIONS})
 
 
 def repeats_arg(text: str) -> int | str:
     return "auto" if text.strip() == "auto" else positive_int(text)
+
+
+def _resume_options(args: argparse.Namespace) -> None:
+    """With --resume, take the sweep file and options the folder stored at the sweep's start."""
+    stored = load_sweep_options(args.out) if args.resume else None
+    if stored is not None:
+        given = {key: getattr(args, key) for key in STORED_OPTIONS}
+        for key, value in merge_options(stored["options"], given, args.option_defaults).items():
+            setattr(args, key, value)
+        if args.config is None:
+            copy = stored_config(args.out)
+            args.config = str(copy) if copy.is_file() else stored.get("config")
+    if args.config is None:
+        hint = " (this folder stored no sweep options to resume)" if args.resume else ""
+        raise ConfigError(f"give the sweep file, e.g. `dlperf sweep configs/quick.yaml`{hint}")
 
 
 def sweep_options(args: argparse.Namespace) -> SweepOptions:
@@ -69,34 +107,71 @@ def sweep_options(args: argparse.Namespace) -> SweepOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = sweep_options(args)
+    _resume_options(args)
     launcher = launcher_for(launch_options(args))
-    plan = plan_sweep_file(options, launcher)
+    options = sweep_options(args)
+    plan = plan_sweep_file(options, launcher)  # checks it is UTF-8
+    spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
     if launcher.options.dry_run:
         print(launcher.describe_all(plan.jobs(args.out)))
         return 0
+    check_writable(args.out)
+    with results_lock(args.out):  # a second writer is refused now, not after the environment is collected
+        return _run_locked(args, options, launcher, plan, spec_text)
+
+
+def _refuse_finished(args: argparse.Namespace, jobs: list[RunJob]) -> None:
+    """An earlier sweep's records or report in this folder stay unless asked; the hint names --resume first."""
+    existing = [job for job in jobs if job.paths.record.exists()]
+    reports = existing_report_files(args.out, {"md", "json"})
+    if existing or reports:
+        what = f"{len(existing)} records of this sweep" if existing else f"an earlier sweep's {reports[0].name}"
+        raise ResultsError(
+            f"{args.out} already holds {what}: finish or extend it with `{resume_command(args)}`, "
+            "or pass --overwrite to start again (replaces them), or choose another --out"
+        )
+
+
+def _run_locked(
+    args: argparse.Namespace, options: SweepOptions, launcher: Launcher, plan: SweepPlan, spec_text: str
+) -> int:
+    jobs = plan.jobs(args.out)
+    if not (args.resume or args.overwrite):
+        _refuse_finished(args, jobs)
+    total = len(jobs)
+    say(f"sweep: {counted(len(plan.cases), 'case')} planned -> {args.out}; collecting the environment")
+    save_sweep_options(args.out, args.config, spec_text, {key: getattr(args, key) for key in STORED_OPTIONS})
     start = start_sweep(plan, options, launcher)
     for warning in start.warnings:
         say(warning)
+    for line in duration_estimates(plan, start.env):
+        say(line)
     jobs, sweep_id = start.jobs, start.sweep_id
-    total = len(jobs)
     if plan.adaptive:
         say(
-            f"sweep {sweep_id}: {len(plan.cases)} cases, each repeated until its median is known within "
+            f"sweep {sweep_id}: {counted(len(plan.cases), 'case')}, each repeated until its median is known within "
             f"{plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) -> {args.out}"
         )
     else:
-        say(f"sweep {sweep_id}: {len(plan.cases)} cases x {plan.repeats} repeats = {total} runs -> {args.out}")
+        say(
+            f"sweep {sweep_id}: {counted(len(plan.cases), 'case')} x {counted(plan.repeats, 'repeat')} = "
+            f"{counted(total, 'run')} -> {args.out}"
+        )
     clock = SweepClock(jobs)
     failed_before: list[RunJob] = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[eta]}"),
-        console=console,
-    ) as progress:
+    follower = LogFollower(None, say, locate=lambda: running_log(jobs))
+    with (
+        follower,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[eta]}"),
+            console=console,
+            disable=not console.is_terminal,  # into a file: the plain lines say it all, no cut progress line
+        ) as progress,
+    ):
         task = progress.add_task(clock.running(), total=total, eta="")
 
         def advance() -> None:
@@ -120,24 +195,33 @@ def run(args: argparse.Namespace) -> int:
             outcome = run_sweep(
                 plan, options, start.env, launcher, on_skip=on_skip, on_record=on_record, sweep_id=sweep_id
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (cli.main.Terminated)
             progress.stop()
-            say(f"interrupted; finish with: {resume_command(args)}")
+            say(f"interrupted; finish with: {resume_command(args)} (the folder keeps the sweep's options)")
             raise
     report = finish_sweep(options, jobs)
     failed = len(outcome.failed)
     say(
-        f"{len(outcome.ran)} runs done ({failed} failed), {outcome.skipped} skipped as complete; "
+        f"{counted(len(outcome.ran), 'run')} done ({failed} failed), {outcome.skipped} skipped as complete; "
         f"report: {report / 'report.md'}"
     )
     if failed_before:
-        say(f"{len(failed_before)} runs failed before and were kept failed; rerun them with: "
+        say(f"{counted(len(failed_before), 'run')} failed before and kept failed; rerun them with: "
             f"{resume_command(args)} --retry-failed")  # fmt: skip
     return 1 if failed or failed_before else 0
 
 
 def resume_command(args: argparse.Namespace) -> str:
-    return shlex.join(["dlperf", "sweep", args.config, "--out", args.out, "--resume"])
+    """`dlperf sweep --resume --out OUT`: the folder stores the file and every option, so nothing else is needed."""
+    return shlex.join(["dlperf", "sweep", "--resume", "--out", args.out])
+
+
+def running_log(jobs: list[RunJob]) -> tuple[Path, str] | None:
+    """The log of the sweep's run going now (a log without its record yet) and a line naming the run."""
+    for job in jobs:
+        if job.paths.log.exists() and not job.paths.record.exists():
+            return job.paths.log, f"now {job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}:"
+    return None
 
 
 class SweepClock:

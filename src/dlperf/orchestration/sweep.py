@@ -32,7 +32,7 @@ from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
-from dlperf.records.store import check_writable, write_json_atomic, write_text_atomic
+from dlperf.records.store import check_writable, write_json_atomic
 from dlperf.reporting.report import refuse_to_replace, write_report
 from dlperf.spec import RunSpec, file_keys, parse_topology
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
@@ -232,11 +232,8 @@ def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher) -> S
 
 
 def finish_sweep(options: SweepOptions, jobs: list[RunJob]) -> Path:
-    """The sweep file beside its records (sweep.yaml), and the report of this sweep's own records (not whatever
-    else lies below the folder); returns the report's folder."""
-    source = Path(options.config) if options.config else None
-    text = source.read_text(encoding="utf-8") if source and source.is_file() else ""
-    write_text_atomic(Path(options.out) / "sweep.yaml", text)
+    """The report of this sweep's own records (not whatever else lies below the folder); returns its folder.
+    (The sweep file and options were stored beside the records at the start: orchestration/sweep_state.py.)"""
     written = write_report([r for job in jobs if (r := read_record(job.paths.record))], options.out)
     return written[0].parent
 

@@ -65,7 +65,7 @@ def run_doubts(record: dict[str, Any]) -> list[RunDoubt]:
         advice = EXTRACTED_ADVICE if extracted else f"Run at least {required} windows (more --iters)."
         found.append(RunDoubt("few windows", "FEW WINDOWS", seen, advice))
     elif steady.get("stable") is False:
-        seen = steady.get("reason") or "never stable"
+        seen = (steady.get("reason") or "no steady state").removeprefix("never stable: ")
         found.append(RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted)))
     stragglers = record.get("stragglers") or {}
     if stragglers.get("flagged"):

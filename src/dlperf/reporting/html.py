@@ -205,13 +205,14 @@ def _source_tables(comparison: Comparison) -> list[str]:
     """Each source's own tables exactly as its report.md has them: every column, flag and footnote."""
     parts = ["<h2>Tables</h2>"]
     for source in comparison.sources:
-        records = [r for r in source.records if r.get("status") is not None]
-        parts += [f"<h3>{escape.html(source.label)}</h3>", _markdown_html(tables_markdown(summarise(records), records))]
+        tables = tables_markdown(summarise(source.records), source.records)
+        parts += [f"<h3>{escape.html(source.label)}</h3>", _markdown_html(tables)]
     return parts
 
 
 def html_report(comparison: Comparison) -> str:
-    """The whole page: summary, environment (differences highlighted), per-series tables and plots, every run."""
+    """The whole page: summary, each source's report.md tables with their flags, environment (differences
+    highlighted), per-series tables and plots, every run."""
     plots = _Plots()
     labels = ", ".join(comparison.labels)
     body = [
@@ -220,6 +221,7 @@ def html_report(comparison: Comparison) -> str:
         f"{escape.html(EXPLANATION)}</p>",
         "<h2>Summary</h2>",
         _table(summary_table(comparison)),
+        *_source_tables(comparison),
         "<h2>Environment</h2>",
         '<p class="note">Highlighted rows differ between sources; extracted peer logs record no environment.</p>',
         _table(
@@ -235,7 +237,6 @@ def html_report(comparison: Comparison) -> str:
             body.append('<ul class="notes">' + "".join(f"<li>{escape.html(n)}</li>" for n in notes) + "</ul>")
         if any(series_points(series).values()):
             body.append(plots.div(_series_figure(series)))
-    body += _source_tables(comparison)
     body += _run_details(comparison, plots)
     return "\n".join(
         [

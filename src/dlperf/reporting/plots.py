@@ -2,7 +2,8 @@
 GPT layouts' throughput and TFLOP/s per report group (with scaling where a group spans device counts).
 
 Titles say what was measured where: the group spelled out, the device type, the device counts and the hosts.
-Points whose efficiency is above 100 % (superlinear) or whose repeats spread more than NOISY_CV are marked.
+Points whose efficiency is above 100 % (superlinear) or that carry any other flag of the tables (repeats that spread
+more than the CV limit, noisy runs, too few repeats, ...: reporting/doubts.py) are marked.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
-from dlperf.metrics.noise import WINDOW_CV_LIMIT  # noqa: E402
 from dlperf.reporting.aggregate import CaseSummary, median_of  # noqa: E402
 
-NOISY_CV = WINDOW_CV_LIMIT  # repeats spread (coefficient of variation) above which a point is marked noisy
+SUPERLINEAR = "eff>100%"
 SWITCHES = {"compile": "torch.compile", "realdata": "real data", "channels-last": "channels-last"}
 LAYOUT_SECTIONS = ("DP", "MP", "2D", "PP")
 
@@ -70,13 +70,15 @@ def _marks(axis: Axes, xs: list[float], ys: list[float], cases: list[CaseSummary
     for x, y, case in zip(xs, ys, cases):
         if efficiency and case.efficiency is not None:
             axis.annotate(f"{case.efficiency:.0%}", (x, y), textcoords="offset points", xytext=(0, 8), ha="center")
-    superlinear = [(x, y) for x, y, c in zip(xs, ys, cases) if c.efficiency is not None and c.efficiency > 1.0]
-    noisy = [(x, y) for x, y, c in zip(xs, ys, cases) if (c.stats.get("cv") or 0) > NOISY_CV]
+    labels = [{flag.label for flag in c.flags()} for c in cases]  # the tables' doubt rules (reporting/doubts.py)
+    superlinear = [(x, y) for x, y, found in zip(xs, ys, labels) if SUPERLINEAR in found]
+    doubtful = [(x, y) for x, y, found in zip(xs, ys, labels) if found - {SUPERLINEAR}]
     if superlinear:
         axis.scatter(*zip(*superlinear), s=160, facecolors="none", edgecolors="red", label="superlinear (>100 %)")
-    if noisy:
-        axis.scatter(*zip(*noisy), s=90, marker="s", facecolors="none", edgecolors="orange",
-                     label=f"noisy (CV > {NOISY_CV:.0%})")  # fmt: skip
+    if doubtful:
+        names = ", ".join(sorted(set().union(*labels) - {SUPERLINEAR}))
+        axis.scatter(*zip(*doubtful), s=90, marker="s", facecolors="none", edgecolors="orange",
+                     label=f"flagged: {names} (see report.md)")  # fmt: skip
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:

@@ -20,6 +20,7 @@ from dlperf.records.load import load_records
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import CaseSummary, summarise
 from dlperf.reporting.doubts import Flag
+from dlperf.reporting.report import tables_markdown
 
 BY_CHOICES = ("source", "engine", "framework")
 # Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
@@ -399,7 +400,18 @@ def comparison_markdown(comparison: Comparison) -> str:
         lines += [f"## {markdown(series.key.title)}", "", *markdown_table(case_table(series)), ""]
         notes = series_notes(series)
         lines += [f"- {markdown(note)}" for note in notes] + ([""] if notes else [])
-    return "\n".join(lines)
+    return "\n".join(lines + source_tables_markdown(comparison))
+
+
+def source_tables_markdown(comparison: Comparison) -> list[str]:
+    """Each source's own report.md tables (published shape, efficiency, CV, latency, memory, flags, footnotes),
+    their headings one level down under the source's name."""
+    lines = ["## Each source's tables", ""]
+    for source in comparison.sources:
+        lines += [f"### {markdown(source.label)}", ""]
+        for line in tables_markdown(summarise(source.records), source.records):
+            lines.append("##" + line if line.startswith("#") else line)
+    return lines
 
 
 def comparison_json(comparison: Comparison) -> dict[str, Any]:

@@ -63,6 +63,7 @@ def memory_keys(stats: dict[str, Any] | None) -> dict[str, float] | None:
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
 PRECISIONS = ("fp32", "amp-bf16")
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
+JAX_PACKAGES = ("jax", "flax", "optax")  # what the JAX engine's steps import, checked before launch
 INSTALL = "pip install 'dlperf[jax]' (and jax[cuda12] or jax[cuda13] on a GPU machine)"
 
 
@@ -154,8 +155,9 @@ class JaxEngine(Engine):
     def preflight(self, spec: RunSpec, local: bool) -> None:
         """What the JAX engine cannot run, in one line, before any process starts (no JAX import)."""
         check_supported(spec)
-        if local and importlib.util.find_spec("jax") is None:
-            raise ConfigError(f"--engine jax needs JAX, Flax and optax: {INSTALL}")
+        missing = [name for name in JAX_PACKAGES if importlib.util.find_spec(name) is None] if local else []
+        if missing:
+            raise ConfigError(f"--engine jax needs JAX, Flax and optax ({', '.join(missing)} not installed): {INSTALL}")
 
     def setup(self, spec: RunSpec, rank: RankEnv) -> None:
         from dlperf.engines.jax import parallel

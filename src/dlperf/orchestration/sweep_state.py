@@ -1,0 +1,60 @@
+"""A sweep's effective options, kept in its results folder so `dlperf sweep --resume --out OUT` finishes the same
+sweep: the same file, repeats rule and launch flags, without the user retyping (or forgetting) any of them.
+
+`OUT/sweep_options.json` holds the options as given on the command line (flag name -> value) and the path of the
+sweep file; `OUT/sweep.yaml` a copy of the file, so a resumed sweep plans from what the first start planned from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.records.store import write_json_atomic, write_text_atomic
+
+OPTIONS_FILE = "sweep_options.json"
+CONFIG_COPY = "sweep.yaml"
+
+
+def save_sweep_options(out: str | Path, config: str, config_text: str, options: dict[str, Any]) -> None:
+    """Store the sweep file's path and text and the options that shape the sweep (flag -> value)."""
+    folder = Path(out)
+    write_text_atomic(folder / CONFIG_COPY, config_text)
+    write_json_atomic(folder / OPTIONS_FILE, {"config": config, "options": options})
+
+
+def load_sweep_options(out: str | Path) -> dict[str, Any] | None:
+    """What an earlier start stored, or None (a folder from before options were stored, or no sweep at all)."""
+    path = Path(out) / OPTIONS_FILE
+    if not path.is_file():
+        return None
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{path} cannot be read ({error}): delete it and give every option again") from None
+    if not isinstance(stored, dict) or not isinstance(stored.get("options"), dict):
+        raise ConfigError(f"{path} is not a sweep's stored options: delete it and give every option again")
+    return stored
+
+
+def stored_config(out: str | Path) -> Path:
+    """The copy of the sweep file a resumed sweep plans from."""
+    return Path(out) / CONFIG_COPY
+
+
+def merge_options(stored: dict[str, Any], given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The stored options, with every flag given now that leaves them unchanged; a flag given now with another
+    value would change the sweep half-way, so it is refused by name."""
+    merged = dict(stored)
+    for flag, value in given.items():
+        if value == defaults.get(flag) or value == stored.get(flag, defaults.get(flag)):
+            continue
+        before = stored.get(flag, defaults.get(flag))
+        raise ConfigError(
+            f"--{flag.replace('_', '-')} {value} differs from this sweep's stored {before} "
+            f"({OPTIONS_FILE}): --resume finishes the sweep as it started; drop the flag, or start again with "
+            "--overwrite"
+        )
+    return merged

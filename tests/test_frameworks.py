@@ -136,10 +136,12 @@ def test_one_folder_with_two_commands_is_never_one_median(tmp_path):
 @pytest.mark.slow
 def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, capsys):
     """The issue's done-when: native torch, native jax and two `command:` frameworks in one sweep and one folder;
-    `report --by framework` gives one row per framework."""
-    common = "--batch-size {batch_size} --image-size {image_size}"
+    `report --by framework` gives one row per framework. A 2-layer GPT names the case (the scripts train their
+    own small models; the case's batch fills their --batch-size)."""
+    common = "--batch-size {batch_size} --image-size 32"
     sweep = {
-        "model": "resnet50", "topology": "1n1g", "batch_size": 2, "image_size": 32, "num_classes": 10,
+        "model": "gpt", "topology": "1n1g", "num_layers": 2, "hidden_size": 64, "num_heads": 2, "seq_length": 32,
+        "vocab_size": 128, "micro_batch_size": 2,
         "device": "cpu", "warmup_iters": 1, "iters": 2, "print_every": 1, "repeats": 1,
         "matrix": [
             {"engine": "torch"},
@@ -157,6 +159,7 @@ def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, c
     done = run_dlperf(["sweep", str(path), "--out", str(out)], timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(p.read_text()) for p in out.rglob("*.json") if p.parent.name == "1n1g"]
+    records = [r for r in records if "model" in r]
     assert sorted(r["status"] for r in records) == ["ok"] * 4, [r.get("error") for r in records]
     frameworks = sorted(r["framework"] for r in records)
     from importlib.metadata import version
@@ -176,3 +179,22 @@ def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, c
                 for r in records}  # fmt: skip
     for label, cell in series["cases"]["1n1g"]["sources"].items():
         assert cell["median_speed"] == pytest.approx(by_label[label]["throughput"])
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [(["--stop-after-lines", "30"], "after 30 throughput lines"), (["--stop-after-seconds", "3"], "after 3 s")],
+)
+def test_stop_rules_end_a_script_that_never_stops(tmp_path, flags, reason):
+    command = f"{{python}} {SCRIPTS / 'endless_lines.py'}"
+    done = run_dlperf(["run", "--model", "resnet50", "--batch-size", "2", "--command", command, "--framework",
+                       "torch", "--log-format", "pytorch-imagenet", "--log-warmup", "5", *flags, "--timeout", "120",
+                       "--out", str(tmp_path)])  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = tmp_path.rglob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok" and reason in record["ended_by"], record
+    assert record["throughput"] == pytest.approx(2 / 0.010) and record["kept_lines"] >= 1
+    if "--stop-after-lines" in flags:
+        assert record["kept_lines"] >= 25  # 30 read, the first 5 iterations skipped; a few more may land
+    assert "| Epoch: [0][" in done.stdout  # the live console follows the script's own lines

@@ -161,22 +161,25 @@ def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, c
     records = [json.loads(p.read_text()) for p in out.rglob("*.json") if p.parent.name == "1n1g"]
     records = [r for r in records if "model" in r]
     assert sorted(r["status"] for r in records) == ["ok"] * 4, [r.get("error") for r in records]
-    frameworks = sorted(r["framework"] for r in records)
     from importlib.metadata import version
 
-    assert frameworks == sorted([f"torch {version('torch')}", f"jax {version('jax')}"] * 2)
+    import torch
+
+    native = {r["engine"]: r["framework"] for r in records if r["engine"] != "external"}
+    assert native == {"torch": f"torch {torch.__version__}", "jax": f"jax {version('jax')}"}
+    command = {r["label"]: r["framework"] for r in records if r["engine"] == "external"}
+    assert command == {"examples-style": f"torch {version('torch')}", "keras-style": f"jax {version('jax')}"}
     code, _out, err = run_cli(["report", str(out), "--by", "framework", "--format", "json"], capsys)
     assert code == 0, err
     summary = json.loads((out / "frameworks" / "summary.json").read_text())
-    assert summary["sources"] == [
-        f"torch {version('torch')}",
-        f"torch {version('torch')} (examples-style)",
-        f"jax {version('jax')}",
-        f"jax {version('jax')} (keras-style)",
+    assert summary["sources"] == [  # one row per framework and command, torch first: the ratios are to it
+        native["torch"],
+        f"{command['examples-style']} (examples-style)",
+        native["jax"],
+        f"{command['keras-style']} (keras-style)",
     ]
     (series,) = summary["series"]
-    by_label = {r["framework"] + (f" ({r['label']})" if r.get("label") not in (None, "torch", "jax") else ""): r
-                for r in records}  # fmt: skip
+    by_label = {r["framework"] + (f" ({r['label']})" if r["engine"] == "external" else ""): r for r in records}
     for label, cell in series["cases"]["1n1g"]["sources"].items():
         assert cell["median_speed"] == pytest.approx(by_label[label]["throughput"])
 

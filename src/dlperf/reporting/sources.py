@@ -149,7 +149,8 @@ def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None
         for records in per_dir:
             for record in records:
                 pooled.setdefault(key(record), []).append(record)
-        order = sorted(pooled, key=lambda name: (name.split(" ")[0] != "torch", name))  # ratios are to torch
+        # ratios are to torch, native before a command of the same framework
+        order = sorted(pooled, key=lambda name: (name.split(" ")[0] != "torch", "(" in name, name))
         return [Source.from_records(label, pooled[label]) for label in order]
     names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
     for name in names:

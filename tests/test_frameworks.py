@@ -100,24 +100,39 @@ def test_interpreter_and_version_from_the_command_itself(tmp_path):
 
 
 def test_image_size_and_command_label_split_series():
-    small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, group="b4_fp32_32px")
-    full = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, group="b4_fp32")
-    assert series_of(small)[0] != series_of(full)[0]
+    small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, work="32px")
+    full = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, work="")
+    old_small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, config={"image_size": 32})  # before `work`
+    assert series_of(small)[0] != series_of(full)[0] and series_of(old_small)[0] == series_of(small)[0]
     tf = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, engine="external", label="tf-official",
-                group="b4_fp32_tf-official")  # fmt: skip
+                group="b4_fp32_tf-official", work="")  # fmt: skip
     assert series_of(tf)[0] == series_of(full)[0]  # frameworks meet in the series of the same work
 
 
-def test_group_holds_the_work_and_the_command():
+def test_runs_of_other_image_sizes_are_never_one_median(tmp_path):
+    """Two folders, one engine, the same group: `--by engine` pools them, yet 32x32 and 224x224 stay apart."""
+    for name, work, speed in (("small", "32px", 100.0), ("full", "", 10.0)):
+        rec = record("resnet50", "1n1g", 4, "fp32", 1, speed, engine="torch", work=work)
+        write_json_atomic(tmp_path / name / "resnet50" / "1n1g" / "resnet50_b4_fp32_1.json", rec)
+    (source,) = load_sources([tmp_path / "small", tmp_path / "full"], by="engine")
+    medians = {key.variant: cases[4][0].stats["median"] for key, cases in source.series.items()}
+    assert medians == {"fp32": 10.0, "fp32_32px": 100.0}
+
+
+def test_work_and_command_in_record_and_group():
     from dlperf.workloads import check_spec, spec_from_mapping
 
-    def group(**keys):
-        return check_spec(spec_from_mapping({"model": "resnet50", "batch_size": 4, **keys})).group
+    def plan(**keys):
+        return check_spec(spec_from_mapping({"model": "resnet50", "batch_size": 4, **keys}))
 
-    assert group() == "b4_fp32" and group(image_size=32) == "b4_fp32_32px"
-    assert group(command="x", framework="tensorflow") == "b4_fp32_tensorflow"
-    assert group(command="x", framework="tensorflow", label="tf-official") == "b4_fp32_tf-official"
-    assert check_spec(spec_from_mapping({"model": "gpt", "seq_length": 128})).group.endswith("_s128")
+    assert plan().record_fields["work"] == "" and plan(image_size=32, num_classes=10).record_fields["work"] == (
+        "32px_10cls"
+    )
+    assert plan(image_size=32).group == "b4_fp32"  # file names keep the group; reports key on the work too
+    assert plan(command="x", framework="tensorflow").group == "b4_fp32_tensorflow"
+    assert plan(command="x", framework="tensorflow", label="tf-official").group == "b4_fp32_tf-official"
+    gpt = check_spec(spec_from_mapping({"model": "gpt", "seq_length": 128}))
+    assert gpt.record_fields["work"] == "s128"
 
 
 def test_one_folder_with_two_commands_is_never_one_median(tmp_path):

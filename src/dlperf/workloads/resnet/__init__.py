@@ -52,14 +52,22 @@ def check_image_folder(path: str) -> None:
         raise DataError(f"data folder {path} has no images in class sub-folders (expected {path}/<class>/<image>.jpg)")
 
 
+def work_tag(spec: RunSpec) -> str:
+    """The work where it differs from the published case (224 x 224, 1000 classes): the record's `work`, which
+    reports add to the series key, so runs of other shapes are never one series (file names keep the group)."""
+    config: ResNetConfig = spec.workload
+    parts = []
+    if config.image_size != ResNetConfig.image_size:
+        parts.append(f"{config.image_size}px")
+    if config.num_classes != ResNetConfig.num_classes:
+        parts.append(f"{config.num_classes}cls")
+    return "_".join(parts)
+
+
 def variant_tag(spec: RunSpec) -> str:
     """Precision plus every switch that changes speed, so no two variants share a file name."""
     config: ResNetConfig = spec.workload
     parts = [spec.precision]
-    if config.image_size != ResNetConfig.image_size:  # the work: 224 is the published case, others say so
-        parts.append(f"{config.image_size}px")
-    if config.num_classes != ResNetConfig.num_classes:
-        parts.append(f"{config.num_classes}cls")
     if spec.compile:
         parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
     if config.channels_last:
@@ -105,6 +113,7 @@ class ResNet50Workload(Workload):
             batch_per_device=config.batch_size,
             group=group,
             stem=f"{self.name}_{group}",
+            record_fields={"work": work_tag(spec)},
         )
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:

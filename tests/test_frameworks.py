@@ -196,7 +196,7 @@ def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, c
     (series,) = summary["series"]
     by_label = {r["framework"] + (f" ({r['label']})" if r["engine"] == "external" else ""): r for r in records}
     for label, cell in series["cases"]["1n1g"]["sources"].items():
-        assert cell["median_speed"] == pytest.approx(by_label[label]["throughput"])
+        assert cell["median_speed"] == round(by_label[label]["throughput"], 2)  # the summary rounds to 0.01
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,7 @@ def engine_of(record: dict[str, Any]) -> str:
     return str(record.get("engine") or "torch")
 
 
-def framework_of(record: dict[str, Any]) -> str:
+def framework_source(record: dict[str, Any]) -> str:
     """`--by framework`: the record's framework and version (`tensorflow 2.20.0`), with an external run's label
     where it names the command apart from its framework; extracted logs by their format."""
     name = record.get("framework")
@@ -162,7 +162,7 @@ def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None
     if by in ("engine", "framework"):
         if labels:
             raise ConfigError(f"--label names folders; with --by {by} the {by}s name the sources: drop --label")
-        key = engine_of if by == "engine" else framework_of
+        key = engine_of if by == "engine" else framework_source
         pooled: dict[str, list[dict[str, Any]]] = {}
         for records in per_dir:
             for record in records:

@@ -100,24 +100,39 @@ def test_interpreter_and_version_from_the_command_itself(tmp_path):
 
 
 def test_image_size_and_command_label_split_series():
-    small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, group="b4_fp32_32px")
-    full = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, group="b4_fp32")
-    assert series_of(small)[0] != series_of(full)[0]
+    small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, work="32px")
+    full = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, work="")
+    old_small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, config={"image_size": 32})  # before `work`
+    assert series_of(small)[0] != series_of(full)[0] and series_of(old_small)[0] == series_of(small)[0]
     tf = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, engine="external", label="tf-official",
-                group="b4_fp32_tf-official")  # fmt: skip
+                group="b4_fp32_tf-official", work="")  # fmt: skip
     assert series_of(tf)[0] == series_of(full)[0]  # frameworks meet in the series of the same work
 
 
-def test_group_holds_the_work_and_the_command():
+def test_runs_of_other_image_sizes_are_never_one_median(tmp_path):
+    """Two folders, one engine, the same group: `--by engine` pools them, yet 32x32 and 224x224 stay apart."""
+    for name, work, speed in (("small", "32px", 100.0), ("full", "", 10.0)):
+        rec = record("resnet50", "1n1g", 4, "fp32", 1, speed, engine="torch", work=work)
+        write_json_atomic(tmp_path / name / "resnet50" / "1n1g" / "resnet50_b4_fp32_1.json", rec)
+    (source,) = load_sources([tmp_path / "small", tmp_path / "full"], by="engine")
+    medians = {key.variant: cases[4][0].stats["median"] for key, cases in source.series.items()}
+    assert medians == {"fp32": 10.0, "fp32_32px": 100.0}
+
+
+def test_work_and_command_in_record_and_group():
     from dlperf.workloads import check_spec, spec_from_mapping
 
-    def group(**keys):
-        return check_spec(spec_from_mapping({"model": "resnet50", "batch_size": 4, **keys})).group
+    def plan(**keys):
+        return check_spec(spec_from_mapping({"model": "resnet50", "batch_size": 4, **keys}))
 
-    assert group() == "b4_fp32" and group(image_size=32) == "b4_fp32_32px"
-    assert group(command="x", framework="tensorflow") == "b4_fp32_tensorflow"
-    assert group(command="x", framework="tensorflow", label="tf-official") == "b4_fp32_tf-official"
-    assert check_spec(spec_from_mapping({"model": "gpt", "seq_length": 128})).group.endswith("_s128")
+    assert plan().record_fields["work"] == "" and plan(image_size=32, num_classes=10).record_fields["work"] == (
+        "32px_10cls"
+    )
+    assert plan(image_size=32).group == "b4_fp32"  # file names keep the group; reports key on the work too
+    assert plan(command="x", framework="tensorflow").group == "b4_fp32_tensorflow"
+    assert plan(command="x", framework="tensorflow", label="tf-official").group == "b4_fp32_tf-official"
+    gpt = check_spec(spec_from_mapping({"model": "gpt", "seq_length": 128}))
+    assert gpt.record_fields["work"] == "s128"
 
 
 def test_one_folder_with_two_commands_is_never_one_median(tmp_path):
@@ -136,10 +151,12 @@ def test_one_folder_with_two_commands_is_never_one_median(tmp_path):
 @pytest.mark.slow
 def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, capsys):
     """The issue's done-when: native torch, native jax and two `command:` frameworks in one sweep and one folder;
-    `report --by framework` gives one row per framework."""
-    common = "--batch-size {batch_size} --image-size {image_size}"
+    `report --by framework` gives one row per framework. A 2-layer GPT names the case (the scripts train their
+    own small models; the case's batch fills their --batch-size)."""
+    common = "--batch-size {batch_size} --image-size 32"
     sweep = {
-        "model": "resnet50", "topology": "1n1g", "batch_size": 2, "image_size": 32, "num_classes": 10,
+        "model": "gpt", "topology": "1n1g", "num_layers": 2, "hidden_size": 64, "num_heads": 2, "seq_length": 32,
+        "vocab_size": 128, "micro_batch_size": 2,
         "device": "cpu", "warmup_iters": 1, "iters": 2, "print_every": 1, "repeats": 1,
         "matrix": [
             {"engine": "torch"},
@@ -157,22 +174,45 @@ def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, c
     done = run_dlperf(["sweep", str(path), "--out", str(out)], timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(p.read_text()) for p in out.rglob("*.json") if p.parent.name == "1n1g"]
+    records = [r for r in records if "model" in r]
     assert sorted(r["status"] for r in records) == ["ok"] * 4, [r.get("error") for r in records]
-    frameworks = sorted(r["framework"] for r in records)
     from importlib.metadata import version
 
-    assert frameworks == sorted([f"torch {version('torch')}", f"jax {version('jax')}"] * 2)
+    import torch
+
+    native = {r["engine"]: r["framework"] for r in records if r["engine"] != "external"}
+    assert native == {"torch": f"torch {torch.__version__}", "jax": f"jax {version('jax')}"}
+    command = {r["label"]: r["framework"] for r in records if r["engine"] == "external"}
+    assert command == {"examples-style": f"torch {version('torch')}", "keras-style": f"jax {version('jax')}"}
     code, _out, err = run_cli(["report", str(out), "--by", "framework", "--format", "json"], capsys)
     assert code == 0, err
     summary = json.loads((out / "frameworks" / "summary.json").read_text())
-    assert summary["sources"] == [
-        f"torch {version('torch')}",
-        f"torch {version('torch')} (examples-style)",
-        f"jax {version('jax')}",
-        f"jax {version('jax')} (keras-style)",
+    assert summary["sources"] == [  # one row per framework and command, torch first: the ratios are to it
+        native["torch"],
+        f"{command['examples-style']} (examples-style)",
+        native["jax"],
+        f"{command['keras-style']} (keras-style)",
     ]
     (series,) = summary["series"]
-    by_label = {r["framework"] + (f" ({r['label']})" if r.get("label") not in (None, "torch", "jax") else ""): r
-                for r in records}  # fmt: skip
+    by_label = {r["framework"] + (f" ({r['label']})" if r["engine"] == "external" else ""): r for r in records}
     for label, cell in series["cases"]["1n1g"]["sources"].items():
-        assert cell["median_speed"] == pytest.approx(by_label[label]["throughput"])
+        assert cell["median_speed"] == round(by_label[label]["throughput"], 2)  # the summary rounds to 0.01
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [(["--stop-after-lines", "30"], "after 30 throughput lines"), (["--stop-after-seconds", "3"], "after 3 s")],
+)
+def test_stop_rules_end_a_script_that_never_stops(tmp_path, flags, reason):
+    command = f"{{python}} {SCRIPTS / 'endless_lines.py'}"
+    done = run_dlperf(["run", "--model", "resnet50", "--batch-size", "2", "--command", command, "--framework",
+                       "torch", "--log-format", "pytorch-imagenet", "--log-warmup", "5", *flags, "--timeout", "120",
+                       "--out", str(tmp_path)])  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = tmp_path.rglob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok" and reason in record["ended_by"], record
+    assert record["throughput"] == pytest.approx(2 / 0.010) and record["kept_lines"] >= 1
+    if "--stop-after-lines" in flags:
+        assert record["kept_lines"] >= 25  # 30 read, the first 5 iterations skipped; a few more may land
+    assert "| Epoch: [0][" in done.stdout  # the live console follows the script's own lines

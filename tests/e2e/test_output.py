@@ -169,7 +169,7 @@ def test_resume_that_keeps_failed_runs_exits_1_and_names_retry_failed(tmp_path, 
     config.write_text(SWEEP)
     out = tmp_path / "out"
     folder = out / "resnet50" / "1n1g"
-    group = "b2_fp32_32px_10cls"  # the work: 32 px, 10 classes are not the published case, so the name says so
+    group = "b2_fp32"
     ok = record("1n1g", 1, 100.0, group=group, sweep_id="s1")
     write_json_atomic(folder / f"resnet50_{group}_1.json", ok)
     write_json_atomic(folder / f"resnet50_{group}_2.json", record("1n1g", 2, None, group=group, sweep_id="s1"))

@@ -74,7 +74,7 @@ def test_sweep_on_a_locked_folder_is_refused_before_the_environment(tmp_path, ca
 def test_run_into_an_existing_record_is_refused_before_the_environment(tmp_path, capsys, monkeypatch):
     no_environment(monkeypatch)
     args = ["run", *CASE, "--batch-size", "2", "--iters", "2", "--out", str(tmp_path)]
-    existing = tmp_path / "resnet50" / "1n1g" / "resnet50_b2_fp32_32px_10cls_1.json"
+    existing = tmp_path / "resnet50" / "1n1g" / "resnet50_b2_fp32_1.json"
     write_json_atomic(existing, {"schema": "x"})
     code, _, err = run_cli(args, capsys)
     assert code == 2 and f"{existing} already exists: pass --overwrite" in err

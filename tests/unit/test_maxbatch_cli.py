@@ -40,16 +40,16 @@ def test_search_table_record_and_report_column(tmp_path, capsys, probes):
     assert "| 90 | yes | ok | 18.00 | 1000 |" in out  # 90 / (1 + 8100 / 2025) samples/s, 100 + 10 x 90 MiB
     assert "largest batch that fits: 90" in out
     assert "best throughput: batch 32 at 21.25 samples/s" in out
-    path = tmp_path / "resnet50" / "1n1g" / "maxbatch_fp32_32px_10cls.json"
+    path = tmp_path / "resnet50" / "1n1g" / "maxbatch_fp32.json"
     saved = json.loads(path.read_text())
     assert saved["schema"] == "dlperf.maxbatch/1" and saved["status"] == "ok"
-    assert (saved["max_batch"], saved["best_batch"], saved["variant"]) == (90, 32, "fp32_32px_10cls")
+    assert (saved["max_batch"], saved["best_batch"], saved["variant"]) == (90, 32, "fp32")
     assert [p["batch"] for p in saved["probes"]] == [8, 16, 32, 64, 128, 96, 80, 88, 92, 90, 91]
 
     # a run of the same variant at another batch gets the column; the report still reads only run records else
     write_json_atomic(
         tmp_path / "resnet50" / "1n1g" / "r_1.json",
-        record("resnet50", "1n1g", 16, "fp32", 1, 50.0, group="b16_fp32_32px_10cls"),
+        record("resnet50", "1n1g", 16, "fp32", 1, 50.0),
     )
     code, _, err = run_cli(["report", str(tmp_path), "--format", "md"], capsys)
     assert code == 0, err

@@ -99,27 +99,30 @@ def _pump(
     log: IO[bytes] | None,
     lock: threading.Lock,
     tail: collections.deque,
-    rule: StopRule | None,
+    rule: StopRule,
+    counted: bool,
 ):
     """Copy one process's lines to the log (node 0) and, prefixed, to the console; keep the last few; count the
-    throughput lines of the process the stop rule follows."""
+    throughput lines of the process the stop rule follows (`counted`). Once dlperf ends the command, what the
+    processes print while they die (a framework's own `Termination signal` report) reaches the console only:
+    the log holds the run, not dlperf's stopping it."""
     for line in iter(stream.readline, b""):
         line = line if line.endswith(b"\n") else line + b"\n"
         with lock:
-            if log is not None:
+            if log is not None and not rule.reached.is_set():
                 log.write(line)
                 log.flush()
             sys.stdout.buffer.write(prefix + line)
             sys.stdout.buffer.flush()
         text = line.decode("utf-8", "replace").rstrip()
         tail.append(text)
-        if rule is not None:
+        if counted:
             rule.count(text)
     stream.close()
 
 
 def _start(
-    process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock, rule: StopRule | None = None
+    process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock, rule: StopRule, counted: bool
 ) -> Running:
     proc = subprocess.Popen(
         process.argv,
@@ -134,7 +137,8 @@ def _start(
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     running = Running(process, proc, tail, threading.Thread(target=lambda: None))
     prefix = f"[{running.label}] ".encode()
-    running.pump = threading.Thread(target=_pump, args=(proc.stdout, prefix, log, lock, tail, rule), daemon=True)
+    running.pump = threading.Thread(target=_pump, args=(proc.stdout, prefix, log, lock, tail, rule, counted),
+                                   daemon=True)  # fmt: skip
     running.pump.start()
     return running
 
@@ -248,8 +252,8 @@ def _launch(
     try:
         for process in processes:
             try:
-                counted = rule if not running else None  # the first process: rank 0's lines on node 0
-                running.append(_start(process, command.workdir, log, lock, counted))
+                counted = not running  # the first process: rank 0's lines on node 0
+                running.append(_start(process, command.workdir, log, lock, rule, counted))
             except OSError as error:
                 return NodeResult.failed(
                     f"cannot start `{shlex.join(process.argv)}` on {host}: {error.strerror or error}",

@@ -48,7 +48,7 @@ def line_patterns(spec: RunSpec) -> tuple[str, ...]:
 
 def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[dict[str, Any]]) -> str:
     """`name version`: a native run's engine and its version from the environment; an external run's
-    `--framework` and the version its interpreter reported (external.identity), else `unknown`."""
+    `--framework` and the version its interpreter reported (command.identity), else `unknown`."""
     if spec.engine != EXTERNAL:
         return framework_label(spec.engine, env.get(spec.engine))
     name = spec.framework or "unknown"

@@ -26,6 +26,7 @@ BY_CHOICES = ("source", "engine", "framework")
 # Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
 MODEL_ALIASES = {"rn50": "resnet50", "resnet50v15": "resnet50", "resnet50v1": "resnet50"}
 BATCH_TOKEN = re.compile(r"^b\d+$")
+PUBLISHED_IMAGE_SIZE = 224
 EXPLANATION = (
     "samples/s is the median over repeats of global throughput; speedup is against each source's own 1n1g median; "
     "the summary shows each series at the largest topology every source measured, at the largest batch size per "
@@ -55,11 +56,28 @@ def canonical_model(name: str) -> str:
     return MODEL_ALIASES.get(key, key)
 
 
+def work_of(record: dict[str, Any]) -> str:
+    """The record's work where it differs from the published case (`32px`, `s128`): its `work` field, else
+    (records written before it) the image size its config holds."""
+    if isinstance(record.get("work"), str):
+        return record["work"]
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    size = config.get("image_size")
+    return f"{size}px" if isinstance(size, int) and size != PUBLISHED_IMAGE_SIZE else ""
+
+
+def group_with_work(record: dict[str, Any]) -> str:
+    """The record's group plus its work tokens: the key under which runs are pooled across folders."""
+    tokens = str(record["group"]).split("_")
+    return "_".join(tokens + [t for t in work_of(record).split("_") if t and t not in tokens])
+
+
 def series_of(record: dict[str, Any]) -> tuple[SeriesKey, int]:
-    """The series a record belongs to and its batch size per device; the group minus its `b<batch>` token and
-    its engine's (`jax`, `external`), so engines and frameworks meet in one series."""
+    """The series a record belongs to and its batch size per device: the group and its work (other image sizes,
+    sequence lengths: other series) minus its `b<batch>` token and its engine's (`jax`, an external run's label),
+    so engines and frameworks meet in one series of the same work."""
     who = {record.get("engine"), record.get("label")}  # an external run's group names its command by its label
-    tokens = [t for t in str(record["group"]).split("_") if not BATCH_TOKEN.match(t) and t not in who]
+    tokens = [t for t in group_with_work(record).split("_") if not BATCH_TOKEN.match(t) and t not in who]
     return SeriesKey(canonical_model(str(record["model"])), "_".join(tokens) or str(record["precision"])), int(
         record["batch_size"]
     )
@@ -75,7 +93,7 @@ def engine_of(record: dict[str, Any]) -> str:
     return str(record.get("engine") or "torch")
 
 
-def framework_of(record: dict[str, Any]) -> str:
+def framework_source(record: dict[str, Any]) -> str:
     """`--by framework`: the record's framework and version (`tensorflow 2.20.0`), with an external run's label
     where it names the command apart from its framework; extracted logs by their format."""
     name = record.get("framework")
@@ -107,7 +125,7 @@ class Source:
     def from_records(cls, label: str, records: list[dict[str, Any]]) -> Source:
         """Summarise under canonical model names, so `rn50` and `resnet50` runs pooled here are one table."""
         source = cls(label, records)
-        canonical = [{**r, "model": canonical_model(str(r["model"]))} for r in records]
+        canonical = [{**r, "model": canonical_model(str(r["model"])), "group": group_with_work(r)} for r in records]
         for (_model, _group), cases in summarise(canonical).items():
             key, batch = series_of(cases[0].records[0] if cases[0].records else cases[0].failed[0])
             source.series.setdefault(key, {})[batch] = cases
@@ -147,12 +165,13 @@ def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None
     if by in ("engine", "framework"):
         if labels:
             raise ConfigError(f"--label names folders; with --by {by} the {by}s name the sources: drop --label")
-        key = engine_of if by == "engine" else framework_of
+        key = engine_of if by == "engine" else framework_source
         pooled: dict[str, list[dict[str, Any]]] = {}
         for records in per_dir:
             for record in records:
                 pooled.setdefault(key(record), []).append(record)
-        order = sorted(pooled, key=lambda name: (name.split(" ")[0] != "torch", name))  # ratios are to torch
+        # ratios are to torch, native before a command of the same framework
+        order = sorted(pooled, key=lambda name: (name.split(" ")[0] != "torch", "(" in name, name))
         return [Source.from_records(label, pooled[label]) for label in order]
     names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
     for name in names:

@@ -20,13 +20,8 @@ __all__ = ["GPTConfig", "GPTWorkload"]
 
 
 def variant_tag(spec: RunSpec, layout: Layout) -> str:
-    """Precision plus every switch that changes speed but not the layout name; shape values the short name does
-    not hold (sequence length, heads, vocabulary) where they differ from the published case."""
-    config: GPTConfig = spec.workload
+    """Precision plus every switch that changes speed but not the layout name."""
     parts = [spec.precision]
-    for key, token in (("seq_length", "s"), ("num_heads", "nh"), ("vocab_size", "v")):
-        if getattr(config, key) != getattr(GPTConfig, key):
-            parts.append(f"{token}{getattr(config, key)}")
     if spec.fp32_math != "tf32":
         parts.append(f"{spec.fp32_math}-fp32")  # fp32 parts of any precision run on IEEE FP32, not TF32
     if spec.compile:
@@ -40,6 +35,17 @@ def variant_tag(spec: RunSpec, layout: Layout) -> str:
     if spec.engine != "torch":
         parts.append(spec.engine_tag)
     return "_".join(parts)
+
+
+def work_tag(spec: RunSpec) -> str:
+    """The shape values the group's short name does not hold (sequence length, heads, vocabulary), where they
+    differ from the published case: the record's `work`, part of the reports' series key."""
+    config: GPTConfig = spec.workload
+    return "_".join(
+        f"{token}{getattr(config, key)}"
+        for key, token in (("seq_length", "s"), ("num_heads", "nh"), ("vocab_size", "v"))
+        if getattr(config, key) != getattr(GPTConfig, key)
+    )
 
 
 class GPTWorkload(Workload):
@@ -91,6 +97,7 @@ class GPTWorkload(Workload):
                 "report_case": cases.short_name(spec, layout.dp, layout.global_batch_size),
                 "report_group": cases.name_prefix(spec, layout.dp),
                 "parallel": layout.as_record(),
+                "work": work_tag(spec),
             },
         )
 

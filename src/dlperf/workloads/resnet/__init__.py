@@ -63,14 +63,22 @@ def check_image_folder(path: str) -> None:
         raise DataError(f"data folder {path} has no images in class sub-folders (expected {path}/<class>/<image>.jpg)")
 
 
+def work_tag(spec: RunSpec) -> str:
+    """The work where it differs from the published case (224 x 224, 1000 classes): the record's `work`, which
+    reports add to the series key, so runs of other shapes are never one series (file names keep the group)."""
+    config: ResNetConfig = spec.workload
+    parts = []
+    if config.image_size != ResNetConfig.image_size:
+        parts.append(f"{config.image_size}px")
+    if config.num_classes != ResNetConfig.num_classes:
+        parts.append(f"{config.num_classes}cls")
+    return "_".join(parts)
+
+
 def variant_tag(spec: RunSpec) -> str:
     """Precision plus every switch that changes speed, so no two variants share a file name."""
     config: ResNetConfig = spec.workload
     parts = [spec.precision]
-    if config.image_size != ResNetConfig.image_size:  # the work: 224 is the published case, others say so
-        parts.append(f"{config.image_size}px")
-    if config.num_classes != ResNetConfig.num_classes:
-        parts.append(f"{config.num_classes}cls")
     if spec.fp32_math != "tf32":
         parts.append(f"{spec.fp32_math}-fp32")  # fp32 parts of any precision run on IEEE FP32, not TF32
     if spec.compile:
@@ -123,6 +131,7 @@ class ResNet50Workload(Workload):
             group=group,
             stem=f"{self.name}_{group}",
             lr=config.lr if config.lr is not None else 0.1 * config.batch_size * spec.world_size / 256,
+            record_fields={"work": work_tag(spec)},
         )
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:

@@ -226,3 +226,19 @@ def test_cpu_memory_cap_is_an_address_space_limit(tmp_path: Path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, check=True)
     assert int(out.stdout) == 8 * 2**30
+
+
+def test_maxbatch_hands_the_cap_to_the_ranks_not_an_address_space_limit(tmp_path: Path):
+    """The probe's processes start uncapped (CUDA's start-up maps far more than it uses) and carry the cap for the
+    engine to apply to its device."""
+    import sys
+
+    from dlperf.maxbatch.probe import RunProbe
+
+    code = (
+        "import os, resource; print(os.environ['DLPERF_MEMORY_CAP_BYTES'], resource.getrlimit(resource.RLIMIT_AS)[0])"
+    )
+    probe = RunProbe(lambda batch, out: [sys.executable, "-c", code], tmp_path, memory_cap_bytes=3 * 2**30)
+    assert probe(8).status == "error"  # no record: not a run
+    cap, limit = (tmp_path / "b8" / "probe.console.txt").read_text().split()
+    assert int(cap) == 3 * 2**30 and int(limit) == -1  # RLIM_INFINITY

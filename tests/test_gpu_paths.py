@@ -15,6 +15,7 @@ from dlperf.commbench.bandwidth import ONE_RANK, Timing, build_commbench_record
 from dlperf.engines.base import RankEnv
 from dlperf.engines.jax.engine import allocator_env, memory_fraction, memory_keys
 from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.own_work import OwnWorkClock
 from dlperf.engines.torch.precision import MixedPrecision, keeps_inf_check_on_device
 from dlperf.metrics.energy import EnergyMeter
 from dlperf.metrics.flops import mfu_fields
@@ -130,12 +131,22 @@ def test_resnet_compile_keeps_clock_hooks_out_of_the_compiled_model():
     assert compiled.own_clock is None and compiled.own_measure == "step"
 
 
-def test_gpt_compile_compiles_blocks_and_keeps_the_hooks_on_the_eager_model():
+def test_gpt_compile_compiles_blocks_and_keeps_the_hooks_on_the_eager_model(monkeypatch: pytest.MonkeyPatch):
+    from dlperf.workloads.gpt import torch_step as gpt_step
+
+    hooked = []
+
+    def clock(module, param, device, rank):
+        hooked.append(module)
+        return OwnWorkClock(module, param, device, rank)
+
+    monkeypatch.setattr(gpt_step, "OwnWorkClock", clock)
     step = _build({"model": "gpt", "num_layers": 2, "hidden_size": 64, "num_heads": 2, "seq_length": 16,
                    "vocab_size": 256, "micro_batch_size": 2, "compile": True})  # fmt: skip
-    clock = step.own_clock
-    assert clock is not None  # the pre-hook sits on the GPT module, whose own forward is not compiled
-    assert not isinstance(clock, torch.nn.Module)
+    (model,) = hooked
+    assert step.own_clock is not None and step.own_measure != "step"
+    assert getattr(model, "_compiled_call_impl", None) is None  # the hooked module runs eagerly ...
+    assert all(block._compiled_call_impl is not None for block in model.layers.values())  # ... its blocks compiled
 
 
 def test_fused_optimizers_keep_the_inf_check_on_the_device():

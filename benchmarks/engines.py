@@ -43,7 +43,7 @@ def serve(conn: Connection, name: str, values: dict[str, Any], warmup: int, iter
     engine.preflight(spec, local=True)
     engine.setup(spec, RankEnv(0, 1, 0, 1))
     step = get_workload(spec.model).builder(name)(spec, plan, engine)
-    conn.send((plan.group, engine.device_name(), step.compile_s))
+    conn.send((plan.group, engine.device_name(), step.compile_s, engine.device_type))
     while conn.recv() is not None:
         measured = timed_loop(
             step, engine, warmup_iters=warmup, iters=iters, print_every=iters, global_batch=plan.global_batch
@@ -80,7 +80,7 @@ def main() -> None:
     for name in ENGINES:
         conns[name].send(None)
         procs[name].join()
-    group, device, _ = facts["torch"]
+    group, device, _, _ = facts["torch"]
     print(
         f"\n{values.get('model', 'resnet50')} {group} on {device}, median of {args.rounds} rounds of {args.iters} steps"
     )
@@ -89,7 +89,9 @@ def main() -> None:
         spec = spec_from_mapping({**values, "engine": name})
         median = statistics.median(rates[name])
         derived = get_workload(spec.model).derived_metrics(
-            spec, check_spec(spec), {"throughput": median, "ranks": [{"device": facts[name][1]}]}
+            spec,
+            check_spec(spec),
+            {"throughput": median, "ranks": [{"device": facts[name][1]}], "device_type": facts[name][3]},
         )
         tflops, mfu, compile_s = derived.get("tflops_per_device"), derived.get("mfu"), facts[name][2]
         print(

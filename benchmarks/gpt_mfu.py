@@ -45,7 +45,7 @@ def main() -> None:
     measured = time_spec(spec, plan, engine)
     name = engine.device_name()
     metrics = get_workload("gpt").derived_metrics(
-        spec, plan, {"throughput": measured.throughput, "ranks": [{"device": name}]}
+        spec, plan, {"throughput": measured.throughput, "ranks": [{"device": name}], "device_type": device.type}
     )
     params = count_parameters(model_shape(config, 1))
     peak_mib = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")

@@ -27,7 +27,6 @@ import os
 import statistics
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -177,16 +176,11 @@ def run_window(variant: Variant, step, next_batch, iters: int, warmup: int, devi
 
 
 def count_host_syncs(step, next_batch) -> int:
-    """Syncs torch's sync debugger reports in one step ("warn": counted, the step still completes)."""
+    """Syncs torch's sync debugger reports in one step (dlperf.engines.torch.syncs)."""
+    from dlperf.engines.torch.syncs import host_syncs_per_step
+
     batch = next_batch()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            step(batch)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    return sum("synchronizing CUDA operation" in str(warning.message) for warning in caught)
+    return int(host_syncs_per_step(lambda: step(batch), steps=1)[0])
 
 
 def write_jpeg(job: tuple[Path, int, int, int]) -> None:

@@ -23,6 +23,7 @@ PRECISIONS = ("fp32", "amp-fp16", "amp-bf16")
 FP32_MATHS = ("tf32", "ieee")
 DEVICES = ("auto", "cuda", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs (on CUDA)
 TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
 DEFAULT_PRINT_EVERY = 20
 EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)

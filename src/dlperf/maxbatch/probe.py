@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,10 @@ class RunProbe:
             return ProbeOutcome("error", reason=f"no result within {self.timeout_s:g} s")
         record, run_console = _read_record(out)
         console = console_path.read_text(errors="replace") + "\n" + run_console
-        return classify(returncode, record, console, capped=self.memory_cap_bytes is not None)
+        outcome = classify(returncode, record, console, capped=self.memory_cap_bytes is not None)
+        if self.memory_cap_bytes and outcome.limit_mib is not None:  # a GPU's headroom is taken of the cap
+            outcome = replace(outcome, limit_mib=min(outcome.limit_mib, self.memory_cap_bytes / 2**20))
+        return outcome
 
 
 def _kill_session(proc: subprocess.Popen) -> None:

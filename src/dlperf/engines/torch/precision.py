@@ -80,6 +80,12 @@ class MixedPrecision:
         if self.scaler:
             if self.sharded:
                 self.scaler.unscale_(optimizer)  # all-reduces found_inf over the ranks
+                if keeps_inf_check_on_device(optimizer):
+                    # ShardedGradScaler's flags have shape (1,); a fused step subtracts the flag from its step
+                    # counts of shape (), which fails on (1,): the same flag as a scalar
+                    state = self.scaler._per_optimizer_states[id(optimizer)]
+                    flags = state["found_inf_per_device"]
+                    state["found_inf_per_device"] = {device: flag.reshape(()) for device, flag in flags.items()}
             self.scaler.step(optimizer)
             self.scaler.update()
         else:

@@ -16,7 +16,7 @@ from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
 from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
-from dlperf.spec import RunSpec
+from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.gpt import parallel
 from dlperf.workloads.gpt.config import ADAMW_BETAS, GPTConfig
@@ -83,8 +83,12 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     wrapped.train()
     run_pipeline = _pipeline(wrapped, layout, stage, device, mesh, amp) if layout.pp > 1 else None
 
+    graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
+
     def step() -> torch.Tensor | None:
         nonlocal iteration
+        if graphs:  # a new iteration: the CUDA graphs of the blocks may reuse the previous one's outputs
+            torch.compiler.cudagraph_mark_step_begin()
         inputs, labels = batches(iteration)
         iteration += 1
         if run_pipeline is not None:

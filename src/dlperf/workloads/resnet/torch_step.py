@@ -11,13 +11,11 @@ from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
 from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
-from dlperf.spec import RunSpec
+from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.resnet import ResNetConfig
 from dlperf.workloads.resnet.dali_data import dali_batches
 from dlperf.workloads.resnet.data import folder_batches, synthetic_batches
-
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:

@@ -11,11 +11,11 @@ with the machine's start-up):
 - `basics`: the run path imports without the packages only dlperf's full install brings (plotly, import-linter),
   NVML against torch's view (CUDA_VISIBLE_DEVICES, UUIDs, our PID in NVML's process list), `dlperf env`,
   `dlperf peak` (its file feeds `mfu_measured` of every later step), host syncs per amp-fp16 step, and the CUDA
-  tests (tests/test_cuda.py) but the compile-mode ones;
+  tests (tests/e2e/test_cuda.py) but the compile-mode ones;
 - `resnet`: ResNet-50 at batch 256 (channels-last): amp-fp16, amp-bf16 and fp32 (TF32) eager, amp-fp16 compiled
   (default mode), real data from a generated JPEG folder through torchvision and through DALI, and the JAX engine;
 - `gpt`: the 1.3B GPT at bf16, eager and compiled, on torch and JAX, and ResNet-50 compiled with CUDA graphs;
-- `compile` (a second lease): tests/test_cuda.py's every-compile-mode tests, both workloads, each mode.
+- `compile` (a second lease): tests/e2e/test_cuda.py's every-compile-mode tests, both workloads, each mode.
 
 Each step's command, exit status, first error line and figures go to OUT/<phase>/<step>.log and OUT/results.json
 (merged across phases); the phase ends with one fixed table of every step and target, and exits 1 if a step failed.
@@ -114,7 +114,7 @@ def phases(out: Path) -> dict[str, list[Step]]:
                     "pytest",
                     "-q",
                     "-rA",
-                    str(ROOT / "tests" / "test_cuda.py"),
+                    str(ROOT / "tests" / "e2e" / "test_cuda.py"),
                     "-k",
                     "not every_compile_mode",
                     "-p",
@@ -163,7 +163,7 @@ def phases(out: Path) -> dict[str, list[Step]]:
                     "pytest",
                     "-q",
                     "-rA",
-                    str(ROOT / "tests" / "test_cuda.py"),
+                    str(ROOT / "tests" / "e2e" / "test_cuda.py"),
                     "-k",
                     "every_compile_mode",
                     "-p",

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_validate.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_validate.py"
 sys.path.insert(0, str(SCRIPT.parent))
 
 import gpu_validate  # noqa: E402

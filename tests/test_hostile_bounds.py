@@ -175,3 +175,48 @@ def test_command_templates_are_refused_before_launch(tmp_path, template, message
     done = run_dlperf(args)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert not done.stdout
+
+
+# --- counts, rates and memory bounded before anything is planned or started -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("devices_per_node", 2**70, "at most 1024"),
+        ("devices_per_node", 100000, "at most 1024"),
+        ("nodes", 10**9, "at most 65536"),
+        ("weight_decay", -1, "must not be negative"),
+        ("momentum", -0.5, "must not be negative"),
+    ],
+)
+def test_counts_and_rates_out_of_bounds_are_refused(tmp_path, key, value, message):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"model: resnet50\nimage_size: 32\ndevice: cpu\n{key}: {value}\n")
+    done = run_dlperf(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--dry-run"], timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr[:500]
+    flag = ["run", "--model", "gpt" if key == "weight_decay" else "resnet50", "--device", "cpu", "--dry-run"]
+    done = run_dlperf([*flag, f"--{key.replace('_', '-')}", str(value)], timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr[:500]
+
+
+def test_more_cpu_ranks_than_cores_allow_are_refused_unless_forced():
+    from dlperf.errors import ConfigError
+    from dlperf.orchestration.preflight import preflight_warning
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    spec = spec_from_mapping({"model": "resnet50", "image_size": 32, "device": "cpu", "devices_per_node": 9})
+    box = {"cpu_cores": 2, "memory_gib": 1024.0, "gpus": []}
+    with pytest.raises(ConfigError, match="9 CPU ranks share 2 cores.*--force"):
+        preflight_warning(spec, check_spec(spec), box)
+    assert "9 CPU ranks share 2 cores" in preflight_warning(spec, check_spec(spec), box, force=True)
+
+
+def test_a_run_far_over_the_machine_memory_is_refused(tmp_path):
+    """A 175B-parameter GPT on one CPU rank: about 2.9 TB estimated, over any test machine's memory; exit 2
+    before any process starts, nothing written."""
+    args = ["run", "--model", "gpt", "--num-layers", "96", "--hidden-size", "12288", "--num-heads", "96"]
+    done = run_dlperf([*args, "--device", "cpu", "--out", str(tmp_path / "out")], timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
+    assert "pass --force" in done.stderr and "GiB" in done.stderr
+    assert not list((tmp_path / "out").rglob("*.json"))

@@ -17,7 +17,7 @@ from dlperf.engines import engine_versions
 from dlperf.errors import ConfigError
 from dlperf.launch import Launcher, RunJob
 from dlperf.metrics.environment import collect_environment
-from dlperf.orchestration.preflight import preflight_warning
+from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import launcher_for
 from dlperf.orchestration.sweep import (
     SweepPlan,
@@ -65,6 +65,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--resume", action="store_true", help="skip runs whose record is complete; rerun the rest")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_launch_options(parser)
     parser.set_defaults(func=run)
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     env = {**collect_environment(), **engine_versions(engines)}
     if launcher.local:
         for spec, case_plan in plan.cases:
-            if warning := preflight_warning(spec, case_plan, env):
+            if warning := preflight_warning(spec, case_plan, env, args.force):
                 say(warning)
     jobs = plan.jobs(args.out)
     sweep_id = (resumed_sweep_id(jobs) if args.resume else None) or new_sweep_id()

@@ -7,7 +7,7 @@ from typing import Any
 
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, require_number, require_positive_number
+from dlperf.spec import RunSpec, require_non_negative_number, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import GPTConfig
@@ -53,7 +53,7 @@ class GPTWorkload(Workload):
         layout_of(spec)
         if config.lr is not None:
             require_positive_number("lr", config.lr)
-        require_number("weight_decay", config.weight_decay)
+        require_non_negative_number("weight_decay", config.weight_decay)
         if spec.data != "synthetic":
             open_token_file(spec.data, config.vocab_size, config.seq_length)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, choose, require_number, require_positive_int, require_positive_number
+from dlperf.spec import RunSpec, choose, require_non_negative_number, require_positive_int, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.resnet.dali_data import require_dali
 
@@ -82,8 +82,8 @@ class ResNet50Workload(Workload):
             raise ConfigError(f"--workers must be a non-negative integer, got {config.workers!r}")
         if config.lr is not None:
             require_positive_number("lr", config.lr)
-        require_number("momentum", config.momentum)
-        require_number("weight_decay", config.weight_decay)
+        require_non_negative_number("momentum", config.momentum)
+        require_non_negative_number("weight_decay", config.weight_decay)
         choose("data_loader", config.data_loader, DATA_LOADERS)
         choose("optimizer_impl", config.optimizer_impl, OPTIMIZER_IMPLS)
         if config.data_loader == "dali" and spec.data == "synthetic":

@@ -220,3 +220,23 @@ def test_a_run_far_over_the_machine_memory_is_refused(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
     assert "pass --force" in done.stderr and "GiB" in done.stderr
     assert not list((tmp_path / "out").rglob("*.json"))
+
+
+# --- a FIFO or device named as a file is refused, never waited on ----------------------------------------------
+
+
+def test_a_fifo_or_device_as_a_named_file_is_refused(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    good = tmp_path / "run.json"
+    good.write_text(json.dumps(RUN))
+    for args in (
+        ["sweep", str(fifo), "--out", str(tmp_path / "o"), "--dry-run"],
+        ["sweep", "/dev/zero", "--out", str(tmp_path / "o"), "--dry-run"],
+        ["run", "--model", "resnet50", "--hostfile", str(fifo), "--dry-run"],
+        ["predict", str(fifo), str(good), "--devices", "2"],
+        ["predict", str(good), str(fifo), "--devices", "2"],
+    ):
+        done = run_dlperf(args, timeout=60)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr[-500:])
+        assert "not a regular file" in done.stderr or "cannot read" in done.stderr, (args, done.stderr)

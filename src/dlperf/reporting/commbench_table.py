@@ -8,6 +8,7 @@ from typing import Any
 
 from dlperf.commbench.bandwidth import SCHEMA
 from dlperf.errors import ConfigError
+from dlperf.files import read_user_text
 
 SCHEMAS = (SCHEMA,)
 
@@ -15,8 +16,8 @@ SCHEMAS = (SCHEMA,)
 def read_commbench(path: str | Path) -> dict[str, Any]:
     """A commbench record the user named (`predict`, `report --predict`): anything else is their error to fix."""
     try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        record = json.loads(read_user_text(path, "commbench record"))
+    except (ValueError, RecursionError) as error:
         raise ConfigError(f"cannot read commbench record {path}: {error}") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise ConfigError(f"{path} is not a commbench record: give the JSON `dlperf commbench` wrote")

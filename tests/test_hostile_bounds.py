@@ -240,3 +240,28 @@ def test_a_fifo_or_device_as_a_named_file_is_refused(tmp_path):
         done = run_dlperf(args, timeout=60)
         assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr[-500:])
         assert "not a regular file" in done.stderr or "cannot read" in done.stderr, (args, done.stderr)
+
+
+# --- found by an own probe of every command -------------------------------------------------------------------
+
+
+def test_a_folder_named_as_a_file_is_one_line(tmp_path):
+    for args in (["sweep", str(tmp_path), "--dry-run"], ["predict", str(tmp_path), str(tmp_path), "--devices", "2"]):
+        done = run_dlperf(args)
+        assert done.returncode == 2 and "not a regular file" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag", ["--memory-cap", "--probe-timeout"])
+def test_infinite_sizes_and_timeouts_are_refused(tmp_path, flag):
+    done = run_dlperf(["maxbatch", "--model", "resnet50", "--device", "cpu", flag, "inf", "--out", str(tmp_path)])
+    assert done.returncode == 2 and "positive finite number" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_peak_checks_shapes_and_its_file_before_measuring(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    base = ["peak", "--device", "cpu", "--iters", "1", "--dtypes", "fp32"]
+    huge = run_dlperf([*base, "--shapes", "99999999x99999999x99999999", "--out", str(tmp_path / "p.json")])
+    assert huge.returncode == 2 and "sizes from 1 to 65536" in huge.stderr and huge.stderr.count("\n") == 1
+    hang = run_dlperf([*base, "--shapes", "8x8x8", "--out", str(fifo)], timeout=60)
+    assert hang.returncode == 2 and "not a regular file" in hang.stderr and hang.stderr.count("\n") == 1

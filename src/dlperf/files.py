@@ -23,9 +23,10 @@ def read_user_file(path: str | Path, what: str, limit: int = MAX_BYTES) -> bytes
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise ConfigError(f"cannot read {shown}: {error.strerror or error}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"{shown} is not a regular file (a FIFO, device or folder): give a file")
     with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"{shown} is not a regular file (a FIFO, device or folder): give a file")
         try:
             data = f.read(limit + 1)
         except OSError as error:

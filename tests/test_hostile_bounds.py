@@ -265,3 +265,29 @@ def test_peak_checks_shapes_and_its_file_before_measuring(tmp_path):
     assert huge.returncode == 2 and "sizes from 1 to 65536" in huge.stderr and huge.stderr.count("\n") == 1
     hang = run_dlperf([*base, "--shapes", "8x8x8", "--out", str(fifo)], timeout=60)
     assert hang.returncode == 2 and "not a regular file" in hang.stderr and hang.stderr.count("\n") == 1
+
+
+def test_a_hostile_model_name_neither_escapes_the_plots_folder_nor_breaks_a_figure(tmp_path):
+    """A record's model `../../x$\\frac$`: mathtext failed the whole report (an internal error), and the plot's
+    file name was the model's text, `..` and all."""
+    from source_records import record
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, (case, speed) in enumerate([("1n1g", 100.0), ("1n4g", 380.0)]):
+        rec = record("../../escaped$\\frac$", case, 128, "fp32", 1, speed)
+        (folder / f"r{i}.json").write_text(json.dumps(rec))
+    done = run_dlperf(["report", str(folder), "--out", str(tmp_path / "out" / "deeper")])
+    assert done.returncode == 0, done.stderr[-2000:]
+    pngs = list(tmp_path.rglob("*.png"))
+    assert pngs and all(p.parent == tmp_path / "out" / "deeper" / "plots" for p in pngs), pngs
+
+
+def test_escape_functions():
+    from dlperf import escape
+
+    assert escape.terminal("a\x1b[31m\nb") == "a\\x1b[31m\\nb"
+    assert escape.markdown("a|b\nc") == "a\\|b\\nc"
+    assert escape.html("<b>\n") == "&lt;b&gt;\\n"
+    assert escape.plot("$\\frac$") == "\\$\\frac\\$"
+    assert escape.file_name("../../x y") == "_.._x_y" and escape.file_name("..") == "_"

@@ -7,6 +7,7 @@ import contextlib
 from pathlib import Path
 
 from dlperf.errors import ConfigError
+from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
 from dlperf.records.lock import results_lock
 from dlperf.records.schema import MAXBATCH_SCHEMA
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         if "html" in formats:
             written.append(_write_html(comparison, out))
     for path in written:
-        print(path)
+        print(terminal(path))
     return 0
 
 
@@ -121,10 +122,10 @@ def _single(args: argparse.Namespace) -> int:
             refuse_to_replace(out, formats)
         check_writable(out)
         for path in write_report(records, out, formats - {"html"}, others=others, predict=predict):
-            print(path)
+            print(terminal(path))
         if "html" in formats:
             comparison = build_comparison([Source.from_records(root.resolve().name, records)])
-            print(_write_html(comparison, out))
+            print(terminal(_write_html(comparison, out)))
     return 0
 
 

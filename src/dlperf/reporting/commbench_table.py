@@ -8,6 +8,7 @@ from typing import Any
 
 from dlperf.commbench.bandwidth import SCHEMA
 from dlperf.errors import ConfigError
+from dlperf.escape import plot
 from dlperf.files import read_user_text
 
 SCHEMAS = (SCHEMA,)
@@ -91,7 +92,7 @@ def plot_commbench(record: dict[str, Any], path: Path) -> Path:
         rows = [r for r in record["results"] if r["op"] == op]
         axis.plot([r["size_bytes"] for r in rows], [r["busbw_gbps"] for r in rows], "o-", label=op)
     axis.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)")
-    axis.set_title(title(record), fontsize=9)
+    axis.set_title(plot(title(record)), fontsize=9)
     axis.grid(True, which="both", alpha=0.3)
     axis.legend()
     fig.tight_layout()

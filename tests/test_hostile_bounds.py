@@ -291,3 +291,14 @@ def test_escape_functions():
     assert escape.html("<b>\n") == "&lt;b&gt;\\n"
     assert escape.plot("$\\frac$") == "\\$\\frac\\$"
     assert escape.file_name("../../x y") == "_.._x_y" and escape.file_name("..") == "_"
+
+
+def test_an_external_scripts_memory_estimate_warns_without_refusing():
+    """Under --command the model is only the case's label: dlperf's estimate of it is no reason to refuse."""
+    from dlperf.orchestration.preflight import preflight_warning
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    values = {"model": "gpt", "case": "DP_8x1x1_16_1536x16", "device": "cpu", "engine": "external"}
+    spec = spec_from_mapping({**values, "command": "python train.py"})
+    box = {"cpu_cores": 2, "memory_gib": 24.0, "gpus": []}
+    assert "the machine has 24 GiB" in preflight_warning(spec, check_spec(spec), box)

@@ -6,7 +6,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.metrics.footprint import GIB, Machine, fit_problems, over_memory
-from dlperf.spec import RunSpec
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload
 
 
@@ -34,7 +34,9 @@ def preflight_warning(spec: RunSpec, plan: WorkloadPlan, env: dict[str, Any], fo
     on_gpu = spec.device == "cuda" or (spec.device == "auto" and bool(env.get("gpus")))
     footprint = get_workload(spec.model).footprint(spec, plan)
     problems = fit_problems(footprint, spec.devices_per_node, on_gpu, machine) if footprint else []
+    # an external script's model is only the case's label: dlperf's memory estimate of it warns, it does not refuse
     fatal = footprint is not None and over_memory(footprint, spec.devices_per_node, on_gpu, machine)
+    fatal = fatal and spec.engine != EXTERNAL
     if not on_gpu and spec.devices_per_node > MAX_RANKS_PER_CORE * machine.cpu_cores:
         fatal = True
         if footprint is None:

@@ -72,7 +72,7 @@ def _predict(tmp_path: Path, run: dict, fit: dict, *flags: str, timeout: float =
         ({**RUN, "gradient_bytes": "many"}, FIT, [], "gradient_bytes is 'many'"),
         (RUN, {"op": "all_reduce", "world_size": 2}, [], "fit has points = None"),
         (RUN, {**FIT, "beta_s_per_byte": "x"}, [], "beta_s_per_byte = 'x'"),
-        (RUN, FIT, ["--bucket-mb", "inf"], "--bucket-mb inf is no bucket size"),
+        (RUN, FIT, ["--bucket-mb", "inf"], "must be a positive finite number"),
         (RUN, FIT, ["--bucket-mb", "1e-9"], "--bucket-mb 1e-09 is no bucket size"),
     ],
 )

@@ -25,6 +25,18 @@ def markdown(text: object) -> str:
     return terminal(text).replace("|", "\\|")
 
 
+def plot(text: object) -> str:
+    """Matplotlib text: one line per `\\n` we write ourselves (as `terminal`), `$` escaped so that a record's
+    text is never read as mathtext (an unknown `$\\sym$` fails the whole figure)."""
+    return terminal(text).replace("$", "\\$")
+
+
+def file_name(text: object) -> str:
+    """A file name from record text: letters, digits, `.`, `_`, `-` kept, every other run as `_`, no leading dot
+    (a model named `../../x` must not write its plot outside the report's folder)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).lstrip(".") or "_"
+
+
 def html(text: object) -> str:
     """HTML text or attribute value: one line (as `terminal`), `<`, `>`, `&` and quotes escaped."""
     return _html.escape(terminal(text))

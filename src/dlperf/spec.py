@@ -24,6 +24,8 @@ FP32_MATHS = ("tf32", "ieee")
 DEVICES = ("auto", "cuda", "cpu")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs (on CUDA)
+MAX_NODES = 65536
+MAX_DEVICES_PER_NODE = 1024  # CPU ranks on the biggest hosts; GPUs are 8 to 72
 TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
 DEFAULT_PRINT_EVERY = 20
 EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
@@ -107,6 +109,12 @@ class RunSpec:
         """Check the values every workload shares; the workload checks its own afterwards."""
         for name in ("nodes", "devices_per_node", "iters"):
             require_positive_int(name, getattr(self, name))
+        for name, bound in (("nodes", MAX_NODES), ("devices_per_node", MAX_DEVICES_PER_NODE)):
+            if getattr(self, name) > bound:
+                raise ConfigError(
+                    f"{flag(name)} {getattr(self, name)} is more than any cluster has (at most {bound}): "
+                    "every rank is planned and started"
+                )
         if self.print_every is not None:
             require_positive_int("print_every", self.print_every)
         if not self.auto_warmup and (not _is_int(self.warmup_iters) or self.warmup_iters < 1):
@@ -228,6 +236,13 @@ def require_positive_number(name: str, value: Any) -> None:
     """Finite and above zero: `.inf` or NaN from YAML are not numbers a run can use."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{flag(name)} must be a positive finite number, got {value!r}")
+
+
+def require_non_negative_number(name: str, value: Any) -> None:
+    """Finite and not below zero: a negative weight decay or momentum trains something other than the model."""
+    require_number(name, value)
+    if value < 0:
+        raise ConfigError(f"{flag(name)} must not be negative, got {value!r}")
 
 
 def require_number(name: str, value: Any) -> None:

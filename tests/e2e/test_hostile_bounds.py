@@ -72,7 +72,7 @@ def _predict(tmp_path: Path, run: dict, fit: dict, *flags: str, timeout: float =
         ({**RUN, "gradient_bytes": "many"}, FIT, [], "gradient_bytes is 'many'"),
         (RUN, {"op": "all_reduce", "world_size": 2}, [], "fit has points = None"),
         (RUN, {**FIT, "beta_s_per_byte": "x"}, [], "beta_s_per_byte = 'x'"),
-        (RUN, FIT, ["--bucket-mb", "inf"], "--bucket-mb inf is no bucket size"),
+        (RUN, FIT, ["--bucket-mb", "inf"], "must be a positive finite number"),
         (RUN, FIT, ["--bucket-mb", "1e-9"], "--bucket-mb 1e-09 is no bucket size"),
     ],
 )
@@ -175,3 +175,130 @@ def test_command_templates_are_refused_before_launch(tmp_path, template, message
     done = run_dlperf(args)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert not done.stdout
+
+
+# --- counts, rates and memory bounded before anything is planned or started -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("devices_per_node", 2**70, "at most 1024"),
+        ("devices_per_node", 100000, "at most 1024"),
+        ("nodes", 10**9, "at most 65536"),
+        ("weight_decay", -1, "must not be negative"),
+        ("momentum", -0.5, "must not be negative"),
+    ],
+)
+def test_counts_and_rates_out_of_bounds_are_refused(tmp_path, key, value, message):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"model: resnet50\nimage_size: 32\ndevice: cpu\n{key}: {value}\n")
+    done = run_dlperf(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--dry-run"], timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr[:500]
+    flag = ["run", "--model", "gpt" if key == "weight_decay" else "resnet50", "--device", "cpu", "--dry-run"]
+    done = run_dlperf([*flag, f"--{key.replace('_', '-')}", str(value)], timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr[:500]
+
+
+def test_more_cpu_ranks_than_cores_allow_are_refused_unless_forced():
+    from dlperf.errors import ConfigError
+    from dlperf.orchestration.preflight import preflight_warning
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    spec = spec_from_mapping({"model": "resnet50", "image_size": 32, "device": "cpu", "devices_per_node": 9})
+    box = {"cpu_cores": 2, "memory_gib": 1024.0, "gpus": []}
+    with pytest.raises(ConfigError, match="9 CPU ranks share 2 cores.*--force"):
+        preflight_warning(spec, check_spec(spec), box)
+    assert "9 CPU ranks share 2 cores" in preflight_warning(spec, check_spec(spec), box, force=True)
+
+
+def test_a_run_far_over_the_machine_memory_is_refused(tmp_path):
+    """A 175B-parameter GPT on one CPU rank: about 2.9 TB estimated, over any test machine's memory; exit 2
+    before any process starts, nothing written."""
+    args = ["run", "--model", "gpt", "--num-layers", "96", "--hidden-size", "12288", "--num-heads", "96"]
+    done = run_dlperf([*args, "--device", "cpu", "--out", str(tmp_path / "out")], timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr[-2000:]
+    assert "pass --force" in done.stderr and "GiB" in done.stderr
+    assert not list((tmp_path / "out").rglob("*.json"))
+
+
+# --- a FIFO or device named as a file is refused, never waited on ----------------------------------------------
+
+
+def test_a_fifo_or_device_as_a_named_file_is_refused(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    good = tmp_path / "run.json"
+    good.write_text(json.dumps(RUN))
+    for args in (
+        ["sweep", str(fifo), "--out", str(tmp_path / "o"), "--dry-run"],
+        ["sweep", "/dev/zero", "--out", str(tmp_path / "o"), "--dry-run"],
+        ["run", "--model", "resnet50", "--hostfile", str(fifo), "--dry-run"],
+        ["predict", str(fifo), str(good), "--devices", "2"],
+        ["predict", str(good), str(fifo), "--devices", "2"],
+    ):
+        done = run_dlperf(args, timeout=60)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr[-500:])
+        assert "not a regular file" in done.stderr or "cannot read" in done.stderr, (args, done.stderr)
+
+
+# --- found by an own probe of every command -------------------------------------------------------------------
+
+
+def test_a_folder_named_as_a_file_is_one_line(tmp_path):
+    for args in (["sweep", str(tmp_path), "--dry-run"], ["predict", str(tmp_path), str(tmp_path), "--devices", "2"]):
+        done = run_dlperf(args)
+        assert done.returncode == 2 and "not a regular file" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag", ["--memory-cap", "--probe-timeout"])
+def test_infinite_sizes_and_timeouts_are_refused(tmp_path, flag):
+    done = run_dlperf(["maxbatch", "--model", "resnet50", "--device", "cpu", flag, "inf", "--out", str(tmp_path)])
+    assert done.returncode == 2 and "positive finite number" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_peak_checks_shapes_and_its_file_before_measuring(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    base = ["peak", "--device", "cpu", "--iters", "1", "--dtypes", "fp32"]
+    huge = run_dlperf([*base, "--shapes", "99999999x99999999x99999999", "--out", str(tmp_path / "p.json")])
+    assert huge.returncode == 2 and "sizes from 1 to 65536" in huge.stderr and huge.stderr.count("\n") == 1
+    hang = run_dlperf([*base, "--shapes", "8x8x8", "--out", str(fifo)], timeout=60)
+    assert hang.returncode == 2 and "not a regular file" in hang.stderr and hang.stderr.count("\n") == 1
+
+
+def test_a_hostile_model_name_neither_escapes_the_plots_folder_nor_breaks_a_figure(tmp_path):
+    """A record's model `../../x$\\frac$`: mathtext failed the whole report (an internal error), and the plot's
+    file name was the model's text, `..` and all."""
+    from source_records import record
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i, (case, speed) in enumerate([("1n1g", 100.0), ("1n4g", 380.0)]):
+        rec = record("../../escaped$\\frac$", case, 128, "fp32", 1, speed)
+        (folder / f"r{i}.json").write_text(json.dumps(rec))
+    done = run_dlperf(["report", str(folder), "--out", str(tmp_path / "out" / "deeper")])
+    assert done.returncode == 0, done.stderr[-2000:]
+    pngs = list(tmp_path.rglob("*.png"))
+    assert pngs and all(p.parent == tmp_path / "out" / "deeper" / "plots" for p in pngs), pngs
+
+
+def test_escape_functions():
+    from dlperf import escape
+
+    assert escape.terminal("a\x1b[31m\nb") == "a\\x1b[31m\\nb"
+    assert escape.markdown("a|b\nc") == "a\\|b\\nc"
+    assert escape.html("<b>\n") == "&lt;b&gt;\\n"
+    assert escape.plot("$\\frac$") == "\\$\\frac\\$"
+    assert escape.file_name("../../x y") == "_.._x_y" and escape.file_name("..") == "_"
+
+
+def test_an_external_scripts_memory_estimate_warns_without_refusing():
+    """Under --command the model is only the case's label: dlperf's estimate of it is no reason to refuse."""
+    from dlperf.orchestration.preflight import preflight_warning
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    values = {"model": "gpt", "case": "DP_8x1x1_16_1536x16", "device": "cpu", "engine": "external"}
+    spec = spec_from_mapping({**values, "command": "python train.py"})
+    box = {"cpu_cores": 2, "memory_gib": 24.0, "gpus": []}
+    assert "the machine has 24 GiB" in preflight_warning(spec, check_spec(spec), box)

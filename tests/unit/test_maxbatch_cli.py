@@ -61,3 +61,14 @@ def test_search_table_record_and_report_column(tmp_path, capsys, probes):
 def test_the_searched_flag_is_refused(tmp_path, capsys, probes):
     code, _, err = run_cli(["maxbatch", *CASE, "--batch-size", "4", "--out", str(tmp_path)], capsys)
     assert code != 0 and "--batch-size is what maxbatch varies" in err and not probes
+
+
+def test_a_cpu_search_gets_a_memory_cap_by_default(tmp_path, capsys, probes, monkeypatch):
+    """No --memory-cap on a CPU: 80 % of the available memory over the ranks, said in the output."""
+    monkeypatch.setattr(maxbatch_cmd, "available_gib", lambda: 10.0)
+    args = ["maxbatch", *CASE, "--devices-per-node", "2", "--start", "8", "--max-batch", "16", "--out", str(tmp_path)]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    ((_, _, cap),) = probes
+    assert cap == pytest.approx(0.8 * 10.0 / 2)
+    assert "memory cap: 4.0 GiB of address space per process (default on a CPU: 80% of the 10.0 GiB available" in out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from dlperf.errors import ConfigError
 from dlperf.metrics.footprint import GIB, Machine, fit_problems, state_bytes
 from dlperf.orchestration.preflight import preflight_warning
 from dlperf.workloads import check_spec, get_workload, spec_from_mapping
@@ -35,9 +38,11 @@ def test_state_bytes_per_parameter():
     assert state_bytes(1000, "adamw", "amp-bf16") == 18_000  # plus autocast's 16-bit weight copies
 
 
-def test_eight_cpu_ranks_of_a_big_gpt_on_a_small_box_warn_in_one_line():
+def test_eight_cpu_ranks_of_a_big_gpt_on_a_small_box_are_refused_unless_forced():
     spec, plan, _ = footprint(model="gpt", case="DP_8x1x1_16_1536x16", device="cpu")
-    warning = preflight_warning(spec, plan, BOX)
+    with pytest.raises(ConfigError, match=r"the machine has 24 GiB.*pass --force"):
+        preflight_warning(spec, plan, BOX)
+    warning = preflight_warning(spec, plan, BOX, force=True)
     assert warning is not None and "\n" not in warning
     assert "8 CPU ranks share 2 cores" in warning and "the machine has 24 GiB" in warning
     assert "534M parameters" in warning

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,32 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     search.add_argument("--probe-timeout", type=positive_float, default=1800.0, help="seconds per probe")
     parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
     parser.set_defaults(func=run)
+
+
+CPU_CAP_SHARE = 0.8  # of the memory available now: the search must not push the machine into swap or the OOM killer
+
+
+def _on_cpu(device: str) -> bool:
+    """A CPU run: asked for, or `auto` on a machine without an NVIDIA device node."""
+    return device == "cpu" or (device == "auto" and not any(Path("/dev").glob("nvidia[0-9]*")))
+
+
+def available_gib() -> float:
+    """Memory available to new processes now (Linux MemAvailable; elsewhere free physical pages)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 / 2**30
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+def default_cpu_cap_gib(ranks: int) -> tuple[float, float]:
+    """(cap per process, GiB available): a share of the available memory split over the ranks, so a probe that
+    grows past it fails as an out-of-memory probe instead of taking the machine down."""
+    available = available_gib()
+    return max(0.5, CPU_CAP_SHARE * available / ranks), available
 
 
 def case_argv(values: dict[str, Any]) -> list[str]:
@@ -104,6 +131,13 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_mapping({**values, key: args.start})
     plan = check_spec(spec)  # the case's flags are checked once, before any probe
     check_writable(args.out)
+    if args.memory_cap is None and _on_cpu(spec.device):
+        args.memory_cap, available = default_cpu_cap_gib(spec.devices_per_node)
+        print(
+            f"memory cap: {args.memory_cap:.1f} GiB of address space per process (default on a CPU: "
+            f"{CPU_CAP_SHARE:.0%} of the {available:.1f} GiB available, over {spec.devices_per_node} ranks; "
+            "--memory-cap GIB to change)"
+        )
     with tempfile.TemporaryDirectory(prefix="dlperf-maxbatch-") as workdir:
         probe = make_probe(case_argv(values), "--" + key.replace("_", "-"), Path(workdir), args)
         say(f"probing {spec.model} {spec.topology} from batch {args.start}, each probe a fresh run:")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from dlperf.cli.args import non_empty
 from dlperf.cli.display import print_table
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES, measure_peaks, merge_stored, read_stored
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, clip
+from dlperf.files import read_user_file
 from dlperf.metrics.peaks import lookup_peak
 from dlperf.records.store import write_json_atomic
 
@@ -32,6 +34,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.set_defaults(func=run)
 
 
+MAX_SIDE = 65536  # a 65536-square fp32 matrix is 16 GiB already
+
+
 def _shapes(text: str | None) -> list[tuple[int, int, int]] | None:
     if text is None:
         return None
@@ -39,8 +44,11 @@ def _shapes(text: str | None) -> list[tuple[int, int, int]] | None:
         shapes = [tuple(int(x) for x in item.lower().split("x")) for item in text.split(",")]
     except ValueError:
         shapes = []
-    if not shapes or any(len(s) != 3 or min(s) < 1 for s in shapes):
-        raise ConfigError(f"--shapes must be MxNxK[,MxNxK...] with positive sizes, e.g. 8192x8192x8192, got {text!r}")
+    if not shapes or any(len(s) != 3 or min(s) < 1 or max(s) > MAX_SIDE for s in shapes):
+        raise ConfigError(
+            f"--shapes must be MxNxK[,MxNxK...] with sizes from 1 to {MAX_SIDE}, e.g. 8192x8192x8192, "
+            f"got {clip(repr(text), 200)}"
+        )
     return shapes  # type: ignore[return-value]
 
 
@@ -56,7 +64,14 @@ def run(args: argparse.Namespace) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda, but torch sees no CUDA device: use --device cpu")
-    results = measure_peaks(device, dtypes, shapes=_shapes(args.shapes), iters=args.iters)
+    if Path(args.out).exists():  # checked before measuring: a FIFO or folder here would hang or fail at the end
+        read_user_file(args.out, "peaks file")
+    try:
+        results = measure_peaks(device, dtypes, shapes=_shapes(args.shapes), iters=args.iters)
+    except (RuntimeError, MemoryError) as error:
+        if not isinstance(error, MemoryError) and "alloc" not in str(error) and "out of memory" not in str(error):
+            raise
+        raise ConfigError("the GEMM shapes do not fit in the device's memory: choose smaller --shapes") from None
     write_json_atomic(args.out, merge_stored(read_stored(args.out), results))
     if args.json:
         print(json.dumps(results, indent=2))

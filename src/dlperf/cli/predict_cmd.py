@@ -6,6 +6,7 @@ import argparse
 
 from dlperf.cli.args import positive_float, positive_int
 from dlperf.errors import ConfigError
+from dlperf.files import read_user_file
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
 from dlperf.predict.model import MAX_GRADIENT_BYTES, MIB
 from dlperf.records.schema import read_record
@@ -47,6 +48,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run(args: argparse.Namespace) -> int:
+    read_user_file(args.run_record, "run record")  # a FIFO or device is refused here, not waited on
     record = read_record(args.run_record)
     if record is None:
         raise ConfigError(f"{args.run_record} is not a dlperf run record: give the JSON `dlperf run` wrote")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dlperf.cli.args import non_empty
 from dlperf.errors import ConfigError
+from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
 from dlperf.records.lock import results_lock
 from dlperf.records.schema import MAXBATCH_SCHEMA
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         if "html" in formats:
             written.append(_write_html(comparison, out))
     for path in written:
-        print(path)
+        print(terminal(path))
     return 0
 
 
@@ -148,12 +149,12 @@ def _single(args: argparse.Namespace) -> int:
         for path in write_report(
             records, out, formats - {"html"}, others=others, predict=predict, overlap=args.overlap
         ):
-            print(path)
+            print(terminal(path))
         if args.tensorboard:
             print(write_tensorboard(summarise(records), args.tensorboard))
         if "html" in formats:
             comparison = build_comparison([Source.from_records(root.resolve().name, records)])
-            print(_write_html(comparison, out))
+            print(terminal(_write_html(comparison, out)))
     return 0
 
 

@@ -18,7 +18,7 @@ from dlperf.cli.options import (
 from dlperf.errors import LaunchError
 from dlperf.launch.hosts import slots_per_node
 from dlperf.launch.ssh import SshLauncher
-from dlperf.orchestration.preflight import preflight_warning
+from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import execute
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload, require_training, spec_from_mapping
@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add_run_options(parser)
     add_launch_options(parser)
     add_output_options(parser, "run")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.set_defaults(func=run)
 
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if prepared is None:  # --dry-run: the commands were printed
         return 0
     launcher, plan, jobs, env = prepared.launcher, prepared.plan, [prepared.job], prepared.env
-    if launcher.local and (warning := preflight_warning(spec, plan, env)):
+    if launcher.local and (warning := preflight_warning(spec, plan, env, args.force)):
         say(warning)
     if launcher.local and (estimate := single_run_estimate(spec, plan, env)):
         say(estimate)

@@ -16,6 +16,7 @@ from dlperf.cli.live import LogFollower
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
+from dlperf.orchestration.preflight import FORCE_HELP
 from dlperf.orchestration.run import launcher_for
 from dlperf.orchestration.sweep import SweepOptions, SweepPlan, finish_sweep, plan_sweep_file, run_sweep, start_sweep
 from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     add_launch_options(parser)
     parser.set_defaults(func=run, option_defaults={key: parser.get_default(key) for key in STORED_OPTIONS})
 
@@ -103,6 +105,7 @@ def sweep_options(args: argparse.Namespace) -> SweepOptions:
         resume=args.resume,
         overwrite=args.overwrite,
         retry_failed=args.retry_failed,
+        force=args.force,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.errors import ConfigError
+from dlperf.files import read_user_text
 
 USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")
@@ -71,10 +72,7 @@ def parse_hosts(text: str) -> list[Host]:
 
 def read_hostfile(path: str | Path) -> list[Host]:
     """One host per line, optionally `slots=N`; blank lines and `#` comments are skipped."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise ConfigError(f"cannot read hostfile {path}: {error.strerror or error}") from None
+    lines = read_user_text(path, "hostfile", 2**20).splitlines()
     hosts = []
     for number, line in enumerate(lines, start=1):
         words = line.split("#", 1)[0].split()

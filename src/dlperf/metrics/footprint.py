@@ -70,7 +70,7 @@ def fit_problems(footprint: Footprint, ranks_per_node: int, on_gpu: bool, machin
             problems.append(f"{ranks_per_node} ranks per node for {len(machine.gpu_memory_bytes)} GPUs")
         return problems
     host_need = footprint.total_bytes * ranks_per_node
-    if host_need > machine.memory_bytes:
+    if machine.memory_bytes and host_need > machine.memory_bytes:
         problems.append(
             f"{ranks_per_node} CPU ranks need about {host_need / GIB:.0f} GiB but the machine has "
             f"{machine.memory_bytes / GIB:.0f} GiB (it will swap or be killed)"
@@ -78,3 +78,13 @@ def fit_problems(footprint: Footprint, ranks_per_node: int, on_gpu: bool, machin
     if ranks_per_node > machine.cpu_cores:
         problems.append(f"{ranks_per_node} CPU ranks share {machine.cpu_cores} cores (oversubscribed: slow and noisy)")
     return problems
+
+
+def over_memory(footprint: Footprint, ranks_per_node: int, on_gpu: bool, machine: Machine) -> bool:
+    """The estimate is above the memory there is (a GPU's, or the host's for all CPU ranks together): such a run
+    swaps the machine to a halt or calls the OOM killer onto it, so it is refused unless forced. Unknown memory
+    (0) refuses nothing."""
+    if on_gpu:
+        smallest = min(machine.gpu_memory_bytes, default=0)
+        return bool(smallest) and footprint.total_bytes > smallest
+    return bool(machine.memory_bytes) and footprint.total_bytes * ranks_per_node > machine.memory_bytes

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.metrics.footprint import GIB, Machine, fit_problems
-from dlperf.spec import RunSpec
+from dlperf.errors import ConfigError
+from dlperf.metrics.footprint import GIB, Machine, fit_problems, over_memory
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload
 
 
@@ -18,14 +19,32 @@ def machine_from_env(env: dict[str, Any]) -> Machine:
     )
 
 
-def preflight_warning(spec: RunSpec, plan: WorkloadPlan, env: dict[str, Any]) -> str | None:
+MAX_RANKS_PER_CORE = 4  # beyond this a CPU run measures the scheduler, not training (and 100000 ranks never start)
+FORCE_HELP = (
+    "start even when the memory estimate is above the machine's memory, or there are more than "
+    f"{MAX_RANKS_PER_CORE} CPU ranks per core (default: refuse, exit 2)"
+)
+
+
+def preflight_warning(spec: RunSpec, plan: WorkloadPlan, env: dict[str, Any], force: bool = False) -> str | None:
     """One line when the case will not fit on, or will oversubscribe, this machine (its devices are local);
-    None when it fits or the workload cannot estimate itself."""
-    footprint = get_workload(spec.model).footprint(spec, plan)
-    if footprint is None:
-        return None
+    None when it fits or the workload cannot estimate itself. A case whose estimate is above the machine's
+    memory, or with more than MAX_RANKS_PER_CORE CPU ranks per core, is a ConfigError unless `force`."""
+    machine = machine_from_env(env)
     on_gpu = spec.device == "cuda" or (spec.device == "auto" and bool(env.get("gpus")))
-    problems = fit_problems(footprint, spec.devices_per_node, on_gpu, machine_from_env(env))
+    footprint = get_workload(spec.model).footprint(spec, plan)
+    problems = fit_problems(footprint, spec.devices_per_node, on_gpu, machine) if footprint else []
+    # an external script's model is only the case's label: dlperf's memory estimate of it warns, it does not refuse
+    fatal = footprint is not None and over_memory(footprint, spec.devices_per_node, on_gpu, machine)
+    fatal = fatal and spec.engine != EXTERNAL
+    if not on_gpu and spec.devices_per_node > MAX_RANKS_PER_CORE * machine.cpu_cores:
+        fatal = True
+        if footprint is None:
+            problems.append(f"{spec.devices_per_node} CPU ranks share {machine.cpu_cores} cores")
     if not problems:
         return None
-    return f"warning: {spec.model} {spec.topology} {plan.group}: {'; '.join(problems)}; needs {footprint.describe()}"
+    line = f"{spec.model} {spec.topology} {plan.group}: {'; '.join(problems)}"
+    line += f"; needs {footprint.describe()}" if footprint else ""
+    if fatal and not force:
+        raise ConfigError(f"{line}: refused (pass --force to start it anyway)")
+    return f"warning: {line}"

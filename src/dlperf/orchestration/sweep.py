@@ -54,6 +54,7 @@ class SweepOptions:
     resume: bool = False
     overwrite: bool = False
     retry_failed: bool = False
+    force: bool = False  # start cases whose memory estimate is over the machine's (preflight refuses them)
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,9 @@ def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher) -> S
     check_writable(options.out)
     engines = sorted({spec.engine for spec, _ in plan.cases})
     env = {**collect_environment(), **engine_versions(engines)}
-    warnings = [w for spec, case in plan.cases if launcher.local and (w := preflight_warning(spec, case, env))]
+    warnings = [
+        w for spec, case in plan.cases if launcher.local and (w := preflight_warning(spec, case, env, options.force))
+    ]
     jobs = plan.jobs(options.out)
     sweep_id = (resumed_sweep_id(jobs) if options.resume else None) or new_sweep_id()
     return SweepStart(jobs, env, sweep_id, warnings)

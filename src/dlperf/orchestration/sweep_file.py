@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from dlperf.errors import ConfigError
+from dlperf.files import read_user_text
 
 MAX_FILE_BYTES = 1 << 20  # a real sweep file is a few hundred bytes
 MAX_NODES = 100_000  # scalars, lists and mappings, counting every alias as a copy
@@ -80,17 +81,7 @@ def check_shape(data: Any, path: str) -> None:
 def load_sweep_file(path: str | Path) -> dict[str, Any]:
     """The sweep file's mapping, or a ConfigError naming what is wrong with it."""
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise ConfigError(f"cannot read sweep file {path}: {error.strerror or error}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise ConfigError(f"sweep file {path} is larger than {MAX_FILE_BYTES // 1024} KiB: is it the right file?")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ConfigError(f"sweep file {path} is not UTF-8 text (byte {error.start}): save it as UTF-8") from None
+    text = read_user_text(path, "sweep file", MAX_FILE_BYTES)  # a FIFO or device is refused, not waited on
     try:
         data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:

@@ -8,6 +8,8 @@ from typing import Any
 
 from dlperf.commbench.bandwidth import SCHEMA
 from dlperf.errors import ConfigError
+from dlperf.escape import plot
+from dlperf.files import read_user_text
 
 SCHEMAS = (SCHEMA,)
 
@@ -15,8 +17,8 @@ SCHEMAS = (SCHEMA,)
 def read_commbench(path: str | Path) -> dict[str, Any]:
     """A commbench record the user named (`predict`, `report --predict`): anything else is their error to fix."""
     try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        record = json.loads(read_user_text(path, "commbench record"))
+    except (ValueError, RecursionError) as error:
         raise ConfigError(f"cannot read commbench record {path}: {error}") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise ConfigError(f"{path} is not a commbench record: give the JSON `dlperf commbench` wrote")
@@ -105,7 +107,7 @@ def plot_commbench(record: dict[str, Any], path: Path) -> Path:
             continue
         axis.plot([r["size_bytes"] for r in rows], [r["busbw_gbps"] for r in rows], "o-", label=op)
     axis.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)")
-    axis.set_title(title(record), fontsize=9)
+    axis.set_title(plot(title(record)), fontsize=9)
     axis.grid(True, which="both", alpha=0.3)
     axis.legend()
     fig.tight_layout()

@@ -13,6 +13,8 @@ from typing import Any
 
 import matplotlib
 
+from dlperf.escape import plot
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
@@ -143,7 +145,7 @@ def plot_group(cases: list[CaseSummary], title: str, path: Path) -> Path | None:
 
 
 def scaling_title(model: str, group: str, cases: list[CaseSummary]) -> str:
-    return f"{model} {describe_group(group)}\n{where_measured(_case_records(cases))}"
+    return f"{plot(model)} {plot(describe_group(group))}\n{plot(where_measured(_case_records(cases)))}"
 
 
 def layouts_figure(model: str, section: str, cases: list[CaseSummary]) -> plt.Figure | None:
@@ -172,7 +174,7 @@ def layouts_figure(model: str, section: str, cases: list[CaseSummary]) -> plt.Fi
         axis.grid(True, axis="y", alpha=0.3)
     if spans:
         _layout_scaling(axes[2], measured)
-    fig.suptitle(f"{model} {section} layouts\n{where_measured(_case_records(measured))}")
+    fig.suptitle(f"{plot(model)} {plot(section)} layouts\n{plot(where_measured(_case_records(measured)))}")
     return fig
 
 

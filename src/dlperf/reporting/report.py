@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.escape import file_name
 from dlperf.escape import markdown as md
 from dlperf.records.schema import MAXBATCH_SCHEMA, batch_free_group
 from dlperf.records.store import write_json_atomic, write_text_atomic
@@ -377,15 +378,17 @@ def write_report(
                 continue
             if sum(1 for c in cases if c.speeds) < min_plot_cases:
                 continue
-            path = plot_group(cases, scaling_title(model, group, cases), out / "plots" / f"{model}_{group}.png")
+            path = plot_group(
+                cases, scaling_title(model, group, cases), out / "plots" / f"{file_name(f'{model}_{group}')}.png"
+            )
             if path:
                 written.append(path)
         for (model, section), cases in sorted(layouts.items()):
-            path = plot_layouts(model, section, cases, out / "plots" / f"{model}_{section}_layouts.png")
+            path = plot_layouts(model, section, cases, out / "plots" / f"{file_name(f'{model}_{section}')}_layouts.png")
             if path:
                 written.append(path)
         for r in others:
             if r.get("schema") in COMMBENCH_SCHEMAS and r.get("status") == "ok":
-                name = f"commbench_{r['case']}_{r['dtype']}_{r.get('repeat', 1)}.png"
+                name = file_name(f"commbench_{r['case']}_{r['dtype']}_{r.get('repeat', 1)}") + ".png"
                 written.append(plot_commbench(r, out / "plots" / name))
     return written

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.escape import markdown
+from dlperf.escape import file_name, markdown, plot
 from dlperf.metrics.env_diff import node_facts
 from dlperf.records.load import load_records
 from dlperf.records.store import write_json_atomic, write_text_atomic
@@ -47,7 +47,7 @@ class SeriesKey:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.model}_{self.variant}")
+        return file_name(f"{self.model}_{self.variant}")
 
 
 def canonical_model(name: str) -> str:
@@ -490,10 +490,10 @@ def plot_series(series: SeriesComparison, path: Path) -> Path | None:
             continue
         xs = [p[0] for p in points]
         devices.update(xs)
-        left.plot(xs, [p[1] for p in points], "o-", label=f"{label} (b{series.batches[label]})")
+        left.plot(xs, [p[1] for p in points], "o-", label=plot(f"{label} (b{series.batches[label]})"))
         with_speedup = [(x, s) for x, _t, s in points if s is not None]
         if with_speedup:
-            right.plot([x for x, _ in with_speedup], [s for _, s in with_speedup], "o-", label=label)
+            right.plot([x for x, _ in with_speedup], [s for _, s in with_speedup], "o-", label=plot(label))
     ideal = sorted(devices)
     right.plot(ideal, ideal, "--", color="gray", label="ideal (linear)")
     left.set(xlabel="devices", ylabel="samples/s", title="Throughput")
@@ -502,7 +502,7 @@ def plot_series(series: SeriesComparison, path: Path) -> Path | None:
         axis.grid(True, alpha=0.3)
         axis.set_xticks(ideal)
         axis.legend()
-    fig.suptitle(series.key.title)
+    fig.suptitle(plot(series.key.title))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -9,7 +9,7 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, flag, require_number, require_positive_number
+from dlperf.spec import RunSpec, flag, require_non_negative_number, require_number, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
@@ -74,7 +74,7 @@ class GPTWorkload(Workload):
             )
         if config.lr is not None:
             require_positive_number("lr", config.lr)
-        require_number("weight_decay", config.weight_decay)
+        require_non_negative_number("weight_decay", config.weight_decay)
         if spec.data != "synthetic":
             open_token_file(spec.data, config.vocab_size, config.seq_length)
 

@@ -11,7 +11,16 @@ from typing import Literal, get_args
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, choose, flag, require_number, require_positive_int, require_positive_number, setting
+from dlperf.spec import (
+    RunSpec,
+    choose,
+    flag,
+    require_non_negative_number,
+    require_number,
+    require_positive_int,
+    require_positive_number,
+    setting,
+)
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.resnet.dali_data import require_dali
 
@@ -108,8 +117,8 @@ class ResNet50Workload(Workload):
             raise ConfigError(f"{flag('workers')} must be a non-negative integer, got {config.workers!r}")
         if config.lr is not None:
             require_positive_number("lr", config.lr)
-        require_number("momentum", config.momentum)
-        require_number("weight_decay", config.weight_decay)
+        require_non_negative_number("momentum", config.momentum)
+        require_non_negative_number("weight_decay", config.weight_decay)
         choose("data_loader", config.data_loader, DATA_LOADERS)
         choose("optimizer_impl", config.optimizer_impl, OPTIMIZER_IMPLS)
         if config.data_loader == "dali" and spec.data == "synthetic":

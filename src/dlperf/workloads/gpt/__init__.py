@@ -9,7 +9,7 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, flag, require_non_negative_number, require_number, require_positive_number
+from dlperf.spec import RunSpec, flag, require_non_negative_number, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig

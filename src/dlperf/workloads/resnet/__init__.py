@@ -16,7 +16,6 @@ from dlperf.spec import (
     choose,
     flag,
     require_non_negative_number,
-    require_number,
     require_positive_int,
     require_positive_number,
     setting,

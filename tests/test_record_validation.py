@@ -24,6 +24,21 @@ BAD = {
     "throughput-fast": json.dumps(record("1n1g", 9, "fast")),
     "negative": json.dumps(record("1n1g", 9, -300.0)),
     "status-odd": json.dumps(record("1n1g", 9, 500.0, status="great")),
+    "failure-text": json.dumps(record("1n1g", 9, None, failure="rank 1 died")),
+    "env-text": json.dumps(record("1n1g", 9, 500.0, env="linux")),
+    "memory-text": json.dumps(record("1n1g", 9, 500.0, peak_memory_mib="lots")),
+    "ranks-dict": json.dumps(record("1n1g", 9, 500.0, ranks={"0": "h1"})),
+    "hosts-number": json.dumps(record("1n1g", 9, 500.0, hosts=7)),
+    "machine-load-text": json.dumps(record("1n1g", 9, 500.0, machine_load="busy")),
+    "stragglers-list": json.dumps(record("1n1g", 9, 500.0, stragglers=[1, 2])),
+    "gpt1-parallel": json.dumps(
+        {**record("1n1g", 9, 500.0), "schema": "dlperf.run/1", "model": "gpt", "parallel": {"dp": "two"}}
+    ),
+    "no-schema": json.dumps({k: v for k, v in record("1n1g", 9, 500.0).items() if k != "schema"}),
+    "deep": '{"schema": "dlperf.run/2", "x": ' + "[" * 100000 + "]" * 100000 + "}",
+    "tiny-throughput": json.dumps(record("1n1g", 9, 1e-300)),
+    "huge-throughput": json.dumps(record("1n1g", 9, 1e300)),
+    "started-text": json.dumps(record("1n1g", 9, 500.0, started_at="yesterday")),
 }
 REASONS = {
     "truncated": "not valid JSON",
@@ -35,6 +50,19 @@ REASONS = {
     "throughput-fast": "throughput 'fast' is not a positive finite number",
     "negative": "throughput -300.0 is not a positive finite number",
     "status-odd": "status 'great' is not one of",
+    "failure-text": "failure",
+    "env-text": "env",
+    "memory-text": "peak_memory_mib",
+    "ranks-dict": "ranks",
+    "hosts-number": "hosts",
+    "machine-load-text": "machine_load",
+    "stragglers-list": "stragglers",
+    "gpt1-parallel": "parallel",
+    "no-schema": "no schema",
+    "deep": "nested",
+    "tiny-throughput": "throughput",
+    "huge-throughput": "throughput",
+    "started-text": "started_at",
 }
 
 

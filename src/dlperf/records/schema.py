@@ -1,4 +1,9 @@
-"""The JSON record of one run: the contract that reports and users' scripts read.
+"""The JSON records dlperf writes, declared once: one dataclass per record kind, with each field's type and meaning.
+
+The validator (`records/validate.py`), the JSON Schema file (`records/schema/*.json`, `json_schema`) and the
+record reference in `docs/records.md` (`reference_table`) are all derived from these classes, so a field is spelled
+in its declaration and its readers, nowhere else. The classes describe the on-disk JSON; writers still emit plain
+dicts (the shape readers and users' scripts already know), and `declared_keys` lets tests hold writers to it.
 
 `dlperf.run/2` (this version) keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
@@ -7,17 +12,171 @@ readable: `upgrade` fills the new fields from the old ones.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 SCHEMA = "dlperf.run/2"
 READABLE = ("dlperf.run/1", SCHEMA)
+MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
+COMMBENCH_SCHEMA = "dlperf.commbench/1"
+# Throughputs outside this range are no measurement (one sample in 11 days, or a trillion samples a second): they
+# would overflow or divide by zero in speedups, so the validator refuses them
+THROUGHPUT_RANGE = (1e-6, 1e12)
+
+Check = Literal["name", "count", "positive", "throughput", ""]
+
+
+def doc(meaning: str, check: Check = "", default: Any = None) -> Any:
+    """A declared field: its meaning (the docs' reference table) and the value check beyond its type."""
+    return field(default=default, metadata={"doc": meaning, "check": check})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run of `dlperf run`/`sweep` (ok, failed or diverged); the keys every run record kind shares."""
+
+    schema: str = doc("`dlperf.run/2`; `dlperf.run/1` records are still read (`upgrade`)", "name")
+    dlperf_version: str | None = doc("the dlperf that wrote the record")
+    model: str = doc("workload", "name")
+    engine: str | None = doc("engine (`torch`, `jax`, `external`)")
+    case: str = doc("topology (`1n2g`)", "name")
+    group: str = doc("report group (`b128_fp32`)", "name")
+    table: str | None = doc("which report table (`scaling` or the GPT `layouts`)")
+    repeat: int | None = doc("repeat number", "count")
+    nodes: int = doc("nodes", "count")
+    devices_per_node: int = doc("devices per node", "count")
+    world_size: int = doc("processes (devices) in all", "count")
+    precision: str = doc("precision (`fp32`, `amp-bf16`, ...)", "name")
+    batch_size: int | None = doc("= `batch_size_per_device`, the published name", "count")
+    batch_size_per_device: int | None = doc(
+        "samples per device per iteration (global batch / data-parallel size)", "count"
+    )
+    micro_batch_size: int | None = doc("the micro batch where the step splits its batch (GPT), else null", "count")
+    global_batch_size: int | None = doc("samples per iteration", "count")
+    config: dict[str, Any] | None = doc("the run's keys: the shared ones and the model's own")
+    status: Literal["ok", "failed", "diverged"] = doc("`ok`, `failed` or `diverged`", default="ok")
+    error: str | None = doc("the reason in one line, when not ok")
+    failure: dict[str, Any] | None = doc("rank, host, exit code and signal of a dead worker")
+    started_at: float | None = doc("Unix time the run started")
+    finished_at: float | None = doc("Unix time the run finished")
+    log: str | None = doc("the run's log file, beside the record")
+    env: dict[str, Any] | None = doc("the environment, as `dlperf env --json` prints it")
+    sweep_id: str | None = doc("the sweep that made the record (absent for a single `dlperf run`)")
+    repeats_stop: dict[str, Any] | None = doc("with `--repeats auto`: the decision after this repeat")
+    throughput: float | None = doc("global samples/s over the timed iterations", "throughput")
+    throughput_per_device: float | None = doc("throughput / world size", "positive")
+    window_throughputs: list[float | None] | None = doc("samples/s of each timing window (null: not finite)")
+    latency_ms: dict[str, float | None] | None = doc("`mean`, `p50`, `p90` milliseconds per iteration")
+    peak_memory_mib: dict[str, float | None] | None = doc(
+        "per device, max over ranks: CUDA `allocated` and `reserved`; on CPUs the workers' peak `rss`"
+    )
+    device_type: str | None = doc("`cuda`, `cpu`, ...")
+    ranks: list[dict[str, Any]] | None = doc("each rank's host, device and peak memory")
+    hosts: list[str | None] | None = doc("the hosts the run used")
+    elapsed_s: float | None = doc("timed window in seconds")
+    first_step_s: float | None = doc("time to the first finished step")
+    compile_s: float | None = doc("compile time (`--compile`; XLA's ahead-of-time compile on JAX)")
+    loss_first: float | None = doc("loss of the first step")
+    loss_last: float | None = doc("loss of the last timed step")
+    parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
+    gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
+    steady_state: dict[str, Any] | None = doc("where the window throughputs become stationary (`metrics/steady.py`)")
+    steady_state_iter: int | None = doc("the iteration the steady state starts at")
+    throughput_steady: float | None = doc("samples/s from the steady state on")
+    warmup: dict[str, Any] | None = doc("`mode` (`fixed` or `auto`), `iters` run, and auto's windows")
+    noisy: bool | None = doc("the run's noise verdict (`metrics/noise.py`)")
+    noise_reasons: list[str] | None = doc("why the run is noisy")
+    window_cv: float | None = doc("coefficient of variation of the windows")
+    machine_load: list[dict[str, Any]] | None = doc("one entry per node: load, other processes' CPU, GPU processes")
+    stragglers: dict[str, Any] | None = doc("per-rank own work per step, slowest rank, spread, flagged ranks")
+    energy: dict[str, Any] | None = doc("`joules`, `joules_per_sample`, `avg_watts_per_device`, `method`")
+    flops_per_iteration: float | None = doc("FLOPs of one iteration (counted, else the workload's formula)")
+    flops_source: str | None = doc("where `flops_per_iteration` comes from")
+    tflops_per_device: float | None = doc("achieved TFLOP/s per device")
+    mfu: float | None = doc("model FLOPs utilisation against `mfu_peak_tflops` (`metrics/flops.py`)")
+    mfu_note: str | None = doc("why MFU is null")
+    mfu_peak_tflops: float | None = doc("the device's dense peak TFLOP/s (`metrics/peaks.py`)")
+    mfu_peak_source: str | None = doc("where the peak comes from")
+    mfu_peak_device: str | None = doc("the device name the peak table matched")
+    mfu_peak_note: str | None = doc("why no peak")
+    flops_convention: str | None = doc("which FLOPs the peak counts")
+    parallel: dict[str, Any] | None = doc("GPT: the layout (`dp`, `tp`, `pp`, ..., `global_batch_size`)")
+
+
+@dataclass(frozen=True)
+class ExternalRunRecord(RunRecord):
+    """A `--command` run: the framework's own script, its log read by a peer reader."""
+
+    command: str | None = doc("the `--command` template")
+    format: str | None = doc("the peer reader that read the log")
+    rule: str | None = doc("the rule that read it")
+    kept_lines: int | None = doc("the log lines the reader kept")
+    log_tail: list[str] | None = doc("a failed run's last 20 log lines")
+
+
+@dataclass(frozen=True)
+class ExtractedRecord(RunRecord):
+    """A record `dlperf extract` made from another framework's log."""
+
+    source: str = doc("`extract`", "name", default="extract")
+    file: str | None = doc("the log the record was read from")
+    format: str | None = doc("the peer reader that read the log")
+    rule: str | None = doc("the rule that read it")
+    unit: str | None = doc("what the throughput counts (`samples/s`, `tokens/s`)")
+    printed_figure: str | None = doc("the figure the framework printed")
+    peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
+    warning: str | None = doc("what to know about the file (several runs in one log)")
+
+
+@dataclass(frozen=True)
+class CommbenchRecord:
+    """`dlperf commbench`: collective bandwidth per message size."""
+
+    schema: str = doc("`dlperf.commbench/1`", "name", default=COMMBENCH_SCHEMA)
+    status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
+    case: str | None = doc("topology (`1n2g`)")
+    world_size: int | None = doc("processes in all", "count")
+    error: str | None = doc("the reason in one line, when failed")
+
+
+@dataclass(frozen=True)
+class MaxbatchRecord:
+    """`dlperf maxbatch`: the largest batch that fits, per variant."""
+
+    schema: str = doc("`dlperf.maxbatch/1`", "name", default=MAXBATCH_SCHEMA)
+    status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
+    max_batch: int | None = doc("the largest batch per device that ran", "count")
+    group: str | None = doc("report group the search belongs to")
+
+
+KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
+
+
+def record_kind(record: dict[str, Any]) -> type:
+    """The declared class a record's keys say it is."""
+    schema = record.get("schema")
+    if schema == COMMBENCH_SCHEMA:
+        return CommbenchRecord
+    if schema == MAXBATCH_SCHEMA:
+        return MaxbatchRecord
+    if record.get("source") == "extract":
+        return ExtractedRecord
+    if record.get("engine") == "external" or "command" in record:
+        return ExternalRunRecord
+    return RunRecord
+
+
+def declared_keys(kind: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(kind)}
 
 
 def upgrade(record: dict[str, Any]) -> dict[str, Any]:
-    """A record of any readable version in today's shape (in place): derived fields from the old ones."""
+    """A record of any readable version in today's shape (in place): derived fields from the old ones. The
+    validator has checked the old fields' types first (`parallel` of a schema-1 GPT record)."""
     if record.get("schema") == "dlperf.run/1":
         parallel = record.get("parallel") or {}
         if record.get("model") == "gpt" and parallel.get("dp"):
@@ -34,14 +193,13 @@ def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[s
     """A record of one of `schemas` (default: run records), or None when the file is missing, partial or not one."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("schema") not in schemas or "status" not in data:
         return None
     return upgrade(data)
 
 
-MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
 _BATCH_PREFIX = re.compile(r"^b\d+_")
 
 

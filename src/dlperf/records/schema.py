@@ -57,7 +57,9 @@ class RunRecord:
     )
     micro_batch_size: int | None = doc("the micro batch where the step splits its batch (GPT), else null", "count")
     global_batch_size: int | None = doc("samples per iteration", "count")
-    config: dict[str, Any] | None = doc("the run's keys: the shared ones and the model's own")
+    config: dict[str, Any] | None = doc(
+        "the run's keys: the shared ones and the model's own (a GPT record has no `batch_size` key there)"
+    )
     status: Literal["ok", "failed", "diverged"] = doc("`ok`, `failed` or `diverged`", default="ok")
     error: str | None = doc("the reason in one line, when not ok")
     failure: dict[str, Any] | None = doc("rank, host, exit code and signal of a dead worker")
@@ -65,12 +67,18 @@ class RunRecord:
     finished_at: float | None = doc("Unix time the run finished")
     log: str | None = doc("the run's log file, beside the record")
     env: dict[str, Any] | None = doc("the environment, as `dlperf env --json` prints it")
-    sweep_id: str | None = doc("the sweep that made the record (absent for a single `dlperf run`)")
-    repeats_stop: dict[str, Any] | None = doc("with `--repeats auto`: the decision after this repeat")
+    sweep_id: str | None = doc(
+        "the sweep that made the record (absent for a single `dlperf run`); report keeps sweeps apart"
+    )
+    repeats_stop: dict[str, Any] | None = doc(
+        "with `--repeats auto`: the decision after this repeat (`stop`, `reason`, `half_width`, `target`)"
+    )
     throughput: float | None = doc("global samples/s over the timed iterations", "throughput")
     throughput_per_device: float | None = doc("throughput / world size", "positive")
     window_throughputs: list[float | None] | None = doc("samples/s of each timing window (null: not finite)")
-    latency_ms: dict[str, float | None] | None = doc("`mean`, `p50`, `p90` milliseconds per iteration")
+    latency_ms: dict[str, float | None] | None = doc(
+        "`mean`, `p50`, `p90` milliseconds per iteration (CUDA events on GPUs, no sync per step)"
+    )
     peak_memory_mib: dict[str, float | None] | None = doc(
         "per device, max over ranks: CUDA `allocated` and `reserved`; on CPUs the workers' peak `rss`"
     )
@@ -84,20 +92,44 @@ class RunRecord:
     loss_last: float | None = doc("loss of the last timed step")
     parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
     gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
-    steady_state: dict[str, Any] | None = doc("where the window throughputs become stationary (`metrics/steady.py`)")
+    steady_state: dict[str, Any] | None = doc(
+        "where the window throughputs become stationary (3 windows within ±5 % of their median; `metrics/steady.py`);"
+        " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"
+    )
     steady_state_iter: int | None = doc("the iteration the steady state starts at")
     throughput_steady: float | None = doc("samples/s from the steady state on")
-    warmup: dict[str, Any] | None = doc("`mode` (`fixed` or `auto`), `iters` run, and auto's windows")
-    noisy: bool | None = doc("the run's noise verdict (`metrics/noise.py`)")
+    warmup: dict[str, Any] | None = doc(
+        "`mode` (`fixed` or `auto`), `iters` run; for auto its `window_throughputs`, `max_iters`, `stable` and, when"
+        " not stable, the `reason`"
+    )
+    noisy: bool | None = doc(
+        "the run's verdict (`metrics/noise.py`): windows' CV above 5 %, other processes busier than 10 % of the cores"
+        " (at least half a core), or another process on the run's GPUs"
+    )
     noise_reasons: list[str] | None = doc("why the run is noisy")
     window_cv: float | None = doc("coefficient of variation of the windows")
-    machine_load: list[dict[str, Any]] | None = doc("one entry per node: load, other processes' CPU, GPU processes")
-    stragglers: dict[str, Any] | None = doc("per-rank own work per step, slowest rank, spread, flagged ranks")
-    energy: dict[str, Any] | None = doc("`joules`, `joules_per_sample`, `avg_watts_per_device`, `method`")
-    flops_per_iteration: float | None = doc("FLOPs of one iteration (counted, else the workload's formula)")
+    machine_load: list[dict[str, Any]] | None = doc(
+        "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
+        " load averages, other processes' CPU seconds and cores, other GPU processes (NVML)"
+    )
+    stragglers: dict[str, Any] | None = doc(
+        "per-rank median of each rank's own work per step (`measure` says what), the median rank, slowest rank and"
+        " host, spread, `stragglers` (ranks above `--straggler-pct`) and `flagged`; null for one rank"
+    )
+    energy: dict[str, Any] | None = doc(
+        "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
+        " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"
+    )
+    flops_per_iteration: float | None = doc(
+        "FLOPs of one iteration counted by FlopCounterMode on the meta device at the run's shapes, else the"
+        " workload's formula (GPT adds `flops_per_iteration_formula`, the published formula)"
+    )
     flops_source: str | None = doc("where `flops_per_iteration` comes from")
     tflops_per_device: float | None = doc("achieved TFLOP/s per device")
-    mfu: float | None = doc("model FLOPs utilisation against `mfu_peak_tflops` (`metrics/flops.py`)")
+    mfu: float | None = doc(
+        "model FLOPs utilisation against `mfu_peak_tflops` (`metrics/flops.py`); an unknown device leaves it null"
+        " with the reason in `mfu_note`, never a fallback"
+    )
     mfu_note: str | None = doc("why MFU is null")
     mfu_peak_tflops: float | None = doc("the device's dense peak TFLOP/s (`metrics/peaks.py`)")
     mfu_peak_source: str | None = doc("where the peak comes from")

@@ -43,6 +43,9 @@ def type_problem(value: Any, hint: Any) -> str | None:
     if origin in (typing.Union, types.UnionType):
         if any(type_problem(value, arg) is None for arg in args):
             return None
+        others = [arg for arg in args if arg is not type(None)]
+        if len(others) == 1:  # `X | None` holding a bad X: say what is wrong inside it
+            return type_problem(value, others[0])
         return "is not " + " or ".join(_type_name(a) for a in args)
     if hint is type(None):
         return None if value is None else "is not null"

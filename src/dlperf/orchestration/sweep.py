@@ -28,7 +28,6 @@ from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import read_record
-from dlperf.records.store import write_json_atomic
 from dlperf.spec import RunSpec, parse_topology
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
@@ -224,7 +223,7 @@ def _run_adaptive(
     fields: dict[str, Any] | None,
 ) -> SweepOutcome:
     """Each case repeated until `adaptive` says stop; every new record gets `repeats_stop`, the decision after it
-    (rewritten in place before the progress line shows it), so the case's last record says why it stopped."""
+    (written with the record in one atomic write), so the case's last record says why it stopped."""
     ran: list[dict[str, Any]] = []
     skipped = 0
     for spec, case_plan in plan.cases:
@@ -254,15 +253,13 @@ def _repeat_case(
     throughputs: list[float] = []
     decision: StopDecision | None = None
 
-    def decide(job: RunJob, record: dict[str, Any]) -> None:
+    def decide(record: dict[str, Any]) -> dict[str, Any]:
         nonlocal decision
         value = _ok_throughput(record)
         if value is not None:
             throughputs.append(value)
         decision = adaptive.decide(throughputs)
-        record["repeats_stop"] = decision.as_record()
-        write_json_atomic(job.paths.record, record)
-        on_record(job, record)
+        return {"repeats_stop": decision.as_record()}
 
     for job in jobs:
         if resume and record_is_complete(job.paths.record, retry_failed):
@@ -273,7 +270,7 @@ def _repeat_case(
             skipped += 1
             on_skip(job)
         else:
-            ran += execute([job], launcher, env, overwrite=True, on_record=decide, fields=fields)
+            ran += execute([job], launcher, env, overwrite=True, on_record=on_record, fields=fields, decide=decide)
         if decision is not None and decision.stop:
             break
     return ran, skipped

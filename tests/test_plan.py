@@ -12,7 +12,7 @@ from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.messages import AgentSpec, NodeLaunch, NodeResult, RunResult
 from dlperf.orchestration.record import build_record
 from dlperf.orchestration.run import plan_jobs
-from dlperf.records.schema import read_record
+from dlperf.records.validate import read_record
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import build_summary
 from dlperf.workloads import check_spec, decode_spec, spec_from_mapping

@@ -116,3 +116,45 @@ def test_malformed_history_database_is_one_line(tmp_path, capsys, damage):
             connection.execute("CREATE TABLE runs (x TEXT)")
     code, _, err = run_cli(["history", "show", "--db", str(db)], capsys)
     assert code == 2 and err.count("\n") == 1 and str(db) in err and "internal error" not in err, err
+
+
+def test_record_in_another_cases_place_is_named(folder):
+    source = folder / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json"
+    moved = folder / "resnet50" / "1n4g" / "resnet50_b128_fp32_1.json"
+    moved.parent.mkdir()
+    moved.write_bytes(source.read_bytes())
+    renumbered = folder / "resnet50" / "1n1g" / "resnet50_b128_fp32_7.json"
+    renumbered.write_bytes(source.read_bytes())
+    skipped = []
+    records = find_records(folder, on_skip=lambda path, reason: skipped.append((path, reason)))
+    assert [r["throughput"] for r in records] == [100.0, 110.0, 120.0]
+    assert [p for p, _ in skipped] == [renumbered, moved]
+    assert "holds the record of repeat 1, but its place says" in skipped[0][1]
+    assert "holds the record of case '1n1g'" in skipped[1][1]
+
+
+def test_copied_record_counts_once_and_is_named(folder):
+    source = folder / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json"
+    copy = folder / "resnet50" / "1n1g" / "resnet50_b128_fp32_1 (copy).json"
+    copy.write_bytes(source.read_bytes())
+    skipped = []
+    records = find_records(folder, on_skip=lambda path, reason: skipped.append((path, reason)))
+    assert [r["throughput"] for r in records] == [100.0, 110.0, 120.0]
+    assert (
+        len(skipped) == 1 and skipped[0][1] == f"is a copy of {({source, copy} - {skipped[0][0]}).pop()}: counted once"
+    )
+
+
+def test_resume_measures_a_run_whose_file_holds_another_runs_record(tmp_path, capsys):
+    from dlperf.orchestration.run import plan_jobs
+    from dlperf.orchestration.sweep import record_is_complete
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    spec = spec_from_mapping({"model": "resnet50", "device": "cpu", "batch_size": 128, "iters": 2})
+    first, second = plan_jobs(spec, check_spec(spec), [1, 2], tmp_path)
+    write_json_atomic(first.paths.record, record("1n1g", 1, 100.0, group=first.plan.group))
+    write_json_atomic(second.paths.record, record("1n1g", 1, 100.0, group=first.plan.group))  # repeat 1's, copied
+    assert record_is_complete(first, retry_failed=False)
+    assert not record_is_complete(second, retry_failed=False)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(second.paths.record) in err and "holds the record of repeat 1" in err, err

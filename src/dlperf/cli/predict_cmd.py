@@ -8,7 +8,7 @@ from dlperf.cli.args import positive_float, positive_int
 from dlperf.errors import ConfigError
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
 from dlperf.predict.model import MIB
-from dlperf.records.schema import read_record
+from dlperf.records.validate import read_record
 from dlperf.reporting.commbench_table import read_commbench
 
 

@@ -27,8 +27,8 @@ from dlperf.orchestration.sweep import (
     resumed_sweep_id,
     run_sweep,
 )
-from dlperf.records.schema import read_record
 from dlperf.records.store import check_writable, write_text_atomic
+from dlperf.records.validate import read_record
 from dlperf.reporting.report import refuse_to_replace, write_report
 
 FLAG_RE = re.compile(r"--([a-z][a-z0-9-]*)")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.maxbatch.search import ProbeOutcome
-from dlperf.records.schema import read_record
+from dlperf.records.validate import read_record
 
 # What PyTorch, Python and the C++ runtime print when an allocation fails (CPU and CUDA).
 OOM_TEXT = re.compile(

@@ -10,7 +10,7 @@ from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.stats import latency_summary
-from dlperf.orchestration.evidence import evidence_fields
+from dlperf.orchestration.evidence import evidence_fields, flops_fields
 from dlperf.orchestration.external import log_tail, read_figures
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
@@ -85,6 +85,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         record["throughput_per_device"] = figures["throughput"] / spec.world_size
         record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [env.get("host")]
         record.update(workload.derived_metrics(spec, plan, record))
+        record.update(flops_fields(spec, record, None, "an external command: its FLOPs are not counted"))
         return strict_json(record)
     measured = result.measured
     record.update(
@@ -118,6 +119,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
     )
     record.update(evidence_fields(spec, measured))
     record.update(workload.derived_metrics(spec, plan, record))
+    record.update(flops_fields(spec, record, measured.flops_per_iteration, measured.flops_note))
     losses = [m.loss_first, m.loss_last]
     if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):
         record["status"] = "diverged"

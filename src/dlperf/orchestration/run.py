@@ -15,8 +15,9 @@ from dlperf.orchestration.external import check_command
 from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
-from dlperf.records.schema import READABLE, read_record
+from dlperf.records.schema import READABLE
 from dlperf.records.store import check_free_space, claim_paths, write_json_atomic
+from dlperf.records.validate import read_record
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload
 

@@ -12,6 +12,7 @@ Examples: configs/quick.yaml, configs/resnet50_report.yaml.
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
-from dlperf.records.schema import read_record
+from dlperf.records.validate import check_file, job_problem, read_record
 from dlperf.spec import RunSpec, parse_topology
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
@@ -149,9 +150,19 @@ def resumed_sweep_id(jobs: list[RunJob]) -> str | None:
     return None
 
 
-def record_is_complete(path: Path, retry_failed: bool) -> bool:
-    record = read_record(path)
-    return record is not None and (record["status"] == "ok" or not retry_failed)
+def record_is_complete(job: RunJob, retry_failed: bool) -> bool:
+    """Whether --resume may keep the record at the job's path: a valid record of this very run (model, case, group,
+    repeat). A broken one, or another run's record there (a copied file), is named and the run measured again."""
+    if not job.paths.record.exists():
+        return False
+    record, problem = check_file(job.paths.record)
+    if record is not None:
+        problem = job_problem(record, job.spec.model, job.spec.topology, job.plan.group, job.repeat)
+    if problem or record is None:
+        why = problem or "is no run record"
+        print(f"dlperf: {ascii(str(job.paths.record))[1:-1]} {why}: measuring this run again", file=sys.stderr)
+        return False
+    return record["status"] == "ok" or not retry_failed
 
 
 @dataclass
@@ -195,7 +206,7 @@ def run_sweep(
         todo = []
         skipped = 0
         for job in jobs:
-            if resume and record_is_complete(job.paths.record, retry_failed):
+            if resume and record_is_complete(job, retry_failed):
                 skipped += 1
                 on_skip(job)
             else:
@@ -262,7 +273,7 @@ def _repeat_case(
         return {"repeats_stop": decision.as_record()}
 
     for job in jobs:
-        if resume and record_is_complete(job.paths.record, retry_failed):
+        if resume and record_is_complete(job, retry_failed):
             value = _ok_throughput(read_record(job.paths.record))
             if value is not None:
                 throughputs.append(value)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
-from dlperf.records.schema import READABLE, read_record
-from dlperf.records.validate import check_file
+from dlperf.records.schema import READABLE
+from dlperf.records.validate import check_file, read_record
 
 OnSkip = Callable[[Path, str], None]
 
@@ -23,8 +24,10 @@ def find_records(
     root: str | Path, schemas: tuple[str, ...] = READABLE, on_skip: OnSkip = warn_skipped
 ) -> list[dict[str, Any]]:
     """Every valid record of `schemas` (default: run records) under `root`, in a stable order; each broken or
-    invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal)."""
+    invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal), and so does each
+    copy of a record already read (a copied file must not count as another repeat)."""
     records = []
+    seen: dict[str, Path] = {}  # a record's content -> the first file that held it
     for path in sorted(Path(root).rglob("*.json")):
         if not path.is_file():
             on_skip(path, "is not a regular file")
@@ -33,9 +36,13 @@ def find_records(
             record, problem = read_record(path, schemas), None
         else:
             record, problem = check_file(path)
+        content = json.dumps(record, sort_keys=True) if record is not None else ""
         if problem:
             on_skip(path, problem)
+        elif record is not None and content in seen:
+            on_skip(path, f"is a copy of {ascii(str(seen[content]))[1:-1]}: counted once")
         elif record is not None:
+            seen[content] = path
             record["_path"] = str(path)
             records.append(record)
     return records

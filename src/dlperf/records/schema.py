@@ -13,10 +13,8 @@ readable: `upgrade` fills the new fields from the old ones.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 SCHEMA = "dlperf.run/2"
@@ -219,17 +217,6 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
         record.setdefault("engine", "torch")
         record.setdefault("table", "layouts" if record.get("model") == "gpt" else "scaling")
     return record
-
-
-def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
-    """A record of one of `schemas` (default: run records), or None when the file is missing, partial or not one."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict) or data.get("schema") not in schemas or "status" not in data:
-        return None
-    return upgrade(data)
 
 
 _BATCH_PREFIX = re.compile(r"^b\d+_")

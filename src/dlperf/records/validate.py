@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from dlperf.records.schema import READABLE, THROUGHPUT_RANGE, RunRecord, record_kind, upgrade
 
+CASE_FOLDER = re.compile(r"\d+n\d+g")
 MAX_DEPTH = 64  # no record dlperf writes nests deeper than ~6; deeper input is hostile or broken
 
 
@@ -182,10 +184,49 @@ def check_file(path: str | Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, None
     if data["schema"] not in READABLE:
         return None, f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
-    problem = upgrade_problem(data) or record_problem(upgrade(data))
+    problem = upgrade_problem(data) or record_problem(upgrade(data)) or place_problem(data, Path(path))
     return (None, problem) if problem else (data, None)
+
+
+def place_problem(record: dict[str, Any], path: Path) -> str | None:
+    """Where a record's identity contradicts its file's place (`<model>/<case>/<stem>_<repeat>.json`): another
+    case's record copied or moved there would be counted as this case's."""
+    if record.get("source") == "extract" or not CASE_FOLDER.fullmatch(path.parent.name):
+        return None  # not in the results layout: nothing to compare with
+    found = {"model": path.parent.parent.name, "case": path.parent.name}
+    number = path.stem.rsplit("_", 1)[-1]
+    if number.isdigit() and record.get("repeat") is not None:
+        found["repeat"] = int(number)
+    wrong = [f"{key} {record.get(key)!r}" for key, value in found.items() if record.get(key) != value]
+    if wrong:
+        where = ", ".join(f"{key} {value!r}" for key, value in found.items())
+        return f"holds the record of {', '.join(wrong)}, but its place says {where}: a copied or moved file?"
+    return None
+
+
+def job_problem(record: dict[str, Any], model: str, case: str, group: str, repeat: int) -> str | None:
+    """Why a record is not the one a planned run (`--resume`) would write at its path, or None."""
+    expected = {"model": model, "case": case, "group": group, "repeat": repeat}
+    wrong = [
+        f"{key} {record.get(key)!r} (expected {value!r})" for key, value in expected.items() if record.get(key) != value
+    ]
+    return f"holds another run's record: {', '.join(wrong)}" if wrong else None
 
 
 def _refuse_constant(name: str) -> float:
     """NaN and Infinity are not JSON: a record holding them was not written by dlperf's strict writer."""
     raise ValueError(f"{name} is not a JSON number")
+
+
+def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
+    """A checked record of one of `schemas` (default: run records, upgraded), or None when the file is missing,
+    partial, invalid or not one."""
+    if schemas == READABLE:
+        return check_file(path)[0]
+    try:
+        data, problem = parse_json(Path(path).read_bytes())
+    except OSError:
+        return None
+    if problem or not isinstance(data, dict) or data.get("schema") not in schemas or "status" not in data:
+        return None
+    return data

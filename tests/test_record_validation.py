@@ -102,10 +102,14 @@ def test_history_add_refuses_an_invalid_record(tmp_path):
     assert not db.exists(), "nothing may be stored when one record is invalid"
 
 
-@pytest.mark.parametrize("damage", ["not-a-database", "text-in-real-column", "foreign-table"])
+@pytest.mark.parametrize("damage", ["not-a-database", "text-in-real-column", "foreign-table", "started-at-text"])
 def test_malformed_history_database_is_one_line(tmp_path, capsys, damage):
     db = tmp_path / "h.sqlite"
-    if damage == "not-a-database":
+    if damage == "started-at-text":
+        add_records(db, [record("1n1g", 1, 100.0, started_at=1.0), record("1n1g", 2, 90.0, started_at=2.0)], "v1")
+        with sqlite3.connect(db) as connection:
+            connection.execute("UPDATE runs SET started_at = 'yesterday' WHERE repeat = 2")
+    elif damage == "not-a-database":
         db.write_bytes(b"this is not sqlite at all" * 100)
     elif damage == "text-in-real-column":
         add_records(db, [record("1n1g", 1, 100.0, started_at=1.0)], "v1")
@@ -158,3 +162,17 @@ def test_resume_measures_a_run_whose_file_holds_another_runs_record(tmp_path, ca
     assert not record_is_complete(second, retry_failed=False)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(second.paths.record) in err and "holds the record of repeat 1" in err, err
+
+
+def test_locked_history_database_is_one_line(tmp_path, capsys, folder):
+    db = tmp_path / "h.sqlite"
+    add_records(db, [record("1n1g", 1, 100.0, started_at=1.0)], "v1")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        for args in (["history", "add", str(folder), "--db", str(db)], ["history", "show", "--db", str(db)]):
+            code, _, err = run_cli(args, capsys)
+            assert code == 2 and err.count("\n") == 1 and "locked" in err and "internal error" not in err, err
+    finally:
+        holder.rollback()
+        holder.close()

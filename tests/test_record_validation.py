@@ -176,3 +176,15 @@ def test_locked_history_database_is_one_line(tmp_path, capsys, folder):
     finally:
         holder.rollback()
         holder.close()
+
+
+def test_bad_maxbatch_record_is_named_not_read(tmp_path):
+    from dlperf.records.schema import MAXBATCH_SCHEMA
+
+    good = {"schema": MAXBATCH_SCHEMA, "status": "ok", "max_batch": 64, "group": "fp32"}
+    write_json_atomic(tmp_path / "maxbatch" / "good.json", good)
+    write_json_atomic(tmp_path / "maxbatch" / "bad.json", {**good, "max_batch": "big"})
+    skipped = []
+    records = find_records(tmp_path, (MAXBATCH_SCHEMA,), lambda path, reason: skipped.append((path.name, reason)))
+    assert [r["max_batch"] for r in records] == [64]
+    assert skipped == [("bad.json", "max_batch 'big' is not a positive integer")]

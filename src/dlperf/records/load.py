@@ -10,7 +10,7 @@ from typing import Any
 
 from dlperf.errors import ResultsError
 from dlperf.records.schema import READABLE
-from dlperf.records.validate import check_file, read_record
+from dlperf.records.validate import check_file
 
 OnSkip = Callable[[Path, str], None]
 
@@ -32,10 +32,7 @@ def find_records(
         if not path.is_file():
             on_skip(path, "is not a regular file")
             continue
-        if schemas != READABLE:  # commbench and maxbatch records: their own readers check them
-            record, problem = read_record(path, schemas), None
-        else:
-            record, problem = check_file(path)
+        record, problem = check_file(path, schemas)
         content = json.dumps(record, sort_keys=True) if record is not None else ""
         if problem:
             on_skip(path, problem)

@@ -98,6 +98,8 @@ def record_problem(record: dict[str, Any]) -> str | None:
     """Why a (readable) record cannot be used, or None when it can: every declared field of its kind checked."""
     kind = record_kind(record)
     hints = _hints(kind)
+    if "status" not in record:
+        return "status is missing"
     for spec in dataclasses.fields(kind):
         if spec.name not in record:
             if spec.metadata["check"] == "name" or (spec.name == "throughput" and record.get("status") == "ok"):
@@ -162,29 +164,33 @@ def parse_json(raw: bytes) -> tuple[Any, str | None]:
         return None, f"is not valid JSON ({str(error)[:80]}): truncated or edited?"
 
 
-def check_file(path: str | Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(record, None) for a usable record; (None, reason) for a broken or invalid one; (None, None) for a JSON
-    file that is no run record at all (summary.json and the like), which readers pass over silently."""
+def check_file(path: str | Path, schemas: tuple[str, ...] = READABLE) -> tuple[dict[str, Any] | None, str | None]:
+    """(record, None) for a usable record of `schemas` (default: run records); (None, reason) for a broken or
+    invalid one; (None, None) for a JSON file that is no such record at all (summary.json and the like), which
+    readers pass over silently."""
+    runs = schemas == READABLE
     try:
         raw = Path(path).read_bytes()
     except OSError as error:
-        return None, f"cannot be read: {error.strerror or error}"
-    if not raw.strip():
-        return None, "is empty"
-    data, problem = parse_json(raw)
-    if problem:
-        return None, problem
+        raw, problem = b"", f"cannot be read: {error.strerror or error}"
+    else:
+        data, problem = parse_json(raw) if raw.strip() else (None, "is empty")
+    if problem:  # a broken file is named by the run records' pass, once: other kinds' passes go by
+        return None, problem if runs else None
     if not isinstance(data, dict):
         return None, None
     if "schema" not in data:
-        if "status" in data and "throughput" in data:  # a run record with its schema key lost: name it
+        if runs and "status" in data and "throughput" in data:  # a run record with its schema key lost: name it
             return None, 'has no schema key: a run record edited by hand? add "schema": "dlperf.run/2"'
         return None, None
-    if not str(data["schema"]).startswith("dlperf.run/"):
+    if data["schema"] not in schemas:
+        if runs and str(data["schema"]).startswith("dlperf.run/"):
+            return None, f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
         return None, None
-    if data["schema"] not in READABLE:
-        return None, f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
-    problem = upgrade_problem(data) or record_problem(upgrade(data)) or place_problem(data, Path(path))
+    if runs:
+        problem = upgrade_problem(data) or record_problem(upgrade(data)) or place_problem(data, Path(path))
+    else:
+        problem = record_problem(data)
     return (None, problem) if problem else (data, None)
 
 
@@ -221,12 +227,4 @@ def _refuse_constant(name: str) -> float:
 def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
     """A checked record of one of `schemas` (default: run records, upgraded), or None when the file is missing,
     partial, invalid or not one."""
-    if schemas == READABLE:
-        return check_file(path)[0]
-    try:
-        data, problem = parse_json(Path(path).read_bytes())
-    except OSError:
-        return None
-    if problem or not isinstance(data, dict) or data.get("schema") not in schemas or "status" not in data:
-        return None
-    return data
+    return check_file(path, schemas)[0]

@@ -34,6 +34,9 @@ BAD = {
     "gpt1-parallel": json.dumps(
         {**record("1n1g", 9, 500.0), "schema": "dlperf.run/1", "model": "gpt", "parallel": {"dp": "two"}}
     ),
+    "gpt1-no-global-batch": json.dumps(
+        {**record("1n1g", 9, 500.0), "schema": "dlperf.run/1", "model": "gpt", "parallel": {"dp": 2}}
+    ),
     "no-schema": json.dumps({k: v for k, v in record("1n1g", 9, 500.0).items() if k != "schema"}),
     "deep": '{"schema": "dlperf.run/2", "x": ' + "[" * 100000 + "]" * 100000 + "}",
     "tiny-throughput": json.dumps(record("1n1g", 9, 1e-300)),
@@ -58,6 +61,7 @@ REASONS = {
     "machine-load-text": "machine_load",
     "stragglers-list": "stragglers",
     "gpt1-parallel": "parallel",
+    "gpt1-no-global-batch": "parallel.global_batch_size None",
     "no-schema": "no schema",
     "deep": "nested",
     "tiny-throughput": "throughput",

@@ -123,9 +123,11 @@ def upgrade_problem(record: dict[str, Any]) -> str | None:
         return None
     if not isinstance(parallel, dict):
         return f"parallel {short(parallel)} is not a mapping"
+    if not parallel.get("dp"):
+        return None  # nothing to derive: upgrade leaves the batch as it is
     for key in ("dp", "global_batch_size"):
-        if parallel.get(key) is not None and not is_count(parallel[key]):
-            return f"parallel.{key} {short(parallel[key])} is not a positive integer"
+        if not is_count(parallel.get(key)):
+            return f"parallel.{key} {short(parallel.get(key))} is not a positive integer"
     return None
 
 

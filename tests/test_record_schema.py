@@ -41,3 +41,19 @@ def test_validator_reads_the_declared_types():
     assert record_problem({**good, "window_throughputs": [1.0, "x"]}).startswith("window_throughputs list has an item")
     assert record_kind({**good, "command": "python train.py"}).__name__ == "ExternalRunRecord"
     assert record_kind({**good, "source": "extract"}).__name__ == "ExtractedRecord"
+
+
+def test_writer_spells_only_declared_fields(tmp_path):
+    """Every key a failed run's and a failed external run's record carry is declared for its kind."""
+    from dlperf.launch.messages import RunResult
+    from dlperf.orchestration.record import build_record
+    from dlperf.orchestration.run import plan_jobs
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    for values in ({"model": "resnet50", "device": "cpu"}, {"model": "resnet50", "command": "train.py"}):
+        spec = spec_from_mapping(values)
+        (job,) = plan_jobs(spec, check_spec(spec), [1], tmp_path)
+        written = build_record(job, RunResult.failed("worker rank 0 on h exited with code 1", rank=0), {}, 0.0, 1.0)
+        kind = record_kind(written)
+        assert set(written) <= declared_keys(kind), set(written) - declared_keys(kind)
+        assert record_problem(written) is None

@@ -202,3 +202,21 @@ def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path
     assert launch.workdir == os.getcwd() and launch.per == "rank" and not launch.shell
     flags = spec_flags(spec)
     assert flags[flags.index("--command") + 1] == template and "--engine" in flags
+
+
+def test_a_nan_loss_in_dlperf_format_fails_the_external_run(tmp_path):
+    """A `--command` printing dlperf's own window lines with `loss nan` is failed with the reason, not ok."""
+    from dlperf.launch.messages import RunResult
+    from dlperf.orchestration.record import build_record
+
+    spec = spec_from_mapping({"model": "resnet50", "batch_size": 8, "command": "train.py", "log_format": "dlperf"})
+    (job,) = plan_jobs(spec, check_spec(spec), [1], tmp_path)
+    job.paths.log.parent.mkdir(parents=True)
+    job.paths.log.write_text(
+        "".join(
+            f"[dlperf] iter {i}/6 loss {loss} samples/s 100.0 ms/iter 80.000 time {1763830000 + i}.000000\n"
+            for i, loss in ((2, "2.302585"), (4, "nan"), (6, "nan"))
+        )
+    )
+    record = build_record(job, RunResult(), {}, 0.0, 1.0)
+    assert record["status"] == "failed" and "NaN loss: [dlperf] iter 4/6" in record["error"], record

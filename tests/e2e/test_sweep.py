@@ -99,3 +99,37 @@ def test_interrupted_sweep_resumes(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["resnet50"]["b2_fp32"]["1n1g"]["repeats"] == 3
     assert (out / "report.md").exists() and (out / "plots" / "resnet50_b2_fp32.png").exists()
+
+
+class FailingLauncher(type(LOCAL)):
+    """Runs nothing: every job 'fails' at once, so a record is written without a process."""
+
+    def describe(self, job):
+        return []
+
+    def run(self, job, workdir):
+        from dlperf.launch.messages import RunResult
+
+        return RunResult.failed("worker rank 0 on h exited with code 1")
+
+
+def test_repeats_decision_is_written_with_its_record(tmp_path, monkeypatch):
+    """A SIGINT right after a record's write must not leave its `repeats_stop` null: one write holds both."""
+    import dlperf.orchestration.run as run_module
+    from dlperf.orchestration.sweep import run_sweep
+    from dlperf.records.store import write_json_atomic
+
+    def write_then_interrupt(path, data):
+        write_json_atomic(path, data)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "write_json_atomic", write_then_interrupt)
+    launcher = FailingLauncher(LaunchOptions())
+    plan = plan_sweep({"model": "resnet50", "device": "cpu", "iters": 2}, launcher, repeats="auto", max_repeats=3)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(
+            plan, tmp_path, {}, launcher, resume=False, overwrite=False, retry_failed=False,
+            on_skip=lambda job: None, on_record=lambda job, record: None,
+        )  # fmt: skip
+    (path,) = tmp_path.rglob("*.json")
+    assert json.loads(path.read_text())["repeats_stop"]["stop"] is False

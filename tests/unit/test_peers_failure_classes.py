@@ -179,3 +179,15 @@ def test_no_plots_writes_tables_only(tmp_path, capsys):
     assert not (tmp_path / "out" / "plots").exists() and (tmp_path / "out" / "report.md").is_file()
     report = (tmp_path / "out" / "report.md").read_text()
     assert "| tokens/s |" in report and "out of memory" in report
+
+
+def test_a_nan_loss_in_dlperfs_own_log_fails_the_run(tmp_path):
+    log = tmp_path / "1n1g" / "resnet50_b8_fp32_1.log"
+    log.parent.mkdir()
+    windows = [
+        f"[dlperf] iter {i}/6 loss {loss} samples/s 100.0 ms/iter 80.000 time {1763830000 + i}.000000"
+        for i, loss in ((2, "2.302585"), (4, "nan"), (6, "nan"))
+    ]
+    log.write_text("\n".join(windows) + "\n")
+    record = read_run(parse_log_path(log), Options(format="dlperf"))
+    assert record["status"] == "failed" and record["error"].startswith("NaN loss: [dlperf] iter 4/6"), record

@@ -13,7 +13,7 @@ from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.messages import AgentSpec, NodeLaunch, NodeResult, RunResult
 from dlperf.orchestration.record import build_record
 from dlperf.orchestration.run import plan_jobs
-from dlperf.records.schema import read_record
+from dlperf.records.validate import read_record
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import build_summary
 from dlperf.workloads import check_spec, decode_spec, spec_from_mapping
@@ -87,6 +87,7 @@ def test_schema_1_records_stay_readable(tmp_path):
     old = {
         "schema": "dlperf.run/1", "model": "gpt", "status": "ok", "batch_size": 128, "group": "g", "case": "1n4g",
         "parallel": {"dp": 2, "tp": 2, "pp": 1, "micro_batch_size": 2, "global_batch_size": 8},
+        "nodes": 1, "devices_per_node": 4, "world_size": 4, "precision": "fp32", "throughput": 10.0,
     }  # fmt: skip
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))

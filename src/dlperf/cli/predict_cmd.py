@@ -9,7 +9,7 @@ from dlperf.errors import ConfigError
 from dlperf.files import read_user_file
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
 from dlperf.predict.model import MAX_GRADIENT_BYTES, MIB
-from dlperf.records.schema import read_record
+from dlperf.records.validate import read_record
 from dlperf.reporting.commbench_table import read_commbench
 
 

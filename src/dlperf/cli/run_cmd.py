@@ -18,6 +18,7 @@ from dlperf.cli.options import (
 from dlperf.errors import LaunchError
 from dlperf.launch.hosts import slots_per_node
 from dlperf.launch.ssh import SshLauncher
+from dlperf.orchestration.evidence import flops_fields
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import execute
 from dlperf.spec import EXTERNAL, RunSpec
@@ -76,11 +77,13 @@ def window_extra(spec: RunSpec, plan: WorkloadPlan, env: dict) -> WindowExtra | 
     """The workload's own per-window figures (GPT: tokens/s, TFLOP/s per device, MFU) from a window's samples/s."""
     device = (env.get("gpus") or [{}])[0].get("name", "cpu") if spec.device != "cpu" else "cpu"
     workload = get_workload(spec.model)
-    if not workload.derived_metrics(spec, plan, {"throughput": 1.0, "ranks": [{"device": device}]}):
+    if not workload.derived_metrics(spec, plan, {"throughput": 1.0}):
         return None
 
     def extra(samples_per_s: float) -> str:
-        m = workload.derived_metrics(spec, plan, {"throughput": samples_per_s, "ranks": [{"device": device}]})
+        m = {"throughput": samples_per_s, "global_batch_size": plan.global_batch, "ranks": [{"device": device}]}
+        m.update(workload.derived_metrics(spec, plan, m))
+        m.update(flops_fields(spec, m, None, None))
         tflops = f"{m['tflops_per_device']:.3g} TFLOP/s per device"
         return f"{m['tokens_per_s']:.0f} tokens/s  {tflops}  MFU {percent(m['mfu'])}"
 

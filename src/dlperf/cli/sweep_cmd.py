@@ -21,8 +21,8 @@ from dlperf.orchestration.run import launcher_for
 from dlperf.orchestration.sweep import SweepOptions, SweepPlan, finish_sweep, plan_sweep_file, run_sweep, start_sweep
 from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
 from dlperf.records.lock import results_lock
-from dlperf.records.schema import read_record
 from dlperf.records.store import check_writable
+from dlperf.records.validate import read_record
 from dlperf.reporting.report import existing_report_files
 
 # What shapes a sweep besides its file, stored in its folder for --resume: the repeats rule and every launch flag.

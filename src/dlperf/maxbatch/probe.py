@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.maxbatch.search import ProbeOutcome
-from dlperf.records.schema import read_record
+from dlperf.records.validate import read_record
 from dlperf.spec import MEMORY_CAP_ENV
 
 # What PyTorch, Python and the C++ runtime print when an allocation fails (CPU and CUDA).

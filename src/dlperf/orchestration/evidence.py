@@ -73,36 +73,33 @@ def energy_fields(measured: RunMeasurement) -> dict[str, Any]:
     return {"energy": result.as_record()}
 
 
-def flops_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
-    m = measured.measurement
-    device = measured.ranks[0].device if measured.ranks else "cpu"
-    seconds_per_iteration = m.global_batch / measured.throughput
-    counted = measured.flops_per_iteration
-    tf32 = spec.tf32(measured.device_type)
+def flops_fields(
+    spec: RunSpec, record: dict[str, Any], counted: float | None, note: str | None, device_type: str | None = None
+) -> dict[str, Any]:
+    """FLOPs per iteration and MFU, computed here and nowhere else: over the counted FLOPs, else the workload's
+    published formula (`flops_per_iteration_formula`, from `derived_metrics`), else none with the reason. `record`
+    holds the run's `throughput`, `global_batch_size` and `ranks` (rank 0's device names the peak); `device_type`
+    (a native run's) says whether fp32 ran on TF32, whose peak MFU then divides by."""
+    formula = record.get("flops_per_iteration_formula")
+    basis = counted if counted is not None else formula
+    source = f"formula (no count: {note})" if formula is not None else note
+    source = FLOPS_COUNTED if counted is not None else source
+    device = (record.get("ranks") or [{}])[0].get("device") or "cpu"
+    seconds_per_iteration = record["global_batch_size"] / record["throughput"]
+    tf32 = spec.tf32(device_type) if device_type else False
     fields = mfu_fields(
-        counted,
-        seconds_per_iteration,
-        spec.world_size,
-        device,
-        spec.precision,
-        spec.peak_tflops,
-        measured.flops_note,
-        tf32=tf32,
+        basis, seconds_per_iteration, spec.world_size, device, spec.precision, spec.peak_tflops, note, tf32=tf32
     )
-    return {
-        "tf32": {"matmul": tf32, "conv": tf32},  # what the engine set from --fp32-math (CUDA only)
-        "flops_per_iteration": counted,
-        "flops_source": FLOPS_COUNTED if counted is not None else measured.flops_note,
-        **fields,
-    }
+    tf32_state = {"tf32": {"matmul": tf32, "conv": tf32}} if device_type else {}  # what --fp32-math set (CUDA only)
+    return {**tf32_state, "flops_per_iteration": basis, "flops_source": source, **fields}
 
 
 def evidence_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
-    """Every evidence field of a successful run's record."""
+    """Every evidence field of a successful run's record but FLOPs and MFU (`flops_fields`, which need the
+    workload's derived metrics first)."""
     return {
         **steady_fields(spec, measured),
         **noise_fields(measured),
         **straggler_fields(spec, measured),
         **energy_fields(measured),
-        **flops_fields(spec, measured),
     }

@@ -11,7 +11,7 @@ from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.stats import latency_summary
 from dlperf.orchestration.command_run import command_fields, framework_of, log_tail, noise_of, read_figures
-from dlperf.orchestration.evidence import evidence_fields
+from dlperf.orchestration.evidence import evidence_fields, flops_fields
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
 from dlperf.workloads import get_workload
@@ -32,11 +32,26 @@ def _outcome(job: RunJob, result: RunResult) -> tuple[Failure | None, dict[str, 
 
 
 def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> dict:
-    """The spec, the plan's derived values, the measurement (or the failure) and the environment in one record."""
-    spec, plan = job.spec, job.plan
+    """The run's record (declared in dlperf.records.schema), built by the function of its kind: a failed run, an
+    external command's run, a rank task's record (commbench) or a measured run."""
     if result.node_envs:
         env = {**env, "nodes": result.node_envs}
     failure, figures = _outcome(job, result)
+    record = _common(job, result, env, started_at, finished_at, failure)
+    if failure:
+        return strict_json(failed_record(job, record, failure))
+    if figures is not None:
+        return strict_json(external_record(job, result, record, figures))
+    if result.measured.measurement is None:
+        return strict_json(task_record(job, result, record))
+    return strict_json(measured_record(job, result, record))
+
+
+def _common(
+    job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float, failure: Failure | None
+) -> dict[str, Any]:
+    """The fields every run record kind shares: the spec, the plan's derived values, status and environment."""
+    spec, plan = job.spec, job.plan
     workload = get_workload(spec.model)
     record: dict[str, Any] = {
         "schema": workload.record_schema or SCHEMA,
@@ -78,34 +93,57 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         record["command"] = spec.command
         record["label"] = spec.engine_tag
         record.update(command_fields(spec, result.commands))
-    if failure:
-        record["failure"] = failure.facts()
-        if spec.engine == EXTERNAL:
-            record["log_tail"] = log_tail(job)
-        return strict_json(record)
-    if figures is not None:
-        record.update(figures)
-        record["throughput_per_device"] = figures["throughput"] / spec.world_size
-        record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [env.get("host")]
-        record.update(noise_of(record))
-        record.update(workload.derived_metrics(spec, plan, record))
-        return strict_json(record)
+    return record
+
+
+def failed_record(job: RunJob, record: dict[str, Any], failure: Failure) -> dict[str, Any]:
+    """A failed run: the dead worker's facts, and an external command's last log lines."""
+    record["failure"] = failure.facts()
+    if job.spec.engine == EXTERNAL:
+        record["log_tail"] = log_tail(job)
+    return record
+
+
+def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figures: dict) -> dict[str, Any]:
+    """An external command's run: the peer reader's figures from its log, and the workload's derived metrics."""
+    spec = job.spec
+    record.update(figures)
+    record["throughput_per_device"] = figures["throughput"] / spec.world_size
+    record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [record["env"].get("host")]
+    record.update(noise_of(record))
+    record.update(get_workload(spec.model).derived_metrics(spec, job.plan, record))
+    record.update(flops_fields(spec, record, None, "an external command: its FLOPs are not counted"))
+    return record
+
+
+def _ranks_fields(result: RunResult) -> dict[str, Any]:
     measured = result.measured
-    record.update(
-        {
-            "peak_memory_mib": measured.peak_memory_mib,
-            "device_type": measured.device_type,
-            "ranks": [
-                {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "machine_load", "energy")}
-                for r in measured.ranks
-            ],
-            "hosts": sorted({r.host for r in measured.ranks}),
-        }
-    )
+    return {
+        "peak_memory_mib": measured.peak_memory_mib,
+        "device_type": measured.device_type,
+        "ranks": [
+            {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "machine_load", "energy")}
+            for r in measured.ranks
+        ],
+        "hosts": sorted({r.host for r in measured.ranks}),
+    }
+
+
+def task_record(job: RunJob, result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
+    """A rank task of its own (commbench): the workload makes its record from rank 0's output."""
+    measured = result.measured
+    record.update(_ranks_fields(result))
+    workload = get_workload(job.spec.model)
+    record.update(workload.task_record(job.spec, job.plan, measured.output or {}, measured.device_type))
+    return record
+
+
+def measured_record(job: RunJob, result: RunResult, record: dict[str, Any]) -> dict[str, Any]:
+    """A timed-loop run: throughput, windows, latency, memory, the evidence and MFU; a non-finite loss makes it
+    `diverged`."""
+    spec, measured = job.spec, result.measured
     m = measured.measurement
-    if m is None:  # a rank task of its own (commbench): the workload makes its record
-        record.update(workload.task_record(spec, plan, measured.output or {}, measured.device_type))
-        return strict_json(record)
+    record.update(_ranks_fields(result))
     record.update(
         {
             "throughput": measured.throughput,
@@ -121,7 +159,8 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
         }
     )
     record.update(evidence_fields(spec, measured))
-    record.update(workload.derived_metrics(spec, plan, record))
+    record.update(get_workload(spec.model).derived_metrics(spec, job.plan, record))
+    record.update(flops_fields(spec, record, measured.flops_per_iteration, measured.flops_note, measured.device_type))
     losses = [m.loss_first, m.loss_last]
     if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):
         record["status"] = "diverged"
@@ -129,7 +168,7 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
             f"the loss diverged (first {m.loss_first}, last {m.loss_last}): the speed of a diverged run is not "
             "comparable; lower --lr, or use fp32 or bf16 instead of fp16"
         )
-    return strict_json(record)
+    return record
 
 
 def strict_json(value: Any) -> Any:

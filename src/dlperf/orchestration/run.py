@@ -15,12 +15,14 @@ from dlperf.orchestration.command_run import check_command, line_patterns
 from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
-from dlperf.records.schema import READABLE, read_record
+from dlperf.records.schema import READABLE
 from dlperf.records.store import check_free_space, claim_paths, write_json_atomic
+from dlperf.records.validate import read_record
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload
 
 OnRecord = Callable[[RunJob, dict[str, Any]], None]
+Decide = Callable[[dict[str, Any]], dict[str, Any]]  # fields decided from a record, written with it in one write
 # What one run writes, generously: its record and console (with the environment), plus a log line per window.
 RUN_FILES_BYTES = 256 * 1024
 LOG_LINE_BYTES = 512
@@ -56,14 +58,16 @@ def execute(
     overwrite: bool,
     on_record: OnRecord | None = None,
     fields: dict[str, Any] | None = None,
+    decide: Decide | None = None,
 ) -> list[dict[str, Any]]:
     """Launch the jobs (one by one, or submitted together) and write each record atomically as it comes;
     a failed run is a record too, never an exception. `fields` (a sweep's id) go into every record, those a job
-    wrote itself (sbatch) too. Holds the results folder's write lock meanwhile."""
+    wrote itself (sbatch) too; `decide`'s fields (the repeats decision) are written in the same atomic write as the
+    record, so no interruption leaves a record without its decision. Holds the results folder's write lock."""
     with contextlib.ExitStack() as locks:
         for root in sorted({job.paths.root for job in jobs}):
             locks.enter_context(results_lock(root))
-        return _execute(jobs, launcher, env, overwrite=overwrite, on_record=on_record, fields=fields)
+        return _execute(jobs, launcher, env, overwrite=overwrite, on_record=on_record, fields=fields, decide=decide)
 
 
 def _execute(
@@ -74,6 +78,7 @@ def _execute(
     overwrite: bool,
     on_record: OnRecord | None,
     fields: dict[str, Any] | None,
+    decide: Decide | None,
 ) -> list[dict[str, Any]]:
     for job in jobs:
         claim_paths(job.paths, overwrite)
@@ -89,10 +94,13 @@ def _execute(
         if record is None:
             result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
             record = {**build_record(job, result, env, started, time.time()), **(fields or {})}
+            record.update(decide(record) if decide else {})
             write_json_atomic(job.paths.record, record)
-        elif fields and any(record.get(k) != v for k, v in fields.items()):
-            record.update(fields)
-            write_json_atomic(job.paths.record, record)
+        else:
+            added = {**(fields or {}), **(decide(record) if decide else {})}
+            if any(record.get(k) != v for k, v in added.items()):
+                record.update(added)
+                write_json_atomic(job.paths.record, record)
         records.append(record)
         if on_record:
             on_record(job, record)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,12 +28,12 @@ from dlperf.launch.hosts import slots_per_node
 from dlperf.metrics.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.preflight import preflight_warning
-from dlperf.orchestration.run import OnRecord, check_run, execute, plan_jobs
+from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
-from dlperf.records.schema import read_record
-from dlperf.records.store import check_writable, write_json_atomic
+from dlperf.records.store import check_writable
+from dlperf.records.validate import check_file, job_problem, read_record
 from dlperf.reporting.report import refuse_to_replace, write_report
 from dlperf.spec import RunSpec, file_keys, parse_topology
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
@@ -192,9 +193,19 @@ def resumed_sweep_id(jobs: list[RunJob]) -> str | None:
     return None
 
 
-def record_is_complete(path: Path, retry_failed: bool) -> bool:
-    record = read_record(path)
-    return record is not None and (record["status"] == "ok" or not retry_failed)
+def record_is_complete(job: RunJob, retry_failed: bool) -> bool:
+    """Whether --resume may keep the record at the job's path: a valid record of this very run (model, case, group,
+    repeat). A broken one, or another run's record there (a copied file), is named and the run measured again."""
+    if not job.paths.record.exists():
+        return False
+    record, problem = check_file(job.paths.record)
+    if record is not None:
+        problem = job_problem(record, job.spec.model, job.spec.topology, job.plan.group, job.repeat)
+    if problem or record is None:
+        why = problem or "is no run record"
+        print(f"dlperf: {ascii(str(job.paths.record))[1:-1]} {why}: measuring this run again", file=sys.stderr)
+        return False
+    return record["status"] == "ok" or not retry_failed
 
 
 @dataclass
@@ -254,11 +265,12 @@ class _Runner:
     fields: dict[str, Any] | None
 
     def done_before(self, job: RunJob) -> bool:
-        return self.options.resume and record_is_complete(job.paths.record, self.options.retry_failed)
+        return self.options.resume and record_is_complete(job, self.options.retry_failed)
 
-    def execute(self, jobs: list[RunJob], on_record: OnRecord | None = None) -> list[dict[str, Any]]:
+    def execute(self, jobs: list[RunJob], decide: Decide | None = None) -> list[dict[str, Any]]:
+        """Run `jobs`; `decide` adds the repeats decision to each record before its one write."""
         return execute(
-            jobs, self.launcher, self.env, overwrite=True, on_record=on_record or self.on_record, fields=self.fields
+            jobs, self.launcher, self.env, overwrite=True, on_record=self.on_record, fields=self.fields, decide=decide
         )
 
 
@@ -307,7 +319,7 @@ def _ok_throughput(record: dict[str, Any] | None) -> float | None:
 
 def _run_adaptive(plan: SweepPlan, adaptive: AdaptiveRepeats, runner: _Runner) -> SweepOutcome:
     """Each case repeated until `adaptive` says stop; every new record gets `repeats_stop`, the decision after it
-    (rewritten in place before the progress line shows it), so the case's last record says why it stopped."""
+    (written with the record in one atomic write), so the case's last record says why it stopped."""
     ran: list[dict[str, Any]] = []
     skipped = 0
     for spec, case_plan in plan.cases:
@@ -325,15 +337,13 @@ def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner)
     throughputs: list[float] = []
     decision: StopDecision | None = None
 
-    def decide(job: RunJob, record: dict[str, Any]) -> None:
+    def decide(record: dict[str, Any]) -> dict[str, Any]:
         nonlocal decision
         value = _ok_throughput(record)
         if value is not None:
             throughputs.append(value)
         decision = adaptive.decide(throughputs)
-        record["repeats_stop"] = decision.as_record()
-        write_json_atomic(job.paths.record, record)
-        runner.on_record(job, record)
+        return {"repeats_stop": decision.as_record()}
 
     for job in jobs:
         if runner.done_before(job):
@@ -344,7 +354,7 @@ def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner)
             skipped += 1
             runner.on_skip(job)
         else:
-            ran += runner.execute([job], on_record=decide)
+            ran += runner.execute([job], decide=decide)
         if decision is not None and decision.stop:
             break
     return ran, skipped

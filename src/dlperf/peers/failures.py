@@ -21,7 +21,8 @@ MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
 KEYWORDS = re.compile(
     "f memory|F MEMORY|OutOfMemory|OOM|RESOURCE_EX|Signal|exitcode|Segmentation|Killed|Error|Exception|Traceback"
 )
-NAN_LOSS = re.compile(r"\bloss\b[^|,]{0,40}?[:=]\s*[-+]?nan\b", re.IGNORECASE)
+# `loss: nan`, `loss=nan`, and dlperf's own `loss nan` (a space, no sign between)
+NAN_LOSS = re.compile(r"\bloss\b(?:[^|,]{0,40}?[:=]\s*|\s+)[-+]?nan\b", re.IGNORECASE)
 
 
 class FailureWatch:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
-from dlperf.records.schema import READABLE, read_record
+from dlperf.records.schema import READABLE
 from dlperf.records.tree import find_named
 from dlperf.records.validate import check_file
 
@@ -24,21 +25,24 @@ def find_records(
     root: str | Path, schemas: tuple[str, ...] = READABLE, on_skip: OnSkip = warn_skipped
 ) -> list[dict[str, Any]]:
     """Every valid record of `schemas` (default: run records) under `root`, in a stable order; each broken or
-    invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal)."""
+    invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal), and so does each
+    copy of a record already read (a copied file must not count as another repeat)."""
     records = []
     if not Path(root).is_dir():
         return records
+    seen: dict[str, Path] = {}  # a record's content -> the first file that held it
     for path in find_named(root, ".json", on_skip):
         if not path.is_file():
             on_skip(path, "is not a regular file")
             continue
-        if schemas != READABLE:  # commbench and maxbatch records: their own readers check them
-            record, problem = read_record(path, schemas), None
-        else:
-            record, problem = check_file(path)
+        record, problem = check_file(path, schemas)
+        content = json.dumps(record, sort_keys=True) if record is not None else ""
         if problem:
             on_skip(path, problem)
+        elif record is not None and content in seen:
+            on_skip(path, f"is a copy of {ascii(str(seen[content]))[1:-1]}: counted once")
         elif record is not None:
+            seen[content] = path
             record["_path"] = str(path)
             records.append(record)
     return records

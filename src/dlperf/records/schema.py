@@ -1,4 +1,9 @@
-"""The JSON record of one run: the contract that reports and users' scripts read.
+"""The JSON records dlperf writes, declared once: one dataclass per record kind, with each field's type and meaning.
+
+The validator (`records/validate.py`), the JSON Schema file (`records/schema/*.json`, `json_schema`) and the
+record reference in `docs/records.md` (`reference_table`) are all derived from these classes, so a field is spelled
+in its declaration and its readers, nowhere else. The classes describe the on-disk JSON; writers still emit plain
+dicts (the shape readers and users' scripts already know), and `declared_keys` lets tests hold writers to it.
 
 `dlperf.run/2` (this version) keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
@@ -7,17 +12,228 @@ readable: `upgrade` fills the new fields from the old ones.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import re
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 SCHEMA = "dlperf.run/2"
 READABLE = ("dlperf.run/1", SCHEMA)
+MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
+COMMBENCH_SCHEMA = "dlperf.commbench/1"
+# Throughputs outside this range are no measurement (one sample in 11 days, or a trillion samples a second): they
+# would overflow or divide by zero in speedups, so the validator refuses them
+THROUGHPUT_RANGE = (1e-6, 1e12)
+
+Check = Literal["name", "count", "positive", "throughput", ""]
+
+
+def doc(meaning: str, check: Check = "", default: Any = None) -> Any:
+    """A declared field: its meaning (the docs' reference table) and the value check beyond its type."""
+    return field(default=default, metadata={"doc": meaning, "check": check})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run of `dlperf run`/`sweep` (ok, failed or diverged); the keys every run record kind shares."""
+
+    schema: str = doc("`dlperf.run/2`; `dlperf.run/1` records are still read (`upgrade`)", "name")
+    dlperf_version: str | None = doc("the dlperf that wrote the record")
+    model: str = doc("workload", "name")
+    engine: str | None = doc("engine (`torch`, `jax`, `external`)")
+    case: str = doc("topology (`1n2g`)", "name")
+    group: str = doc("report group (`b128_fp32`)", "name")
+    table: str | None = doc("which report table (`scaling` or the GPT `layouts`)")
+    repeat: int | None = doc("repeat number", "count")
+    nodes: int = doc("nodes", "count")
+    devices_per_node: int = doc("devices per node", "count")
+    world_size: int = doc("processes (devices) in all", "count")
+    precision: str = doc("precision (`fp32`, `amp-bf16`, ...)", "name")
+    batch_size: int | None = doc("= `batch_size_per_device`, the published name", "count")
+    batch_size_per_device: int | None = doc(
+        "samples per device per iteration (global batch / data-parallel size)", "count"
+    )
+    micro_batch_size: int | None = doc("the micro batch where the step splits its batch (GPT), else null", "count")
+    global_batch_size: int | None = doc("samples per iteration", "count")
+    config: dict[str, Any] | None = doc(
+        "the run's keys: the shared ones and the model's own (a GPT record has no `batch_size` key there)"
+    )
+    status: Literal["ok", "failed", "diverged"] = doc("`ok`, `failed` or `diverged`", default="ok")
+    error: str | None = doc("the reason in one line, when not ok")
+    failure: dict[str, Any] | None = doc("rank, host, exit code and signal of a dead worker")
+    started_at: float | None = doc("Unix time the run started")
+    finished_at: float | None = doc("Unix time the run finished")
+    log: str | None = doc("the run's log file, beside the record")
+    env: dict[str, Any] | None = doc("the environment, as `dlperf env --json` prints it")
+    sweep_id: str | None = doc(
+        "the sweep that made the record (absent for a single `dlperf run`); report keeps sweeps apart"
+    )
+    repeats_stop: dict[str, Any] | None = doc(
+        "with `--repeats auto`: the decision after this repeat (`stop`, `reason`, `half_width`, `target`)"
+    )
+    throughput: float | None = doc("global samples/s over the timed iterations", "throughput")
+    throughput_per_device: float | None = doc("throughput / world size", "positive")
+    window_throughputs: list[float | None] | None = doc("samples/s of each timing window (null: not finite)")
+    latency_ms: dict[str, float | None] | None = doc(
+        "`mean`, `p50`, `p90` milliseconds per iteration (CUDA events on GPUs, no sync per step)"
+    )
+    peak_memory_mib: dict[str, float | None] | None = doc(
+        "per device, max over ranks: CUDA `allocated` and `reserved`; on CPUs the workers' peak `rss`"
+    )
+    device_type: str | None = doc("`cuda`, `cpu`, ...")
+    ranks: list[dict[str, Any]] | None = doc("each rank's host, device and peak memory")
+    hosts: list[str | None] | None = doc("the hosts the run used")
+    elapsed_s: float | None = doc("timed window in seconds")
+    first_step_s: float | None = doc("time to the first finished step")
+    compile_s: float | None = doc("compile time (`--compile`; XLA's ahead-of-time compile on JAX)")
+    loss_first: float | None = doc("loss of the first step")
+    loss_last: float | None = doc("loss of the last timed step")
+    parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
+    gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
+    steady_state: dict[str, Any] | None = doc(
+        "where the window throughputs become stationary (3 windows within ±5 % of their median; `metrics/steady.py`);"
+        " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"
+    )
+    steady_state_iter: int | None = doc("the iteration the steady state starts at")
+    throughput_steady: float | None = doc("samples/s from the steady state on")
+    warmup: dict[str, Any] | None = doc(
+        "`mode` (`fixed` or `auto`), `iters` run; for auto its `window_throughputs`, `max_iters`, `stable` and, when"
+        " not stable, the `reason`"
+    )
+    noisy: bool | None = doc(
+        "the run's verdict (`metrics/noise.py`): windows' CV above 5 %, other processes busier than 10 % of the cores"
+        " (at least half a core), or another process on the run's GPUs"
+    )
+    noise_reasons: list[str] | None = doc("why the run is noisy")
+    window_cv: float | None = doc("coefficient of variation of the windows")
+    machine_load: list[dict[str, Any]] | None = doc(
+        "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
+        " load averages, other processes' CPU seconds and cores, other GPU processes (NVML)"
+    )
+    stragglers: dict[str, Any] | None = doc(
+        "per-rank median of each rank's own work per step (`measure` says what), the median rank, slowest rank and"
+        " host, spread, `stragglers` (ranks above `--straggler-pct`) and `flagged`; null for one rank"
+    )
+    energy: dict[str, Any] | None = doc(
+        "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
+        " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"
+    )
+    flops_per_iteration: float | None = doc(
+        "FLOPs of one iteration counted by FlopCounterMode on the meta device at the run's shapes, else the"
+        " workload's formula (GPT adds `flops_per_iteration_formula`, the published formula)"
+    )
+    flops_source: str | None = doc("where `flops_per_iteration` comes from")
+    tflops_per_device: float | None = doc("achieved TFLOP/s per device")
+    mfu: float | None = doc(
+        "model FLOPs utilisation against `mfu_peak_tflops` (`metrics/flops.py`); an unknown device leaves it null"
+        " with the reason in `mfu_note`, never a fallback"
+    )
+    mfu_note: str | None = doc("why MFU is null")
+    mfu_peak_tflops: float | None = doc("the device's dense peak TFLOP/s (`metrics/peaks.py`)")
+    mfu_peak_source: str | None = doc("where the peak comes from")
+    mfu_peak_device: str | None = doc("the device name the peak table matched")
+    mfu_peak_note: str | None = doc("why no peak")
+    flops_convention: str | None = doc("which FLOPs the peak counts")
+    parallel: dict[str, Any] | None = doc("GPT: the layout (`dp`, `tp`, `pp`, ..., `global_batch_size`)")
+    framework: str | None = doc(
+        "`name version` of what ran it (`torch 2.9.1`, `tensorflow 2.20.0`; external runs: `--framework` and the"
+        " version the command's interpreter reports, `docs/external-scripts.md`)"
+    )
+    work: str | None = doc(
+        "the work where it differs from the published case (`32px`, `10cls`, `s128`): part of the reports' series key"
+    )
+    tf32: dict[str, bool] | None = doc(
+        "`{matmul, conv}`: whether fp32 matmuls and convolutions ran on TF32 tensor cores (`--fp32-math`, CUDA only);"
+        " an fp32 run with `tf32.matmul` true divides MFU by the TF32 peak"
+    )
+    mfu_peak_precision: str | None = doc("the precision whose peak MFU divides by (`tf32` for fp32 on TF32)")
+    mfu_measured: float | None = doc(
+        "MFU against the peak `dlperf peak` measured on this exact device and precision, where the run's parent found"
+        " the peaks file; null otherwise"
+    )
+    mfu_measured_peak_tflops: float | None = doc("that measured peak")
+    mfu_measured_peak_source: str | None = doc("where that measured peak comes from")
+
+
+@dataclass(frozen=True)
+class ExternalRunRecord(RunRecord):
+    """A `--command` run: the framework's own script, its log read by a peer reader."""
+
+    command: str | None = doc("the `--command` template")
+    format: str | None = doc("the peer reader that read the log")
+    rule: str | None = doc("the rule that read it")
+    kept_lines: int | None = doc("the log lines the reader kept")
+    log_tail: list[str] | None = doc("a failed run's last 20 log lines")
+    label: str | None = doc("the command's label (its group token; `--label`, else its framework)")
+    ended_by: str | None = doc("`the command exited`, or the stop rule that ended it (`--stop-after-*`)")
+    host_memory_mib_sampled: float | None = doc("peak memory of the command's process tree, sampled every 0.5 s")
+    gpu_memory_mib_sampled: float | None = doc("its GPU memory, sampled the same way (NVML; else `memory_note`)")
+    memory_note: str | None = doc("why a sampled memory figure is missing")
+
+
+@dataclass(frozen=True)
+class ExtractedRecord(RunRecord):
+    """A record `dlperf extract` made from another framework's log."""
+
+    source: str = doc("`extract`", "name", default="extract")
+    file: str | None = doc("the log the record was read from")
+    format: str | None = doc("the peer reader that read the log")
+    rule: str | None = doc("the rule that read it")
+    unit: str | None = doc("what the throughput counts (`samples/s`, `tokens/s`)")
+    printed_figure: str | None = doc("the figure the framework printed")
+    peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
+    warning: str | None = doc("what to know about the file (several runs in one log)")
+    cross_check: dict[str, Any] | None = doc(
+        "the second reading of the same log (time stamps and counts) beside the printed-rule figure: `agree`,"
+        " `ratio`, `reading`, `tolerance` and a `note` saying which reading is right and why (docs/peer-logs.md)"
+    )
+
+
+@dataclass(frozen=True)
+class CommbenchRecord:
+    """`dlperf commbench`: collective bandwidth per message size."""
+
+    schema: str = doc("`dlperf.commbench/1`", "name", default=COMMBENCH_SCHEMA)
+    status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
+    case: str | None = doc("topology (`1n2g`)")
+    world_size: int | None = doc("processes in all", "count")
+    error: str | None = doc("the reason in one line, when failed")
+
+
+@dataclass(frozen=True)
+class MaxbatchRecord:
+    """`dlperf maxbatch`: the largest batch that fits, per variant."""
+
+    schema: str = doc("`dlperf.maxbatch/1`", "name", default=MAXBATCH_SCHEMA)
+    status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
+    max_batch: int | None = doc("the largest batch per device that ran", "count")
+    group: str | None = doc("report group the search belongs to")
+
+
+KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
+
+
+def record_kind(record: dict[str, Any]) -> type:
+    """The declared class a record's keys say it is."""
+    schema = record.get("schema")
+    if schema == COMMBENCH_SCHEMA:
+        return CommbenchRecord
+    if schema == MAXBATCH_SCHEMA:
+        return MaxbatchRecord
+    if record.get("source") == "extract":
+        return ExtractedRecord
+    if record.get("engine") == "external" or "command" in record:
+        return ExternalRunRecord
+    return RunRecord
+
+
+def declared_keys(kind: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(kind)}
 
 
 def upgrade(record: dict[str, Any]) -> dict[str, Any]:
-    """A record of any readable version in today's shape (in place): derived fields from the old ones."""
+    """A record of any readable version in today's shape (in place): derived fields from the old ones. The
+    validator has checked the old fields' types first (`parallel` of a schema-1 GPT record)."""
     if record.get("schema") == "dlperf.run/1":
         parallel = record.get("parallel") or {}
         if record.get("model") == "gpt" and parallel.get("dp"):
@@ -30,18 +246,6 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
-    """A record of one of `schemas` (default: run records), or None when the file is missing, partial or not one."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("schema") not in schemas or "status" not in data:
-        return None
-    return upgrade(data)
-
-
-MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
 _BATCH_PREFIX = re.compile(r"^b\d+_")
 
 

@@ -1,23 +1,27 @@
-"""Checking a record before a report, compare or history trusts it: types, ranges, finite numbers.
+"""Checking a record before a report, compare or history trusts it: the declared types (`records/schema.py`),
+ranges, finite numbers.
 
 A results folder is shared, copied and edited by hand; one bad file must neither vanish silently (changing a
-median) nor kill the command. `record_problem` names what is wrong, `check_file` reads and checks one file.
+median) nor kill the command. `record_problem` names what is wrong, `check_file` reads and checks one file; after
+them, readers may trust every declared field's type.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
+import re
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
-from dlperf.records.schema import READABLE, upgrade
+from dlperf.records.schema import READABLE, THROUGHPUT_RANGE, RunRecord, record_kind, upgrade
 
-STATUSES = ("ok", "failed", "diverged")
-TEXT_FIELDS = ("model", "case", "group", "precision")
-COUNT_FIELDS = ("nodes", "devices_per_node", "world_size")  # positive integers
-OPTIONAL_COUNTS = ("repeat", "batch_size", "batch_size_per_device", "micro_batch_size", "global_batch_size")
-OPTIONAL_NUMBERS = ("elapsed_s", "first_step_s", "started_at", "finished_at")
+CASE_FOLDER = re.compile(r"\d+n\d+g")
+MAX_DEPTH = 64  # no record dlperf writes nests deeper than ~6; deeper input is hostile or broken
 
 
 def is_count(value: Any) -> bool:
@@ -28,35 +32,102 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def record_problem(record: dict[str, Any]) -> str | None:
-    """Why a (readable, upgraded) record cannot be used, or None when it can."""
-    status = record.get("status")
-    if status not in STATUSES:
-        return f"status {short(status)} is not one of {', '.join(STATUSES)}"
-    for key in TEXT_FIELDS:
-        if not isinstance(record.get(key), str) or not record[key]:
-            return f"{key} {short(record.get(key))} is not a name"
-    for key in COUNT_FIELDS:
-        if not is_count(record.get(key)):
-            return f"{key} {short(record.get(key))} is not a positive integer"
-    for key in OPTIONAL_COUNTS:
-        if record.get(key) is not None and not is_count(record[key]):
-            return f"{key} {short(record[key])} is not a positive integer"
-    for key in OPTIONAL_NUMBERS:
-        if record.get(key) is not None and not is_number(record[key]):
-            return f"{key} {short(record[key])} is not a finite number"
-    if status != "ok":
+@functools.cache
+def _hints(kind: type) -> dict[str, Any]:
+    return typing.get_type_hints(kind)
+
+
+def type_problem(value: Any, hint: Any) -> str | None:
+    """Why `value` is not of the declared type `hint`, or None."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
         return None
-    for key in ("throughput", "throughput_per_device"):
-        value = record.get(key)
-        if (key == "throughput" or value is not None) and not (is_number(value) and value > 0):
-            return f"{key} {short(value)} is not a positive finite number"
-    windows = record.get("window_throughputs")
-    if windows is not None and not (isinstance(windows, list) and all(is_number(w) and w >= 0 for w in windows)):
-        return "window_throughputs is not a list of finite non-negative numbers"
-    latency = record.get("latency_ms")
-    if latency is not None and not (isinstance(latency, dict) and all(is_number(v) for v in latency.values())):
-        return "latency_ms is not a mapping of finite numbers"
+    if origin in (typing.Union, types.UnionType):
+        if any(type_problem(value, arg) is None for arg in args):
+            return None
+        others = [arg for arg in args if arg is not type(None)]
+        if len(others) == 1:  # `X | None` holding a bad X: say what is wrong inside it
+            return type_problem(value, others[0])
+        return "is not " + " or ".join(_type_name(a) for a in args)
+    if hint is type(None):
+        return None if value is None else "is not null"
+    if origin is typing.Literal:
+        return None if value in args else "is not one of " + ", ".join(map(str, args))
+    if hint is str:
+        return None if isinstance(value, str) else "is not text"
+    if hint is bool:
+        return None if isinstance(value, bool) else "is not true or false"
+    if hint is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "is not an integer"
+    if hint is float:
+        return None if is_number(value) else "is not a finite number"
+    if origin is list:
+        if not isinstance(value, list):
+            return "is not a list"
+        return next((f"has an item that {p}" for v in value if (p := type_problem(v, args[0]))), None)
+    if origin is dict:
+        if not isinstance(value, dict):
+            return "is not a mapping"
+        return next((f"has a value that {p}" for v in value.values() if (p := type_problem(v, args[1]))), None)
+    raise TypeError(f"undeclared type {hint!r}")  # a declaration this checker cannot read: a bug in schema.py
+
+
+def _type_name(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    names = {str: "text", int: "an integer", float: "a finite number", bool: "true or false", list: "a list"}
+    return names.get(hint, names.get(typing.get_origin(hint), "a mapping"))
+
+
+def field_problem(key: str, value: Any, hint: Any, check: str) -> str | None:
+    """The declared check of one field: its type, then a name, count or positive range."""
+    if check == "name":
+        return None if isinstance(value, str) and value else f"{key} {short(value)} is not a name"
+    if check == "count" and value is not None and not is_count(value):
+        return f"{key} {short(value)} is not a positive integer"
+    if check in ("positive", "throughput") and value is not None and not (is_number(value) and value > 0):
+        return f"{key} {short(value)} is not a positive finite number"
+    if check == "throughput" and value is not None and not THROUGHPUT_RANGE[0] <= value <= THROUGHPUT_RANGE[1]:
+        low, high = THROUGHPUT_RANGE
+        return f"{key} {short(value)} is outside {low:g}..{high:g}: not a measurement"
+    problem = type_problem(value, hint)
+    return f"{key} {short(value)} {problem}" if problem else None
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """Why a (readable) record cannot be used, or None when it can: every declared field of its kind checked."""
+    kind = record_kind(record)
+    hints = _hints(kind)
+    if "status" not in record:
+        return "status is missing"
+    for spec in dataclasses.fields(kind):
+        if spec.name not in record:
+            if spec.metadata["check"] == "name" or (spec.name == "throughput" and record.get("status") == "ok"):
+                return f"{spec.name} is missing"
+            continue
+        value = record[spec.name]
+        if spec.name.startswith("throughput") and record.get("status") != "ok" and value is None:
+            continue
+        problem = field_problem(spec.name, value, hints[spec.name], spec.metadata["check"])
+        if problem:
+            return problem
+    if record.get("status") == "ok" and issubclass(kind, RunRecord) and record.get("throughput") is None:
+        return "throughput None is not a positive finite number"  # an ok run without its figure
+    return None
+
+
+def upgrade_problem(record: dict[str, Any]) -> str | None:
+    """What an old record lacks for `upgrade`: a schema-1 GPT record derives its batch from `parallel`."""
+    parallel = record.get("parallel")
+    if record.get("schema") != "dlperf.run/1" or record.get("model") != "gpt" or parallel is None:
+        return None
+    if not isinstance(parallel, dict):
+        return f"parallel {short(parallel)} is not a mapping"
+    if not parallel.get("dp"):
+        return None  # nothing to derive: upgrade leaves the batch as it is
+    for key in ("dp", "global_batch_size"):
+        if not is_count(parallel.get(key)):
+            return f"parallel.{key} {short(parallel.get(key))} is not a positive integer"
     return None
 
 
@@ -65,27 +136,97 @@ def short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_file(path: str | Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(record, None) for a usable record; (None, reason) for a broken or invalid one; (None, None) for a JSON
-    file that is no run record at all (summary.json and the like), which readers pass over silently."""
+def depth_problem(text: str | bytes) -> str | None:
+    """Nesting deeper than MAX_DEPTH, found by counting brackets (no recursion): json.loads would recurse."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text.decode("utf-8", "replace") if isinstance(text, bytes) else text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return (
+        f"is nested {deepest} levels deep (at most {MAX_DEPTH}): not a dlperf record" if deepest > MAX_DEPTH else None
+    )
+
+
+def parse_json(raw: bytes) -> tuple[Any, str | None]:
+    """(data, None), or (None, why the text is no usable JSON): never a RecursionError."""
+    problem = depth_problem(raw)
+    if problem:
+        return None, problem
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant), None
+    except ValueError as error:
+        return None, f"is not valid JSON ({str(error)[:80]}): truncated or edited?"
+
+
+def check_file(path: str | Path, schemas: tuple[str, ...] = READABLE) -> tuple[dict[str, Any] | None, str | None]:
+    """(record, None) for a usable record of `schemas` (default: run records); (None, reason) for a broken or
+    invalid one; (None, None) for a JSON file that is no such record at all (summary.json and the like), which
+    readers pass over silently."""
+    runs = schemas == READABLE
     try:
         raw = Path(path).read_bytes()
     except OSError as error:
-        return None, f"cannot be read: {error.strerror or error}"
-    if not raw.strip():
-        return None, "is empty"
-    try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
-    except ValueError as error:
-        return None, f"is not valid JSON ({str(error)[:80]}): truncated or edited?"
-    if not isinstance(data, dict) or not str(data.get("schema", "")).startswith("dlperf.run/"):
+        raw, problem = b"", f"cannot be read: {error.strerror or error}"
+    else:
+        data, problem = parse_json(raw) if raw.strip() else (None, "is empty")
+    if problem:  # a broken file is named by the run records' pass, once: other kinds' passes go by
+        return None, problem if runs else None
+    if not isinstance(data, dict):
         return None, None
-    if data["schema"] not in READABLE:
-        return None, f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
-    problem = record_problem(upgrade(data))
+    if "schema" not in data:
+        if runs and "status" in data and "throughput" in data:  # a run record with its schema key lost: name it
+            return None, 'has no schema key: a run record edited by hand? add "schema": "dlperf.run/2"'
+        return None, None
+    if data["schema"] not in schemas:
+        if runs and str(data["schema"]).startswith("dlperf.run/"):
+            return None, f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
+        return None, None
+    if runs:
+        problem = upgrade_problem(data) or record_problem(upgrade(data)) or place_problem(data, Path(path))
+    else:
+        problem = record_problem(data)
     return (None, problem) if problem else (data, None)
+
+
+def place_problem(record: dict[str, Any], path: Path) -> str | None:
+    """Where a record's identity contradicts its file's place (`<model>/<case>/<stem>_<repeat>.json`): another
+    case's record copied or moved there would be counted as this case's."""
+    if record.get("source") == "extract" or not CASE_FOLDER.fullmatch(path.parent.name):
+        return None  # not in the results layout: nothing to compare with
+    found = {"model": path.parent.parent.name, "case": path.parent.name}
+    number = path.stem.rsplit("_", 1)[-1]
+    if number.isdigit() and record.get("repeat") is not None:
+        found["repeat"] = int(number)
+    wrong = [f"{key} {record.get(key)!r}" for key, value in found.items() if record.get(key) != value]
+    if wrong:
+        where = ", ".join(f"{key} {value!r}" for key, value in found.items())
+        return f"holds the record of {', '.join(wrong)}, but its place says {where}: a copied or moved file?"
+    return None
+
+
+def job_problem(record: dict[str, Any], model: str, case: str, group: str, repeat: int) -> str | None:
+    """Why a record is not the one a planned run (`--resume`) would write at its path, or None."""
+    expected = {"model": model, "case": case, "group": group, "repeat": repeat}
+    wrong = [
+        f"{key} {record.get(key)!r} (expected {value!r})" for key, value in expected.items() if record.get(key) != value
+    ]
+    return f"holds another run's record: {', '.join(wrong)}" if wrong else None
 
 
 def _refuse_constant(name: str) -> float:
     """NaN and Infinity are not JSON: a record holding them was not written by dlperf's strict writer."""
     raise ValueError(f"{name} is not a JSON number")
+
+
+def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
+    """A checked record of one of `schemas` (default: run records, upgraded), or None when the file is missing,
+    partial, invalid or not one."""
+    return check_file(path, schemas)[0]

@@ -93,11 +93,17 @@ def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None
         for r in records
     ]
     stored, duplicates = [], []
-    with closing(_connect(db)) as connection, connection:
-        for record, row in zip(records, rows):
-            before = connection.total_changes
-            connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-            (stored if connection.total_changes > before else duplicates).append(record)
+    with closing(_connect(db)) as connection:
+        try:
+            with connection:
+                for record, row in zip(records, rows):
+                    before = connection.total_changes
+                    connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                    (stored if connection.total_changes > before else duplicates).append(record)
+        except sqlite3.Error as error:  # locked by another writer, or a table of another shape: nothing stored
+            raise ResultsError(
+                f"cannot store into history database {db}: {error}; try again, or another --db"
+            ) from None
     return AddOutcome(stored, duplicates)
 
 
@@ -133,10 +139,11 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
                 f"history database {db} is not one dlperf wrote ({error}): choose another --db"
             ) from None
     for row in rows:
-        if not all(isinstance(v, str) for v in row[:4]) or not (row[6] is None or is_number(row[6])):
+        numbers_ok = all(v is None or is_number(v) for v in (row[4], row[6]))
+        if not all(isinstance(v, str) for v in row[:4]) or not numbers_ok:
             raise ResultsError(
-                f"history database {db} holds a malformed row ({'/'.join(map(str, row[:4]))[:120]}, throughput "
-                f"{str(row[6])[:40]!r}): delete it with sqlite3, or choose another --db"
+                f"history database {db} holds a malformed row ({'/'.join(map(str, row[:4]))[:120]}, started_at "
+                f"{str(row[4])[:40]!r}, throughput {str(row[6])[:40]!r}): delete it with sqlite3, or another --db"
             )
     grouped: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
     wanted = canonical_model(model) if model else None

@@ -102,8 +102,8 @@ class GPTWorkload(Workload):
         )
 
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
-        """Tokens/s and the published formula's FLOPs beside the counted ones (`flops_per_iteration`); where no
-        count exists the formula is the MFU basis, and `flops_source` says so."""
+        """Tokens/s and the published formula's FLOPs; where no count exists the formula is the MFU basis
+        (orchestration/evidence.py `flops_fields` computes MFU for every workload)."""
         config: GPTConfig = spec.workload
         layout: Layout = plan.layout
         vocab = padded_vocab(config.vocab_size, layout.tp)
@@ -117,22 +117,6 @@ class GPTWorkload(Workload):
             "tokens_per_s": throughput * config.seq_length,
             "tokens_per_s_per_device": throughput * config.seq_length / spec.world_size,
         }
-        if measured.get("flops_per_iteration") is None:
-            device = (measured.get("ranks") or [{}])[0].get("device", "cpu")
-            seconds = layout.global_batch_size / throughput
-            fields.update(
-                flops_per_iteration=formula,
-                flops_source="formula (no count: " + str(measured.get("flops_source")) + ")",
-                **flops.mfu_fields(
-                    formula,
-                    seconds,
-                    spec.world_size,
-                    device,
-                    spec.precision,
-                    spec.peak_tflops,
-                    tf32=spec.tf32(measured.get("device_type", "cpu")),
-                ),
-            )
         return fields
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:

@@ -1,0 +1,59 @@
+"""The record is declared once: the JSON Schema files and the docs' reference are generated from the declaration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_report import record
+
+from dlperf.records.reference import JSON_DIR, docs_with_reference, schema_files
+from dlperf.records.schema import RunRecord, declared_keys, record_kind
+from dlperf.records.validate import record_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_checked_in_json_schemas_equal_the_generated_ones():
+    generated = schema_files()
+    assert sorted(p.name for p in JSON_DIR.glob("*.json")) == sorted(generated)
+    for name, text in generated.items():
+        assert (JSON_DIR / name).read_text(encoding="utf-8") == text, f"run python -m dlperf.records.reference ({name})"
+
+
+def test_docs_reference_is_in_sync_with_the_declaration():
+    docs = (ROOT / "docs" / "records.md").read_text(encoding="utf-8")
+    assert docs_with_reference(docs) == docs, "run python -m dlperf.records.reference"
+    assert all(f"| `{key}` |" in docs for key in declared_keys(RunRecord))
+
+
+def test_json_schema_states_the_validators_rules():
+    schema = json.loads((JSON_DIR / "RunRecord.schema.json").read_text())
+    assert {"schema", "model", "case", "group", "precision"} <= set(schema["required"])
+    assert schema["properties"]["world_size"]["anyOf"][0] == {"type": "integer", "minimum": 1}
+    assert schema["properties"]["status"]["enum"] == ["ok", "failed", "diverged"]
+
+
+def test_validator_reads_the_declared_types():
+    good = record("1n1g", 1, 100.0, env={"host": "h1"}, hosts=["h1"], ranks=[{"rank": 0}])
+    assert record_problem(good) is None
+    assert record_problem({**good, "noisy": "yes"}) == "noisy 'yes' is not true or false"
+    assert record_problem({**good, "window_throughputs": [1.0, "x"]}).startswith("window_throughputs list has an item")
+    assert record_kind({**good, "command": "python train.py"}).__name__ == "ExternalRunRecord"
+    assert record_kind({**good, "source": "extract"}).__name__ == "ExtractedRecord"
+
+
+def test_writer_spells_only_declared_fields(tmp_path):
+    """Every key a failed run's and a failed external run's record carry is declared for its kind."""
+    from dlperf.launch.messages import RunResult
+    from dlperf.orchestration.record import build_record
+    from dlperf.orchestration.run import plan_jobs
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    for values in ({"model": "resnet50", "device": "cpu"}, {"model": "resnet50", "command": "train.py"}):
+        spec = spec_from_mapping(values)
+        (job,) = plan_jobs(spec, check_spec(spec), [1], tmp_path)
+        written = build_record(job, RunResult.failed("worker rank 0 on h exited with code 1", rank=0), {}, 0.0, 1.0)
+        kind = record_kind(written)
+        assert set(written) <= declared_keys(kind), set(written) - declared_keys(kind)
+        assert record_problem(written) is None

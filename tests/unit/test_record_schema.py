@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_report import record
+from report_records import record
 
 from dlperf.records.reference import JSON_DIR, docs_with_reference, schema_files
 from dlperf.records.schema import RunRecord, declared_keys, record_kind
 from dlperf.records.validate import record_problem
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_checked_in_json_schemas_equal_the_generated_ones():

@@ -18,7 +18,15 @@ from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.orchestration.preflight import FORCE_HELP
 from dlperf.orchestration.run import launcher_for
-from dlperf.orchestration.sweep import SweepOptions, SweepPlan, finish_sweep, plan_sweep_file, run_sweep, start_sweep
+from dlperf.orchestration.sweep import (
+    SweepOptions,
+    SweepPlan,
+    finish_sweep,
+    plan_sweep_file,
+    run_sweep,
+    start_sweep,
+    sweep_id_for,
+)
 from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
 from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
@@ -142,14 +150,15 @@ def _run_locked(
     if not (args.resume or args.overwrite):
         _refuse_finished(args, jobs)
     total = len(jobs)
-    say(f"sweep: {counted(len(plan.cases), 'case')} planned -> {args.out}; collecting the environment")
+    sweep_id = sweep_id_for(jobs, args.resume)
+    say(f"sweep {sweep_id}: {counted(len(plan.cases), 'case')} planned -> {args.out}; collecting the environment")
     save_sweep_options(args.out, args.config, spec_text, {key: getattr(args, key) for key in STORED_OPTIONS})
-    start = start_sweep(plan, options, launcher)
+    start = start_sweep(plan, options, launcher, sweep_id)
     for warning in start.warnings:
         say(warning)
     for line in duration_estimates(plan, start.env):
         say(line)
-    jobs, sweep_id = start.jobs, start.sweep_id
+    jobs = start.jobs
     if plan.adaptive:
         say(
             f"sweep {sweep_id}: {counted(len(plan.cases), 'case')}, each repeated until its median is known within "

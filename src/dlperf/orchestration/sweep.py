@@ -229,9 +229,14 @@ class SweepStart:
     warnings: list[str]
 
 
-def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher) -> SweepStart:
+def sweep_id_for(jobs: list[RunJob], resume: bool) -> str:
+    """A new sweep's id, or the one a resumed sweep's records carry."""
+    return (resumed_sweep_id(jobs) if resume else None) or new_sweep_id()
+
+
+def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher, sweep_id: str | None = None) -> SweepStart:
     """Refuse to replace another sweep's report (unless resuming or overwriting), check the folder can be
-    written, capture the environment once."""
+    written, capture the environment once; `sweep_id` where the caller has named the sweep already."""
     if not (options.resume or options.overwrite):
         refuse_to_replace(options.out, {"md", "json"})
     check_writable(options.out)
@@ -241,8 +246,7 @@ def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher) -> S
         w for spec, case in plan.cases if launcher.local and (w := preflight_warning(spec, case, env, options.force))
     ]
     jobs = plan.jobs(options.out)
-    sweep_id = (resumed_sweep_id(jobs) if options.resume else None) or new_sweep_id()
-    return SweepStart(jobs, env, sweep_id, warnings)
+    return SweepStart(jobs, env, sweep_id or sweep_id_for(jobs, options.resume), warnings)
 
 
 def finish_sweep(options: SweepOptions, jobs: list[RunJob]) -> Path:

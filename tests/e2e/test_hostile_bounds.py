@@ -50,8 +50,9 @@ def _check_deep(tmp_path: Path, deepest: Path) -> None:
 
 # --- predict: bad records and flags are one line, exit 2; huge gradients are closed-form ------------------------
 
-RUN = {"schema": "dlperf.run/2", "status": "ok", "world_size": 1, "global_batch_size": 32, "throughput": 100.0,
-       "gradient_bytes": 10**6}  # fmt: skip
+RUN = {"schema": "dlperf.run/2", "model": "resnet50", "case": "1n1g", "group": "b32_fp32", "repeat": 1, "nodes": 1,
+       "devices_per_node": 1, "precision": "fp32", "status": "ok", "world_size": 1, "global_batch_size": 32,
+       "throughput": 100.0, "gradient_bytes": 10**6}  # fmt: skip
 FIT = {"op": "all_reduce", "world_size": 2, "alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "r2": 0.99,
        "max_rel_error": 0.1, "points": 5}  # fmt: skip
 
@@ -67,9 +68,9 @@ def _predict(tmp_path: Path, run: dict, fit: dict, *flags: str, timeout: float =
 @pytest.mark.parametrize(
     ("run", "fit", "flags", "message"),
     [
-        ({**RUN, "throughput": 0}, FIT, [], "throughput is 0"),
+        ({**RUN, "throughput": 0}, FIT, [], "throughput 0 is not a positive finite number"),
         ({k: v for k, v in RUN.items() if k != "global_batch_size"}, FIT, [], "global_batch_size is None"),
-        ({**RUN, "gradient_bytes": "many"}, FIT, [], "gradient_bytes is 'many'"),
+        ({**RUN, "gradient_bytes": "many"}, FIT, [], "gradient_bytes 'many' is not an integer"),
         (RUN, {"op": "all_reduce", "world_size": 2}, [], "fit has points = None"),
         (RUN, {**FIT, "beta_s_per_byte": "x"}, [], "beta_s_per_byte = 'x'"),
         (RUN, FIT, ["--bucket-mb", "inf"], "must be a positive finite number"),

@@ -116,7 +116,7 @@ class FailingLauncher(type(LOCAL)):
 def test_repeats_decision_is_written_with_its_record(tmp_path, monkeypatch):
     """A SIGINT right after a record's write must not leave its `repeats_stop` null: one write holds both."""
     import dlperf.orchestration.run as run_module
-    from dlperf.orchestration.sweep import run_sweep
+    from dlperf.orchestration.sweep import SweepOptions, run_sweep
     from dlperf.records.store import write_json_atomic
 
     def write_then_interrupt(path, data):
@@ -125,11 +125,9 @@ def test_repeats_decision_is_written_with_its_record(tmp_path, monkeypatch):
 
     monkeypatch.setattr(run_module, "write_json_atomic", write_then_interrupt)
     launcher = FailingLauncher(LaunchOptions())
-    plan = plan_sweep({"model": "resnet50", "device": "cpu", "iters": 2}, launcher, repeats="auto", max_repeats=3)
+    options = SweepOptions(out=str(tmp_path), repeats="auto", max_repeats=3)
+    plan = plan_sweep({"model": "resnet50", "device": "cpu", "iters": 2}, launcher, options)
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(
-            plan, tmp_path, {}, launcher, resume=False, overwrite=False, retry_failed=False,
-            on_skip=lambda job: None, on_record=lambda job, record: None,
-        )  # fmt: skip
+        run_sweep(plan, options, {}, launcher, on_skip=lambda job: None, on_record=lambda job, record: None)
     (path,) = tmp_path.rglob("*.json")
     assert json.loads(path.read_text())["repeats_stop"]["stop"] is False

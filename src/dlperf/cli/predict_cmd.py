@@ -9,7 +9,7 @@ from dlperf.errors import ConfigError
 from dlperf.files import read_user_file
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
 from dlperf.predict.model import MAX_GRADIENT_BYTES, MIB
-from dlperf.records.validate import read_record
+from dlperf.records.validate import check_file
 from dlperf.reporting.commbench_table import read_commbench
 
 
@@ -49,9 +49,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(args: argparse.Namespace) -> int:
     read_user_file(args.run_record, "run record")  # a FIFO or device is refused here, not waited on
-    record = read_record(args.run_record)
+    record, problem = check_file(args.run_record)
     if record is None:
-        raise ConfigError(f"{args.run_record} is not a dlperf run record: give the JSON `dlperf run` wrote")
+        why = f" ({problem})" if problem else ""
+        raise ConfigError(f"{args.run_record} is not a usable dlperf run record{why}: give the JSON `dlperf run` wrote")
     if not 1 <= args.bucket_mb * MIB <= MAX_GRADIENT_BYTES:
         raise ConfigError(f"--bucket-mb {args.bucket_mb:g} is no bucket size: give MiB between 1e-6 and 2^40, e.g. 25")
     single = run_from_record(record, args.gradient_bytes, args.backward_share, round(args.bucket_mb * MIB))

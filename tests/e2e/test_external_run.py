@@ -36,7 +36,8 @@ def one_thread(monkeypatch):
 
 
 def records(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(out.rglob("*.json")) if p.name != "summary.json"]
+    """The run records under `out` (not the folder's own summary.json and sweep_options.json)."""
+    return [json.loads(p.read_text()) for p in sorted(out.rglob("*.json")) if p.parent != out]
 
 
 def imagenet_expected(log: str, global_batch: int) -> float:

@@ -104,4 +104,4 @@ def test_resume_after_a_killed_parent_measures_alone(tmp_path):
     assert wait_for(lambda: not processes_with(token), 60), processes_with(token)
     resumed = run_dlperf(["sweep", str(tmp_path / "sweep.yaml"), "--out", str(tmp_path / "out"), "--resume"])
     assert resumed.returncode == 0, resumed.stderr
-    assert "1 runs done (0 failed)" in resumed.stdout
+    assert "1 run done (0 failed)" in resumed.stdout

@@ -78,9 +78,10 @@ def test_interrupted_sweep_resumes(tmp_path):
     deadline = time.time() + 180
     while time.time() < deadline and not records(out):
         time.sleep(0.2)
+    seen = [p.name for p in records(out)]
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == 130, f"records seen before SIGINT: {seen}\n{stdout[-3000:]}\n{stderr}"
     assert "--resume" in stdout
     done_before = {p.name: p.read_text() for p in records(out)}
     assert 1 <= len(done_before) < 3

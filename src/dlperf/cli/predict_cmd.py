@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     record, problem = check_file(args.run_record)
     if record is None:
         why = f" ({problem})" if problem else ""
-        raise ConfigError(f"{args.run_record} is not a usable dlperf run record{why}: give the JSON `dlperf run` wrote")
+        raise ConfigError(f"{args.run_record} is not a dlperf run record{why}: give the JSON `dlperf run` wrote")
     if not 1 <= args.bucket_mb * MIB <= MAX_GRADIENT_BYTES:
         raise ConfigError(f"--bucket-mb {args.bucket_mb:g} is no bucket size: give MiB between 1e-6 and 2^40, e.g. 25")
     single = run_from_record(record, args.gradient_bytes, args.backward_share, round(args.bucket_mb * MIB))

@@ -71,9 +71,12 @@ def test_interrupted_sweep_resumes(tmp_path):
     config = tmp_path / "sweep.yaml"
     config.write_text(SWEEP.replace("repeats: 3\n", ""))  # the file's default would be 5 repeats
     out = tmp_path / "out"
+    # Ctrl-C as at a terminal: a job started in the background by a script (CI's runner, say) inherits SIGINT
+    # ignored, and Python keeps ignoring an inherited SIG_IGN, so the sweep gets the default disposition back
     proc = subprocess.Popen(
         [sys.executable, "-m", "dlperf", "sweep", str(config), "--out", str(out), "--repeats", "3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.time() + 180
     while time.time() < deadline and not records(out):

@@ -80,6 +80,12 @@ def _self(name: str, args: list[str], budget: int) -> Step:
     return Step(name, [PY, str(Path(__file__).resolve()), *args], budget)
 
 
+def _cuda_tests(name: str, selection: str, budget: int) -> Step:
+    """tests/e2e/test_cuda.py's tests that `selection` (pytest's -k) picks."""
+    test_file = str(ROOT / "tests" / "e2e" / "test_cuda.py")
+    return Step(name, [PY, "-m", "pytest", "-q", "-rA", test_file, "-k", selection, "-p", "no:cacheprovider"], budget)
+
+
 def phases(out: Path) -> dict[str, list[Step]]:
     jpegs = out / "jpegs"
     return {
@@ -106,22 +112,7 @@ def phases(out: Path) -> dict[str, list[Step]]:
             ),  # fmt: skip
             _self("syncs_resnet_fp16", ["--count-syncs", "resnet50"], 45),
             _self("syncs_gpt_fp16", ["--count-syncs", "gpt"], 45),
-            Step(
-                "cuda_tests",
-                [
-                    PY,
-                    "-m",
-                    "pytest",
-                    "-q",
-                    "-rA",
-                    str(ROOT / "tests" / "e2e" / "test_cuda.py"),
-                    "-k",
-                    "not every_compile_mode",
-                    "-p",
-                    "no:cacheprovider",
-                ],
-                270,
-            ),  # fmt: skip
+            _cuda_tests("cuda_tests", "not every_compile_mode", 270),
         ],
         "resnet": [
             _self("jpegs", ["--make-jpegs", str(jpegs)], 30),
@@ -155,22 +146,7 @@ def phases(out: Path) -> dict[str, list[Step]]:
             ),  # fmt: skip
         ],
         "compile": [
-            Step(
-                "compile_mode_tests",
-                [
-                    PY,
-                    "-m",
-                    "pytest",
-                    "-q",
-                    "-rA",
-                    str(ROOT / "tests" / "e2e" / "test_cuda.py"),
-                    "-k",
-                    "every_compile_mode",
-                    "-p",
-                    "no:cacheprovider",
-                ],
-                540,
-            ),  # fmt: skip
+            _cuda_tests("compile_mode_tests", "every_compile_mode", 540),
         ],
     }
 

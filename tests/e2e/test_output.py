@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY, run_cli
 from report_records import record
+from tiny import tiny_sweep
 
 from dlperf.cli.display import eta_text, percent
 from dlperf.cli.env_cmd import env_lines
@@ -150,18 +151,7 @@ def test_sweep_file_errors_name_the_file_and_the_key(tmp_path, capsys):
     assert "--batch-size" not in err
 
 
-SWEEP = """
-model: resnet50
-topology: [1n1g]
-batch_size: 2
-image_size: 32
-num_classes: 10
-device: cpu
-warmup_iters: 1
-iters: 2
-print_every: 1
-repeats: 2
-"""
+SWEEP = tiny_sweep(repeats=2)
 
 
 def test_resume_that_keeps_failed_runs_exits_1_and_names_retry_failed(tmp_path, capsys):

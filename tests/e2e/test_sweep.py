@@ -10,6 +10,7 @@ import time
 
 import pytest
 from conftest import run_dlperf
+from tiny import tiny_sweep
 
 from dlperf.errors import ConfigError
 from dlperf.launch import LaunchOptions, launcher_for
@@ -17,18 +18,7 @@ from dlperf.orchestration.sweep import plan_sweep
 
 LOCAL = launcher_for(LaunchOptions())
 
-SWEEP = """
-model: resnet50
-topology: [1n1g]
-batch_size: 2
-image_size: 32
-num_classes: 10
-device: cpu
-warmup_iters: 1
-iters: 2
-print_every: 1
-repeats: 3
-"""
+SWEEP = tiny_sweep(repeats=3)
 
 
 def test_matrix_expansion():

@@ -18,3 +18,11 @@ def tiny_gpt(**changes: Any) -> dict[str, Any]:
 def as_flags(keys: dict[str, Any]) -> list[str]:
     """Run keys as command-line flags (`num_layers` -> `--num-layers 2`)."""
     return [part for key, value in keys.items() for part in (f"--{key.replace('_', '-')}", str(value))]
+
+
+def tiny_sweep(repeats: int) -> str:
+    """A sweep file of one tiny ResNet-50 case on the CPU (1n1g, batch 2, 32 px, 2 timed iterations)."""
+    return (
+        "model: resnet50\ntopology: [1n1g]\nbatch_size: 2\nimage_size: 32\nnum_classes: 10\ndevice: cpu\n"
+        f"warmup_iters: 1\niters: 2\nprint_every: 1\nrepeats: {repeats}\n"
+    )

@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,7 @@ def _node_lines(names: list[str]) -> list[str]:
     ]
 
 
-def _config(folder: Path, munge_socket: Path, names: list[str]) -> Path:
+def _config(folder: Path, sockets: Path, names: list[str]) -> Path:
     conf = folder / "slurm.conf"
     conf.write_text(
         "\n".join(
@@ -51,9 +52,9 @@ def _config(folder: Path, munge_socket: Path, names: list[str]) -> Path:
                 "SlurmdUser=root",
                 "AuthType=auth/munge",
                 "CredType=cred/munge",
-                f"AuthInfo=socket={munge_socket}",
+                f"AuthInfo=socket={sockets / 'munge' / 'munge.socket'}",
                 f"StateSaveLocation={folder / 'state'}",
-                f"SlurmdSpoolDir={folder / 'spool-%n'}",
+                f"SlurmdSpoolDir={sockets / 'spool-%n'}",
                 f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
                 f"SlurmdPidFile={folder / 'slurmd-%n.pid'}",
                 f"SlurmctldLogFile={folder / 'slurmctld.log'}",
@@ -94,18 +95,22 @@ def slurm_cluster(folder: Path, nodes: int = 1) -> Iterator[dict[str, str]]:
     reason = why_not_available()
     if reason:
         pytest.skip(reason)
-    munge = folder / "munge"
-    munge.mkdir(mode=0o700, parents=True)
-    key = munge / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
-    socket = munge / "munge.socket"
-    names = node_names(nodes)
-    env = {**os.environ, "SLURM_CONF": str(_config(folder, socket, names))}
-    for name in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
-        del env[name]  # this process may itself run inside an allocation
+    # Unix socket paths hold at most 107 bytes and slurmstepd's are long: munge's socket and the slurmd spool
+    # (where the steps' sockets live) go in a short folder of /tmp, not under pytest's deep tmp_path.
+    folder.mkdir(parents=True, exist_ok=True)
+    sockets = Path(tempfile.mkdtemp(prefix="dlslurm", dir="/tmp"))
     procs: list[subprocess.Popen] = []
+    munge = sockets / "munge"
     try:
+        munge.mkdir(mode=0o700)
+        key = munge / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        socket = munge / "munge.socket"
+        names = node_names(nodes)
+        env = {**os.environ, "SLURM_CONF": str(_config(folder, sockets, names))}
+        for name in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
+            del env[name]  # this process may itself run inside an allocation
         started = subprocess.run(
             ["munged", "--force", f"--key-file={key}", f"--socket={socket}", f"--pid-file={munge / 'pid'}",
              f"--log-file={munge / 'log'}", f"--seed-file={munge / 'seed'}"],
@@ -129,6 +134,7 @@ def slurm_cluster(folder: Path, nodes: int = 1) -> Iterator[dict[str, str]]:
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text()), 15)
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def _wait_for_idle_nodes(

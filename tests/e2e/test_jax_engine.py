@@ -4,6 +4,7 @@ metrics/flops.py, XLA's compile time as compile_s), DP=2 and TP=2 under torchrun
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -46,10 +47,21 @@ def test_gpt_one_process_record(tmp_path):
     assert record["latency_ms"]["p50"] == pytest.approx(record["latency_ms"]["mean"], rel=0.5)
 
 
-def test_resnet50_one_process_record(tmp_path):
-    record = jax_run(tmp_path, TINY)
+def test_resnet50_sweep_record_and_report(tmp_path):
+    """One process through a sweep: the record, and (issue 21) a case with no FLOP count, its tflops_per_device
+    None, never stops the sweep before its report."""
+    config = tmp_path / "s.yaml"
+    keys = dict(zip((flag.removeprefix("--").replace("-", "_") for flag in TINY[::2]), TINY[1::2], strict=True))
+    config.write_text("".join(f"{key}: {value}\n" for key, value in keys.items()) + "engine: jax\nrepeats: 1\n")
+    done = run_dlperf(["sweep", str(config), "--out", str(tmp_path / "out")], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "internal error" not in done.stderr and "report:" in done.stdout
+    (path,) = (tmp_path / "out").rglob("*_jax_*.json")
+    record = json.loads(path.read_text())
     assert record["status"] == "ok" and record["group"] == "b4_fp32_jax" and record["global_batch_size"] == 4
-    assert record["compile_s"] > 0 and record["peak_memory_mib"]["rss"] > 0
+    assert record["compile_s"] > 0 and record["peak_memory_mib"]["rss"] > 0 and record["tflops_per_device"] is None
+    runs = list(csv.DictReader((tmp_path / "out" / "runs.csv").open()))
+    assert [(r["engine"], r["status"]) for r in runs] == [("jax", "ok")]
 
 
 @pytest.mark.parametrize("layout", [["--tp", "2"], ["--dp", "2"]], ids=["tp2", "dp2"])

@@ -18,8 +18,6 @@ from conftest import TINY
 from netns_hosts import netns_hosts
 from tiny import QUICK_RUN, as_flags, tiny_gpt
 
-from dlperf.workloads import model_names
-
 pytestmark = pytest.mark.slow
 
 TINY_GPT = as_flags(tiny_gpt(micro_batch_size=2, **QUICK_RUN))
@@ -74,23 +72,15 @@ def test_three_hosts_and_hostfile(cluster, tmp_path):
     assert record["global_batch_size"] == 12 and record["throughput"] > 0
 
 
-@pytest.mark.skipif("gpt" not in model_names(), reason="the GPT workload is not registered yet")
-def test_two_hosts_gpt(cluster, tmp_path):
-    done = dlperf(cluster, ["run", *TINY_GPT, "--out", str(tmp_path)], cluster.addresses[:2])
-    assert done.returncode == 0, done.stderr
-    record = only_record(tmp_path)
-    assert record["status"] == "ok" and record["world_size"] == 2
-    assert record["hosts"] == sorted(cluster.addresses[:2]) and record["throughput"] > 0
-
-
-def test_two_hosts_by_ipv6_address(cluster, tmp_path):
-    """ssh, the c10d rendezvous ([addr]:port) and the record all take IPv6 addresses, bracketed or bare."""
+def test_two_hosts_gpt_by_ipv6_address(cluster, tmp_path):
+    """The tiny GPT over IPv6: ssh, the c10d rendezvous ([addr]:port) and the record all take IPv6 addresses,
+    bracketed or bare."""
     first, second = cluster.addresses6[:2]
-    done = dlperf(cluster, ["run", *TINY, "--out", str(tmp_path)], [f"[{first}]", second])
+    done = dlperf(cluster, ["run", *TINY_GPT, "--out", str(tmp_path)], [f"[{first}]", second])
     assert done.returncode == 0, done.stderr
     record = only_record(tmp_path)
-    assert record["status"] == "ok" and record["world_size"] == 2 and record["case"] == "2n1g"
-    assert record["hosts"] == sorted([first, second]) and record["throughput"] > 0
+    assert record["status"] == "ok" and record["model"] == "gpt" and record["world_size"] == 2
+    assert record["case"] == "2n1g" and record["hosts"] == sorted([first, second]) and record["throughput"] > 0
     assert cluster.stray_pids() == {}
 
 

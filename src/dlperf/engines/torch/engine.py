@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import torch
@@ -125,11 +126,14 @@ class TorchEngine(Engine):
 
     @staticmethod
     def versions() -> dict[str, Any]:
-        import torchvision
-
+        """torchvision's version from its metadata: importing it (and torch._dynamo with it) costs the parent 2 s."""
+        try:
+            vision = version("torchvision")
+        except PackageNotFoundError:
+            vision = None
         facts: dict[str, Any] = {
             "torch": torch.__version__,
-            "torchvision": torchvision.__version__,
+            "torchvision": vision,
             "cuda_available": torch.cuda.is_available(),
             "cuda": None,
             "cudnn": None,

@@ -38,42 +38,135 @@ AUTO = "auto"
 MEMORY_CAP_ENV = "DLPERF_MEMORY_CAP_BYTES"
 
 
+COMMAND_GROUP = "another framework's own script (engine external)"
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    bound: str | None = None,
+    choices: tuple[str, ...] = (),
+    engines: tuple[str, ...] = (),
+    group: str | None = None,
+) -> Any:
+    """A config field that carries its flag: `help` (the CLI adds the default), `bound` ("positive",
+    "non-negative" or "positive or auto": the flag's number type), `choices` (else a `Literal[...]` annotation's),
+    `engines` (the only engines that read it; empty: every engine) and the `--help` group (a workload's fields:
+    its own). The flag's type comes from the annotation."""
+    metadata = {"help": help, "bound": bound, "choices": choices, "engines": engines, "group": group}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One benchmark run as asked for; `workload` is the model's own config dataclass."""
 
     model: str
     workload: Any
-    engine: str = "torch"
-    nodes: int = 1
-    devices_per_node: int = 1
-    precision: str = "fp32"
-    fp32_math: str = "tf32"  # both engines set it on CUDA (engines/torch, engines/jax); MFU takes its peak
-    compile: bool = False
-    compile_mode: str = "default"  # torch.compile's mode; reduce-overhead and max-autotune use CUDA graphs
-    data: str = "synthetic"
-    device: str = "auto"
-    seed: int = 1234
-    warmup_iters: int | str = (
-        20  # or "auto": until the windows are steady (metrics/steady.py), at most max_warmup_iters
+    engine: str = "torch"  # its flag lists the registered engines (cli/options.py)
+    nodes: int = setting(1, "number of nodes (hosts)", bound="positive")
+    devices_per_node: int = setting(1, "processes/devices per node, each a rank", bound="positive")
+    precision: str = setting(
+        "fp32", f"one of {', '.join(PRECISIONS)}; amp-fp16 uses a dynamic loss scale"
+    )  # checked by validate(), which names the choices in the file's words too
+    fp32_math: str = setting(
+        "tf32",
+        "fp32 matmuls and convolutions on CUDA: tf32 tensor cores (as JAX and cuDNN do) or ieee FP32; both "
+        "engines set it, and MFU takes the matching peak",
+        choices=FP32_MATHS,
     )
-    max_warmup_iters: int = 500
-    iters: int = 100
-    print_every: int | None = None  # None: min(20, iters)
-    timeout: float = 3600.0
-    peak_tflops: float | None = None  # per device, for MFU; None: the documented table in metrics/flops.py
+    compile: bool = setting(False, "torch.compile the model (the reports' XLA on)")
+    compile_mode: str = setting(
+        "default",
+        "torch.compile mode with --compile (default: default); reduce-overhead and max-autotune use CUDA graphs",
+        choices=COMPILE_MODES,
+    )
+    data: str = setting(
+        "synthetic",
+        "`synthetic` (one fixed batch on the device), an ImageNet-style folder of JPEGs (resnet50) or a flat "
+        "token file (gpt)",
+    )
+    device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu")
+    seed: int = setting(1234, "random seed", bound="non-negative")
+    warmup_iters: int | str = setting(
+        20,
+        "untimed iterations first, or `auto`: until 3 windows agree within 5 % (metrics/steady.py)",
+        bound="positive or auto",
+        group="timing",
+    )
+    max_warmup_iters: int = setting(
+        500, "bound of --warmup-iters auto; a run not stable by then is timed and flagged", bound="positive",
+        group="timing",
+    )  # fmt: skip
+    iters: int = setting(100, "timed iterations", bound="positive", group="timing")
+    print_every: int | None = setting(
+        None, "iterations per timing window and log line (default min(20, iters))", bound="positive", group="timing"
+    )
+    timeout: float = setting(
+        3600.0, "seconds before a run is stopped and recorded as failed", bound="positive", group="timing"
+    )
+    peak_tflops: float | None = setting(
+        None, "device peak TFLOP/s for MFU (default: dlperf's table in metrics/flops.py)", bound="positive"
+    )
     # engine `external`: a command template run per rank (or per node), its log read by a peer-log reader
-    command: str | None = None
-    log_format: str = "auto"
-    command_per: str = "rank"
-    shell: bool = False
-    framework: str | None = None  # the command's framework (tensorflow, paddle...), its version asked at run time
-    label: str | None = None  # tells two commands of one framework apart (names, series, files)
-    launch_env: str = "torch"  # the framework launcher whose variables each process gets (external/command.py)
-    stop_after_lines: int | None = None  # end the command once its log holds this many throughput lines
-    stop_after_seconds: float | None = None  # ... or after this many seconds; the run is ok with that reason
-    log_warmup: int | None = None  # iterations the log reader skips; None: the format's published rule
-    straggler_pct: float = 5.0  # a rank this many percent slower than the median rank is flagged (metrics/stragglers)
+    command: str | None = setting(
+        None,
+        "run this training command instead of dlperf's loop, once per rank, with MASTER_ADDR, MASTER_PORT, "
+        "WORLD_SIZE, RANK, LOCAL_RANK, NODE_RANK set; placeholders such as {python} (dlperf's interpreter), "
+        "{framework_launcher}, {batch_size}, {precision}, {amp}, {world_size}, {nnodes}, {nproc_per_node}, "
+        "{node_rank}, {rank}, {local_rank}, {repeat}, {model} and the case's keys are filled in; run as an "
+        "argument list (shlex), no shell",
+        group=COMMAND_GROUP,
+    )
+    log_format: str = setting(
+        "auto",
+        "peer-log reader for its output: auto (detected) or a name from `dlperf extract --list-formats`",
+        group=COMMAND_GROUP,
+    )
+    command_per: str = setting(
+        "rank",
+        "rank (one process per device) or node (one per node, for scripts that start their own workers)",
+        choices=COMMAND_PER,
+        group=COMMAND_GROUP,
+    )
+    shell: bool = setting(False, "run --command through /bin/sh -c (values quoted)", group=COMMAND_GROUP)
+    framework: str | None = setting(
+        None,
+        "the command's framework (tensorflow, paddle, mxnet, torch, jax...): the record's `framework`, with the "
+        "version its interpreter reports",
+        group=COMMAND_GROUP,
+    )
+    label: str | None = setting(
+        None,
+        "a short name telling this command apart from another of the same framework (its case, files and report "
+        "source)",
+        group=COMMAND_GROUP,
+    )
+    launch_env: str = setting(
+        "torch",
+        "the framework launcher whose variables each process gets besides torchrun's: tf (TF_CONFIG), paddle "
+        "(PADDLE_*), jax (JAX_*), mpi (OMPI_COMM_WORLD_*, PMI_*)",
+        choices=LAUNCH_ENVS,
+        group=COMMAND_GROUP,
+    )
+    stop_after_lines: int | None = setting(
+        None, "end the command (SIGTERM, then SIGKILL) once its log holds N throughput lines; the run is ok",
+        bound="positive", group=COMMAND_GROUP,
+    )  # fmt: skip
+    stop_after_seconds: float | None = setting(
+        None, "end the command after S seconds; the run is ok", bound="positive", group=COMMAND_GROUP
+    )
+    log_warmup: int | None = setting(
+        None,
+        "iterations the log reader skips as warm-up (default: the format's published rule, see `dlperf extract "
+        "--list-formats`)",
+        bound="non-negative",
+        group=COMMAND_GROUP,
+    )
+    straggler_pct: float = setting(
+        5.0, "flag a rank this many percent slower than the median rank", bound="non-negative", group="timing"
+    )
 
     @property
     def world_size(self) -> int:
@@ -195,13 +288,6 @@ class RunSpec:
         if self.engine == EXTERNAL:
             return self.label or self.framework or EXTERNAL
         return self.engine
-
-
-def setting(default: Any, help: str, *, bound: str | None = None, engines: tuple[str, ...] = ()) -> Any:
-    """A config field that carries its flag: `help` (the CLI adds the default), `bound` ("positive" or
-    "non-negative": the flag's number type), `engines` (the only engines that read it; empty: every engine).
-    Choices come from a `Literal[...]` annotation, the flag's type from the annotation itself."""
-    return dataclasses.field(default=default, metadata={"help": help, "bound": bound, "engines": engines})
 
 
 # how a message spells an option: "flag" (`--batch-size`, the command line) or "key" (`batch_size`, a sweep file)

@@ -24,7 +24,7 @@ from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.run import check_run, launcher_for, plan_jobs
 from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
-from dlperf.spec import COMMAND_PER, COMMON_KEYS, COMPILE_MODES, EXTERNAL, LAUNCH_ENVS, PRECISIONS, RunSpec, flag
+from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag
 from dlperf.workloads import Workload, WorkloadPlan, all_workloads, model_names
 
 
@@ -34,82 +34,27 @@ def _group(parser: argparse.ArgumentParser, title: str):
     return lambda *names, **kwargs: group.add_argument(*names, default=argparse.SUPPRESS, **kwargs)
 
 
+RUN_GROUP = "what to run"
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The shared keys and each model's own as flags; unset flags stay out of the namespace so YAML and case
-    values survive, and a flag of another model is refused by name."""
-    d = RunSpec(model="resnet50", workload=None)
-    add = _group(parser, "what to run")
-    add("--model", help=f"workload to benchmark: {', '.join(model_names())} (default resnet50)")
-    add(
+    """The shared keys and each model's own as flags, both made from their declarations (RunSpec's fields, the
+    workloads' config fields); unset flags stay out of the namespace so YAML and case values survive, and a flag
+    of another model is refused by name."""
+    groups = {RUN_GROUP: _group(parser, RUN_GROUP)}
+    groups[RUN_GROUP]("--model", help=f"workload to benchmark: {', '.join(model_names())} (default resnet50)")
+    groups[RUN_GROUP](
         "--engine",
         choices=[*engine_names(), EXTERNAL],
-        help=f"framework that runs it (default {d.engine}; {EXTERNAL} with --command)",
+        help=f"framework that runs it (default torch; {EXTERNAL} with --command)",
     )
-    add("--nodes", type=positive_int, help="number of nodes (hosts); default 1")
-    add("--devices-per-node", type=positive_int, help="processes/devices per node, each a rank; default 1")
-    add(
-        "--precision",
-        help=f"one of {', '.join(PRECISIONS)} (default {d.precision}); amp-fp16 uses a dynamic loss scale",
-    )
-    add(
-        "--fp32-math",
-        choices=("tf32", "ieee"),
-        help="fp32 matmuls and convolutions on CUDA: tf32 tensor cores (default, as JAX and cuDNN do) or ieee "
-        "FP32; both engines set it, and MFU takes the matching peak",
-    )
-    add("--compile", action=argparse.BooleanOptionalAction, help="torch.compile the model (the reports' XLA on)")
-    add(
-        "--compile-mode",
-        choices=COMPILE_MODES,
-        help="torch.compile mode with --compile (default: default); reduce-overhead and max-autotune use CUDA graphs",
-    )
-    add("--device", help="auto (CUDA when present, else CPU), cuda or cpu; default auto")
-    add("--seed", type=non_negative_int, help=f"random seed (default {d.seed})")
-    add(
-        "--data",
-        help="`synthetic` (one fixed batch on the device), an ImageNet-style folder of JPEGs (resnet50) "
-        "or a flat token file (gpt)",
-    )
-    add("--peak-tflops", type=positive_float, help="device peak TFLOP/s for MFU (default: dlperf's table)")
-    add = _group(parser, "another framework's own script (engine external)")
-    add(
-        "--command",
-        help="run this training command instead of dlperf's loop, once per rank, with MASTER_ADDR, MASTER_PORT, "
-        "WORLD_SIZE, RANK, LOCAL_RANK, NODE_RANK set; placeholders such as {python} (dlperf's interpreter), "
-        "{framework_launcher}, {batch_size}, {precision}, {amp}, {world_size}, {nnodes}, {nproc_per_node}, "
-        "{node_rank}, {rank}, {local_rank}, {repeat}, {model} and the case's keys are filled in; run as an "
-        "argument list (shlex), no shell",
-    )
-    add("--log-format", help="peer-log reader for its output: auto (detected) or a name from `dlperf extract "
-        "--list-formats`; default auto")  # fmt: skip
-    add("--command-per", choices=COMMAND_PER, help="rank (default: one process per device) or node (one per node, "
-        "for scripts that start their own workers)")  # fmt: skip
-    add("--shell", action="store_true", help="run --command through /bin/sh -c (values quoted)")
-    add_command_identity_options(add)
-    add = _group(parser, "timing")
-    add(
-        "--warmup-iters",
-        type=warmup_iters,
-        help=f"untimed iterations first, or `auto`: until 3 windows agree within 5 %% (default {d.warmup_iters})",
-    )
-    add(
-        "--max-warmup-iters",
-        type=positive_int,
-        help=f"bound of --warmup-iters auto; a run not stable by then is timed and flagged (default "
-        f"{d.max_warmup_iters})",
-    )
-    add("--iters", type=positive_int, help=f"timed iterations (default {d.iters})")
-    add("--print-every", type=positive_int, help="iterations per timing window and log line (default min(20, iters))")
-    add(
-        "--timeout",
-        type=positive_float,
-        help=f"seconds before a run is stopped and recorded as failed (default {d.timeout:g})",
-    )
-    add(
-        "--straggler-pct",
-        type=non_negative_float,
-        help=f"flag a rank this many percent slower than the median rank (default {d.straggler_pct:g})",
-    )
+    hints = get_type_hints(RunSpec)
+    for f in fields(RunSpec):
+        if "help" in f.metadata:
+            title = f.metadata["group"] or RUN_GROUP
+            if title not in groups:
+                groups[title] = _group(parser, title)
+            groups[title](flag(f.name), help=_help(f).replace("%", "%%"), **_flag_kind(f, hints[f.name]))
     add_workload_options(parser)
 
 
@@ -143,7 +88,7 @@ def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:
 def _help(f: Field) -> str:
     text = f.metadata.get("help", "")
     if not (f.default is None or isinstance(f.default, bool) or "(default" in text):
-        text = f"{text} (default {f.default})"
+        text = f"{text} (default {f.default:g})" if isinstance(f.default, float) else f"{text} (default {f.default})"
     engines = f.metadata.get("engines")
     return f"{text} [--engine {' or '.join(engines)} only]" if engines else text
 
@@ -153,6 +98,10 @@ def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
     options = [arg for arg in get_args(hint) if arg is not type(None)] if get_origin(hint) in (Union, UnionType) else []
     base = options[0] if len(options) == 1 else hint
     bound = f.metadata.get("bound")
+    if f.metadata.get("choices"):
+        return {"choices": f.metadata["choices"]}
+    if bound == "positive or auto":
+        return {"type": warmup_iters}
     if base is bool:
         return {"action": argparse.BooleanOptionalAction}
     if get_origin(base) is Literal:
@@ -164,31 +113,19 @@ def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
     return {"type": str}
 
 
-def add_command_identity_options(add: Any) -> None:
-    """--command: which framework it is, how its processes are told their place, and when dlperf ends it."""
-    add("--framework", help="the command's framework (tensorflow, paddle, mxnet, torch, jax...): the record's "
-        "`framework`, with the version its interpreter reports")  # fmt: skip
-    add("--label", help="a short name telling this command apart from another of the same framework "
-        "(its case, files and report source)")  # fmt: skip
-    add("--launch-env", choices=LAUNCH_ENVS, help="the framework launcher whose variables each process gets "
-        "besides torchrun's: tf (TF_CONFIG), paddle (PADDLE_*), jax (JAX_*), mpi (OMPI_COMM_WORLD_*, PMI_*); "
-        "default torch")  # fmt: skip
-    add("--stop-after-lines", type=positive_int, help="end the command (SIGTERM, then SIGKILL) once its log "
-        "holds N throughput lines; the run is ok")  # fmt: skip
-    add("--stop-after-seconds", type=positive_float, help="end the command after S seconds; the run is ok")
-    add("--log-warmup", type=non_negative_int, help="iterations the log reader skips as warm-up (default: the "
-        "format's published rule, see `dlperf extract --list-formats`)")  # fmt: skip
-
-
-def add_launch_options(parser: argparse.ArgumentParser) -> None:
-    """Where the run happens: this machine, hosts over ssh, or Slurm; none of it changes what is measured."""
+def add_launch_options(parser: argparse.ArgumentParser) -> list[str]:
+    """Where the run happens: this machine, hosts over ssh, or Slurm; none of it changes what is measured.
+    Returns the names (argparse dests) of the flags that say where, which a sweep's folder keeps for --resume."""
     group = parser.add_argument_group("where to run (multi-node)")
-    add = group.add_argument
     hosts = group.add_mutually_exclusive_group()
-    hosts.add_argument(
-        "--hosts", help="comma-separated hosts, one node agent each over ssh; --nodes defaults to their count"
-    )
-    hosts.add_argument("--hostfile", help="file with one host per line, optionally `slots=N`; like --hosts")
+    where: list[str] = []
+
+    def add(*names: str, within: Any = group, **kwargs: Any) -> None:
+        where.append(within.add_argument(*names, **kwargs).dest)
+
+    add("--hosts", within=hosts, help="comma-separated hosts, one node agent each over ssh; --nodes defaults to "
+        "their count")  # fmt: skip
+    add("--hostfile", within=hosts, help="file with one host per line, optionally `slots=N`; like --hosts")
     add(
         "--launcher",
         choices=LAUNCHERS,
@@ -200,10 +137,13 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     add("--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="extra `ssh -o` option, repeatable")
     add("--connect-timeout", type=positive_int, default=10, help="ssh connect timeout in seconds (default 10)")
     add("--remote-python", help="python on the hosts that has dlperf installed (default: this one's path)")
-    add("--dry-run", action="store_true", help="print the exact commands and scripts without running them")
     add("--partition", help="Slurm partition for sbatch")
     add("--account", help="Slurm account for sbatch")
     add("--time", help="Slurm time limit for sbatch, e.g. 01:00:00")
+    group.add_argument(
+        "--dry-run", action="store_true", help="print the exact commands and scripts without running them"
+    )
+    return where
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,6 +26,7 @@ from dlperf.orchestration.sweep import (
     plan_sweep_file,
     run_sweep,
     start_sweep,
+    stored_sweep_fields,
     sweep_id_for,
 )
 from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
@@ -32,12 +34,6 @@ from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
 from dlperf.records.validate import read_record
 from dlperf.reporting.report import existing_report_files
-
-# What shapes a sweep besides its file, stored in its folder for --resume: the repeats rule and every launch flag.
-STORED_OPTIONS = (
-    "repeats", "target_ci", "max_repeats", "hosts", "hostfile", "launcher", "master_addr", "master_port", "ifname",
-    "ssh_option", "connect_timeout", "remote_python", "partition", "account", "time",
-)  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -80,8 +76,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
     parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
-    add_launch_options(parser)
-    parser.set_defaults(func=run, option_defaults={key: parser.get_default(key) for key in STORED_OPTIONS})
+    # What shapes a sweep besides its file, kept in its folder for --resume: the repeat rule and where it runs.
+    stored = [*stored_sweep_fields(), *add_launch_options(parser)]
+    parser.set_defaults(
+        func=run, stored_options=stored, option_defaults={key: parser.get_default(key) for key in stored}
+    )
 
 
 def repeats_arg(text: str) -> int | str:
@@ -92,7 +91,7 @@ def _resume_options(args: argparse.Namespace) -> None:
     """With --resume, take the sweep file and options the folder stored at the sweep's start."""
     stored = load_sweep_options(args.out) if args.resume else None
     if stored is not None:
-        given = {key: getattr(args, key) for key in STORED_OPTIONS}
+        given = {key: getattr(args, key) for key in args.stored_options}
         for key, value in merge_options(stored["options"], given, args.option_defaults).items():
             setattr(args, key, value)
         if args.config is None:
@@ -104,17 +103,7 @@ def _resume_options(args: argparse.Namespace) -> None:
 
 
 def sweep_options(args: argparse.Namespace) -> SweepOptions:
-    return SweepOptions(
-        config=args.config,
-        out=args.out,
-        repeats=args.repeats,
-        target_ci=args.target_ci,
-        max_repeats=args.max_repeats,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        retry_failed=args.retry_failed,
-        force=args.force,
-    )
+    return SweepOptions(**{f.name: getattr(args, f.name) for f in fields(SweepOptions)})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,7 +141,7 @@ def _run_locked(
     total = len(jobs)
     sweep_id = sweep_id_for(jobs, args.resume)
     say(f"sweep {sweep_id}: {counted(len(plan.cases), 'case')} planned -> {args.out}; collecting the environment")
-    save_sweep_options(args.out, args.config, spec_text, {key: getattr(args, key) for key in STORED_OPTIONS})
+    save_sweep_options(args.out, args.config, spec_text, {key: getattr(args, key) for key in args.stored_options})
     start = start_sweep(plan, options, launcher, sweep_id)
     for warning in start.warnings:
         say(warning)

@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,19 @@ class SweepOptions:
 
     config: str | None = None  # the sweep file; None for a matrix given as a mapping
     out: str = "results"
-    repeats: int | str | None = None  # a count or `auto`
-    target_ci: float | None = None  # percent, with repeats auto
-    max_repeats: int | None = None  # with repeats auto
+    # the repeat rule shapes the sweep, so --resume takes it from the folder (stored=True)
+    repeats: int | str | None = field(default=None, metadata={"stored": True})  # a count or `auto`
+    target_ci: float | None = field(default=None, metadata={"stored": True})  # percent, with repeats auto
+    max_repeats: int | None = field(default=None, metadata={"stored": True})  # with repeats auto
     resume: bool = False
     overwrite: bool = False
     retry_failed: bool = False
     force: bool = False  # start cases whose memory estimate is over the machine's (preflight refuses them)
+
+
+def stored_sweep_fields() -> list[str]:
+    """The SweepOptions a sweep's folder keeps for --resume (besides the launch flags)."""
+    return [f.name for f in fields(SweepOptions) if f.metadata.get("stored")]
 
 
 @dataclass(frozen=True)

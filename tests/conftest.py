@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,10 @@ from pathlib import Path
 import pytest
 
 from dlperf.cli.main import main
+from dlperf.records.store import STRICT_RECORDS_ENV
+
+# Every record the suite writes, in this process or a child, is checked against its declaration by the writer.
+os.environ[STRICT_RECORDS_ENV] = "1"
 
 # ResNet-50 at 32x32: the smallest shape that exercises the whole path in seconds.
 TINY = [

@@ -111,13 +111,13 @@ def test_repeats_decision_is_written_with_its_record(tmp_path, monkeypatch):
     """A SIGINT right after a record's write must not leave its `repeats_stop` null: one write holds both."""
     import dlperf.orchestration.run as run_module
     from dlperf.orchestration.sweep import SweepOptions, run_sweep
-    from dlperf.records.store import write_json_atomic
+    from dlperf.records.store import write_record
 
     def write_then_interrupt(path, data):
-        write_json_atomic(path, data)
+        write_record(path, data)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "write_json_atomic", write_then_interrupt)
+    monkeypatch.setattr(run_module, "write_record", write_then_interrupt)
     launcher = FailingLauncher(LaunchOptions())
     options = SweepOptions(out=str(tmp_path), repeats="auto", max_repeats=3)
     plan = plan_sweep({"model": "resnet50", "device": "cpu", "iters": 2}, launcher, options)

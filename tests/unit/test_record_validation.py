@@ -185,7 +185,14 @@ def test_locked_history_database_is_one_line(tmp_path, capsys, folder):
 def test_bad_maxbatch_record_is_named_not_read(tmp_path):
     from dlperf.records.schema import MAXBATCH_SCHEMA
 
-    good = {"schema": MAXBATCH_SCHEMA, "status": "ok", "max_batch": 64, "group": "fp32"}
+    good = {
+        "schema": MAXBATCH_SCHEMA,
+        "status": "ok",
+        "max_batch": 64,
+        "model": "resnet50",
+        "case": "1n1g",
+        "variant": "fp32",
+    }
     write_json_atomic(tmp_path / "maxbatch" / "good.json", good)
     write_json_atomic(tmp_path / "maxbatch" / "bad.json", {**good, "max_batch": "big"})
     skipped = []

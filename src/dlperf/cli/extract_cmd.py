@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else root.resolve().parent / f"{name}-extract"
     # Imported here so that `--list-formats` and usage errors start without the report's writers.
     from dlperf.records.lock import results_lock
-    from dlperf.records.store import check_writable, write_json_atomic
+    from dlperf.records.store import check_writable, write_record
     from dlperf.reporting.report import refuse_to_replace, write_report
 
     with results_lock(out):  # a sweep writing into --out holds it: refused in one line, nothing mixed
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"dlperf: warning: {plain(record['warning'])}", file=sys.stderr)
             if record["status"] != "ok":
                 print(f"dlperf: failed run {shown(record['file'])}: {plain(record['error'])}", file=sys.stderr)
-            write_json_atomic(target, record)
+            write_record(target, record)
         for path in write_report(records, out, formats, min_plot_cases=2):
             print(shown(path))
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)

@@ -14,7 +14,7 @@ from dlperf.cli.options import add_run_options, explicit_run_values
 from dlperf.errors import ConfigError
 from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
 from dlperf.maxbatch.search import MaxBatchResult, Probe
-from dlperf.records.store import check_writable, write_json_atomic
+from dlperf.records.store import check_writable, write_record
 from dlperf.workloads import check_spec, spec_from_mapping
 
 BATCH_KEY = {"resnet50": "batch_size", "gpt": "micro_batch_size"}  # what a probe varies, per model
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         memory_cap_gib=args.memory_cap,
     )
     path = Path(args.out) / spec.model / spec.topology / f"maxbatch_{record['variant']}.json"
-    write_json_atomic(path, record)
+    write_record(path, record)
     if result.error:
         say(f"search stopped: {result.error}")
     say(largest_text(result, args.max_batch, args.headroom))

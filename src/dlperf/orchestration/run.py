@@ -16,7 +16,7 @@ from dlperf.orchestration.record import build_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import READABLE
-from dlperf.records.store import check_free_space, claim_paths, write_json_atomic
+from dlperf.records.store import check_free_space, claim_paths, write_record
 from dlperf.records.validate import read_record
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload
@@ -95,12 +95,12 @@ def _execute(
             result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
             record = {**build_record(job, result, env, started, time.time()), **(fields or {})}
             record.update(decide(record) if decide else {})
-            write_json_atomic(job.paths.record, record)
+            write_record(job.paths.record, record)
         else:
             added = {**(fields or {}), **(decide(record) if decide else {})}
             if any(record.get(k) != v for k, v in added.items()):
                 record.update(added)
-                write_json_atomic(job.paths.record, record)
+                write_record(job.paths.record, record)
         records.append(record)
         if on_record:
             on_record(job, record)

@@ -2,8 +2,9 @@
 
 The validator (`records/validate.py`), the JSON Schema file (`records/schema/*.json`, `json_schema`) and the
 record reference in `docs/records.md` (`reference_table`) are all derived from these classes, so a field is spelled
-in its declaration and its readers, nowhere else. The classes describe the on-disk JSON; writers still emit plain
-dicts (the shape readers and users' scripts already know), and `declared_keys` lets tests hold writers to it.
+in its declaration and its readers, nowhere else. The classes describe the on-disk JSON; writers emit plain dicts
+(the shape readers and users' scripts already know), and `records.store.write_record` holds every record to its
+kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test suite sets it.
 
 `dlperf.run/2` (this version) keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
@@ -15,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 SCHEMA = "dlperf.run/2"
 READABLE = ("dlperf.run/1", SCHEMA)
@@ -156,13 +157,35 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
-class ExternalRunRecord(RunRecord):
+class PeerReading:
+    """What a peer-log reader adds to a record, for `dlperf extract` and a `--command` run alike
+    (docs/peer-logs.md)."""
+
+    format: str | None = doc("the peer reader that read the log")
+    rule: str | None = doc("the rule that read it")
+    unit: str | None = doc("what the throughput counts (`samples/s`, `tokens/s`)")
+    printed_figure: str | None = doc("the figure the framework printed")
+    warmup_iterations: int | None = doc("iterations the reader skipped as warm-up")
+    window_iterations: int | None = doc("iterations in the timed window, when the rule fixes one")
+    kept_lines: int | None = doc("the log lines the reader kept")
+    kept_steps: list[Any] | None = doc("the first and last step the kept lines cover")
+    window_note: str | None = doc("why the window is shorter than the rule asks for (a short log)")
+    rejected_lines: int | None = doc("lines whose figures cannot be a speed, left out")
+    rejected_reason: str | None = doc("why the first rejected line was left out")
+    cross_check: dict[str, Any] | None = doc(
+        "the second reading of the same log (time stamps and counts) beside the printed-rule figure: `agree`,"
+        " `ratio`, `reading`, `tolerance` and a `note` saying which reading is right and why (docs/peer-logs.md)"
+    )
+    reading_notes: list[str] | None = doc("what the reader noticed on the way (restarts, gaps, merged lines)")
+    peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
+    warning: str | None = doc("what to know about the file (several runs in one log)")
+
+
+@dataclass(frozen=True)
+class ExternalRunRecord(RunRecord, PeerReading):
     """A `--command` run: the framework's own script, its log read by a peer reader."""
 
     command: str | None = doc("the `--command` template")
-    format: str | None = doc("the peer reader that read the log")
-    rule: str | None = doc("the rule that read it")
-    kept_lines: int | None = doc("the log lines the reader kept")
     log_tail: list[str] | None = doc("a failed run's last 20 log lines")
     label: str | None = doc("the command's label (its group token; `--label`, else its framework)")
     ended_by: str | None = doc("`the command exited`, or the stop rule that ended it (`--stop-after-*`)")
@@ -172,21 +195,11 @@ class ExternalRunRecord(RunRecord):
 
 
 @dataclass(frozen=True)
-class ExtractedRecord(RunRecord):
+class ExtractedRecord(RunRecord, PeerReading):
     """A record `dlperf extract` made from another framework's log."""
 
     source: str = doc("`extract`", "name", default="extract")
     file: str | None = doc("the log the record was read from")
-    format: str | None = doc("the peer reader that read the log")
-    rule: str | None = doc("the rule that read it")
-    unit: str | None = doc("what the throughput counts (`samples/s`, `tokens/s`)")
-    printed_figure: str | None = doc("the figure the framework printed")
-    peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
-    warning: str | None = doc("what to know about the file (several runs in one log)")
-    cross_check: dict[str, Any] | None = doc(
-        "the second reading of the same log (time stamps and counts) beside the printed-rule figure: `agree`,"
-        " `ratio`, `reading`, `tolerance` and a `note` saying which reading is right and why (docs/peer-logs.md)"
-    )
 
 
 @dataclass(frozen=True)
@@ -198,6 +211,17 @@ class CommbenchRecord:
     case: str | None = doc("topology (`1n2g`)")
     world_size: int | None = doc("processes in all", "count")
     error: str | None = doc("the reason in one line, when failed")
+    backend: str | None = doc("the collective backend (`nccl`, `gloo`)")
+    dtype: str | None = doc("the element type of the messages")
+    results: list[dict[str, Any]] | None = doc(
+        "per collective and message size: time, algbw_gbps, busbw_gbps (null on one rank) and bus_factor"
+    )
+    fits: dict[str, Any] | None = doc("per collective: the latency-bandwidth fit (alpha, beta) of its timings")
+    note: str | None = doc("why the bandwidths are null (one rank: no link was crossed)")
+    warmup: int | str | None = doc("untimed repeats per size")
+    repeats: int | None = doc("timed repeats per size")
+    # A commbench run's record also carries a run record's common fields (model, env, ranks...: `RunRecord`'s).
+    SHARES: ClassVar[type] = RunRecord
 
 
 @dataclass(frozen=True)
@@ -206,8 +230,20 @@ class MaxbatchRecord:
 
     schema: str = doc("`dlperf.maxbatch/1`", "name", default=MAXBATCH_SCHEMA)
     status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
+    error: str | None = doc("why the search stopped, when it did")
+    model: str | None = doc("workload", "name")
+    case: str | None = doc("topology (`1n1g`)")
+    variant: str | None = doc("the report group without its batch (`fp32`): what the report matches runs on")
+    precision: str | None = doc("precision")
+    batch_flag: str | None = doc("the flag the search varied (`--batch-size`, `--micro-batch-size`)")
+    config: dict[str, Any] | None = doc("the case's other keys, as given")
+    headroom_pct: float | None = doc("memory kept free below the device's capacity, in percent")
+    memory_cap_gib: float | None = doc("the memory cap each probe ran under (GiB of address space on a CPU)")
     max_batch: int | None = doc("the largest batch per device that ran", "count")
-    group: str | None = doc("report group the search belongs to")
+    best_batch: int | None = doc("the batch with the highest throughput")
+    best_throughput: float | None = doc("that batch's throughput")
+    probes: list[dict[str, Any]] | None = doc("every probe: batch, status, throughput, peak memory, reason")
+    finished_at: float | None = doc("when the search ended (Unix time)")
 
 
 KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
@@ -228,7 +264,9 @@ def record_kind(record: dict[str, Any]) -> type:
 
 
 def declared_keys(kind: type) -> set[str]:
-    return {f.name for f in dataclasses.fields(kind)}
+    """The fields a record of this kind may carry: its own, and those of the kind it shares fields with."""
+    shared = getattr(kind, "SHARES", None)
+    return {f.name for f in dataclasses.fields(kind)} | (declared_keys(shared) if shared else set())
 
 
 def upgrade(record: dict[str, Any]) -> dict[str, Any]:

@@ -49,28 +49,50 @@ def is_extracted(record: dict[str, Any]) -> bool:
 def run_doubts(record: dict[str, Any]) -> list[RunDoubt]:
     """Every doubt about one successful run, in a fixed order."""
     extracted = is_extracted(record)
-    found = []
-    if record.get("noisy"):
-        seen = "; ".join(record.get("noise_reasons") or []) or "the machine was busy"
-        found.append(RunDoubt("noisy", "NOISY", seen, EXTRACTED_ADVICE if extracted else "Re-run on a quiet machine."))
+    found = [_noise_doubt(record, extracted), _steady_doubt(record, extracted), _straggler_doubt(record, extracted)]
+    return [doubt for doubt in found if doubt is not None]
+
+
+def _noise_doubt(record: dict[str, Any], extracted: bool) -> RunDoubt | None:
+    if not record.get("noisy"):
+        return None
+    seen = "; ".join(record.get("noise_reasons") or []) or "the machine was busy"
+    return RunDoubt("noisy", "NOISY", seen, EXTRACTED_ADVICE if extracted else "Re-run on a quiet machine.")
+
+
+def _steady_doubt(record: dict[str, Any], extracted: bool) -> RunDoubt | None:
+    """A warm-up that never settled, too few windows to tell, or no steady state in the timed windows."""
     steady = record.get("steady_state") or {}
     warmup = record.get("warmup") or {}
-    windows = len(record.get("window_throughputs") or []) if "window_throughputs" in record else None
-    required = int(steady.get("windows_required") or DEFAULT_WINDOWS)
     if warmup.get("stable") is False:
         seen = warmup.get("reason") or "the warm-up never became stable"
-        found.append(RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted)))
-    elif steady.get("stable") is False and windows is not None and windows < required:
+        return RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted))
+    if steady.get("stable") is not False:
+        return None
+    few = _too_few_windows(record, steady)
+    if few:
+        windows, required = few
         seen = f"{windows} timing window{'s' if windows != 1 else ''}, fewer than the {required} a steady state needs"
         advice = EXTRACTED_ADVICE if extracted else f"Run at least {required} windows (more --iters)."
-        found.append(RunDoubt("few windows", "FEW WINDOWS", seen, advice))
-    elif steady.get("stable") is False:
-        seen = (steady.get("reason") or "no steady state").removeprefix("never stable: ")
-        found.append(RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted)))
+        return RunDoubt("few windows", "FEW WINDOWS", seen, advice)
+    seen = (steady.get("reason") or "no steady state").removeprefix("never stable: ")
+    return RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted))
+
+
+def _too_few_windows(record: dict[str, Any], steady: dict[str, Any]) -> tuple[int, int] | None:
+    """(windows, required) when the run had fewer timing windows than a steady state needs: too few to tell."""
+    if "window_throughputs" not in record:
+        return None
+    windows = len(record["window_throughputs"] or [])
+    required = int(steady.get("windows_required") or DEFAULT_WINDOWS)
+    return (windows, required) if windows < required else None
+
+
+def _straggler_doubt(record: dict[str, Any], extracted: bool) -> RunDoubt | None:
     stragglers = record.get("stragglers") or {}
-    if stragglers.get("flagged"):
-        found.append(RunDoubt("straggler", "STRAGGLER", _straggler_text(stragglers), _straggler_advice(extracted)))
-    return found
+    if not stragglers.get("flagged"):
+        return None
+    return RunDoubt("straggler", "STRAGGLER", _straggler_text(stragglers), _straggler_advice(extracted))
 
 
 def _unstable_advice(extracted: bool) -> str:
@@ -109,70 +131,120 @@ def throughputs(records: Sequence[dict[str, Any]]) -> list[float]:
     return [float(r["throughput"]) for r in records if isinstance(r.get("throughput"), (int, float))]
 
 
+@dataclass(frozen=True)
+class _Row:
+    """One table row as the case rules see it: its good repeats, their speeds and its scaling efficiency."""
+
+    records: Sequence[dict[str, Any]]
+    efficiency: float | None
+
+    @property
+    def n(self) -> int:
+        return len(self.records)
+
+    @property
+    def extracted(self) -> bool:
+        return bool(self.records) and all(is_extracted(r) for r in self.records)
+
+    @property
+    def speeds(self) -> list[float]:
+        return throughputs(self.records)
+
+    def advice(self, here: str) -> str:
+        return EXTRACTED_ADVICE if self.extracted else here
+
+
 def case_flags(records: Sequence[dict[str, Any]], efficiency: float | None = None) -> list[Flag]:
     """Every reason to doubt one table row: its good repeats' `records` and its scaling efficiency, if any."""
-    found: list[Flag] = []
-    n = len(records)
-    extracted = bool(records) and all(is_extracted(r) for r in records)
-    speeds = throughputs(records)
-    if efficiency is not None and efficiency > 1:
-        found.append(
-            Flag(
-                "eff>100%",
-                f"scaling efficiency {efficiency:.0%} is above 100 %: more devices cannot do the same work faster "
-                f"than perfectly; the {BASELINE_CASE} baseline or this case was disturbed (see CV and noisy). "
-                + (EXTRACTED_ADVICE if extracted else "Re-run both on a quiet machine."),
-            )
+    row = _Row(records, efficiency)
+    return [flag for rule in _CASE_RULES for flag in rule(row)]
+
+
+def _efficiency_flags(row: _Row) -> list[Flag]:
+    if row.efficiency is None or row.efficiency <= 1:
+        return []
+    return [
+        Flag(
+            "eff>100%",
+            f"scaling efficiency {row.efficiency:.0%} is above 100 %: more devices cannot do the same work faster "
+            f"than perfectly; the {BASELINE_CASE} baseline or this case was disturbed (see CV and noisy). "
+            + row.advice("Re-run both on a quiet machine."),
         )
-    cv = spread(speeds).get("cv") if speeds else None
-    if cv is not None and cv > REPEAT_CV_LIMIT:
-        found.append(
-            Flag(
-                "CV",
-                f"repeats vary by CV {cv:.1%}, above the {REPEAT_CV_LIMIT:.0%} limit: the median is not "
-                "reproducible. "
-                + (EXTRACTED_ADVICE if extracted else "Re-run on a quiet machine, or with --repeats auto."),
-            )
+    ]
+
+
+def _spread_flags(row: _Row) -> list[Flag]:
+    cv = spread(row.speeds).get("cv") if row.speeds else None
+    if cv is None or cv <= REPEAT_CV_LIMIT:
+        return []
+    return [
+        Flag(
+            "CV",
+            f"repeats vary by CV {cv:.1%}, above the {REPEAT_CV_LIMIT:.0%} limit: the median is not reproducible. "
+            + row.advice("Re-run on a quiet machine, or with --repeats auto."),
         )
-    if 0 < n < MIN_REPEATS:
-        what = f"median of {n} good {'run' if extracted else 'repeat'}{'s' if n > 1 else ''}, fewer than {MIN_REPEATS}"
-        advice = (
-            "the logs hold too few runs for a reproducible median: read it as indicative, or ask for more logs."
-            if extracted
-            else "run more repeats (--repeats auto)."
-        )
-        found.append(Flag(f"n={n}", f"{what}: {advice}"))
-    by_label: dict[str, list[tuple[dict[str, Any], RunDoubt]]] = {}
-    for record in records:
+    ]
+
+
+def _count_flags(row: _Row) -> list[Flag]:
+    n = row.n
+    if not 0 < n < MIN_REPEATS:
+        return []
+    what = f"median of {n} good {'run' if row.extracted else 'repeat'}{'s' if n > 1 else ''}, fewer than {MIN_REPEATS}"
+    advice = (
+        "the logs hold too few runs for a reproducible median: read it as indicative, or ask for more logs."
+        if row.extracted
+        else "run more repeats (--repeats auto)."
+    )
+    return [Flag(f"n={n}", f"{what}: {advice}")]
+
+
+def _run_doubt_flags(row: _Row) -> list[Flag]:
+    """How many of the row's repeats had each run doubt, in the fixed order of `_RUN_VERBS`."""
+    by_label: dict[str, list[RunDoubt]] = {}
+    for record in row.records:
         for doubt in run_doubts(record):
-            by_label.setdefault(doubt.label, []).append((record, doubt))
+            by_label.setdefault(doubt.label, []).append(doubt)
+    flags = []
     for label in (label for label in _RUN_VERBS if label in by_label):
         hits = by_label[label]
-        doubt = hits[0][1]
-        seen = "; ".join(dict.fromkeys(d.seen for _, d in hits)) if label == "noisy" else doubt.seen
-        found.append(Flag(label, f"{len(hits)} of {n} repeats {_RUN_VERBS[label]} ({seen}). {doubt.advice}"))
-    split = [r for r in records if (r.get("cross_check") or {}).get("agree") is False]
-    if split:
-        c = split[0]["cross_check"]
-        found.append(
-            Flag(
-                "readings",
-                f"{len(split)} of {n} logs disagree with themselves: the {split[0].get('rule')} rule gives "
-                f"{c['ratio']:.3g}x what {c['reading']} give (beyond {c['tolerance']:.0%}). "
-                f"{c.get('note') or 'Check the log and the shape its path declares.'}",
-            )
-        )
-    out = [r.get("repeat") for r, is_out in zip(records, outliers(speeds)) if is_out] if len(speeds) == n else []
-    if out:
-        found.append(
-            Flag(
-                "outlier",
-                f"repeat(s) {', '.join(f'#{r}' for r in out)} more than 3 MADs from the median, kept in it: "
-                "look at what else ran then.",
-            )
-        )
-    return found
+        seen = "; ".join(dict.fromkeys(d.seen for d in hits)) if label == "noisy" else hits[0].seen
+        flags.append(Flag(label, f"{len(hits)} of {row.n} repeats {_RUN_VERBS[label]} ({seen}). {hits[0].advice}"))
+    return flags
 
+
+def _reading_flags(row: _Row) -> list[Flag]:
+    split = [r for r in row.records if (r.get("cross_check") or {}).get("agree") is False]
+    if not split:
+        return []
+    c = split[0]["cross_check"]
+    return [
+        Flag(
+            "readings",
+            f"{len(split)} of {row.n} logs disagree with themselves: the {split[0].get('rule')} rule gives "
+            f"{c['ratio']:.3g}x what {c['reading']} give (beyond {c['tolerance']:.0%}). "
+            f"{c.get('note') or 'Check the log and the shape its path declares.'}",
+        )
+    ]
+
+
+def _outlier_flags(row: _Row) -> list[Flag]:
+    speeds = row.speeds
+    if len(speeds) != row.n:
+        return []
+    out = [r.get("repeat") for r, is_out in zip(row.records, outliers(speeds)) if is_out]
+    if not out:
+        return []
+    return [
+        Flag(
+            "outlier",
+            f"repeat(s) {', '.join(f'#{r}' for r in out)} more than 3 MADs from the median, kept in it: "
+            "look at what else ran then.",
+        )
+    ]
+
+
+_CASE_RULES = (_efficiency_flags, _spread_flags, _count_flags, _run_doubt_flags, _reading_flags, _outlier_flags)
 
 _RUN_VERBS = {
     "noisy": "ran noisy",

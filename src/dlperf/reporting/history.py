@@ -124,16 +124,33 @@ class HistoryPoint:
     verdict_reason: str | None = None
 
 
+Row = tuple  # (model, grp, case_name, label, started_at, status, throughput), as stored
+SeriesKey = tuple[str, str, str, str]  # canonical model, group, case, label
+
+
 def history(db: str | Path, model: str | None = None, case: str | None = None) -> list[HistoryPoint]:
     """Per case, one point per label in the order the labels were first measured. Models meet under their
     canonical name (`rn50`, `ResNet-50` and `resnet50` are one model), as in the cross-source report."""
+    grouped = _by_label(_read_rows(db, case), canonical_model(model) if model else None)
+    points: list[HistoryPoint] = []
+    previous: dict[tuple[str, str, str], list[float]] = {}
+    ordered = sorted(grouped.items(), key=lambda item: (item[0][:3], min(t for t, _ in item[1])))
+    for key, runs in ordered:
+        speeds = [s for _, s in runs if s is not None]
+        points.append(_point(key, runs, speeds, previous.get(key[:3])))
+        previous[key[:3]] = speeds
+    return points
+
+
+def _read_rows(db: str | Path, case: str | None) -> list[Row]:
+    """The stored runs (of one case, if given), each checked: a malformed row is named, not read."""
     query = "SELECT model, grp, case_name, label, started_at, status, throughput FROM runs"
-    filters = [(col, value) for col, value in (("case_name", case),) if value]
-    if filters:
-        query += " WHERE " + " AND ".join(f"{col} = ?" for col, _ in filters)
+    params = [case] if case else []
+    if case:
+        query += " WHERE case_name = ?"
     with closing(_connect(db, create=False)) as connection:
         try:
-            rows = connection.execute(query, [value for _, value in filters]).fetchall()
+            rows = connection.execute(query, params).fetchall()
         except sqlite3.Error as error:
             raise ResultsError(
                 f"history database {db} is not one dlperf wrote ({error}): choose another --db"
@@ -145,37 +162,34 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
                 f"history database {db} holds a malformed row ({'/'.join(map(str, row[:4]))[:120]}, started_at "
                 f"{str(row[4])[:40]!r}, throughput {str(row[6])[:40]!r}): delete it with sqlite3, or another --db"
             )
-    grouped: dict[tuple[str, str, str, str], list[tuple[float, float | None]]] = {}
-    wanted = canonical_model(model) if model else None
+    return rows
+
+
+def _by_label(rows: list[Row], wanted: str | None) -> dict[SeriesKey, list[tuple[float, float | None]]]:
+    """Each (model, group, case, label)'s runs as (started_at, throughput or None when not ok)."""
+    grouped: dict[SeriesKey, list[tuple[float, float | None]]] = {}
     for name, group, case_, label, started, status, throughput in rows:
         model_ = canonical_model(name)
-        if wanted and model_ != wanted:
-            continue
-        grouped.setdefault((model_, group, case_, label), []).append(
-            (started or 0.0, throughput if status == "ok" else None)
-        )
-    points: list[HistoryPoint] = []
-    previous: dict[tuple[str, str, str], list[float]] = {}
-    ordered = sorted(grouped.items(), key=lambda item: (item[0][:3], min(t for t, _ in item[1])))
-    for (model_, group, case_, label), runs in ordered:
-        speeds = [s for _, s in runs if s is not None]
-        median = statistics.median(speeds) if speeds else None
-        before = previous.get((model_, group, case_))
-        change = median / statistics.median(before) if median is not None and before else None
-        verdict = compare_repeats(before, speeds) if before and speeds else None
-        points.append(
-            HistoryPoint(
-                model_,
-                group,
-                case_,
-                label,
-                min(t for t, _ in runs),
-                median,
-                len(runs),
-                change,
-                verdict.verdict if verdict else None,
-                verdict.reason if verdict else None,
+        if wanted is None or model_ == wanted:
+            grouped.setdefault((model_, group, case_, label), []).append(
+                (started or 0.0, throughput if status == "ok" else None)
             )
-        )
-        previous[(model_, group, case_)] = speeds
-    return points
+    return grouped
+
+
+def _point(
+    key: SeriesKey, runs: list[tuple[float, float | None]], speeds: list[float], before: list[float] | None
+) -> HistoryPoint:
+    """One label's point, compared with the label before it (`before`: that label's speeds)."""
+    median = statistics.median(speeds) if speeds else None
+    change = median / statistics.median(before) if median is not None and before else None
+    verdict = compare_repeats(before, speeds) if before and speeds else None
+    return HistoryPoint(
+        *key,
+        min(t for t, _ in runs),
+        median,
+        len(runs),
+        change,
+        verdict.verdict if verdict else None,
+        verdict.reason if verdict else None,
+    )

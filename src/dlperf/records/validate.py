@@ -37,39 +37,50 @@ def _hints(kind: type) -> dict[str, Any]:
     return typing.get_type_hints(kind)
 
 
+# The plain types: how a value is one, and what the message says when it is not.
+_PLAIN: dict[Any, tuple[Any, str]] = {
+    type(None): (lambda v: v is None, "is not null"),
+    str: (lambda v: isinstance(v, str), "is not text"),
+    bool: (lambda v: isinstance(v, bool), "is not true or false"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "is not an integer"),
+    float: (is_number, "is not a finite number"),
+}
+
+
 def type_problem(value: Any, hint: Any) -> str | None:
     """Why `value` is not of the declared type `hint`, or None."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return None
+    if hint in _PLAIN:
+        accepts, problem = _PLAIN[hint]
+        return None if accepts(value) else problem
     if origin in (typing.Union, types.UnionType):
-        if any(type_problem(value, arg) is None for arg in args):
-            return None
-        others = [arg for arg in args if arg is not type(None)]
-        if len(others) == 1:  # `X | None` holding a bad X: say what is wrong inside it
-            return type_problem(value, others[0])
-        return "is not " + " or ".join(_type_name(a) for a in args)
-    if hint is type(None):
-        return None if value is None else "is not null"
+        return _union_problem(value, args)
     if origin is typing.Literal:
         return None if value in args else "is not one of " + ", ".join(map(str, args))
-    if hint is str:
-        return None if isinstance(value, str) else "is not text"
-    if hint is bool:
-        return None if isinstance(value, bool) else "is not true or false"
-    if hint is int:
-        return None if isinstance(value, int) and not isinstance(value, bool) else "is not an integer"
-    if hint is float:
-        return None if is_number(value) else "is not a finite number"
     if origin is list:
-        if not isinstance(value, list):
-            return "is not a list"
-        return next((f"has an item that {p}" for v in value if (p := type_problem(v, args[0]))), None)
+        return _items_problem(value, list, args[0], "is not a list", "has an item that")
     if origin is dict:
-        if not isinstance(value, dict):
-            return "is not a mapping"
-        return next((f"has a value that {p}" for v in value.values() if (p := type_problem(v, args[1]))), None)
+        return _items_problem(value, dict, args[1], "is not a mapping", "has a value that")
     raise TypeError(f"undeclared type {hint!r}")  # a declaration this checker cannot read: a bug in schema.py
+
+
+def _union_problem(value: Any, args: tuple[Any, ...]) -> str | None:
+    if any(type_problem(value, arg) is None for arg in args):
+        return None
+    others = [arg for arg in args if arg is not type(None)]
+    if len(others) == 1:  # `X | None` holding a bad X: say what is wrong inside it
+        return type_problem(value, others[0])
+    return "is not " + " or ".join(_type_name(a) for a in args)
+
+
+def _items_problem(value: Any, container: type, item: Any, not_one: str, inside: str) -> str | None:
+    """A list's items or a mapping's values, each of the declared `item` type."""
+    if not isinstance(value, container):
+        return not_one
+    items = value.values() if isinstance(value, dict) else value
+    return next((f"{inside} {p}" for v in items if (p := type_problem(v, item))), None)
 
 
 def _type_name(hint: Any) -> str:

@@ -66,6 +66,60 @@ class _Stop(Exception):
     """A probe failed for a reason other than memory."""
 
 
+class _Search:
+    """The search's state: every probe so far, the largest batch known to fit and the smallest known not to."""
+
+    def __init__(
+        self, probe: Callable[[int], ProbeOutcome], headroom_pct: float, on_probe: Callable[[Probe], None] | None
+    ) -> None:
+        self.probe, self.headroom_pct, self.on_probe = probe, headroom_pct, on_probe
+        self.probes: list[Probe] = []
+        self.fit, self.fail = 0, None
+
+    def fits(self, batch: int) -> bool:
+        """Run one probe and move the bounds; a failure other than memory stops the search."""
+        result = _judge(batch, self.probe(batch), self.headroom_pct)
+        self.probes.append(result)
+        if self.on_probe is not None:
+            self.on_probe(result)
+        if result.status == "error":
+            raise _Stop(f"batch {batch}: {result.reason}")
+        if result.fits:
+            self.fit = batch
+        else:
+            self.fail = batch
+        return result.fits
+
+    def grow(self, start: int, max_batch: int) -> None:
+        """x2 from the start up to the ceiling, until a batch does not fit."""
+        batch = start
+        while self.fail is None and self.fit < max_batch and self.fits(batch):
+            batch = min(2 * batch, max_batch)
+
+    def halve(self, start: int) -> None:
+        """The start did not fit: halve until a batch does (or 1 does not)."""
+        batch = start // 2
+        while not self.fit and batch >= 1 and not self.fits(batch):
+            batch //= 2
+
+    def result(self, error: str | None) -> MaxBatchResult:
+        """The largest fitting batch and the fastest one among the probes that fit."""
+        fitting = [p for p in self.probes if p.fits and p.throughput is not None]
+        best = max(fitting, key=lambda p: p.throughput, default=None)
+        return MaxBatchResult(
+            probes=tuple(self.probes),
+            max_batch=self.fit or None,
+            best_batch=best.batch if best else None,
+            best_throughput=best.throughput if best else None,
+            headroom_pct=self.headroom_pct,
+            error=error,
+        )
+
+    def bisect(self, step: int) -> None:
+        while self.fit and self.fail is not None and self.fail - self.fit > step:
+            self.fits((self.fit + self.fail) // 2)
+
+
 def find_max_batch(
     probe: Callable[[int], ProbeOutcome],
     start: int = 1,
@@ -84,47 +138,12 @@ def find_max_batch(
         raise ConfigError(f"need 1 <= start <= max batch and step >= 1, got {start}, {max_batch} and {step}")
     if not 0 <= headroom_pct < 100:
         raise ConfigError(f"--headroom is a percentage in [0, 100), got {headroom_pct}")
-    probes: list[Probe] = []
-
-    def run(batch: int) -> Probe:
-        result = _judge(batch, probe(batch), headroom_pct)
-        probes.append(result)
-        if on_probe is not None:
-            on_probe(result)
-        if result.status == "error":
-            raise _Stop(f"batch {batch}: {result.reason}")
-        return result
-
-    fit, fail = 0, None  # largest batch known to fit, smallest known not to
+    search = _Search(probe, headroom_pct, on_probe)
     error = None
     try:
-        batch = start
-        while fail is None and fit < max_batch:  # grow x2 up to the ceiling
-            if run(batch).fits:
-                fit, batch = batch, min(2 * batch, max_batch)
-            else:
-                fail = batch
-        batch = start // 2
-        while not fit and batch >= 1:  # the start did not fit: halve until one does
-            if run(batch).fits:
-                fit = batch
-            else:
-                fail, batch = batch, batch // 2
-        while fit and fail is not None and fail - fit > step:  # bisect
-            batch = (fit + fail) // 2
-            if run(batch).fits:
-                fit = batch
-            else:
-                fail = batch
+        search.grow(start, max_batch)
+        search.halve(start)
+        search.bisect(step)
     except _Stop as stop:
         error = str(stop)
-    fitting = [p for p in probes if p.fits and p.throughput is not None]
-    best = max(fitting, key=lambda p: p.throughput, default=None)
-    return MaxBatchResult(
-        probes=tuple(probes),
-        max_batch=fit or None,
-        best_batch=best.batch if best else None,
-        best_throughput=best.throughput if best else None,
-        headroom_pct=headroom_pct,
-        error=error,
-    )
+    return search.result(error)

@@ -15,7 +15,7 @@ from dlperf.peers.crosscheck import cross_check
 from dlperf.peers.display import path_text, shown
 from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
-from dlperf.peers.measure import measure
+from dlperf.peers.measure import Measured, measure
 from dlperf.peers.registry import detect, get_format
 from dlperf.peers.textlines import log_lines, open_regular, strip_prefixes
 from dlperf.records.schema import SCHEMA
@@ -72,9 +72,7 @@ def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
 
 def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     """One log's record: `status` ok with the figures, or failed with the reason; DataError for no record."""
-    forced = None if options.format == "auto" else get_format(options.format)
-    if forced is None and _holds_mllog(info.path):
-        forced = get_format("mlperf")  # a file holding MLLOG events is MLPerf, whatever it prints first
+    forced = _forced_format(info, options)
     shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
     with closing(log_lines(info.path)) as raw:
@@ -87,11 +85,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
             return _failed(info, shape, None, "printed", watch.reason() or "")
         watch.success = fmt.success
         rest = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
-        rule = options.rule or fmt.rules[0]
-        if rule not in fmt.rules:
-            raise DataError(f"it is a {fmt.name} log, which supports only --rule {' or '.join(fmt.rules)}")
-        warmup = fmt.warmup if options.warmup is None else options.warmup
-        window = fmt.window if options.window is None else (options.window or None)
+        rule, warmup, window = _reading(fmt, options)
         try:
             measured = measure(fmt.read(rest, shape), fmt, rule, warmup, window, shape, on_point=watch.progress)
         except DataError:
@@ -105,6 +99,30 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     reason = watch.reason()
     if reason is not None:
         return _failed(info, shape, fmt, rule, reason)
+    return _measured_record(info, shape, fmt, rule, measured, warmup, window)
+
+
+def _forced_format(info: LogInfo, options: Options) -> PeerFormat | None:
+    """The format asked for, or MLPerf's for a file holding MLLOG events (whatever it prints first); else None."""
+    if options.format != "auto":
+        return get_format(options.format)
+    return get_format("mlperf") if _holds_mllog(info.path) else None
+
+
+def _reading(fmt: PeerFormat, options: Options) -> tuple[str, int, int | None]:
+    """The rule, warm-up and window to read this format's log with: the options', else the format's own."""
+    rule = options.rule or fmt.rules[0]
+    if rule not in fmt.rules:
+        raise DataError(f"it is a {fmt.name} log, which supports only --rule {' or '.join(fmt.rules)}")
+    warmup = fmt.warmup if options.warmup is None else options.warmup
+    window = fmt.window if options.window is None else (options.window or None)
+    return rule, warmup, window
+
+
+def _measured_record(
+    info: LogInfo, shape: RunShape, fmt: PeerFormat, rule: str, measured: Measured, warmup: int, window: int | None
+) -> dict[str, Any]:
+    """An ok record: the figures the rule measured, with the second reading beside them."""
     unit = measured.unit or fmt.unit
     check = cross_check(measured, rule, unit, shape)
     record = _base(info, shape, fmt, rule)

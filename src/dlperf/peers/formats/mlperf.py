@@ -41,6 +41,8 @@ EPOCH_OF_TRAIN_SAMPLES = {"rnnt"}  # epoch-counted; `train_samples` is the epoch
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
 TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
 # A progress event's `step` counts samples (`samples_count` in their blocks), unless it is token-sized
+# the events that declare a size, and the reader's attribute each one sets
+_SIZES = {"global_batch_size": "batch", "max_sequence_length": "seq_len", "train_samples": "train_samples"}
 SAMPLE_COUNTED = {"bert", "stable_diffusion", "llama2_70b_lora", "llama31_8b", "llama31_405b", "flux1"}
 # What one sample is, per benchmark (MLPerf training rules: the data each benchmark trains on).
 UNITS = {
@@ -48,6 +50,11 @@ UNITS = {
     **dict.fromkeys(("bert", "gpt3", "llama2_70b_lora", "llama31_8b", "llama31_405b"), "sequences/s"),
     **dict.fromkeys(("dlrm", "dlrm_dcnv2"), "records/s"),
 }
+
+
+def _first_known(*values: float | None) -> float:
+    """The first count that is known, else 0 (the run's start)."""
+    return next((v for v in values if v is not None), 0.0)
 
 
 def _number(value: Any) -> float | None:
@@ -164,23 +171,7 @@ class _Log:
         metadata = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
         time_ms = _number(event.get("time_ms"))
         stamp = None if time_ms is None else time_ms / 1000
-        if key == "global_batch_size" and (number := _number(value)):
-            self.batch = number
-        elif key == "max_sequence_length" and (number := _number(value)):
-            self.seq_len = number
-        elif key == "submission_benchmark" and isinstance(value, str):
-            self.benchmark = value.lower()
-        elif key == "train_samples" and (number := _number(value)):
-            self.train_samples = number
-        elif key == "local_batch_size":
-            self.local_declared = True
-        elif key == "run_start":
-            self.run_start = stamp
-        elif key == "run_stop":
-            self.stopped = True
-        elif key in ("eval_start", "eval_accuracy"):
-            self.evaluated = self.eval_since = True
-            self.timed_eval = self.timed_eval or key == "eval_start"
+        self._declare(key, value, stamp)
         if stamp is None:
             return
         self._count(metadata)
@@ -196,6 +187,22 @@ class _Log:
             yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
         elif key == "tracked_stats" and isinstance(value, dict):
             yield from self._tracked(value, metadata, stamp)
+
+    def _declare(self, key: Any, value: Any, stamp: float | None) -> None:
+        """What the run declares or marks: its sizes, its benchmark, its start and stop, its evaluations."""
+        if key in _SIZES and (number := _number(value)):
+            setattr(self, _SIZES[key], number)
+        elif key == "submission_benchmark" and isinstance(value, str):
+            self.benchmark = value.lower()
+        elif key == "local_batch_size":
+            self.local_declared = True
+        elif key == "run_start":
+            self.run_start = stamp
+        elif key == "run_stop":
+            self.stopped = True
+        elif key in ("eval_start", "eval_accuracy"):
+            self.evaluated = self.eval_since = True
+            self.timed_eval = self.timed_eval or key == "eval_start"
 
     def _count(self, metadata: dict[str, Any]) -> None:
         """Samples trained so far, where the event's count says (bert's epoch_num, samples_count, step_num)."""
@@ -265,14 +272,8 @@ class _Log:
         if samples is not None and samples[1]:
             note = samples[1]
         done = None if samples is None else samples[0]
-        if check is None and self.benchmark in FRACTION_EPOCHS and done:
-            start = self.first_epoch_start or self.run_start
-            if start is not None and stamp > start:
-                check = done / (stamp - start)
-        elif check is None and done is not None and self.previous is not None and not self.eval_since:
-            then, before = self.previous  # this step's samples / the time since the last one
-            if stamp > then and done > before:
-                check = (done - before) / (stamp - then)
+        if check is None:
+            check = self._second_reading(done, stamp)
         if done is not None:
             self.previous, self.eval_since = (stamp, done), False
         point = Point(
@@ -294,6 +295,17 @@ class _Log:
             point = replace(point, step=1)
         self.tracked = True
         yield from self._emit(point)
+
+    def _second_reading(self, done: float | None, stamp: float) -> float | None:
+        """Samples over time from the count and the time stamps: since the start for a benchmark counting
+        fractions of an epoch, else this step's samples over the time since the last (no evaluation between)."""
+        if self.benchmark in FRACTION_EPOCHS and done:
+            start = self.first_epoch_start or self.run_start
+            return done / (stamp - start) if start is not None and stamp > start else None
+        if done is None or self.previous is None or self.eval_since:
+            return None
+        then, before = self.previous
+        return (done - before) / (stamp - then) if stamp > then and done > before else None
 
     def _progress_samples(self, metadata: dict[str, Any]) -> tuple[float | None, str | None] | None:
         """The event's cumulative sample count: bert's epoch_num, step_num x batch, or a step count in tokens,
@@ -343,20 +355,7 @@ class _Log:
         if self.tracked:
             return
         start_time = block.stamp if block else (self.last_stop[0] if self.last_stop else self.run_start)
-        before = self.last_stop[1] if self.last_stop else None
-        begin = end = None
-        done = _number(metadata.get("first_epoch_num"))
-        if (count := _number(metadata.get("samples_count"))) is not None:  # cumulative samples at the block's end
-            begin = before if before is not None else (block.count if block and block.count is not None else 0.0)
-            end = count
-        elif block and block.size is not None and block.begin is not None:  # first_epoch_num + epoch_count
-            begin, end = block.begin, block.begin + block.size
-        elif block and block.first is not None and done is not None and done > block.first:
-            # Habana: first_epoch_num at a block's end is the iteration count done
-            begin, end = block.first * self.batch, done * self.batch
-        elif self.cumulative is not None:  # counted by other events (bert's epoch_num)
-            begin = before if before is not None else (block.before if block and block.before is not None else 0.0)
-            end = self.cumulative
+        begin, end = self._block_span(metadata, block)
         if end is not None:
             self.last_stop = (stamp, end)
         if start_time is None or begin is None or end is None or stamp <= start_time or end <= begin:
@@ -373,6 +372,21 @@ class _Log:
             tokens=self.tokens_per_sample(),
         )
         yield from self._emit(point)
+
+    def _block_span(self, metadata: dict[str, Any], block: _Block | None) -> tuple[float | None, float | None]:
+        """The samples a finished block covers (begin, end), from whichever count this log keeps."""
+        before = self.last_stop[1] if self.last_stop else None
+        done = _number(metadata.get("first_epoch_num"))
+        if (count := _number(metadata.get("samples_count"))) is not None:  # cumulative samples at the block's end
+            return _first_known(before, block and block.count), count
+        if block and block.size is not None and block.begin is not None:  # first_epoch_num + epoch_count
+            return block.begin, block.begin + block.size
+        if block and block.first is not None and done is not None and done > block.first:
+            # Habana: first_epoch_num at a block's end is the iteration count done
+            return block.first * self.batch, done * self.batch
+        if self.cumulative is not None:  # counted by other events (bert's epoch_num)
+            return _first_known(before, block and block.before), self.cumulative
+        return None, None
 
     # --- emitting -----------------------------------------------------------------------------------------------
     def _emit(self, point: Point) -> Iterator[Point]:

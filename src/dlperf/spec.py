@@ -221,6 +221,20 @@ class RunSpec:
                 f"{flag('warmup_iters')} auto needs room for 3 windows of {flag('print_every')} {self.window}: "
                 f"raise {flag('max_warmup_iters')} (now {self.max_warmup_iters}) to at least {3 * self.window}"
             )
+        self._validate_choices()
+        if self.iters < self.window:
+            raise ConfigError(
+                f"{flag('iters')} {self.iters} is shorter than one timing window "
+                f"({flag('print_every')} {self.window}): "
+                f"raise {flag('iters')} or lower {flag('print_every')}"
+            )
+        require_positive_number("timeout", self.timeout)
+        if self.peak_tflops is not None:
+            require_positive_number("peak_tflops", self.peak_tflops)
+        self._validate_command()
+
+    def _validate_choices(self) -> None:
+        """The keys that take one of a few values, a flag or a non-negative number."""
         require_number("straggler_pct", self.straggler_pct)
         if self.straggler_pct < 0:
             raise ConfigError(f"{flag('straggler_pct')} must not be negative, got {self.straggler_pct!r}")
@@ -234,16 +248,6 @@ class RunSpec:
             raise ConfigError(f"{flag('compile')} must be true or false, got {self.compile!r}")
         if not isinstance(self.data, str) or not self.data:
             raise ConfigError(f"{flag('data')} must be `synthetic` or a path, got {self.data!r}")
-        if self.iters < self.window:
-            raise ConfigError(
-                f"{flag('iters')} {self.iters} is shorter than one timing window "
-                f"({flag('print_every')} {self.window}): "
-                f"raise {flag('iters')} or lower {flag('print_every')}"
-            )
-        require_positive_number("timeout", self.timeout)
-        if self.peak_tflops is not None:
-            require_positive_number("peak_tflops", self.peak_tflops)
-        self._validate_command()
 
     def _validate_command(self) -> None:
         """A command goes with engine `external` and only with it; its template is checked by the orchestrator."""
@@ -255,12 +259,22 @@ class RunSpec:
             raise ConfigError(
                 f"{flag('command')} runs another framework's script, not {flag('engine')} {self.engine}: drop one"
             )
+        self._validate_command_options()
+        own = ("framework", "label", "stop_after_lines", "stop_after_seconds", "log_warmup")
+        if self.engine != EXTERNAL and (self.launch_env != "torch" or any(getattr(self, k) is not None for k in own)):
+            raise ConfigError(
+                "--framework, --label, --launch-env and --stop-after-* go with --command (another framework's "
+                "script); a native run knows its framework"
+            )
+
+    def _validate_command_options(self) -> None:
+        """The values of the options that shape a command's run, each of its own type and range."""
         choose("command_per", self.command_per, COMMAND_PER)
+        choose("launch_env", self.launch_env, LAUNCH_ENVS)
         if not isinstance(self.shell, bool):
             raise ConfigError(f"{flag('shell')} must be true or false, got {self.shell!r}")
         if not isinstance(self.log_format, str) or not self.log_format:
             raise ConfigError(f"{flag('log_format')} must be `auto` or a format name, got {self.log_format!r}")
-        choose("launch_env", self.launch_env, LAUNCH_ENVS)
         for name in ("framework", "label"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, str) and LABEL_RE.match(value)):
@@ -274,12 +288,6 @@ class RunSpec:
             require_positive_number("stop_after_seconds", self.stop_after_seconds)
         if self.log_warmup is not None and (not _is_int(self.log_warmup) or self.log_warmup < 0):
             raise ConfigError(f"{flag('log_warmup')} counts iterations and must be 0 or more, got {self.log_warmup!r}")
-        own = ("framework", "label", "stop_after_lines", "stop_after_seconds", "log_warmup")
-        if self.engine != EXTERNAL and (self.launch_env != "torch" or any(getattr(self, k) is not None for k in own)):
-            raise ConfigError(
-                "--framework, --label, --launch-env and --stop-after-* go with --command (another framework's "
-                "script); a native run knows its framework"
-            )
 
     @property
     def engine_tag(self) -> str:

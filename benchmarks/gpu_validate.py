@@ -81,9 +81,11 @@ def _self(name: str, args: list[str], budget: int) -> Step:
 
 
 def _cuda_tests(name: str, selection: str, budget: int) -> Step:
-    """tests/e2e/test_cuda.py's tests that `selection` (pytest's -k) picks."""
+    """tests/e2e/test_cuda.py's tests that `selection` (pytest's -k) picks, in one process: the GPU machine has
+    no pytest-xdist (no package index there), and the CUDA tests should not share the one GPU anyway."""
     test_file = str(ROOT / "tests" / "e2e" / "test_cuda.py")
-    return Step(name, [PY, "-m", "pytest", "-q", "-rA", test_file, "-k", selection, "-p", "no:cacheprovider"], budget)
+    serial = ["-o", "addopts=", "-p", "no:xdist", "-p", "no:cacheprovider"]
+    return Step(name, [PY, "-m", "pytest", "-q", "-rA", test_file, "-k", selection, *serial], budget)
 
 
 def phases(out: Path) -> dict[str, list[Step]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from dlperf.cli.args import non_empty
 from dlperf.cli.display import print_table
@@ -52,45 +53,66 @@ def _shapes(text: str | None) -> list[tuple[int, int, int]] | None:
     return shapes  # type: ignore[return-value]
 
 
-def run(args: argparse.Namespace) -> int:
+def _dtypes(text: str) -> list[str]:
+    dtypes = [d.strip() for d in text.split(",") if d.strip()]
+    if not dtypes or set(dtypes) - set(DTYPES):
+        raise ConfigError(f"--dtypes takes {', '.join(DTYPES)}; got {text!r}")
+    return dtypes
+
+
+def _device(choice: str) -> str:
+    """`auto` picks CUDA when torch sees it; an explicit `cuda` without one is refused before any work."""
     import torch
 
-    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
-    unknown = sorted(set(dtypes) - set(DTYPES))
-    if unknown or not dtypes:
-        raise ConfigError(f"--dtypes takes {', '.join(DTYPES)}; got {args.dtypes!r}")
-    if args.iters < 1:
-        raise ConfigError(f"--iters must be at least 1, got {args.iters}")
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    if device == "cuda" and not torch.cuda.is_available():
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda, but torch sees no CUDA device: use --device cpu")
-    if Path(args.out).exists():  # checked before measuring: a FIFO or folder here would hang or fail at the end
-        read_user_file(args.out, "peaks file")
+    return choice
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, MemoryError) or "alloc" in str(error) or "out of memory" in str(error)
+
+
+def _measure(device: str, dtypes: list[str], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Measures, turning an allocation failure into advice to pick smaller shapes."""
     try:
-        results = measure_peaks(device, dtypes, shapes=_shapes(args.shapes), iters=args.iters)
+        return measure_peaks(device, dtypes, shapes=_shapes(args.shapes), iters=args.iters)
     except (RuntimeError, MemoryError) as error:
-        if not isinstance(error, MemoryError) and "alloc" not in str(error) and "out of memory" not in str(error):
+        if not _is_out_of_memory(error):
             raise
         raise ConfigError("the GEMM shapes do not fit in the device's memory: choose smaller --shapes") from None
+
+
+def _peak_row(device_name: str, dtype: str, result: dict[str, Any]) -> tuple[str, ...]:
+    """One table row: the measured rate beside the datasheet's, blank where either is unknown."""
+    sheet = lookup_peak(device_name, dtype)
+    measured = result["tflops"]
+    return (
+        dtype,
+        "" if measured is None else f"{measured:.2f}",
+        "" if result["best_shape"] is None else "x".join(map(str, result["best_shape"])),
+        "" if sheet.tflops is None else f"{sheet.tflops:g}",
+        f"{measured / sheet.tflops:.1%}" if measured is not None and sheet.tflops else "",
+        result["reason"] or sheet.reason or "",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    dtypes = _dtypes(args.dtypes)
+    if args.iters < 1:
+        raise ConfigError(f"--iters must be at least 1, got {args.iters}")
+    device = _device(args.device)
+    if Path(args.out).exists():  # checked before measuring: a FIFO or folder here would hang or fail at the end
+        read_user_file(args.out, "peaks file")
+    results = _measure(device, dtypes, args)
     write_json_atomic(args.out, merge_stored(read_stored(args.out), results))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
     name = next(iter(results.values()))["device_name"]
     columns = ("dtype", "measured TFLOP/s", "best shape", "datasheet TFLOP/s", "measured/datasheet", "note")
-    rows = []
-    for dtype, result in results.items():
-        sheet = lookup_peak(name, dtype)
-        measured = result["tflops"]
-        rows.append(
-            (
-                dtype,
-                "" if measured is None else f"{measured:.2f}",
-                "" if result["best_shape"] is None else "x".join(map(str, result["best_shape"])),
-                "" if sheet.tflops is None else f"{sheet.tflops:g}",
-                f"{measured / sheet.tflops:.1%}" if measured is not None and sheet.tflops else "",
-                result["reason"] or sheet.reason or "",
-            )
-        )
+    rows = [_peak_row(name, dtype, result) for dtype, result in results.items()]
     print_table(f"matmul peak on {name} (stored in {args.out})", columns, rows)
     return 0

@@ -104,6 +104,18 @@ class _Block:
     count: float | None  # samples_count at the start
     before: float | None  # samples done at the start by other events' counts
 
+    def stated_span(self) -> tuple[float, float] | None:
+        """The samples its own first_epoch_num + epoch_count state, where it states them."""
+        if self.begin is None or self.size is None:
+            return None
+        return self.begin, self.begin + self.size
+
+    def iterations_span(self, done: float | None, batch: float) -> tuple[float, float] | None:
+        """Habana's count: first_epoch_num at a block's end is the iteration count done."""
+        if self.first is None or done is None or done <= self.first:
+            return None
+        return self.first * batch, done * batch
+
 
 class _Log:
     """One MLPerf log's state while its events stream past."""
@@ -175,18 +187,20 @@ class _Log:
         if stamp is None:
             return
         self._count(metadata)
-        if key == "epoch_start":
-            self._epoch_start(metadata, stamp)
-        elif key == "epoch_stop":
-            self._epoch_stop(metadata, stamp)
-        elif key == "block_start":
-            self._block_start(metadata, stamp)
+        marks = {"epoch_start": self._epoch_start, "epoch_stop": self._epoch_stop, "block_start": self._block_start}
+        if key in marks:
+            marks[key](metadata, stamp)
         elif key == "block_stop":
             yield from self._block_stop(metadata, stamp)
-        elif key == "throughput" and (number := _number(value)) is not None and self.index:
-            yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
+        elif key == "throughput":
+            yield from self._throughput(value, stamp)
         elif key == "tracked_stats" and isinstance(value, dict):
             yield from self._tracked(value, metadata, stamp)
+
+    def _throughput(self, value: Any, stamp: float) -> Iterator[Point]:
+        """A throughput event of its own (maskrcnn's) joins the step before it."""
+        if (number := _number(value)) is not None and self.index:
+            yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
 
     def _declare(self, key: Any, value: Any, stamp: float | None) -> None:
         """What the run declares or marks: its sizes, its benchmark, its start and stop, its evaluations."""
@@ -258,54 +272,73 @@ class _Log:
         seconds = _number(value.get(step_key)) if step_key else None
         if speed is None and seconds is None:
             return
-        note: str | None = None
-        check = None
-        if speed is not None and self.epoch_figure is not None:
-            self._decide_scale(speed, self.epoch_figure)
-            check, self.epoch_figure = self.epoch_figure, None
-        samples = self._progress_samples(metadata)
-        if speed is None and seconds and step_key != "time":  # the log's own global batch per step time
-            speed = self.batch / seconds
-        elif speed is not None:
-            speed *= self._scale()
-            note = self.scale_note
-        if samples is not None and samples[1]:
-            note = samples[1]
-        done = None if samples is None else samples[0]
-        if check is None:
-            check = self._second_reading(done, stamp)
-        if done is not None:
-            self.previous, self.eval_since = (stamp, done), False
+        check = self._epoch_check(speed)
+        done, count_note = self._progress_samples(metadata) or (None, None)
+        speed, note = self._tracked_speed(speed, seconds, step_key)
         point = Point(
             step=self.index + 1,
             speed=speed,
             seconds=seconds,
             timestamp=stamp,
-            samples=None if samples is None else samples[0],
-            check=check,
-            note=note,
+            samples=done,
+            check=self._checked(check, done, stamp),
+            note=count_note or note,
             tokens=self.tokens_per_sample(),
         )
         if self.stopped or isinstance(metadata.get("step"), list):  # a whole-run summary after the run
             if self.summary is None:
                 self.summary = self._whole_run(point, value)
             return
-        if not self.tracked and self.held is not None:  # a timed block before the progress events: superseded
+        yield from self._emit(self._progress(point))
+
+    def _epoch_check(self, speed: float | None) -> float | None:
+        """The last finished epoch's own figure checks the next printed throughput (and decides its scale)."""
+        if speed is None or self.epoch_figure is None:
+            return None
+        self._decide_scale(speed, self.epoch_figure)
+        check, self.epoch_figure = self.epoch_figure, None
+        return check
+
+    def _tracked_speed(
+        self, speed: float | None, seconds: float | None, step_key: str | None
+    ) -> tuple[float | None, str | None]:
+        """The printed throughput at the scale the evidence decided (and its note), else the log's own global
+        batch per step time (maskrcnn's `time` is not one)."""
+        if speed is not None:
+            return speed * self._scale(), self.scale_note
+        if seconds and step_key != "time":
+            return self.batch / seconds, None
+        return None, None
+
+    def _checked(self, check: float | None, done: float | None, stamp: float) -> float | None:
+        """The epoch's check, else the count's; the count is kept for the next event's second reading."""
+        if check is None:
+            check = self._second_reading(done, stamp)
+        if done is not None:
+            self.previous, self.eval_since = (stamp, done), False
+        return check
+
+    def _progress(self, point: Point) -> Point:
+        """A progress event; the first supersedes the timed blocks read before it."""
+        if not self.tracked and self.held is not None:
             self.held, self.index = None, 0
             point = replace(point, step=1)
         self.tracked = True
-        yield from self._emit(point)
+        return point
 
     def _second_reading(self, done: float | None, stamp: float) -> float | None:
         """Samples over time from the count and the time stamps: since the start for a benchmark counting
         fractions of an epoch, else this step's samples over the time since the last (no evaluation between)."""
         if self.benchmark in FRACTION_EPOCHS and done:
-            start = self.first_epoch_start or self.run_start
-            return done / (stamp - start) if start is not None and stamp > start else None
+            return self._since_start(done, stamp)
         if done is None or self.previous is None or self.eval_since:
             return None
         then, before = self.previous
         return (done - before) / (stamp - then) if stamp > then and done > before else None
+
+    def _since_start(self, done: float, stamp: float) -> float | None:
+        start = self.first_epoch_start or self.run_start
+        return done / (stamp - start) if start is not None and stamp > start else None
 
     def _progress_samples(self, metadata: dict[str, Any]) -> tuple[float | None, str | None] | None:
         """The event's cumulative sample count: bert's epoch_num, step_num x batch, or a step count in tokens,
@@ -317,12 +350,18 @@ class _Log:
         if (count := _number(metadata.get("step_num"))) is not None:
             return count * self.batch, None
         if (count := _number(metadata.get("step"))) is not None:
-            delta = count - (self.last_count or 0.0)
-            self.last_count = count
-            if self.benchmark in FRACTION_EPOCHS or self.benchmark in TOKEN_COUNTED or self._token_sized(delta):
-                return self.samples(count, delta)
-            if self.benchmark in SAMPLE_COUNTED or abs(delta - self.batch) < 1e-6 * self.batch:
-                return count, None
+            return self._step_samples(count)
+        return None
+
+    def _step_samples(self, count: float) -> tuple[float | None, str | None] | None:
+        """A progress event's `step`: tokens or a fraction of the data where the benchmark (or the step's size)
+        says so, samples where it counts samples or steps one global batch at a time, else not a count."""
+        delta = count - (self.last_count or 0.0)
+        self.last_count = count
+        if self.benchmark in FRACTION_EPOCHS | TOKEN_COUNTED or self._token_sized(delta):
+            return self.samples(count, delta)
+        if self.benchmark in SAMPLE_COUNTED or abs(delta - self.batch) < 1e-6 * self.batch:
+            return count, None
         return None
 
     def _whole_run(self, point: Point, value: dict[str, Any]) -> Point:
@@ -354,24 +393,32 @@ class _Log:
         block, self.block = self.block, None
         if self.tracked:
             return
-        start_time = block.stamp if block else (self.last_stop[0] if self.last_stop else self.run_start)
+        start_time = self._block_began(block)
         begin, end = self._block_span(metadata, block)
         if end is not None:
             self.last_stop = (stamp, end)
         if start_time is None or begin is None or end is None or stamp <= start_time or end <= begin:
             return
-        note = None
-        if self.evaluated and not self.timed_eval:
-            note = "timed blocks: the log times no evaluation apart, so a block may include it"
         point = Point(
             step=self.index + 1,
             speed=(end - begin) / (stamp - start_time),
             timestamp=stamp,
             samples=end,
-            note=note,
+            note=self._block_note(),
             tokens=self.tokens_per_sample(),
         )
         yield from self._emit(point)
+
+    def _block_began(self, block: _Block | None) -> float | None:
+        """When a block began: its block_start, else the last block's end, else the run's start."""
+        if block:
+            return block.stamp
+        return self.last_stop[0] if self.last_stop else self.run_start
+
+    def _block_note(self) -> str | None:
+        if self.evaluated and not self.timed_eval:
+            return "timed blocks: the log times no evaluation apart, so a block may include it"
+        return None
 
     def _block_span(self, metadata: dict[str, Any], block: _Block | None) -> tuple[float | None, float | None]:
         """The samples a finished block covers (begin, end), from whichever count this log keeps."""
@@ -379,11 +426,8 @@ class _Log:
         done = _number(metadata.get("first_epoch_num"))
         if (count := _number(metadata.get("samples_count"))) is not None:  # cumulative samples at the block's end
             return _first_known(before, block and block.count), count
-        if block and block.size is not None and block.begin is not None:  # first_epoch_num + epoch_count
-            return block.begin, block.begin + block.size
-        if block and block.first is not None and done is not None and done > block.first:
-            # Habana: first_epoch_num at a block's end is the iteration count done
-            return block.first * self.batch, done * self.batch
+        if block and (span := block.stated_span() or block.iterations_span(done, self.batch)):
+            return span
         if self.cumulative is not None:  # counted by other events (bert's epoch_num)
             return _first_known(before, block and block.before), self.cumulative
         return None, None

@@ -48,13 +48,20 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
+def _highest(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _median_metrics(points: list[Point]) -> tuple[tuple[str, float], ...]:
+    names = {name for p in points for name, _ in p.metrics}
+    return tuple((n, statistics.median([v for p in points for m, v in p.metrics if m == n])) for n in names)
+
+
 def _combine(points: list[Point]) -> Point:
     """One point for one iteration printed by several ranks: median figures, the latest time stamp."""
     if len(points) == 1:
         return points[0]
-    stamps = [p.timestamp for p in points if p.timestamp is not None]
-    memory = [p.memory_mib for p in points if p.memory_mib is not None]
-    names = {name for p in points for name, _ in p.metrics}
     first = points[0]
     return Point(
         step=first.step,
@@ -62,10 +69,10 @@ def _combine(points: list[Point]) -> Point:
         run=first.run,
         speed=_median([p.speed for p in points]),
         seconds=_median([p.seconds for p in points]),
-        timestamp=max(stamps) if stamps else None,
+        timestamp=_highest([p.timestamp for p in points]),
         samples=_median([p.samples for p in points]),
-        memory_mib=max(memory) if memory else None,
-        metrics=tuple((n, statistics.median([v for p in points for m, v in p.metrics if m == n])) for n in names),
+        memory_mib=_highest([p.memory_mib for p in points]),
+        metrics=_median_metrics(points),
         check=_median([p.check for p in points]),
         note=first.note,
         tokens=first.tokens,
@@ -173,7 +180,7 @@ def split_runs(points: Iterable[Point]) -> Iterator[tuple[int, Point]]:
     groups: dict[int | None, list[Point]] = {}  # at most the two latest printed steps
     key: object = None
     for point in points:
-        if groups and (point.run != key or (point.step not in groups and _before(point.step, groups))):
+        if groups and _restarts(point, key, groups):
             yield from ((run, _combine(g)) for g in groups.values())
             groups, run = {}, run + 1
         key = point.run
@@ -187,6 +194,11 @@ def split_runs(points: Iterable[Point]) -> Iterator[tuple[int, Point]]:
             yield run, _combine(groups.pop(oldest))
         groups[point.step] = [point]
     yield from ((run, _combine(g)) for g in groups.values())
+
+
+def _restarts(point: Point, key: object, groups: dict[int | None, list[Point]]) -> bool:
+    """A new `run` key, or a step below both held steps, starts a new run."""
+    return point.run != key or (point.step not in groups and _before(point.step, groups))
 
 
 def _before(step: int | None, groups: dict[int | None, list[Point]]) -> bool:
@@ -260,27 +272,39 @@ class _Window:
 
     def fallback(self) -> str | None:
         """Where the rule's window is not there: say so, and keep what the rule allows."""
-        if self.fmt.last_only and self.kept:  # the last printed step past the warm-up is the figure
-            last = self.tail[-1]
-            self._reset()
-            self.anchor = self.tail[-2] if len(self.tail) > 1 else None
-            self._keep(last)
+        if self.fmt.last_only and self.kept:
+            self._keep_last()
             return None
         if self.kept == 0 and len(self.tail) > 1:
-            # shorter than the warm-up: the later half of what it printed (the warm-up's own end)
-            tail = list(self.tail)
-            half = tail[len(tail) // 2 :]
-            self.anchor = tail[len(tail) // 2 - 1]
-            for point in half:
-                self._keep(point)
-            return (
-                f"the run prints {self.seen} lines, all inside the {self.warmup}-iteration warm-up: "
-                f"kept the later {len(half)} (iterations {half[0].step}-{half[-1].step})"
-            )
-        if self.window is not None and self.late == 0 and self.first is not None and self.last is not None:
-            span = (self.last.step or 0) - (self.window_start or 0)
-            if span < self.window - 1:
-                return f"the log ends {span + 1} iterations into the {self.window}-iteration window"
+            return self._keep_warmup_end()
+        return self._short_window()
+
+    def _keep_last(self) -> None:
+        """The last printed step past the warm-up is the figure (torchtitan's published step)."""
+        last = self.tail[-1]
+        self._reset()
+        self.anchor = self.tail[-2] if len(self.tail) > 1 else None
+        self._keep(last)
+
+    def _keep_warmup_end(self) -> str:
+        """A run shorter than the warm-up: the later half of what it printed (the warm-up's own end)."""
+        tail = list(self.tail)
+        half = tail[len(tail) // 2 :]
+        self.anchor = tail[len(tail) // 2 - 1]
+        for point in half:
+            self._keep(point)
+        return (
+            f"the run prints {self.seen} lines, all inside the {self.warmup}-iteration warm-up: "
+            f"kept the later {len(half)} (iterations {half[0].step}-{half[-1].step})"
+        )
+
+    def _short_window(self) -> str | None:
+        """The note for a log that ends before the window does."""
+        if self.window is None or self.late or self.first is None or self.last is None:
+            return None
+        span = (self.last.step or 0) - (self.window_start or 0)
+        if span < self.window - 1:
+            return f"the log ends {span + 1} iterations into the {self.window}-iteration window"
         return None
 
     def _reset(self) -> None:
@@ -300,8 +324,7 @@ def _starts(points: Iterator[tuple[int, Point]]) -> Iterator[tuple[int, Point, i
     for run, point in points:
         if held is not None:
             h_run, h_point = held
-            gap = (point.step - h_point.step) if run == h_run and None not in (point.step, h_point.step) else 1
-            yield h_run, h_point, _start(h_point, None, gap)
+            yield h_run, h_point, _start(h_point, None, _gap(h_run, h_point, run, point))
             held = None
         if (previous is None or previous[0] != run) and point.start is None:
             held = previous = (run, point)  # the first line of a run: its interval needs the next line
@@ -311,6 +334,13 @@ def _starts(points: Iterator[tuple[int, Point]]) -> Iterator[tuple[int, Point, i
         previous = (run, point)
     if held is not None:
         yield held[0], held[1], _start(held[1], None, 1)
+
+
+def _gap(run: int, point: Point, next_run: int, next_point: Point) -> int:
+    """Iterations from a point to the next line of the same run (1 where that is unknown)."""
+    if run != next_run or point.step is None or next_point.step is None:
+        return 1
+    return next_point.step - point.step
 
 
 def _start(point: Point, prev_step: int | None, gap: int) -> int | None:
@@ -331,29 +361,9 @@ def measure(
     on_point: Callable[[], None] | None = None,
 ) -> Measured:
     """Apply `rule` to the last run in `points` that gives a figure; `on_point()` is called for every point."""
-    done: deque[_Window] = deque(maxlen=KEPT_RUNS)
-    current: _Window | None = None
-    current_run, runs = -1, 0
     screen = _Screen(fmt, shape)
-    for run, point, start in _starts(split_runs(screen(_tap(points, on_point)))):
-        if run != current_run:
-            if current is not None:
-                done.append(current)
-            current, current_run = _Window(fmt, warmup, window, shape.global_batch), run
-            runs += 1
-        assert current is not None
-        current.add(point, start)
-    if current is not None:
-        done.append(current)
-    if screen.rejected and not screen.accepted:
-        raise DataError(f"all {screen.rejected} throughput lines rejected ({screen.first_reason})")
-    if not done:
-        raise DataError(f"no {fmt.name} progress lines in it")
-    if all(w.kept == 0 and w.seen < 2 for w in done):
-        raise DataError(
-            f"only {sum(w.seen for w in done)} {fmt.name} progress line(s), inside the {warmup}-iteration warm-up: "
-            f"the run is too short, or pass a smaller --warmup"
-        )
+    done, runs = _windows(screen(_tap(points, on_point)), lambda: _Window(fmt, warmup, window, shape.global_batch))
+    _refuse_unmeasurable(done, screen, fmt, warmup)
     error: DataError | None = None
     for w in reversed(done):  # the last run that gives a figure
         try:
@@ -368,6 +378,36 @@ def measure(
     raise error
 
 
+def _windows(points: Iterable[Point], new_window: Callable[[], _Window]) -> tuple[deque[_Window], int]:
+    """The last KEPT_RUNS runs' windows, and how many runs the points held."""
+    done: deque[_Window] = deque(maxlen=KEPT_RUNS)
+    current: _Window | None = None
+    current_run, runs = -1, 0
+    for run, point, start in _starts(split_runs(points)):
+        if current is None or run != current_run:
+            if current is not None:
+                done.append(current)
+            current, current_run = new_window(), run
+            runs += 1
+        current.add(point, start)
+    if current is not None:
+        done.append(current)
+    return done, runs
+
+
+def _refuse_unmeasurable(done: deque[_Window], screen: _Screen, fmt: PeerFormat, warmup: int) -> None:
+    """No figure can come: every line refused, no progress lines, or all of them inside the warm-up."""
+    if screen.rejected and not screen.accepted:
+        raise DataError(f"all {screen.rejected} throughput lines rejected ({screen.first_reason})")
+    if not done:
+        raise DataError(f"no {fmt.name} progress lines in it")
+    if all(w.kept == 0 and w.seen < 2 for w in done):
+        raise DataError(
+            f"only {sum(w.seen for w in done)} {fmt.name} progress line(s), inside the {warmup}-iteration warm-up: "
+            f"the run is too short, or pass a smaller --warmup"
+        )
+
+
 def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterator[Point]:
     for point in points:
         if on_point is not None:
@@ -377,17 +417,9 @@ def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterat
 
 def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) -> Measured:
     note = w.fallback()
-    throughput = _printed(w, fmt, shape) if rule == "printed" else _timestamped(w, fmt, shape)
-    if not (math.isfinite(throughput) and throughput > 0):
-        raise DataError(f"the {rule} rule gives a throughput of {throughput!r}: the kept lines hold no usable figures")
-    if throughput > speed_bound(fmt, shape):
-        raise DataError(
-            f"the {rule} rule gives {throughput:.6g}, {_above_bound(fmt, shape)}: the kept lines' figures are wrong"
-        )
-    if w.seconds_n:
-        latency = w.seconds_sum / w.seconds_n * 1000
-    else:  # the same window's mean time per iteration, from its throughput
-        latency = shape.global_batch / throughput * 1000 if fmt.unit != "tokens/s" else None
+    throughput = _plausible(
+        _printed(w, fmt, shape) if rule == "printed" else _timestamped(w, fmt, shape), rule, fmt, shape
+    )
     metrics = {name: total / w.kept for name, total in w.metric_sums.items()}
     second, reading = _second(w, fmt, rule, shape)
     return Measured(
@@ -401,12 +433,30 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         kept=w.kept,
         first_step=w.first.step if w.first else None,
         last_step=w.last.step if w.last else None,
-        latency_ms=latency,
+        latency_ms=_latency_ms(w, fmt, shape, throughput),
         memory_mib=w.memory,
         metrics=metrics,
         window_note=note,
         runs=runs,
     )
+
+
+def _plausible(throughput: float, rule: str, fmt: PeerFormat, shape: RunShape) -> float:
+    """The rule's figure, refused where it cannot be a speed."""
+    if not (math.isfinite(throughput) and throughput > 0):
+        raise DataError(f"the {rule} rule gives a throughput of {throughput!r}: the kept lines hold no usable figures")
+    if throughput > speed_bound(fmt, shape):
+        raise DataError(
+            f"the {rule} rule gives {throughput:.6g}, {_above_bound(fmt, shape)}: the kept lines' figures are wrong"
+        )
+    return throughput
+
+
+def _latency_ms(w: _Window, fmt: PeerFormat, shape: RunShape, throughput: float) -> float | None:
+    """The printed mean time per iteration, else the same window's from its throughput (not for token rates)."""
+    if w.seconds_n:
+        return w.seconds_sum / w.seconds_n * 1000
+    return shape.global_batch / throughput * 1000 if fmt.unit != "tokens/s" else None
 
 
 def _second(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape) -> tuple[float | None, str | None]:
@@ -421,11 +471,16 @@ def _second(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape) -> tuple[fl
         return None, None
     if not (math.isfinite(figure) and figure > 0):
         return None, None
-    how = "the printed figures"
-    if other == "timestamp":
-        counted = w.last is not None and w.last.samples is not None
-        how = "time stamps x sample counts" if counted else "time stamps x iterations x the given global batch"
-    return figure, how
+    return figure, _reading_of(other, w)
+
+
+def _reading_of(rule: str, w: _Window) -> str:
+    """What the `rule` read in this window, said for the record."""
+    if rule != "timestamp":
+        return "the printed figures"
+    if w.last is not None and w.last.samples is not None:
+        return "time stamps x sample counts"
+    return "time stamps x iterations x the given global batch"
 
 
 def _printed(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
@@ -447,15 +502,19 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     if first.timestamp is None or last.timestamp is None:
         raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
     elapsed = last.timestamp - first.timestamp
-    if first.samples is not None and last.samples is not None:
-        samples = last.samples - first.samples
-    elif fmt.steps_are_iterations and first.step is not None and last.step is not None:
-        samples = (last.step - first.step) * shape.global_batch
-    else:
-        raise DataError(f"these {fmt.name} lines carry no iteration or sample counts: use --rule printed")
+    samples = _samples_between(first, last, fmt, shape)
     if elapsed <= 0 or samples <= 0:
         raise DataError(
             f"time stamps or iterations do not advance between the first and last kept line "
             f"({elapsed:g} s, {samples:g} samples)"
         )
     return samples / elapsed
+
+
+def _samples_between(first: Point, last: Point, fmt: PeerFormat, shape: RunShape) -> float:
+    """Samples trained between two points: by their sample counts, else by iterations x the global batch."""
+    if first.samples is not None and last.samples is not None:
+        return last.samples - first.samples
+    if fmt.steps_are_iterations and first.step is not None and last.step is not None:
+        return (last.step - first.step) * shape.global_batch
+    raise DataError(f"these {fmt.name} lines carry no iteration or sample counts: use --rule printed")

@@ -139,15 +139,29 @@ def group_table(
     devices as DLPerf prints it: 16 for 2n8g), then ours: per device, devices per node, efficiency, spread,
     latency, memory, `columns` (header -> case -> text; bsz=max, predicted speedup) where any case has a value,
     MFU % and samples/J where any row has them, and flags whose footnotes follow the table."""
-    first = cases[0]
     columns = {name: cells for name, cells in (columns or {}).items() if any(c.case in cells for c in cases)}
-    # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
-    unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
     with_mfu = any(c.median_of("mfu") is not None for c in cases)
     with_energy = any(c.samples_per_joule() is not None for c in cases)
+    lines = _table_head(model, group, cases, list(columns), with_mfu, with_energy)
+    notes = []
+    for case in cases:
+        lines.append(_case_row(case, columns) + _extra_cells(case, with_mfu, with_energy))
+        notes += case_notes(case)
+    lines.append("")
+    if notes:
+        lines += notes + [""]
+    return lines
+
+
+def _table_head(
+    model: str, group: str, cases: list[CaseSummary], columns: list[str], with_mfu: bool, with_energy: bool
+) -> list[str]:
+    """The table's title, header and alignment row, in the unit of its records."""
+    # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
+    unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
     extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
-    lines = [
-        f"### {md(model)}: batch {first.batch_size} per device, {md(group.split('_', 1)[-1])}",
+    return [
+        f"### {md(model)}: batch {cases[0].batch_size} per device, {md(group.split('_', 1)[-1])}",
         "",
         f"| node_num | gpu_num | {md(unit)} | speedup | {md(unit)} per device | devices per node | efficiency "
         f"| mean {md(unit)} | min | max | CV % | repeats | latency (ms) | peak memory (MiB) |"
@@ -157,25 +171,21 @@ def group_table(
         + "---:|" * (len(columns) + with_mfu + with_energy)
         + "---|",
     ]
-    notes = []
-    for case in cases:
-        stats = case.stats if case.speeds else {}
-        cv = stats.get("cv")
-        repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
-        lines.append(
-            f"| {case.nodes} | {case.world_size} | {_fmt(stats.get('median'))} | {_fmt(case.speedup)} "
-            f"| {_fmt(per_device(stats.get('median'), case.world_size))} | {case.devices_per_node} "
-            f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
-            f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
-            f"| {latency_text(case)} | {memory_text(case.peak_memory())} |"
-            + "".join(f" {md(cells.get(case.case, ''))} |" for cells in columns.values())
-            + _extra_cells(case, with_mfu, with_energy)
-        )
-        notes += case_notes(case)
-    lines.append("")
-    if notes:
-        lines += notes + [""]
-    return lines
+
+
+def _case_row(case: CaseSummary, columns: dict[str, dict[str, str]]) -> str:
+    """A case's row up to the `columns` cells (MFU, energy and flags follow)."""
+    stats = case.stats if case.speeds else {}
+    cv = stats.get("cv")
+    repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
+    return (
+        f"| {case.nodes} | {case.world_size} | {_fmt(stats.get('median'))} | {_fmt(case.speedup)} "
+        f"| {_fmt(per_device(stats.get('median'), case.world_size))} | {case.devices_per_node} "
+        f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
+        f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
+        f"| {latency_text(case)} | {memory_text(case.peak_memory())} |"
+        + "".join(f" {md(cells.get(case.case, ''))} |" for cells in columns.values())
+    )
 
 
 def case_notes(case: CaseSummary) -> list[str]:
@@ -206,18 +216,22 @@ def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
     env = next((r.get("env") for r in records if r.get("env")), None)
     if not env:
         return []
-    gpus = ", ".join(sorted({g["name"] for g in env.get("gpus", [])})) or "none"
-    driver = next((g.get("driver") for g in env.get("gpus", [])), None)
     git = env.get("git") or {}
     facts = [
         f"- host: {env.get('host')}; CPU: {env.get('cpu')} ({env.get('cpu_cores')} cores); "
         f"memory: {env.get('memory_gib')} GiB; OS: {env.get('os')}",
-        f"- GPUs: {gpus}" + (f"; driver {driver}" if driver else ""),
+        _gpus_line(env.get("gpus", [])),
         f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}"
         + (f", CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}" if env.get("cuda") else ""),
         f"- dlperf commit: {git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else ""),
     ]
     return ["## Environment", "", *(md(line) for line in facts), ""]
+
+
+def _gpus_line(gpus: list[dict[str, Any]]) -> str:
+    names = ", ".join(sorted({g["name"] for g in gpus})) or "none"
+    driver = next((g.get("driver") for g in gpus), None)
+    return f"- GPUs: {names}" + (f"; driver {driver}" if driver else "")
 
 
 def _failures(records: list[dict[str, Any]]) -> list[str]:
@@ -368,27 +382,33 @@ def write_report(
         write_text_atomic(out / "report.md", build_markdown(summary, records, others, predict, overlap))
         written.append(out / "report.md")
     if "png" in formats:
-        from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title  # matplotlib
-
-        layouts: dict[tuple[str, str], list[CaseSummary]] = {}
-        for (model, group), cases in summary.items():
-            if cases[0].table == "layouts":
-                for case in cases:
-                    layouts.setdefault((model, layout_section(case)), []).append(case)
-                continue
-            if sum(1 for c in cases if c.speeds) < min_plot_cases:
-                continue
-            path = plot_group(
-                cases, scaling_title(model, group, cases), out / "plots" / f"{file_name(f'{model}_{group}')}.png"
-            )
-            if path:
-                written.append(path)
-        for (model, section), cases in sorted(layouts.items()):
-            path = plot_layouts(model, section, cases, out / "plots" / f"{file_name(f'{model}_{section}')}_layouts.png")
-            if path:
-                written.append(path)
-        for r in others:
-            if r.get("schema") in COMMBENCH_SCHEMAS and r.get("status") == "ok":
-                name = file_name(f"commbench_{r['case']}_{r['dtype']}_{r.get('repeat', 1)}") + ".png"
-                written.append(plot_commbench(r, out / "plots" / name))
+        written += _plot_tables(summary, out / "plots", min_plot_cases)
+        written += _plot_commbench(others, out / "plots")
     return written
+
+
+def _plot_tables(summary: dict[GroupKey, list[CaseSummary]], folder: Path, min_plot_cases: int) -> list[Path]:
+    """A scaling plot per table with `min_plot_cases` measured cases, then one per layouts section."""
+    from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title  # matplotlib
+
+    layouts: dict[tuple[str, str], list[CaseSummary]] = {}
+    paths: list[Path | None] = []
+    for (model, group), cases in summary.items():
+        if cases[0].table == "layouts":
+            for case in cases:
+                layouts.setdefault((model, layout_section(case)), []).append(case)
+        elif sum(1 for c in cases if c.speeds) >= min_plot_cases:
+            title = scaling_title(model, group, cases)
+            paths.append(plot_group(cases, title, folder / f"{file_name(f'{model}_{group}')}.png"))
+    for (model, section), cases in sorted(layouts.items()):
+        paths.append(plot_layouts(model, section, cases, folder / f"{file_name(f'{model}_{section}')}_layouts.png"))
+    return [path for path in paths if path]
+
+
+def _plot_commbench(others: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """A bandwidth plot per measured commbench record."""
+    return [
+        plot_commbench(r, folder / (file_name(f"commbench_{r['case']}_{r['dtype']}_{r.get('repeat', 1)}") + ".png"))
+        for r in others
+        if r.get("schema") in COMMBENCH_SCHEMAS and r.get("status") == "ok"
+    ]

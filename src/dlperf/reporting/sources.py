@@ -8,10 +8,10 @@ the records of one engine pooled over every folder. Sources are compared per *se
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlperf.errors import ConfigError
 from dlperf.escape import file_name, markdown, plot
@@ -21,6 +21,9 @@ from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import CaseSummary, summarise
 from dlperf.reporting.doubts import Flag
 from dlperf.reporting.report import tables_markdown
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 BY_CHOICES = ("source", "engine", "framework")
 # Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
@@ -157,28 +160,43 @@ class Source:
 
 def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None, by: str = "source") -> list[Source]:
     """Read each folder's records; label sources by `labels`, the folder names, or (`by="engine"`) the engine."""
-    if by not in BY_CHOICES:
-        raise ConfigError(f"unknown --by {by!r}: choose one of {', '.join(BY_CHOICES)}")
-    if labels and len(labels) != len(dirs):
-        raise ConfigError(f"{len(labels)} --label for {len(dirs)} folders: give one --label per folder, in order")
+    _check_grouping(len(dirs), labels, by)
     per_dir = [load_records(d) for d in dirs]
     if by in ("engine", "framework"):
         if labels:
             raise ConfigError(f"--label names folders; with --by {by} the {by}s name the sources: drop --label")
-        key = engine_of if by == "engine" else framework_source
-        pooled: dict[str, list[dict[str, Any]]] = {}
-        for records in per_dir:
-            for record in records:
-                pooled.setdefault(key(record), []).append(record)
-        # ratios are to torch, native before a command of the same framework
-        order = sorted(pooled, key=lambda name: (name.split(" ")[0] != "torch", "(" in name, name))
-        return [Source.from_records(label, pooled[label]) for label in order]
+        return _pooled_sources(per_dir, engine_of if by == "engine" else framework_source)
+    names = _folder_labels(dirs, labels)
+    split = [part for name, records in zip(names, per_dir) for part in _split_by_command(name, records)]
+    return [Source.from_records(name, records) for name, records in split]
+
+
+def _check_grouping(folders: int, labels: Sequence[str] | None, by: str) -> None:
+    """Refuse an unknown --by, or --label counts that do not match the folders, before anything is read."""
+    if by not in BY_CHOICES:
+        raise ConfigError(f"unknown --by {by!r}: choose one of {', '.join(BY_CHOICES)}")
+    if labels and len(labels) != folders:
+        raise ConfigError(f"{len(labels)} --label for {folders} folders: give one --label per folder, in order")
+
+
+def _pooled_sources(per_dir: list[list[dict[str, Any]]], key: Callable[[dict[str, Any]], str]) -> list[Source]:
+    """Every folder's records pooled, one source per `key` (engine or framework)."""
+    pooled: dict[str, list[dict[str, Any]]] = {}
+    for records in per_dir:
+        for record in records:
+            pooled.setdefault(key(record), []).append(record)
+    # ratios are to torch, native before a command of the same framework
+    order = sorted(pooled, key=lambda name: (name.split(" ")[0] != "torch", "(" in name, name))
+    return [Source.from_records(label, pooled[label]) for label in order]
+
+
+def _folder_labels(dirs: Sequence[str | Path], labels: Sequence[str] | None) -> list[str]:
+    """One label per folder (given, else the folder's name), each its own."""
     names = list(labels) if labels else [Path(d).resolve().name for d in dirs]
     for name in names:
         if names.count(name) > 1:
             raise ConfigError(f"two sources are labelled {name!r}: give each folder its own --label")
-    split = [part for name, records in zip(names, per_dir) for part in _split_by_command(name, records)]
-    return [Source.from_records(name, records) for name, records in split]
+    return names
 
 
 @dataclass(frozen=True)
@@ -259,15 +277,14 @@ def _choose_batches(sources: list[Source], key: SeriesKey) -> dict[str, int]:
 def compare_series(sources: list[Source]) -> list[SeriesComparison]:
     """Every series at least one source measured, in model then variant order."""
     keys = sorted({key for s in sources for key in s.series})
-    out = []
-    for key in keys:
-        batches = _choose_batches(sources, key)
-        if not batches:
-            continue
-        labels = [s.label for s in sources if s.label in batches]
-        cases = {s.label: {c.case: c for c in s.series[key][batches[s.label]]} for s in sources if s.label in batches}
-        out.append(SeriesComparison(key, labels, batches, cases, {s.label: s.max_batch(key) for s in sources}))
-    return out
+    return [_series(sources, key, batches) for key in keys if (batches := _choose_batches(sources, key))]
+
+
+def _series(sources: list[Source], key: SeriesKey, batches: dict[str, int]) -> SeriesComparison:
+    """One series, each source at its chosen batch (the sources without one left out)."""
+    shown = [s for s in sources if s.label in batches]
+    cases = {s.label: {c.case: c for c in s.series[key][batches[s.label]]} for s in shown}
+    return SeriesComparison(key, [s.label for s in shown], batches, cases, {s.label: s.max_batch(key) for s in sources})
 
 
 @dataclass(frozen=True)
@@ -328,26 +345,32 @@ def summary_table(comparison: Comparison) -> Table:
     """The published shape: one row per source; per series throughput and speedup at the largest common case."""
     header = ["source"]
     for series in comparison.series:
-        common = series.common_case
-        where = f"{_devices(series.world_size(common))} ({common})" if common else "no common topology"
-        header += [f"{series.key.title} samples/s, {where}", "speedup", "batch"]
-        if any(series.max_batches.values()):
-            header.append("largest batch")
-        header.append("flags")
-    rows = []
-    for label in comparison.labels:
-        row = [label]
-        for series in comparison.series:
-            common = series.common_case
-            cell = series.cell(label, common) if common and label in series.batches else None
-            batch = str(series.batches[label]) if label in series.batches else ""
-            row += [_fmt(cell.throughput if cell else None), _fmt(cell.speedup if cell else None), batch]
-            if any(series.max_batches.values()):
-                known = series.max_batches.get(label)
-                row.append("" if known is None else str(known))
-            row.append(cell.labels if cell else "")
-        rows.append(row)
+        header += _summary_head(series)
+    rows = [
+        [label, *(cell for series in comparison.series for cell in _summary_cells(series, label))]
+        for label in comparison.labels
+    ]
     return header, rows
+
+
+def _summary_head(series: SeriesComparison) -> list[str]:
+    """A series' summary columns: at the largest common case, the largest batch where any source found one."""
+    common = series.common_case
+    where = f"{_devices(series.world_size(common))} ({common})" if common else "no common topology"
+    largest = ["largest batch"] if any(series.max_batches.values()) else []
+    return [f"{series.key.title} samples/s, {where}", "speedup", "batch", *largest, "flags"]
+
+
+def _summary_cells(series: SeriesComparison, label: str) -> list[str]:
+    """One source's cells under `_summary_head`."""
+    common = series.common_case
+    cell = series.cell(label, common) if common and label in series.batches else None
+    batch = str(series.batches[label]) if label in series.batches else ""
+    cells = [_fmt(cell.throughput if cell else None), _fmt(cell.speedup if cell else None), batch]
+    if any(series.max_batches.values()):
+        known = series.max_batches.get(label)
+        cells.append("" if known is None else str(known))
+    return [*cells, cell.labels if cell else ""]
 
 
 def case_table(series: SeriesComparison) -> Table:
@@ -357,16 +380,17 @@ def case_table(series: SeriesComparison) -> Table:
     header += [f"{lbl} samples/s (b{series.batches[lbl]})" for lbl in series.labels]
     header += [f"{lbl} / {first}" for lbl in series.labels[1:]]
     header += [f"{lbl} flags" for lbl in series.labels]
-    rows = []
-    for name in series.case_order:
-        cells = [series.cell(lbl, name) for lbl in series.labels]
-        ratios = series.ratios(name)
-        row = [name, str(series.world_size(name))]
-        row += [_fmt(c.throughput if c else None) for c in cells]
-        row += [_fmt(ratios[lbl], ".3f") for lbl in series.labels[1:]]
-        row += [c.labels if c else "" for c in cells]
-        rows.append(row)
-    return header, rows
+    return header, [_case_cells(series, name) for name in series.case_order]
+
+
+def _case_cells(series: SeriesComparison, name: str) -> list[str]:
+    """One case's row of `case_table`."""
+    cells = [series.cell(lbl, name) for lbl in series.labels]
+    ratios = series.ratios(name)
+    row = [name, str(series.world_size(name))]
+    row += [_fmt(c.throughput if c else None) for c in cells]
+    row += [_fmt(ratios[lbl], ".3f") for lbl in series.labels[1:]]
+    return row + [c.labels if c else "" for c in cells]
 
 
 def series_notes(series: SeriesComparison) -> list[str]:
@@ -486,14 +510,9 @@ def plot_series(series: SeriesComparison, path: Path) -> Path | None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     devices: set[int] = {1}
     for label, points in lines.items():
-        if not points:
-            continue
-        xs = [p[0] for p in points]
-        devices.update(xs)
-        left.plot(xs, [p[1] for p in points], "o-", label=plot(f"{label} (b{series.batches[label]})"))
-        with_speedup = [(x, s) for x, _t, s in points if s is not None]
-        if with_speedup:
-            right.plot([x for x, _ in with_speedup], [s for _, s in with_speedup], "o-", label=plot(label))
+        if points:
+            _plot_source(left, right, points, label, series.batches[label])
+            devices.update(p[0] for p in points)
     ideal = sorted(devices)
     right.plot(ideal, ideal, "--", color="gray", label="ideal (linear)")
     left.set(xlabel="devices", ylabel="samples/s", title="Throughput")
@@ -508,6 +527,16 @@ def plot_series(series: SeriesComparison, path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _plot_source(
+    left: Axes, right: Axes, points: list[tuple[int, float, float | None]], label: str, batch: int
+) -> None:
+    """One source's throughput line, and its speedup line where it has speedups."""
+    left.plot([p[0] for p in points], [p[1] for p in points], "o-", label=plot(f"{label} (b{batch})"))
+    with_speedup = [(x, s) for x, _t, s in points if s is not None]
+    if with_speedup:
+        right.plot([x for x, _ in with_speedup], [s for _, s in with_speedup], "o-", label=plot(label))
 
 
 def series_points(series: SeriesComparison) -> dict[str, list[tuple[int, float, float | None]]]:

@@ -24,43 +24,50 @@ from dlperf.reporting.aggregate import CaseSummary, median_of  # noqa: E402
 SUPERLINEAR = "eff>100%"
 SWITCHES = {"compile": "torch.compile", "realdata": "real data", "channels-last": "channels-last"}
 LAYOUT_SECTIONS = ("DP", "MP", "2D", "PP")
+# a group code's all-number tokens by how many `x`-separated numbers they hold
+NUMBER_TOKENS = {1: "global batch {}", 2: "hidden {} x {} layers", 3: "dp {} x tp {} x pp {}"}
 
 
 def describe_group(group: str) -> str:
     """A group code in words: `b16_fp32_compile` -> `batch 16 per device, fp32, torch.compile`;
     `DP_PP_1x1x2_8_64x2_fp32_1f1b` -> `DP_PP: dp 1 x tp 1 x pp 2, global batch 8, hidden 64 x 2 layers, fp32,
     1f1b pipeline`."""
-    words = []
-    for token in group.split("_"):
-        if token.startswith("b") and token[1:].isdigit():
-            words.append(f"batch {token[1:]} per device")
-        elif token.count("x") == 2 and token.replace("x", "").isdigit():
-            dp, tp, pp = token.split("x")
-            words.append(f"dp {dp} x tp {tp} x pp {pp}")
-        elif token.count("x") == 1 and token.replace("x", "").isdigit():
-            hidden, layers = token.split("x")
-            words.append(f"hidden {hidden} x {layers} layers")
-        elif token.isdigit():
-            words.append(f"global batch {token}")
-        elif token in ("1f1b", "gpipe"):
-            words.append(f"{token} pipeline")
-        elif token in LAYOUT_SECTIONS or token == "PP":
-            words.append(token)
-        else:
-            words.append(SWITCHES.get(token, token))
+    words = [_group_word(token) for token in group.split("_")]
     prefix = [w for w in words if w in LAYOUT_SECTIONS]
     rest = [w for w in words if w not in LAYOUT_SECTIONS]
     return ("_".join(prefix) + ": " if prefix else "") + ", ".join(rest)
 
 
+def _group_word(token: str) -> str:
+    """One `_`-separated token of a group code in words; a layout section or an unknown token as it is."""
+    if token.startswith("b") and token[1:].isdigit():
+        return f"batch {token[1:]} per device"
+    if token in ("1f1b", "gpipe"):
+        return f"{token} pipeline"
+    numbers = token.split("x")
+    if "".join(numbers).isdigit() and len(numbers) in NUMBER_TOKENS:
+        return NUMBER_TOKENS[len(numbers)].format(*numbers)
+    return SWITCHES.get(token, token)
+
+
 def where_measured(records: list[dict[str, Any]]) -> str:
     """`NVIDIA H100 80GB HBM3, 1-8 devices, host gpu01`: device type, counts and hosts of the records."""
-    devices = sorted({str((r.get("ranks") or [{}])[0].get("device") or r.get("device_type") or "?") for r in records})
+    devices = sorted({_device_name(r) for r in records})
     counts = sorted({int(r.get("world_size") or 0) for r in records})
-    hosts = sorted({h for r in records for h in (r.get("hosts") or [(r.get("env") or {}).get("host")]) if h})
+    hosts = sorted({h for r in records for h in _hosts(r) if h})
     span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     host_text = f"host {hosts[0]}" if len(hosts) == 1 else f"{len(hosts)} hosts ({', '.join(hosts[:3])}...)"
     return f"{' / '.join(devices)}, {span} device{'' if span == '1' else 's'}, {host_text}"
+
+
+def _device_name(record: dict[str, Any]) -> str:
+    """The first rank's device name, else the record's device type."""
+    return str((record.get("ranks") or [{}])[0].get("device") or record.get("device_type") or "?")
+
+
+def _hosts(record: dict[str, Any]) -> list[str | None]:
+    """The hosts a record ran on, else the host its environment names."""
+    return record.get("hosts") or [(record.get("env") or {}).get("host")]
 
 
 def _case_records(cases: list[CaseSummary]) -> list[dict[str, Any]]:
@@ -69,9 +76,14 @@ def _case_records(cases: list[CaseSummary]) -> list[dict[str, Any]]:
 
 def _marks(axis: Axes, xs: list[float], ys: list[float], cases: list[CaseSummary], efficiency: bool) -> None:
     """Efficiency labels beside points; red rings on superlinear points, orange squares on noisy ones."""
-    for x, y, case in zip(xs, ys, cases):
-        if efficiency and case.efficiency is not None:
-            axis.annotate(f"{case.efficiency:.0%}", (x, y), textcoords="offset points", xytext=(0, 8), ha="center")
+    if efficiency:
+        for x, y, case in zip(xs, ys, cases):
+            if case.efficiency is not None:
+                axis.annotate(f"{case.efficiency:.0%}", (x, y), textcoords="offset points", xytext=(0, 8), ha="center")
+    _mark_flagged(axis, xs, ys, cases)
+
+
+def _mark_flagged(axis: Axes, xs: list[float], ys: list[float], cases: list[CaseSummary]) -> None:
     labels = [{flag.label for flag in c.flags()} for c in cases]  # the tables' doubt rules (reporting/doubts.py)
     superlinear = [(x, y) for x, y, found in zip(xs, ys, labels) if SUPERLINEAR in found]
     doubtful = [(x, y) for x, y, found in zip(xs, ys, labels) if found - {SUPERLINEAR}]
@@ -96,8 +108,20 @@ def scaling_figure(cases: list[CaseSummary], title: str) -> plt.Figure | None:
     if not measured:
         return None
     devices = [c.world_size for c in measured]
-    medians = [c.stats["median"] for c in measured]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8), layout="constrained")
+    _throughput_panel(left, measured)
+    _speedup_panel(right, [c for c in measured if c.speedup is not None])
+    for axis in (left, right):
+        axis.grid(True, alpha=0.3)
+        axis.set_xticks(sorted({1, *devices}))
+    fig.suptitle(title)
+    return fig
+
+
+def _throughput_panel(left: Axes, measured: list[CaseSummary]) -> None:
+    """Median samples/s per device count from 0, with the repeats' range."""
+    devices = [c.world_size for c in measured]
+    medians = [c.stats["median"] for c in measured]
     left.plot(devices, medians, "o-", label="median")
     left.errorbar(
         devices,
@@ -115,7 +139,10 @@ def scaling_figure(cases: list[CaseSummary], title: str) -> plt.Figure | None:
     left.set(xlabel="devices", ylabel="samples/s", title="Throughput")
     left.set_ylim(bottom=0, top=max(c.stats["max"] for c in measured) * 1.15)
     left.legend(loc="lower right", fontsize="small")
-    with_speedup = [c for c in measured if c.speedup is not None]
+
+
+def _speedup_panel(right: Axes, with_speedup: list[CaseSummary]) -> None:
+    """Speedup against the ideal line, or a note where there is no 1n1g baseline."""
     if with_speedup:
         xs = [c.world_size for c in with_speedup]
         ys = [c.speedup for c in with_speedup]
@@ -131,11 +158,6 @@ def scaling_figure(cases: list[CaseSummary], title: str) -> plt.Figure | None:
         )
         right.set_ylim(bottom=0)
     right.set(xlabel="devices", ylabel="speedup vs 1n1g", title="Speedup")
-    for axis in (left, right):
-        axis.grid(True, alpha=0.3)
-        axis.set_xticks(sorted({1, *devices}))
-    fig.suptitle(title)
-    return fig
 
 
 def plot_group(cases: list[CaseSummary], title: str, path: Path) -> Path | None:
@@ -154,28 +176,37 @@ def layouts_figure(model: str, section: str, cases: list[CaseSummary]) -> plt.Fi
     measured = sorted((c for c in cases if c.speeds), key=lambda c: (c.world_size, c.group))
     if not measured:
         return None
-    names = [f"{c.group}\n({c.world_size} dev)" for c in measured]
     spans = len({c.world_size for c in measured}) > 1
     fig, axes = plt.subplots(1, 3 if spans else 2, figsize=(15 if spans else 11, 5.5), layout="constrained")
     speeds = [c.stats["median"] for c in measured]
-    tflops = [median_of(c.records, "tflops_per_device") or 0.0 for c in measured]
-    mfus = [median_of(c.records, "mfu") for c in measured]
     axes[0].bar(range(len(measured)), speeds, color="tab:blue")
     axes[0].set(ylabel="samples/s (global)", title="Throughput")
     axes[0].set_ylim(bottom=0, top=max(speeds) * 1.2)
-    axes[1].bar(range(len(measured)), tflops, color="tab:green")
-    axes[1].set(ylabel="TFLOP/s per device", title="Model TFLOP/s per device (MFU on bars)")
-    axes[1].set_ylim(bottom=0, top=(max(tflops) or 1.0) * 1.2)
-    for i, mfu in enumerate(mfus):
-        label = "MFU n/a" if mfu is None else f"MFU {mfu * 100:.1f}%"
-        axes[1].annotate(label, (i, tflops[i]), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
-    for axis in axes[:2]:
-        axis.set_xticks(range(len(measured)), names, rotation=20, ha="right", fontsize=7)
-        axis.grid(True, axis="y", alpha=0.3)
+    _tflops_bars(axes[1], measured)
+    _name_bars(axes[:2], measured)
     if spans:
         _layout_scaling(axes[2], measured)
     fig.suptitle(f"{plot(model)} {plot(section)} layouts\n{plot(where_measured(_case_records(measured)))}")
     return fig
+
+
+def _name_bars(axes: list[Axes], measured: list[CaseSummary]) -> None:
+    """Each bar named by its group and device count."""
+    names = [f"{c.group}\n({c.world_size} dev)" for c in measured]
+    for axis in axes:
+        axis.set_xticks(range(len(measured)), names, rotation=20, ha="right", fontsize=7)
+        axis.grid(True, axis="y", alpha=0.3)
+
+
+def _tflops_bars(axis: Axes, measured: list[CaseSummary]) -> None:
+    """Model TFLOP/s per device per case, its MFU written on the bar."""
+    tflops = [median_of(c.records, "tflops_per_device") or 0.0 for c in measured]
+    axis.bar(range(len(measured)), tflops, color="tab:green")
+    axis.set(ylabel="TFLOP/s per device", title="Model TFLOP/s per device (MFU on bars)")
+    axis.set_ylim(bottom=0, top=(max(tflops) or 1.0) * 1.2)
+    for i, mfu in enumerate(median_of(c.records, "mfu") for c in measured):
+        label = "MFU n/a" if mfu is None else f"MFU {mfu * 100:.1f}%"
+        axis.annotate(label, (i, tflops[i]), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
 
 
 def _layout_scaling(axis: Axes, cases: list[CaseSummary]) -> None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from dlperf.cli.args import non_empty, non_negative_int, positive_int
 from dlperf.errors import ResultsError
 from dlperf.peers.base import RULES
 from dlperf.peers.display import plain, shown
 from dlperf.peers.extract import Options, extract_dir, extract_file, record_target
-from dlperf.peers.layout import PLAIN_NAME, LogInfo
+from dlperf.peers.layout import PLAIN_NAME, LogInfo, Skipped
 from dlperf.peers.registry import describe
 
 SKIPPED_EXIT = 3
@@ -85,19 +86,36 @@ def run(args: argparse.Namespace) -> int:
     if not args.log_dir:
         raise ResultsError("LOG_DIR is missing: dlperf extract LOG_DIR [--out DIR] (or --list-formats)")
     root = Path(args.log_dir)
-    options = Options(format=args.format, rule=args.rule, warmup=args.warmup, window=args.window)
-    if root.is_file():
-        records, skipped = extract_file(root, options, _file_info(root, args))
-    else:
-        if args.nodes or args.devices_per_node or args.batch_size:
-            raise ResultsError(f"{shown(root)} is not a file: --nodes/--devices-per-node/--batch-size are for one log")
-        records, skipped = extract_dir(root, options)
+    records, skipped = _read_logs(root, args)
     for item in skipped:
         print(f"dlperf: skipped {shown(item.path)}: {plain(item.reason)}", file=sys.stderr)
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {shown(root)} gave a result (reasons above)")
+    _write_extract(_out_dir(root, args), records, args)
+    print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
+    return SKIPPED_EXIT if skipped else 0
+
+
+def _read_logs(root: Path, args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """One log FILE with its shape from the options, or every log of a folder with the shape in its path."""
+    options = Options(format=args.format, rule=args.rule, warmup=args.warmup, window=args.window)
+    if root.is_file():
+        return extract_file(root, options, _file_info(root, args))
+    if args.nodes or args.devices_per_node or args.batch_size:
+        raise ResultsError(f"{shown(root)} is not a file: --nodes/--devices-per-node/--batch-size are for one log")
+    return extract_dir(root, options)
+
+
+def _out_dir(root: Path, args: argparse.Namespace) -> Path:
+    """--out, else `<name>-extract` beside the log folder or file."""
+    if args.out:
+        return Path(args.out)
     name = root.resolve().stem if root.is_file() else root.resolve().name
-    out = Path(args.out) if args.out else root.resolve().parent / f"{name}-extract"
+    return root.resolve().parent / f"{name}-extract"
+
+
+def _write_extract(out: Path, records: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The records and the report, under the results lock, nothing replaced without --overwrite."""
     # Imported here so that `--list-formats` and usage errors start without the report's writers.
     from dlperf.records.lock import results_lock
     from dlperf.records.store import check_writable, write_record
@@ -114,15 +132,18 @@ def run(args: argparse.Namespace) -> int:
                 )
         check_writable(out)
         for record, target in zip(records, targets):
-            if record.get("warning"):
-                print(f"dlperf: warning: {plain(record['warning'])}", file=sys.stderr)
-            if record["status"] != "ok":
-                print(f"dlperf: failed run {shown(record['file'])}: {plain(record['error'])}", file=sys.stderr)
+            _say_trouble(record)
             write_record(target, record)
         for path in write_report(records, out, formats, min_plot_cases=2):
             print(shown(path))
-    print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
-    return SKIPPED_EXIT if skipped else 0
+
+
+def _say_trouble(record: dict[str, Any]) -> None:
+    """A record's warning and a failed run's reason, on stderr."""
+    if record.get("warning"):
+        print(f"dlperf: warning: {plain(record['warning'])}", file=sys.stderr)
+    if record["status"] != "ok":
+        print(f"dlperf: failed run {shown(record['file'])}: {plain(record['error'])}", file=sys.stderr)
 
 
 def _file_info(path: Path, args: argparse.Namespace) -> LogInfo:

@@ -72,17 +72,31 @@ def classify(returncode: int, record: dict[str, Any] | None, console: str, cappe
     if record is not None and record.get("status") == "ok" and returncode == 0:
         peak, limit = _peak_and_limit(record)
         return ProbeOutcome("ok", record.get("throughput"), peak, limit)
-    failure = (record or {}).get("failure") or {}
-    error = (record or {}).get("error") or ""
+    return _failed(returncode, record or {}, console, capped)
+
+
+def _failed(returncode: int, record: dict[str, Any], console: str, capped: bool) -> ProbeOutcome:
+    """oom where the run was killed or its words say an allocation failed; else error, with its last words."""
+    failure = record.get("failure") or {}
+    error = record.get("error") or ""
     if returncode == -signal.SIGKILL or failure.get("signal") == "SIGKILL":
         return ProbeOutcome("oom", reason=f"killed by SIGKILL (out of memory) {error}".strip())
-    patterns = (OOM_TEXT, CAPPED_OOM_TEXT) if capped else (OOM_TEXT,)
-    match = next((m for pattern in patterns for m in (pattern.search(error), pattern.search(console)) if m), None)
-    if match:
-        line = next((ln for ln in (error + "\n" + console).splitlines() if match.group(0) in ln), match.group(0))
-        return ProbeOutcome("oom", reason=line.strip()[-300:])
+    oom = _oom_line(error, console, capped)
+    if oom is not None:
+        return ProbeOutcome("oom", reason=oom)
     last = error or next((ln for ln in reversed(console.splitlines()) if ln.strip()), "")
     return ProbeOutcome("error", reason=f"exit status {returncode}: {last.strip()[-300:]}")
+
+
+def _oom_line(error: str, console: str, capped: bool) -> str | None:
+    """The line that says an allocation failed (the record's error before the console), its last 300
+    characters; None where nothing says so. Under a cap, oneDNN's own wording counts too."""
+    patterns = (OOM_TEXT, CAPPED_OOM_TEXT) if capped else (OOM_TEXT,)
+    match = next((m for pattern in patterns for m in (pattern.search(error), pattern.search(console)) if m), None)
+    if match is None:
+        return None
+    line = next((ln for ln in (error + "\n" + console).splitlines() if match.group(0) in ln), match.group(0))
+    return line.strip()[-300:]
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.gpt import parallel
 from dlperf.workloads.gpt.config import ADAMW_BETAS, GPTConfig
-from dlperf.workloads.gpt.data import file_batches, synthetic_batches
+from dlperf.workloads.gpt.data import Batches, file_batches, synthetic_batches
 from dlperf.workloads.gpt.layout import Layout, padded_vocab
 from dlperf.workloads.gpt.model import GPT, GPTShape
 
@@ -45,16 +45,8 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     with torch.device(device):
         model = GPT(model_shape(config, layout.tp))
     mesh = parallel.build_mesh(layout, device) if rank.distributed else None
-    if layout.pp > 1:
-        parallel.keep_stage(model, stage, layout.pp)
-    if layout.tp > 1:
-        parallel.apply_tp(model, mesh["tp"])
-    if spec.compile:
-        for block in model.layers.values():
-            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
-    # own work is visible where one plain DDP replica holds the whole model: backward reaches pos_emb last
-    plain = layout.tp == 1 and layout.pp == 1 and layout.dp_mode == "ddp"
-    own_clock = OwnWorkClock(model, model.pos_emb.weight, device, rank.rank) if plain else None
+    _split_and_compile(model, spec, layout, mesh, stage)
+    own_clock = _own_clock(model, layout, device, rank.rank)
     tie_sync = parallel.TiedEmbeddingSync(layout, rank.rank, model) if layout.pp > 1 else None
     wrapped: nn.Module = model
     if layout.dp > 1:
@@ -68,16 +60,8 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         # inf check on the device
         fused=device.type == "cuda",
     )
-    amp = MixedPrecision(spec.precision, device)
-    if layout.tp > 1 or layout.pp > 1 or layout.dp_mode == "fsdp":
-        amp.shard()  # the model is split over ranks: one inf/nan verdict for all
-    rows = slice(dp_rank * plan.batch_per_device, (dp_rank + 1) * plan.batch_per_device)
-    if spec.data == "synthetic":
-        batches = synthetic_batches(
-            layout.global_batch_size, config.seq_length, config.vocab_size, spec.seed, rows, device
-        )
-    else:
-        batches = file_batches(spec.data, layout.global_batch_size, config.seq_length, config.vocab_size, rows, device)
+    amp = _mixed_precision(spec, layout, device)
+    batches = _replica_batches(spec, plan, dp_rank, device)
     iteration = 0
     steps = layout.accumulation_steps
     wrapped.train()
@@ -133,6 +117,40 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         count_flops=count_flops,
         model=parameter_facts(wrapped),
     )
+
+
+def _split_and_compile(model: GPT, spec: RunSpec, layout: Layout, mesh, stage: int) -> None:
+    """Keep this rank's pipeline stage and tensor-parallel shards; compile block by block where asked."""
+    if layout.pp > 1:
+        parallel.keep_stage(model, stage, layout.pp)
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"])
+    if spec.compile:
+        for block in model.layers.values():
+            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
+
+
+def _own_clock(model: GPT, layout: Layout, device: torch.device, rank: int) -> OwnWorkClock | None:
+    """Own work is visible where one plain DDP replica holds the whole model: backward reaches pos_emb last."""
+    plain = layout.tp == 1 and layout.pp == 1 and layout.dp_mode == "ddp"
+    return OwnWorkClock(model, model.pos_emb.weight, device, rank) if plain else None
+
+
+def _mixed_precision(spec: RunSpec, layout: Layout, device: torch.device) -> MixedPrecision:
+    amp = MixedPrecision(spec.precision, device)
+    if layout.tp > 1 or layout.pp > 1 or layout.dp_mode == "fsdp":
+        amp.shard()  # the model is split over ranks: one inf/nan verdict for all
+    return amp
+
+
+def _replica_batches(spec: RunSpec, plan: WorkloadPlan, dp_rank: int, device: torch.device) -> Batches:
+    """This data-parallel replica's rows of each global batch, synthetic or read from the data file."""
+    config: GPTConfig = spec.workload
+    global_batch = plan.layout.global_batch_size
+    rows = slice(dp_rank * plan.batch_per_device, (dp_rank + 1) * plan.batch_per_device)
+    if spec.data == "synthetic":
+        return synthetic_batches(global_batch, config.seq_length, config.vocab_size, spec.seed, rows, device)
+    return file_batches(spec.data, global_batch, config.seq_length, config.vocab_size, rows, device)
 
 
 def _micro_batches(inputs: torch.Tensor, labels: torch.Tensor, steps: int):

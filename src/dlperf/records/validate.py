@@ -94,15 +94,21 @@ def field_problem(key: str, value: Any, hint: Any, check: str) -> str | None:
     """The declared check of one field: its type, then a name, count or positive range."""
     if check == "name":
         return None if isinstance(value, str) and value else f"{key} {short(value)} is not a name"
-    if check == "count" and value is not None and not is_count(value):
-        return f"{key} {short(value)} is not a positive integer"
-    if check in ("positive", "throughput") and value is not None and not (is_number(value) and value > 0):
-        return f"{key} {short(value)} is not a positive finite number"
-    if check == "throughput" and value is not None and not THROUGHPUT_RANGE[0] <= value <= THROUGHPUT_RANGE[1]:
-        low, high = THROUGHPUT_RANGE
-        return f"{key} {short(value)} is outside {low:g}..{high:g}: not a measurement"
-    problem = type_problem(value, hint)
+    problem = _range_problem(value, check) if value is not None else None
+    problem = problem or type_problem(value, hint)
     return f"{key} {short(value)} {problem}" if problem else None
+
+
+def _range_problem(value: Any, check: str) -> str | None:
+    """A present value outside its declared range: a count, a positive number, a plausible throughput."""
+    if check == "count" and not is_count(value):
+        return "is not a positive integer"
+    if check in ("positive", "throughput") and not (is_number(value) and value > 0):
+        return "is not a positive finite number"
+    low, high = THROUGHPUT_RANGE
+    if check == "throughput" and not low <= value <= high:
+        return f"is outside {low:g}..{high:g}: not a measurement"
+    return None
 
 
 def record_problem(record: dict[str, Any]) -> str | None:
@@ -112,19 +118,24 @@ def record_problem(record: dict[str, Any]) -> str | None:
     if "status" not in record:
         return "status is missing"
     for spec in dataclasses.fields(kind):
-        if spec.name not in record:
-            if spec.metadata["check"] == "name" or (spec.name == "throughput" and record.get("status") == "ok"):
-                return f"{spec.name} is missing"
-            continue
-        value = record[spec.name]
-        if spec.name.startswith("throughput") and record.get("status") != "ok" and value is None:
-            continue
-        problem = field_problem(spec.name, value, hints[spec.name], spec.metadata["check"])
+        problem = _declared_problem(record, spec, hints[spec.name])
         if problem:
             return problem
     if record.get("status") == "ok" and issubclass(kind, RunRecord) and record.get("throughput") is None:
         return "throughput None is not a positive finite number"  # an ok run without its figure
     return None
+
+
+def _declared_problem(record: dict[str, Any], spec: dataclasses.Field, hint: Any) -> str | None:
+    """One declared field: missing where the record needs it, else checked (a failed run's throughput may be
+    null)."""
+    if spec.name not in record:
+        needed = spec.metadata["check"] == "name" or (spec.name == "throughput" and record.get("status") == "ok")
+        return f"{spec.name} is missing" if needed else None
+    value = record[spec.name]
+    if spec.name.startswith("throughput") and record.get("status") != "ok" and value is None:
+        return None
+    return field_problem(spec.name, value, hint, spec.metadata["check"])
 
 
 def upgrade_problem(record: dict[str, Any]) -> str | None:
@@ -182,29 +193,40 @@ def check_file(path: str | Path, schemas: tuple[str, ...] = READABLE) -> tuple[d
     invalid one; (None, None) for a JSON file that is no such record at all (summary.json and the like), which
     readers pass over silently."""
     runs = schemas == READABLE
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as error:
-        raw, problem = b"", f"cannot be read: {error.strerror or error}"
-    else:
-        data, problem = parse_json(raw) if raw.strip() else (None, "is empty")
+    data, problem = _read_json(Path(path))
     if problem:  # a broken file is named by the run records' pass, once: other kinds' passes go by
         return None, problem if runs else None
     if not isinstance(data, dict):
         return None, None
-    if "schema" not in data:
-        if runs and "status" in data and "throughput" in data:  # a run record with its schema key lost: name it
-            return None, 'has no schema key: a run record edited by hand? add "schema": "dlperf.run/2"'
-        return None, None
-    if data["schema"] not in schemas:
-        if runs and str(data["schema"]).startswith("dlperf.run/"):
-            return None, f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
-        return None, None
-    if runs:
-        problem = upgrade_problem(data) or record_problem(upgrade(data)) or place_problem(data, Path(path))
-    else:
-        problem = record_problem(data)
+    if "schema" not in data or data["schema"] not in schemas:
+        return None, _unread_run_problem(data) if runs else None
+    problem = _run_problem(data, Path(path)) if runs else record_problem(data)
     return (None, problem) if problem else (data, None)
+
+
+def _read_json(path: Path) -> tuple[Any, str | None]:
+    """The file's JSON, or why it holds none: unreadable, empty, or no valid JSON."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        return None, f"cannot be read: {error.strerror or error}"
+    return parse_json(raw) if raw.strip() else (None, "is empty")
+
+
+def _unread_run_problem(data: dict[str, Any]) -> str | None:
+    """A run record this dlperf cannot read: its schema key lost, or a newer schema; None for other files."""
+    if "schema" not in data:
+        if "status" in data and "throughput" in data:
+            return 'has no schema key: a run record edited by hand? add "schema": "dlperf.run/2"'
+        return None
+    if str(data["schema"]).startswith("dlperf.run/"):
+        return f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
+    return None
+
+
+def _run_problem(record: dict[str, Any], path: Path) -> str | None:
+    """A run record's gaps for `upgrade`, then its declared fields once upgraded, then its place."""
+    return upgrade_problem(record) or record_problem(upgrade(record)) or place_problem(record, path)
 
 
 def place_problem(record: dict[str, Any], path: Path) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +41,50 @@ def _count(path: Path, spec: dict[str, Any], key: str, default: int | None) -> i
     return value
 
 
+# The enumerated keys: default, allowed values, and how the message names them.
+CHOICES = {
+    "unit": ("samples/s", UNITS, f"one of {', '.join(UNITS)}"),
+    "printed": ("global", ("global", "per device"), "`global` or `per device`"),
+    "step_time_unit": ("s", ("s", "ms"), "s or ms"),
+}
+
+
+def _choice(path: Path, spec: dict[str, Any], key: str) -> str:
+    default, allowed, wording = CHOICES[key]
+    value = spec.get(key, default)
+    if value not in allowed:
+        raise _fail(path, f"{key} must be {wording}, got {value!r}")
+    return value
+
+
 @functools.lru_cache(maxsize=16)
 def load(name: str) -> PeerFormat:
     """The format declared in the YAML file `name`; ConfigError says what is wrong with it."""
+    path = Path(name)
+    spec = _read_spec(path)
+    line = _line_pattern(path, spec)
+    groups = set(line.groupindex)
+    unit, printed = _choice(path, spec, "unit"), _choice(path, spec, "printed")
+    per_second = 1000.0 if _choice(path, spec, "step_time_unit") == "ms" else 1.0
+    return PeerFormat(
+        name=str(spec.get("name") or path.stem),
+        description=str(spec.get("description") or f"declared in {path}"),
+        signature=line,
+        read=_LineReader(line, printed == "per device", per_second).read,
+        rules=("printed", "timestamp") if "time" in groups else ("printed",),
+        warmup=_count(path, spec, "warmup", 0) or 0,
+        window=_count(path, spec, "window", None),
+        printed_from="speed" if "throughput" in groups else "seconds",
+        unit=unit,
+        printed=printed,
+        practice=f"declared in {path}: mean of the printed figure after the warm-up",
+    )
+
+
+def _read_spec(path: Path) -> dict[str, Any]:
+    """The YAML mapping, of known keys only."""
     import yaml
 
-    path = Path(name)
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -56,6 +95,11 @@ def load(name: str) -> PeerFormat:
         raise _fail(path, "expected a mapping with at least `line: REGEX`")
     if unknown := sorted(set(spec) - KEYS):
         raise _fail(path, f"unknown key(s) {', '.join(map(str, unknown))}: use {', '.join(sorted(KEYS))}")
+    return spec
+
+
+def _line_pattern(path: Path, spec: dict[str, Any]) -> re.Pattern[str]:
+    """`line:` compiled, with the groups a reading needs: the iteration and a throughput or a step time."""
     if not isinstance(spec.get("line"), str):
         raise _fail(path, "`line:` must be a regular expression with named groups")
     try:
@@ -66,50 +110,37 @@ def load(name: str) -> PeerFormat:
     if "iteration" not in groups or not groups & {"throughput", "step_time"}:
         raise _fail(path, "`line:` needs the named groups (?P<iteration>...) and (?P<throughput>...) or "
                     "(?P<step_time>...)")  # fmt: skip
-    unit = spec.get("unit", "samples/s")
-    if unit not in UNITS:
-        raise _fail(path, f"unit must be one of {', '.join(UNITS)}, got {unit!r}")
-    printed = spec.get("printed", "global")
-    if printed not in ("global", "per device"):
-        raise _fail(path, f"printed must be `global` or `per device`, got {printed!r}")
-    time_unit = spec.get("step_time_unit", "s")
-    if time_unit not in ("s", "ms"):
-        raise _fail(path, f"step_time_unit must be s or ms, got {time_unit!r}")
-    per_second = 1000.0 if time_unit == "ms" else 1.0
-    scaled = printed == "per device"
+    return line
 
-    def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+
+@dataclass(frozen=True)
+class _LineReader:
+    """Points from the lines `line` matches; a group the regex lacks or the line leaves empty is not read."""
+
+    line: re.Pattern[str]
+    per_device: bool  # the printed throughput is one device's
+    per_second: float  # step_time units in a second
+
+    def read(self, lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         steps = StepCounter()
         for text in lines:
-            m = line.search(text)
-            if not m or m["iteration"] is None:
-                continue
-            epoch = int(m["epoch"]) if "epoch" in groups and m["epoch"] is not None else None
-            speed = seconds = None
-            if "throughput" in groups and m["throughput"] is not None:
-                speed = to_float(m["throughput"]) * (shape.world_size if scaled else 1)
-            if "step_time" in groups and m["step_time"] is not None:
-                seconds = to_float(m["step_time"]) / per_second
-                if speed is None and seconds > 0:
-                    speed = shape.global_batch / seconds
-            loss = (("loss", to_float(m["loss"])),) if "loss" in groups and m["loss"] is not None else ()
-            stamp = iso_time(m["time"]) if "time" in groups and m["time"] is not None else None
-            yield Point(step=steps(epoch, int(m["iteration"])), speed=speed, seconds=seconds, timestamp=stamp,
-                        metrics=loss)  # fmt: skip
+            m = self.line.search(text)
+            if m and m["iteration"] is not None:
+                yield self._point(m.groupdict(), steps, shape)
 
-    return PeerFormat(
-        name=str(spec.get("name") or path.stem),
-        description=str(spec.get("description") or f"declared in {path}"),
-        signature=line,
-        read=read,
-        rules=("printed", "timestamp") if "time" in groups else ("printed",),
-        warmup=_count(path, spec, "warmup", 0) or 0,
-        window=_count(path, spec, "window", None),
-        printed_from="speed" if "throughput" in groups else "seconds",
-        unit=unit,
-        printed=printed,
-        practice=f"declared in {path}: mean of the printed figure after the warm-up",
-    )
+    def _point(self, found: dict[str, str | None], steps: StepCounter, shape: RunShape) -> Point:
+        epoch = int(found["epoch"]) if found.get("epoch") is not None else None
+        speed = seconds = None
+        if found.get("throughput") is not None:
+            speed = to_float(found["throughput"]) * (shape.world_size if self.per_device else 1)
+        if found.get("step_time") is not None:
+            seconds = to_float(found["step_time"]) / self.per_second
+            if speed is None and seconds > 0:
+                speed = shape.global_batch / seconds
+        loss = (("loss", to_float(found["loss"])),) if found.get("loss") is not None else ()
+        stamp = iso_time(found["time"]) if found.get("time") is not None else None
+        return Point(step=steps(epoch, int(found["iteration"])), speed=speed, seconds=seconds, timestamp=stamp,
+                     metrics=loss)  # fmt: skip
 
 
 def is_declared(name: str) -> bool:

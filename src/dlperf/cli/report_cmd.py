@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
+from typing import Any
 
 from dlperf.cli.args import non_empty
 from dlperf.errors import ConfigError
@@ -109,32 +110,39 @@ def run(args: argparse.Namespace) -> int:
         return _single(args)
     if args.tensorboard or args.predict:
         raise ConfigError("--tensorboard and --predict apply to one folder's report: give one DIR")
-    # one folder's engines side by side go next to its own report, in DIR/engines, rebuilt like that report
-    own = not args.out and len(args.dir) == 1 and args.by in ("engine", "framework")
-    if not args.out and not own:
-        raise ConfigError("several folders (or --label) need --out DIR for the cross-source report")
-    out = Path(args.dir[0]) / (ENGINES_DIR if args.by == "engine" else FRAMEWORKS_DIR) if own else Path(args.out)
+    out, own = _comparison_out(args)
     formats = ALL_SEVERAL if args.format == "all" else FORMAT_CHOICES[args.format]
     comparison = build_comparison(load_sources(args.dir, args.label, args.by))
+    for path in _write_cross_source(comparison, out, formats, replace=args.overwrite or own):
+        print(terminal(path))
+    return 0
+
+
+def _write_cross_source(comparison: Comparison, out: Path, formats: set[str], replace: bool) -> list[Path]:
+    """The cross-source report's files, under the results lock; others' files kept unless `replace`."""
     with results_lock(out):  # a sweep writing into --out holds it: refused in one line, nothing replaced
-        if not args.overwrite and not own:
+        if not replace:
             refuse_to_replace(out, formats)
         check_writable(out)
         written = write_comparison(comparison, out, formats)
         if "html" in formats:
             written.append(_write_html(comparison, out))
-    for path in written:
-        print(terminal(path))
-    return 0
+    return written
+
+
+def _comparison_out(args: argparse.Namespace) -> tuple[Path, bool]:
+    """Where the cross-source report goes, and whether that is inside the one folder it compares: one folder's
+    engines side by side go next to its own report, in DIR/engines, rebuilt like that report."""
+    if args.out:
+        return Path(args.out), False
+    if len(args.dir) == 1 and args.by in ("engine", "framework"):
+        return Path(args.dir[0]) / (ENGINES_DIR if args.by == "engine" else FRAMEWORKS_DIR), True
+    raise ConfigError("several folders (or --label) need --out DIR for the cross-source report")
 
 
 def _single(args: argparse.Namespace) -> int:
     root = Path(args.dir[0])
-    # quiet: the run records' search below names every entry left out
-    others = find_records(root, (*COMMBENCH_SCHEMAS, MAXBATCH_SCHEMA), on_skip=lambda *_: None)
-    records = find_records(root) if others else load_records(root)  # commbench alone is a report too
-    if not args.merge:
-        check_one_sweep(records, root)
+    records, others = _folder_records(root, args.merge)
     predict = [read_commbench(path) for path in args.predict]
     out = Path(args.out) if args.out else root
     formats = FORMAT_CHOICES[args.format]
@@ -150,12 +158,29 @@ def _single(args: argparse.Namespace) -> int:
             records, out, formats - {"html"}, others=others, predict=predict, overlap=args.overlap
         ):
             print(terminal(path))
-        if args.tensorboard:
-            print(write_tensorboard(summarise(records), args.tensorboard))
-        if "html" in formats:
-            comparison = build_comparison([Source.from_records(root.resolve().name, records)])
-            print(terminal(_write_html(comparison, out)))
+        _write_extras(args, root, records, out, formats)
     return 0
+
+
+def _folder_records(root: Path, merge: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The folder's run records (one sweep's unless `merge`) and its commbench and maxbatch records."""
+    # quiet: the run records' search below names every entry left out
+    others = find_records(root, (*COMMBENCH_SCHEMAS, MAXBATCH_SCHEMA), on_skip=lambda *_: None)
+    records = find_records(root) if others else load_records(root)  # commbench alone is a report too
+    if not merge:
+        check_one_sweep(records, root)
+    return records, others
+
+
+def _write_extras(
+    args: argparse.Namespace, root: Path, records: list[dict[str, Any]], out: Path, formats: set[str]
+) -> None:
+    """Beside one folder's report: TensorBoard scalars and the HTML page, where asked for."""
+    if args.tensorboard:
+        print(write_tensorboard(summarise(records), args.tensorboard))
+    if "html" in formats:
+        comparison = build_comparison([Source.from_records(root.resolve().name, records)])
+        print(terminal(_write_html(comparison, out)))
 
 
 def _write_html(comparison: Comparison, out: Path) -> Path:

@@ -39,6 +39,7 @@ MEMORY_CAP_ENV = "DLPERF_MEMORY_CAP_BYTES"
 
 
 COMMAND_GROUP = "another framework's own script (engine external)"
+TIMING_GROUP = "timing"
 
 
 def setting(
@@ -93,18 +94,18 @@ class RunSpec:
         20,
         "untimed iterations first, or `auto`: until 3 windows agree within 5 % (metrics/steady.py)",
         bound="positive or auto",
-        group="timing",
+        group=TIMING_GROUP,
     )
     max_warmup_iters: int = setting(
         500, "bound of --warmup-iters auto; a run not stable by then is timed and flagged", bound="positive",
-        group="timing",
+        group=TIMING_GROUP,
     )  # fmt: skip
-    iters: int = setting(100, "timed iterations", bound="positive", group="timing")
+    iters: int = setting(100, "timed iterations", bound="positive", group=TIMING_GROUP)
     print_every: int | None = setting(
-        None, "iterations per timing window and log line (default min(20, iters))", bound="positive", group="timing"
+        None, "iterations per timing window and log line (default min(20, iters))", bound="positive", group=TIMING_GROUP
     )
     timeout: float = setting(
-        3600.0, "seconds before a run is stopped and recorded as failed", bound="positive", group="timing"
+        3600.0, "seconds before a run is stopped and recorded as failed", bound="positive", group=TIMING_GROUP
     )
     peak_tflops: float | None = setting(
         None, "device peak TFLOP/s for MFU (default: dlperf's table in metrics/flops.py)", bound="positive"
@@ -165,7 +166,7 @@ class RunSpec:
         group=COMMAND_GROUP,
     )
     straggler_pct: float = setting(
-        5.0, "flag a rank this many percent slower than the median rank", bound="non-negative", group="timing"
+        5.0, "flag a rank this many percent slower than the median rank", bound="non-negative", group=TIMING_GROUP
     )
 
     @property

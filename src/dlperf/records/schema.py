@@ -271,6 +271,11 @@ def record_kind(record: dict[str, Any]) -> type:
     return RunRecord
 
 
+def undeclared_fields(record: dict[str, Any]) -> list[str]:
+    """The record's keys that its kind does not declare, sorted: what no reader or docs know."""
+    return sorted(set(record) - declared_keys(record_kind(record)))
+
+
 def declared_keys(kind: type) -> set[str]:
     """The fields a record of this kind may carry: its own, and those of the kind it shares fields with."""
     shared = getattr(kind, "SHARES", None)

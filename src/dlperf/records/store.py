@@ -14,7 +14,7 @@ from typing import Any
 
 from dlperf.errors import ResultsError
 from dlperf.records.paths import RunPaths
-from dlperf.records.schema import declared_keys, record_kind
+from dlperf.records.schema import record_kind, undeclared_fields
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 # Set by the test suite: a record carrying a field its kind does not declare (records/schema.py) is an internal
@@ -77,11 +77,10 @@ def check_free_space(folder: str | Path, need_bytes: int) -> None:
 
 def write_record(path: str | Path, record: dict[str, Any]) -> None:
     """A run's, an extracted log's or a search's record, atomically; strict, its fields against its declaration."""
-    if os.environ.get(STRICT_RECORDS_ENV):
-        kind = record_kind(record)
-        undeclared = sorted(set(record) - declared_keys(kind))
-        if undeclared:
-            raise TypeError(f"{kind.__name__} does not declare {', '.join(undeclared)} (dlperf.records.schema)")
+    undeclared = undeclared_fields(record) if os.environ.get(STRICT_RECORDS_ENV) else []
+    if undeclared:
+        kind = record_kind(record).__name__
+        raise TypeError(f"{kind} does not declare {', '.join(undeclared)} (dlperf.records.schema)")
     write_json_atomic(path, record)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from dlperf.metrics.noise import WINDOW_CV_LIMIT
@@ -142,11 +143,11 @@ class _Row:
     def n(self) -> int:
         return len(self.records)
 
-    @property
+    @cached_property
     def extracted(self) -> bool:
         return bool(self.records) and all(is_extracted(r) for r in self.records)
 
-    @property
+    @cached_property
     def speeds(self) -> list[float]:
         return throughputs(self.records)
 

@@ -29,7 +29,9 @@ CASES = {
         "more than 100000",
     ),  # fmt: skip
     "alias-bomb": (BASE + BOMB, "more than 100000 values"),
-    "deep-nesting": (BASE + "batch_size: " + "[" * 3000 + "]" * 3000 + "\n", "nests deeper"),
+    # past any YAML parser's own limit (libyaml's is 1000 levels, with wording of its own): dlperf's line, at its limit
+    "deep-nesting": (BASE + "batch_size: " + "[" * 3000 + "]" * 3000 + "\n", "nests deeper than 32 levels"),
+    "deep-block-nesting": (BASE + "batch_size:\n" + "- " * 1500 + "1\n", "nests deeper than 32 levels"),
     "unhashable-key": (BASE + "? [a, b]\n: 1\n", "plain value"),
     "unhashable-value": (BASE + "precision: {a: 1}\n", "key 'precision' must be a string"),
     "huge-file": (BASE + "lr: [" + ",".join(["0.1"] * 400_000) + "]\n", "larger than 1024 KiB"),

@@ -7,6 +7,7 @@ internal error or an hour of expanding.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import reprlib
 from pathlib import Path
@@ -78,6 +79,22 @@ def check_shape(data: Any, path: str) -> None:
             stack.extend((v, depth + 1) for v in value)
 
 
+def check_depth(text: str, path: Path) -> None:
+    """Refuse nesting deeper than MAX_DEPTH from the pure-Python parser's event stream, which has no depth limit
+    of its own: a file that libyaml refused for its nesting gets dlperf's line, whatever libyaml's limit and wording.
+    """
+    depth = 0
+    with contextlib.suppress(yaml.YAMLError):  # a fault other than depth: the caller names libyaml's problem
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else 0
+                    raise ConfigError(f"sweep file {path} nests deeper than {MAX_DEPTH} levels (at line {line})")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+
+
 def load_sweep_file(path: str | Path) -> dict[str, Any]:
     """The sweep file's mapping, or a ConfigError naming what is wrong with it."""
     path = Path(path)
@@ -85,6 +102,7 @@ def load_sweep_file(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:
+        check_depth(text, path)
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         problem = getattr(error, "problem", None) or "invalid YAML"

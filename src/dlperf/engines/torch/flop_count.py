@@ -5,7 +5,8 @@ A formula exists for GPT only; for every other workload MFU needs the FLOPs the 
 dispatch (2 FLOPs per multiply-add, the convention of `dlperf.metrics.peaks`); element-wise ops, normalisation and
 the optimizer are not counted, as in the published formulas. The count follows the kernels that really run:
 PyTorch's flash-attention backward (CPU and CUDA) recomputes the score matrix, so attention backward counts 2.5x
-its forward where the GPT formula assumes 2x.
+its forward where the GPT formula assumes 2x. The CPU kernels' formula is dlperf's own (`_cpu_attention_formulas`):
+torch's counter has none for them in some releases.
 
 The count runs the step once at the run's shapes: on the run's device, or on the meta device (`torch.device("meta")`
 model and inputs), which needs neither memory nor compute; results are cached per
@@ -27,10 +28,44 @@ def _signature(model: Any, inputs: Sequence[Any]) -> tuple:
     return type(model).__module__, type(model).__qualname__, params, shapes
 
 
+def _attention_flops(query: Any, key: Any, value: Any) -> int:
+    """Q·K^T and scores·V of one attention forward, from the three shapes (the counter passes shapes, not
+    tensors): 2 FLOPs per multiply-add, causal masking not subtracted, as torch's formula for the CUDA kernels and
+    the published formulas count it."""
+    batch, heads, s_q, d_qk = query
+    s_k, d_v = key[-2], value[-1]
+    return 2 * batch * heads * s_q * s_k * (d_qk + d_v)
+
+
+def _cpu_flash_forward(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> int:
+    return _attention_flops(query, key, value)
+
+
+def _cpu_flash_backward(grad_out: Any, query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> int:
+    """The flash backward recomputes Q·K^T, then four products for dV, dScores, dQ and dK: 2.5x the forward."""
+    return _attention_flops(query, key, value) * 5 // 2
+
+
+def _cpu_attention_formulas() -> dict[Any, Callable[..., int]]:
+    """The CPU flash-attention kernels, which torch's FlopCounterMode counts in some releases and not in others
+    (2.13 and 2.14 count zero): dlperf states their formula once so a count does not depend on the release."""
+    import torch
+
+    aten = torch.ops.aten
+    formulas: dict[Any, Callable[..., int]] = {}
+    for name, formula in (
+        ("_scaled_dot_product_flash_attention_for_cpu", _cpu_flash_forward),
+        ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_flash_backward),
+    ):
+        if hasattr(aten, name):
+            formulas[getattr(aten, name)] = formula
+    return formulas
+
+
 def _count(run: Callable[[], None]) -> int:
     from torch.utils.flop_counter import FlopCounterMode
 
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping=_cpu_attention_formulas())
     with counter:
         run()
     return int(counter.get_total_flops())

@@ -89,6 +89,13 @@ class RunSpec:
         "token file (gpt)",
     )
     device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu")
+    cpu_threads: int | str = setting(
+        AUTO,
+        "intra-op threads of each rank on a CPU device, or auto: this machine's cores divided by the most devices "
+        "per node of the sweep (of the run, alone), so a CPU device is the same share of the machine in every "
+        "topology, as a GPU is",
+        bound="positive or auto",
+    )
     seed: int = setting(1234, "random seed", bound="non-negative")
     warmup_iters: int | str = setting(
         20,
@@ -182,6 +189,13 @@ class RunSpec:
         """Whether fp32 matmuls and convolutions run on TF32 tensor cores: on CUDA with `fp32_math` tf32."""
         return self.fp32_math == "tf32" and device_type == "cuda"
 
+    def sharing_cpu(self, devices_per_node: int, cores: int) -> RunSpec:
+        """`cpu_threads` auto made a number: `cores` divided by `devices_per_node`, the most of any case run beside
+        this one, so 1n1g and 1n2g compare one device's work with two of the same size (not 2 threads with 1)."""
+        if self.cpu_threads != AUTO:
+            return self
+        return self.replace(cpu_threads=max(1, cores // devices_per_node))
+
     @property
     def auto_warmup(self) -> bool:
         return self.warmup_iters == AUTO
@@ -217,6 +231,8 @@ class RunSpec:
                 f"got {self.warmup_iters!r}"
             )
         require_positive_int("max_warmup_iters", self.max_warmup_iters)
+        if self.cpu_threads != AUTO:
+            require_positive_int("cpu_threads", self.cpu_threads)
         if self.auto_warmup and self.max_warmup_iters < 3 * self.window:
             raise ConfigError(
                 f"{flag('warmup_iters')} auto needs room for 3 windows of {flag('print_every')} {self.window}: "
@@ -362,12 +378,13 @@ def parse_topology(text: str) -> tuple[int, int]:
 
 
 COMMON_KEYS = tuple(f.name for f in fields(RunSpec) if f.name not in ("model", "workload"))
+AUTO_KEYS = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("bound") == "positive or auto")
 
 
 def coerce(key: str, annotation: Any, value: Any) -> Any:
     """YAML already types most values; accept only the obvious widening int -> float, and refuse a wrong type."""
     text = str(annotation)
-    if key == "warmup_iters" and value == AUTO:
+    if key in AUTO_KEYS and value == AUTO:
         return value
     if "float" in text and _is_int(value):
         return float(value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,9 @@ def test_two_processes_give_one_process_losses(tmp_path, layout):
     single = jax_run(tmp_path / "one", TINY_GPT)
     pair = jax_run(tmp_path / "two", [*TINY_GPT, "--devices-per-node", "2", *layout])
     assert pair["world_size"] == 2 and len(pair["ranks"]) == 2
+    cores = len(os.sched_getaffinity(0))  # XLA's CPU pool follows the cores each rank is pinned to
+    assert [r["cpu_threads"] for r in single["ranks"]] == [cores]
+    assert [r["cpu_threads"] for r in pair["ranks"]] == [max(1, cores // 2)] * 2
     assert pair["loss_first"] == pytest.approx(single["loss_first"], abs=1e-4)
     assert pair["loss_last"] == pytest.approx(single["loss_last"], abs=1e-4)
     assert pair["loss_last"] != pytest.approx(pair["loss_first"], abs=1e-3)  # five steps of training moved it

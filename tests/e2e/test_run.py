@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -40,6 +41,8 @@ def test_run_writes_log_and_record(tmp_path, devices):
     assert record["parameters"] == 23_508_032 + 2048 * 10 + 10
     assert record["gradient_bytes"] == 4 * record["parameters"]  # fp32 gradients
     assert len(record["ranks"]) == devices and [r["rank"] for r in record["ranks"]] == list(range(devices))
+    # alone, a run's CPU devices share this machine's cores (a sweep shares them by its largest topology)
+    assert [r["cpu_threads"] for r in record["ranks"]] == [max(1, len(os.sched_getaffinity(0)) // devices)] * devices
     assert record["env"]["torch"] and record["env"]["python"]
     assert record["config"]["devices_per_node"] == devices
     # dlperf's own log: a config header, then one parseable line per window

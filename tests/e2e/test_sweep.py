@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -43,6 +44,11 @@ def test_matrix_expansion():
         ("1n1g", "amp-bf16", 256), ("1n2g", "amp-bf16", 256),
     ]  # fmt: skip
     assert len(plan.jobs("out")) == 12
+    # a CPU device is the same share of the machine in every topology: the cores over the most devices per node
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert {c.cpu_threads for c, _ in plan.cases} == {share}
+    given = plan_sweep({"model": "resnet50", "topology": ["1n1g", "1n2g"], "device": "cpu", "cpu_threads": 3}, LOCAL)
+    assert {c.cpu_threads for c, _ in given.cases} == {3}
 
 
 def test_matrix_refuses_duplicates_and_mixed_topology_keys():

@@ -154,3 +154,23 @@ def test_gpt_records_get_the_gpt_table_not_a_scaling_table(tmp_path, capsys):
         "gpt_DP_layouts.png",
         "resnet50_b128_fp32.png",
     ]
+
+
+def cpu_ranks(threads: int, devices: int) -> dict:
+    return {"device_type": "cpu", "ranks": [{"rank": r, "cpu_threads": threads} for r in range(devices)]}
+
+
+def test_cpu_devices_of_unlike_size_get_no_speedup():
+    """1n1g with 2 threads against 1n2g ranks of 1 each measures threads, not scaling: the speedup is left empty and
+    the table says why; the same share in both (one sweep) gives the speedup and the threads in the title."""
+    from dlperf.reporting.aggregate import summarise
+    from dlperf.reporting.report import group_table
+
+    unlike = summarise([record("1n1g", 1, 10.0, **cpu_ranks(2, 1)), record("1n2g", 1, 30.0, **cpu_ranks(1, 2))])
+    (cases,) = unlike.values()
+    assert cases[1].speedup is None and "1 CPU thread per rank, 1n1g 2 CPU threads per rank" in cases[1].speedup_note
+    assert "CPU threads per rank differ (1, 2)" in group_table("resnet50", "b128_fp32", cases)[0]
+    like = summarise([record("1n1g", 1, 10.0, **cpu_ranks(1, 1)), record("1n2g", 1, 18.0, **cpu_ranks(1, 2))])
+    (cases,) = like.values()
+    assert cases[1].speedup == 1.8 and cases[1].efficiency == 0.9
+    assert group_table("resnet50", "b128_fp32", cases)[0].endswith(", 1 CPU thread per rank")

@@ -49,8 +49,8 @@ def positive_float(text: str) -> float:
     return value
 
 
-def warmup_iters(text: str) -> int | str:
-    """A positive count, or `auto` (warm up until the windows are steady)."""
+def positive_int_or_auto(text: str) -> int | str:
+    """A positive count, or `auto` (the flag's own rule decides: warm up until steady, the CPU's share...)."""
     return "auto" if text.strip() == "auto" else positive_int(text)
 
 

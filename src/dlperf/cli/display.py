@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf.escape import terminal
+from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
 
 # soft_wrap: a long path or command stays one line (a terminal folds it visually, a pipe keeps it whole)
@@ -95,6 +96,10 @@ def latency_of(record: dict[str, Any]) -> tuple[float | None, str]:
     return None, ""
 
 
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
+
+
 def show_record(record: dict[str, Any], path: str) -> None:
     if record.get("engine") == "external":
         show_external(record, path)
@@ -108,9 +113,9 @@ def show_record(record: dict[str, Any], path: str) -> None:
             " / ".join(f"{record['latency_ms'][q]:.2f}" for q in ("mean", "p50", "p90")),
         ),
         ("peak memory (MiB)", ", ".join(f"{k} {v:.0f}" for k, v in record["peak_memory_mib"].items())),
-        ("loss first -> last", f"{record['loss_first']} -> {record['loss_last']}"),
+        ("loss first -> last", f"{_number(record['loss_first'])} -> {_number(record['loss_last'])}"),
         ("first step (s)", f"{record['first_step_s']:.2f}"),
-        ("world size", str(record["world_size"])),
+        ("world size", str(record["world_size"]) + threads_text({cpu_threads(record)})),
     ]
     steady = record.get("throughput_steady")
     rows.append(("steady throughput (samples/s)", f"{steady:.2f}" if steady else "never stable"))

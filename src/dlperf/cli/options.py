@@ -13,7 +13,7 @@ from dlperf.cli.args import (
     non_negative_int,
     positive_float,
     positive_int,
-    warmup_iters,
+    positive_int_or_auto,
 )
 from dlperf.engines import engine_names, engine_versions
 from dlperf.errors import ResultsError
@@ -21,7 +21,7 @@ from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
 from dlperf.metrics.environment import collect_environment
-from dlperf.orchestration.run import check_run, launcher_for, plan_jobs
+from dlperf.orchestration.run import check_run, launcher_for, plan_jobs, share_cpu
 from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
 from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag
@@ -101,7 +101,7 @@ def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
     if f.metadata.get("choices"):
         return {"choices": f.metadata["choices"]}
     if bound == "positive or auto":
-        return {"type": warmup_iters}
+        return {"type": positive_int_or_auto}
     if base is bool:
         return {"action": argparse.BooleanOptionalAction}
     if get_origin(base) is Literal:
@@ -209,6 +209,7 @@ def prepare_single_run(
     written (no other writer, no earlier run of the same name unless `overwrite`), then capture the environment:
     a refusal comes before the slow part."""
     launcher = launcher_for(launch)
+    (spec,) = share_cpu([spec])
     plan = check_run(spec, launcher)
     jobs = plan_jobs(spec, plan, [repeat], out)
     if launch.dry_run:

@@ -50,6 +50,24 @@ class RankEnv:
         )
 
 
+def cpu_threads(spec: RunSpec, rank: RankEnv) -> int:
+    """This rank's threads on a CPU device: the spec's share (the parent makes `auto` a number for the whole
+    sweep), else this node's cores divided by its ranks, as torchrun does."""
+    if isinstance(spec.cpu_threads, int):
+        return spec.cpu_threads
+    return max(1, len(os.sched_getaffinity(0)) // rank.local_world_size)
+
+
+def pin_cpu_share(threads: int, local_rank: int) -> None:
+    """Keep this process on `threads` of the node's cores, the local rank's own slice where they suffice: for a
+    runtime that sizes its thread pool from the cores it may use (XLA's CPU client) rather than a setting."""
+    cores = sorted(os.sched_getaffinity(0))
+    if threads >= len(cores):
+        return
+    start = local_rank * threads
+    os.sched_setaffinity(0, {cores[(start + i) % len(cores)] for i in range(threads)})
+
+
 @dataclass(frozen=True)
 class TrainStep:
     """One training iteration (one global batch) and how to read its loss.
@@ -140,6 +158,10 @@ class Engine(ABC):
         """NVML UUIDs (`GPU-...`) of the GPUs this process sees, in the framework's order, where it can tell; None
         lets the node's meters map indices through CUDA_VISIBLE_DEVICES instead (metrics/gpus.py)."""
         return None
+
+    def cpu_threads(self) -> int | None:
+        """The threads this rank computes with on a CPU device (None on an accelerator): what its CPU device is."""
+        return len(os.sched_getaffinity(0)) if self.device_type == "cpu" else None
 
     @abstractmethod
     def shutdown(self) -> None: ...

@@ -18,6 +18,7 @@ class RankFacts:
     own_step_ms: list[float] = field(default_factory=list)  # this rank's own work per timed step (loop.Measurement)
     machine_load: dict[str, Any] | None = None  # the node's, from its local rank 0 (harness/probes.py)
     energy: dict[str, Any] | None = None  # the node's EnergyReading, from its local rank 0
+    cpu_threads: int | None = None  # the threads this rank computed with on a CPU device (Engine.cpu_threads)
 
 
 @dataclass(frozen=True)

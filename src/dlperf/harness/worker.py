@@ -106,6 +106,7 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
             own_step_ms=measurement.own_step_ms if measurement else [],
             machine_load=load.result if load else None,
             energy=energy.result if energy else None,
+            cpu_threads=engine.cpu_threads(),
         )
         ranks = engine.gather(facts)
     finally:

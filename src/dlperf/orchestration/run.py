@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,14 @@ Decide = Callable[[dict[str, Any]], dict[str, Any]]  # fields decided from a rec
 # What one run writes, generously: its record and console (with the environment), plus a log line per window.
 RUN_FILES_BYTES = 256 * 1024
 LOG_LINE_BYTES = 512
+
+
+def share_cpu(specs: list[RunSpec]) -> list[RunSpec]:
+    """Each spec's `cpu_threads` auto made this machine's cores divided by the most devices per node among
+    `specs` (the cases of one sweep, or one run), so every topology gives a CPU device the same share."""
+    most = max((spec.devices_per_node for spec in specs), default=1)
+    cores = len(os.sched_getaffinity(0))
+    return [spec.sharing_cpu(most, cores) for spec in specs]
 
 
 def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
@@ -110,4 +119,4 @@ def _execute(
     return records
 
 
-__all__ = ["LaunchOptions", "check_run", "execute", "launcher_for", "plan_jobs"]
+__all__ = ["LaunchOptions", "check_run", "execute", "launcher_for", "plan_jobs", "share_cpu"]

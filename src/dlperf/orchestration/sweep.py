@@ -28,7 +28,7 @@ from dlperf.launch.hosts import slots_per_node
 from dlperf.metrics.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.preflight import preflight_warning
-from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs
+from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, share_cpu
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
@@ -159,7 +159,8 @@ def _cases(spec: dict[str, Any], repeats: int, launcher: Launcher) -> list[tuple
                 raise ConfigError(f"two sweep cases write the same files ({key}): make the matrix values distinct")
             seen.add(key)
             cases.append((run_spec, plan))
-    return cases
+    shared = share_cpu([run_spec for run_spec, _ in cases])  # one CPU share for every topology of the sweep
+    return [(run_spec, plan) for run_spec, (_, plan) in zip(shared, cases)]
 
 
 def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec, WorkloadPlan]]:

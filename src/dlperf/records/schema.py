@@ -82,7 +82,10 @@ class RunRecord:
         "per device, max over ranks: CUDA `allocated` and `reserved`; on CPUs the workers' peak `rss`"
     )
     device_type: str | None = doc("`cuda`, `cpu`, ...")
-    ranks: list[dict[str, Any]] | None = doc("each rank's host, device and peak memory")
+    ranks: list[dict[str, Any]] | None = doc(
+        "each rank's host, device, peak memory and, on a CPU device, `cpu_threads`: the threads it computed with "
+        "(its device's share of the machine, `--cpu-threads`)"
+    )
     hosts: list[str | None] | None = doc("the hosts the run used")
     elapsed_s: float | None = doc("timed window in seconds")
     first_step_s: float | None = doc("time to the first finished step")

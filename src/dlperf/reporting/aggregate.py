@@ -25,6 +25,24 @@ def median_of(records: list[dict[str, Any]], *keys: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def cpu_threads(record: dict[str, Any]) -> int | None:
+    """The threads each rank of a run on CPU devices computed with, as the ranks reported them: its device's share
+    of the machine (None off the CPU, or where ranks differ, which `threads_text` of their set names)."""
+    counts = {rank.get("cpu_threads") for rank in record.get("ranks") or [] if isinstance(rank, dict)}
+    return counts.pop() if len(counts) == 1 and isinstance(next(iter(counts)), int) else None
+
+
+def threads_text(counts: set[int | None]) -> str:
+    """`, 1 CPU thread per rank`, or the counts where runs side by side had different shares (unlike devices)."""
+    counts.discard(None)
+    if not counts:
+        return ""
+    if len(counts) > 1:
+        return f", CPU threads per rank differ ({', '.join(map(str, sorted(counts)))}): unlike devices"
+    (threads,) = counts
+    return f", {threads} CPU thread{'s' if threads > 1 else ''} per rank"
+
+
 @dataclass
 class CaseSummary:
     """One case (a topology within a group) over its repeats."""
@@ -132,6 +150,10 @@ def summarise(records: list[dict[str, Any]]) -> dict[GroupKey, list[CaseSummary]
     return summary
 
 
+def _threads(case: CaseSummary) -> set[int | None]:
+    return {cpu_threads(r) for r in case.records}
+
+
 def _set_speedups(cases: list[CaseSummary]) -> None:
     baseline = next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
     for case in cases:
@@ -139,6 +161,12 @@ def _set_speedups(cases: list[CaseSummary]) -> None:
             case.speedup_note = "every repeat failed"
         elif baseline is None:
             case.speedup_note = f"no successful {BASELINE_CASE} run in this group to compare against"
+        elif _threads(case) != _threads(baseline):
+            case.speedup_note = (
+                f"this case ran {threads_text(_threads(case))[2:]}, {BASELINE_CASE} "
+                f"{threads_text(_threads(baseline))[2:]}: CPU devices of unlike size (run both in one sweep, or "
+                f"give both the same --cpu-threads)"
+            )
         else:
             # DLPerf's published tables divide the medians as printed (2 places), then round: 9415.85 / 321.74
             # = 29.265 -> 29.27, where the unrounded medians give 29.26.

@@ -11,7 +11,15 @@ from dlperf.escape import file_name
 from dlperf.escape import markdown as md
 from dlperf.records.schema import MAXBATCH_SCHEMA, batch_free_group
 from dlperf.records.store import write_json_atomic, write_text_atomic
-from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, compile_payoffs, summarise
+from dlperf.reporting.aggregate import (
+    BASELINE_CASE,
+    CaseSummary,
+    GroupKey,
+    compile_payoffs,
+    cpu_threads,
+    summarise,
+    threads_text,
+)
 from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
 from dlperf.reporting.export import write_csv
@@ -160,8 +168,9 @@ def _table_head(
     # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
     unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
     extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
+    threads = threads_text({cpu_threads(r) for case in cases for r in case.records})
     return [
-        f"### {md(model)}: batch {cases[0].batch_size} per device, {md(group.split('_', 1)[-1])}",
+        f"### {md(model)}: batch {cases[0].batch_size} per device, {md(group.split('_', 1)[-1])}{threads}",
         "",
         f"| node_num | gpu_num | {md(unit)} | speedup | {md(unit)} per device | devices per node | efficiency "
         f"| mean {md(unit)} | min | max | CV % | repeats | latency (ms) | peak memory (MiB) |"

@@ -16,7 +16,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from dlperf.engines.base import Engine, RankEnv, StepClock
+from dlperf.engines.base import Engine, RankEnv, StepClock, cpu_threads, pin_cpu_share
 from dlperf.errors import ConfigError
 from dlperf.spec import MEMORY_CAP_ENV, RunSpec, flag
 
@@ -167,6 +167,8 @@ class JaxEngine(Engine):
         cap = int(os.environ[MEMORY_CAP_ENV]) if os.environ.get(MEMORY_CAP_ENV) else None
         fraction = memory_fraction(cap, _gpu_total_bytes(rank.local_rank)) if cap and device == "cuda" else None
         os.environ.update(allocator_env(dict(os.environ), rank.world_size, device, fraction))
+        if device != "cuda":
+            pin_cpu_share(cpu_threads(spec, rank), rank.local_rank)  # XLA's CPU pool follows the cores it may use
         if cap and device != "cuda":
             import resource
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dlperf.engines.base import Engine, RankEnv, StepClock
+from dlperf.engines.base import Engine, RankEnv, StepClock, cpu_threads
 from dlperf.engines.torch.clock import TorchStepClock, synchronize
 from dlperf.engines.torch.memory import peak_memory_mib, reset_peak
 from dlperf.engines.torch.precision import check_precision_on_device, set_fp32_math
@@ -75,7 +75,7 @@ class TorchEngine(Engine):
             torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest convolutions
             set_fp32_math(spec.fp32_math)
         else:
-            torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // rank.local_world_size))  # our cores
+            torch.set_num_threads(cpu_threads(spec, rank))
         if rank.distributed:
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, device_id=self.device if self.device.type == "cuda" else None)
@@ -106,6 +106,10 @@ class TorchEngine(Engine):
         values: list[Any] = [None] * self.rank.world_size
         dist.all_gather_object(values, value)
         return values
+
+    def cpu_threads(self) -> int | None:
+        """torch's intra-op threads, which setup set to the rank's share."""
+        return torch.get_num_threads() if self.device.type == "cpu" else None
 
     def reset_peak_memory(self) -> None:
         reset_peak(self.device)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 from source_records import record
 
@@ -75,6 +77,22 @@ def test_bad_records_are_one_line(tmp_path, capsys):
     bench = write(tmp_path / "bench.json", commbench_record(1, 2))
     code, _, err = run_cli(["predict", bench, bench, "--devices", "2"], capsys)
     assert code != 0 and "not a dlperf run record" in err
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"fits": []}, {"fits": "all_reduce"}, {"fits": None}, {"nodes": "2"}, {"devices_per_node": [1]},
+     {"world_size": "2"}, {"results": {"a": 1}}, {"fits": {"all_reduce": [1, 2]}}],  # fmt: skip
+    ids=lambda changes: "-".join(f"{k}={type(v).__name__}" for k, v in changes.items()),
+)
+def test_commbench_record_of_wrong_types_is_one_line(tmp_path, capsys, changes):
+    """A commbench record edited or written by another tool, each field of a type it does not declare: exit 2 and
+    one line naming the field (it was an internal error, AttributeError, for `fits` as a list)."""
+    run = write(tmp_path / "run.json", single_run(gradient_bytes=2 * MIB))
+    bench = write(tmp_path / "bench.json", {**commbench_record(nodes=2, devices_per_node=1), **changes})
+    code, out, err = run_cli(["predict", run, bench, "--devices", "1", "--nodes", "2"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "internal error" not in err, err
+    assert next(iter(changes)) in err or "fit" in err
 
 
 def test_report_shows_predicted_beside_measured_speedup(tmp_path, capsys):

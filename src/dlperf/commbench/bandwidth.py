@@ -164,7 +164,7 @@ def read_fit(record: dict[str, Any], op: str = "all_reduce") -> AlphaBetaFit:
         raise ConfigError(
             f"not a commbench record (schema {record.get('schema')!r}): give the JSON `dlperf commbench` wrote"
         )
-    fit = record.get("fits", {}).get(op)
+    fit = (record.get("fits") or {}).get(op)
     if fit is None:
         raise ConfigError(
             f"the commbench record has no {op} fit: run dlperf commbench with --ops {op} and two sizes or more"

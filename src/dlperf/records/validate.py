@@ -121,6 +121,12 @@ def record_problem(record: dict[str, Any]) -> str | None:
         problem = _declared_problem(record, spec, hints[spec.name])
         if problem:
             return problem
+    shared = getattr(kind, "SHARES", None)  # the common fields a kind carries besides its own, where present
+    for spec in dataclasses.fields(shared) if shared else ():
+        if spec.name in record and spec.name not in hints:
+            problem = _declared_problem(record, spec, _hints(shared)[spec.name])
+            if problem:
+                return problem
     if record.get("status") == "ok" and issubclass(kind, RunRecord) and record.get("throughput") is None:
         return "throughput None is not a positive finite number"  # an ok run without its figure
     return None

@@ -10,6 +10,7 @@ from dlperf.commbench.bandwidth import SCHEMA
 from dlperf.errors import ConfigError
 from dlperf.escape import plot
 from dlperf.files import read_user_text
+from dlperf.records.validate import record_problem
 
 SCHEMAS = (SCHEMA,)
 
@@ -22,6 +23,9 @@ def read_commbench(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read commbench record {path}: {error}") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise ConfigError(f"{path} is not a commbench record: give the JSON `dlperf commbench` wrote")
+    problem = record_problem(record)  # its declared fields' types: an edited record is named, never a crash
+    if problem:
+        raise ConfigError(f"commbench record {path} is not usable: {problem}; measure again with dlperf commbench")
     if record.get("status", "ok") != "ok":
         raise ConfigError(f"{path} is a failed commbench run ({record.get('error')}): measure again")
     return record

@@ -93,3 +93,22 @@ def test_leftover_temporary_files_are_cleared(tmp_path):
     other.write_text("{")
     claim_paths(paths, overwrite=False)
     assert not leftover.exists() and other.exists()
+
+
+def test_report_onto_a_full_disk_is_one_line_and_leaves_nothing_half_written(small_disk, tmp_path, capsys):
+    """The lock file, a table and a plot each hit the full disk in turn: one line and exit 2 each time (an internal
+    error, exit 1, before), no temporary file and no lock file left behind."""
+    from report_records import record
+
+    results = tmp_path / "results"
+    for case, speed in (("1n1g", 100.0), ("1n2g", 190.0)):
+        write_json_atomic(results / "resnet50" / case / "resnet50_b128_fp32_1.json", record(case, 1, speed))
+    fill(small_disk)
+    free = (small_disk / "filler").stat().st_size
+    for room in (0, 12 * 1024, 40 * 1024):  # nothing; the lock and the tables but no plot; more of the plot
+        os.truncate(small_disk / "filler", free - room)
+        code, _, err = run_cli(["report", str(results), "--out", str(small_disk / "report"), "--overwrite"], capsys)
+        assert code == 2 and err.count("\n") == 1 and "internal error" not in err, err
+        assert "No space left on device" in err
+        left = [p.name for p in (small_disk / "report").rglob("*") if p.is_file()]
+        assert not [name for name in left if name.endswith(".tmp") or name == ".dlperf.lock"], left

@@ -70,3 +70,24 @@ def test_extract_and_report_out_into_a_held_folder_are_refused(tmp_path, held):
         assert report.returncode == 2 and report.stderr.strip().count("\n") == 0, report.stderr
         assert f"in use by dlperf pid {held.pid}" in report.stderr
     assert sorted(p.name for p in out.iterdir()) == [".dlperf.lock"], "a refused writer wrote something"
+
+
+def test_a_finished_writer_leaves_no_lock_file(tmp_path):
+    with results_lock(tmp_path / "out"):
+        assert (tmp_path / "out" / ".dlperf.lock").exists()
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_next_writer_clears_a_killed_writers_half_written_files(tmp_path):
+    """SIGKILL while a sweep writes its report leaves `.report.md.XXXXXXXX.tmp` (an atomic write's temporary):
+    the next writer of the folder (--resume, report) holds the lock, so no write is under way, and removes them;
+    files that are not dlperf's temporaries stay."""
+    out = tmp_path / "out"
+    leftovers = [out / ".report.md.k2j_8xq0.tmp", out / "resnet50" / "1n2g" / ".resnet50_b4_fp32_1.json.abcdefgh.tmp"]
+    kept = [out / "notes.tmp", out / ".editor.swp", out / "resnet50" / ".hidden.tmp"]
+    for path in leftovers + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("half")
+    with results_lock(out):
+        assert [p for p in leftovers if p.exists()] == []
+    assert all(p.exists() for p in kept)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 from source_records import record
 
@@ -81,8 +80,16 @@ def test_bad_records_are_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "changes",
-    [{"fits": []}, {"fits": "all_reduce"}, {"fits": None}, {"nodes": "2"}, {"devices_per_node": [1]},
-     {"world_size": "2"}, {"results": {"a": 1}}, {"fits": {"all_reduce": [1, 2]}}],  # fmt: skip
+    [
+        {"fits": []},
+        {"fits": "all_reduce"},
+        {"fits": None},
+        {"nodes": "2"},
+        {"devices_per_node": [1]},
+        {"world_size": "2"},
+        {"results": {"a": 1}},
+        {"fits": {"all_reduce": [1, 2]}},
+    ],  # fmt: skip
     ids=lambda changes: "-".join(f"{k}={type(v).__name__}" for k, v in changes.items()),
 )
 def test_commbench_record_of_wrong_types_is_one_line(tmp_path, capsys, changes):

@@ -6,6 +6,7 @@ import errno
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -40,7 +41,26 @@ def _current_umask() -> int:
     return mask
 
 
+TMP_SUFFIX = ".tmp"  # an atomic write's temporary file is `.NAME.RANDOM.tmp` beside NAME (mkstemp's 8 characters)
+TMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+RESULTS_DEPTH = 3  # OUT/model/case/record: the deepest a results folder writes
+
+
+def stale_temporaries(folder: Path) -> list[Path]:
+    """The temporary files of atomic writes that never finished in a results folder (a writer killed by SIGKILL
+    or a power cut), as deep as dlperf writes and no deeper: the caller holds the folder's lock, so no write of
+    its is under way."""
+    found = []
+    for depth in range(RESULTS_DEPTH + 1):
+        found += [p for p in folder.glob("/".join(["*"] * depth + [".*.tmp"])) if TMP_NAME.match(p.name)]
+    return [p for p in found if p.is_file()]
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Write through a temporary file renamed into place, with the mode a plain `open` would give (the umask's):
     mkstemp makes files 0600, which would hide a shared results folder from the team. A failure leaves no
     temporary file and names `path`."""
@@ -48,10 +68,10 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
         os.fchmod(fd, 0o666 & ~_current_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -11,6 +11,7 @@ from dlperf.errors import ConfigError
 from dlperf.escape import plot
 from dlperf.files import read_user_text
 from dlperf.records.validate import record_problem
+from dlperf.reporting.figures import save_figure
 
 SCHEMAS = (SCHEMA,)
 
@@ -115,7 +116,4 @@ def plot_commbench(record: dict[str, Any], path: Path) -> Path:
     axis.grid(True, which="both", alpha=0.3)
     axis.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

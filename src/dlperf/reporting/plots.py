@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
 from dlperf.reporting.aggregate import CaseSummary, median_of  # noqa: E402
+from dlperf.reporting.figures import save_figure  # noqa: E402
 
 SUPERLINEAR = "eff>100%"
 SWITCHES = {"compile": "torch.compile", "realdata": "real data", "channels-last": "channels-last"}
@@ -95,13 +96,6 @@ def _mark_flagged(axis: Axes, xs: list[float], ys: list[float], cases: list[Case
                      label=f"flagged: {names} (see report.md)")  # fmt: skip
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def scaling_figure(cases: list[CaseSummary], title: str) -> plt.Figure | None:
     """Throughput and speedup against device count; None when no case of the group has a measurement."""
     measured = [c for c in cases if c.speeds]
@@ -163,7 +157,7 @@ def _speedup_panel(right: Axes, with_speedup: list[CaseSummary]) -> None:
 def plot_group(cases: list[CaseSummary], title: str, path: Path) -> Path | None:
     """One PNG with throughput and speedup panels; None when no case of the group has a measurement."""
     fig = scaling_figure(cases, title)
-    return None if fig is None else _save(fig, path)
+    return None if fig is None else save_figure(fig, path)
 
 
 def scaling_title(model: str, group: str, cases: list[CaseSummary]) -> str:
@@ -235,4 +229,4 @@ def layout_section(case: CaseSummary) -> str:
 
 def plot_layouts(model: str, section: str, cases: list[CaseSummary], path: Path) -> Path | None:
     fig = layouts_figure(model, section, cases)
-    return None if fig is None else _save(fig, path)
+    return None if fig is None else save_figure(fig, path)

@@ -20,6 +20,7 @@ from dlperf.records.load import load_records
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import CaseSummary, summarise
 from dlperf.reporting.doubts import Flag
+from dlperf.reporting.figures import save_figure
 from dlperf.reporting.report import tables_markdown
 
 if TYPE_CHECKING:
@@ -523,10 +524,7 @@ def plot_series(series: SeriesComparison, path: Path) -> Path | None:
         axis.legend()
     fig.suptitle(plot(series.key.title))
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _plot_source(

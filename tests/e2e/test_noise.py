@@ -14,32 +14,42 @@ TICK = 0.05  # psutil reads CPU times in clock ticks (10 ms); allow a few
 BURN = "import time\nwhile time.process_time() < 0.4: pass\nprint('done', flush=True)\ntime.sleep(60)"
 
 
-@pytest.fixture
-def burner():
-    proc = subprocess.Popen([sys.executable, "-c", BURN], stdout=subprocess.PIPE, text=True)
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
-def test_other_processes_cpu_time_counted_and_own_tree_excluded(burner):
+def test_other_processes_cpu_time_counted_and_own_tree_excluded():
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         start = take_snapshot(root_pid=sleeper.pid)  # pretend the run is the sleeper: the burner is someone else
+        burner = subprocess.Popen([sys.executable, "-c", BURN], stdout=subprocess.PIPE, text=True)
         assert burner.stdout.readline().strip() == "done"
         end = take_snapshot(root_pid=sleeper.pid)
-        keys = [key for key in end.cpu_seconds if key[0] == burner.pid]
-        assert len(keys) == 1 and end.cpu_seconds[keys[0]] >= 0.4 - TICK
-        assert all(pid != sleeper.pid for pid, _ in end.cpu_seconds)
+        assert [pid for pid, _ in end.own_seconds] == [sleeper.pid]
         load = machine_load(start, end)
-        assert load.other_cpu_s >= 0.4 - TICK - start.cpu_seconds.get(keys[0], 0.0)
+        assert load.other_cpu_s >= 0.4 - TICK  # the burner's 0.4 s, whatever else ran
         assert load.other_cores == pytest.approx(load.other_cpu_s / load.wall_s)
         assert load.gpu_other_processes is None
-        ours = take_snapshot()  # this process's tree: the burner is our child, so not "other"
-        assert all(pid != burner.pid for pid, _ in ours.cpu_seconds)
+        ours = take_snapshot()  # this process's tree: the burner is our child, so ours, not "other"
+        assert burner.pid in {pid for pid, _ in ours.own_seconds}
+        burner.kill()
+        burner.wait()
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+SHORT_LIVED = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.08: pass"
+
+
+def test_short_lived_processes_between_the_snapshots_are_counted():
+    """A build or a test suite is many processes that start and end between two snapshots: a process list at
+    each snapshot sees none of them (a run at load 10-14 on 2 cores measured others at 0.22 cores and was not
+    flagged). The machine's own CPU accounting counts them: 12 processes of 0.08 s each burn at least 0.96 s."""
+    start = take_snapshot()
+    for _ in range(12):
+        subprocess.run([sys.executable, "-S", "-c", SHORT_LIVED], check=True)
+    end = take_snapshot()
+    # ours: they are this process's children while they run, but ended before the snapshot: only the machine saw
+    load = machine_load(start, end)
+    assert load.other_cpu_s >= 12 * 0.08 - TICK, load
+    assert noise_verdict([10.0, 10.0], [load]).noisy == (load.other_cores > other_cores_limit(load.cpu_count))
 
 
 def _load(other_cores: float, cpu_count: int = 2, gpus: list | None = None) -> MachineLoad:

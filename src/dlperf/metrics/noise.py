@@ -1,11 +1,13 @@
 """The machine's other load while a run ran, and the `noisy` verdict that keeps a loaded machine's number honest.
 
-A snapshot (psutil; NVML on GPUs) is taken on every node at the start and at the end of the timed run, excluding
-the run's own process tree. Between the two:
+A snapshot (psutil; NVML on GPUs) is taken on every node at the start and at the end of the timed run. Between
+the two:
 
-- other processes' CPU time: the user + system seconds every other process accrued (a process that started in
-  between counts from zero; one that ended in between is missed, so this is a lower bound), divided by the wall
-  time, i.e. how many cores others kept busy on average;
+- others' CPU time: the machine's busy CPU seconds (the kernel's /proc/stat: user, nice, system, interrupts and
+  the time a hypervisor gave other guests, `steal`) less the user + system seconds of the run's own process tree,
+  divided by the wall time, i.e. how many cores others kept busy on average. Counting the machine rather than the
+  processes one can see catches what a process list misses: processes that start and end between the snapshots
+  (a build, a test suite), kernel work, and a shared VM's neighbours (steal, also recorded on its own);
 - the load average at start and end (it includes the run itself, so it is recorded, not judged);
 - on GPUs, the compute processes NVML lists on the run's devices (mapped from the framework's numbering,
   metrics/gpus.py) that are not the run's own. NVML reports the host's PIDs: inside a container (its own PID
@@ -45,9 +47,21 @@ class LoadSnapshot:
     time: float
     load_avg: tuple[float, float, float]
     cpu_count: int
-    cpu_seconds: dict[tuple[int, float], float]  # (pid, create time) -> user + system seconds, other processes only
+    busy_s: float  # the machine's non-idle CPU seconds since boot, steal included
+    steal_s: float  # of which a hypervisor ran other guests
+    own_seconds: dict[tuple[int, float], float]  # (pid, create time) -> user + system seconds, the run's own tree
     gpu_processes: list[dict[str, object]] | None  # other processes on the run's GPUs; None: not looked at / unknown
     gpu_note: str | None = None
+
+
+def _busy_seconds() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot: everything but idle and I/O wait."""
+    import psutil
+
+    times = psutil.cpu_times()._asdict()
+    steal = times.get("steal", 0.0)
+    busy = sum(v for k, v in times.items() if k not in ("idle", "iowait", "guest", "guest_nice"))
+    return busy, steal
 
 
 def _own_tree(root_pid: int) -> set[int]:
@@ -92,13 +106,16 @@ def take_snapshot(
 
     own = _own_tree(os.getpid() if root_pid is None else root_pid) | set(extra_own_pids)
     seconds: dict[tuple[int, float], float] = {}
-    for proc in psutil.process_iter(["pid", "create_time", "cpu_times"]):
-        info = proc.info
-        if info["pid"] in own or info["cpu_times"] is None:
-            continue
-        seconds[(info["pid"], info["create_time"])] = info["cpu_times"].user + info["cpu_times"].system
+    for pid in own:
+        try:
+            proc = psutil.Process(pid)
+            times = proc.cpu_times()
+            seconds[(pid, proc.create_time())] = times.user + times.system
+        except psutil.Error:
+            continue  # ended since the tree was listed
+    busy, steal = _busy_seconds()
     gpus, note = _gpu_processes(gpu_indices, own) if gpu_indices else (None, None)
-    return LoadSnapshot(time.time(), psutil.getloadavg(), psutil.cpu_count() or 1, seconds, gpus, note)
+    return LoadSnapshot(time.time(), psutil.getloadavg(), psutil.cpu_count() or 1, busy, steal, seconds, gpus, note)
 
 
 @dataclass(frozen=True)
@@ -113,14 +130,17 @@ class MachineLoad:
     other_cores: float
     gpu_other_processes: list[dict[str, object]] | None
     gpu_note: str | None
+    steal_cores: float = 0.0  # of other_cores, what a hypervisor gave other guests (a shared VM's neighbours)
 
     def as_record(self) -> dict[str, object]:
         return asdict(self)
 
 
 def machine_load(start: LoadSnapshot, end: LoadSnapshot) -> MachineLoad:
-    """Other processes' CPU time between two snapshots, and the GPU processes seen at either."""
-    other = sum(max(0.0, s - start.cpu_seconds.get(key, 0.0)) for key, s in end.cpu_seconds.items())
+    """Others' CPU time between two snapshots (the machine's less the run's own), and the GPU processes seen at
+    either. An own process that started in between counts from zero."""
+    own = sum(max(0.0, s - start.own_seconds.get(key, 0.0)) for key, s in end.own_seconds.items())
+    other = max(0.0, end.busy_s - start.busy_s - own)
     wall = max(end.time - start.time, 1e-9)
     gpus = None
     if start.gpu_processes is not None or end.gpu_processes is not None:
@@ -137,6 +157,7 @@ def machine_load(start: LoadSnapshot, end: LoadSnapshot) -> MachineLoad:
         other_cores=other / wall,
         gpu_other_processes=gpus,
         gpu_note=end.gpu_note or start.gpu_note,
+        steal_cores=max(0.0, end.steal_s - start.steal_s) / wall,
     )
 
 
@@ -174,8 +195,9 @@ def noise_verdict(
     for node, load in enumerate(loads):
         limit = other_cores_limit(load.cpu_count)
         if load.other_cores > limit:
+            steal = f", {load.steal_cores:.2f} of them other guests of the VM host" if load.steal_cores >= 0.01 else ""
             reasons.append(
-                f"node {node}: other processes kept {load.other_cores:.2f} of {load.cpu_count} cores busy "
+                f"node {node}: others kept {load.other_cores:.2f} of {load.cpu_count} cores busy{steal} "
                 f"(limit {limit:.2f})"
             )
         for proc in load.gpu_other_processes or []:

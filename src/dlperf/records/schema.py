@@ -105,14 +105,15 @@ class RunRecord:
         " not stable, the `reason`"
     )
     noisy: bool | None = doc(
-        "the run's verdict (`metrics/noise.py`): windows' CV above 5 %, other processes busier than 10 % of the cores"
-        " (at least half a core), or another process on the run's GPUs"
+        "the run's verdict (`metrics/noise.py`): windows' CV above 5 %, others (the machine's busy CPU time less the"
+        " run's own) busier than 10 % of the cores (at least half a core), or another process on the run's GPUs"
     )
     noise_reasons: list[str] | None = doc("why the run is noisy")
     window_cv: float | None = doc("coefficient of variation of the windows")
     machine_load: list[dict[str, Any]] | None = doc(
         "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
-        " load averages, other processes' CPU seconds and cores, other GPU processes (NVML)"
+        " load averages, others' CPU seconds and cores (the machine's busy time less the run's own tree), of them"
+        " `steal_cores` (a VM host's other guests), other GPU processes (NVML)"
     )
     stragglers: dict[str, Any] | None = doc(
         "per-rank median of each rank's own work per step (`measure` says what), the median rank, slowest rank and"

@@ -80,11 +80,14 @@ def test_log_follower_prints_each_event_as_it_lands(tmp_path):
         writer.config({"world_size": 2, "warmup_iters": 3, "compile": True})
         writer.warmup(WarmupLine(3, 12.5, 14.25, time.time()))
         writer.window(WindowLine(20, 40, 6.5, 100.0, 80.0, time.time()))
+        writer.warmup(WarmupLine(3, 0.4, 7.9, time.time(), compile_s=63.04))  # JAX: compiled before the first step
         writer.close()
         time.sleep(0.3)
     assert seen[0] == "ranks up (2): warming up 3 iterations (with torch.compile: the first step compiles)"
     assert seen[1] == "warm-up done in 14.2 s (first step, start-up and compile: 12.5 s); timing"
     assert seen[2] == "iter 20/40  loss 6.5000  100.00 samples/s  80.0 ms/iter  200 tokens/s"
+    # the record's compile_s (63 s) is in the line, not hidden behind a 7.9 s warm-up
+    assert seen[3] == "warm-up done in 7.9 s after 63.0 s of compiling (first step: 0.4 s); timing"
 
 
 def test_log_follower_says_how_long_a_silent_phase_lasts(tmp_path):

@@ -141,10 +141,9 @@ class LogFollower:
             return True
         if (warmup := parse_warmup(line)) is not None:
             self._phase, self._phase_since = "timing", time.monotonic()
-            self.emit(
-                f"warm-up done in {warmup.elapsed_s:.1f} s (first step, start-up and compile: "
-                f"{warmup.first_step_s:.1f} s); timing"
-            )
+            ahead = f" after {warmup.compile_s:.1f} s of compiling" if warmup.compile_s is not None else ""
+            first = "first step" if ahead else "first step, start-up and compile"
+            self.emit(f"warm-up done in {warmup.elapsed_s:.1f} s{ahead} ({first}: {warmup.first_step_s:.1f} s); timing")
             return True
         if (window := parse_window(line)) is not None:
             self.emit(window_text(window, self.extra))

@@ -127,7 +127,7 @@ def timed_loop(
     engine.sync(output)
     engine.reset_peak_memory()  # the timed steps' peak: not warm-up's cuDNN benchmarking or autotuning workspaces
     if on_warmup:  # the live view tells start-up and compiling apart from the timed windows
-        on_warmup(WarmupLine(warmup_done, first_step_s, time.perf_counter() - started, time.time()))
+        on_warmup(WarmupLine(warmup_done, first_step_s, time.perf_counter() - started, time.time(), step.compile_s))
     for probe in probes:  # before the barrier, so no rank's timed window holds another's snapshot
         probe.start()
     engine.barrier()

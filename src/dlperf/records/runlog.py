@@ -2,11 +2,13 @@
 
     [dlperf] config {"model": "resnet50", ..., "global_batch_size": 256, "world_size": 2}
     [dlperf] warmup done iters 10 first_step_s 3.210 elapsed_s 5.432 time 1763829990.000000
+    [dlperf] warmup done iters 10 first_step_s 0.410 elapsed_s 1.432 compile_s 63.100 time 1763829990.000000
     [dlperf] iter 20/100 loss 6.912345 samples/s 1234.56 ms/iter 207.35 time 1763830000.123456
 
 `iter` counts timed iterations (warm-up excluded); `samples/s` and `ms/iter` are the window's own;
 `time` is the Unix time stamp at the window's end. The warm-up line says how long start-up and compiling
-(`first_step_s`, the first step alone) and the whole warm-up (`elapsed_s`) took. Files are appended and flushed
+(`first_step_s`, the first step alone) and the whole warm-up (`elapsed_s`) took, and, where the step was compiled
+ahead of its first run (JAX/XLA), how long that took before the warm-up (`compile_s`). Files are appended and flushed
 line by line.
 """
 
@@ -25,7 +27,7 @@ WINDOW_RE = re.compile(
 )
 WARMUP_RE = re.compile(
     r"^\[dlperf\] warmup done iters (?P<iters>\d+) first_step_s (?P<first>[\d.]+) elapsed_s (?P<elapsed>[\d.]+) "
-    r"time (?P<time>[\d.]+)$"
+    r"(?:compile_s (?P<compile>[\d.]+) )?time (?P<time>[\d.]+)$"
 )
 CONFIG_RE = re.compile(r"^\[dlperf\] config (?P<json>\{.*\})$")
 
@@ -69,12 +71,14 @@ class WarmupLine:
     first_step_s: float
     elapsed_s: float
     timestamp: float
+    compile_s: float | None = None  # ahead-of-time compiling before the first step (JAX/XLA), not in elapsed_s
 
 
 def format_warmup(line: WarmupLine) -> str:
+    compiled = f"compile_s {line.compile_s:.3f} " if line.compile_s is not None else ""
     return (
         f"{PREFIX} warmup done iters {line.iters} first_step_s {line.first_step_s:.3f} "
-        f"elapsed_s {line.elapsed_s:.3f} time {line.timestamp:.6f}"
+        f"elapsed_s {line.elapsed_s:.3f} {compiled}time {line.timestamp:.6f}"
     )
 
 
@@ -82,7 +86,8 @@ def parse_warmup(text: str) -> WarmupLine | None:
     match = WARMUP_RE.match(text.strip())
     if not match:
         return None
-    return WarmupLine(int(match["iters"]), float(match["first"]), float(match["elapsed"]), float(match["time"]))
+    compiled = float(match["compile"]) if match["compile"] else None
+    return WarmupLine(int(match["iters"]), float(match["first"]), float(match["elapsed"]), float(match["time"]), compiled)
 
 
 def parse_config(text: str) -> dict[str, Any] | None:

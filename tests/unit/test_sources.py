@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from source_records import record, write_source
+from source_records import env, record, write_source
 
 from dlperf.errors import ConfigError
 from dlperf.peers.extract import Options, extract_dir
+from dlperf.records.store import write_json_atomic
 from dlperf.reporting.sources import (
     SeriesKey,
     Source,
@@ -154,3 +155,33 @@ def test_aliases_pool_into_one_table():
     source = Source.from_records("pooled", records)
     (cases,) = source.series[SeriesKey("resnet50", "fp32")].values()
     assert cases[0].speeds == [100.0, 130.0, 110.0] and cases[0].stats["median"] == 110.0
+
+
+def test_a_tensorflow_command_is_named_by_its_framework_and_no_row_is_empty(tmp_path):
+    """A `--command` TensorFlow run carries dlperf's environment (no torch of its own): the environment table has
+    a framework row saying `tensorflow 2.20.0`, and no fact that no source knows is an empty row."""
+    machine = {"host": "h", "cpu": "Xeon", "os": "Linux", "python": "3.11.9"}
+    tf = [
+        record("resnet50", case, 128, "fp32", 1, speed, engine="external", framework="tensorflow 2.20.0", env=machine)
+        for case, speed in (("1n1g", 300.0), ("1n2g", 580.0))
+    ]
+    native = [
+        record("resnet50", case, 128, "fp32", 1, speed, engine="torch", framework="torch 2.14.1", env=env("2.14.1"))
+        for case, speed in (("1n1g", 310.0), ("1n2g", 600.0))
+    ]
+    comparison = build_comparison([Source.from_records("torch", native), Source.from_records("tf", tf)])
+    rows = {row.fact: row.values for row in comparison.environment}
+    assert rows["framework"] == {"torch": "torch 2.14.1", "tf": "tensorflow 2.20.0"}
+    assert all(any(v is not None for v in values.values()) for values in rows.values())
+    assert "cudnn" not in rows and "nccl" not in rows and "jax" not in rows  # nobody knows them: no row
+
+
+def test_report_environment_names_the_commands_framework(tmp_path, capsys):
+    machine = {"host": "h", "cpu": "Xeon", "os": "Linux", "python": "3.11.9"}
+    for case, speed in (("1n1g", 300.0), ("1n2g", 580.0)):
+        rec = record("resnet50", case, 128, "fp32", 1, speed, engine="external", framework="tensorflow 2.20.0")
+        write_json_atomic(tmp_path / "tf" / "resnet50" / case / "resnet50_b128_fp32_1.json", {**rec, "env": machine})
+    code, _, err = run_cli(["report", str(tmp_path / "tf"), "--out", str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "- Python 3.11.9, tensorflow 2.20.0" in report and "torch None" not in report

@@ -87,7 +87,9 @@ def parse_warmup(text: str) -> WarmupLine | None:
     if not match:
         return None
     compiled = float(match["compile"]) if match["compile"] else None
-    return WarmupLine(int(match["iters"]), float(match["first"]), float(match["elapsed"]), float(match["time"]), compiled)
+    return WarmupLine(
+        int(match["iters"]), float(match["first"]), float(match["elapsed"]), float(match["time"]), compiled
+    )
 
 
 def parse_config(text: str) -> dict[str, Any] | None:

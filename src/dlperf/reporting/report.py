@@ -230,11 +230,20 @@ def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
         f"- host: {env.get('host')}; CPU: {env.get('cpu')} ({env.get('cpu_cores')} cores); "
         f"memory: {env.get('memory_gib')} GiB; OS: {env.get('os')}",
         _gpus_line(env.get("gpus", [])),
-        f"- Python {env.get('python')}, torch {env.get('torch')}, torchvision {env.get('torchvision')}"
+        f"- Python {env.get('python')}, {_frameworks_text(records, env)}"
         + (f", CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, NCCL {env.get('nccl')}" if env.get("cuda") else ""),
         f"- dlperf commit: {git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else ""),
     ]
     return ["## Environment", "", *(md(line) for line in facts), ""]
+
+
+def _frameworks_text(records: list[dict[str, Any]], env: dict[str, Any]) -> str:
+    """What ran the records, as they name it (`torch 2.14.1`, `tensorflow 2.20.0`: an external script's framework
+    is not dlperf's torch); torchvision beside a native torch run."""
+    names = sorted({str(r["framework"]) for r in records if r.get("framework")})
+    if any(r.get("engine", "torch") == "torch" for r in records) and env.get("torchvision"):
+        names.append(f"torchvision {env['torchvision']}")
+    return ", ".join(names) or "framework not recorded"
 
 
 def _gpus_line(gpus: list[dict[str, Any]]) -> str:

@@ -158,6 +158,10 @@ class Source:
         engines = sorted({engine_of(r) for r in self.records})
         return ", ".join(engines)
 
+    def frameworks(self) -> str | None:
+        """The frameworks (with versions) this source's records name, or None where none does."""
+        return ", ".join(sorted({str(r["framework"]) for r in self.records if r.get("framework")})) or None
+
 
 def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None, by: str = "source") -> list[Source]:
     """Read each folder's records; label sources by `labels`, the folder names, or (`by="engine"`) the engine."""
@@ -301,9 +305,14 @@ class EnvRow:
 
 
 def environment_rows(sources: list[Source]) -> list[EnvRow]:
-    """What each source ran on; extracted logs know only their format, so their facts stay empty."""
+    """What each source ran on: its engine or log format, the framework its records name (a TensorFlow script's
+    `tensorflow 2.20.0`, which dlperf's own environment does not hold), then the machine's facts that at least one
+    source knows (extracted logs know only their format)."""
     envs = {s.label: s.environment() for s in sources}
-    rows = [EnvRow("engine / format", {s.label: s.kind() for s in sources})]
+    rows = [
+        EnvRow("engine / format", {s.label: s.kind() for s in sources}),
+        EnvRow("framework", {s.label: s.frameworks() for s in sources}),
+    ]
     facts = next((list(e) for e in envs.values() if e), [])
     for fact in facts:
         values = {}
@@ -311,7 +320,7 @@ def environment_rows(sources: list[Source]) -> list[EnvRow]:
             value = env.get(fact) if env else None
             values[label] = None if value in (None, "") else str(value)
         rows.append(EnvRow(fact, values))
-    return rows
+    return [row for row in rows if any(v is not None for v in row.values.values())]
 
 
 @dataclass

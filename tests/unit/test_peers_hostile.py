@@ -174,8 +174,8 @@ def test_a_dotdot_model_is_skipped_and_nothing_leaves_the_records_folder(tmp_pat
     }
     others = {p for p in written if p.parts[0] != "records"}
     assert others == {
-        Path(n) for n in ("report.md", "summary.json", "runs.csv", "cases.csv", ".dlperf.lock")
-    }  # the lock, as a sweep leaves it
+        Path(n) for n in ("report.md", "summary.json", "runs.csv", "cases.csv")
+    }  # and no lock: a finished writer removes it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "out"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dlperf.cli.args import positive_float, positive_int
+from dlperf.cli.args import positive_float, positive_int, positive_int_or_auto
 from dlperf.cli.options import add_launch_options, add_output_options, launch_options, prepare_single_run
 from dlperf.commbench.bandwidth import OPS
 from dlperf.engines import engine_names
@@ -40,6 +40,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     what.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cuda or cpu")
     what.add_argument("--engine", choices=engine_names(), default="torch", help="framework (default torch)")
     what.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds before it is stopped")
+    what.add_argument(
+        "--cpu-threads",
+        type=positive_int_or_auto,
+        default="auto",
+        help="threads of each rank on a CPU device (default auto: the cores over the devices per node)",
+    )
     add_launch_options(parser)
     add_output_options(parser, "record")
     parser.set_defaults(func=run)
@@ -60,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
             "device": args.device,
             "engine": args.engine,
             "timeout": args.timeout,
+            "cpu_threads": args.cpu_threads,
         }
     )
     prepared = prepare_single_run(spec, launch, args.repeat, args.out, args.overwrite)

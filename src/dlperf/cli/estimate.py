@@ -7,7 +7,7 @@ from typing import Any
 
 from dlperf.cli.display import duration
 from dlperf.orchestration.sweep import SweepPlan
-from dlperf.spec import RunSpec
+from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
 # ResNet-50 forward: 4.1 G multiply-adds = 8.2 GFLOP per 224 px image; a training step is about 3 forwards.
@@ -21,7 +21,7 @@ def run_seconds(spec: RunSpec, plan: WorkloadPlan, env: dict[str, Any]) -> float
     """Rough seconds for one run of a ResNet-50 case on this machine's CPUs; None where no estimate applies (a
     GPU, another model, an external script)."""
     on_cpu = spec.device == "cpu" or (spec.device == "auto" and not env.get("gpus"))
-    if not on_cpu or spec.model != "resnet50":
+    if not on_cpu or spec.model != "resnet50" or spec.engine == EXTERNAL:  # a script's model is only its label
         return None
     image_size = getattr(spec.workload, "image_size", 224)
     warmup = spec.warmup_iters if isinstance(spec.warmup_iters, int) else spec.max_warmup_iters

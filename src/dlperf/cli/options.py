@@ -21,7 +21,7 @@ from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import LAUNCHERS, LaunchOptions
 from dlperf.metrics.environment import collect_environment
-from dlperf.orchestration.run import check_run, launcher_for, plan_jobs, share_cpu
+from dlperf.orchestration.run import check_run, launcher_for, plan_jobs, preflight, share_cpu
 from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
 from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag
@@ -213,8 +213,10 @@ def prepare_single_run(
     plan = check_run(spec, launcher)
     jobs = plan_jobs(spec, plan, [repeat], out)
     if launch.dry_run:
+        preflight([spec], launcher)
         print(launcher.describe_all(jobs))
         return None
     check_writable(out)
     refuse_early(jobs[0], overwrite)
+    preflight([spec], launcher)  # imports the framework: after the refusals that need none
     return SingleRun(launcher, plan, jobs[0], {**collect_environment(), **engine_versions([spec.engine])})

@@ -17,7 +17,7 @@ from dlperf.records.store import check_writable
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import read_commbench
-from dlperf.reporting.export import TENSORBOARD_HINT, write_tensorboard
+from dlperf.reporting.export import TENSORBOARD_HINT, require_tensorboard, write_tensorboard
 from dlperf.reporting.report import check_one_sweep, refuse_to_replace, write_report
 from dlperf.reporting.sources import (
     BY_CHOICES,
@@ -28,15 +28,13 @@ from dlperf.reporting.sources import (
     write_comparison,
 )
 
-# `all` keeps one folder's report as it always was; the HTML page is asked for by name there.
 FORMAT_CHOICES = {
     "md": {"md"},
     "json": {"json"},
     "png": {"png"},
     "html": {"html"},
-    "all": {"md", "json", "png"},
+    "all": {"md", "json", "png", "html"},
 }
-ALL_SEVERAL = {"md", "json", "png", "html"}
 ENGINES_DIR = "engines"
 FRAMEWORKS_DIR = "frameworks"
 
@@ -68,7 +66,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--format",
         choices=sorted(FORMAT_CHOICES),
         default="all",
-        help="what to write (default all: md, json, png; with several folders html too)",
+        help="what to write (default all: md, json, png and report.html)",
     )
     parser.add_argument(
         "--out",
@@ -111,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tensorboard or args.predict:
         raise ConfigError("--tensorboard and --predict apply to one folder's report: give one DIR")
     out, own = _comparison_out(args)
-    formats = ALL_SEVERAL if args.format == "all" else FORMAT_CHOICES[args.format]
+    formats = FORMAT_CHOICES[args.format]
     comparison = build_comparison(load_sources(args.dir, args.label, args.by))
     for path in _write_cross_source(comparison, out, formats, replace=args.overwrite or own):
         print(terminal(path))
@@ -150,6 +148,8 @@ def _single(args: argparse.Namespace) -> int:
     # a running sweep's: its lock refuses us; DIR's own report is a reader's view.
     if not args.overlap and not predict:
         raise ConfigError("--no-overlap changes the --predict column: add --predict COMMBENCH_RECORD")
+    if args.tensorboard:
+        require_tensorboard()
     with results_lock(out) if args.out else contextlib.nullcontext():
         if args.out and not args.overwrite and out.resolve() != root.resolve():
             refuse_to_replace(out, formats)

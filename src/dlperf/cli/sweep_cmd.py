@@ -24,6 +24,7 @@ from dlperf.orchestration.sweep import (
     SweepPlan,
     finish_sweep,
     plan_sweep_file,
+    preflight_sweep,
     run_sweep,
     start_sweep,
     stored_sweep_fields,
@@ -113,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_sweep_file(options, launcher)  # checks it is UTF-8
     spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
     if launcher.options.dry_run:
+        preflight_sweep(plan, options, launcher)
         print(launcher.describe_all(plan.jobs(args.out)))
         return 0
     check_writable(args.out)

@@ -38,15 +38,22 @@ def share_cpu(specs: list[RunSpec]) -> list[RunSpec]:
 
 
 def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
-    """Every check that can run before a process starts, once; returns the plan every later step reads."""
+    """Every check of the spec that needs no framework, once; returns the plan every later step reads. The
+    engine's own checks (`preflight`) import its framework, seconds on a loaded machine: the caller runs them
+    after its cheap refusals (an existing record, a folder in use)."""
     launcher.options.validate()
     plan = check_spec(spec)
     launcher.check(spec)
     if spec.engine == EXTERNAL:
         check_command(spec, plan)
-    else:
-        engine_class(spec.engine)().preflight(spec, local=launcher.local)
     return plan
+
+
+def preflight(specs: list[RunSpec], launcher: Launcher) -> None:
+    """Each engine's check of the devices, precisions and packages the specs ask for."""
+    for spec in specs:
+        if spec.engine != EXTERNAL:
+            engine_class(spec.engine)().preflight(spec, local=launcher.local)
 
 
 def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | Path) -> list[RunJob]:
@@ -119,4 +126,4 @@ def _execute(
     return records
 
 
-__all__ = ["LaunchOptions", "check_run", "execute", "launcher_for", "plan_jobs", "share_cpu"]
+__all__ = ["LaunchOptions", "check_run", "execute", "launcher_for", "plan_jobs", "preflight", "share_cpu"]

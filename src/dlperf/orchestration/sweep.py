@@ -28,7 +28,7 @@ from dlperf.launch.hosts import slots_per_node
 from dlperf.metrics.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.preflight import preflight_warning
-from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, share_cpu
+from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
@@ -241,12 +241,21 @@ def sweep_id_for(jobs: list[RunJob], resume: bool) -> str:
     return (resumed_sweep_id(jobs) if resume else None) or new_sweep_id()
 
 
+def preflight_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher) -> None:
+    """The engines' checks of every case (they import the frameworks: after the cheap refusals), faults named in
+    the sweep file's words."""
+    with _faults_named_by(options.config):
+        preflight([spec for spec, _ in plan.cases], launcher)
+
+
 def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher, sweep_id: str | None = None) -> SweepStart:
     """Refuse to replace another sweep's report (unless resuming or overwriting), check the folder can be
-    written, capture the environment once; `sweep_id` where the caller has named the sweep already."""
+    written, run the engines' checks, capture the environment once; `sweep_id` where the caller has named the
+    sweep already."""
     if not (options.resume or options.overwrite):
         refuse_to_replace(options.out, {"md", "json"})
     check_writable(options.out)
+    preflight_sweep(plan, options, launcher)
     engines = sorted({spec.engine for spec, _ in plan.cases})
     env = {**collect_environment(), **engine_versions(engines)}
     warnings = [
@@ -378,6 +387,7 @@ __all__ = [
     "load_sweep_file",
     "plan_sweep",
     "plan_sweep_file",
+    "preflight_sweep",
     "run_sweep",
     "start_sweep",
 ]

@@ -52,9 +52,10 @@ def merge_options(stored: dict[str, Any], given: dict[str, Any], defaults: dict[
         if value == defaults.get(flag) or value == stored.get(flag, defaults.get(flag)):
             continue
         before = stored.get(flag, defaults.get(flag))
+        was = f"differs from this sweep's stored {before}" if before is not None else "was not given when this "
+        was += f" ({OPTIONS_FILE})" if before is not None else "sweep started (its sweep file decided)"
         raise ConfigError(
-            f"--{flag.replace('_', '-')} {value} differs from this sweep's stored {before} "
-            f"({OPTIONS_FILE}): --resume finishes the sweep as it started; drop the flag, or start again with "
-            "--overwrite"
+            f"--{flag.replace('_', '-')} {value} {was}: --resume finishes the sweep as it started; drop the flag, "
+            "or start again with --overwrite"
         )
     return merged

@@ -111,6 +111,8 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
 def check_writable(out: str | Path) -> None:
     """Fail up front, not after an hour of measuring, when results cannot be written."""
     folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise ResultsError(f"--out {out} is a file, not a results folder: choose another --out")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".dlperf-write-test-{uuid.uuid4().hex}"

@@ -123,6 +123,14 @@ def write_csv(records: list[dict[str, Any]], summary: dict[GroupKey, list[CaseSu
 TENSORBOARD_HINT = "pip install 'dlperf[tensorboard]'"
 
 
+def require_tensorboard() -> None:
+    """Refuse --tensorboard before anything is written, where the package is missing: not after the report."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError(f"--tensorboard needs the tensorboard package: {TENSORBOARD_HINT}")
+
+
 def write_tensorboard(summary: dict[GroupKey, list[CaseSummary]], logdir: str | Path) -> Path:
     """One TensorBoard run per model and group (`logdir/<model>/<group>`), its scalars against devices as the step:
     median throughput, per device, speedup, efficiency and CV, so teams see scaling on the dashboard they use."""

@@ -1,14 +1,17 @@
-"""`report.html`: one self-contained page (plotly.js inlined once) that opens from disk with no network."""
+"""`report.html`: one self-contained page (plotly.js inlined once, compressed) that opens from disk with no network."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.colors import qualitative
+from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from dlperf import escape
@@ -46,15 +49,45 @@ PALETTE = qualitative.Plotly
 
 
 class _Plots:
-    """Figures to div snippets: the first carries the whole plotly.js bundle, the rest only their data."""
+    """Figures as empty divs with their data beside them as JSON; `loader` renders them all once plotly.js is
+    unpacked. plotly.js (4.8 MB) is inlined gzip-compressed (2 MB in base64) and unpacked by the browser's own
+    DecompressionStream: the page stays one file that opens from disk with no network, at 40 % of the size."""
 
     def __init__(self) -> None:
-        self.bundled = False
+        self.count = 0
 
     def div(self, fig: go.Figure) -> str:
-        snippet = pio.to_html(fig, full_html=False, include_plotlyjs=not self.bundled, config=PLOT_CONFIG)
-        self.bundled = True
-        return f'<div class="plot">{snippet}</div>'
+        self.count += 1
+        target = f"plot-{self.count}"
+        data = fig.to_json().replace("</", "<\\/")  # a `</script>` inside a label must not end the data's tag
+        return (
+            f'<div class="plot"><div id="{target}" class="plotly-graph-div"></div>'
+            f'<script type="application/json" class="plot-data" data-target="{target}">{data}</script></div>'
+        )
+
+    def loader(self) -> list[str]:
+        """The compressed bundle and the script that unpacks it and draws every figure (nothing without figures)."""
+        if not self.count:
+            return []
+        bundle = base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), mtime=0)).decode("ascii")
+        config = json.dumps(PLOT_CONFIG)
+        return [
+            f'<script type="application/octet-stream" id="plotly-js-gzip">{bundle}</script>',
+            "<script>",
+            "(async () => {",
+            "  const packed = document.getElementById('plotly-js-gzip').textContent;",
+            "  const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));",
+            "  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));",
+            "  const code = document.createElement('script');",
+            "  code.textContent = await new Response(stream).text();",
+            "  document.head.appendChild(code);",
+            "  for (const data of document.querySelectorAll('script.plot-data')) {",
+            "    const fig = JSON.parse(data.textContent);",
+            f"    await Plotly.newPlot(data.dataset.target, fig.data, fig.layout, {config});",
+            "  }",
+            "})();",
+            "</script>",
+        ]
 
 
 def _table(table: Table, row_classes: list[str] | None = None, css: str = "") -> str:
@@ -95,6 +128,7 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
     )
     for col in (1, 2):
         fig.update_xaxes(title_text="devices", tickvals=ideal, row=1, col=col)
+        fig.update_yaxes(rangemode="tozero", row=1, col=col)  # a ratio read from the bars' heights needs 0
     fig.update_layout(title_text=escape.html(series.key.title), height=400, margin={"t": 70, "b": 50})
     return fig
 
@@ -144,6 +178,7 @@ def _windows_figure(title: str, records: list[dict[str, Any]]) -> go.Figure | No
         height=320,
         xaxis_title="timed iteration",
         yaxis_title="samples/s",
+        yaxis_rangemode="tozero",
         margin={"t": 50},
     )
     return fig
@@ -238,6 +273,7 @@ def html_report(comparison: Comparison) -> str:
         if any(series_points(series).values()):
             body.append(plots.div(_series_figure(series)))
     body += _run_details(comparison, plots)
+    body += plots.loader()
     return "\n".join(
         [
             "<!DOCTYPE html>",

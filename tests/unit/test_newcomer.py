@@ -1,0 +1,78 @@
+"""What a newcomer tripped on (issue 28), each a check that failed before its fix: estimates, refusals that come
+at once, hints that name flags the command has, and numbers printed as a person reads them."""
+
+from __future__ import annotations
+
+from conftest import run_cli
+
+from dlperf.cli.estimate import single_run_estimate
+from dlperf.workloads import check_spec, spec_from_mapping
+
+
+def test_a_command_run_gets_no_resnet50_estimate():
+    """A `--command` run's model is only its case label: dlperf's ResNet-50 rate says nothing of the script's
+    work (it printed `about 1h02m per run`)."""
+    spec = spec_from_mapping({"device": "cpu", "engine": "external", "command": "python train.py"})
+    assert single_run_estimate(spec, check_spec(spec), {"cpu_cores": 2, "gpus": []}) is None
+
+
+def test_tensorboard_without_the_package_is_refused_before_the_report(tmp_path, capsys, monkeypatch):
+    """Refused after the whole report was written, the rerun was then refused as existing: now nothing is
+    written, and the same command runs once the package is there."""
+    import importlib.util
+
+    from report_records import record
+
+    from dlperf.records.store import write_json_atomic
+
+    write_json_atomic(tmp_path / "in" / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json", record("1n1g", 1, 9.0))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name))
+    args = ["report", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--tensorboard", str(tmp_path / "tb")]
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "needs the tensorboard package" in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_resume_with_a_flag_the_sweep_never_had_says_so():
+    """`--resume --repeats 5` on a sweep whose file set the repeats said `differs from this sweep's stored None`."""
+    import pytest
+
+    from dlperf.errors import ConfigError
+    from dlperf.orchestration.sweep_state import merge_options
+
+    with pytest.raises(ConfigError) as caught:
+        merge_options({"repeats": None}, {"repeats": 5}, {"repeats": None})
+    assert "None" not in str(caught.value)
+    assert "--repeats 5 was not given when this sweep started (its sweep file decided)" in str(caught.value)
+    with pytest.raises(ConfigError, match=r"--repeats 5 differs from this sweep's stored 3 \(sweep_options.json\)"):
+        merge_options({"repeats": 3}, {"repeats": 5}, {"repeats": None})
+
+
+REFUSED_WITHOUT_TORCH = """
+import sys
+from dlperf.cli.main import main
+code = main(sys.argv[1:])
+assert "torch" not in sys.modules, "torch was imported before the refusal"
+sys.exit(code)
+"""
+
+
+def test_refusals_come_before_the_framework_is_imported(tmp_path):
+    """A file as --out said `File exists` after 30 s, and every refusal waited for `import torch` (22 s under
+    load): the checks that need no framework come first, and say what is wrong."""
+    import subprocess
+    import sys
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    run = ["run", "--model", "resnet50", "--device", "cpu", "--image-size", "32", "--iters", "2", "--print-every", "1"]
+    existing = tmp_path / "out" / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json"
+    existing.parent.mkdir(parents=True)
+    existing.write_text("{}")
+    for args, expected in (
+        ([*run, "--out", str(afile)], f"--out {afile} is a file, not a results folder"),
+        ([*run, "--out", str(tmp_path / "out")], f"{existing} already exists: pass --overwrite"),
+    ):
+        done = subprocess.run([sys.executable, "-c", REFUSED_WITHOUT_TORCH, *args], capture_output=True, text=True)
+        assert done.returncode == 2 and expected in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -82,8 +82,19 @@ class SweepPlan:
     adaptive: AdaptiveRepeats | None = None
 
     def jobs(self, out: str | Path) -> list[RunJob]:
-        repeats = list(range(1, self.repeats + 1))
-        return [job for spec, plan in self.cases for job in plan_jobs(spec, plan, repeats, out)]
+        """Table by table (model and group, in plan order); within a table the repeats take turns, every case's
+        first repeat, then every case's second...: a machine whose load drifts during a table slows its cases alike,
+        where case after case would put the drift into the speedup."""
+        tables: dict[tuple[str, str], list[tuple[RunSpec, WorkloadPlan]]] = {}
+        for spec, plan in self.cases:
+            tables.setdefault((spec.model, plan.group), []).append((spec, plan))
+        return [
+            job
+            for cases in tables.values()
+            for repeat in range(1, self.repeats + 1)
+            for spec, plan in cases
+            for job in plan_jobs(spec, plan, [repeat], out)
+        ]
 
 
 def _adaptive(target_pct: Any, max_repeats: Any) -> AdaptiveRepeats:

@@ -171,7 +171,11 @@ def test_report_flags_the_issue_example(tmp_path, capsys):
     assert "- 1n2g [eff>100%]: scaling efficiency 518% is above 100 %" in text and "quiet machine" in text
     assert "- 1n2g [CV]: repeats vary by CV 39.8%, above the 5% limit" in text
     assert "- 1n2g [straggler]: 1 of 3 repeats had a straggler (rank(s) [1]; rank 1 on vm 20% slower" in text
-    assert "- 1n4g [n=2]: median of 2 good repeats, fewer than 3: run more repeats (--repeats auto)." in text
+    # how to get more repeats, with flags each command has (`dlperf run` has no --repeats)
+    assert (
+        "- 1n4g [n=2]: median of 2 good repeats, fewer than 3: run more repeats (`dlperf sweep --repeats auto`, "
+        "or `dlperf run --repeat 2`, `--repeat 3`... into the same --out)." in text
+    )
     assert "- 1n1g [outlier]: repeat(s) #5 more than 3 MADs from the median" in text
 
 

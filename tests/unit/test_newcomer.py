@@ -76,3 +76,27 @@ def test_refusals_come_before_the_framework_is_imported(tmp_path):
     ):
         done = subprocess.run([sys.executable, "-c", REFUSED_WITHOUT_TORCH, *args], capture_output=True, text=True)
         assert done.returncode == 2 and expected in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_resumed_sweep_does_not_announce_an_interrupted_runs_old_log(tmp_path):
+    """Resume printed `now #2`, `#1 ... skipped`, `now #2`: the interrupted #2's old log looked like a run going
+    now. Only a log written since this sweep started is the run going now."""
+    import os
+    import time
+
+    from dlperf.cli.sweep_cmd import running_log
+    from dlperf.launch import LaunchOptions, launcher_for
+    from dlperf.orchestration.sweep import plan_sweep
+
+    plan = plan_sweep(
+        {"model": "resnet50", "device": "cpu", "image_size": 32, "repeats": 2}, launcher_for(LaunchOptions())
+    )
+    first, second = plan.jobs(tmp_path)
+    for path in (first.paths.log, first.paths.record, second.paths.log):  # #1 done, #2 interrupted mid-run
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+        os.utime(path, (time.time() - 60, time.time() - 60))
+    started = time.time()
+    assert running_log([first, second], started) is None
+    second.paths.log.write_text("[dlperf] config {}\n")  # the resumed sweep starts #2 again
+    assert running_log([first, second], started) == (second.paths.log, "now resnet50 1n1g b128_fp32 #2:")

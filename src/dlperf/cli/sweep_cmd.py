@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import time
 from dataclasses import fields
@@ -162,7 +163,8 @@ def _run_locked(
         )
     clock = SweepClock(jobs)
     failed_before: list[RunJob] = []
-    follower = LogFollower(None, say, locate=lambda: running_log(jobs))
+    started = time.time()
+    follower = LogFollower(None, say, locate=lambda: running_log(jobs, started))
     with (
         follower,
         Progress(
@@ -219,11 +221,14 @@ def resume_command(args: argparse.Namespace) -> str:
     return shlex.join(["dlperf", "sweep", "--resume", "--out", args.out])
 
 
-def running_log(jobs: list[RunJob]) -> tuple[Path, str] | None:
-    """The log of the sweep's run going now (a log without its record yet) and a line naming the run."""
+def running_log(jobs: list[RunJob], since: float) -> tuple[Path, str] | None:
+    """The log of the sweep's run going now (written since `since`, this sweep's start, and without its record
+    yet) and a line naming the run; an interrupted run's old log, which a resumed sweep replaces, is not it."""
     for job in jobs:
-        if job.paths.log.exists() and not job.paths.record.exists():
-            return job.paths.log, f"now {job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}:"
+        log = job.paths.log
+        with contextlib.suppress(FileNotFoundError):
+            if log.stat().st_mtime >= since and not job.paths.record.exists():
+                return log, f"now {job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}:"
     return None
 
 

@@ -174,6 +174,10 @@ def _efficiency_flags(row: _Row) -> list[Flag]:
     ]
 
 
+# how each command repeats a case: a sweep by itself, `dlperf run` (which has no --repeats) by number
+MORE_REPEATS = "`dlperf sweep --repeats auto`, or `dlperf run --repeat 2`, `--repeat 3`... into the same --out"
+
+
 def _spread_flags(row: _Row) -> list[Flag]:
     cv = spread(row.speeds).get("cv") if row.speeds else None
     if cv is None or cv <= REPEAT_CV_LIMIT:
@@ -182,7 +186,7 @@ def _spread_flags(row: _Row) -> list[Flag]:
         Flag(
             "CV",
             f"repeats vary by CV {cv:.1%}, above the {REPEAT_CV_LIMIT:.0%} limit: the median is not reproducible. "
-            + row.advice("Re-run on a quiet machine, or with --repeats auto."),
+            + row.advice(f"Re-run on a quiet machine, with more repeats ({MORE_REPEATS})."),
         )
     ]
 
@@ -195,7 +199,7 @@ def _count_flags(row: _Row) -> list[Flag]:
     advice = (
         "the logs hold too few runs for a reproducible median: read it as indicative, or ask for more logs."
         if row.extracted
-        else "run more repeats (--repeats auto)."
+        else f"run more repeats ({MORE_REPEATS})."
     )
     return [Flag(f"n={n}", f"{what}: {advice}")]
 

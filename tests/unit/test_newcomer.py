@@ -100,3 +100,13 @@ def test_a_resumed_sweep_does_not_announce_an_interrupted_runs_old_log(tmp_path)
     assert running_log([first, second], started) is None
     second.paths.log.write_text("[dlperf] config {}\n")  # the resumed sweep starts #2 again
     assert running_log([first, second], started) == (second.paths.log, "now resnet50 1n1g b128_fp32 #2:")
+
+
+def test_report_and_compare_on_raw_logs_point_to_extract(tmp_path, capsys):
+    """Another framework's logs given to report or compare said only `run dlperf run or dlperf sweep first`."""
+    from pathlib import Path
+
+    logs = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
+    for args in (["report", str(logs), "--out", str(tmp_path / "r")], ["compare", str(logs), str(logs)]):
+        code, _, err = run_cli(args, capsys)
+        assert code == 2 and "but 15 log files" in err and f"dlperf extract {logs} --out RECORDS" in err, err

@@ -55,5 +55,25 @@ def load_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[dict[
         raise ResultsError(f"results folder {root} does not exist: pass a folder written by run, sweep or extract")
     records = find_records(folder, on_skip=on_skip)
     if not records:
+        logs = _log_files(folder)
+        if logs:
+            raise ResultsError(
+                f"no dlperf run records (*.json) under {root}, but {logs} log file{'s' if logs > 1 else ''}: read "
+                f"another framework's logs with `dlperf extract {root} --out RECORDS`, then give RECORDS"
+            )
         raise ResultsError(f"no dlperf run records (*.json) under {root}: run `dlperf run` or `dlperf sweep` first")
     return records
+
+
+LOG_SUFFIXES = (".log", ".txt", ".out")
+MAX_LISTED = 10_000  # entries looked at for the hint: a huge tree is not walked whole for one message
+
+
+def _log_files(folder: Path) -> int:
+    """How many files under `folder` look like training logs (for the hint that `dlperf extract` reads them)."""
+    count = 0
+    for seen, path in enumerate(folder.rglob("*")):
+        if seen >= MAX_LISTED:
+            break
+        count += path.suffix in LOG_SUFFIXES and path.is_file()
+    return count

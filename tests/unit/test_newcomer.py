@@ -110,3 +110,12 @@ def test_report_and_compare_on_raw_logs_point_to_extract(tmp_path, capsys):
     for args in (["report", str(logs), "--out", str(tmp_path / "r")], ["compare", str(logs), str(logs)]):
         code, _, err = run_cli(args, capsys)
         assert code == 2 and "but 15 log files" in err and f"dlperf extract {logs} --out RECORDS" in err, err
+
+
+def test_csv_floats_keep_six_significant_digits_in_plain_notation():
+    """runs.csv held 45.49100032029272 and 0.022603457605034266: the noise is in the second digit."""
+    from dlperf.reporting.export import cell
+
+    assert cell(45.49100032029272) == "45.491" and cell(0.022603457605034266) == "0.0226035"
+    assert cell(1234567.8) == "1234568" and cell(2.0) == "2" and cell(1e-9) == "0.000000001"
+    assert cell(None) == "" and cell(3) == 3 and cell("noisy") == "noisy" and cell(0.0) == 0.0

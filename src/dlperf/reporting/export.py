@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -101,12 +102,27 @@ def case_row(case: CaseSummary) -> dict[str, Any]:
     }
 
 
+SIGNIFICANT = 6  # digits a CSV float keeps: a throughput's noise is percents, 45.491 says all that 45.4910003203 does
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell: None empty, a float to SIGNIFICANT digits in plain notation (no `1.23e+06` a spreadsheet
+    misreads), anything else as it is."""
+    if value is None:
+        return ""
+    if not isinstance(value, float) or value == 0 or not math.isfinite(value):
+        return value
+    decimals = max(SIGNIFICANT - 1 - math.floor(math.log10(abs(value))), 0)
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def _csv_text(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: cell(v) for k, v in row.items()})
     return buffer.getvalue()
 
 

@@ -119,3 +119,11 @@ def test_csv_floats_keep_six_significant_digits_in_plain_notation():
     assert cell(45.49100032029272) == "45.491" and cell(0.022603457605034266) == "0.0226035"
     assert cell(1234567.8) == "1234568" and cell(2.0) == "2" and cell(1e-9) == "0.000000001"
     assert cell(None) == "" and cell(3) == 3 and cell("noisy") == "noisy" and cell(0.0) == 0.0
+
+
+def test_a_mistyped_flag_gets_the_closest_flag(capsys):
+    code, _, err = run_cli(["run", "--batchsize", "8", "--warmupiters", "2", "--out", "x"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "--batchsize: did you mean --batch-size?; --warmupiters: did you mean --warmup-iters?" in err
+    code, _, err = run_cli(["sweep", "configs/quick.yaml", "--ouput", "x"], capsys)
+    assert code == 2 and "--ouput: did you mean --out?" in err

@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import sys
 from typing import NoReturn
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line that points at --help."""
+    """argparse, but a usage error is one line that points at --help, and an unknown flag names the closest ones."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        hint = self._did_you_mean(message) if message.startswith("unrecognized arguments:") else ""
+        sys.stderr.write(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
         raise SystemExit(2)
+
+    def _did_you_mean(self, message: str) -> str:
+        """`; --batchsize: did you mean --batch-size?` for each unknown `--flag`, from the flags of this parser and its
+        commands (argparse reports a command's unknown flags from the top parser)."""
+        known = set(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    known.update(sub._option_string_actions)
+        guesses = []
+        for word in message.removeprefix("unrecognized arguments:").split():
+            name = word.split("=", 1)[0]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if name.startswith("--") else []
+            guesses += [f"{name}: did you mean {close[0]}?"] if close else []
+        return "".join(f"; {guess}" for guess in guesses)
 
 
 def non_empty(text: str) -> str:

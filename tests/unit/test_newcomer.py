@@ -127,3 +127,37 @@ def test_a_mistyped_flag_gets_the_closest_flag(capsys):
     assert "--batchsize: did you mean --batch-size?; --warmupiters: did you mean --warmup-iters?" in err
     code, _, err = run_cli(["sweep", "configs/quick.yaml", "--ouput", "x"], capsys)
     assert code == 2 and "--ouput: did you mean --out?" in err
+
+
+def _tour() -> list[list[str]]:
+    """The README tour's commands, continuation lines joined, comments dropped, split on `&&`."""
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    tour = readme.split("## A tour", 1)[1].split("\n## ", 1)[0]
+    text = "\n".join(line.split("#", 1)[0] for line in tour.splitlines() if line.startswith("    ")).replace(
+        "\\\n", " "
+    )
+    return [shlex.split(part) for line in text.splitlines() if line.strip() for part in line.split("&&")]
+
+
+def test_the_readme_tour_parses_and_reads_only_folders_it_made():
+    """The tour's `sweep --out results/quick` was refused after the set-up command wrote there, and its `compare
+    results/base results/new` named folders it never made: every command parses, every folder a command reads
+    was written before (results/quick by the set-up command), and none writes a folder written before."""
+    from dlperf.cli.main import build_parser
+
+    written = {"results/quick"}
+    commands = _tour()
+    assert len(commands) >= 10 and all(c[0] == "dlperf" for c in commands)
+    for command in commands:
+        args = build_parser(command[1:]).parse_args(command[1:])
+        name = command[1]
+        reads = {"report": getattr(args, "dir", []), "compare": [getattr(args, "base", ""), getattr(args, "new", "")]}
+        reads = reads.get(name, [command[3]] if command[1:3] == ["history", "add"] else [])
+        assert reads == [] or all(folder in written for folder in reads), (command, written)
+        out = getattr(args, "out", None)
+        if out and name in ("run", "sweep", "extract"):
+            assert name == "run" or out not in written, f"{command} writes into {out}, written before"
+            written.add(out)

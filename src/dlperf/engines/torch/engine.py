@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dlperf.engines.base import Engine, RankEnv, StepClock, cpu_threads
+from dlperf.engines.base import Engine, RankEnv, StepClock, cpu_threads, pin_cpu_share
 from dlperf.engines.torch.clock import TorchStepClock, synchronize
 from dlperf.engines.torch.memory import peak_memory_mib, reset_peak
 from dlperf.engines.torch.precision import check_precision_on_device, set_fp32_math
@@ -74,8 +74,10 @@ class TorchEngine(Engine):
             torch.cuda.set_device(self.device)
             torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest convolutions
             set_fp32_math(spec.fp32_math)
-        else:
-            torch.set_num_threads(cpu_threads(spec, rank))
+        else:  # a CPU device: its own slice of the cores, as a GPU is a device of its own
+            threads = cpu_threads(spec, rank)
+            pin_cpu_share(threads, rank.local_rank)
+            torch.set_num_threads(threads)
         if rank.distributed:
             backend = "nccl" if self.device.type == "cuda" else "gloo"
             dist.init_process_group(backend, device_id=self.device if self.device.type == "cuda" else None)

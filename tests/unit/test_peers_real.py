@@ -170,6 +170,19 @@ CASES: dict[str, tuple[str, str, Callable[[], float], str]] = {
         lambda: megatron("megatron/1n1g/issue11-epfllm-a_b1024_bf16_1.log", 0),
         "excerpt past the warm-up: all 4 lines",
     ),
+    **{
+        name: ("megatron", "sequences/s", (lambda name=name: megatron(name, 2)), "global batch / iteration 2's ms")
+        for name in (
+            "megatron/1n1g/attn-2iter-j2313912_b2_bf16_1.log",
+            "megatron/2n1g/attn-sink-tp2-j2398105_b2_bf16_1.log",
+        )
+    },
+    "megatron/1n4g/data-exhaustion-j2561509_b1_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/1n4g/data-exhaustion-j2561509_b1_bf16_1.log", 10),
+        "19 iterations < warm-up: the later half, iterations 10-19",
+    ),
     "megatron/2n8g/issue756-mixtral8x7b_b8_bf16_1.log": (
         "megatron",
         "sequences/s",
@@ -374,6 +387,18 @@ def test_failed_real_runs_are_failed_records_with_the_reason(name):
     record = read_run(parse_log_path(REAL / name), Options())
     assert record["status"] == "failed" and record["throughput"] is None
     assert FAILED[name] in record["error"]
+
+
+def test_megatron_second_readings_span_what_the_printed_figures_time():
+    """Iteration 2's line averages from the run's start, which no stamp marks: no second reading, no contradiction.
+    The stamps of a run that saves checkpoints are held to the printed figures without the saves' intervals."""
+    for name in (
+        "megatron/1n1g/attn-2iter-j2313912_b2_bf16_1.log",
+        "megatron/2n1g/attn-sink-tp2-j2398105_b2_bf16_1.log",
+    ):
+        assert read_run(parse_log_path(REAL / name), Options())["cross_check"]["agree"] is None
+    saves = read_run(parse_log_path(REAL / "megatron/1n4g/data-exhaustion-j2561509_b1_bf16_1.log"), Options())
+    assert saves["cross_check"]["agree"] is True and "checkpoint" in saves["cross_check"]["reading"]
 
 
 # --- real-2: newer MLPerf rounds (v4.0-v5.0) and today's Paddle lines ----------------------------------------------

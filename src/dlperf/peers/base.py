@@ -53,6 +53,7 @@ class Point:
     unit: str | None = None  # the figure's unit where the reader infers it (MLPerf: the benchmark's samples)
     batch: float | None = None  # GLOBAL samples per iteration where the line prints its own (else the run's)
     whole_run: bool = False  # the run's own figure for all of it, used only where the rule's window gives none
+    paused: bool = False  # time the framework's step clock leaves out (evaluation, checkpoints) passed before it
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
@@ -175,6 +176,7 @@ def timed_step(
     run: Hashable = None,
     metrics: tuple[tuple[str, float], ...] = (),
     check: float | None = None,
+    paused: bool = False,
 ) -> Point:
     """A line that prints the time of an iteration (one's, or the mean over the log interval), the one rule for
     every format that prints a step time: the window's figure is its samples over the summed time of its
@@ -190,6 +192,7 @@ def timed_step(
         run=run,
         metrics=metrics,
         check=check,
+        paused=paused,
     )
 
 

@@ -254,6 +254,7 @@ class _Window:
         self.speed_sum = 0.0
         self.speed_n = 0
         self.timed = TimedSteps()
+        self.stamps = _Stamps(fmt, batch)
         self.memory: float | None = None
         self.metric_sums: dict[str, float] = {}
         self.check_sum, self.check_n = 0.0, 0
@@ -283,6 +284,7 @@ class _Window:
             self._keep(point, start)
 
     def _keep(self, point: Point, start: int | None) -> None:
+        self.stamps.add(self.last or self.anchor, point)
         if self.first is None:
             self.first, self.first_start = point, start
         self.kept += 1
@@ -343,6 +345,7 @@ class _Window:
         self.kept = self.speed_n = 0
         self.speed_sum = 0.0
         self.timed = TimedSteps()
+        self.stamps = _Stamps(self.fmt, self.batch)
         self.metric_sums = {}
         self.check_sum, self.check_n = 0.0, 0
         self.notes = {}
@@ -371,6 +374,33 @@ class TimedSteps:
     def mean_seconds(self) -> float:
         """The mean time per iteration."""
         return self.seconds / self.iterations
+
+
+class _Stamps:
+    """Samples over time stamps between consecutive kept lines, leaving out the intervals in which the framework's
+    own step clock stopped (Megatron's evaluation and checkpoint saving): where there were any, the second reading
+    the printed figures can be held to."""
+
+    def __init__(self, fmt: PeerFormat, batch: int) -> None:
+        self.fmt, self.batch = fmt, batch
+        self.samples = self.seconds = 0.0
+        self.paused = self.broken = False
+
+    def add(self, previous: Point | None, point: Point) -> None:
+        if point.paused:
+            self.paused = True
+            return
+        if previous is None or previous.timestamp is None or point.timestamp is None:
+            return
+        try:
+            self.samples += _samples_between(previous, point, self.fmt, self.batch)
+        except DataError:
+            self.broken = True
+        self.seconds += point.timestamp - previous.timestamp
+
+    def rate(self) -> float | None:
+        usable = not self.broken and self.samples > 0 and self.seconds > 0
+        return self.samples / self.seconds if usable else None
 
 
 def _starts(points: Iterator[tuple[int, Point]]) -> Iterator[tuple[int, Point, int | None]]:
@@ -566,6 +596,9 @@ def _second(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape) -> tuple[fl
     other = "timestamp" if rule == "printed" else "printed"
     if other == "timestamp" and _stamps_miss_iterations(w):
         return None, None
+    if other == "timestamp" and w.stamps.paused:
+        reading = "time stamps x sample counts of the intervals without evaluation or checkpoint saving"
+        return (w.stamps.rate(), reading) if w.stamps.rate() is not None else (None, None)
     try:
         figure = _timestamped(w, fmt, shape) if other == "timestamp" else _printed(w, fmt)
     except DataError:
@@ -610,7 +643,7 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     if first.timestamp is None or last.timestamp is None:
         raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
     elapsed = last.timestamp - first.timestamp
-    samples = _samples_between(first, last, fmt, shape)
+    samples = _samples_between(first, last, fmt, shape.global_batch)
     if elapsed <= 0 or samples <= 0:
         raise DataError(
             f"time stamps or iterations do not advance between the first and last kept line "
@@ -619,10 +652,10 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     return samples / elapsed
 
 
-def _samples_between(first: Point, last: Point, fmt: PeerFormat, shape: RunShape) -> float:
+def _samples_between(first: Point, last: Point, fmt: PeerFormat, batch: int) -> float:
     """Samples trained between two points: by their sample counts, else by iterations x the global batch."""
     if first.samples is not None and last.samples is not None:
         return last.samples - first.samples
     if fmt.steps_are_iterations and first.step is not None and last.step is not None:
-        return (last.step - first.step) * shape.global_batch
+        return (last.step - first.step) * batch
     raise DataError(f"these {fmt.name} lines carry no iteration or sample counts: use --rule printed")

@@ -22,6 +22,7 @@ from dlperf.peers.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso
 
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
+PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
 FIELDS = {
     name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
     for name in (
@@ -35,9 +36,11 @@ FIELDS = {
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     after_first: tuple[int, int | None] | None = None  # (run, the step after its iteration 1): timed from the start
+    paused = False
     for line in lines:
         iteration = ITERATION.search(line)
         if not iteration:
+            paused = paused or PAUSE.search(line) is not None
             continue
         fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
         ms = fields.get("elapsed time per iteration (ms)")
@@ -61,7 +64,9 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             samples=fields.get("consumed samples"),
             run=run,
             metrics=() if tflops is None else (("tflops_per_device", tflops),),
+            paused=paused,
         )
+        paused = False
 
 
 FORMATS = (

@@ -457,6 +457,16 @@ def bert_single_block(name: str) -> float:
     return samples / ((end - begin) / 1000)
 
 
+def habana_gpt3(name: str) -> float:
+    """Tokens trained (train_samples, the last evaluation's epoch_num) / 2,048 per sequence / the block's time."""
+    events = events2(name)
+    tokens = first_value(events, "train_samples")
+    assert tokens == max(e["metadata"]["epoch_num"] for e in events if e["key"] == "eval_accuracy")
+    begin = next(e["time_ms"] for e in events if e["key"] == "block_start")
+    end = next(e["time_ms"] for e in events if e["key"] == "block_stop")
+    return tokens / 2048 / ((end - begin) / 1000)
+
+
 def paddle_dygraph(name: str) -> float:
     costs = [
         float(m[1]) for line in (REAL2 / name).read_text().splitlines() if (m := re.search(r"cost: ([\d.]+) s", line))
@@ -469,6 +479,7 @@ NEMO = "mlperf/8n8g/gpt3-nvidia-v41_b32_mixed_1.log"
 RETINANET = "mlperf/1n8g/retinanet-supermicro-v50_b32_mixed_1.log"
 SSD = "mlperf/1n8g/ssd-hpe-v40_b40_mixed_1.log"
 SD = "mlperf/128n8g/stable-diffusion-nvidia-v40_b2_mixed_1.log"
+HABANA_GPT3 = "mlperf/128n8g/gpt3-intelhabanalabs-v40_b2_mixed_1.log"
 CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
     GOOGLE: (
         "mlperf",
@@ -511,6 +522,12 @@ CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
         "mlperf",
         lambda: llama_blocks("mlperf/1n8g/llama2-70b-lora-intelhabanalabs-v40_b1_mixed_1.log"),
         "timed blocks: samples between block_stops / block time, after the first",
+    ),
+    HABANA_GPT3: (
+        "mlperf",
+        lambda: habana_gpt3(HABANA_GPT3),
+        "one block over the whole run: train_samples tokens / 2,048 / block time (about 152.4; was 6.1, the block's "
+        "epoch_count of one evaluation interval)",
     ),
     "paddle/1n1g/resnet-dygraph-pr4883_b2_fp32_1.log": (
         "paddle",

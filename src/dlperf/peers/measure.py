@@ -554,6 +554,8 @@ def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterat
 
 def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) -> Measured:
     note = w.fallback()
+    if w.kept == 0:
+        raise DataError(f"its only {fmt.name} progress line is inside the {w.warmup}-iteration warm-up")
     throughput = _plausible(_printed(w, fmt) if rule == "printed" else _timestamped(w, fmt, shape), rule, fmt, shape)
     metrics = {name: total / w.kept for name, total in w.metric_sums.items()}
     second, reading = _second(w, fmt, rule, shape)

@@ -99,7 +99,7 @@ def absurd_lines(draw, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), warmup=st.integers(0, 20), rule=st.sampled_from(["printed", "timestamp"]))
 def test_absurd_numbers_in_any_format_are_refused_never_an_internal_error(fmt, data, warmup, rule):
     lines = data.draw(absurd_lines(fmt.name))

@@ -480,6 +480,7 @@ RETINANET = "mlperf/1n8g/retinanet-supermicro-v50_b32_mixed_1.log"
 SSD = "mlperf/1n8g/ssd-hpe-v40_b40_mixed_1.log"
 SD = "mlperf/128n8g/stable-diffusion-nvidia-v40_b2_mixed_1.log"
 HABANA_GPT3 = "mlperf/128n8g/gpt3-intelhabanalabs-v40_b2_mixed_1.log"
+LLAMA405 = "mlperf/64n4g/llama31-405b-nvidia-v50_b7_mixed_1.log"
 CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
     GOOGLE: (
         "mlperf",
@@ -522,6 +523,11 @@ CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
         "mlperf",
         lambda: llama_blocks("mlperf/1n8g/llama2-70b-lora-intelhabanalabs-v40_b1_mixed_1.log"),
         "timed blocks: samples between block_stops / block time, after the first",
+    ),
+    LLAMA405: (
+        "mlperf",
+        lambda: 448 / statistics.fmean(tracked_before_stop(LLAMA405, "train_step_time")[1:]),
+        "global batch 448 / mean `train_step_time` after the first (about 23.5; was refused: blocks never closed)",
     ),
     HABANA_GPT3: (
         "mlperf",

@@ -3,7 +3,8 @@ MLPerf, whatever else it prints (DLRM's HugeCTR lines, launcher noise, exit trac
 
 MLPerf publishes time to train, not throughput. The figure is read from the progress the log has, in this order:
 1. `tracked_stats` progress events (the first one, start-up and compiling, skipped; the rest averaged): a
-   `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, maskrcnn's `time`) read as
+   `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, `train_step_time`, maskrcnn's
+   `time`) read as
    global batch / time. A `throughput` event of its own (maskrcnn) joins the step before it.
 2. Timed blocks (`block_start`/`block_stop`) where there are no progress events: samples in the block / its time.
    A block's samples come from the counts the benchmark keeps (mlperf_logging's `samples_count`, `epoch_num`,
@@ -41,6 +42,7 @@ EPOCH_OF_TRAIN_SAMPLES = {"rnnt"}  # epoch-counted; `train_samples` is the epoch
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
 TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
 EVALUATIONS = {"eval_start", "eval_accuracy", "eval_stop"}  # their count is what the run trained by then
+STEP_TIME_KEYS = ("train_step_timing", "train_step_timing in s", "train_step_time", "time")
 # A progress event's `step` counts samples (`samples_count` in their blocks), unless it is token-sized
 # the events that declare a size, and the reader's attribute each one sets
 _SIZES = {"global_batch_size": "batch", "max_sequence_length": "seq_len", "train_samples": "train_samples"}
@@ -85,12 +87,10 @@ def _close(a: float, b: float) -> bool:
 
 
 def _step_key(value: dict[str, Any]) -> str | None:
-    """The tracked step-time key: `train_step_timing` (v3.x) or `train_step_timing in s` (v4.1+), maskrcnn's
-    `time`. Only keys in seconds: a key naming another unit is not a step time in seconds."""
-    for key in value:
-        if key == "train_step_timing" or key == "train_step_timing in s" or key == "time":
-            return key
-    return None
+    """The tracked step-time key: `train_step_timing` (v3.x), `train_step_timing in s` (v4.1+), `train_step_time`
+    (mlperf_common's callbacks, v5.0), maskrcnn's `time`. Only keys in seconds: a key naming another unit is not a
+    step time in seconds."""
+    return next((key for key in value if key in STEP_TIME_KEYS), None)
 
 
 @dataclass(frozen=True)
@@ -285,11 +285,12 @@ class _Log:
             return
         check = self._epoch_check(speed)
         done, count_note = self._progress_samples(metadata) or (None, None)
-        speed, note = self._tracked_speed(speed, seconds, step_key)
+        speed, note = (speed * self._scale(), self.scale_note) if speed is not None else (None, None)
         point = Point(
             step=self.index + 1,
             speed=speed,
             seconds=seconds,
+            batch=self.batch,  # a step time alone is timed as every format's: samples over the summed time
             timestamp=stamp,
             samples=done,
             check=self._checked(check, done, stamp),
@@ -309,17 +310,6 @@ class _Log:
         self._decide_scale(speed, self.epoch_figure)
         check, self.epoch_figure = self.epoch_figure, None
         return check
-
-    def _tracked_speed(
-        self, speed: float | None, seconds: float | None, step_key: str | None
-    ) -> tuple[float | None, str | None]:
-        """The printed throughput at the scale the evidence decided (and its note), else the log's own global
-        batch per step time (maskrcnn's `time` is not one)."""
-        if speed is not None:
-            return speed * self._scale(), self.scale_note
-        if seconds and step_key != "time":
-            return self.batch / seconds, None
-        return None, None
 
     def _checked(self, check: float | None, done: float | None, stamp: float) -> float | None:
         """The epoch's check, else the count's; the count is kept for the next event's second reading."""

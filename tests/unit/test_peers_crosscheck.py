@@ -119,3 +119,20 @@ def test_tokens_counted_as_samples_are_beyond_the_physical_bound_of_the_workload
 
     with pytest.raises(DataError, match=r"above the plausible 10 samples/s per device .*GPT-3"):
         read(planted(tmp_path, "real-2/mlperf/128n4g/gpt3-google-v40_b4_mixed_1.log", change))
+
+
+HABANA_GPT3 = "real-2/mlperf/128n8g/gpt3-intelhabanalabs-v40_b2_mixed_1.log"
+
+
+def test_a_block_whose_own_count_disagrees_with_its_evaluations_contradicts_itself(tmp_path):
+    """Habana's gpt3 run is one timed block with 25 evaluations inside. Planted: its block_stop says it ended at
+    one evaluation interval (24,576 sequences), as the block's epoch_count does. The evaluations' counts over their
+    stamps (about 155 sequences/s) are the second reading: 25x apart is a contradiction, not a figure."""
+
+    def one_interval(event: dict) -> None:
+        if event["key"] == "block_stop":
+            event["metadata"]["samples_count"] = 24576
+
+    with pytest.raises(DataError, match=r"contradicts itself.*give 155\.") as caught:
+        read(planted(tmp_path, HABANA_GPT3, one_interval))
+    assert "6.09" in str(caught.value)  # the block's own count over its time: the figure dlperf used to print

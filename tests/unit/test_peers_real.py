@@ -170,6 +170,19 @@ CASES: dict[str, tuple[str, str, Callable[[], float], str]] = {
         lambda: megatron("megatron/1n1g/issue11-epfllm-a_b1024_bf16_1.log", 0),
         "excerpt past the warm-up: all 4 lines",
     ),
+    **{
+        name: ("megatron", "sequences/s", (lambda name=name: megatron(name, 2)), "global batch / iteration 2's ms")
+        for name in (
+            "megatron/1n1g/attn-2iter-j2313912_b2_bf16_1.log",
+            "megatron/2n1g/attn-sink-tp2-j2398105_b2_bf16_1.log",
+        )
+    },
+    "megatron/1n4g/data-exhaustion-j2561509_b1_bf16_1.log": (
+        "megatron",
+        "sequences/s",
+        lambda: megatron("megatron/1n4g/data-exhaustion-j2561509_b1_bf16_1.log", 10),
+        "19 iterations < warm-up: the later half, iterations 10-19",
+    ),
     "megatron/2n8g/issue756-mixtral8x7b_b8_bf16_1.log": (
         "megatron",
         "sequences/s",
@@ -376,6 +389,18 @@ def test_failed_real_runs_are_failed_records_with_the_reason(name):
     assert FAILED[name] in record["error"]
 
 
+def test_megatron_second_readings_span_what_the_printed_figures_time():
+    """Iteration 2's line averages from the run's start, which no stamp marks: no second reading, no contradiction.
+    The stamps of a run that saves checkpoints are held to the printed figures without the saves' intervals."""
+    for name in (
+        "megatron/1n1g/attn-2iter-j2313912_b2_bf16_1.log",
+        "megatron/2n1g/attn-sink-tp2-j2398105_b2_bf16_1.log",
+    ):
+        assert read_run(parse_log_path(REAL / name), Options())["cross_check"]["agree"] is None
+    saves = read_run(parse_log_path(REAL / "megatron/1n4g/data-exhaustion-j2561509_b1_bf16_1.log"), Options())
+    assert saves["cross_check"]["agree"] is True and "checkpoint" in saves["cross_check"]["reading"]
+
+
 # --- real-2: newer MLPerf rounds (v4.0-v5.0) and today's Paddle lines ----------------------------------------------
 
 REAL2 = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "real-2"
@@ -432,11 +457,21 @@ def bert_single_block(name: str) -> float:
     return samples / ((end - begin) / 1000)
 
 
+def habana_gpt3(name: str) -> float:
+    """Tokens trained (train_samples, the last evaluation's epoch_num) / 2,048 per sequence / the block's time."""
+    events = events2(name)
+    tokens = first_value(events, "train_samples")
+    assert tokens == max(e["metadata"]["epoch_num"] for e in events if e["key"] == "eval_accuracy")
+    begin = next(e["time_ms"] for e in events if e["key"] == "block_start")
+    end = next(e["time_ms"] for e in events if e["key"] == "block_stop")
+    return tokens / 2048 / ((end - begin) / 1000)
+
+
 def paddle_dygraph(name: str) -> float:
     costs = [
         float(m[1]) for line in (REAL2 / name).read_text().splitlines() if (m := re.search(r"cost: ([\d.]+) s", line))
     ]
-    return statistics.fmean(2 / c for c in costs[1:])  # 3 lines inside the warm-up: the later half
+    return 2 * len(costs[1:]) / sum(costs[1:])  # 3 lines inside the warm-up: the later half, samples over time
 
 
 GOOGLE = "mlperf/128n4g/gpt3-google-v40_b4_mixed_1.log"
@@ -444,6 +479,8 @@ NEMO = "mlperf/8n8g/gpt3-nvidia-v41_b32_mixed_1.log"
 RETINANET = "mlperf/1n8g/retinanet-supermicro-v50_b32_mixed_1.log"
 SSD = "mlperf/1n8g/ssd-hpe-v40_b40_mixed_1.log"
 SD = "mlperf/128n8g/stable-diffusion-nvidia-v40_b2_mixed_1.log"
+HABANA_GPT3 = "mlperf/128n8g/gpt3-intelhabanalabs-v40_b2_mixed_1.log"
+LLAMA405 = "mlperf/64n4g/llama31-405b-nvidia-v50_b7_mixed_1.log"
 CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
     GOOGLE: (
         "mlperf",
@@ -487,10 +524,21 @@ CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
         lambda: llama_blocks("mlperf/1n8g/llama2-70b-lora-intelhabanalabs-v40_b1_mixed_1.log"),
         "timed blocks: samples between block_stops / block time, after the first",
     ),
+    LLAMA405: (
+        "mlperf",
+        lambda: 448 / statistics.fmean(tracked_before_stop(LLAMA405, "train_step_time")[1:]),
+        "global batch 448 / mean `train_step_time` after the first (about 23.5; was refused: blocks never closed)",
+    ),
+    HABANA_GPT3: (
+        "mlperf",
+        lambda: habana_gpt3(HABANA_GPT3),
+        "one block over the whole run: train_samples tokens / 2,048 / block time (about 152.4; was 6.1, the block's "
+        "epoch_count of one evaluation interval)",
+    ),
     "paddle/1n1g/resnet-dygraph-pr4883_b2_fp32_1.log": (
         "paddle",
         lambda: paddle_dygraph("paddle/1n1g/resnet-dygraph-pr4883_b2_fp32_1.log"),
-        "batch 2 / batch_cost of batches 10 and 20 (all 3 lines inside the warm-up: the later half)",
+        "2 x 2 samples / the summed batch_cost of batches 10 and 20 (all 3 lines inside the warm-up: the later half)",
     ),
 }
 

@@ -34,7 +34,8 @@ class Point:
     planned iteration count); `memory_mib` is a printed peak memory; `metrics` are extra per-device figures.
     `check` is the same interval's GLOBAL figure by a second reading the reader has (e.g. an MLPerf epoch's time
     stamps x the data set's size), the cross-check of `speed`; `note` says how the reader decided a figure's scale
-    or unit, for the record.
+    or unit, for the record. A `whole_run` point is a figure the framework computes for the run as a whole (DLLogger's
+    final `training_sequences_per_second`): it stands apart from the iterations.
     """
 
     step: int | None
@@ -50,6 +51,9 @@ class Point:
     note: str | None = None
     tokens: int | None = None  # tokens per sample where the log states it (a factor two readings may differ by)
     unit: str | None = None  # the figure's unit where the reader infers it (MLPerf: the benchmark's samples)
+    batch: float | None = None  # GLOBAL samples per iteration where the line prints its own (else the run's)
+    whole_run: bool = False  # the run's own figure for all of it, used only where the rule's window gives none
+    paused: bool = False  # time the framework's step clock leaves out (evaluation, checkpoints) passed before it
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
@@ -159,6 +163,37 @@ class StepCounter:
             self._offset = 0  # a new run: its count starts again, so the measurer sees the restart
         self._epoch, self._last = epoch, iteration
         return self._offset + iteration
+
+
+def timed_step(
+    step: int,
+    seconds: float,
+    *,
+    batch: float | None = None,
+    start: int | None = None,
+    timestamp: float | None = None,
+    samples: float | None = None,
+    run: Hashable = None,
+    metrics: tuple[tuple[str, float], ...] = (),
+    check: float | None = None,
+    paused: bool = False,
+) -> Point:
+    """A line that prints the time of an iteration (one's, or the mean over the log interval), the one rule for
+    every format that prints a step time: the window's figure is its samples over the summed time of its
+    iterations (`measure.samples_over_time`), never a mean of per-line rates. `batch` is the line's own global
+    batch where it prints one."""
+    return Point(
+        step=step,
+        seconds=seconds,
+        batch=batch,
+        start=start,
+        timestamp=timestamp,
+        samples=samples,
+        run=run,
+        metrics=metrics,
+        check=check,
+        paused=paused,
+    )
 
 
 def per_device(value: float, shape: RunShape) -> float:

@@ -71,6 +71,7 @@ def _combine(points: list[Point]) -> Point:
         seconds=_median([p.seconds for p in points]),
         timestamp=_highest([p.timestamp for p in points]),
         samples=_median([p.samples for p in points]),
+        batch=_median([p.batch for p in points]),
         memory_mib=_highest([p.memory_mib for p in points]),
         metrics=_median_metrics(points),
         check=_median([p.check for p in points]),
@@ -124,6 +125,37 @@ def _above_bound(fmt: PeerFormat, shape: RunShape) -> str:
     return f"above the plausible {per_device:g} {fmt.unit} per device{why} x {shape.world_size} devices"
 
 
+MAX_COUNT = 10**15  # iterations a run can count: far beyond any (and exact in a float, unlike a 400-digit counter)
+
+
+def _count_text(value: int) -> str:
+    """A counter for a message: a huge one by its digits, never printed whole."""
+    return f"{value}" if abs(value) < 10**20 else f"a {len(str(abs(value)))}-digit number"
+
+
+def _absurd(point: Point) -> str | None:
+    """Why a point's numbers cannot be a run's (a counter beyond any run, a figure that is no finite number)."""
+    for name, count in (("iteration counter", point.step), ("interval start", point.start)):
+        if count is not None and not -MAX_COUNT <= count <= MAX_COUNT:
+            return f"{name} {_count_text(count)} is beyond any run"
+    figures = {
+        "time stamp": point.timestamp,
+        "sample count": point.samples,
+        "batch": point.batch,
+        "memory": point.memory_mib,
+        "second reading": point.check,
+        **dict(point.metrics),
+    }
+    for name, value in figures.items():
+        if value is not None and not math.isfinite(value):
+            return f"{name} {value!r} is not a finite number"
+    if point.samples is not None and point.samples < 0:
+        return f"sample count {point.samples!r} is negative"
+    if point.batch is not None and point.batch <= 0:
+        return f"batch {point.batch!r} is not positive"
+    return None
+
+
 class _Screen:
     """Passes the points whose figures can be a speed; counts and remembers why the others were refused."""
 
@@ -136,9 +168,6 @@ class _Screen:
 
     def __call__(self, points: Iterable[Point]) -> Iterator[Point]:
         for point in points:
-            if point.speed is None and point.seconds is None:  # time stamps only: nothing to screen
-                yield point
-                continue
             reason = self._reason(point)
             if reason is None:
                 self.accepted += 1
@@ -146,10 +175,12 @@ class _Screen:
                 continue
             self.rejected += 1
             if self.first_reason is None:
-                at = f"iteration {point.step}" if point.step is not None else "a line"
+                at = f"iteration {_count_text(point.step)}" if point.step is not None else "a line"
                 self.first_reason = f"{at}: {reason}"
 
     def _reason(self, point: Point) -> str | None:
+        if (absurd := _absurd(point)) is not None:
+            return absurd
         if point.speed is not None:
             if not (math.isfinite(point.speed) and point.speed > 0):
                 return f"throughput {point.speed!r} is not a positive finite number"
@@ -158,9 +189,10 @@ class _Screen:
         if point.seconds is not None:
             if not (math.isfinite(point.seconds) and point.seconds > 0):
                 return f"time per iteration {point.seconds!r} s is not a positive finite number"
-            if point.speed is None and self.shape.global_batch / point.seconds > self.samples_bound:
+            batch = point.batch or self.shape.global_batch
+            if point.speed is None and batch / point.seconds > self.samples_bound:
                 return (
-                    f"time per iteration {point.seconds:.6g} s means {self.shape.global_batch / point.seconds:.6g} "
+                    f"time per iteration {point.seconds:.6g} s means {batch / point.seconds:.6g} "
                     f"samples/s, above the plausible {MAX_SAMPLES_PER_S_PER_DEVICE:g} per device"
                 )
         return None
@@ -214,23 +246,27 @@ class _Window:
         self.seen = 0
         self.anchor: Point | None = None  # the last point before the window: where the timestamp rule starts
         self.first: Point | None = None
+        self.first_start: int | None = None  # where the first kept line's interval starts
         self.last: Point | None = None
         self.window_start: int | None = None
         self.kept = 0
         self.late = 0  # points after a full window
-        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
-        self.speed_n = self.seconds_n = 0
+        self.speed_sum = 0.0
+        self.speed_n = 0
+        self.timed = TimedSteps()
+        self.stamps = _Stamps(fmt, batch)
         self.memory: float | None = None
         self.metric_sums: dict[str, float] = {}
         self.check_sum, self.check_n = 0.0, 0
         self.notes: dict[str, None] = {}
         self.tokens: int | None = None
         self.unit: str | None = None
-        self.tail: deque[Point] = deque(maxlen=64)  # the latest points, for the short-log fallback and `last_only`
+        # the latest points and where their intervals start, for the short-log fallback and `last_only`
+        self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
 
     def add(self, point: Point, start: int | None) -> None:
         self.seen += 1
-        self.tail.append(point)
+        self.tail.append((point, start))
         if point.memory_mib is not None:
             self.memory = max(self.memory or 0.0, point.memory_mib)
         if start is not None and start < self.warmup:
@@ -245,21 +281,19 @@ class _Window:
         else:
             if self.window_start is None:
                 self.window_start = start
-            self._keep(point)
+            self._keep(point, start)
 
-    def _keep(self, point: Point) -> None:
+    def _keep(self, point: Point, start: int | None) -> None:
+        self.stamps.add(self.last or self.anchor, point)
         if self.first is None:
-            self.first = point
+            self.first, self.first_start = point, start
         self.kept += 1
         self.last = point
         if point.speed is not None:
             self.speed_sum += point.speed
             self.speed_n += 1
         if point.seconds is not None:
-            self.seconds_sum += point.seconds
-            self.seconds_n += 1
-            # the samples of this iteration: the line's own batch where it prints one (speed x time)
-            self.samples_sum += point.speed * point.seconds if point.speed is not None else self.batch
+            self.timed.add(point, start, self.batch)
         for name, value in point.metrics:
             self.metric_sums[name] = self.metric_sums.get(name, 0.0) + value
         if point.check is not None:
@@ -283,19 +317,19 @@ class _Window:
         """The last printed step past the warm-up is the figure (torchtitan's published step)."""
         last = self.tail[-1]
         self._reset()
-        self.anchor = self.tail[-2] if len(self.tail) > 1 else None
-        self._keep(last)
+        self.anchor = self.tail[-2][0] if len(self.tail) > 1 else None
+        self._keep(*last)
 
     def _keep_warmup_end(self) -> str:
         """A run shorter than the warm-up: the later half of what it printed (the warm-up's own end)."""
         tail = list(self.tail)
         half = tail[len(tail) // 2 :]
-        self.anchor = tail[len(tail) // 2 - 1]
-        for point in half:
-            self._keep(point)
+        self.anchor = tail[len(tail) // 2 - 1][0]
+        for point, start in half:
+            self._keep(point, start)
         return (
             f"the run prints {self.seen} lines, all inside the {self.warmup}-iteration warm-up: "
-            f"kept the later {len(half)} (iterations {half[0].step}-{half[-1].step})"
+            f"kept the later {len(half)} (iterations {half[0][0].step}-{half[-1][0].step})"
         )
 
     def _short_window(self) -> str | None:
@@ -308,12 +342,65 @@ class _Window:
         return None
 
     def _reset(self) -> None:
-        self.kept = self.speed_n = self.seconds_n = 0
-        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
+        self.kept = self.speed_n = 0
+        self.speed_sum = 0.0
+        self.timed = TimedSteps()
+        self.stamps = _Stamps(self.fmt, self.batch)
         self.metric_sums = {}
         self.check_sum, self.check_n = 0.0, 0
         self.notes = {}
-        self.first = self.last = None
+        self.first = self.last = self.first_start = None
+
+
+class TimedSteps:
+    """The one rule for every format that prints a step time (`base.timed_step`): the kept iterations' samples
+    over their summed time, never a mean of per-line rates (which weighs the fast lines more)."""
+
+    def __init__(self) -> None:
+        self.iterations = self.samples = self.seconds = 0.0
+
+    def add(self, point: Point, start: int | None, batch: int) -> None:
+        """A line's time is per iteration over the iterations since its interval's start (one where unknown)."""
+        assert point.seconds is not None
+        gap = point.step - start if point.step is not None and start is not None else 1
+        iterations = max(gap, 1)
+        self.iterations += iterations
+        self.samples += (point.batch or batch) * iterations
+        self.seconds += point.seconds * iterations
+
+    def rate(self) -> float:
+        return self.samples / self.seconds
+
+    def mean_seconds(self) -> float:
+        """The mean time per iteration."""
+        return self.seconds / self.iterations
+
+
+class _Stamps:
+    """Samples over time stamps between consecutive kept lines, leaving out the intervals in which the framework's
+    own step clock stopped (Megatron's evaluation and checkpoint saving): where there were any, the second reading
+    the printed figures can be held to."""
+
+    def __init__(self, fmt: PeerFormat, batch: int) -> None:
+        self.fmt, self.batch = fmt, batch
+        self.samples = self.seconds = 0.0
+        self.paused = self.broken = False
+
+    def add(self, previous: Point | None, point: Point) -> None:
+        if point.paused:
+            self.paused = True
+            return
+        if previous is None or previous.timestamp is None or point.timestamp is None:
+            return
+        try:
+            self.samples += _samples_between(previous, point, self.fmt, self.batch)
+        except DataError:
+            self.broken = True
+        self.seconds += point.timestamp - previous.timestamp
+
+    def rate(self) -> float | None:
+        usable = not self.broken and self.samples > 0 and self.seconds > 0
+        return self.samples / self.seconds if usable else None
 
 
 def _starts(points: Iterator[tuple[int, Point]]) -> Iterator[tuple[int, Point, int | None]]:
@@ -360,22 +447,68 @@ def measure(
     shape: RunShape,
     on_point: Callable[[], None] | None = None,
 ) -> Measured:
-    """Apply `rule` to the last run in `points` that gives a figure; `on_point()` is called for every point."""
+    """Apply `rule` to the last run in `points` that gives a figure; `on_point()` is called for every point.
+
+    Where the last run's window gives no figure but the run printed its own whole-run figure, that is the figure."""
     screen = _Screen(fmt, shape)
-    done, runs = _windows(screen(_tap(points, on_point)), lambda: _Window(fmt, warmup, window, shape.global_batch))
-    _refuse_unmeasurable(done, screen, fmt, warmup)
+    whole = _WholeRun()
+    new_window = lambda: _Window(fmt, warmup, window, shape.global_batch)  # noqa: E731
+    done, runs = _windows(whole(screen(_tap(points, on_point))), new_window)
+    try:
+        _refuse_unmeasurable(done, screen, fmt, warmup)
+    except DataError as refusal:
+        if whole.point is None:
+            raise
+        return _screened(_whole_run_figure(whole.point, refusal, fmt, shape, runs), screen)
     error: DataError | None = None
     for w in reversed(done):  # the last run that gives a figure
         try:
-            return replace(
-                _result(w, fmt, rule, shape, runs),
-                rejected_lines=screen.rejected,
-                rejected_reason=screen.first_reason,
-            )
+            return _screened(_result(w, fmt, rule, shape, runs), screen)
         except DataError as e:
+            if w is done[-1] and whole.point is not None:
+                return _screened(_whole_run_figure(whole.point, e, fmt, shape, runs), screen)
             error = error or e
     assert error is not None
     raise error
+
+
+def _screened(measured: Measured, screen: _Screen) -> Measured:
+    return replace(measured, rejected_lines=screen.rejected, rejected_reason=screen.first_reason)
+
+
+class _WholeRun:
+    """Holds back the run's own whole-run figure (a summary after its last line); a later progress line means a
+    new run, whose figure that is not."""
+
+    def __init__(self) -> None:
+        self.point: Point | None = None
+
+    def __call__(self, points: Iterable[Point]) -> Iterator[Point]:
+        for point in points:
+            if point.whole_run:
+                self.point = point
+                continue
+            self.point = None
+            yield point
+
+
+def _whole_run_figure(point: Point, why: DataError, fmt: PeerFormat, shape: RunShape, runs: int) -> Measured:
+    """The run's own figure for all of it, where the rule's window gives none: said so in the record."""
+    assert point.speed is not None  # a reader's whole-run point carries its figure
+    return Measured(
+        throughput=_plausible(point.speed, "printed", fmt, shape),
+        kept=1,
+        first_step=None,
+        last_step=None,
+        latency_ms=None,
+        memory_mib=point.memory_mib,
+        metrics={},
+        window_note=f"the rule's window gives no figure ({why}): took the run's own whole-run figure",
+        runs=max(runs, 1),
+        notes=(point.note,) if point.note else (),
+        unit=point.unit,
+        batch_free=True,
+    )
 
 
 def _windows(points: Iterable[Point], new_window: Callable[[], _Window]) -> tuple[deque[_Window], int]:
@@ -409,17 +542,21 @@ def _refuse_unmeasurable(done: deque[_Window], screen: _Screen, fmt: PeerFormat,
 
 
 def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterator[Point]:
-    for point in points:
-        if on_point is not None:
-            on_point()
-        yield point
+    """The reader's points; a number no arithmetic can take (a 400-digit counter made a float) refuses the log."""
+    try:
+        for point in points:
+            if on_point is not None:
+                on_point()
+            yield point
+    except (OverflowError, ValueError) as error:
+        raise DataError(f"a number in the log is out of any range ({error}): not a log of a run") from None
 
 
 def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) -> Measured:
     note = w.fallback()
-    throughput = _plausible(
-        _printed(w, fmt, shape) if rule == "printed" else _timestamped(w, fmt, shape), rule, fmt, shape
-    )
+    if w.kept == 0:
+        raise DataError(f"its only {fmt.name} progress line is inside the {w.warmup}-iteration warm-up")
+    throughput = _plausible(_printed(w, fmt) if rule == "printed" else _timestamped(w, fmt, shape), rule, fmt, shape)
     metrics = {name: total / w.kept for name, total in w.metric_sums.items()}
     second, reading = _second(w, fmt, rule, shape)
     return Measured(
@@ -433,7 +570,7 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         kept=w.kept,
         first_step=w.first.step if w.first else None,
         last_step=w.last.step if w.last else None,
-        latency_ms=_latency_ms(w, fmt, shape, throughput),
+        latency_ms=w.timed.mean_seconds() * 1000 if w.timed.iterations else None,
         memory_mib=w.memory,
         metrics=metrics,
         window_note=note,
@@ -452,26 +589,32 @@ def _plausible(throughput: float, rule: str, fmt: PeerFormat, shape: RunShape) -
     return throughput
 
 
-def _latency_ms(w: _Window, fmt: PeerFormat, shape: RunShape, throughput: float) -> float | None:
-    """The printed mean time per iteration, else the same window's from its throughput (not for token rates)."""
-    if w.seconds_n:
-        return w.seconds_sum / w.seconds_n * 1000
-    return shape.global_batch / throughput * 1000 if fmt.unit != "tokens/s" else None
-
-
 def _second(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape) -> tuple[float | None, str | None]:
     """The window's figure by a reading other than `rule`: the reader's own second reading of every kept interval
-    (an epoch's time stamps x the data set), else the other rule where the lines carry what it needs."""
+    (an epoch's time stamps x the data set), else the other rule where the lines carry what it needs and cover the
+    same iterations."""
     if w.check_n and w.check_n * 2 >= w.kept:  # intervals with evaluation inside have no check of their own
         return w.check_sum / w.check_n, fmt.check_reading
     other = "timestamp" if rule == "printed" else "printed"
+    if other == "timestamp" and _stamps_miss_iterations(w):
+        return None, None
+    if other == "timestamp" and w.stamps.paused:
+        reading = "time stamps x sample counts of the intervals without evaluation or checkpoint saving"
+        return (w.stamps.rate(), reading) if w.stamps.rate() is not None else (None, None)
     try:
-        figure = _timestamped(w, fmt, shape) if other == "timestamp" else _printed(w, fmt, shape)
+        figure = _timestamped(w, fmt, shape) if other == "timestamp" else _printed(w, fmt)
     except DataError:
         return None, None
     if not (math.isfinite(figure) and figure > 0):
         return None, None
     return figure, _reading_of(other, w)
+
+
+def _stamps_miss_iterations(w: _Window) -> bool:
+    """The printed figures time iterations before the first stamp the timestamp rule has (Megatron's line after
+    its first iteration averages from the run's start): the two readings do not cover the same iterations."""
+    anchor = w.anchor
+    return anchor is not None and anchor.step is not None and w.first_start is not None and w.first_start < anchor.step
 
 
 def _reading_of(rule: str, w: _Window) -> str:
@@ -483,14 +626,14 @@ def _reading_of(rule: str, w: _Window) -> str:
     return "time stamps x iterations x the given global batch"
 
 
-def _printed(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
-    """The mean printed throughput; for formats that print a time per iteration, samples / time over the window
-    (the global batch / the mean time where the batch does not change)."""
+def _printed(w: _Window, fmt: PeerFormat) -> float:
+    """The mean printed throughput; for formats that print a time per iteration, the kept iterations' samples over
+    their summed time (`TimedSteps`)."""
     if fmt.printed_from == "seconds" or not w.speed_n:
-        if not w.seconds_sum > 0:
+        if not w.timed.seconds > 0:
             hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
             raise DataError(f"the kept {fmt.name} lines print no usable throughput or time per iteration{hint}")
-        return w.samples_sum / w.seconds_sum
+        return w.timed.rate()
     return w.speed_sum / w.speed_n
 
 
@@ -502,7 +645,7 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     if first.timestamp is None or last.timestamp is None:
         raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
     elapsed = last.timestamp - first.timestamp
-    samples = _samples_between(first, last, fmt, shape)
+    samples = _samples_between(first, last, fmt, shape.global_batch)
     if elapsed <= 0 or samples <= 0:
         raise DataError(
             f"time stamps or iterations do not advance between the first and last kept line "
@@ -511,10 +654,10 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     return samples / elapsed
 
 
-def _samples_between(first: Point, last: Point, fmt: PeerFormat, shape: RunShape) -> float:
+def _samples_between(first: Point, last: Point, fmt: PeerFormat, batch: int) -> float:
     """Samples trained between two points: by their sample counts, else by iterations x the global batch."""
     if first.samples is not None and last.samples is not None:
         return last.samples - first.samples
     if fmt.steps_are_iterations and first.step is not None and last.step is not None:
-        return (last.step - first.step) * shape.global_batch
+        return (last.step - first.step) * batch
     raise DataError(f"these {fmt.name} lines carry no iteration or sample counts: use --rule printed")

@@ -11,6 +11,12 @@ PyTorch ResNet-50 `extract_pytorch_logs_time.py` first drops iterations <= 5 and
 line, i.e. iterations 25 and 125 (the figures of DLPerf's README tables). The printed ips (`train.total_ips`,
 `total_ips`, `throughput_train`) are global (all devices); the `printed` rule averages them over the same window.
 A tqdm bar printed on the same line is stripped before reading.
+
+BERT's scripts end with a step-less line holding the run's own throughput: PyTorch `training_sequences_per_second`
+(run_pretraining.py: global batch x the steps after the first few / their time; run_squad.py: the sequences trained
+/ the training time), TensorFlow `throughput_train` ("Throughput Average (sentences/sec)": the steps outside warm-up
+and checkpointing x global batch / their time). It is the figure only where the rule's window gives none (a run
+whose only line is inside the warm-up), and the record says so.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ VALUE = re.compile(rf"(\S+) : ({NUMBER})")
 WINDOW_RULE = "DLPerf: skip 20 iterations, time the next 100 (time stamps of the lines bounding the window)"
 
 
-def reader(speed_keys: tuple[str, ...]) -> Reader:
-    """A reader for DLLogger lines whose throughput is under one of `speed_keys` (none: time stamps only)."""
+def reader(speed_keys: tuple[str, ...], whole_run_key: str | None = None) -> Reader:
+    """A reader for DLLogger lines whose throughput is under one of `speed_keys` (none: time stamps only), and the
+    run's own global figure under `whole_run_key` on a step-less summary line."""
 
     def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         steps = StepCounter()
@@ -38,6 +45,8 @@ def reader(speed_keys: tuple[str, ...]) -> Reader:
                 continue
             s = STEP.search(m["data"])
             if not s:  # summaries and parameters, not a training step
+                if whole_run_key and (summary := _whole_run(m["data"], whole_run_key)) is not None:
+                    yield summary
                 continue
             epoch, iteration = (s["epoch"], s["it"]) if s["it"] is not None else (s["e2"], s["i2"])
             values = dict(VALUE.findall(m["data"]))
@@ -50,17 +59,26 @@ def reader(speed_keys: tuple[str, ...]) -> Reader:
     return read
 
 
+def _whole_run(data: str, key: str) -> Point | None:
+    values = dict(VALUE.findall(data))
+    if key not in values:
+        return None
+    note = f"DLLogger's final {key}: the run's own throughput over its training, as its script computes it"
+    return Point(step=None, speed=to_float(values[key]), whole_run=True, note=note)
+
+
 FORMATS = (
     PeerFormat(
         name="dllogger-pytorch-bert",
         description="DeepLearningExamples PyTorch BERT DLLogger `Training Iteration` lines (time stamps only)",
         signature=re.compile(r"^DLL \S+ \S+ - .*Training Iteration: \d+"),
-        read=reader(()),
+        read=reader((), "training_sequences_per_second"),
         rules=("timestamp",),
         warmup=20,
         window=100,
         unit="sequences/s",
-        practice=WINDOW_RULE + "; no throughput is printed, so time stamps only",
+        practice=WINDOW_RULE + "; no throughput is printed per iteration, so time stamps only; where no window is "
+        "there, the final training_sequences_per_second",
     ),
     PeerFormat(
         name="dllogger-pytorch",
@@ -82,7 +100,7 @@ FORMATS = (
             r"^DLL \S+ \S+ - (?:.*Iteration: \d+|\(\d+, \d+\)) "
             r".*(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : "
         ),
-        read=reader(("total_ips", "imgs_per_sec", "throughput_train")),
+        read=reader(("total_ips", "imgs_per_sec", "throughput_train"), "throughput_train"),
         rules=("printed", "timestamp"),
         warmup=20,
         window=100,

@@ -3,10 +3,10 @@
 [HUGECTR][02:51:59][INFO][RANK0]: Iter: 100 Time(100 iters): 0.315066s Loss: 0.125152 lr:0.001000
 [HCTR][04:50:22.860][INFO][RK0][main]: Iter: 100 Time(100 iters): 0.62365s Loss: 0.13 lr:24.0
 
-Rule: HugeCTR prints no throughput; global records/s = global batch / (interval time / iterations in it),
-averaged over the intervals after the first (HugeCTR's own benchmark scripts drop the start-up interval; its
-final `Average speed` line in MLPerf runs is computed the same way over the whole run). Time stamps are whole
-seconds in older versions, so only the printed rule.
+Rule: HugeCTR prints no throughput; global records/s = the records of the intervals after the first (global batch
+x iterations) over their summed time. HugeCTR's own benchmark scripts drop the start-up interval; its final
+`Average speed` line in MLPerf runs is computed the same way over the whole run. Time stamps are whole seconds in
+older versions, so only the printed rule.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
+from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, timed_step, to_float
 
 LINE = re.compile(rf"Iter: (?P<iter>\d+) Time\((?P<n>\d+) iters\): (?P<time>{NUMBER})s")
 
@@ -23,8 +23,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     for line in lines:
         m = LINE.search(line)
         if m and int(m["n"]) > 0:
-            step = int(m["iter"])
-            yield Point(step=step, start=step - int(m["n"]), seconds=to_float(m["time"]) / int(m["n"]))
+            step, iterations = int(m["iter"]), int(m["n"])
+            yield timed_step(step, to_float(m["time"]) / to_float(m["n"]), start=step - iterations)
 
 
 FORMATS = (

@@ -5,8 +5,12 @@ iteration (ms): 812.4 | throughput per GPU (TFLOP/s/GPU): 181.2 | ... | global b
 
 Rule (the published Megatron-LM-Attention-Benchmark figures, gdn_carry_throughput_bench.md): drop the first 20
 iterations, average `elapsed time per iteration` and TFLOP/s/GPU over the rest of the run. Elapsed time is per
-iteration, averaged over the log interval; throughput = global batch size / that time (global sequences/s).
-The planned length (`iteration i/ N`) tells runs apart; Slurm and torchrun prefixes are stripped beforehand.
+iteration, averaged over the log interval; throughput = global batch size / that time (global sequences/s), i.e. the
+kept iterations' samples over their summed time. Megatron logs a run's first iteration without resetting its
+interval timer (`is_first_iteration`: "to document initialization overhead"), so the next line averages over every
+iteration since the start: its interval starts at iteration 0. Its timer stops during evaluation and checkpoint
+saving, which the time stamps include. The planned length (`iteration i/ N`) tells runs apart; Slurm and torchrun
+prefixes are stripped beforehand.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, to_float
+from dlperf.peers.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, timed_step, to_float
 
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
+PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
 FIELDS = {
     name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
     for name in (
@@ -30,26 +35,38 @@ FIELDS = {
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    after_first: tuple[int, int | None] | None = None  # (run, the step after its iteration 1): timed from the start
+    paused = False
     for line in lines:
         iteration = ITERATION.search(line)
         if not iteration:
+            paused = paused or PAUSE.search(line) is not None
             continue
         fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
         ms = fields.get("elapsed time per iteration (ms)")
-        if ms is None or ms <= 0:
+        if ms is None:
             continue
-        batch = fields.get("global batch size", float(shape.global_batch))
+        step, run = int(iteration[1]), int(iteration[2])
+        if step == 1:
+            after_first = (run, None)
+        elif after_first is not None and after_first[0] == run and after_first[1] in (None, step):
+            after_first = (run, step)
+        else:
+            after_first = None
         stamp = STAMP.match(line)
         tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
-        yield Point(
-            step=int(iteration[1]),
-            speed=batch * 1000 / ms,
-            seconds=ms / 1000,
+        yield timed_step(
+            step,
+            ms / 1000,
+            batch=fields.get("global batch size"),
+            start=0 if after_first is not None and after_first[1] == step else None,
             timestamp=iso_time(stamp[1]) if stamp else None,
             samples=fields.get("consumed samples"),
-            run=int(iteration[2]),
+            run=run,
             metrics=() if tflops is None else (("tflops_per_device", tflops),),
+            paused=paused,
         )
+        paused = False
 
 
 FORMATS = (

@@ -3,7 +3,8 @@ MLPerf, whatever else it prints (DLRM's HugeCTR lines, launcher noise, exit trac
 
 MLPerf publishes time to train, not throughput. The figure is read from the progress the log has, in this order:
 1. `tracked_stats` progress events (the first one, start-up and compiling, skipped; the rest averaged): a
-   `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, maskrcnn's `time`) read as
+   `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, `train_step_time`, maskrcnn's
+   `time`) read as
    global batch / time. A `throughput` event of its own (maskrcnn) joins the step before it.
 2. Timed blocks (`block_start`/`block_stop`) where there are no progress events: samples in the block / its time.
    A block's samples come from the counts the benchmark keeps (mlperf_logging's `samples_count`, `epoch_num`,
@@ -40,6 +41,8 @@ EPOCH_SIZE = {"resnet": 1281167, "ssd": 1170301, "retinanet": 1170301, "maskrcnn
 EPOCH_OF_TRAIN_SAMPLES = {"rnnt"}  # epoch-counted; `train_samples` is the epoch's size (utterances kept)
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
 TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
+EVALUATIONS = {"eval_start", "eval_accuracy", "eval_stop"}  # their count is what the run trained by then
+STEP_TIME_KEYS = ("train_step_timing", "train_step_timing in s", "train_step_time", "time")
 # A progress event's `step` counts samples (`samples_count` in their blocks), unless it is token-sized
 # the events that declare a size, and the reader's attribute each one sets
 _SIZES = {"global_batch_size": "batch", "max_sequence_length": "seq_len", "train_samples": "train_samples"}
@@ -84,12 +87,10 @@ def _close(a: float, b: float) -> bool:
 
 
 def _step_key(value: dict[str, Any]) -> str | None:
-    """The tracked step-time key: `train_step_timing` (v3.x) or `train_step_timing in s` (v4.1+), maskrcnn's
-    `time`. Only keys in seconds: a key naming another unit is not a step time in seconds."""
-    for key in value:
-        if key == "train_step_timing" or key == "train_step_timing in s" or key == "time":
-            return key
-    return None
+    """The tracked step-time key: `train_step_timing` (v3.x), `train_step_timing in s` (v4.1+), `train_step_time`
+    (mlperf_common's callbacks, v5.0), maskrcnn's `time`. Only keys in seconds: a key naming another unit is not a
+    step time in seconds."""
+    return next((key for key in value if key in STEP_TIME_KEYS), None)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class _Log:
         self.last_count: float | None = None  # the last tracked step count (for its unit)
         self.cumulative: float | None = None  # samples trained so far, from any event's count
         self.block: _Block | None = None
+        self.counted_in_block = False  # the log's counts rose inside the open block
+        self.marks: list[tuple[float, float]] = []  # (time, samples) of the evaluations inside the open block
         self.last_stop: tuple[float, float] | None = None  # (time, samples) at the last block's end
         self.previous: tuple[float, float] | None = None  # (time, samples) at the last progress event
         self.eval_since = False  # an evaluation since the last progress event
@@ -186,7 +189,7 @@ class _Log:
         self._declare(key, value, stamp)
         if stamp is None:
             return
-        self._count(metadata)
+        self._count(key, metadata, stamp)
         marks = {"epoch_start": self._epoch_start, "epoch_stop": self._epoch_stop, "block_start": self._block_start}
         if key in marks:
             marks[key](metadata, stamp)
@@ -218,16 +221,24 @@ class _Log:
             self.evaluated = self.eval_since = True
             self.timed_eval = self.timed_eval or key == "eval_start"
 
-    def _count(self, metadata: dict[str, Any]) -> None:
-        """Samples trained so far, where the event's count says (bert's epoch_num, samples_count, step_num)."""
-        if (count := _number(metadata.get("samples_count"))) is not None:
-            self.cumulative = max(self.cumulative or 0.0, count)
-        elif (count := _number(metadata.get("step_num"))) is not None:
-            self.cumulative = max(self.cumulative or 0.0, count * self.batch)
-        elif (count := _number(metadata.get("epoch_num"))) is not None and self.counts_samples():
-            samples, _ = self.samples(count)
-            if samples is not None:
-                self.cumulative = max(self.cumulative or 0.0, samples)
+    def _count(self, key: Any, metadata: dict[str, Any], stamp: float) -> None:
+        """Samples trained so far, where the event's count says (bert's epoch_num, samples_count, step_num); inside
+        an open block, whether it rose and the evaluations' counts (MLPerf counts a run by its evaluations)."""
+        count: float | None = None
+        if (count := _number(metadata.get("samples_count"))) is None:
+            if (steps := _number(metadata.get("step_num"))) is not None:
+                count = steps * self.batch
+            elif (epochs := _number(metadata.get("epoch_num"))) is not None and self.counts_samples():
+                count, _ = self.samples(epochs)
+        if count is None:
+            return
+        rose = self.cumulative is None or count > self.cumulative
+        self.cumulative = max(self.cumulative or 0.0, count)
+        if self.block is None or key == "block_stop":
+            return
+        self.counted_in_block = self.counted_in_block or rose
+        if key in EVALUATIONS and (not self.marks or count > self.marks[-1][1]):
+            self.marks.append((stamp, count))
 
     def _epoch_start(self, metadata: dict[str, Any], stamp: float) -> None:
         number = _number(metadata.get("epoch_num"))
@@ -274,11 +285,12 @@ class _Log:
             return
         check = self._epoch_check(speed)
         done, count_note = self._progress_samples(metadata) or (None, None)
-        speed, note = self._tracked_speed(speed, seconds, step_key)
+        speed, note = (speed * self._scale(), self.scale_note) if speed is not None else (None, None)
         point = Point(
             step=self.index + 1,
             speed=speed,
             seconds=seconds,
+            batch=self.batch,  # a step time alone is timed as every format's: samples over the summed time
             timestamp=stamp,
             samples=done,
             check=self._checked(check, done, stamp),
@@ -298,17 +310,6 @@ class _Log:
         self._decide_scale(speed, self.epoch_figure)
         check, self.epoch_figure = self.epoch_figure, None
         return check
-
-    def _tracked_speed(
-        self, speed: float | None, seconds: float | None, step_key: str | None
-    ) -> tuple[float | None, str | None]:
-        """The printed throughput at the scale the evidence decided (and its note), else the log's own global
-        batch per step time (maskrcnn's `time` is not one)."""
-        if speed is not None:
-            return speed * self._scale(), self.scale_note
-        if seconds and step_key != "time":
-            return self.batch / seconds, None
-        return None, None
 
     def _checked(self, check: float | None, done: float | None, stamp: float) -> float | None:
         """The epoch's check, else the count's; the count is kept for the next event's second reading."""
@@ -380,6 +381,7 @@ class _Log:
             length, _ = self.samples(count, count)
             if start is not None and length is not None and length >= self.batch:  # a block is at least one step
                 begin, size = start, length
+        self.marks, self.counted_in_block = [], False
         self.block = _Block(
             stamp=stamp,
             begin=begin,
@@ -394,7 +396,7 @@ class _Log:
         if self.tracked:
             return
         start_time = self._block_began(block)
-        begin, end = self._block_span(metadata, block)
+        begin, end, note = self._block_span(metadata, block)
         if end is not None:
             self.last_stop = (stamp, end)
         if start_time is None or begin is None or end is None or stamp <= start_time or end <= begin:
@@ -404,10 +406,20 @@ class _Log:
             speed=(end - begin) / (stamp - start_time),
             timestamp=stamp,
             samples=end,
-            note=self._block_note(),
+            check=self._marks_figure(start_time, stamp),
+            note=note or self._block_note(),
             tokens=self.tokens_per_sample(),
         )
         yield from self._emit(point)
+
+    def _marks_figure(self, start: float, stop: float) -> float | None:
+        """The block's second reading: the counts its evaluations logged inside it over their time stamps (a block
+        whose samples_count or statement disagrees with them by a factor makes the log contradict itself)."""
+        inside = [(t, n) for t, n in self.marks if start <= t <= stop]
+        if len(inside) < 2:
+            return None
+        (t0, n0), (t1, n1) = inside[0], inside[-1]
+        return (n1 - n0) / (t1 - t0) if t1 > t0 and n1 > n0 else None
 
     def _block_began(self, block: _Block | None) -> float | None:
         """When a block began: its block_start, else the last block's end, else the run's start."""
@@ -420,17 +432,33 @@ class _Log:
             return "timed blocks: the log times no evaluation apart, so a block may include it"
         return None
 
-    def _block_span(self, metadata: dict[str, Any], block: _Block | None) -> tuple[float | None, float | None]:
-        """The samples a finished block covers (begin, end), from whichever count this log keeps."""
+    def _block_span(
+        self, metadata: dict[str, Any], block: _Block | None
+    ) -> tuple[float | None, float | None, str | None]:
+        """The samples a finished block covers (begin, end) and a note where its own statement is overruled: the
+        count at its stop (`samples_count`), else the count the log's events reached inside it (MLPerf's count of
+        what a run trained is its last evaluation's), else what the block states (`first_epoch_num` +
+        `epoch_count`, the planned length up to the next evaluation, or Habana's iteration counters)."""
         before = self.last_stop[1] if self.last_stop else None
-        done = _number(metadata.get("first_epoch_num"))
         if (count := _number(metadata.get("samples_count"))) is not None:  # cumulative samples at the block's end
-            return _first_known(before, block and block.count), count
-        if block and (span := block.stated_span() or block.iterations_span(done, self.batch)):
-            return span
-        if self.cumulative is not None:  # counted by other events (bert's epoch_num)
-            return _first_known(before, block and block.before), self.cumulative
-        return None, None
+            return _first_known(before, block and block.count), count, None
+        stated = block.stated_span() if block else None
+        if self.counted_in_block and self.cumulative is not None:  # counted inside it (bert's epoch_num, evaluations)
+            begin, end = _first_known(before, block and block.before), self.cumulative
+            return begin, end, self._overruled(stated, end - begin)
+        done = _number(metadata.get("first_epoch_num"))
+        if block and (span := stated or block.iterations_span(done, self.batch)):
+            return *span, None
+        return None, None, None
+
+    def _overruled(self, stated: tuple[float, float] | None, counted: float) -> str | None:
+        if stated is None or _close(stated[1] - stated[0], counted):
+            return None
+        unit = "sequences" if self.benchmark in TOKEN_COUNTED else "samples"
+        return (
+            f"a timed block states {stated[1] - stated[0]:.6g} {unit} (epoch_count) but the log's evaluations count "
+            f"{counted:.6g} by its stop: counted those (MLPerf counts a run by its evaluations)"
+        )
 
     # --- emitting -----------------------------------------------------------------------------------------------
     def _emit(self, point: Point) -> Iterator[Point]:

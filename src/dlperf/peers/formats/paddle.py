@@ -7,10 +7,12 @@ PaddleClas: [Train][Epoch 1/120][Iter: 10/5005]lr: 0.1, ..., batch_cost: 1.77050
 PaddleSeg: [TRAIN] epoch: 1, iter: 10/1000, loss: 2.5, ..., batch_cost: 0.2653, ips: 30.15 samples/sec
 PaddleOCR: epoch: [1/500], iter: 10, ..., avg_batch_cost: 1.2 s, avg_samples: 12.8, ips: 10.6 samples/s
 
-Rule (DLPerf's PaddlePaddle scripts): skip the first 20 iterations, average over the next 100; speed = global
-batch / the printed time of a batch. `batch_cost` is one process's mean time per iteration over the logging interval
-and `ips` its samples / batch_cost (PaddleClas' and PaddleSeg's loggers), so `ips` x world size is the second reading
-of the same figure; a printed per-process batch (`avg_samples`) is used instead of the path's where there is one.
+Rule (DLPerf's PaddlePaddle scripts): skip the first 20 iterations, time the next 100; speed = global batch / the
+printed time of a batch, combined as for every format that prints a step time: samples over the summed time (DLPerf's
+script averages the per-line rates, which weighs the fast lines more). `batch_cost` is one process's mean time per
+iteration over the logging interval and `ips` its samples / batch_cost (PaddleClas' and PaddleSeg's loggers), so
+`ips` x world size is the second reading of the same figure; a printed per-process batch (`avg_samples`) is used
+instead of the path's where there is one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, StepCounter, to_float
+from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, StepCounter, timed_step, to_float
 
 POSITION = re.compile(
     r"\[Pass (?P<pass>\d+), train batch (?P<pass_batch>\d+)\]"
@@ -51,14 +53,12 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         cost = COST.search(line) if position else None
         if not position or not cost:
             continue
-        elapse = to_float(cost["t"])
         samples = SAMPLES.search(line)
-        batch = to_float(samples["n"]) * shape.world_size if samples else shape.global_batch
         ips = IPS.search(line)
-        yield Point(
-            step=_step(position, steps),
-            speed=batch / elapse if elapse > 0 else None,
-            seconds=elapse,
+        yield timed_step(
+            _step(position, steps),
+            to_float(cost["t"]),
+            batch=to_float(samples["n"]) * shape.world_size if samples else None,
             check=to_float(ips["ips"]) * shape.world_size if ips else None,
         )
 
@@ -79,9 +79,10 @@ FORMATS = (
         rules=("printed",),
         warmup=20,
         window=100,
+        printed_from="seconds",
         unit="images/s",
         printed="per device",
-        practice="DLPerf: skip 20 iterations, mean of global batch / batch time over the next 100; ips x world "
-        "size is the second reading",
+        practice="DLPerf: skip 20 iterations, global batch / batch time over the next 100 (samples over the summed "
+        "time); ips x world size is the second reading",
     ),
 )

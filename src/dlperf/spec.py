@@ -50,12 +50,18 @@ def setting(
     choices: tuple[str, ...] = (),
     engines: tuple[str, ...] = (),
     group: str | None = None,
+    flag: str | None = None,
+    factory: Any = None,
 ) -> Any:
     """A config field that carries its flag: `help` (the CLI adds the default), `bound` ("positive",
     "non-negative" or "positive or auto": the flag's number type), `choices` (else a `Literal[...]` annotation's),
-    `engines` (the only engines that read it; empty: every engine) and the `--help` group (a workload's fields:
-    its own). The flag's type comes from the annotation."""
-    metadata = {"help": help, "bound": bound, "choices": choices, "engines": engines, "group": group}
+    `engines` (the only engines that read it; empty: every engine), the `--help` group (a workload's fields:
+    its own) and the flag's name where it is not the field's (`--ssh-option` for `ssh_options`). The flag's type
+    comes from the annotation; a tuple field's flag is repeatable. `factory` makes a default at construction
+    (the flag's default then says none was given)."""
+    metadata = {"help": help, "bound": bound, "choices": choices, "engines": engines, "group": group, "flag": flag}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -6,6 +6,7 @@ import pytest
 from conftest import TINY, run_cli
 
 from dlperf.errors import ConfigError
+from dlperf.launch import launcher_for
 from dlperf.launch.hosts import Host, host_port, hosts_for, parse_hosts, read_hostfile
 from dlperf.launch.messages import Failure, NodeResult, merge_results
 from dlperf.launch.options import LaunchOptions
@@ -88,14 +89,26 @@ def test_ssh_gets_an_argument_list_with_batch_mode_and_timeout():
     [
         (LaunchOptions(ifname="eth0; rm"), "--ifname"),
         (LaunchOptions(hosts=(Host("a"),), ssh_options=("NoValue",)), "--ssh-option"),
-        (LaunchOptions(launcher="ssh"), "needs --hosts"),
-        (LaunchOptions(launcher="slurm", hosts=(Host("a"),)), "go with the ssh launcher"),
         (LaunchOptions(master_addr="x;y"), "--master-addr"),
     ],
 )
 def test_bad_launch_options(options, message):
     with pytest.raises(ConfigError, match=message):
         options.validate()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (LaunchOptions(launcher="ssh"), "--launcher ssh needs --hosts"),
+        (LaunchOptions(launcher="slurm", hosts=(Host("a"),)), "go with the ssh launcher, not --launcher slurm"),
+        (LaunchOptions(launcher="local", hosts=(Host("a"),)), "go with the ssh launcher, not --launcher local"),
+        (LaunchOptions(launcher="mpirun"), "unknown launcher 'mpirun': choose one of local, ssh, srun, sbatch, slurm"),
+    ],
+)
+def test_a_launcher_checks_the_hosts_it_is_given(options, message):
+    with pytest.raises(ConfigError, match=message):
+        launcher_for(options)
 
 
 def test_ifname_reaches_nccl_and_gloo():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import Field, dataclass, fields
+from dataclasses import MISSING, Field, dataclass, fields
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -17,9 +17,9 @@ from dlperf.cli.args import (
 )
 from dlperf.engines import engine_names, engine_versions
 from dlperf.errors import ResultsError
-from dlperf.launch import Launcher, RunJob
+from dlperf.launch import Launcher, RunJob, launcher_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
-from dlperf.launch.options import LAUNCHERS, LaunchOptions
+from dlperf.launch.options import WHERE, LaunchOptions
 from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.run import check_run, launcher_for, plan_jobs, preflight, share_cpu
 from dlperf.records.lock import results_lock
@@ -87,7 +87,7 @@ def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:
 
 def _help(f: Field) -> str:
     text = f.metadata.get("help", "")
-    if not (f.default is None or isinstance(f.default, bool) or "(default" in text):
+    if not (f.default in (None, ()) or f.default is MISSING or isinstance(f.default, bool) or "(default" in text):
         text = f"{text} (default {f.default:g})" if isinstance(f.default, float) else f"{text} (default {f.default})"
     engines = f.metadata.get("engines")
     return f"{text} [--engine {' or '.join(engines)} only]" if engines else text
@@ -104,6 +104,8 @@ def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
         return {"type": positive_int_or_auto}
     if base is bool:
         return {"action": argparse.BooleanOptionalAction}
+    if get_origin(base) is tuple:  # a repeatable flag, each value one item
+        return {"action": "append", "metavar": "VALUE"}
     if get_origin(base) is Literal:
         return {"choices": get_args(base)}
     if base is int:
@@ -114,55 +116,38 @@ def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
 
 
 def add_launch_options(parser: argparse.ArgumentParser) -> list[str]:
-    """Where the run happens: this machine, hosts over ssh, or Slurm; none of it changes what is measured.
-    Returns the names (argparse dests) of the flags that say where, which a sweep's folder keeps for --resume."""
-    group = parser.add_argument_group("where to run (multi-node)")
+    """Where the run happens: this machine, hosts over ssh, or Slurm; none of it changes what is measured. The
+    flags are made from LaunchOptions' declarations (`--launcher`'s choices from the launcher registry), but
+    `--hosts`/`--hostfile`, two ways to give one field. Returns the names (argparse dests) of the flags that say
+    where, which a sweep's folder keeps for --resume."""
+    group = parser.add_argument_group(WHERE)
     hosts = group.add_mutually_exclusive_group()
-    where: list[str] = []
-
-    def add(*names: str, within: Any = group, **kwargs: Any) -> None:
-        where.append(within.add_argument(*names, **kwargs).dest)
-
-    add("--hosts", within=hosts, help="comma-separated hosts, one node agent each over ssh; --nodes defaults to "
-        "their count")  # fmt: skip
-    add("--hostfile", within=hosts, help="file with one host per line, optionally `slots=N`; like --hosts")
-    add(
-        "--launcher",
-        choices=LAUNCHERS,
-        help="local, ssh (the default with --hosts) or slurm (srun inside an allocation, else sbatch)",
-    )
-    add("--master-addr", help="rendezvous address (default: the first host)")
-    add("--master-port", type=positive_int, help="rendezvous port (default: a free port on the first host)")
-    add("--ifname", help="network interface for NCCL and Gloo (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), e.g. eth0")
-    add("--ssh-option", action="append", default=[], metavar="KEY=VALUE", help="extra `ssh -o` option, repeatable")
-    add("--connect-timeout", type=positive_int, default=10, help="ssh connect timeout in seconds (default 10)")
-    add("--remote-python", help="python on the hosts that has dlperf installed (default: this one's path)")
-    add("--partition", help="Slurm partition for sbatch")
-    add("--account", help="Slurm account for sbatch")
-    add("--time", help="Slurm time limit for sbatch, e.g. 01:00:00")
-    group.add_argument(
-        "--dry-run", action="store_true", help="print the exact commands and scripts without running them"
-    )
+    where = [
+        hosts.add_argument(
+            "--hosts", help="comma-separated hosts, one node agent each over ssh; --nodes defaults to their count"
+        ).dest,  # fmt: skip
+        hosts.add_argument("--hostfile", help="file with one host per line, optionally `slots=N`; like --hosts").dest,
+    ]
+    hints = get_type_hints(LaunchOptions)
+    choices = {"launcher": launcher_names()}
+    for f in fields(LaunchOptions):
+        if "help" not in f.metadata:
+            continue
+        kind = {"choices": choices[f.name]} if f.name in choices else _flag_kind(f, hints[f.name])
+        default = None if f.default is MISSING or isinstance(f.default, tuple) else f.default
+        name = f.metadata["flag"] or flag(f.name)
+        action = group.add_argument(name, dest=f.name, default=default, help=_help(f).replace("%", "%%"), **kind)
+        if f.name != "dry_run":  # what a sweep's folder keeps: where it ran, not how this call was asked
+            where.append(action.dest)
     return where
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
+    """The launch flags given, as LaunchOptions (a flag not given: the field's own default)."""
     hosts = parse_hosts(args.hosts) if args.hosts else read_hostfile(args.hostfile) if args.hostfile else []
-    extra = {"remote_python": args.remote_python} if args.remote_python else {}
-    return LaunchOptions(
-        launcher=args.launcher,
-        hosts=tuple(hosts),
-        master_addr=args.master_addr,
-        master_port=args.master_port,
-        ifname=args.ifname,
-        ssh_options=tuple(args.ssh_option),
-        connect_timeout=args.connect_timeout,
-        dry_run=args.dry_run,
-        partition=args.partition,
-        account=args.account,
-        time=args.time,
-        **extra,
-    )
+    given = {f.name: getattr(args, f.name) for f in fields(LaunchOptions) if "help" in f.metadata}
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
+    return LaunchOptions(hosts=tuple(hosts), **given)
 
 
 RUN_KEYS = tuple(

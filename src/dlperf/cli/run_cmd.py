@@ -17,7 +17,6 @@ from dlperf.cli.options import (
 )
 from dlperf.errors import LaunchError
 from dlperf.launch.hosts import slots_per_node
-from dlperf.launch.ssh import SshLauncher
 from dlperf.orchestration.evidence import flops_fields
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import execute
@@ -58,12 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if launcher.local and (estimate := single_run_estimate(spec, plan, env)):
         say(estimate)
     log = jobs[0].paths.log
-    late = (
-        " (an ssh run's log comes back when it ends: the windows show then)"
-        if isinstance(launcher, SshLauncher)
-        else ""
-    )
-    say(f"log: {log}{late}")
+    say(f"log: {log}{launcher.log_note}")
     with LogFollower(log, say, window_extra(spec, plan, env), plain=spec.engine == EXTERNAL):
         record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
     path = jobs[0].paths.record

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.command.template import case_values, node_processes, rendezvous_for
+from dlperf.errors import ConfigError
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeLaunch, RunResult
 from dlperf.launch.options import LaunchOptions
 from dlperf.records.paths import RunPaths
@@ -68,12 +69,19 @@ OnDone = Callable[[RunJob, "RunResult | None"], None]
 
 
 class Launcher(ABC):
-    """Starts runs' node agents; `local` says the devices are on this machine (the parent may check them)."""
+    """Starts runs' node agents; `local` says the devices are on this machine (the parent may check them),
+    `takes_hosts` that it starts them on the hosts of --hosts/--hostfile (and needs them)."""
 
     local = False
+    takes_hosts = False
+    log_note = ""  # what the console says after the log's path, where the log does not grow as the run goes
 
     def __init__(self, options: LaunchOptions) -> None:
         self.options = options
+        if self.takes_hosts and not options.hosts:
+            raise ConfigError(f"--launcher {options.kind} needs --hosts node1,node2 or --hostfile FILE")
+        if options.hosts and not self.takes_hosts:
+            raise ConfigError(f"--hosts/--hostfile go with the ssh launcher, not --launcher {options.kind}")
 
     def check(self, spec: RunSpec) -> None:  # noqa: B027 - most launchers can place any run
         """Refuse, before anything starts, a run this launcher cannot place."""

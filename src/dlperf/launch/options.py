@@ -1,15 +1,17 @@
-"""Where and how a run is launched (local, over ssh, under Slurm): apart from RunConfig, which is what is measured."""
+"""Where and how a run is launched (local, over ssh, under Slurm): apart from the RunSpec, which is what is measured.
+Each field declares its flag (`spec.setting`), from which `dlperf run`, `sweep` and `commbench` make theirs."""
 
 from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dlperf.errors import ConfigError
 from dlperf.launch.hosts import Host, check_host_name
+from dlperf.spec import setting
 
-LAUNCHERS = ("local", "ssh", "slurm")
+WHERE = "where to run (multi-node)"
 IFNAME_RE = re.compile(r"^[\^=]{0,2}[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$")
 SSH_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*=[^\n\r]+$")
 # Values written into an sbatch script's `#SBATCH` lines: Slurm's own name and time syntax, nothing that could
@@ -24,32 +26,43 @@ SLURM_EXAMPLES = {"partition": "gpu", "account": "bench", "time": "01:00:00 or 2
 
 @dataclass(frozen=True)
 class LaunchOptions:
-    """The launch flags of `dlperf run` and `dlperf sweep`; `launcher` None means ssh with hosts, else local."""
+    """The launch flags of `dlperf run` and `dlperf sweep`; `launcher` None means ssh with hosts, else local. The
+    launcher's choices are the registry's (`dlperf.launch.LAUNCHERS`); `hosts` has two flags of its own
+    (`--hosts`, `--hostfile`)."""
 
-    launcher: str | None = None
+    launcher: str | None = setting(
+        None, "local, ssh (the default with --hosts), srun, sbatch, or slurm: srun inside an allocation, else sbatch",
+        group=WHERE,
+    )  # fmt: skip
     hosts: tuple[Host, ...] = ()
-    master_addr: str | None = None
-    master_port: int | None = None
-    ifname: str | None = None
-    ssh_options: tuple[str, ...] = ()
-    connect_timeout: int = 10
-    remote_python: str = field(default_factory=lambda: sys.executable)
-    dry_run: bool = False
-    partition: str | None = None
-    account: str | None = None
-    time: str | None = None
+    master_addr: str | None = setting(None, "rendezvous address (default: the first host)", group=WHERE)
+    master_port: int | None = setting(
+        None, "rendezvous port (default: a free port on the first host)", bound="positive", group=WHERE
+    )
+    ifname: str | None = setting(
+        None, "network interface for NCCL and Gloo (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), e.g. eth0", group=WHERE
+    )
+    ssh_options: tuple[str, ...] = setting(
+        (), "extra `ssh -o` option KEY=VALUE, repeatable", flag="--ssh-option", group=WHERE
+    )
+    connect_timeout: int = setting(10, "ssh connect timeout in seconds", bound="positive", group=WHERE)
+    remote_python: str = setting(
+        None,
+        "python on the hosts that has dlperf installed (default: this one's path)",
+        factory=lambda: sys.executable,
+        group=WHERE,
+    )
+    dry_run: bool = setting(False, "print the exact commands and scripts without running them", group=WHERE)
+    partition: str | None = setting(None, "Slurm partition for sbatch", group=WHERE)
+    account: str | None = setting(None, "Slurm account for sbatch", group=WHERE)
+    time: str | None = setting(None, "Slurm time limit for sbatch, e.g. 01:00:00", group=WHERE)
 
     @property
     def kind(self) -> str:
         return self.launcher or ("ssh" if self.hosts else "local")
 
     def validate(self) -> None:
-        if self.kind not in LAUNCHERS:
-            raise ConfigError(f"unknown launcher {self.launcher!r}: choose one of {', '.join(LAUNCHERS)}")
-        if self.kind == "ssh" and not self.hosts:
-            raise ConfigError("--launcher ssh needs --hosts node1,node2 or --hostfile FILE")
-        if self.kind != "ssh" and self.hosts:
-            raise ConfigError(f"--hosts/--hostfile go with the ssh launcher, not --launcher {self.kind}")
+        """The values, each of its own form (which launcher takes hosts is the launcher's own check)."""
         if self.ifname is not None and not IFNAME_RE.fullmatch(self.ifname):
             raise ConfigError(f"--ifname {self.ifname!r} is not a network interface name like eth0 or ib0")
         for option in self.ssh_options:

@@ -80,6 +80,9 @@ class Node:
 class SshLauncher(Launcher):
     """Starts one agent per host over ssh and merges their results into one."""
 
+    takes_hosts = True
+    log_note = " (an ssh run's log comes back when it ends: the windows show then)"
+
     def hosts(self, spec: RunSpec) -> list[Host]:
         return hosts_for(list(self.options.hosts), spec.nodes, spec.devices_per_node)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -70,10 +72,15 @@ MAX_LISTED = 10_000  # entries looked at for the hint: a huge tree is not walked
 
 
 def _log_files(folder: Path) -> int:
-    """How many files under `folder` look like training logs (for the hint that `dlperf extract` reads them)."""
-    count = 0
-    for seen, path in enumerate(folder.rglob("*")):
-        if seen >= MAX_LISTED:
-            break
-        count += path.suffix in LOG_SUFFIXES and path.is_file()
+    """How many files under `folder` look like training logs (for the hint that `dlperf extract` reads them):
+    walked with a stack of its own, at most MAX_LISTED entries, so a hostile tree costs neither recursion nor time."""
+    count, seen, stack = 0, 0, [folder]
+    while stack and seen < MAX_LISTED:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.name.endswith(LOG_SUFFIXES):
+                    count += 1
     return count

@@ -122,7 +122,7 @@ def _ranks_fields(result: RunResult) -> dict[str, Any]:
         "peak_memory_mib": measured.peak_memory_mib,
         "device_type": measured.device_type,
         "ranks": [
-            {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "machine_load", "energy")}
+            {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "phase_ms", "machine_load", "energy")}
             for r in measured.ranks
         ],
         "hosts": sorted({r.host for r in measured.ranks}),

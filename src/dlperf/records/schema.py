@@ -115,6 +115,13 @@ class RunRecord:
         "per-rank median of each rank's own work per step (`measure` says what), the median rank, slowest rank and"
         " host, spread, `stragglers` (ranks above `--straggler-pct`) and `flagged`; null for one rank"
     )
+    step_phases: dict[str, Any] | None = doc(
+        "where the mean step's time went (`metrics/step_phases.py`): `phases_ms` (`data`, `sync_in`, `compute`,"
+        " `sync_out`, `update`, each step on the rank that waits most in collectives), `exposed_ms` (collective time"
+        " of the slowest rank: communication no compute hid), `straggler_wait_ms` (the fastest rank's wait for the"
+        " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
+        " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
+    )
     energy: dict[str, Any] | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
         " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"

@@ -19,9 +19,9 @@ def _phases(data, sync_in, compute, sync_out, update) -> dict[str, list[float]]:
 
 
 def test_step_phases_by_hand():
-    """Two ranks, two steps. Collective time (sync_in + sync_out): rank 0 [30, 25], rank 1 [5, 15]. Step 0: the
-    slowest rank (1) spends 5 there (exposed), rank 0 waits 25 more; step 1: 15 exposed, 10 waited. Rank 0 waits
-    most in both steps, so its own phases are the step's."""
+    """Two ranks, two steps. Collective time (sync_in + sync_out): rank 0 [30, 25] (27.5 a step), rank 1 [5, 15]
+    (10): the slowest rank (1) spends 10 there (exposed), rank 0 waits 17.5 more; rank 0's own phases are the
+    step's."""
     rank0 = _phases([1, 1], [0, 0], [10, 10], [30, 25], [2, 2])
     rank1 = _phases([1, 1], [0, 0], [35, 20], [5, 15], [2, 2])
     got = summarise_phases([rank0, rank1])

@@ -5,12 +5,12 @@ broadcast), `compute` (forward and backward to the last gradient, the overlapped
 (to backward's return: the last buckets' all-reduce, and the wait for slower ranks) and `update` (to the step's end:
 the optimizer). sync_in + sync_out is the rank's time in collectives outside its compute.
 
-Every rank leaves a collective together, so in each step the rank with the least collective time is the slowest:
-what it spends there is communication that no compute hid (`exposed_ms`). Every other rank spends more, waiting for
-the slower ones; the fastest rank's excess over the slowest is the straggler wait (`straggler_wait_ms`): what the
-step would save if every rank were as fast as the fastest. That fastest rank's own phases make up the rest of the
-step (`phases_ms`, per step on the rank that waits most). Each figure is a mean over the timed steps, so the parts
-add up to the mean step on that rank.
+Every rank leaves a collective together, so the rank with the least collective time is the slowest: what it spends
+there is communication that no compute hid (`exposed_ms`). Every other rank spends more, waiting for the slower ones;
+the fastest rank's excess over the slowest is the straggler wait (`straggler_wait_ms`): what the step would save if
+every rank were as fast as the fastest. That fastest rank's own phases make up the rest of its step (`phases_ms`).
+Each figure is a rank's mean over the timed steps, so the parts add up to the mean step; ranks whose turns at
+being slow alternate from step to step wait for each other too, and that wait counts as communication.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ COLLECTIVE = ("sync_in", "sync_out")
 class StepPhases:
     steps: int
     ranks: int
-    phases_ms: dict[str, float]  # mean per step, each step on the rank with the most collective time
-    exposed_ms: float  # mean per step of the least collective time of any rank
-    straggler_wait_ms: float  # mean per step of the most minus the least collective time
+    phases_ms: dict[str, float]  # mean per step on the rank with the most collective time (the fastest)
+    exposed_ms: float  # the least collective time per step of any rank
+    straggler_wait_ms: float  # the most minus the least
     rank_collective_ms: list[float]  # each rank's mean collective time per step
 
     @property
@@ -51,14 +51,14 @@ def summarise_phases(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> StepP
             raise ValueError(f"rank {rank} timed other phases or another number of steps than rank 0 ({steps})")
     if not steps:
         raise ValueError("no timed step has its phases")
-    collective = [[sum(p[name][i] for name in COLLECTIVE) for i in range(steps)] for p in per_rank]
-    waits = [[c[i] for c in collective] for i in range(steps)]
-    fastest = [max(range(len(per_rank)), key=lambda r, i=i: collective[r][i]) for i in range(steps)]
+    means = [{name: statistics.fmean(phases[name]) for name in PHASES} for phases in per_rank]
+    collective = [sum(m[name] for name in COLLECTIVE) for m in means]
+    fastest = max(range(len(means)), key=collective.__getitem__)
     return StepPhases(
         steps=steps,
         ranks=len(per_rank),
-        phases_ms={name: statistics.fmean(per_rank[fastest[i]][name][i] for i in range(steps)) for name in PHASES},
-        exposed_ms=statistics.fmean(min(w) for w in waits),
-        straggler_wait_ms=statistics.fmean(max(w) - min(w) for w in waits),
-        rank_collective_ms=[statistics.fmean(c) for c in collective],
+        phases_ms=means[fastest],
+        exposed_ms=min(collective),
+        straggler_wait_ms=max(collective) - min(collective),
+        rank_collective_ms=collective,
     )

@@ -117,8 +117,8 @@ class RunRecord:
     )
     step_phases: dict[str, Any] | None = doc(
         "where the mean step's time went (`metrics/step_phases.py`): `phases_ms` (`data`, `sync_in`, `compute`,"
-        " `sync_out`, `update`, each step on the rank that waits most in collectives), `exposed_ms` (collective time"
-        " of the slowest rank: communication no compute hid), `straggler_wait_ms` (the fastest rank's wait for the"
+        " `sync_out`, `update` on the rank that waits most in collectives), `exposed_ms` (collective time of the"
+        " slowest rank: communication no compute hid), `straggler_wait_ms` (the fastest rank's wait for the"
         " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
         " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
     )

@@ -1,11 +1,12 @@
 """Where the scaling went: each multi-device case's loss against the ideal (its devices x the 1-device figure), in
 measured parts: summary.json's `scaling_loss`, report.md's section, the waterfall plots.
 
-With X1 the group's 1n1g median throughput and XN the case's, T1 = g1/X1 and TN = gN/XN their step times and the
-same batch per device (gN = N·g1), the loss N·X1 - XN = N·g1·(TN - T1)/(T1·TN) is linear in the step's extra time
-TN - T1: a part that adds d seconds to the step costs d·XN/T1 samples/s, so parts whose times add up to TN - T1 add
-up to the loss. The parts, each the median over the case's repeats (`step_phases`, metrics/step_phases.py) less the
-same phase of the 1n1g run:
+The 1-device figure is the group's 1n1g (a GPT layouts case: the 1-device run of the same work per replica). With X1
+its median throughput and XN the case's, T1 = g1/X1 and TN = gN/XN their step times and the same batch per device
+(gN = N·g1), the loss N·X1 - XN = N·g1·(TN - T1)/(T1·TN) is linear in the step's extra time TN - T1: a part that
+adds d seconds to the step costs d·XN/T1 samples/s, so parts whose times add up to TN - T1 add up to the loss. The
+parts, each the median over the case's repeats (`step_phases`, metrics/step_phases.py) less the same phase of the
+1-device run:
 
 - exposed communication: the slowest rank's time in collectives (communication no compute hid), less the 1-device
   step's host time at the same points;
@@ -115,7 +116,7 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
     parts = _parts_ms(case, base)
     note = None if parts is not None else NO_PHASES
     if gn != g1 * case.world_size:
-        parts, note = None, f"not split: its global batch {gn} is not {case.world_size} x the 1n1g's {g1}"
+        parts, note = None, f"not split: its global batch {gn:g} is not {case.world_size} x the 1-device run's {g1:g}"
     parts_ms = {**(parts or {}), UNEXPLAINED: extra_ms - sum((parts or {}).values())}
     per_ms = xn / t1  # samples/s lost per millisecond added to the step
     return ScalingLoss(
@@ -132,19 +133,56 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
     )
 
 
+# A run's keys that place its work on devices (or time it), not the work itself: a GPT case's 1-device run may differ
+# in these and nothing else.
+PLACEMENT_KEYS = frozenset(
+    ("nodes", "devices_per_node", "dp", "tp", "pp", "global_batch_size", "dp_mode", "pp_schedule", "case")
+    + ("warmup_iters", "max_warmup_iters", "iters", "print_every", "timeout", "seed", "straggler_pct")
+)
+
+
+def _work(case: CaseSummary) -> str | None:
+    """What a layouts-table case computes per data-parallel replica (its config less placement and timing keys, the
+    replica's batch, precision); None for records without a config (another framework's log) or that disagree."""
+    keys = set()
+    for record in case.records:
+        config = record.get("config")
+        if not config:
+            return None
+        work = {k: v for k, v in config.items() if k not in PLACEMENT_KEYS}
+        keys.add(repr(sorted({**work, "_batch": record.get("batch_size"), "_precision": case.precision}.items())))
+    return keys.pop() if len(keys) == 1 else None
+
+
+def baselines(summary: dict[GroupKey, list[CaseSummary]]) -> dict[GroupKey, CaseSummary]:
+    """Each group's 1-device case: a scaling table's own 1n1g; for a GPT layouts case (each its own group), the
+    measured 1-device layouts case of the same work per replica."""
+    single = {}
+    for cases in summary.values():
+        for case in cases:
+            if case.table == "layouts" and case.world_size == 1 and case.speeds and (work := _work(case)):
+                single.setdefault((case.model, work), case)
+    out = {}
+    for key, cases in summary.items():
+        if cases[0].table == "scaling":
+            base = next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
+        else:
+            base = next((single.get((c.model, work)) for c in cases if (work := _work(c))), None)
+        if base is not None:
+            out[key] = base
+    return out
+
+
 def scaling_losses(
     summary: dict[GroupKey, list[CaseSummary]], predicted_ms: dict[tuple[str, str, str], float] | None = None
 ) -> dict[GroupKey, list[ScalingLoss]]:
-    """Every measured multi-device case of a scaling table whose group has a measured 1n1g; `predicted_ms` gives
+    """Every measured multi-device case whose group has a measured 1-device run (`baselines`); `predicted_ms` gives
     `dlperf predict`'s exposed communication per (model, group, case) where commbench records were given."""
     out: dict[GroupKey, list[ScalingLoss]] = {}
-    for key, cases in summary.items():
-        base = next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
-        if base is None or cases[0].table != "scaling":
-            continue
+    for key, base in baselines(summary).items():
         losses = [
             scaling_loss(c, base, (predicted_ms or {}).get((*key, c.case)))
-            for c in cases
+            for c in summary[key]
             if c.world_size > 1 and c.speeds
         ]
         if losses:
@@ -177,10 +215,10 @@ def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
     lines = [
         "## Where the scaling went",
         "",
-        "Ideal = devices x the group's 1n1g median; each part is the case's measured extra time per step over the "
-        "1n1g run (median over repeats, `step_phases`), in samples/s: a part adding d ms to the step costs "
-        "d x measured / 1n1g step time. Unexplained is the loss less the measured parts, never forced to zero "
-        "(docs/scaling.md).",
+        "Ideal = devices x the 1-device median (the group's 1n1g; for GPT the 1-device run of the same work); each "
+        "part is the case's measured extra time per step over that run (median over repeats, `step_phases`), in "
+        "samples/s: a part adding d ms to the step costs d x measured / the 1-device step time. Unexplained is the "
+        "loss less the measured parts, never forced to zero (docs/scaling.md).",
         "",
     ]
     for (model, group), group_losses in measured.items():

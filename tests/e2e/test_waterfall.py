@@ -72,6 +72,6 @@ def test_planted_slow_rank_and_slow_loader(baseline, tmp_path):
     _dlperf(["run", *RUN, "--devices-per-node", "2", "--out", str(out)], env=env)
     loss = _waterfall(baseline, out)
     ms = loss["components_ms"]
-    assert SLOW_RANK_MS * 0.8 < ms["straggler_wait"] < SLOW_RANK_MS * 1.3
-    assert SLOW_LOADER_MS <= ms["data_stall"] < SLOW_LOADER_MS * 1.2
+    assert SLOW_RANK_MS * 0.7 < ms["straggler_wait"] < SLOW_RANK_MS * 1.4
+    assert SLOW_LOADER_MS * 0.95 < ms["data_stall"] < SLOW_LOADER_MS * 1.2
     assert sum(loss["components"].values()) == pytest.approx(loss["measured_loss"], abs=0.01)

@@ -100,3 +100,37 @@ def test_cases_without_phases_keep_their_loss_unexplained(tmp_path, capsys):
     text = (tmp_path / "r" / "report.md").read_text()
     assert "not split: the runs carry no step phases" in text and "resnet50 b10_fp32" in text
     assert not list((tmp_path / "r" / "plots").glob("*waterfall*"))  # nothing measured to draw
+
+
+def test_phase_clock_splits_each_step(monkeypatch):
+    """One process, a two-layer model, sleeps standing in for each phase: the loader's delay (the test hook), DDP's
+    broadcast before the forward, the last all-reduce after the first layer's gradient, the optimizer. The phases
+    hold their sleeps and add up to the step."""
+    import time
+
+    import torch
+
+    from dlperf.engines.torch.own_work import SLOW_LOADER_ENV, OwnWorkClock, data_phase
+
+    monkeypatch.setenv(SLOW_LOADER_ENV, "20")
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
+    clock = OwnWorkClock(model, model[0].weight, torch.device("cpu"), rank=0)
+    fetch = data_phase(clock, lambda: torch.ones(4, 8))
+    clock.start()
+    begin = time.perf_counter()
+    for _ in range(2):
+        x = fetch()
+        time.sleep(0.03)  # sync_in
+        model(x).sum().backward()
+        time.sleep(0.04)  # sync_out
+        clock.backward_done()
+        time.sleep(0.01)  # update
+        clock.mark()
+    elapsed_ms = (time.perf_counter() - begin) * 1000
+    own = clock.collect()
+    phases = clock.phases()
+    assert all(len(times) == 2 for times in phases.values())
+    for name, at_least in (("data", 20), ("sync_in", 30), ("sync_out", 40), ("update", 10)):
+        assert all(ms >= at_least for ms in phases[name]), (name, phases[name])
+    assert own == pytest.approx(phases["compute"])  # own work is the compute phase
+    assert sum(sum(times) for times in phases.values()) == pytest.approx(elapsed_ms, abs=1.0)

@@ -67,7 +67,8 @@ class OwnWorkClock(StepClock):
         return time.perf_counter()
 
     def _forward_starts(self, *_: Any) -> None:
-        self._step.setdefault("forward", self._now())  # the step's first forward (micro-batch)
+        if "forward" not in self._step:  # the step's first forward (micro-batch)
+            self._step["forward"] = self._now()
         if self.slow_s:
             time.sleep(self.slow_s)
 
@@ -76,7 +77,8 @@ class OwnWorkClock(StepClock):
 
     def data_ready(self) -> None:
         """The step's batch is on the device."""
-        self._step.setdefault("data", self._now())
+        if "data" not in self._step:
+            self._step["data"] = self._now()
 
     def backward_done(self) -> None:
         """Backward returned (the last micro-batch's wins): DDP's all-reduces are done, or queued before this."""

@@ -66,6 +66,13 @@ class RunRecord:
     finished_at: float | None = doc("Unix time the run finished")
     log: str | None = doc("the run's log file, beside the record")
     env: dict[str, Any] | None = doc("the environment, as `dlperf env --json` prints it")
+    accelerator: dict[str, Any] | None = doc(
+        "the devices the run used (`metrics/accelerator.py`): `kind` (`cuda`, `cpu`, ...), `name` (rank 0's device as"
+        " the framework reports it; the CPU model on CPUs), `model` (that name in dlperf's device table, e.g."
+        " `H100 SXM`; null for a name it does not know exactly), `memory_gib` (per GPU; the host's on CPUs), `count`,"
+        " `per_node`, `interconnect` (`nvlink_links` up, `pcie_generation`, `pcie_width`, where NVML tells) and"
+        " `source`"
+    )
     sweep_id: str | None = doc(
         "the sweep that made the record (absent for a single `dlperf run`); report keeps sweeps apart"
     )

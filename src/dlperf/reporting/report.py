@@ -17,6 +17,8 @@ from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
 from dlperf.reporting.export import write_csv
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.reporting.predicted import predicted_exposed_ms, predicted_speedups
+from dlperf.reporting.published import COLUMN as PUBLISHED
+from dlperf.reporting.published import published_lines, published_matches
 from dlperf.reporting.waterfall import ScalingLoss, measured_groups, scaling_losses, waterfall_lines
 
 FORMATS = ("md", "json", "png")
@@ -84,6 +86,8 @@ def build_summary(
     for (model, group), group_losses in (scaling_losses(summary) if losses is None else losses).items():
         for loss in group_losses:
             out[model][group][loss.case]["scaling_loss"] = loss.as_summary()
+    for (model, group, case), found in published_matches(summary).items():
+        out[model][group][case]["published"] = found.as_summary()
     for payoff in compile_payoffs(summary):
         out[payoff.model][payoff.group][payoff.case]["compile_payoff"] = {
             "extra_first_step_s": round(payoff.extra_first_step_s, 3),
@@ -261,13 +265,15 @@ def extra_columns(
     overlap: bool = True,
 ) -> dict[GroupKey, dict[str, dict[str, str]]]:
     """Per group: `bsz=max` from maxbatch records of the same model, case and variant (the group without its
-    batch), and `predicted speedup` from `report --predict` commbench records."""
+    batch), `predicted speedup` from `report --predict` commbench records, and the share of the best published
+    figure (reporting/published.py)."""
     fits = {
         (r["model"], r["case"], r["variant"]): r["max_batch"]
         for r in others
         if r.get("schema") == MAXBATCH_SCHEMA and r.get("max_batch")
     }
     predicted = predicted_speedups(summary, predict, overlap)
+    published = published_matches(summary)
     out: dict[GroupKey, dict[str, dict[str, str]]] = {}
     for (model, group), cases in summary.items():
         out[(model, group)] = {
@@ -276,6 +282,9 @@ def extra_columns(
             },
             "predicted speedup": {
                 c.case: f"{predicted[key]:.2f}" for c in cases if (key := (model, group, c.case)) in predicted
+            },
+            PUBLISHED: {
+                c.case: f"{published[key].percent:.1f}" for c in cases if (key := (model, group, c.case)) in published
             },
         }
     return out
@@ -322,6 +331,7 @@ def build_markdown(
         "",
     ]
     lines += tables_markdown(summary, records, columns, losses)
+    lines += published_lines(published_matches(summary))
     lines += commbench_lines([r for r in others if r.get("schema") in COMMBENCH_SCHEMAS])
     failures = _failures([*records, *(r for r in others if r.get("schema") in COMMBENCH_SCHEMAS)])
     return "\n".join(lines + _compile_lines(summary) + failures + _environment_lines([*records, *others]))

@@ -134,3 +134,12 @@ def test_phase_clock_splits_each_step(monkeypatch):
         assert all(ms >= at_least for ms in phases[name]), (name, phases[name])
     assert own == pytest.approx(phases["compute"])  # own work is the compute phase
     assert sum(sum(times) for times in phases.values()) == pytest.approx(elapsed_ms, abs=1.0)
+
+
+def test_report_html_draws_the_waterfall(tmp_path, capsys):
+    root = _waterfall_records(tmp_path / "runs")
+    code, _, err = run_cli(["report", str(root), "--format", "html", "--out", str(tmp_path / "html")], capsys)
+    assert code == 0, err
+    page = (tmp_path / "html" / "report.html").read_text()
+    assert "resnet50 b10_fp32, where the scaling went" in page and '"type":"waterfall"' in page
+    assert "Where the scaling went" in page  # report.md's section, as a table

@@ -57,7 +57,9 @@ def plot_waterfall(model: str, group: str, losses: list[ScalingLoss], path: Path
         axis.set_title(plot_text(_title(loss)), fontsize=9)
         if loss.note:
             axis.text(0.5, 0.5, "parts not measured", transform=axis.transAxes, ha="center", color="#555")
-    fig.suptitle(plot_text(f"{model} {group}: where the scaling went (ideal = devices x 1n1g)"), fontsize=10)
+    fig.suptitle(
+        plot_text(f"{model} {group}: where the scaling went (ideal = devices x the 1-device run)"), fontsize=10
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -70,11 +70,15 @@ def straggler_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
 
 
 def phase_fields(measured: RunMeasurement) -> dict[str, Any]:
-    """Null where a rank did not time its phases (a compiled step, a TP/PP/FSDP layout, JAX)."""
+    """Null where a rank did not time its phases (a compiled step, a TP/PP/FSDP layout, JAX), or the ranks' phases
+    disagree (another number of steps): the phases explain a run, they never fail it."""
     ranks = sorted(measured.ranks, key=lambda r: r.rank)
     if any(not r.phase_ms for r in ranks):
         return {"step_phases": None}
-    phases = summarise_phases([r.phase_ms for r in ranks])
+    try:
+        phases = summarise_phases([r.phase_ms for r in ranks])
+    except ValueError:
+        return {"step_phases": None}
     return {"step_phases": phases.as_record("CUDA events" if measured.device_type == "cuda" else "host clock")}
 
 

@@ -115,3 +115,22 @@ def test_report_shows_predicted_beside_measured_speedup(tmp_path, capsys):
     predicted = [row.split("|")[-3].strip() for row in rows[1:3]]  # the column before the flags
     assert rows[1].startswith("| 1 | 1 | 32.00 | 1.00 |") and predicted[0] == ""
     assert rows[2].startswith("| 2 | 2 | 57.60 | 1.80 |") and predicted[1] == "1.78"
+
+
+def test_waterfall_shows_the_predicted_beside_the_measured_exposed_communication(tmp_path, capsys):
+    """The hand-worked case above predicts 124.86 ms of exposed all-reduce a step; the 2n1g run measured 150 ms in
+    collectives on its slowest rank (the 1n1g run: none)."""
+    phases = {"data": 1.0, "sync_in": 0.0, "compute": 600.0, "sync_out": 0.0, "update": 399.0}
+    results = tmp_path / "results"
+    one = single_run(gradient_bytes=2 * MIB, step_phases={"phases_ms": phases, "exposed_ms": 0.0})
+    write(results / "resnet50" / "1n1g" / "a_1.json", one)
+    two_phases = {"phases_ms": {**phases, "sync_out": 150.0}, "exposed_ms": 150.0, "straggler_wait_ms": 0.0}
+    two = record("resnet50", "2n1g", 32, "fp32", 1, 57.6, global_batch_size=64, step_phases=two_phases)
+    write(results / "resnet50" / "2n1g" / "a_1.json", two)
+    bench = write(tmp_path / "bench.json", commbench_record(nodes=2, devices_per_node=1))
+    code, _, err = run_cli(["report", str(results), "--format", "md", "--predict", bench], capsys)
+    assert code == 0, err
+    text = (results / "report.md").read_text()
+    assert "predicted exposed comm (ms/step) | measured exposed comm (ms/step) |" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| 2n1g | 2 |")]
+    assert row.endswith("| 124.9 | 150.0 |")

@@ -130,6 +130,13 @@ def show_record(record: dict[str, Any], path: str) -> None:
         rows.append(("MFU", mfu if record["mfu"] is not None else f"{mfu} ({record.get('mfu_note')})"))
     if record.get("window_cv") is not None:
         rows.append(("window CV", percent(record["window_cv"])))
+    phases = record.get("step_phases")
+    if phases:  # where the step went (metrics/step_phases.py); the report sets it against the 1-device run
+        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in phases["phases_ms"].items())
+        rows.append(("step phases (ms)", parts))
+        rows.append(
+            ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}")
+        )
     energy = record.get("energy") or {}
     rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
     title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"

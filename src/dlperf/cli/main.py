@@ -27,6 +27,7 @@ COMMANDS = {
     "commbench": "dlperf.cli.commbench_cmd",
     "maxbatch": "dlperf.cli.maxbatch_cmd",
     "predict": "dlperf.cli.predict_cmd",
+    "references": "dlperf.cli.references_cmd",
 }
 
 

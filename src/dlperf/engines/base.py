@@ -77,10 +77,11 @@ class TrainStep:
     may hold one collective (e.g. fetch the loss from the last pipeline stage).
 
     `own_clock`, where the step can tell, times this rank's own work per step without waiting for the others
-    (a synchronous gradient all-reduce makes every rank's whole step equally long, hiding a straggler);
-    `own_measure` names what it times. `count_flops` counts the FLOPs of one step of the whole iteration (all
-    ranks) at the run's shapes, called once on rank 0 after the timed loop. `model` holds this rank's
-    `parameters` and `gradient_bytes` (its own shard under TP/PP), which `dlperf predict` reads from the record.
+    (a synchronous gradient all-reduce makes every rank's whole step equally long, hiding a straggler), and the
+    step's phases where the step marks them; `own_measure` names what it times. `count_flops` counts the FLOPs of
+    one step of the whole iteration (all ranks) at the run's shapes, called once on rank 0 after the timed loop.
+    `model` holds this rank's `parameters` and `gradient_bytes` (its own shard under TP/PP), which `dlperf predict`
+    reads from the record.
 
     `compile_s` is the compile time where the builder compiled the step ahead of time (JAX/XLA); else the
     first step measures it.
@@ -108,6 +109,11 @@ class StepClock(ABC):
     @abstractmethod
     def collect(self) -> list[float]:
         """Milliseconds of each step since `start`/the last collect, and reopen at the last mark."""
+
+    def phases(self) -> dict[str, list[float]]:
+        """Milliseconds of every collected step's phases (`metrics.step_phases.PHASES`) since `start`, where the
+        clock times them (engines/torch/own_work.py); else empty."""
+        return {}
 
 
 class Engine(ABC):

@@ -32,7 +32,8 @@ class WindowProbe(Protocol):
 class Measurement:
     """What rank 0 measured; throughputs are global samples per second.
 
-    `own_step_ms` is this rank's own work per timed step (see `TrainStep.own_clock`), `own_step_measure` what it is.
+    `own_step_ms` is this rank's own work per timed step (see `TrainStep.own_clock`), `own_step_measure` what it is,
+    `phase_ms` this rank's step phases per timed step where the clock times them (metrics/step_phases.py).
     `warmup_*` describe the warm-up that ran: its iterations, and with `--warmup-iters auto` its window throughputs
     and whether they became stable (None for a fixed warm-up).
     """
@@ -52,6 +53,7 @@ class Measurement:
     warmup_stable: bool | None = None
     own_step_ms: list[float] = field(default_factory=list)
     own_step_measure: str = "step"
+    phase_ms: dict[str, list[float]] = field(default_factory=dict)
     model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
     compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
 
@@ -184,6 +186,7 @@ def timed_loop(
         warmup_stable=warm_stable,
         own_step_ms=own_ms if own_clock else step_ms,
         own_step_measure=step.own_measure if own_clock else "step",
+        phase_ms=own_clock.phases() if own_clock else {},
         model=dict(step.model),
         compile_s=step.compile_s,
     )

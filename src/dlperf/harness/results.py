@@ -16,6 +16,7 @@ class RankFacts:
     peak_memory_mib: dict[str, float]
     local_rank: int = 0
     own_step_ms: list[float] = field(default_factory=list)  # this rank's own work per timed step (loop.Measurement)
+    phase_ms: dict[str, list[float]] = field(default_factory=dict)  # its step phases per timed step, where timed
     machine_load: dict[str, Any] | None = None  # the node's, from its local rank 0 (harness/probes.py)
     energy: dict[str, Any] | None = None  # the node's EnergyReading, from its local rank 0
     cpu_threads: int | None = None  # the threads this rank computed with on a CPU device (Engine.cpu_threads)

@@ -104,6 +104,7 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
             engine.peak_memory_mib(),
             local_rank=rank.local_rank,
             own_step_ms=measurement.own_step_ms if measurement else [],
+            phase_ms=measurement.phase_ms if measurement else {},
             machine_load=load.result if load else None,
             energy=energy.result if energy else None,
             cpu_threads=engine.cpu_threads(),

@@ -39,30 +39,51 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _gpus() -> list[dict[str, Any]]:
-    """Name, memory and driver of each visible GPU, through NVML where it loads."""
+def _gpus(nvml: Any = None) -> list[dict[str, Any]]:
+    """Name, memory, driver and links of each GPU of the machine, through NVML where it loads (`nvml`: the module)."""
     try:
-        import pynvml
+        if nvml is None:
+            import pynvml as nvml
 
-        pynvml.nvmlInit()
+        nvml.nvmlInit()
     except Exception:  # no NVIDIA driver: a CPU machine
         return []
     try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = nvml.nvmlSystemGetDriverVersion()
         gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
             gpus.append(
                 {
                     "index": index,
-                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                    "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
+                    "name": _text(nvml.nvmlDeviceGetName(handle)),
+                    "memory_mib": nvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
                     "driver": _text(driver),
+                    "interconnect": _links(nvml, handle),
                 }
             )
         return gpus
     finally:
-        pynvml.nvmlShutdown()
+        nvml.nvmlShutdown()
+
+
+def _links(nvml: Any, handle: Any) -> dict[str, int | None]:
+    """NVLink links up and the PCIe link's generation and width (the most the link and device support); None where
+    NVML cannot tell (no NVLink on the part, an old driver)."""
+
+    def ask(query: Any, *args: Any) -> Any:
+        try:
+            return query(handle, *args)
+        except Exception:  # NVMLError_NotSupported and kin: the part has no such link, or NVML cannot say
+            return None
+
+    states = [ask(nvml.nvmlDeviceGetNvLinkState, link) for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))]
+    known = [state for state in states if state is not None]
+    return {
+        "nvlink_links": sum(1 for state in known if state) if known else None,
+        "pcie_generation": ask(nvml.nvmlDeviceGetMaxPcieLinkGeneration),
+        "pcie_width": ask(nvml.nvmlDeviceGetMaxPcieLinkWidth),
+    }
 
 
 def _text(value: str | bytes) -> str:

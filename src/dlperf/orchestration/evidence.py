@@ -9,6 +9,8 @@ Built in the parent from rank 0's measurement and every rank's gathered facts, w
 - `noisy`, `noise_reasons`, `window_cv` (metrics/noise.py) from the timed windows and `machine_load`: one entry per
   node, snapshots by the node's local rank 0 at the start and end of the timed window;
 - `stragglers` (metrics/stragglers.py) from each rank's own work per step (`measure` says what was timed);
+- `step_phases` (metrics/step_phases.py): where the step's time went (data, collectives, compute, update), the
+  exposed communication and the straggler wait, from every rank's step phases;
 - `energy` (metrics/energy.py): every node's devices over the timed window, summed;
 - `tf32` (whether fp32 matmuls and convolutions ran on TF32 tensor cores, from `--fp32-math` on CUDA),
   `flops_per_iteration` (counted, FlopCounterMode), `tflops_per_device`, `mfu`, `mfu_measured` and the peaks' fields
@@ -24,6 +26,7 @@ from dlperf.metrics.energy import EnergyReading, energy_result
 from dlperf.metrics.flops import mfu_fields
 from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.metrics.steady import detect_steady_state
+from dlperf.metrics.step_phases import summarise_phases
 from dlperf.metrics.stragglers import find_stragglers
 from dlperf.spec import RunSpec
 
@@ -66,6 +69,19 @@ def straggler_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
     return {"stragglers": {**found.as_record(), "measure": measured.measurement.own_step_measure}}
 
 
+def phase_fields(measured: RunMeasurement) -> dict[str, Any]:
+    """Null where a rank did not time its phases (a compiled step, a TP/PP/FSDP layout, JAX), or the ranks' phases
+    disagree (another number of steps): the phases explain a run, they never fail it."""
+    ranks = sorted(measured.ranks, key=lambda r: r.rank)
+    if any(not r.phase_ms for r in ranks):
+        return {"step_phases": None}
+    try:
+        phases = summarise_phases([r.phase_ms for r in ranks])
+    except ValueError:
+        return {"step_phases": None}
+    return {"step_phases": phases.as_record("CUDA events" if measured.device_type == "cuda" else "host clock")}
+
+
 def energy_fields(measured: RunMeasurement) -> dict[str, Any]:
     readings = [EnergyReading(**r.energy) for r in node_leaders(measured) if r.energy]
     m = measured.measurement
@@ -101,5 +117,6 @@ def evidence_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
         **steady_fields(spec, measured),
         **noise_fields(measured),
         **straggler_fields(spec, measured),
+        **phase_fields(measured),
         **energy_fields(measured),
     }

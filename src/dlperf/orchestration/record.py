@@ -9,6 +9,7 @@ from dlperf import __version__
 from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
+from dlperf.metrics.accelerator import accelerator_identity
 from dlperf.metrics.stats import latency_summary
 from dlperf.orchestration.command_run import command_fields, framework_of, log_tail, noise_of, read_figures
 from dlperf.orchestration.evidence import evidence_fields, flops_fields
@@ -87,6 +88,7 @@ def _common(
             "finished_at": finished_at,
             "log": job.paths.log.name,
             "env": env,
+            "accelerator": _accelerator(job, result, env),
         }
     )
     if spec.engine == EXTERNAL:
@@ -94,6 +96,17 @@ def _common(
         record["label"] = spec.engine_tag
         record.update(command_fields(spec, result.commands))
     return record
+
+
+def _accelerator(job: RunJob, result: RunResult, env: dict[str, Any]) -> dict[str, Any]:
+    """What rank 0 ran on: its device as the ranks reported it, else (no rank reported) what the spec asked for on
+    the node's devices."""
+    spec, measured = job.spec, result.measured
+    if measured and measured.ranks:
+        rank0 = min(measured.ranks, key=lambda r: r.rank)
+        return accelerator_identity(measured.device_type, rank0.device, env, spec.world_size, spec.devices_per_node)
+    kind = "cpu" if spec.device == "cpu" else None
+    return accelerator_identity(kind, None, env, spec.world_size, spec.devices_per_node)
 
 
 def failed_record(job: RunJob, record: dict[str, Any], failure: Failure) -> dict[str, Any]:
@@ -122,7 +135,7 @@ def _ranks_fields(result: RunResult) -> dict[str, Any]:
         "peak_memory_mib": measured.peak_memory_mib,
         "device_type": measured.device_type,
         "ranks": [
-            {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "machine_load", "energy")}
+            {k: v for k, v in vars(r).items() if k not in ("own_step_ms", "phase_ms", "machine_load", "energy")}
             for r in measured.ranks
         ],
         "hosts": sorted({r.host for r in measured.ranks}),

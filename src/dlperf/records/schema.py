@@ -66,6 +66,13 @@ class RunRecord:
     finished_at: float | None = doc("Unix time the run finished")
     log: str | None = doc("the run's log file, beside the record")
     env: dict[str, Any] | None = doc("the environment, as `dlperf env --json` prints it")
+    accelerator: dict[str, Any] | None = doc(
+        "the devices the run used (`metrics/accelerator.py`): `kind` (`cuda`, `cpu`, ...), `name` (rank 0's device as"
+        " the framework reports it; the CPU model on CPUs), `model` (that name in dlperf's device table, e.g."
+        " `H100 SXM`; null for a name it does not know exactly), `memory_gib` (per GPU; the host's on CPUs), `count`,"
+        " `per_node`, `interconnect` (`nvlink_links` up, `pcie_generation`, `pcie_width`, where NVML tells) and"
+        " `source`"
+    )
     sweep_id: str | None = doc(
         "the sweep that made the record (absent for a single `dlperf run`); report keeps sweeps apart"
     )
@@ -118,6 +125,13 @@ class RunRecord:
     stragglers: dict[str, Any] | None = doc(
         "per-rank median of each rank's own work per step (`measure` says what), the median rank, slowest rank and"
         " host, spread, `stragglers` (ranks above `--straggler-pct`) and `flagged`; null for one rank"
+    )
+    step_phases: dict[str, Any] | None = doc(
+        "where the mean step's time went (`metrics/step_phases.py`): `phases_ms` (`data`, `sync_in`, `compute`,"
+        " `sync_out`, `update` on the rank that waits most in collectives), `exposed_ms` (collective time of the"
+        " slowest rank: communication no compute hid), `straggler_wait_ms` (the fastest rank's wait for the"
+        " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
+        " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
     )
     energy: dict[str, Any] | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"

@@ -29,6 +29,8 @@ from dlperf.reporting.sources import (
     series_points,
     summary_table,
 )
+from dlperf.reporting.waterfall import measured_groups, scaling_losses
+from dlperf.reporting.waterfall_plot import plotly_waterfall
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1400px; }
@@ -245,6 +247,15 @@ def _source_tables(comparison: Comparison) -> list[str]:
     return parts
 
 
+def _waterfalls(comparison: Comparison, plots: _Plots) -> list[str]:
+    """Each source's waterfalls of where the scaling went (the tables' section of the same name, drawn)."""
+    return [
+        plots.div(plotly_waterfall(f"{source.label}: {model} {group}, where the scaling went", losses))
+        for source in comparison.sources
+        for (model, group), losses in measured_groups(scaling_losses(summarise(source.records))).items()
+    ]
+
+
 def html_report(comparison: Comparison) -> str:
     """The whole page: summary, each source's report.md tables with their flags, environment (differences
     highlighted), per-series tables and plots, every run."""
@@ -257,6 +268,7 @@ def html_report(comparison: Comparison) -> str:
         "<h2>Summary</h2>",
         _table(summary_table(comparison)),
         *_source_tables(comparison),
+        *_waterfalls(comparison, plots),
         "<h2>Environment</h2>",
         '<p class="note">Highlighted rows differ between sources; extracted peer logs record no environment.</p>',
         _table(

@@ -24,7 +24,10 @@ from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
 from dlperf.reporting.export import write_csv
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
-from dlperf.reporting.predicted import predicted_speedups
+from dlperf.reporting.predicted import predicted_exposed_ms, predicted_speedups
+from dlperf.reporting.published import COLUMN as PUBLISHED
+from dlperf.reporting.published import published_lines, published_matches
+from dlperf.reporting.waterfall import ScalingLoss, measured_groups, scaling_losses, waterfall_lines
 
 FORMATS = ("md", "json", "png")
 
@@ -81,10 +84,18 @@ def case_fields(case: CaseSummary) -> dict[str, Any]:
     return fields
 
 
-def build_summary(summary: dict[GroupKey, list[CaseSummary]]) -> dict[str, Any]:
+def build_summary(
+    summary: dict[GroupKey, list[CaseSummary]], losses: dict[GroupKey, list[ScalingLoss]] | None = None
+) -> dict[str, Any]:
+    """summary.json: every case's fields, with each multi-device case's `scaling_loss` (reporting/waterfall.py)."""
     out: dict[str, Any] = {}
     for (model, group), cases in summary.items():
         out.setdefault(model, {})[group] = {case.case: case_fields(case) for case in cases}
+    for (model, group), group_losses in (scaling_losses(summary) if losses is None else losses).items():
+        for loss in group_losses:
+            out[model][group][loss.case]["scaling_loss"] = loss.as_summary()
+    for (model, group, case), found in published_matches(summary).items():
+        out[model][group][case]["published"] = found.as_summary()
     for payoff in compile_payoffs(summary):
         out[payoff.model][payoff.group][payoff.case]["compile_payoff"] = {
             "extra_first_step_s": round(payoff.extra_first_step_s, 3),
@@ -272,13 +283,15 @@ def extra_columns(
     overlap: bool = True,
 ) -> dict[GroupKey, dict[str, dict[str, str]]]:
     """Per group: `bsz=max` from maxbatch records of the same model, case and variant (the group without its
-    batch), and `predicted speedup` from `report --predict` commbench records."""
+    batch), `predicted speedup` from `report --predict` commbench records, and the share of the best published
+    figure (reporting/published.py)."""
     fits = {
         (r["model"], r["case"], r["variant"]): r["max_batch"]
         for r in others
         if r.get("schema") == MAXBATCH_SCHEMA and r.get("max_batch")
     }
     predicted = predicted_speedups(summary, predict, overlap)
+    published = published_matches(summary)
     out: dict[GroupKey, dict[str, dict[str, str]]] = {}
     for (model, group), cases in summary.items():
         out[(model, group)] = {
@@ -288,6 +301,9 @@ def extra_columns(
             "predicted speedup": {
                 c.case: f"{predicted[key]:.2f}" for c in cases if (key := (model, group, c.case)) in predicted
             },
+            PUBLISHED: {
+                c.case: f"{published[key].percent:.1f}" for c in cases if (key := (model, group, c.case)) in published
+            },
         }
     return out
 
@@ -296,8 +312,10 @@ def tables_markdown(
     summary: dict[GroupKey, list[CaseSummary]],
     records: list[dict[str, Any]],
     columns: dict[GroupKey, dict[str, dict[str, str]]] | None = None,
+    losses: dict[GroupKey, list[ScalingLoss]] | None = None,
 ) -> list[str]:
-    """Every table of the records with its flags and footnotes: report.md's body, and report.html's per source."""
+    """Every table of the records with its flags and footnotes, then where the scaling went (`losses`, else
+    measured from `summary` without predictions): report.md's body, and report.html's per source."""
     lines: list[str] = []
     current_model = None
     for (model, group), cases in summary.items():
@@ -309,7 +327,7 @@ def tables_markdown(
         lines += group_table(model, group, cases, (columns or {}).get((model, group)))
     for table in OWN_TABLES.values():
         lines += table(records)
-    return lines
+    return lines + waterfall_lines(scaling_losses(summary) if losses is None else losses)
 
 
 def build_markdown(
@@ -321,6 +339,7 @@ def build_markdown(
 ) -> str:
     """`others`: this folder's commbench and maxbatch records; `predict`: commbench records to predict with."""
     columns = extra_columns(summary, others, predict, overlap)
+    losses = scaling_losses(summary, predicted_exposed_ms(summary, predict, overlap))  # with the predicted comm
     lines = [
         "# dlperf report",
         "",
@@ -329,7 +348,8 @@ def build_markdown(
         f"{BASELINE_CASE} in the same table, rounded to 2 places; efficiency = speedup / devices.",
         "",
     ]
-    lines += tables_markdown(summary, records, columns)
+    lines += tables_markdown(summary, records, columns, losses)
+    lines += published_lines(published_matches(summary))
     lines += commbench_lines([r for r in others if r.get("schema") in COMMBENCH_SCHEMAS])
     failures = _failures([*records, *(r for r in others if r.get("schema") in COMMBENCH_SCHEMAS)])
     return "\n".join(lines + _compile_lines(summary) + failures + _environment_lines([*records, *others]))
@@ -391,9 +411,10 @@ def write_report(
     formats = set(FORMATS) if formats is None else formats
     out = Path(out_dir)
     summary = summarise(records)
+    losses = scaling_losses(summary, predicted_exposed_ms(summary, predict, overlap))
     written: list[Path] = []
     if "json" in formats:
-        write_json_atomic(out / "summary.json", build_summary(summary))
+        write_json_atomic(out / "summary.json", build_summary(summary, losses))
         written.append(out / "summary.json")
         written += write_csv(records, summary, out)
     if "md" in formats:
@@ -401,6 +422,7 @@ def write_report(
         written.append(out / "report.md")
     if "png" in formats:
         written += _plot_tables(summary, out / "plots", min_plot_cases)
+        written += _plot_waterfalls(losses, out / "plots")
         written += _plot_commbench(others, out / "plots")
     return written
 
@@ -421,6 +443,16 @@ def _plot_tables(summary: dict[GroupKey, list[CaseSummary]], folder: Path, min_p
     for (model, section), cases in sorted(layouts.items()):
         paths.append(plot_layouts(model, section, cases, folder / f"{file_name(f'{model}_{section}')}_layouts.png"))
     return [path for path in paths if path]
+
+
+def _plot_waterfalls(losses: dict[GroupKey, list[ScalingLoss]], folder: Path) -> list[Path]:
+    """A waterfall plot per group with a case split into measured parts (reporting/waterfall_plot.py)."""
+    from dlperf.reporting.waterfall_plot import plot_waterfall  # matplotlib
+
+    return [
+        plot_waterfall(model, group, group_losses, folder / f"{file_name(f'{model}_{group}')}_waterfall.png")
+        for (model, group), group_losses in measured_groups(losses).items()
+    ]
 
 
 def _plot_commbench(others: list[dict[str, Any]], folder: Path) -> list[Path]:

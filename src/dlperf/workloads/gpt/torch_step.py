@@ -13,7 +13,7 @@ from torch import nn
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
-from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
+from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock, data_phase
 from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
@@ -61,7 +61,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         fused=device.type == "cuda",
     )
     amp = _mixed_precision(spec, layout, device)
-    batches = _replica_batches(spec, plan, dp_rank, device)
+    batches = data_phase(own_clock, _replica_batches(spec, plan, dp_rank, device))
     iteration = 0
     steps = layout.accumulation_steps
     wrapped.train()
@@ -85,6 +85,8 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
                     with amp.autocast():
                         micro_loss = cross_entropy(wrapped(x), y) / steps
                     amp.backward(micro_loss)
+                if own_clock:
+                    own_clock.backward_done()
                 loss += micro_loss.detach()
         amp.step(optimizer)
         return loss

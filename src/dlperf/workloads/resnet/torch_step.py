@@ -8,7 +8,7 @@ from torch import nn
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
-from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock
+from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock, data_phase
 from dlperf.engines.torch.parameters import parameter_facts
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
@@ -76,6 +76,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
             rank.world_size,
             spec.seed,
         )
+    next_batch = data_phase(own_clock, next_batch)
     model.train()
 
     def step() -> torch.Tensor:
@@ -86,6 +87,8 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         with amp.autocast():
             loss = criterion(model(images), labels)
         amp.backward(loss)
+        if own_clock:
+            own_clock.backward_done()
         amp.step(optimizer)
         return loss.detach()
 

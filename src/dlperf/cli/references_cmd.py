@@ -1,0 +1,42 @@
+"""`dlperf references`: the published training figures the report sets its rows beside (dlperf.references)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from dlperf.cli.display import say
+from dlperf.errors import ConfigError
+from dlperf.references import figures, load
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "references",
+        parents=[common],
+        help="list the published training figures reports compare against, with their sources",
+        description="List the shipped table of published training figures (per device), each with its source, "
+        "accelerator, precision, batch and framework. A report row of the same model on the same accelerator at the "
+        "same precision shows its percentage of the best one.",
+    )
+    parser.add_argument("--model", help="only this model's figures (e.g. resnet50)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = figures(args.model)
+    if not rows:
+        models = ", ".join(sorted({f["model"] for f in figures()}))
+        raise ConfigError(f"no published figures for model {args.model!r}: the table has {models}")
+    if args.json:
+        print(json.dumps({"version": load()["version"], "figures": rows}, indent=2))
+        return 0
+    say(f"published training figures (table version {load()['version']}), best first:")
+    for f in rows:
+        say(
+            f"{f['model']:<11} {f['accelerator']:<16} {f['precision']:<9} {f['value']:>9g} {f['metric']}  "
+            f"batch {f['batch_per_device']}, {f['devices']} devices, {f['framework']}"
+        )
+        say(f"{'':<11} source: {f['source']}; {f.get('url') or ''}")
+    return 0

@@ -1,0 +1,49 @@
+"""Which accelerator a run used, said exactly enough to compare it with a published figure for the same device.
+
+The name is the one the framework reported for rank 0's device (the CPU model on CPUs); `model` is that name in
+dlperf's device table (metrics/peaks.py, exact names only, e.g. `NVIDIA H100 80GB HBM3` -> `H100 SXM`), null for a
+name it does not know; memory, NVLink links and the PCIe link come from NVML on rank 0's node, from the GPU of that
+name (the environment lists every GPU of the machine, in NVML's order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.metrics.peaks import device_key
+
+
+def accelerator_identity(
+    device_type: str | None, device_name: str | None, env: dict[str, Any], count: int, per_node: int
+) -> dict[str, Any]:
+    """Record field `accelerator`. Without a device from the ranks (an external command's or a failed run) the
+    node's GPUs are the devices when `device_type` is None or `cuda` and the node has any, else its CPU."""
+    node = (env.get("nodes") or [env])[0]  # rank 0's node
+    gpus = node.get("gpus") or []
+    if device_type == "cuda" or (device_type is None and gpus):
+        gpu = next((g for g in gpus if device_name in (None, g.get("name"))), None)
+        name = device_name or (gpu or {}).get("name")
+        return {
+            "kind": "cuda",
+            "name": name,
+            "model": device_key(name) if name else None,
+            "memory_gib": round(gpu["memory_mib"] / 1024, 1) if gpu and gpu.get("memory_mib") else None,
+            "count": count,
+            "per_node": per_node,
+            "interconnect": (gpu or {}).get("interconnect"),
+            "source": "NVML" if gpu else "the framework's device name (NVML did not list it)",
+        }
+    if device_type not in (None, "cpu"):  # a device NVML does not know (a TPU under JAX): the framework's name
+        return {"kind": device_type, "name": device_name, "model": device_key(device_name or "") or None,
+                "memory_gib": None, "count": count, "per_node": per_node, "interconnect": None,
+                "source": "the framework's device name"}  # fmt: skip
+    return {
+        "kind": "cpu",
+        "name": node.get("cpu"),
+        "model": None,
+        "memory_gib": node.get("memory_gib"),
+        "count": count,
+        "per_node": per_node,
+        "interconnect": None,
+        "source": "/proc/cpuinfo (the host's memory)",
+    }

@@ -1,0 +1,252 @@
+"""Where the scaling went: each multi-device case's loss against the ideal (its devices x the 1-device figure), in
+measured parts: summary.json's `scaling_loss`, report.md's section, the waterfall plots.
+
+The 1-device figure is the group's 1n1g (a GPT layouts case: the 1-device run of the same work per replica). With X1
+its median throughput and XN the case's, T1 = g1/X1 and TN = gN/XN their step times and the same batch per device
+(gN = N·g1), the loss N·X1 - XN = N·g1·(TN - T1)/(T1·TN) is linear in the step's extra time TN - T1: a part that
+adds d seconds to the step costs d·XN/T1 samples/s, so parts whose times add up to TN - T1 add up to the loss. The
+parts, each the median over the case's repeats (`step_phases`, metrics/step_phases.py) less the same phase of the
+1-device run:
+
+- exposed communication: the slowest rank's time in collectives (communication no compute hid), less the 1-device
+  step's host time at the same points;
+- straggler wait: the fastest rank's wait in the collectives for the slowest;
+- data-loader stall: the step's wait for its batch (device time on a GPU: only where the device ran dry);
+- compute slowdown: forward and backward taking longer per device than on one device (cores, memory or links shared
+  with the other ranks, the overlapped all-reduce's kernels beside them);
+- host overhead: the rest of the step after backward (optimizer, the step's own host and launch work);
+- unexplained: the loss less all of the above (window edges, barriers, run-to-run noise), never forced to zero.
+
+Cases without step phases (compiled steps, TP/PP/FSDP layouts, JAX, other frameworks' logs) keep their whole loss
+unexplained, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf.escape import markdown as md
+from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, median_of
+
+# part -> (its label, the step_phases figure of the case, the 1n1g phases it is measured against)
+PARTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "exposed_communication": ("exposed communication", ("exposed_ms",), ("sync_in", "sync_out")),
+    "straggler_wait": ("straggler wait", ("straggler_wait_ms",), ()),
+    "data_stall": ("data-loader stall", ("phases_ms", "data"), ("data",)),
+    "compute_slowdown": ("compute slowdown", ("phases_ms", "compute"), ("compute",)),
+    "host_overhead": ("host overhead", ("phases_ms", "update"), ("update",)),
+}
+UNEXPLAINED = "unexplained"
+NO_PHASES = (
+    "not split: the runs carry no step phases (only eager torch runs of one whole model replica per rank time them:"
+    " not compiled steps, TP/PP/FSDP layouts, JAX or other frameworks' logs)"
+)
+
+
+@dataclass(frozen=True)
+class ScalingLoss:
+    """One case's loss against its ideal, in samples/s, and its parts (samples/s and milliseconds per step)."""
+
+    case: str
+    devices: int
+    ideal: float
+    measured: float
+    one_device_step_ms: float
+    step_ms: float
+    components: dict[str, float] = field(default_factory=dict)
+    components_ms: dict[str, float] = field(default_factory=dict)
+    note: str | None = None
+    predicted_exposed_ms: float | None = None  # `dlperf predict`'s model from commbench records, where given
+
+    @property
+    def measured_loss(self) -> float:
+        return self.ideal - self.measured
+
+    def as_summary(self) -> dict[str, Any]:
+        """summary.json's `scaling_loss` of the case."""
+        out: dict[str, Any] = {
+            "unit": "samples/s",
+            "ideal": round(self.ideal, 2),
+            "measured": round(self.measured, 2),
+            "measured_loss": round(self.measured_loss, 2),
+            "components": {k: round(v, 2) for k, v in self.components.items()},
+            "components_ms": {k: round(v, 3) for k, v in self.components_ms.items()},
+            "step_ms": {"one_device": round(self.one_device_step_ms, 3), "this_case": round(self.step_ms, 3)},
+        }
+        if self.predicted_exposed_ms is not None:
+            out["predicted_exposed_communication_ms"] = round(self.predicted_exposed_ms, 3)
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _phase(records: list[dict[str, Any]], keys: tuple[str, ...]) -> float | None:
+    """Median over repeats of a `step_phases` figure, in milliseconds."""
+    return median_of(records, "step_phases", *keys)
+
+
+def _baseline_ms(records: list[dict[str, Any]], phases: tuple[str, ...]) -> float | None:
+    values = [_phase(records, ("phases_ms", name)) for name in phases]
+    return None if None in values else sum(values)
+
+
+def _global_batch(case: CaseSummary) -> float:
+    """Samples per step: the records' global batch, else (a log that does not say) the batch per device x devices."""
+    return median_of(case.records, "global_batch_size") or case.batch_size * case.world_size
+
+
+def _parts_ms(case: CaseSummary, base: CaseSummary) -> dict[str, float] | None:
+    """Each part's extra milliseconds per step over the 1n1g run, or None where either lacks its phases."""
+    parts = {}
+    for name, (_, keys, base_phases) in PARTS.items():
+        value, against = _phase(case.records, keys), _baseline_ms(base.records, base_phases)
+        if value is None or against is None:
+            return None
+        parts[name] = value - against
+    return parts
+
+
+def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: float | None = None) -> ScalingLoss:
+    """The case's loss against `base` (its group's 1n1g), both with successful repeats."""
+    x1, xn = base.stats["median"], case.stats["median"]
+    g1, gn = _global_batch(base), _global_batch(case)
+    t1, tn = g1 / x1 * 1000, gn / xn * 1000  # ms per step
+    extra_ms = tn - t1
+    parts = _parts_ms(case, base)
+    note = None if parts is not None else NO_PHASES
+    if gn != g1 * case.world_size:
+        parts, note = None, f"not split: its global batch {gn:g} is not {case.world_size} x the 1-device run's {g1:g}"
+    parts_ms = {**(parts or {}), UNEXPLAINED: extra_ms - sum((parts or {}).values())}
+    per_ms = xn / t1  # samples/s lost per millisecond added to the step
+    return ScalingLoss(
+        case=case.case,
+        devices=case.world_size,
+        ideal=case.world_size * x1,
+        measured=xn,
+        one_device_step_ms=t1,
+        step_ms=tn,
+        components={name: ms * per_ms for name, ms in parts_ms.items()},
+        components_ms=parts_ms,
+        note=note,
+        predicted_exposed_ms=predicted_exposed_ms,
+    )
+
+
+# A run's keys that place its work on devices (or time it), not the work itself: a GPT case's 1-device run may differ
+# in these and nothing else.
+PLACEMENT_KEYS = frozenset(
+    ("nodes", "devices_per_node", "dp", "tp", "pp", "global_batch_size", "dp_mode", "pp_schedule", "case")
+    + ("warmup_iters", "max_warmup_iters", "iters", "print_every", "timeout", "seed", "straggler_pct")
+)
+
+
+def _work(case: CaseSummary) -> str | None:
+    """What a layouts-table case computes per data-parallel replica (its config less placement and timing keys, the
+    replica's batch, precision); None for records without a config (another framework's log) or that disagree."""
+    keys = set()
+    for record in case.records:
+        config = record.get("config")
+        if not config:
+            return None
+        work = {k: v for k, v in config.items() if k not in PLACEMENT_KEYS}
+        keys.add(repr(sorted({**work, "_batch": record.get("batch_size"), "_precision": case.precision}.items())))
+    return keys.pop() if len(keys) == 1 else None
+
+
+def baselines(summary: dict[GroupKey, list[CaseSummary]]) -> dict[GroupKey, CaseSummary]:
+    """Each group's 1-device case: a scaling table's own 1n1g; for a GPT layouts case (each its own group), the
+    measured 1-device layouts case of the same work per replica."""
+    single = {}
+    for cases in summary.values():
+        for case in cases:
+            if case.table == "layouts" and case.world_size == 1 and case.speeds and (work := _work(case)):
+                single.setdefault((case.model, work), case)
+    out = {}
+    for key, cases in summary.items():
+        if cases[0].table == "scaling":
+            base = next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
+        else:
+            base = next((single.get((c.model, work)) for c in cases if (work := _work(c))), None)
+        if base is not None:
+            out[key] = base
+    return out
+
+
+def scaling_losses(
+    summary: dict[GroupKey, list[CaseSummary]], predicted_ms: dict[tuple[str, str, str], float] | None = None
+) -> dict[GroupKey, list[ScalingLoss]]:
+    """Every measured multi-device case whose group has a measured 1-device run (`baselines`); `predicted_ms` gives
+    `dlperf predict`'s exposed communication per (model, group, case) where commbench records were given."""
+    out: dict[GroupKey, list[ScalingLoss]] = {}
+    for key, base in baselines(summary).items():
+        losses = [
+            scaling_loss(c, base, (predicted_ms or {}).get((*key, c.case)))
+            for c in summary[key]
+            if c.world_size > 1 and c.speeds
+        ]
+        if losses:
+            out[key] = losses
+    return out
+
+
+def _cell(loss: ScalingLoss, name: str) -> str:
+    if name not in loss.components:
+        return ""
+    value, total = loss.components[name], loss.measured_loss
+    share = f" ({value / total:.0%})" if total > 0 else ""
+    return f"{value:.2f}{share}"
+
+
+def measured_groups(losses: dict[GroupKey, list[ScalingLoss]]) -> dict[GroupKey, list[ScalingLoss]]:
+    """The groups with a case split into measured parts: the ones worth a table and a plot."""
+    return {key: group for key, group in losses.items() if any(loss.note is None for loss in group)}
+
+
+def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
+    """report.md's section "Where the scaling went": per group with measured parts, each case's ideal, measured, loss
+    and its parts in samples/s (share of the loss), and the predicted exposed communication beside the measured
+    where given; the groups without measured parts named in one line."""
+    if not losses:
+        return []
+    measured = measured_groups(losses)
+    with_predicted = any(loss.predicted_exposed_ms is not None for group in measured.values() for loss in group)
+    labels = [label for label, _, _ in PARTS.values()] + [UNEXPLAINED]
+    lines = [
+        "## Where the scaling went",
+        "",
+        "Ideal = devices x the 1-device median (the group's 1n1g; for GPT the 1-device run of the same work); each "
+        "part is the case's measured extra time per step over that run (median over repeats, `step_phases`), in "
+        "samples/s: a part adding d ms to the step costs d x measured / the 1-device step time. Unexplained is the "
+        "loss less the measured parts, never forced to zero (docs/scaling.md).",
+        "",
+    ]
+    for (model, group), group_losses in measured.items():
+        predicted = " predicted exposed comm (ms/step) | measured exposed comm (ms/step) |" if with_predicted else ""
+        lines += [
+            f"### {md(model)} {md(group)}",
+            "",
+            "| case | devices | ideal | measured | measured loss |" + "".join(f" {n} |" for n in labels) + predicted,
+            "|---|---:|---:|---:|---:|" + "---:|" * (len(labels) + 2 * with_predicted),
+        ]
+        notes = []
+        for loss in group_losses:
+            cells = [_cell(loss, name) for name in [*PARTS, UNEXPLAINED]]
+            row = (
+                f"| {md(loss.case)} | {loss.devices} | {loss.ideal:.2f} | {loss.measured:.2f} "
+                f"| {loss.measured_loss:.2f} |" + "".join(f" {c} |" for c in cells)
+            )
+            if with_predicted:
+                row += f" {_ms(loss.predicted_exposed_ms)} | {_ms(loss.components_ms.get('exposed_communication'))} |"
+            lines.append(row)
+            if loss.note:
+                notes.append(f"- {md(loss.case)}: {md(loss.note)}")
+        lines += [""] + (notes + [""] if notes else [])
+    unsplit = [f"{model} {group}" for model, group in losses if (model, group) not in measured]
+    if unsplit:
+        lines += [f"Losses {NO_PHASES}: {md(', '.join(unsplit))} (their `scaling_loss` in summary.json).", ""]
+    return lines
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"

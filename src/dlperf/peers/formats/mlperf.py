@@ -42,6 +42,7 @@ EPOCH_OF_TRAIN_SAMPLES = {"rnnt"}  # epoch-counted; `train_samples` is the epoch
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
 TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
 EVALUATIONS = {"eval_start", "eval_accuracy", "eval_stop"}  # their count is what the run trained by then
+MAX_HELD = 100_000  # step-time events held back while a throughput figure may still come
 STEP_TIME_KEYS = ("train_step_timing", "train_step_timing in s", "train_step_time", "time")
 # A progress event's `step` counts samples (`samples_count` in their blocks), unless it is token-sized
 # the events that declare a size, and the reader's attribute each one sets
@@ -145,6 +146,8 @@ class _Log:
         self.eval_since = False  # an evaluation since the last progress event
         self.index = 0
         self.held: Point | None = None
+        self.timed: list[Point] = []  # step-time-only progress, held until the log shows it prints no throughput
+        self.throughputs = False  # the log prints throughput figures: they are its progress, not the step times
         self.summary: Point | None = None
 
     # --- units --------------------------------------------------------------------------------------------------
@@ -202,6 +205,7 @@ class _Log:
 
     def _throughput(self, value: Any, stamp: float) -> Iterator[Point]:
         """A throughput event of its own (maskrcnn's) joins the step before it."""
+        yield from self._release()
         if (number := _number(value)) is not None and self.index:
             yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
 
@@ -301,7 +305,14 @@ class _Log:
             if self.summary is None:
                 self.summary = self._whole_run(point, value)
             return
-        yield from self._emit(self._progress(point))
+        point = self._progress(point)
+        if speed is not None:
+            self.throughputs, self.timed = True, []
+            yield from self._emit(point)
+        elif not self.throughputs:
+            self.timed.append(point)
+            if len(self.timed) >= MAX_HELD:  # a log this long that printed no throughput yet: its step times
+                yield from self._release()
 
     def _epoch_check(self, speed: float | None) -> float | None:
         """The last finished epoch's own figure checks the next printed throughput (and decides its scale)."""
@@ -473,7 +484,13 @@ class _Log:
             return
         yield point
 
+    def _release(self) -> Iterator[Point]:
+        for point in self.timed:
+            yield from self._emit(point)
+        self.timed = []
+
     def finish(self) -> Iterator[Point]:
+        yield from self._release()
         if self.held is not None and self.index == 1:
             yield self._alone(self.held)
         elif self.held is not None:

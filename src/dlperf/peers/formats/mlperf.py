@@ -11,6 +11,8 @@ MLPerf publishes time to train, not throughput. The figure is read from the prog
    `first_epoch_num` + `epoch_count`), converted by what the benchmark counts: epochs (x the data set's size),
    tokens (/ `max_sequence_length`), iterations (Habana's block counters, x the global batch) or samples.
 3. One whole-run figure (gnn's and DLRM's `tracked_stats`, before or after `run_stop`), taken as it is.
+4. Epochs (`epoch_start`/`epoch_stop`) where the log times nothing else (tinygrad's logs): timed like blocks, an
+   epoch benchmark's epoch being its data set, a sample-counted one's the count its evaluations reached.
 
 Units are the benchmark's own: sequences for language models (a token count is divided by the sequence length),
 images, samples. Per device or global is decided by evidence: where an epoch's time stamps and the data set's size
@@ -139,6 +141,9 @@ class _Log:
         self.last_count: float | None = None  # the last tracked step count (for its unit)
         self.cumulative: float | None = None  # samples trained so far, from any event's count
         self.block: _Block | None = None
+        self.blocks = False  # the log times blocks; without them (and tracked progress) its epochs are its intervals
+        self.epochs_timed = 0
+        self.epochs: list[Point] = []  # each epoch's figure, where epochs are the log's only intervals
         self.counted_in_block = False  # the log's counts rose inside the open block
         self.marks: list[tuple[float, float]] = []  # (time, samples) of the evaluations inside the open block
         self.last_stop: tuple[float, float] | None = None  # (time, samples) at the last block's end
@@ -193,11 +198,17 @@ class _Log:
         if stamp is None:
             return
         self._count(key, metadata, stamp)
-        marks = {"epoch_start": self._epoch_start, "epoch_stop": self._epoch_stop, "block_start": self._block_start}
-        if key in marks:
-            marks[key](metadata, stamp)
+        if key == "epoch_start":
+            self._epoch_start(metadata, stamp)
+        elif key == "block_start":
+            self.blocks = True
+            self._block_start(metadata, stamp)
         elif key == "block_stop":
             yield from self._block_stop(metadata, stamp)
+        elif key == "epoch_stop" and self._epoch_timed() and (epoch := self._interval(metadata, stamp)) is not None:
+            self.epochs.append(epoch)  # the log's figure only where it has no other (finish)
+        if key == "epoch_stop":
+            self._epoch_stop(metadata, stamp)
         elif key == "throughput":
             yield from self._throughput(value, stamp)
         elif key == "tracked_stats" and isinstance(value, dict):
@@ -251,6 +262,16 @@ class _Log:
         if self.first_epoch_start is None:
             self.first_epoch_start = stamp
         self.epoch_figure = None
+        if not self.blocks and not self.tracked:  # epochs are the log's only intervals (tinygrad's logs)
+            self._block_start(metadata, stamp)
+            size = self.epoch_size()
+            if self.block is not None and size is not None:
+                self.block = replace(self.block, begin=self.epochs_timed * size, size=size)
+            self.epochs_timed += 1
+
+    def _epoch_timed(self) -> bool:
+        """Whether an epoch is open as the log's timed interval (no blocks, no tracked progress)."""
+        return self.block is not None and not self.blocks
 
     def _epoch_stop(self, metadata: dict[str, Any], stamp: float) -> None:
         number = _number(metadata.get("epoch_num"))
@@ -403,16 +424,21 @@ class _Log:
         )
 
     def _block_stop(self, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        if (point := self._interval(metadata, stamp)) is not None:
+            yield from self._emit(point)
+
+    def _interval(self, metadata: dict[str, Any], stamp: float) -> Point | None:
+        """The figure of the timed interval (block, or epoch where the log times no blocks) that ends here."""
         block, self.block = self.block, None
         if self.tracked:
-            return
+            return None
         start_time = self._block_began(block)
         begin, end, note = self._block_span(metadata, block)
         if end is not None:
             self.last_stop = (stamp, end)
         if start_time is None or begin is None or end is None or stamp <= start_time or end <= begin:
-            return
-        point = Point(
+            return None
+        return Point(
             step=self.index + 1,
             speed=(end - begin) / (stamp - start_time),
             timestamp=stamp,
@@ -421,7 +447,6 @@ class _Log:
             note=note or self._block_note(),
             tokens=self.tokens_per_sample(),
         )
-        yield from self._emit(point)
 
     def _marks_figure(self, start: float, stop: float) -> float | None:
         """The block's second reading: the counts its evaluations logged inside it over their time stamps (a block
@@ -491,6 +516,9 @@ class _Log:
 
     def finish(self) -> Iterator[Point]:
         yield from self._release()
+        if self.index == 0 and self.summary is None:
+            for epoch in self.epochs:
+                yield from self._emit(epoch)
         if self.held is not None and self.index == 1:
             yield self._alone(self.held)
         elif self.held is not None:

@@ -138,6 +138,7 @@ class _Log:
         self.epoch_starts: dict[float, float] = {}
         self.first_epoch_start: float | None = None
         self.epoch_figure: float | None = None  # the last finished epoch's figure, for the next throughput event
+        self.epoch_seconds: float | None = None  # the last finished epoch's time
         self.last_count: float | None = None  # the last tracked step count (for its unit)
         self.cumulative: float | None = None  # samples trained so far, from any event's count
         self.block: _Block | None = None
@@ -274,11 +275,17 @@ class _Log:
         return self.block is not None and not self.blocks
 
     def _epoch_stop(self, metadata: dict[str, Any], stamp: float) -> None:
+        """An epoch's own figure: the data set over its time; not for an epoch far shorter than the one before,
+        which did not train the data set (a run that stopped inside it)."""
         number = _number(metadata.get("epoch_num"))
         start = self.epoch_starts.pop(number, None) if number is not None else None
         size = self.epoch_size()
-        if start is not None and size and stamp > start:
-            self.epoch_figure = size / (stamp - start)
+        if start is None or not size or stamp <= start:
+            return
+        seconds, last = stamp - start, self.epoch_seconds
+        self.epoch_seconds = seconds
+        if last is None or seconds >= last / 2:
+            self.epoch_figure = size / seconds
 
     def _scale(self) -> float:
         if self.scale is not None:

@@ -467,6 +467,11 @@ def habana_gpt3(name: str) -> float:
     return tokens / 2048 / ((end - begin) / 1000)
 
 
+def own_throughputs(name: str) -> float:
+    """A log whose progress is `throughput` events of their own (no tracked steps): their mean after the first."""
+    return statistics.fmean([e["value"] for e in events2(name) if e["key"] == "throughput"][1:])
+
+
 def epochs_alone(name: str, samples_per_epoch: float) -> float:
     """A log whose only intervals are its epochs: the data set / each epoch's time, after the first, averaged."""
     events = events2(name)
@@ -562,6 +567,11 @@ CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
             statistics.fmean(tracked_before_stop("mlperf/1n8g/ssd-xfusion-v31_b16_mixed_1.log", "throughput")[1:]) * 8
         ),
         "mean tracked throughput after the first x 8 (per device); its last epoch (4.7 s) is no data set's time",
+    ),
+    "mlperf/16n1g/resnet-intel-spr-v31_b204_mixed_1.log": (
+        "mlperf",
+        lambda: own_throughputs("mlperf/16n1g/resnet-intel-spr-v31_b204_mixed_1.log"),
+        "`throughput` events of their own, no tracked steps: their mean after the first (was refused)",
     ),
     HABANA_GPT3: (
         "mlperf",

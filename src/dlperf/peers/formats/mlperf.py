@@ -5,7 +5,8 @@ MLPerf publishes time to train, not throughput. The figure is read from the prog
 1. `tracked_stats` progress events (the first one, start-up and compiling, skipped; the rest averaged): a
    `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, `train_step_time`, maskrcnn's
    `time`) read as
-   global batch / time. A `throughput` event of its own (maskrcnn) joins the step before it.
+   global batch / time. A `throughput` event of its own joins the tracked step before it (maskrcnn), and is the
+   progress itself where the log has no tracked steps (Intel's, CTuning's, Krai's ResNet).
 2. Timed blocks (`block_start`/`block_stop`) where there are no progress events: samples in the block / its time.
    A block's samples come from the counts the benchmark keeps (mlperf_logging's `samples_count`, `epoch_num`,
    `first_epoch_num` + `epoch_count`), converted by what the benchmark counts: epochs (x the data set's size),
@@ -154,6 +155,7 @@ class _Log:
         self.held: Point | None = None
         self.timed: list[Point] = []  # step-time-only progress, held until the log shows it prints no throughput
         self.throughputs = False  # the log prints throughput figures: they are its progress, not the step times
+        self.own_throughputs = False  # throughput events of their own are the progress (no tracked steps)
         self.summary: Point | None = None
 
     # --- units --------------------------------------------------------------------------------------------------
@@ -216,10 +218,19 @@ class _Log:
             yield from self._tracked(value, metadata, stamp)
 
     def _throughput(self, value: Any, stamp: float) -> Iterator[Point]:
-        """A throughput event of its own (maskrcnn's) joins the step before it."""
+        """A throughput event of its own joins the tracked step before it (maskrcnn's); in a log with no tracked
+        steps it is the progress (Intel's ResNet: one per epoch)."""
         yield from self._release()
-        if (number := _number(value)) is not None and self.index:
-            yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
+        if (number := _number(value)) is None or self.stopped:
+            return
+        if self.tracked and not self.own_throughputs:
+            if self.index:
+                yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
+        else:
+            self.own_throughputs = True
+            check = self._epoch_check(number)
+            point = Point(step=self.index + 1, speed=number * self._scale(), timestamp=stamp, check=check)
+            yield from self._emit(self._progress(replace(point, note=self.scale_note)))
 
     def _declare(self, key: Any, value: Any, stamp: float | None) -> None:
         """What the run declares or marks: its sizes, its benchmark, its start and stop, its evaluations."""

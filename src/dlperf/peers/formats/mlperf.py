@@ -3,10 +3,10 @@ MLPerf, whatever else it prints (DLRM's HugeCTR lines, launcher noise, exit trac
 
 MLPerf publishes time to train, not throughput. The figure is read from the progress the log has, in this order:
 1. `tracked_stats` progress events (the first one, start-up and compiling, skipped; the rest averaged): a
-   `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, `train_step_time`, maskrcnn's
-   `time`) read as
-   global batch / time. A `throughput` event of its own joins the tracked step before it (maskrcnn), and is the
-   progress itself where the log has no tracked steps (Intel's, CTuning's, Krai's ResNet).
+   `throughput`, or where the log prints none a step time (`train_step_timing`, `train_step_timing in s`,
+   `train_step_time`, maskrcnn's `time`): the global batch over the summed step time. A `throughput` event of its
+   own joins the tracked step before it (maskrcnn), and is the progress itself where the log has no tracked steps
+   (Intel's, CTuning's, Krai's ResNet).
 2. Timed blocks (`block_start`/`block_stop`) where there are no progress events: samples in the block / its time.
    A block's samples come from the counts the benchmark keeps (mlperf_logging's `samples_count`, `epoch_num`,
    `first_epoch_num` + `epoch_count`), converted by what the benchmark counts: epochs (x the data set's size),

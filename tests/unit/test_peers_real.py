@@ -467,6 +467,28 @@ def habana_gpt3(name: str) -> float:
     return tokens / 2048 / ((end - begin) / 1000)
 
 
+def own_throughputs(name: str) -> float:
+    """A log whose progress is `throughput` events of their own (no tracked steps): their mean after the first."""
+    return statistics.fmean([e["value"] for e in events2(name) if e["key"] == "throughput"][1:])
+
+
+def epochs_alone(name: str, samples_per_epoch: float) -> float:
+    """A log whose only intervals are its epochs: the data set / each epoch's time, after the first, averaged."""
+    events = events2(name)
+    starts = {e["metadata"]["epoch_num"]: e["time_ms"] for e in events if e["key"] == "epoch_start"}
+    stops = [(e["metadata"]["epoch_num"], e["time_ms"]) for e in events if e["key"] == "epoch_stop"]
+    return statistics.fmean(samples_per_epoch / ((t - starts[n]) / 1000) for n, t in stops[1:])
+
+
+def bert_one_epoch(name: str) -> float:
+    """tinygrad's BERT: one epoch over the run; its samples are the last evaluation's epoch_num."""
+    events = events2(name)
+    samples = [e["metadata"]["epoch_num"] for e in events if e["key"] == "eval_accuracy"][-1]
+    begin = next(e["time_ms"] for e in events if e["key"] == "epoch_start")
+    end = next(e["time_ms"] for e in events if e["key"] == "epoch_stop")
+    return samples / ((end - begin) / 1000)
+
+
 def paddle_dygraph(name: str) -> float:
     costs = [
         float(m[1]) for line in (REAL2 / name).read_text().splitlines() if (m := re.search(r"cost: ([\d.]+) s", line))
@@ -528,6 +550,28 @@ CASES2: dict[str, tuple[str, Callable[[], float], str]] = {
         "mlperf",
         lambda: 448 / statistics.fmean(tracked_before_stop(LLAMA405, "train_step_time")[1:]),
         "global batch 448 / mean `train_step_time` after the first (about 23.5; was refused: blocks never closed)",
+    ),
+    "mlperf/1n6g/resnet-tinycorp-v40_b256_mixed_1.log": (
+        "mlperf",
+        lambda: epochs_alone("mlperf/1n6g/resnet-tinycorp-v40_b256_mixed_1.log", 1281167),
+        "tinygrad logs epochs only: ImageNet's 1,281,167 / each epoch's time, after the first (was refused)",
+    ),
+    "mlperf/1n6g/bert-tinycorp-v41_b11_mixed_1.log": (
+        "mlperf",
+        lambda: bert_one_epoch("mlperf/1n6g/bert-tinycorp-v41_b11_mixed_1.log"),
+        "one epoch for the whole run: its evaluations' count / its time (was refused)",
+    ),
+    "mlperf/1n8g/ssd-xfusion-v31_b16_mixed_1.log": (
+        "mlperf",
+        lambda: (
+            statistics.fmean(tracked_before_stop("mlperf/1n8g/ssd-xfusion-v31_b16_mixed_1.log", "throughput")[1:]) * 8
+        ),
+        "mean tracked throughput after the first x 8 (per device); its last epoch (4.7 s) is no data set's time",
+    ),
+    "mlperf/16n1g/resnet-intel-spr-v31_b204_mixed_1.log": (
+        "mlperf",
+        lambda: own_throughputs("mlperf/16n1g/resnet-intel-spr-v31_b204_mixed_1.log"),
+        "`throughput` events of their own, no tracked steps: their mean after the first (was refused)",
     ),
     HABANA_GPT3: (
         "mlperf",

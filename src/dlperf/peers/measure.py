@@ -10,6 +10,7 @@ Three steps, the same for every format:
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import deque
@@ -452,7 +453,7 @@ def measure(
     Where the last run's window gives no figure but the run printed its own whole-run figure, that is the figure."""
     screen = _Screen(fmt, shape)
     whole = _WholeRun()
-    new_window = lambda: _Window(fmt, warmup, window, shape.global_batch)  # noqa: E731
+    new_window = functools.partial(_Window, fmt, warmup, window, shape.global_batch)
     done, runs = _windows(whole(screen(_tap(points, on_point))), new_window)
     try:
         _refuse_unmeasurable(done, screen, fmt, warmup)

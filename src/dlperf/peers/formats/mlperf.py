@@ -3,14 +3,17 @@ MLPerf, whatever else it prints (DLRM's HugeCTR lines, launcher noise, exit trac
 
 MLPerf publishes time to train, not throughput. The figure is read from the progress the log has, in this order:
 1. `tracked_stats` progress events (the first one, start-up and compiling, skipped; the rest averaged): a
-   `throughput`, or a step time (`train_step_timing`, `train_step_timing in s`, `train_step_time`, maskrcnn's
-   `time`) read as
-   global batch / time. A `throughput` event of its own (maskrcnn) joins the step before it.
+   `throughput`, or where the log prints none a step time (`train_step_timing`, `train_step_timing in s`,
+   `train_step_time`, maskrcnn's `time`): the global batch over the summed step time. A `throughput` event of its
+   own joins the tracked step before it (maskrcnn), and is the progress itself where the log has no tracked steps
+   (Intel's, CTuning's, Krai's ResNet).
 2. Timed blocks (`block_start`/`block_stop`) where there are no progress events: samples in the block / its time.
    A block's samples come from the counts the benchmark keeps (mlperf_logging's `samples_count`, `epoch_num`,
    `first_epoch_num` + `epoch_count`), converted by what the benchmark counts: epochs (x the data set's size),
    tokens (/ `max_sequence_length`), iterations (Habana's block counters, x the global batch) or samples.
 3. One whole-run figure (gnn's and DLRM's `tracked_stats`, before or after `run_stop`), taken as it is.
+4. Epochs (`epoch_start`/`epoch_stop`) where the log times nothing else (tinygrad's logs): timed like blocks, an
+   epoch benchmark's epoch being its data set, a sample-counted one's the count its evaluations reached.
 
 Units are the benchmark's own: sequences for language models (a token count is divided by the sequence length),
 images, samples. Per device or global is decided by evidence: where an epoch's time stamps and the data set's size
@@ -42,6 +45,7 @@ EPOCH_OF_TRAIN_SAMPLES = {"rnnt"}  # epoch-counted; `train_samples` is the epoch
 FRACTION_EPOCHS = {"dlrm", "dlrm_dcnv2", "gnn", "rgat"}  # epoch_num is a fraction of `train_samples`
 TOKEN_COUNTED = {"gpt3"}  # sample counts are tokens; a sequence is `max_sequence_length` tokens
 EVALUATIONS = {"eval_start", "eval_accuracy", "eval_stop"}  # their count is what the run trained by then
+MAX_HELD = 100_000  # step-time events held back while a throughput figure may still come
 STEP_TIME_KEYS = ("train_step_timing", "train_step_timing in s", "train_step_time", "time")
 # A progress event's `step` counts samples (`samples_count` in their blocks), unless it is token-sized
 # the events that declare a size, and the reader's attribute each one sets
@@ -135,9 +139,13 @@ class _Log:
         self.epoch_starts: dict[float, float] = {}
         self.first_epoch_start: float | None = None
         self.epoch_figure: float | None = None  # the last finished epoch's figure, for the next throughput event
+        self.epoch_seconds: float | None = None  # the last finished epoch's time
         self.last_count: float | None = None  # the last tracked step count (for its unit)
         self.cumulative: float | None = None  # samples trained so far, from any event's count
         self.block: _Block | None = None
+        self.blocks = False  # the log times blocks; without them (and tracked progress) its epochs are its intervals
+        self.epochs_timed = 0
+        self.epochs: list[Point] = []  # each epoch's figure, where epochs are the log's only intervals
         self.counted_in_block = False  # the log's counts rose inside the open block
         self.marks: list[tuple[float, float]] = []  # (time, samples) of the evaluations inside the open block
         self.last_stop: tuple[float, float] | None = None  # (time, samples) at the last block's end
@@ -145,6 +153,9 @@ class _Log:
         self.eval_since = False  # an evaluation since the last progress event
         self.index = 0
         self.held: Point | None = None
+        self.timed: list[Point] = []  # step-time-only progress, held until the log shows it prints no throughput
+        self.throughputs = False  # the log prints throughput figures: they are its progress, not the step times
+        self.own_throughputs = False  # throughput events of their own are the progress (no tracked steps)
         self.summary: Point | None = None
 
     # --- units --------------------------------------------------------------------------------------------------
@@ -190,20 +201,36 @@ class _Log:
         if stamp is None:
             return
         self._count(key, metadata, stamp)
-        marks = {"epoch_start": self._epoch_start, "epoch_stop": self._epoch_stop, "block_start": self._block_start}
-        if key in marks:
-            marks[key](metadata, stamp)
+        if key == "epoch_start":
+            self._epoch_start(metadata, stamp)
+        elif key == "block_start":
+            self.blocks = True
+            self._block_start(metadata, stamp)
         elif key == "block_stop":
             yield from self._block_stop(metadata, stamp)
+        elif key == "epoch_stop" and self._epoch_timed() and (epoch := self._interval(metadata, stamp)) is not None:
+            self.epochs.append(epoch)  # the log's figure only where it has no other (finish)
+        if key == "epoch_stop":
+            self._epoch_stop(metadata, stamp)
         elif key == "throughput":
             yield from self._throughput(value, stamp)
         elif key == "tracked_stats" and isinstance(value, dict):
             yield from self._tracked(value, metadata, stamp)
 
     def _throughput(self, value: Any, stamp: float) -> Iterator[Point]:
-        """A throughput event of its own (maskrcnn's) joins the step before it."""
-        if (number := _number(value)) is not None and self.index:
-            yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
+        """A throughput event of its own joins the tracked step before it (maskrcnn's); in a log with no tracked
+        steps it is the progress (Intel's ResNet: one per epoch)."""
+        yield from self._release()
+        if (number := _number(value)) is None or self.stopped:
+            return
+        if self.tracked and not self.own_throughputs:
+            if self.index:
+                yield Point(step=self.index, speed=number * self._scale(), timestamp=stamp)
+        else:
+            self.own_throughputs = True
+            check = self._epoch_check(number)
+            point = Point(step=self.index + 1, speed=number * self._scale(), timestamp=stamp, check=check)
+            yield from self._emit(self._progress(replace(point, note=self.scale_note)))
 
     def _declare(self, key: Any, value: Any, stamp: float | None) -> None:
         """What the run declares or marks: its sizes, its benchmark, its start and stop, its evaluations."""
@@ -247,13 +274,29 @@ class _Log:
         if self.first_epoch_start is None:
             self.first_epoch_start = stamp
         self.epoch_figure = None
+        if not self.blocks and not self.tracked:  # epochs are the log's only intervals (tinygrad's logs)
+            self._block_start(metadata, stamp)
+            size = self.epoch_size()
+            if self.block is not None and size is not None:
+                self.block = replace(self.block, begin=self.epochs_timed * size, size=size)
+            self.epochs_timed += 1
+
+    def _epoch_timed(self) -> bool:
+        """Whether an epoch is open as the log's timed interval (no blocks, no tracked progress)."""
+        return self.block is not None and not self.blocks
 
     def _epoch_stop(self, metadata: dict[str, Any], stamp: float) -> None:
+        """An epoch's own figure: the data set over its time; not for an epoch far shorter than the one before,
+        which did not train the data set (a run that stopped inside it)."""
         number = _number(metadata.get("epoch_num"))
         start = self.epoch_starts.pop(number, None) if number is not None else None
         size = self.epoch_size()
-        if start is not None and size and stamp > start:
-            self.epoch_figure = size / (stamp - start)
+        if start is None or not size or stamp <= start:
+            return
+        seconds, last = stamp - start, self.epoch_seconds
+        self.epoch_seconds = seconds
+        if last is None or seconds >= last / 2:
+            self.epoch_figure = size / seconds
 
     def _scale(self) -> float:
         if self.scale is not None:
@@ -301,7 +344,14 @@ class _Log:
             if self.summary is None:
                 self.summary = self._whole_run(point, value)
             return
-        yield from self._emit(self._progress(point))
+        point = self._progress(point)
+        if speed is not None:
+            self.throughputs, self.timed = True, []
+            yield from self._emit(point)
+        elif not self.throughputs:
+            self.timed.append(point)
+            if len(self.timed) >= MAX_HELD:  # a log this long that printed no throughput yet: its step times
+                yield from self._release()
 
     def _epoch_check(self, speed: float | None) -> float | None:
         """The last finished epoch's own figure checks the next printed throughput (and decides its scale)."""
@@ -392,16 +442,21 @@ class _Log:
         )
 
     def _block_stop(self, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        if (point := self._interval(metadata, stamp)) is not None:
+            yield from self._emit(point)
+
+    def _interval(self, metadata: dict[str, Any], stamp: float) -> Point | None:
+        """The figure of the timed interval (block, or epoch where the log times no blocks) that ends here."""
         block, self.block = self.block, None
         if self.tracked:
-            return
+            return None
         start_time = self._block_began(block)
         begin, end, note = self._block_span(metadata, block)
         if end is not None:
             self.last_stop = (stamp, end)
         if start_time is None or begin is None or end is None or stamp <= start_time or end <= begin:
-            return
-        point = Point(
+            return None
+        return Point(
             step=self.index + 1,
             speed=(end - begin) / (stamp - start_time),
             timestamp=stamp,
@@ -410,7 +465,6 @@ class _Log:
             note=note or self._block_note(),
             tokens=self.tokens_per_sample(),
         )
-        yield from self._emit(point)
 
     def _marks_figure(self, start: float, stop: float) -> float | None:
         """The block's second reading: the counts its evaluations logged inside it over their time stamps (a block
@@ -473,7 +527,16 @@ class _Log:
             return
         yield point
 
+    def _release(self) -> Iterator[Point]:
+        for point in self.timed:
+            yield from self._emit(point)
+        self.timed = []
+
     def finish(self) -> Iterator[Point]:
+        yield from self._release()
+        if self.index == 0 and self.summary is None:
+            for epoch in self.epochs:
+                yield from self._emit(epoch)
         if self.held is not None and self.index == 1:
             yield self._alone(self.held)
         elif self.held is not None:

@@ -56,3 +56,21 @@ def test_writer_spells_only_declared_fields(tmp_path):
         written = build_record(job, RunResult.failed("worker rank 0 on h exited with code 1", rank=0), {}, 0.0, 1.0)
         assert undeclared_fields(written) == []
         assert record_problem(written) is None
+
+
+def test_loaded_record_is_its_declared_kind():
+    """`as_record` maps each declared key to its attribute (absent ones None), keeps the JSON as read (null and
+    absent differ there; an undeclared key stays there, no attribute), and is idempotent."""
+    from dlperf.records.load import as_json, as_record
+    from dlperf.records.schema import COMMBENCH_SCHEMA, CommbenchRecord, ExtractedRecord
+
+    data = {**record("1n2g", 2, 50.0), "tf32": None, "mystery": 7}
+    loaded = as_record(data, "r.json")
+    assert type(loaded) is RunRecord and (loaded.case, loaded.repeat, loaded.throughput) == ("1n2g", 2, 50.0)
+    assert loaded.tf32 is None and loaded.energy is None and not hasattr(loaded, "mystery")
+    assert loaded.origin.path == "r.json" and as_json(loaded) == data and "energy" not in as_json(loaded)
+    assert as_record(loaded) is loaded
+    assert type(as_record({**data, "source": "extract", "unit": "tokens/s"})) is ExtractedRecord
+    bench = as_record({"schema": COMMBENCH_SCHEMA, "status": "ok", "dtype": "fp32", "model": "commbench", "nodes": 2})
+    assert type(bench) is CommbenchRecord and bench.dtype == "fp32"
+    assert (bench.run.model, bench.run.nodes, bench.run.throughput) == ("commbench", 2, None)

@@ -1,4 +1,5 @@
-"""Every record of a results folder, for report, compare and history."""
+"""Records as their declared dataclasses (`records/schema.py`), one file or every record of a results folder, for
+report, compare, history and predict: readers read attributes, so a misspelled field fails where it is read."""
 
 from __future__ import annotations
 
@@ -6,16 +7,49 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from dlperf.errors import ResultsError
-from dlperf.records.schema import READABLE
+from dlperf.records.schema import KINDS, READABLE, Origin, Record, declared_fields, record_kind
 from dlperf.records.tree import find_named
 from dlperf.records.validate import check_file
 
 OnSkip = Callable[[Path, str], None]
+RecordLike = Record | Mapping[str, Any]  # a loaded record, or a record's JSON as a writer or a test builds it
+
+
+def as_record(data: RecordLike, path: str | Path | None = None) -> Record:
+    """A record's JSON as its declared kind (`record_kind`): each declared key an attribute, absent ones None; a
+    commbench record's run fields as its `run`. The JSON is kept as read in `origin`, where an absent key differs
+    from a null one and the keys its kind does not declare stay, unread. A loaded record is returned as it is.
+    Types are the validator's to check (`records/validate.py`): this only maps keys to fields."""
+    if isinstance(data, KINDS):
+        return data
+    kind = record_kind(data)
+    loaded: dict[str, Any] = {"origin": Origin(None if path is None else str(path), MappingProxyType(dict(data)))}
+    shared = getattr(kind, "SHARES", None)
+    if shared:
+        loaded["run"] = shared(**_declared_values(shared, data))
+    return kind(**_declared_values(kind, data), **loaded)
+
+
+def _declared_values(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    return {f.name: data[f.name] for f in declared_fields(kind) if f.name in data}
+
+
+def as_json(record: RecordLike) -> dict[str, Any]:
+    """A record's JSON as it was read or built (undeclared keys included): what the history stores."""
+    return dict(as_record(record).origin.data)
+
+
+def load_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> Record | None:
+    """A checked record of one of `schemas` (default: run records, upgraded) as its declared kind, or None when the
+    file is missing, partial, invalid or not one."""
+    data = check_file(path, schemas)[0]
+    return None if data is None else as_record(data, path)
 
 
 def warn_skipped(path: Path, reason: str) -> None:

@@ -12,7 +12,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from dlperf.records.schema import KINDS, THROUGHPUT_RANGE
+from dlperf.records.schema import KINDS, THROUGHPUT_RANGE, declared_fields
 from dlperf.records.validate import MAX_DEPTH
 
 JSON_DIR = Path(__file__).with_name("json")
@@ -54,7 +54,7 @@ def _field_schema(spec: dataclasses.Field, hint: Any) -> dict[str, Any]:
 def json_schema(kind: type) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one record kind; unknown keys (a workload's own) are allowed."""
     hints = typing.get_type_hints(kind)
-    fields = dataclasses.fields(kind)
+    fields = declared_fields(kind)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": kind.__name__,
@@ -89,14 +89,14 @@ def reference_table() -> str:
     lines = [DOCS_BEGIN]
     for kind in KINDS:
         hints = typing.get_type_hints(kind)
-        base = next((b for b in kind.__mro__[1:] if dataclasses.is_dataclass(b)), None)
-        inherited = {f.name for f in dataclasses.fields(base)} if base else set()
+        base = next((b for b in kind.__mro__[1:] if b in KINDS), None)
+        inherited = {f.name for f in declared_fields(base)} if base else set()
         extends = f" Every `{base.__name__}` field, and:" if base else ""
         lines += ["", f"**{kind.__name__}**: {(kind.__doc__ or '').strip()}{extends}", ""]
         lines += ["| field | type | meaning |", "|---|---|---|"]
         lines += [
             f"| `{f.name}` | {_type_text(hints[f.name])} | {f.metadata['doc']} |"
-            for f in dataclasses.fields(kind)
+            for f in declared_fields(kind)
             if f.name not in inherited
         ]
     return "\n".join([*lines, "", DOCS_END]) + "\n"

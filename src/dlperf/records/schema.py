@@ -1,10 +1,12 @@
 """The JSON records dlperf writes, declared once: one dataclass per record kind, with each field's type and meaning.
 
-The validator (`records/validate.py`), the JSON Schema file (`records/schema/*.json`, `json_schema`) and the
+The validator (`records/validate.py`), the JSON Schema files (`records/json/*.json`, `json_schema`) and the
 record reference in `docs/records.md` (`reference_table`) are all derived from these classes, so a field is spelled
 in its declaration and its readers, nowhere else. The classes describe the on-disk JSON; writers emit plain dicts
 (the shape readers and users' scripts already know), and `records.store.write_record` holds every record to its
-kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test suite sets it.
+kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test suite sets it. Readers get instances of these
+classes (`records.load`), so a misspelled field fails where it is read, as the strict writer fails where it is
+written; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
 
 `dlperf.run/2` (this version) keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 SCHEMA = "dlperf.run/2"
@@ -32,6 +36,21 @@ Check = Literal["name", "count", "positive", "throughput", ""]
 def doc(meaning: str, check: Check = "", default: Any = None) -> Any:
     """A declared field: its meaning (the docs' reference table) and the value check beyond its type."""
     return field(default=default, metadata={"doc": meaning, "check": check})
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a loaded record was read from, and its JSON as read: there an absent key differs from a null one, and
+    keys its kind does not declare (another dlperf's) are kept for the history's copy, never read as fields."""
+
+    path: str | None = None
+    data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def loaded(factory: Any) -> Any:
+    """An attribute of a loaded record that is no key of its JSON (`records.load` sets it): not in the docs, the
+    JSON Schema or the validator, not compared."""
+    return field(default_factory=factory, compare=False, repr=False, kw_only=True, metadata={"loaded": True})
 
 
 @dataclass(frozen=True)
@@ -180,6 +199,7 @@ class RunRecord:
     )
     mfu_measured_peak_tflops: float | None = doc("that measured peak")
     mfu_measured_peak_source: str | None = doc("where that measured peak comes from")
+    origin: Origin = loaded(Origin)
 
 
 @dataclass(frozen=True)
@@ -246,8 +266,11 @@ class CommbenchRecord:
     note: str | None = doc("why the bandwidths are null (one rank: no link was crossed)")
     warmup: int | str | None = doc("untimed repeats per size")
     repeats: int | None = doc("timed repeats per size")
-    # A commbench run's record also carries a run record's common fields (model, env, ranks...: `RunRecord`'s).
+    # A commbench run's record also carries a run record's common fields (model, env, ranks...: `RunRecord`'s),
+    # loaded as `run`.
     SHARES: ClassVar[type] = RunRecord
+    run: RunRecord = loaded(RunRecord)
+    origin: Origin = loaded(Origin)
 
 
 @dataclass(frozen=True)
@@ -270,9 +293,12 @@ class MaxbatchRecord:
     best_throughput: float | None = doc("that batch's throughput")
     probes: list[dict[str, Any]] | None = doc("every probe: batch, status, throughput, peak memory, reason")
     finished_at: float | None = doc("when the search ended (Unix time)")
+    origin: Origin = loaded(Origin)
 
 
 KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
+Record = RunRecord | CommbenchRecord | MaxbatchRecord  # a loaded record of any kind (external and extracted runs
+# are run records)
 
 
 def record_kind(record: dict[str, Any]) -> type:
@@ -294,10 +320,15 @@ def undeclared_fields(record: dict[str, Any]) -> list[str]:
     return sorted(set(record) - declared_keys(record_kind(record)))
 
 
+def declared_fields(kind: type) -> tuple[dataclasses.Field, ...]:
+    """A kind's fields that are keys of its JSON, in declaration order (not what loading adds)."""
+    return tuple(f for f in dataclasses.fields(kind) if not f.metadata.get("loaded"))
+
+
 def declared_keys(kind: type) -> set[str]:
     """The fields a record of this kind may carry: its own, and those of the kind it shares fields with."""
     shared = getattr(kind, "SHARES", None)
-    return {f.name for f in dataclasses.fields(kind)} | (declared_keys(shared) if shared else set())
+    return {f.name for f in declared_fields(kind)} | (declared_keys(shared) if shared else set())
 
 
 def upgrade(record: dict[str, Any]) -> dict[str, Any]:

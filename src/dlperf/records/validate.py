@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from dlperf.records.schema import READABLE, THROUGHPUT_RANGE, RunRecord, record_kind, upgrade
+from dlperf.records.schema import READABLE, THROUGHPUT_RANGE, RunRecord, declared_fields, record_kind, upgrade
 
 CASE_FOLDER = re.compile(r"\d+n\d+g")
 MAX_DEPTH = 64  # no record dlperf writes nests deeper than ~6; deeper input is hostile or broken
@@ -117,12 +117,12 @@ def record_problem(record: dict[str, Any]) -> str | None:
     hints = _hints(kind)
     if "status" not in record:
         return "status is missing"
-    for spec in dataclasses.fields(kind):
+    for spec in declared_fields(kind):
         problem = _declared_problem(record, spec, hints[spec.name])
         if problem:
             return problem
     shared = getattr(kind, "SHARES", None)  # the common fields a kind carries besides its own, where present
-    for spec in dataclasses.fields(shared) if shared else ():
+    for spec in declared_fields(shared) if shared else ():
         if spec.name in record and spec.name not in hints:
             problem = _declared_problem(record, spec, _hints(shared)[spec.name])
             if problem:

@@ -15,6 +15,7 @@ from conftest import run_cli
 from report_records import record
 
 from dlperf.cli.display import eta_text, run_line
+from dlperf.records.load import as_record
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.doubts import console_flags, run_doubts
 
@@ -131,7 +132,7 @@ def test_gpt_layouts_table_has_flags():
         }
         for i in (1, 2, 3)
     ]
-    lines = layouts_table({"DP_fp32": rows})
+    lines = layouts_table({"DP_fp32": [as_record(r) for r in rows]})
     header = next(line for line in lines if line.startswith("| group"))
     row = next(line for line in lines if line.startswith("| DP"))
     assert header.endswith("| repeats | flags |") and row.endswith("| 3 | noisy |")

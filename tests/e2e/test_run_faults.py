@@ -14,6 +14,7 @@ from dlperf.launch.elastic import first_meaningful_line
 from dlperf.launch.messages import RunResult
 from dlperf.orchestration.record import build_record
 from dlperf.orchestration.run import plan_jobs
+from dlperf.records.load import as_record
 from dlperf.records.validate import record_problem
 from dlperf.reporting.aggregate import summarise
 from dlperf.workloads import check_spec, spec_from_mapping
@@ -41,7 +42,7 @@ def test_diverged_run_is_strict_json_and_never_a_speed(tmp_path, loss):
     ok = measured_record(1.9, tmp_path)
     assert ok["status"] == "ok" and math.isclose(ok["throughput"], 20.0)
     (case,) = summarise([ok, record])[("resnet50", ok["group"])]
-    assert case.speeds == [ok["throughput"]] and case.failed == [record]
+    assert case.speeds == [ok["throughput"]] and case.failed == [as_record(record)]
 
 
 @pytest.mark.parametrize(

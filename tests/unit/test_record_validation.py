@@ -84,7 +84,7 @@ def test_bad_record_is_skipped_and_named(folder, name):
     bad.write_text(BAD[name])
     skipped = []
     records = find_records(folder, on_skip=lambda path, reason: skipped.append((path, reason)))
-    assert [r["throughput"] for r in records] == [100.0, 110.0, 120.0]
+    assert [r.throughput for r in records] == [100.0, 110.0, 120.0]
     assert len(skipped) == 1 and skipped[0][0] == bad and REASONS[name] in skipped[0][1], skipped
 
 
@@ -135,7 +135,7 @@ def test_record_in_another_cases_place_is_named(folder):
     renumbered.write_bytes(source.read_bytes())
     skipped = []
     records = find_records(folder, on_skip=lambda path, reason: skipped.append((path, reason)))
-    assert [r["throughput"] for r in records] == [100.0, 110.0, 120.0]
+    assert [r.throughput for r in records] == [100.0, 110.0, 120.0]
     assert [p for p, _ in skipped] == [renumbered, moved]
     assert "holds the record of repeat 1, but its place says" in skipped[0][1]
     assert "holds the record of case '1n1g'" in skipped[1][1]
@@ -147,7 +147,7 @@ def test_copied_record_counts_once_and_is_named(folder):
     copy.write_bytes(source.read_bytes())
     skipped = []
     records = find_records(folder, on_skip=lambda path, reason: skipped.append((path, reason)))
-    assert [r["throughput"] for r in records] == [100.0, 110.0, 120.0]
+    assert [r.throughput for r in records] == [100.0, 110.0, 120.0]
     assert (
         len(skipped) == 1 and skipped[0][1] == f"is a copy of {({source, copy} - {skipped[0][0]}).pop()}: counted once"
     )
@@ -197,5 +197,5 @@ def test_bad_maxbatch_record_is_named_not_read(tmp_path):
     write_json_atomic(tmp_path / "maxbatch" / "bad.json", {**good, "max_batch": "big"})
     skipped = []
     records = find_records(tmp_path, (MAXBATCH_SCHEMA,), lambda path, reason: skipped.append((path.name, reason)))
-    assert [r["max_batch"] for r in records] == [64]
+    assert [r.max_batch for r in records] == [64]
     assert skipped == [("bad.json", "max_batch 'big' is not a positive integer")]

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         if outcome.duplicates:
             say(f"{len(outcome.duplicates)} records were already stored with identical content, not stored again:")
             for record in outcome.duplicates:
-                say(f"  {record.get('_path', record['model'] + ' ' + record['case'])}")
+                say(f"  {record.origin.path or f'{record.model} {record.case}'}")
         return 0
     points = history(args.db, args.model, args.case)
     columns = ("model", "group", "case", "label", "first measured", "runs", "median samples/s", "change", "verdict")

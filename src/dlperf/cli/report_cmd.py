@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
-from typing import Any
 
 from dlperf.cli.args import non_empty
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
 from dlperf.records.lock import results_lock
-from dlperf.records.schema import MAXBATCH_SCHEMA
+from dlperf.records.schema import COMMBENCH_SCHEMA, MAXBATCH_SCHEMA, Record, RunRecord
 from dlperf.records.store import check_writable
 from dlperf.reporting.aggregate import summarise
-from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import read_commbench
 from dlperf.reporting.export import TENSORBOARD_HINT, require_tensorboard, write_tensorboard
 from dlperf.reporting.report import check_one_sweep, refuse_to_replace, write_report
@@ -162,19 +160,17 @@ def _single(args: argparse.Namespace) -> int:
     return 0
 
 
-def _folder_records(root: Path, merge: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _folder_records(root: Path, merge: bool) -> tuple[list[RunRecord], list[Record]]:
     """The folder's run records (one sweep's unless `merge`) and its commbench and maxbatch records."""
     # quiet: the run records' search below names every entry left out
-    others = find_records(root, (*COMMBENCH_SCHEMAS, MAXBATCH_SCHEMA), on_skip=lambda *_: None)
+    others = find_records(root, (COMMBENCH_SCHEMA, MAXBATCH_SCHEMA), on_skip=lambda *_: None)
     records = find_records(root) if others else load_records(root)  # commbench alone is a report too
     if not merge:
         check_one_sweep(records, root)
     return records, others
 
 
-def _write_extras(
-    args: argparse.Namespace, root: Path, records: list[dict[str, Any]], out: Path, formats: set[str]
-) -> None:
+def _write_extras(args: argparse.Namespace, root: Path, records: list[RunRecord], out: Path, formats: set[str]) -> None:
     """Beside one folder's report: TensorBoard scalars and the HTML page, where asked for."""
     if args.tensorboard:
         print(write_tensorboard(summarise(records), args.tensorboard))

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dlperf.errors import ConfigError, clip
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import CommbenchRecord
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
 SCHEMA = "dlperf.commbench/1"
@@ -158,13 +160,12 @@ def build_commbench_record(
     }
 
 
-def read_fit(record: dict[str, Any], op: str = "all_reduce") -> AlphaBetaFit:
+def read_fit(record: RecordLike, op: str = "all_reduce") -> AlphaBetaFit:
     """A fit back from a commbench record."""
-    if record.get("schema") != SCHEMA:
-        raise ConfigError(
-            f"not a commbench record (schema {record.get('schema')!r}): give the JSON `dlperf commbench` wrote"
-        )
-    fit = (record.get("fits") or {}).get(op)
+    record = as_record(record)
+    if not isinstance(record, CommbenchRecord):
+        raise ConfigError(f"not a commbench record (schema {record.schema!r}): give the JSON `dlperf commbench` wrote")
+    fit = (record.fits or {}).get(op)
     if fit is None:
         raise ConfigError(
             f"the commbench record has no {op} fit: run dlperf commbench with --ops {op} and two sizes or more"

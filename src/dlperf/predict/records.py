@@ -1,19 +1,22 @@
-"""Prediction inputs from records (plain dicts, read by the caller): the 1-device run and the links' fits."""
+"""Prediction inputs from records (read by the caller): the 1-device run and the links' fits."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from dlperf.commbench.bandwidth import read_fit
 from dlperf.errors import ConfigError, clip
 from dlperf.predict.model import DDP_BUCKET_BYTES, Link, SingleDeviceRun
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import RunRecord
 
 DEFAULT_BACKWARD_SHARE = 2 / 3  # backward costs about twice the forward's FLOPs
 
 
 def run_from_record(
-    record: dict[str, Any],
+    record: RecordLike,
     gradient_bytes: int | None = None,
     backward_share: float = DEFAULT_BACKWARD_SHARE,
     bucket_bytes: int = DDP_BUCKET_BYTES,
@@ -21,14 +24,15 @@ def run_from_record(
 ) -> SingleDeviceRun:
     """A successful 1-device run record as prediction input; its `gradient_bytes` unless given, its throughput
     unless given (a report passes the median over repeats)."""
-    if record.get("status") != "ok" or record.get("world_size") != 1:
+    record = as_record(record)
+    if not isinstance(record, RunRecord) or record.status != "ok" or record.world_size != 1:
         raise ConfigError("dlperf predict needs a successful run on 1 device (1n1g): give that run's JSON record")
-    gradient_bytes = gradient_bytes if gradient_bytes is not None else record.get("gradient_bytes")
+    gradient_bytes = gradient_bytes if gradient_bytes is not None else record.gradient_bytes
     if gradient_bytes is None:
         raise ConfigError("the run record has no gradient_bytes (written before dlperf counted them): --gradient-bytes")
     gradient_bytes = _number(gradient_bytes, "gradient_bytes", whole=True, positive=False)
-    batch = _number(record.get("global_batch_size"), "global_batch_size", whole=True)
-    speed = _number(throughput if throughput is not None else record.get("throughput"), "throughput")
+    batch = _number(record.global_batch_size, "global_batch_size", whole=True)
+    speed = _number(throughput if throughput is not None else record.throughput, "throughput")
     return SingleDeviceRun(batch / speed, batch, backward_share, gradient_bytes, bucket_bytes)
 
 
@@ -51,16 +55,18 @@ def _number(value: Any, name: str, whole: bool = False, positive: bool = True) -
 
 
 def links_from_records(
-    records: list[dict[str, Any]], inter_records: list[dict[str, Any]] = ()
+    records: Sequence[RecordLike], inter_records: Sequence[RecordLike] = ()
 ) -> tuple[Link | None, Link | None]:
     """(intra-node, inter-node) links from commbench records' all-reduce fits: a record measured on one node is the
     intra-node link, one measured across nodes (one rank per node: the node's link) or given in `inter_records`
     the inter-node link."""
     intra = inter = None
-    for record, forced in [(r, False) for r in records] + [(r, True) for r in inter_records]:
+    for given, forced in [(r, False) for r in records] + [(r, True) for r in inter_records]:
+        record = as_record(given)
         link = Link.from_fit(read_fit(record, "all_reduce"))
-        across = forced or record.get("nodes", 1) > 1
-        if across and not forced and record.get("devices_per_node", 1) > 1:
+        run = record.run  # read_fit refused any other kind
+        across = forced or (run.nodes or 1) > 1
+        if across and not forced and (run.devices_per_node or 1) > 1:
             raise ConfigError(
                 "a commbench record across nodes with several ranks per node mixes both links: measure the "
                 "inter-node link with --devices-per-node 1"

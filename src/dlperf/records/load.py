@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dlperf.errors import ResultsError
-from dlperf.records.schema import KINDS, READABLE, Origin, Record, declared_fields, record_kind
+from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_fields, record_kind
 from dlperf.records.tree import find_named
 from dlperf.records.validate import check_file
 
@@ -57,12 +57,10 @@ def warn_skipped(path: Path, reason: str) -> None:
     print(f"dlperf: skipped record {ascii(str(path))[1:-1]}: {reason}", file=sys.stderr)
 
 
-def find_records(
-    root: str | Path, schemas: tuple[str, ...] = READABLE, on_skip: OnSkip = warn_skipped
-) -> list[dict[str, Any]]:
-    """Every valid record of `schemas` (default: run records) under `root`, in a stable order; each broken or
-    invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal), and so does each
-    copy of a record already read (a copied file must not count as another repeat)."""
+def find_records(root: str | Path, schemas: tuple[str, ...] = READABLE, on_skip: OnSkip = warn_skipped) -> list[Record]:
+    """Every valid record of `schemas` (default: run records) under `root` as its declared kind, in a stable order;
+    each broken or invalid run record goes to `on_skip` with the reason (never silently dropped, never fatal), and
+    so does each copy of a record already read (a copied file must not count as another repeat)."""
     records = []
     if not Path(root).is_dir():
         return records
@@ -79,12 +77,11 @@ def find_records(
             on_skip(path, f"is a copy of {ascii(str(seen[content]))[1:-1]}: counted once")
         elif record is not None:
             seen[content] = path
-            record["_path"] = str(path)
-            records.append(record)
+            records.append(as_record(record, path))
     return records
 
 
-def load_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[dict[str, Any]]:
+def load_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[RunRecord]:
     """`find_records` for a folder the user named: a missing or empty folder is their error to fix."""
     folder = Path(root)
     if not folder.is_dir():

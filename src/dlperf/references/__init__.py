@@ -9,9 +9,12 @@ name, `accelerator.model` of its records) at the same precision (fp32 whose matm
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+from dlperf.records.schema import RunRecord
 
 SCHEMA = "dlperf.references/1"
 THROUGHPUT = "samples/s per device"
@@ -58,20 +61,19 @@ def figures(model: str | None = None) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda f: (f["model"], f["accelerator"], f["precision"], f["metric"], -f["value"]))
 
 
-def comparable_precision(record: dict[str, Any]) -> str | None:
+def comparable_precision(record: RunRecord) -> str | None:
     """The precision a record's matmuls ran at, in the table's names: fp32 on TF32 tensor cores is `tf32`."""
-    precision = record.get("precision")
-    if precision == "fp32" and (record.get("tf32") or {}).get("matmul"):
+    if record.precision == "fp32" and (record.tf32 or {}).get("matmul"):
         return "tf32"
-    return precision
+    return record.precision
 
 
 def best_match(
-    model: str, records: list[dict[str, Any]], per_device: float | None, table: list[dict[str, Any]] | None = None
+    model: str, records: Sequence[RunRecord], per_device: float | None, table: list[dict[str, Any]] | None = None
 ) -> Published | None:
     """The best published throughput per device of `model` on the records' accelerator at their precision (every
     record must agree on both), and `per_device` as a percentage of it; None without an exact match."""
-    accelerators = {(r.get("accelerator") or {}).get("model") for r in records}
+    accelerators = {(r.accelerator or {}).get("model") for r in records}
     precisions = {comparable_precision(r) for r in records}
     if per_device is None or len(accelerators) != 1 or len(precisions) != 1 or None in accelerators | precisions:
         return None

@@ -4,31 +4,35 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.metrics.env_diff import env_differences
 from dlperf.metrics.repeats import outliers
 from dlperf.metrics.stats import spread
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import RunRecord
 from dlperf.reporting.doubts import BASELINE_CASE, Flag, case_flags
 
-
-def median_of(records: list[dict[str, Any]], *keys: str) -> float | None:
-    """Median of a nested numeric record field, e.g. ("latency_ms", "p50"), over records that have it."""
-    values = []
-    for record in records:
-        value: Any = record
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            values.append(float(value))
-    return statistics.median(values) if values else None
+Figure = Callable[[RunRecord], Any]  # one figure of a record, e.g. `lambda r: r.mfu`
 
 
-def cpu_threads(record: dict[str, Any]) -> int | None:
+def median_of(values: Iterable[Any]) -> float | None:
+    """Median of the numbers among `values` (a record's figure over repeats; None where a record lacks it)."""
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return statistics.median(numbers) if numbers else None
+
+
+def latency(quantile: str) -> Figure:
+    """A record's `latency_ms` at `mean`, `p50` or `p90`."""
+    return lambda r: (r.latency_ms or {}).get(quantile)
+
+
+def cpu_threads(record: RunRecord) -> int | None:
     """The threads each rank of a run on CPU devices computed with, as the ranks reported them: its device's share
     of the machine (None off the CPU, or where ranks differ, which `threads_text` of their set names)."""
-    counts = {rank.get("cpu_threads") for rank in record.get("ranks") or [] if isinstance(rank, dict)}
+    counts = {rank.get("cpu_threads") for rank in record.ranks or [] if isinstance(rank, dict)}
     return counts.pop() if len(counts) == 1 and isinstance(next(iter(counts)), int) else None
 
 
@@ -56,8 +60,8 @@ class CaseSummary:
     precision: str
     speeds: list[float]
     table: str = "scaling"
-    failed: list[dict[str, Any]] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[RunRecord] = field(default_factory=list)
+    records: list[RunRecord] = field(default_factory=list)
     speedup: float | None = None
     speedup_note: str | None = None
 
@@ -73,33 +77,31 @@ class CaseSummary:
     def efficiency(self) -> float | None:
         return None if self.speedup is None else self.speedup / self.world_size
 
-    def median_of(self, *keys: str) -> float | None:
-        """Median over the successful repeats of a nested numeric record field."""
-        return median_of(self.records, *keys)
+    def median(self, figure: Figure) -> float | None:
+        """Median of one figure over the successful repeats."""
+        return median_of(figure(r) for r in self.records)
 
     def node_differences(self) -> list[str]:
         """What differs between the nodes of any repeat (driver, library versions, device model)."""
         lines: list[str] = []
         for record in self.records + self.failed:
-            for line in env_differences((record.get("env") or {}).get("nodes") or []):
+            for line in env_differences((record.env or {}).get("nodes") or []):
                 if line not in lines:
                     lines.append(line)
         return lines
 
     def outlier_repeats(self) -> list[int]:
         """Repeat numbers more than 3 scaled MADs from the median (metrics/repeats.outliers): flagged, kept."""
-        return [r.get("repeat") for r, out in zip(self.records, outliers(self.speeds)) if out]
+        return [r.repeat for r, out in zip(self.records, outliers(self.speeds)) if out]
 
     def repeats_stop(self) -> dict[str, Any] | None:
         """Why `--repeats auto` stopped this case: the decision on its last repeat, where it has one."""
-        decided = [r for r in self.records + self.failed if r.get("repeats_stop")]
-        return max(decided, key=lambda r: r.get("repeat") or 0)["repeats_stop"] if decided else None
+        decided = [r for r in self.records + self.failed if r.repeats_stop]
+        return max(decided, key=lambda r: r.repeat or 0).repeats_stop if decided else None
 
     def samples_per_joule(self) -> float | None:
         values = [
-            1 / (r.get("energy") or {})["joules_per_sample"]
-            for r in self.records
-            if (r.get("energy") or {}).get("joules_per_sample")
+            1 / (r.energy or {})["joules_per_sample"] for r in self.records if (r.energy or {}).get("joules_per_sample")
         ]
         return statistics.median(values) if values else None
 
@@ -111,7 +113,7 @@ class CaseSummary:
         """Largest peak over repeats for each memory kind (allocated/reserved on CUDA, rss on CPU)."""
         peaks: dict[str, float] = {}
         for record in self.records:
-            for kind, mib in (record.get("peak_memory_mib") or {}).items():
+            for kind, mib in (record.peak_memory_mib or {}).items():
                 peaks[kind] = max(peaks.get(kind, 0.0), mib)
         return peaks
 
@@ -119,26 +121,26 @@ class CaseSummary:
 GroupKey = tuple[str, str]
 
 
-def summarise(records: list[dict[str, Any]]) -> dict[GroupKey, list[CaseSummary]]:
-    """Group records by (model, group) and case; speedups use the median of the group's 1n1g case."""
+def summarise(records: Sequence[RecordLike]) -> dict[GroupKey, list[CaseSummary]]:
+    """Group run records by (model, group) and case; speedups use the median of the group's 1n1g case."""
     cases: dict[GroupKey, dict[str, CaseSummary]] = defaultdict(dict)
-    for record in records:
-        key = (record["model"], record["group"])
-        case = cases[key].get(record["case"])
+    for record in map(as_record, records):
+        key = (record.model, record.group)
+        case = cases[key].get(record.case)
         if case is None:
-            case = cases[key][record["case"]] = CaseSummary(
-                model=record["model"],
-                group=record["group"],
-                case=record["case"],
-                nodes=int(record["nodes"]),
-                devices_per_node=int(record["devices_per_node"]),
-                batch_size=int(record["batch_size"]),
-                precision=record["precision"],
+            case = cases[key][record.case] = CaseSummary(
+                model=record.model,
+                group=record.group,
+                case=record.case,
+                nodes=int(record.nodes),
+                devices_per_node=int(record.devices_per_node),
+                batch_size=int(record.batch_size),
+                precision=record.precision,
                 speeds=[],
-                table=record.get("table", "scaling"),
+                table=record.table or "scaling",
             )
-        if record.get("status") == "ok" and isinstance(record.get("throughput"), (int, float)):
-            case.speeds.append(float(record["throughput"]))
+        if record.status == "ok" and isinstance(record.throughput, (int, float)):
+            case.speeds.append(float(record.throughput))
             case.records.append(record)
         else:
             case.failed.append(record)
@@ -202,8 +204,8 @@ def compile_payoffs(summary: dict[GroupKey, list[CaseSummary]]) -> list[CompileP
             twin = eager.get(case.case)
             if twin is None:
                 continue
-            first = (case.median_of("first_step_s"), twin.median_of("first_step_s"))
-            step = (twin.median_of("latency_ms", "mean"), case.median_of("latency_ms", "mean"))
+            first = (case.median(lambda r: r.first_step_s), twin.median(lambda r: r.first_step_s))
+            step = (twin.median(latency("mean")), case.median(latency("mean")))
             if None in first or None in step:
                 continue
             payoffs.append(CompilePayoff(model, group, case.case, first[0] - first[1], step[0] - step[1]))

@@ -3,32 +3,33 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dlperf.commbench.bandwidth import SCHEMA
 from dlperf.errors import ConfigError
 from dlperf.escape import plot
 from dlperf.files import read_user_text
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import CommbenchRecord
 from dlperf.records.validate import record_problem
 from dlperf.reporting.figures import save_figure
 
-SCHEMAS = (SCHEMA,)
 
-
-def read_commbench(path: str | Path) -> dict[str, Any]:
+def read_commbench(path: str | Path) -> CommbenchRecord:
     """A commbench record the user named (`predict`, `report --predict`): anything else is their error to fix."""
     try:
-        record = json.loads(read_user_text(path, "commbench record"))
+        data = json.loads(read_user_text(path, "commbench record"))
     except (ValueError, RecursionError) as error:
         raise ConfigError(f"cannot read commbench record {path}: {error}") from None
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+    record = as_record(data, path) if isinstance(data, dict) else None
+    if not isinstance(record, CommbenchRecord):
         raise ConfigError(f"{path} is not a commbench record: give the JSON `dlperf commbench` wrote")
-    problem = record_problem(record)  # its declared fields' types: an edited record is named, never a crash
+    problem = record_problem(data)  # its declared fields' types: an edited record is named, never a crash
     if problem:
         raise ConfigError(f"commbench record {path} is not usable: {problem}; measure again with dlperf commbench")
-    if record.get("status", "ok") != "ok":
-        raise ConfigError(f"{path} is a failed commbench run ({record.get('error')}): measure again")
+    if record.status != "ok":
+        raise ConfigError(f"{path} is a failed commbench run ({record.error}): measure again")
     return record
 
 
@@ -39,10 +40,10 @@ def _size(size_bytes: float) -> str:
     return f"{size_bytes:g} B"
 
 
-def title(record: dict[str, Any]) -> str:
+def title(record: CommbenchRecord) -> str:
     return (
-        f"{record['case']} ({record['world_size']} ranks), {record['backend']} on {record['device_type']}, "
-        f"{record['dtype']}, {record.get('warmup')} warm-up + {record.get('repeats')} timed calls"
+        f"{record.case} ({record.world_size} ranks), {record.backend} on {record.run.device_type}, "
+        f"{record.dtype}, {record.warmup} warm-up + {record.repeats} timed calls"
     )
 
 
@@ -53,9 +54,9 @@ def _alpha(fit: dict[str, Any]) -> str:
     return f"{fit['alpha_s'] * 1e6:.1f}"
 
 
-def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
+def commbench_lines(records: Sequence[RecordLike]) -> list[str]:
     """Markdown: each successful commbench record's measurements and fits; nothing when there are none."""
-    ok = [r for r in records if r.get("status") == "ok"]
+    ok = [r for r in map(as_record, records) if isinstance(r, CommbenchRecord) and r.status == "ok"]
     if not ok:
         return []
     lines = [
@@ -76,7 +77,7 @@ def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
         lines += [
             f"| {r['op']} | {_size(r['size_bytes'])} | {r['seconds'] * 1e6:.1f} | {_gbps(r['algbw_gbps'])} "
             f"| {_gbps(r['busbw_gbps'])} |"
-            for r in record["results"]
+            for r in record.results or []
         ]
         lines += [
             "",
@@ -86,10 +87,10 @@ def commbench_lines(records: list[dict[str, Any]]) -> list[str]:
         lines += [
             f"| {op} | {_alpha(f)} | {f['beta_s_per_byte'] * 1e9:.4f} | {_gbps(f['busbw_gbps'])} "
             f"| {f['r2']:.4f} | {f['max_rel_error']:.1%} |"
-            for op, f in record["fits"].items()
+            for op, f in (record.fits or {}).items()
         ]
-        if record.get("note"):
-            lines += ["", record["note"]]
+        if record.note:
+            lines += ["", record.note]
         lines.append("")
     return lines
 
@@ -98,7 +99,7 @@ def _gbps(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def plot_commbench(record: dict[str, Any], path: Path) -> Path:
+def plot_commbench(record: CommbenchRecord, path: Path) -> Path:
     """Bus bandwidth against message size, one line per collective (log-log)."""
     import matplotlib
 
@@ -106,8 +107,9 @@ def plot_commbench(record: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axis = plt.subplots(figsize=(7, 4.2))
-    for op in dict.fromkeys(r["op"] for r in record["results"]):
-        rows = [r for r in record["results"] if r["op"] == op and r["busbw_gbps"] is not None]
+    results = record.results or []
+    for op in dict.fromkeys(r["op"] for r in results):
+        rows = [r for r in results if r["op"] == op and r["busbw_gbps"] is not None]
         if not rows:
             continue
         axis.plot([r["size_bytes"] for r in rows], [r["busbw_gbps"] for r in rows], "o-", label=op)

@@ -17,6 +17,8 @@ from dlperf.metrics.noise import WINDOW_CV_LIMIT
 from dlperf.metrics.repeats import MIN_REPEATS, outliers
 from dlperf.metrics.stats import spread
 from dlperf.metrics.steady import DEFAULT_WINDOWS
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import ExtractedRecord, PeerReading, RunRecord
 
 BASELINE_CASE = "1n1g"
 # Repeats of a quiet run agree like its windows do: the same documented limit as metrics/noise.WINDOW_CV_LIMIT.
@@ -43,28 +45,25 @@ class RunDoubt:
     advice: str
 
 
-def is_extracted(record: dict[str, Any]) -> bool:
-    return record.get("source") == "extract"
-
-
-def run_doubts(record: dict[str, Any]) -> list[RunDoubt]:
+def run_doubts(record: RecordLike) -> list[RunDoubt]:
     """Every doubt about one successful run, in a fixed order."""
-    extracted = is_extracted(record)
+    record = as_record(record)
+    extracted = isinstance(record, ExtractedRecord)
     found = [_noise_doubt(record, extracted), _steady_doubt(record, extracted), _straggler_doubt(record, extracted)]
     return [doubt for doubt in found if doubt is not None]
 
 
-def _noise_doubt(record: dict[str, Any], extracted: bool) -> RunDoubt | None:
-    if not record.get("noisy"):
+def _noise_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
+    if not record.noisy:
         return None
-    seen = "; ".join(record.get("noise_reasons") or []) or "the machine was busy"
+    seen = "; ".join(record.noise_reasons or []) or "the machine was busy"
     return RunDoubt("noisy", "NOISY", seen, EXTRACTED_ADVICE if extracted else "Re-run on a quiet machine.")
 
 
-def _steady_doubt(record: dict[str, Any], extracted: bool) -> RunDoubt | None:
+def _steady_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
     """A warm-up that never settled, too few windows to tell, or no steady state in the timed windows."""
-    steady = record.get("steady_state") or {}
-    warmup = record.get("warmup") or {}
+    steady = record.steady_state or {}
+    warmup = record.warmup or {}
     if warmup.get("stable") is False:
         seen = warmup.get("reason") or "the warm-up never became stable"
         return RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted))
@@ -80,17 +79,18 @@ def _steady_doubt(record: dict[str, Any], extracted: bool) -> RunDoubt | None:
     return RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted))
 
 
-def _too_few_windows(record: dict[str, Any], steady: dict[str, Any]) -> tuple[int, int] | None:
-    """(windows, required) when the run had fewer timing windows than a steady state needs: too few to tell."""
-    if "window_throughputs" not in record:
+def _too_few_windows(record: RunRecord, steady: dict[str, Any]) -> tuple[int, int] | None:
+    """(windows, required) when the run had fewer timing windows than a steady state needs: too few to tell
+    (None where the record holds no windows: another framework's log)."""
+    if record.window_throughputs is None:
         return None
-    windows = len(record["window_throughputs"] or [])
+    windows = len(record.window_throughputs)
     required = int(steady.get("windows_required") or DEFAULT_WINDOWS)
     return (windows, required) if windows < required else None
 
 
-def _straggler_doubt(record: dict[str, Any], extracted: bool) -> RunDoubt | None:
-    stragglers = record.get("stragglers") or {}
+def _straggler_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
+    stragglers = record.stragglers or {}
     if not stragglers.get("flagged"):
         return None
     return RunDoubt("straggler", "STRAGGLER", _straggler_text(stragglers), _straggler_advice(extracted))
@@ -119,24 +119,25 @@ def _straggler_text(s: dict[str, Any]) -> str:
         return f"rank(s) {s.get('stragglers')} (slowest on {s.get('slowest_host')})"
 
 
-def console_flags(record: dict[str, Any]) -> str:
+def console_flags(record: RecordLike) -> str:
     """What the console prints after a run's line: ` [NOISY: ...] [NEVER STABLE: ...]`, empty for a clean run."""
+    record = as_record(record)
     texts = [f"{d.shout}: {d.seen}" for d in run_doubts(record)]
-    stop = record.get("repeats_stop")
+    stop = record.repeats_stop
     if stop:
         texts.append(f"repeats {'stopped' if stop.get('stop') else 'go on'}: {stop['reason']}")
     return "".join(f" [{text}]" for text in texts)
 
 
-def throughputs(records: Sequence[dict[str, Any]]) -> list[float]:
-    return [float(r["throughput"]) for r in records if isinstance(r.get("throughput"), (int, float))]
+def throughputs(records: Sequence[RunRecord]) -> list[float]:
+    return [float(r.throughput) for r in records if isinstance(r.throughput, (int, float))]
 
 
 @dataclass(frozen=True)
 class _Row:
     """One table row as the case rules see it: its good repeats, their speeds and its scaling efficiency."""
 
-    records: Sequence[dict[str, Any]]
+    records: Sequence[RunRecord]
     efficiency: float | None
 
     @property
@@ -145,7 +146,7 @@ class _Row:
 
     @cached_property
     def extracted(self) -> bool:
-        return bool(self.records) and all(is_extracted(r) for r in self.records)
+        return bool(self.records) and all(isinstance(r, ExtractedRecord) for r in self.records)
 
     @cached_property
     def speeds(self) -> list[float]:
@@ -155,9 +156,9 @@ class _Row:
         return EXTRACTED_ADVICE if self.extracted else here
 
 
-def case_flags(records: Sequence[dict[str, Any]], efficiency: float | None = None) -> list[Flag]:
+def case_flags(records: Sequence[RecordLike], efficiency: float | None = None) -> list[Flag]:
     """Every reason to doubt one table row: its good repeats' `records` and its scaling efficiency, if any."""
-    row = _Row(records, efficiency)
+    row = _Row([as_record(r) for r in records], efficiency)
     return [flag for rule in _CASE_RULES for flag in rule(row)]
 
 
@@ -219,14 +220,14 @@ def _run_doubt_flags(row: _Row) -> list[Flag]:
 
 
 def _reading_flags(row: _Row) -> list[Flag]:
-    split = [r for r in row.records if (r.get("cross_check") or {}).get("agree") is False]
+    split = [r for r in row.records if isinstance(r, PeerReading) and (r.cross_check or {}).get("agree") is False]
     if not split:
         return []
-    c = split[0]["cross_check"]
+    c = split[0].cross_check
     return [
         Flag(
             "readings",
-            f"{len(split)} of {row.n} logs disagree with themselves: the {split[0].get('rule')} rule gives "
+            f"{len(split)} of {row.n} logs disagree with themselves: the {split[0].rule} rule gives "
             f"{c['ratio']:.3g}x what {c['reading']} give (beyond {c['tolerance']:.0%}). "
             f"{c.get('note') or 'Check the log and the shape its path declares.'}",
         )
@@ -237,7 +238,7 @@ def _outlier_flags(row: _Row) -> list[Flag]:
     speeds = row.speeds
     if len(speeds) != row.n:
         return []
-    out = [r.get("repeat") for r, is_out in zip(row.records, outliers(speeds)) if is_out]
+    out = [r.repeat for r, is_out in zip(row.records, outliers(speeds)) if is_out]
     if not out:
         return []
     return [

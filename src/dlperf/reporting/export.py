@@ -11,12 +11,14 @@ import csv
 import io
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.records.schema import PeerReading, RunRecord
 from dlperf.records.store import write_text_atomic
-from dlperf.reporting.aggregate import CaseSummary, GroupKey
+from dlperf.reporting.aggregate import CaseSummary, GroupKey, latency
 from dlperf.reporting.doubts import run_doubts
 
 RUN_COLUMNS = (
@@ -42,35 +44,35 @@ def _number(value: Any) -> Any:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def run_row(record: dict[str, Any]) -> dict[str, Any]:
-    latency = record.get("latency_ms") or {}
-    memory, kind = _memory(record.get("peak_memory_mib") or {})
-    ok = record.get("status") == "ok"
+def run_row(record: RunRecord) -> dict[str, Any]:
+    memory, kind = _memory(record.peak_memory_mib or {})
+    peer = record if isinstance(record, PeerReading) else PeerReading()
+    ok = record.status == "ok"
     return {
-        "sweep_id": record.get("sweep_id"),
-        "model": record.get("model"),
-        "group": record.get("group"),
-        "case": record.get("case"),
-        "node_num": record.get("nodes"),
-        "gpu_num": record.get("world_size"),
-        "devices_per_node": record.get("devices_per_node"),
-        "batch_size_per_device": record.get("batch_size"),
-        "precision": record.get("precision"),
-        "engine": record.get("engine") or record.get("format"),
-        "repeat": record.get("repeat"),
-        "status": record.get("status"),
-        "throughput": _number(record.get("throughput")),
-        "throughput_per_device": _number(record.get("throughput_per_device")),
-        "unit": record.get("unit") or "samples/s",
-        "latency_ms_mean": _number(latency.get("mean")),
-        "latency_ms_p50": _number(latency.get("p50")),
-        "latency_ms_p90": _number(latency.get("p90")),
+        "sweep_id": record.sweep_id,
+        "model": record.model,
+        "group": record.group,
+        "case": record.case,
+        "node_num": record.nodes,
+        "gpu_num": record.world_size,
+        "devices_per_node": record.devices_per_node,
+        "batch_size_per_device": record.batch_size,
+        "precision": record.precision,
+        "engine": record.engine or peer.format,
+        "repeat": record.repeat,
+        "status": record.status,
+        "throughput": _number(record.throughput),
+        "throughput_per_device": _number(record.throughput_per_device),
+        "unit": peer.unit or "samples/s",
+        "latency_ms_mean": _number(latency("mean")(record)),
+        "latency_ms_p50": _number(latency("p50")(record)),
+        "latency_ms_p90": _number(latency("p90")(record)),
         "peak_memory_mib": memory,
         "memory_kind": kind,
-        "mfu": _number(record.get("mfu")),
-        "tflops_per_device": _number(record.get("tflops_per_device")),
+        "mfu": _number(record.mfu),
+        "tflops_per_device": _number(record.tflops_per_device),
         "flags": ";".join(d.label for d in run_doubts(record)) if ok else "",
-        "error": record.get("error"),
+        "error": record.error,
     }
 
 
@@ -94,10 +96,10 @@ def case_row(case: CaseSummary) -> dict[str, Any]:
         "cv": stats.get("cv"),
         "repeats": len(case.speeds),
         "failed_repeats": len(case.failed),
-        "latency_ms_p50": case.median_of("latency_ms", "p50"),
-        "latency_ms_mean": case.median_of("latency_ms", "mean"),
+        "latency_ms_p50": case.median(latency("p50")),
+        "latency_ms_mean": case.median(latency("mean")),
         "peak_memory_mib": _memory(case.peak_memory())[0],
-        "mfu": case.median_of("mfu"),
+        "mfu": case.median(lambda r: r.mfu),
         "flags": ";".join(flag.label for flag in case.flags()),
     }
 
@@ -126,10 +128,10 @@ def _csv_text(columns: tuple[str, ...], rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def write_csv(records: list[dict[str, Any]], summary: dict[GroupKey, list[CaseSummary]], out: Path) -> list[Path]:
+def write_csv(records: Sequence[RunRecord], summary: dict[GroupKey, list[CaseSummary]], out: Path) -> list[Path]:
     """runs.csv (one row per run) and cases.csv (one row per case) in `out`."""
-    ordered = sorted(records, key=lambda r: (str(r.get("model")), str(r.get("group")), int(r.get("world_size") or 0),
-                                             str(r.get("case")), r.get("repeat") or 0))  # fmt: skip
+    ordered = sorted(records, key=lambda r: (str(r.model), str(r.group), int(r.world_size or 0), str(r.case),
+                                             r.repeat or 0))  # fmt: skip
     write_text_atomic(out / "runs.csv", _csv_text(RUN_COLUMNS, [run_row(r) for r in ordered]))
     cases = [case_row(case) for cases in summary.values() for case in cases]
     write_text_atomic(out / "cases.csv", _csv_text(CASE_COLUMNS, cases))

@@ -6,12 +6,14 @@ import hashlib
 import json
 import sqlite3
 import statistics
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.records.load import RecordLike, as_json, as_record
+from dlperf.records.schema import RunRecord
 from dlperf.records.validate import is_number, record_problem
 from dlperf.reporting.sources import canonical_model
 from dlperf.reporting.verdict import compare_repeats
@@ -47,47 +49,49 @@ def _connect(db: str | Path, create: bool = True) -> sqlite3.Connection:
     return connection
 
 
-def default_label(record: dict[str, Any]) -> str:
+def default_label(record: RunRecord) -> str:
     """The dlperf commit that measured a record (short), else its version."""
-    git = (record.get("env") or {}).get("git") or {}
-    return git["commit"][:12] if git.get("commit") else f"v{record.get('dlperf_version', 'unknown')}"
+    git = (record.env or {}).get("git") or {}
+    return git["commit"][:12] if git.get("commit") else f"v{record.dlperf_version or 'unknown'}"
 
 
-def record_key(record: dict[str, Any]) -> str:
+def record_key(record: RecordLike) -> str:
     """The record's identity: a hash of its content (private `_` keys, such as where it was read from, left out)."""
     return hashlib.sha256(_record_text(record).encode()).hexdigest()
 
 
-def _record_text(record: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in record.items() if not k.startswith("_")}, sort_keys=True, default=str)
+def _record_text(record: RecordLike) -> str:
+    """The record's JSON as read (keys this dlperf does not declare included), the stored copy and its identity."""
+    return json.dumps({k: v for k, v in as_json(record).items() if not k.startswith("_")}, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)
 class AddOutcome:
     """What `add_records` did: records newly stored, and those already there with the very same content."""
 
-    stored: list[dict[str, Any]]
-    duplicates: list[dict[str, Any]]
+    stored: list[RunRecord]
+    duplicates: list[RunRecord]
 
 
-def add_records(db: str | Path, records: list[dict[str, Any]], label: str | None = None) -> AddOutcome:
+def add_records(db: str | Path, records: Sequence[RecordLike], label: str | None = None) -> AddOutcome:
     """Store each record once, keyed by its content; nothing is dropped but a true duplicate. An invalid record is
     refused before anything is stored: one stored text in the REAL column would break every later `history show`."""
+    records = [as_record(r) for r in records]
     for r in records:
-        problem = record_problem(r)
+        problem = record_problem(as_json(r))
         if problem:
-            raise ResultsError(f"not adding {r.get('_path', 'a record')} to the history: {problem}")
+            raise ResultsError(f"not adding {r.origin.path or 'a record'} to the history: {problem}")
     rows = [
         (
             record_key(r),
             label or default_label(r),
-            r["model"],
-            r["group"],
-            r["case"],
-            r.get("repeat"),
-            r.get("status", "failed"),
-            r.get("throughput") if r.get("status") == "ok" else None,
-            r.get("started_at"),
+            r.model,
+            r.group,
+            r.case,
+            r.repeat,
+            r.status,
+            r.throughput if r.status == "ok" else None,
+            r.started_at,
             _record_text(r),
         )
         for r in records

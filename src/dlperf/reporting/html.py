@@ -7,7 +7,6 @@ import gzip
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -15,6 +14,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from dlperf import escape
+from dlperf.records.schema import RunRecord
 from dlperf.records.store import write_text_atomic
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import tables_markdown
@@ -135,43 +135,41 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
     return fig
 
 
-def _run_rows(records: list[dict[str, Any]]) -> tuple[Table, list[str]]:
+def _run_rows(records: list[RunRecord]) -> tuple[Table, list[str]]:
     header = ["case", "repeat", "status", "samples/s", "windows", "error"]
     rows, classes = [], []
-    ordered = sorted(records, key=lambda r: (int(r.get("world_size") or 0), str(r.get("case")), r.get("repeat") or 0))
+    ordered = sorted(records, key=lambda r: (int(r.world_size or 0), str(r.case), r.repeat or 0))
     for r in ordered:
-        speed = r.get("throughput")
-        windows = r.get("window_throughputs") or []
-        error = r.get("error") or ""
-        if r.get("failure"):
-            error += " " + ", ".join(f"{k} {v}" for k, v in r["failure"].items())
+        speed = r.throughput
+        windows = r.window_throughputs or []
+        error = r.error or ""
+        if r.failure:
+            error += " " + ", ".join(f"{k} {v}" for k, v in r.failure.items())
         rows.append(
             [
-                str(r.get("case")),
-                str(r.get("repeat")),
-                str(r.get("status")),
+                str(r.case),
+                str(r.repeat),
+                str(r.status),
                 "" if not isinstance(speed, (int, float)) else f"{speed:.2f}",
                 str(len(windows)) if windows else "",
                 error.strip(),
             ]
         )
-        classes.append("" if r.get("status") == "ok" else "failed")
+        classes.append("" if r.status == "ok" else "failed")
     return (header, rows), classes
 
 
-def _windows_figure(title: str, records: list[dict[str, Any]]) -> go.Figure | None:
+def _windows_figure(title: str, records: list[RunRecord]) -> go.Figure | None:
     """Samples/s of every timing window of every repeat, against the iteration the window ends at."""
     fig = go.Figure()
     for r in records:
-        windows = r.get("window_throughputs") or []
+        windows = r.window_throughputs or []
         if not windows:
             continue
-        every = int((r.get("config") or {}).get("print_every") or 1)
+        every = int((r.config or {}).get("print_every") or 1)
         xs = [every * (i + 1) for i in range(len(windows))]
         fig.add_trace(
-            go.Scatter(
-                x=xs, y=windows, mode="lines+markers", name=escape.html(f"{r.get('case')} repeat {r.get('repeat')}")
-            )
+            go.Scatter(x=xs, y=windows, mode="lines+markers", name=escape.html(f"{r.case} repeat {r.repeat}"))
         )
     if not fig.data:
         return None
@@ -190,9 +188,9 @@ def _run_details(comparison: Comparison, plots: _Plots) -> list[str]:
     parts = ["<h2>Runs</h2>"]
     for source in comparison.sources:
         parts.append(f"<h3>{escape.html(source.label)}</h3>")
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        groups: dict[tuple[str, str], list[RunRecord]] = {}
         for record in source.records:
-            groups.setdefault((str(record.get("model")), str(record.get("group"))), []).append(record)
+            groups.setdefault((str(record.model), str(record.group)), []).append(record)
         for (model, group), records in sorted(groups.items()):
             title = f"{model} {group}"
             parts.append(f"<h4>{escape.html(title)}</h4>")

@@ -9,28 +9,30 @@ rows follow the report's groups (DP, MP, 2D, PP), other layouts after them, then
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Sequence
 
-from dlperf.reporting.aggregate import median_of
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import RunRecord
+from dlperf.reporting.aggregate import latency, median_of
 from dlperf.reporting.doubts import case_flags
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
 
 
-def group_by_case(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def group_by_case(records: Sequence[RecordLike]) -> dict[str, list[RunRecord]]:
     """Layout-table records keyed by their group (the case name plus precision and switches), failed ones too."""
-    by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        if record.get("table") == "layouts":
-            by_case[record["group"]].append(record)
+    by_case: dict[str, list[RunRecord]] = defaultdict(list)
+    for record in map(as_record, records):
+        if record.table == "layouts":
+            by_case[record.group].append(record)
     return dict(by_case)
 
 
-def _peak_mib(records: list[dict[str, Any]]) -> float | None:
+def _peak_mib(records: list[RunRecord]) -> float | None:
     peaks = [
         peak.get("allocated", peak.get("rss", peak.get("reserved")))
         for r in records
-        if isinstance(peak := r.get("peak_memory_mib"), dict) and peak
+        if isinstance(peak := r.peak_memory_mib, dict) and peak
     ]
     return max((p for p in peaks if p is not None), default=None)
 
@@ -39,14 +41,18 @@ def _fmt(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
-def _row_key(case: str, records: list[dict[str, Any]]) -> tuple[int, int, str]:
-    group = next((r.get("report_group") for r in records if r.get("report_group")), case.split("_")[0])
+def _text(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _row_key(case: str, records: list[RunRecord]) -> tuple[int, int, str]:
+    group = next((r.report_group for r in records if r.report_group), case.split("_")[0])
     group = "PP" if group.endswith("_PP") else group  # DP_PP, MP_PP and 2D_PP cases form the PP section
     rank = GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
-    return rank, max(int(r.get("world_size", 0)) for r in records), case
+    return rank, max(int(r.world_size or 0) for r in records), case
 
 
-def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]:
+def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
     """Markdown lines of the GPT table; empty when there are no GPT records."""
     if not records_by_case:
         return []
@@ -64,23 +70,24 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
     ]
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
-        ok = [r for r in records if r.get("status") == "ok"]
+        ok = [r for r in records if r.status == "ok"]
         group = _row_key(case, records)[0]
         group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else ""
-        mfu = median_of(ok, "mfu")
+        mfu = median_of(r.mfu for r in ok)
         repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
         first = records[0]
         flags = case_flags(ok)
         lines.append(
-            f"| {group_name} | {case} | {first.get('nodes', '')} | {first.get('devices_per_node', '')} "
-            f"| {first.get('world_size', '')} | {_fmt(median_of(ok, 'latency_ms', 'mean'), '.2f')} "
-            f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(median_of(ok, 'throughput'), '.2f')} "
-            f"| {_fmt(median_of(ok, 'tokens_per_s'), '.0f')} | {_fmt(median_of(ok, 'tflops_per_device'), '.2f')} "
+            f"| {group_name} | {case} | {_text(first.nodes)} | {_text(first.devices_per_node)} "
+            f"| {_text(first.world_size)} | {_fmt(median_of(map(latency('mean'), ok)), '.2f')} "
+            f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(median_of(r.throughput for r in ok), '.2f')} "
+            f"| {_fmt(median_of(r.tokens_per_s for r in ok), '.0f')} "
+            f"| {_fmt(median_of(r.tflops_per_device for r in ok), '.2f')} "
             f"| {_fmt(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} "
             f"| {', '.join(flag.label for flag in flags)} |"
         )
         notes += [f"- {case} [{flag.label}]: {flag.note}" for flag in flags]
-        note = next((r.get("mfu_note") for r in ok if r.get("mfu_note")), None)
+        note = next((r.mfu_note for r in ok if r.mfu_note), None)
         if note:
             notes.append(f"- {case}: MFU left empty: {note}.")
     return lines + [""] + (notes + [""] if notes else [])

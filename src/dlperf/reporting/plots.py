@@ -9,7 +9,6 @@ more than the CV limit, noisy runs, too few repeats, ...: reporting/doubts.py) a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -19,7 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
-from dlperf.reporting.aggregate import CaseSummary, median_of  # noqa: E402
+from dlperf.records.schema import RunRecord  # noqa: E402
+from dlperf.reporting.aggregate import CaseSummary  # noqa: E402
 from dlperf.reporting.figures import save_figure  # noqa: E402
 
 SUPERLINEAR = "eff>100%"
@@ -51,27 +51,27 @@ def _group_word(token: str) -> str:
     return SWITCHES.get(token, token)
 
 
-def where_measured(records: list[dict[str, Any]]) -> str:
+def where_measured(records: list[RunRecord]) -> str:
     """`NVIDIA H100 80GB HBM3, 1-8 devices, host gpu01`: device type, counts and hosts of the records."""
     devices = sorted({_device_name(r) for r in records})
-    counts = sorted({int(r.get("world_size") or 0) for r in records})
+    counts = sorted({int(r.world_size or 0) for r in records})
     hosts = sorted({h for r in records for h in _hosts(r) if h})
     span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     host_text = f"host {hosts[0]}" if len(hosts) == 1 else f"{len(hosts)} hosts ({', '.join(hosts[:3])}...)"
     return f"{' / '.join(devices)}, {span} device{'' if span == '1' else 's'}, {host_text}"
 
 
-def _device_name(record: dict[str, Any]) -> str:
+def _device_name(record: RunRecord) -> str:
     """The first rank's device name, else the record's device type."""
-    return str((record.get("ranks") or [{}])[0].get("device") or record.get("device_type") or "?")
+    return str((record.ranks or [{}])[0].get("device") or record.device_type or "?")
 
 
-def _hosts(record: dict[str, Any]) -> list[str | None]:
+def _hosts(record: RunRecord) -> list[str | None]:
     """The hosts a record ran on, else the host its environment names."""
-    return record.get("hosts") or [(record.get("env") or {}).get("host")]
+    return record.hosts or [(record.env or {}).get("host")]
 
 
-def _case_records(cases: list[CaseSummary]) -> list[dict[str, Any]]:
+def _case_records(cases: list[CaseSummary]) -> list[RunRecord]:
     return [r for c in cases for r in c.records + c.failed]
 
 
@@ -194,11 +194,11 @@ def _name_bars(axes: list[Axes], measured: list[CaseSummary]) -> None:
 
 def _tflops_bars(axis: Axes, measured: list[CaseSummary]) -> None:
     """Model TFLOP/s per device per case, its MFU written on the bar."""
-    tflops = [median_of(c.records, "tflops_per_device") or 0.0 for c in measured]
+    tflops = [c.median(lambda r: r.tflops_per_device) or 0.0 for c in measured]
     axis.bar(range(len(measured)), tflops, color="tab:green")
     axis.set(ylabel="TFLOP/s per device", title="Model TFLOP/s per device (MFU on bars)")
     axis.set_ylim(bottom=0, top=(max(tflops) or 1.0) * 1.2)
-    for i, mfu in enumerate(median_of(c.records, "mfu") for c in measured):
+    for i, mfu in enumerate(c.median(lambda r: r.mfu) for c in measured):
         label = "MFU n/a" if mfu is None else f"MFU {mfu * 100:.1f}%"
         axis.annotate(label, (i, tflops[i]), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
 
@@ -223,7 +223,7 @@ def _layout_scaling(axis: Axes, cases: list[CaseSummary]) -> None:
 
 def layout_section(case: CaseSummary) -> str:
     """DP, MP, 2D or PP: the report group a GPT case's plot belongs to."""
-    group = next((r.get("report_group") for r in case.records + case.failed if r.get("report_group")), case.group)
+    group = next((r.report_group for r in case.records + case.failed if r.report_group), case.group)
     return "PP" if group == "PP" or group.endswith("_PP") else group.split("_")[0]
 
 

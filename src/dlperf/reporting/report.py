@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
 from dlperf.escape import file_name
 from dlperf.escape import markdown as md
-from dlperf.records.schema import MAXBATCH_SCHEMA, batch_free_group
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import CommbenchRecord, MaxbatchRecord, PeerReading, Record, RunRecord, batch_free_group
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import (
     BASELINE_CASE,
@@ -17,10 +19,10 @@ from dlperf.reporting.aggregate import (
     GroupKey,
     compile_payoffs,
     cpu_threads,
+    latency,
     summarise,
     threads_text,
 )
-from dlperf.reporting.commbench_table import SCHEMAS as COMMBENCH_SCHEMAS
 from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
 from dlperf.reporting.export import write_csv
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
@@ -68,13 +70,13 @@ def case_fields(case: CaseSummary) -> dict[str, Any]:
             "repeats": len(case.speeds),
             "failed_repeats": len(case.failed),
             "speeds": [round(s, 2) for s in case.speeds],
-            "latency_ms": {q: _r(case.median_of("latency_ms", q), 3) for q in ("mean", "p50", "p90")},
+            "latency_ms": {q: _r(case.median(latency(q)), 3) for q in ("mean", "p50", "p90")},
             "peak_memory_mib": case.peak_memory(),
             "node_differences": case.node_differences(),
-            "mfu": _r(case.median_of("mfu"), 4),
-            "tflops_per_device": _r(case.median_of("tflops_per_device"), 3),
+            "mfu": _r(case.median(lambda r: r.mfu), 4),
+            "tflops_per_device": _r(case.median(lambda r: r.tflops_per_device), 3),
             "samples_per_joule": _r(case.samples_per_joule(), 4),
-            "noisy_repeats": [r.get("repeat") for r in case.records if r.get("noisy")],
+            "noisy_repeats": [r.repeat for r in case.records if r.noisy],
             "outlier_repeats": case.outlier_repeats(),
             "repeats_stop": case.repeats_stop(),
             "flags": [flag.label for flag in case.flags()],
@@ -140,10 +142,10 @@ def memory_text(peaks: dict[str, float]) -> str:
 
 def latency_text(case: CaseSummary) -> str:
     """Median step time: p50 where the runs measured percentiles, else their mean (an external script's log)."""
-    p50 = case.median_of("latency_ms", "p50")
+    p50 = case.median(latency("p50"))
     if p50 is not None:
         return f"{p50:.1f}"
-    mean = case.median_of("latency_ms", "mean")
+    mean = case.median(latency("mean"))
     return "" if mean is None else f"{mean:.1f} (mean)"
 
 
@@ -159,7 +161,7 @@ def group_table(
     latency, memory, `columns` (header -> case -> text; bsz=max, predicted speedup) where any case has a value,
     MFU % and samples/J where any row has them, and flags whose footnotes follow the table."""
     columns = {name: cells for name, cells in (columns or {}).items() if any(c.case in cells for c in cases)}
-    with_mfu = any(c.median_of("mfu") is not None for c in cases)
+    with_mfu = any(c.median(lambda r: r.mfu) is not None for c in cases)
     with_energy = any(c.samples_per_joule() is not None for c in cases)
     lines = _table_head(model, group, cases, list(columns), with_mfu, with_energy)
     notes = []
@@ -177,7 +179,7 @@ def _table_head(
 ) -> list[str]:
     """The table's title, header and alignment row, in the unit of its records."""
     # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
-    unit = next((r["unit"] for case in cases for r in case.records if r.get("unit")), "samples/s")
+    unit = next((r.unit for case in cases for r in case.records if isinstance(r, PeerReading) and r.unit), "samples/s")
     extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
     threads = threads_text({cpu_threads(r) for case in cases for r in case.records})
     return [
@@ -222,7 +224,7 @@ def case_notes(case: CaseSummary) -> list[str]:
 
 
 def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
-    mfu = case.median_of("mfu")
+    mfu = case.median(lambda r: r.mfu)
     cells = []
     if with_mfu:
         cells.append(_fmt(None if mfu is None else mfu * 100, ".1f"))
@@ -232,8 +234,8 @@ def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
     return "".join(f" {cell} |" for cell in cells)
 
 
-def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
-    env = next((r.get("env") for r in records if r.get("env")), None)
+def _environment_lines(records: Sequence[Record]) -> list[str]:
+    env = next((_run_fields(r).env for r in records if _run_fields(r).env), None)
     if not env:
         return []
     git = env.get("git") or {}
@@ -248,11 +250,20 @@ def _environment_lines(records: list[dict[str, Any]]) -> list[str]:
     return ["## Environment", "", *(md(line) for line in facts), ""]
 
 
-def _frameworks_text(records: list[dict[str, Any]], env: dict[str, Any]) -> str:
+def _run_fields(record: Record) -> RunRecord:
+    """The run record's fields of a record of any kind: a commbench record's are its `run`, a max-batch search's
+    none."""
+    if isinstance(record, CommbenchRecord):
+        return record.run
+    return RunRecord() if isinstance(record, MaxbatchRecord) else record
+
+
+def _frameworks_text(records: Sequence[Record], env: dict[str, Any]) -> str:
     """What ran the records, as they name it (`torch 2.14.1`, `tensorflow 2.20.0`: an external script's framework
     is not dlperf's torch); torchvision beside a native torch run."""
-    names = sorted({str(r["framework"]) for r in records if r.get("framework")})
-    if any(r.get("engine", "torch") == "torch" for r in records) and env.get("torchvision"):
+    runs = [_run_fields(r) for r in records]
+    names = sorted({str(r.framework) for r in runs if r.framework})
+    if any((r.engine or "torch") == "torch" for r in runs) and env.get("torchvision"):
         names.append(f"torchvision {env['torchvision']}")
     return ", ".join(names) or "framework not recorded"
 
@@ -263,33 +274,30 @@ def _gpus_line(gpus: list[dict[str, Any]]) -> str:
     return f"- GPUs: {names}" + (f"; driver {driver}" if driver else "")
 
 
-def _failures(records: list[dict[str, Any]]) -> list[str]:
-    failed = [r for r in records if r.get("status") != "ok"]
+def _failures(records: Sequence[RunRecord | CommbenchRecord]) -> list[str]:
+    failed = [r for r in records if r.status != "ok"]
     if not failed:
         return []
     lines = ["## Failed runs", ""]
     for record in failed:
+        run = _run_fields(record)
         lines.append(
-            f"- {md(record['model'])} {md(record['case'])} {md(record['group'])} repeat {md(record.get('repeat'))}: "
-            f"{md(record.get('error') or 'no reason recorded')}"
+            f"- {md(run.model)} {md(record.case)} {md(run.group)} repeat {md(run.repeat)}: "
+            f"{md(record.error or 'no reason recorded')}"
         )
     return lines + [""]
 
 
 def extra_columns(
     summary: dict[GroupKey, list[CaseSummary]],
-    others: list[dict[str, Any]],
-    predict: list[dict[str, Any]],
+    others: Sequence[Record],
+    predict: Sequence[CommbenchRecord],
     overlap: bool = True,
 ) -> dict[GroupKey, dict[str, dict[str, str]]]:
     """Per group: `bsz=max` from maxbatch records of the same model, case and variant (the group without its
     batch), `predicted speedup` from `report --predict` commbench records, and the share of the best published
     figure (reporting/published.py)."""
-    fits = {
-        (r["model"], r["case"], r["variant"]): r["max_batch"]
-        for r in others
-        if r.get("schema") == MAXBATCH_SCHEMA and r.get("max_batch")
-    }
+    fits = {(r.model, r.case, r.variant): r.max_batch for r in others if isinstance(r, MaxbatchRecord) and r.max_batch}
     predicted = predicted_speedups(summary, predict, overlap)
     published = published_matches(summary)
     out: dict[GroupKey, dict[str, dict[str, str]]] = {}
@@ -310,7 +318,7 @@ def extra_columns(
 
 def tables_markdown(
     summary: dict[GroupKey, list[CaseSummary]],
-    records: list[dict[str, Any]],
+    records: Sequence[RunRecord],
     columns: dict[GroupKey, dict[str, dict[str, str]]] | None = None,
     losses: dict[GroupKey, list[ScalingLoss]] | None = None,
 ) -> list[str]:
@@ -332,9 +340,9 @@ def tables_markdown(
 
 def build_markdown(
     summary: dict[GroupKey, list[CaseSummary]],
-    records: list[dict[str, Any]],
-    others: list[dict[str, Any]] = (),
-    predict: list[dict[str, Any]] = (),
+    records: Sequence[RunRecord],
+    others: Sequence[Record] = (),
+    predict: Sequence[CommbenchRecord] = (),
     overlap: bool = True,
 ) -> str:
     """`others`: this folder's commbench and maxbatch records; `predict`: commbench records to predict with."""
@@ -350,17 +358,18 @@ def build_markdown(
     ]
     lines += tables_markdown(summary, records, columns, losses)
     lines += published_lines(published_matches(summary))
-    lines += commbench_lines([r for r in others if r.get("schema") in COMMBENCH_SCHEMAS])
-    failures = _failures([*records, *(r for r in others if r.get("schema") in COMMBENCH_SCHEMAS)])
+    benches = [r for r in others if isinstance(r, CommbenchRecord)]
+    lines += commbench_lines(benches)
+    failures = _failures([*records, *benches])
     return "\n".join(lines + _compile_lines(summary) + failures + _environment_lines([*records, *others]))
 
 
-def check_one_sweep(records: list[dict[str, Any]], root: str | Path) -> None:
+def check_one_sweep(records: Sequence[RunRecord], root: str | Path) -> None:
     """Refuse to pool the records of different sweeps (or of a sweep and single runs) into one table: their
     repeats would be counted together. `--merge` says the pooling is meant."""
     sweeps: dict[str, int] = {}
     for record in records:
-        name = record.get("sweep_id") or "single runs (no sweep id)"
+        name = record.sweep_id or "single runs (no sweep id)"
         sweeps[name] = sweeps.get(name, 0) + 1
     if len(sweeps) > 1:
         listed = ", ".join(f"{name} ({count} records)" for name, count in sorted(sweeps.items()))
@@ -392,12 +401,12 @@ def refuse_to_replace(out: str | Path, formats: set[str]) -> None:
 
 
 def write_report(
-    records: list[dict[str, Any]],
+    records: Sequence[RecordLike],
     out_dir: str | Path,
     formats: set[str] | None = None,
     min_plot_cases: int = 1,
-    others: list[dict[str, Any]] = (),
-    predict: list[dict[str, Any]] = (),
+    others: Sequence[RecordLike] = (),
+    predict: Sequence[RecordLike] = (),
     overlap: bool = True,
 ) -> list[Path]:
     """Write the requested formats (md, json, png) into `out_dir`; returns the files written. `others` are the
@@ -408,6 +417,7 @@ def write_report(
     """
     if not records and not others:
         raise ResultsError(f"no run records to report in {out_dir}")
+    records, others, predict = ([as_record(r) for r in given] for given in (records, others, predict))
     formats = set(FORMATS) if formats is None else formats
     out = Path(out_dir)
     summary = summarise(records)
@@ -455,10 +465,15 @@ def _plot_waterfalls(losses: dict[GroupKey, list[ScalingLoss]], folder: Path) ->
     ]
 
 
-def _plot_commbench(others: list[dict[str, Any]], folder: Path) -> list[Path]:
+def _plot_commbench(others: Sequence[Record], folder: Path) -> list[Path]:
     """A bandwidth plot per measured commbench record."""
     return [
-        plot_commbench(r, folder / (file_name(f"commbench_{r['case']}_{r['dtype']}_{r.get('repeat', 1)}") + ".png"))
+        plot_commbench(r, folder / (file_name(f"commbench_{r.case}_{r.dtype}_{_repeat(r)}") + ".png"))
         for r in others
-        if r.get("schema") in COMMBENCH_SCHEMAS and r.get("status") == "ok"
+        if isinstance(r, CommbenchRecord) and r.status == "ok"
     ]
+
+
+def _repeat(record: CommbenchRecord) -> int:
+    """The record's repeat, 1 where it has none (a commbench record from before repeats were kept)."""
+    return record.run.repeat or 1

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlperf.errors import ConfigError
 from dlperf.escape import file_name, markdown, plot
 from dlperf.metrics.env_diff import node_facts
-from dlperf.records.load import load_records
+from dlperf.records.load import RecordLike, as_record, load_records
+from dlperf.records.schema import ExternalRunRecord, ExtractedRecord, RunRecord
 from dlperf.records.store import write_json_atomic, write_text_atomic
 from dlperf.reporting.aggregate import CaseSummary, summarise
 from dlperf.reporting.doubts import Flag
@@ -60,55 +61,59 @@ def canonical_model(name: str) -> str:
     return MODEL_ALIASES.get(key, key)
 
 
-def work_of(record: dict[str, Any]) -> str:
+def work_of(record: RunRecord) -> str:
     """The record's work where it differs from the published case (`32px`, `s128`): its `work` field, else
     (records written before it) the image size its config holds."""
-    if isinstance(record.get("work"), str):
-        return record["work"]
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
-    size = config.get("image_size")
+    if isinstance(record.work, str):
+        return record.work
+    size = (record.config or {}).get("image_size")
     return f"{size}px" if isinstance(size, int) and size != PUBLISHED_IMAGE_SIZE else ""
 
 
-def group_with_work(record: dict[str, Any]) -> str:
+def group_with_work(record: RunRecord) -> str:
     """The record's group plus its work tokens: the key under which runs are pooled across folders."""
-    tokens = str(record["group"]).split("_")
+    tokens = str(record.group).split("_")
     return "_".join(tokens + [t for t in work_of(record).split("_") if t and t not in tokens])
 
 
-def series_of(record: dict[str, Any]) -> tuple[SeriesKey, int]:
+def _label(record: RunRecord) -> str | None:
+    """An external run's label (its command's name), else None."""
+    return record.label if isinstance(record, ExternalRunRecord) else None
+
+
+def series_of(record: RecordLike) -> tuple[SeriesKey, int]:
     """The series a record belongs to and its batch size per device: the group and its work (other image sizes,
     sequence lengths: other series) minus its `b<batch>` token and its engine's (`jax`, an external run's label),
     so engines and frameworks meet in one series of the same work."""
-    who = {record.get("engine"), record.get("label")}  # an external run's group names its command by its label
+    record = as_record(record)
+    who = {record.engine, _label(record)}  # an external run's group names its command by its label
     tokens = [t for t in group_with_work(record).split("_") if not BATCH_TOKEN.match(t) and t not in who]
-    return SeriesKey(canonical_model(str(record["model"])), "_".join(tokens) or str(record["precision"])), int(
-        record["batch_size"]
-    )
+    variant = "_".join(tokens) or str(record.precision)
+    return SeriesKey(canonical_model(str(record.model)), variant), int(record.batch_size)
 
 
-def engine_of(record: dict[str, Any]) -> str:
+def engine_of(record: RunRecord) -> str:
     """The framework behind a record: the peer format for extracted logs, an external run's label (two commands
     are never one engine), else the record's engine (torch before engines were recorded)."""
-    if record.get("source") == "extract":
-        return str(record.get("format") or "extracted")
-    if record.get("engine") == "external":
-        return str(record.get("label") or "external")
-    return str(record.get("engine") or "torch")
+    if isinstance(record, ExtractedRecord):
+        return str(record.format or "extracted")
+    if record.engine == "external":
+        return str(_label(record) or "external")
+    return str(record.engine or "torch")
 
 
-def framework_source(record: dict[str, Any]) -> str:
+def framework_source(record: RunRecord) -> str:
     """`--by framework`: the record's framework and version (`tensorflow 2.20.0`), with an external run's label
     where it names the command apart from its framework; extracted logs by their format."""
-    name = record.get("framework")
+    name = record.framework
     if not name:
         return engine_of(record)
-    label = record.get("label")
+    label = _label(record)
     first = str(name).split(" ")[0]
-    return f"{name} ({label})" if record.get("engine") == "external" and label and label != first else str(name)
+    return f"{name} ({label})" if record.engine == "external" and label and label != first else str(name)
 
 
-def _split_by_command(label: str, records: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+def _split_by_command(label: str, records: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:
     """One folder as sources: itself, or one per engine/command where it mixes them, so that two frameworks'
     runs of one case are never one median."""
     names = sorted({engine_of(r) for r in records}, key=lambda name: (name != "torch", name))
@@ -122,14 +127,14 @@ class Source:
     """One column of the comparison: its records, and per series and batch size the summarised cases."""
 
     label: str
-    records: list[dict[str, Any]]
+    records: list[RunRecord]
     series: dict[SeriesKey, dict[int, list[CaseSummary]]] = field(default_factory=dict)
 
     @classmethod
-    def from_records(cls, label: str, records: list[dict[str, Any]]) -> Source:
+    def from_records(cls, label: str, records: Sequence[RecordLike]) -> Source:
         """Summarise under canonical model names, so `rn50` and `resnet50` runs pooled here are one table."""
-        source = cls(label, records)
-        canonical = [{**r, "model": canonical_model(str(r["model"])), "group": group_with_work(r)} for r in records]
+        source = cls(label, [as_record(r) for r in records])
+        canonical = [replace(r, model=canonical_model(str(r.model)), group=group_with_work(r)) for r in source.records]
         for (_model, _group), cases in summarise(canonical).items():
             key, batch = series_of(cases[0].records[0] if cases[0].records else cases[0].failed[0])
             source.series.setdefault(key, {})[batch] = cases
@@ -141,14 +146,16 @@ class Source:
     def max_batch(self, key: SeriesKey) -> int | None:
         """The largest batch that fit, where a record says (`max_batch`), for this series."""
         found = [
-            int(r["max_batch"]) for r in self.records if isinstance(r.get("max_batch"), int) and series_of(r)[0] == key
+            int(r.origin.data["max_batch"])
+            for r in self.records
+            if isinstance(r.origin.data.get("max_batch"), int) and series_of(r)[0] == key
         ]
         return max(found) if found else None
 
     def environment(self) -> dict[str, Any] | None:
         """The compared facts of the first record that carries an environment (extracted logs carry none)."""
         for record in self.records:
-            env = record.get("env")
+            env = record.env
             if env:
                 nodes = env.get("nodes") if isinstance(env.get("nodes"), list) and env.get("nodes") else [env]
                 return node_facts(nodes[0])
@@ -160,7 +167,7 @@ class Source:
 
     def frameworks(self) -> str | None:
         """The frameworks (with versions) this source's records name, or None where none does."""
-        return ", ".join(sorted({str(r["framework"]) for r in self.records if r.get("framework")})) or None
+        return ", ".join(sorted({str(r.framework) for r in self.records if r.framework})) or None
 
 
 def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None, by: str = "source") -> list[Source]:
@@ -184,9 +191,9 @@ def _check_grouping(folders: int, labels: Sequence[str] | None, by: str) -> None
         raise ConfigError(f"{len(labels)} --label for {folders} folders: give one --label per folder, in order")
 
 
-def _pooled_sources(per_dir: list[list[dict[str, Any]]], key: Callable[[dict[str, Any]], str]) -> list[Source]:
+def _pooled_sources(per_dir: list[list[RunRecord]], key: Callable[[RunRecord], str]) -> list[Source]:
     """Every folder's records pooled, one source per `key` (engine or framework)."""
-    pooled: dict[str, list[dict[str, Any]]] = {}
+    pooled: dict[str, list[RunRecord]] = {}
     for records in per_dir:
         for record in records:
             pooled.setdefault(key(record), []).append(record)

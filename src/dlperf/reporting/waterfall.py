@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.escape import markdown as md
+from dlperf.records.schema import RunRecord
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, median_of
 
 # part -> (its label, the step_phases figure of the case, the 1n1g phases it is measured against)
@@ -81,19 +82,25 @@ class ScalingLoss:
         return out
 
 
-def _phase(records: list[dict[str, Any]], keys: tuple[str, ...]) -> float | None:
-    """Median over repeats of a `step_phases` figure, in milliseconds."""
-    return median_of(records, "step_phases", *keys)
+def _phase(records: list[RunRecord], keys: tuple[str, ...]) -> float | None:
+    """Median over repeats of a `step_phases` figure (`keys` into it), in milliseconds."""
+    return median_of(_inside(r.step_phases, keys) for r in records)
 
 
-def _baseline_ms(records: list[dict[str, Any]], phases: tuple[str, ...]) -> float | None:
+def _inside(value: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _baseline_ms(records: list[RunRecord], phases: tuple[str, ...]) -> float | None:
     values = [_phase(records, ("phases_ms", name)) for name in phases]
     return None if None in values else sum(values)
 
 
 def _global_batch(case: CaseSummary) -> float:
     """Samples per step: the records' global batch, else (a log that does not say) the batch per device x devices."""
-    return median_of(case.records, "global_batch_size") or case.batch_size * case.world_size
+    return case.median(lambda r: r.global_batch_size) or case.batch_size * case.world_size
 
 
 def _parts_ms(case: CaseSummary, base: CaseSummary) -> dict[str, float] | None:
@@ -146,11 +153,10 @@ def _work(case: CaseSummary) -> str | None:
     replica's batch, precision); None for records without a config (another framework's log) or that disagree."""
     keys = set()
     for record in case.records:
-        config = record.get("config")
-        if not config:
+        if not record.config:
             return None
-        work = {k: v for k, v in config.items() if k not in PLACEMENT_KEYS}
-        keys.add(repr(sorted({**work, "_batch": record.get("batch_size"), "_precision": case.precision}.items())))
+        work = {k: v for k, v in record.config.items() if k not in PLACEMENT_KEYS}
+        keys.add(repr(sorted({**work, "_batch": record.batch_size, "_precision": case.precision}.items())))
     return keys.pop() if len(keys) == 1 else None
 
 

@@ -10,6 +10,7 @@ from dlperf.commbench.bandwidth import OPS
 from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
 from dlperf.orchestration.run import execute
+from dlperf.records.load import as_record
 from dlperf.reporting.commbench_table import commbench_lines
 from dlperf.workloads import spec_from_mapping
 from dlperf.workloads.commbench import DEFAULT_SIZES, DTYPES
@@ -72,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
     prepared = prepare_single_run(spec, launch, args.repeat, args.out, args.overwrite)
     if prepared is None:  # --dry-run: the commands were printed
         return 0
-    record = execute([prepared.job], prepared.launcher, prepared.env, overwrite=args.overwrite)[0]
+    record = as_record(execute([prepared.job], prepared.launcher, prepared.env, overwrite=args.overwrite)[0])
     path = prepared.job.paths.record
-    if record["status"] != "ok":
-        raise LaunchError(f"commbench failed: {record['error']} (record written to {path})")
+    if record.status != "ok":
+        raise LaunchError(f"commbench failed: {record.error} (record written to {path})")
     print("\n".join(commbench_lines([record])))
     print(f"record: {path}")
     return 0

@@ -7,13 +7,14 @@ with an ellipsis, so paths, commands and numbers can be copied from a log.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from dlperf.escape import terminal
+from dlperf.records.load import RecordLike, as_record
+from dlperf.records.schema import ExternalRunRecord, RunRecord
 from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
 
@@ -73,23 +74,24 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
         say("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
-def run_line(record: dict[str, Any]) -> str:
+def run_line(record: RecordLike) -> str:
     """One finished run: its figures and its flags; never fails on a field a run did not measure."""
-    head = f"{record['model']} {record['case']} {record['group']} #{record['repeat']}"
-    if record["status"] != "ok":
-        return f"{head}: FAILED: {record.get('error')}"
-    line = f"{head}: {record['throughput']:.2f} samples/s"
+    record = as_record(record)
+    head = f"{record.model} {record.case} {record.group} #{record.repeat}"
+    if record.status != "ok":
+        return f"{head}: FAILED: {record.error}"
+    line = f"{head}: {record.throughput:.2f} samples/s"
     latency, kind = latency_of(record)
     if latency is not None:
         line += f", {latency:.1f} ms/iter ({kind})"
-    if record.get("tflops_per_device") is not None:  # None where the step counts no FLOPs (JAX's ResNet)
-        line += f", {record['tflops_per_device']:.3g} TFLOP/s per device, MFU {percent(record.get('mfu'))}"
+    if record.tflops_per_device is not None:  # None where the step counts no FLOPs (JAX's ResNet)
+        line += f", {record.tflops_per_device:.3g} TFLOP/s per device, MFU {percent(record.mfu)}"
     return line + console_flags(record)
 
 
-def latency_of(record: dict[str, Any]) -> tuple[float | None, str]:
+def latency_of(record: RunRecord) -> tuple[float | None, str]:
     """The p50 step time, or the mean where the run (an external script's log) gives no percentiles."""
-    latency = record.get("latency_ms") or {}
+    latency = record.latency_ms or {}
     for kind in ("p50", "mean"):
         if isinstance(latency.get(kind), (int, float)):
             return float(latency[kind]), kind
@@ -100,71 +102,64 @@ def _number(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
-def show_record(record: dict[str, Any], path: str) -> None:
-    if record.get("engine") == "external":
-        show_external(record, path)
-        return
+def show_record(record: RecordLike, path: str) -> None:
+    """A successful run's figures as a table, its flags and where its record is."""
+    record = as_record(record)
+    rows = _external_rows(record) if isinstance(record, ExternalRunRecord) else _native_rows(record)
+    print_table(f"{record.model} {record.case} {record.group} repeat {record.repeat}", ("metric", "value"), rows)
+    flags = console_flags(record)
+    if flags:
+        say(f"flags:{flags}")
+    say(f"record: {path}")
+
+
+def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
+    latency = record.latency_ms or {}
     rows: list[tuple[str, str]] = [
-        ("throughput (samples/s)", f"{record['throughput']:.2f}"),
-        ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
-        ("window throughputs", ", ".join(f"{w:.1f}" for w in record["window_throughputs"])),
-        (
-            "latency mean / p50 / p90 (ms)",
-            " / ".join(f"{record['latency_ms'][q]:.2f}" for q in ("mean", "p50", "p90")),
-        ),
-        ("peak memory (MiB)", ", ".join(f"{k} {v:.0f}" for k, v in record["peak_memory_mib"].items())),
-        ("loss first -> last", f"{_number(record['loss_first'])} -> {_number(record['loss_last'])}"),
-        ("first step (s)", f"{record['first_step_s']:.2f}"),
-        ("world size", str(record["world_size"]) + threads_text({cpu_threads(record)})),
+        ("throughput (samples/s)", f"{record.throughput:.2f}"),
+        ("per device (samples/s)", f"{record.throughput_per_device:.2f}"),
+        ("window throughputs", ", ".join(f"{w:.1f}" for w in record.window_throughputs or [])),
+        ("latency mean / p50 / p90 (ms)", " / ".join(f"{latency[q]:.2f}" for q in ("mean", "p50", "p90"))),
+        ("peak memory (MiB)", ", ".join(f"{k} {v:.0f}" for k, v in (record.peak_memory_mib or {}).items())),
+        ("loss first -> last", f"{_number(record.loss_first)} -> {_number(record.loss_last)}"),
+        ("first step (s)", f"{record.first_step_s:.2f}"),
+        ("world size", str(record.world_size) + threads_text({cpu_threads(record)})),
     ]
-    steady = record.get("throughput_steady")
+    steady = record.throughput_steady
     rows.append(("steady throughput (samples/s)", f"{steady:.2f}" if steady else "never stable"))
-    if "tokens_per_s" in record:
-        rows.append(("tokens/s", f"{record['tokens_per_s']:.1f}"))
-    if record.get("flops_per_iteration") is not None:
-        rows.append(("FLOPs per iteration", f"{record['flops_per_iteration']:.4g}"))
-    if record.get("tflops_per_device") is not None:  # None where the step counts no FLOPs (e.g. JAX's ResNet)
-        rows.append(("TFLOP/s per device", f"{record['tflops_per_device']:.4g}"))
-    if "mfu" in record:
-        mfu = percent(record["mfu"])
-        rows.append(("MFU", mfu if record["mfu"] is not None else f"{mfu} ({record.get('mfu_note')})"))
-    if record.get("window_cv") is not None:
-        rows.append(("window CV", percent(record["window_cv"])))
-    phases = record.get("step_phases")
+    if record.tokens_per_s is not None:
+        rows.append(("tokens/s", f"{record.tokens_per_s:.1f}"))
+    if record.flops_per_iteration is not None:
+        rows.append(("FLOPs per iteration", f"{record.flops_per_iteration:.4g}"))
+    if record.tflops_per_device is not None:  # None where the step counts no FLOPs (e.g. JAX's ResNet)
+        rows.append(("TFLOP/s per device", f"{record.tflops_per_device:.4g}"))
+    mfu = percent(record.mfu)
+    rows.append(("MFU", mfu if record.mfu is not None else f"{mfu} ({record.mfu_note})"))
+    if record.window_cv is not None:
+        rows.append(("window CV", percent(record.window_cv)))
+    phases = record.step_phases
     if phases:  # where the step went (metrics/step_phases.py); the report sets it against the 1-device run
         parts = ", ".join(f"{name} {ms:.1f}" for name, ms in phases["phases_ms"].items())
         rows.append(("step phases (ms)", parts))
         rows.append(
             ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}")
         )
-    energy = record.get("energy") or {}
+    energy = record.energy or {}
     rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
-    title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
-    print_table(title, ("metric", "value"), rows)
-    flags = console_flags(record)
-    if flags:
-        say(f"flags:{flags}")
-    say(f"record: {path}")
+    return rows
 
 
-def show_external(record: dict[str, Any], path: str) -> None:
+def _external_rows(record: ExternalRunRecord) -> list[tuple[str, str]]:
     """An external run's record: what its log reader found."""
     rows = [
-        ("throughput (samples/s)", f"{record['throughput']:.2f}"),
-        ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
+        ("throughput (samples/s)", f"{record.throughput:.2f}"),
+        ("per device (samples/s)", f"{record.throughput_per_device:.2f}"),
     ]
-    if (record.get("latency_ms") or {}).get("mean") is not None:
-        rows.append(("latency mean (ms)", f"{record['latency_ms']['mean']:.2f}"))
-    rows += [
-        ("log format / rule", f"{record.get('format')} / {record.get('rule')}"),
-        ("world size", str(record["world_size"])),
-    ]
-    memory = record.get("peak_memory_mib") or {}
+    mean = (record.latency_ms or {}).get("mean")
+    if mean is not None:
+        rows.append(("latency mean (ms)", f"{mean:.2f}"))
+    rows += [("log format / rule", f"{record.format} / {record.rule}"), ("world size", str(record.world_size))]
+    memory = record.peak_memory_mib or {}
     if memory:
         rows.append(("peak memory (MiB)", ", ".join(f"{k} {v:.0f}" for k, v in memory.items())))
-    title = f"{record['model']} {record['case']} {record['group']} repeat {record['repeat']}"
-    print_table(title, ("metric", "value"), rows)
-    flags = console_flags(record)
-    if flags:
-        say(f"flags:{flags}")
-    say(f"record: {path}")
+    return rows

@@ -19,6 +19,8 @@ from dlperf.peers.display import plain, shown
 from dlperf.peers.extract import Options, extract_dir, extract_file, record_target
 from dlperf.peers.layout import PLAIN_NAME, LogInfo, Skipped
 from dlperf.peers.registry import describe
+from dlperf.records.load import as_record
+from dlperf.records.schema import ExtractedRecord
 
 SKIPPED_EXIT = 3
 
@@ -132,18 +134,18 @@ def _write_extract(out: Path, records: list[dict[str, Any]], args: argparse.Name
                 )
         check_writable(out)
         for record, target in zip(records, targets):
-            _say_trouble(record)
+            _say_trouble(as_record(record))
             write_record(target, record)
         for path in write_report(records, out, formats, min_plot_cases=2):
             print(shown(path))
 
 
-def _say_trouble(record: dict[str, Any]) -> None:
+def _say_trouble(record: ExtractedRecord) -> None:
     """A record's warning and a failed run's reason, on stderr."""
-    if record.get("warning"):
-        print(f"dlperf: warning: {plain(record['warning'])}", file=sys.stderr)
-    if record["status"] != "ok":
-        print(f"dlperf: failed run {shown(record['file'])}: {plain(record['error'])}", file=sys.stderr)
+    if record.warning:
+        print(f"dlperf: warning: {plain(record.warning)}", file=sys.stderr)
+    if record.status != "ok":
+        print(f"dlperf: failed run {shown(record.file)}: {plain(record.error)}", file=sys.stderr)
 
 
 def _file_info(path: Path, args: argparse.Namespace) -> LogInfo:
@@ -167,5 +169,7 @@ def _targets(records_dir: Path, records: list[dict]) -> list[Path]:
     targets = [record_target(records_dir, r) for r in records]
     for target, record in zip(targets, records):
         if not target.resolve().is_relative_to(inside):
-            raise ResultsError(f"the record of {shown(record['file'])} would be written outside {shown(records_dir)}")
+            raise ResultsError(
+                f"the record of {shown(as_record(record).file)} would be written outside {shown(records_dir)}"
+            )
     return targets

@@ -14,6 +14,7 @@ from dlperf.cli.options import add_run_options, explicit_run_values
 from dlperf.errors import ConfigError
 from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
 from dlperf.maxbatch.search import MaxBatchResult, Probe
+from dlperf.records.schema import batch_free_group
 from dlperf.records.store import check_writable, write_record
 from dlperf.workloads import check_spec, spec_from_mapping
 
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         config=values,
         memory_cap_gib=args.memory_cap,
     )
-    path = Path(args.out) / spec.model / spec.topology / f"maxbatch_{record['variant']}.json"
+    path = Path(args.out) / spec.model / spec.topology / f"maxbatch_{batch_free_group(plan.group)}.json"
     write_record(path, record)
     if result.error:
         say(f"search stopped: {result.error}")

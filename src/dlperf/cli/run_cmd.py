@@ -20,6 +20,7 @@ from dlperf.launch.hosts import slots_per_node
 from dlperf.orchestration.evidence import flops_fields
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import execute
+from dlperf.records.load import as_record
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload, require_training, spec_from_mapping
 
@@ -59,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
     log = jobs[0].paths.log
     say(f"log: {log}{launcher.log_note}")
     with LogFollower(log, say, window_extra(spec, plan, env), plain=spec.engine == EXTERNAL):
-        record = execute(jobs, launcher, env, overwrite=args.overwrite)[0]
+        record = as_record(execute(jobs, launcher, env, overwrite=args.overwrite)[0])
     path = jobs[0].paths.record
-    if record["status"] != "ok":
-        raise LaunchError(f"run failed: {record['error']} (record written to {path})")
+    if record.status != "ok":
+        raise LaunchError(f"run failed: {record.error} (record written to {path})")
     show_record(record, str(path))
     return 0
 

@@ -32,9 +32,9 @@ from dlperf.orchestration.sweep import (
     sweep_id_for,
 )
 from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
+from dlperf.records.load import load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
-from dlperf.records.validate import read_record
 from dlperf.reporting.report import existing_report_files
 
 
@@ -184,8 +184,8 @@ def _run_locked(
 
         def on_skip(job: RunJob) -> None:
             clock.skip(job)
-            record = read_record(job.paths.record)
-            if record and record["status"] != "ok":
+            record = load_record(job.paths.record)
+            if record and record.status != "ok":
                 failed_before.append(job)
             state = "failed before, kept (--retry-failed reruns it)" if job in failed_before else "done before"
             say(f"{job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}: {state}, skipped")

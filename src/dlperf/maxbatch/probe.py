@@ -21,10 +21,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from dlperf.maxbatch.search import ProbeOutcome
-from dlperf.records.validate import read_record
+from dlperf.records.load import RecordLike, as_record, load_record
+from dlperf.records.schema import RunRecord
 from dlperf.spec import MEMORY_CAP_ENV
 
 # What PyTorch, Python and the C++ runtime print when an allocation fails (CPU and CUDA).
@@ -47,38 +47,39 @@ def dlperf_run_argv(case_args: Sequence[str], batch_flag: str = "--batch-size") 
     return argv
 
 
-def _read_record(out: Path) -> tuple[dict[str, Any] | None, str]:
+def _read_record(out: Path) -> tuple[RunRecord | None, str]:
     """The run's record and what its processes printed (the `.console.txt` beside it)."""
     for path in sorted(out.rglob("*.json")):
-        record = read_record(path)
+        record = load_record(path)
         if record is not None:
             console = path.with_suffix(".console.txt")
             return record, console.read_text(errors="replace") if console.exists() else ""
     return None, ""
 
 
-def _peak_and_limit(record: dict[str, Any]) -> tuple[float | None, float | None]:
+def _peak_and_limit(record: RunRecord) -> tuple[float | None, float | None]:
     """CUDA: the allocator's reserved peak against the device's memory. CPU: peak RSS and no limit, since an
     address-space cap bounds virtual memory, which resident memory does not measure."""
-    peak = record.get("peak_memory_mib") or {}
+    peak = record.peak_memory_mib or {}
     if "reserved" in peak:
-        gpus = (record.get("env") or {}).get("gpus") or []
+        gpus = (record.env or {}).get("gpus") or []
         return peak["reserved"], (gpus[0]["memory_mib"] if gpus else None)
     return peak.get("rss"), None
 
 
-def classify(returncode: int, record: dict[str, Any] | None, console: str, capped: bool = False) -> ProbeOutcome:
+def classify(returncode: int, record: RecordLike | None, console: str, capped: bool = False) -> ProbeOutcome:
     """ok / oom / error from the exit status, the record and what the processes printed."""
-    if record is not None and record.get("status") == "ok" and returncode == 0:
+    record = RunRecord(status="failed") if record is None else as_record(record)
+    if record.status == "ok" and returncode == 0:
         peak, limit = _peak_and_limit(record)
-        return ProbeOutcome("ok", record.get("throughput"), peak, limit)
-    return _failed(returncode, record or {}, console, capped)
+        return ProbeOutcome("ok", record.throughput, peak, limit)
+    return _failed(returncode, record, console, capped)
 
 
-def _failed(returncode: int, record: dict[str, Any], console: str, capped: bool) -> ProbeOutcome:
+def _failed(returncode: int, record: RunRecord, console: str, capped: bool) -> ProbeOutcome:
     """oom where the run was killed or its words say an allocation failed; else error, with its last words."""
-    failure = record.get("failure") or {}
-    error = record.get("error") or ""
+    failure = record.failure or {}
+    error = record.error or ""
     if returncode == -signal.SIGKILL or failure.get("signal") == "SIGKILL":
         return ProbeOutcome("oom", reason=f"killed by SIGKILL (out of memory) {error}".strip())
     oom = _oom_line(error, console, capped)

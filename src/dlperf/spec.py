@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import re
+import types
+import typing
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
@@ -387,19 +390,33 @@ COMMON_KEYS = tuple(f.name for f in fields(RunSpec) if f.name not in ("model", "
 AUTO_KEYS = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("bound") == "positive or auto")
 
 
-def coerce(key: str, annotation: Any, value: Any) -> Any:
-    """YAML already types most values; accept only the obvious widening int -> float, and refuse a wrong type."""
-    text = str(annotation)
+@functools.cache
+def _hints(owner: type) -> dict[str, Any]:
+    return typing.get_type_hints(owner)
+
+
+def _kinds(hint: Any) -> set[Any]:
+    """The types a field's value may have besides null: `int | None` -> {int}; a Literal, Any: itself."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return set(typing.get_args(hint)) - {type(None)}
+    return {hint}
+
+
+def coerce(owner: type, key: str, value: Any) -> Any:
+    """YAML already types most values; accept only the obvious widening int -> float, and refuse a wrong type for
+    the field `key` of the dataclass `owner` (RunSpec or a workload's config), as its annotation declares."""
+    hint = _hints(owner)[key]
+    kinds = _kinds(hint)
     if key in AUTO_KEYS and value == AUTO:
         return value
-    if "float" in text and _is_int(value):
+    if float in kinds and _is_int(value):
         return float(value)
-    if text == "bool" and not isinstance(value, bool):
+    if hint is bool and not isinstance(value, bool):
         raise ConfigError(f"key {key!r} must be true or false, got {value!r}")
-    if text.startswith("int") and value is not None and not _is_int(value):
+    if int in kinds and value is not None and not _is_int(value):  # `int | str`: an integer or `auto`
         raise ConfigError(f"key {key!r} must be an integer, got {value!r}")
-    if text.startswith("str") and value is not None and not isinstance(value, str):
+    if kinds == {str} and value is not None and not isinstance(value, str):
         raise ConfigError(f"key {key!r} must be a string, got {value!r}")
-    if "float" in text and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+    if float in kinds and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise ConfigError(f"key {key!r} must be a number, got {value!r}")
     return value

@@ -63,6 +63,25 @@ def test_keys_of_another_model_are_refused_by_name():
         spec_from_mapping({"momentum": "abc"})
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        ("compile", "yes", "must be true or false"),  # bool
+        ("iters", 2.5, "must be an integer"),  # int
+        ("cpu_threads", "many", "must be an integer"),  # int | str: an integer or `auto`
+        ("peak_tflops", "fast", "must be a number"),  # float | None
+        ("device", 3, "must be a string"),  # str
+    ],
+)
+def test_a_keys_type_comes_from_its_annotation(key, value, problem):
+    """`coerce` reads each field's declared type (typing's introspection): the refusals, `auto` where a key takes
+    it, an int widened to a float, a Literal left to its own check."""
+    with pytest.raises(ConfigError, match=f"key '{key}' {problem}"):
+        spec_from_mapping({"model": "resnet50", key: value})
+    spec = spec_from_mapping({"model": "resnet50", "cpu_threads": "auto", "lr": 1, "iters": 3})
+    assert spec.cpu_threads == "auto" and spec.workload.lr == 1.0 and isinstance(spec.workload.lr, float)
+
+
 def test_spec_and_messages_round_trip_through_json():
     spec = spec_from_mapping({**TINY_GPT, "devices_per_node": 2, "tp": 2, "case": None})
     assert decode_spec(json.loads(json.dumps(spec.to_dict()))) == spec

@@ -67,9 +67,9 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
     specific: dict[str, Any] = {}
     for key, value in merged.items():
         if key in RUN_FIELDS and key != "workload":
-            common[key] = coerce(key, RUN_FIELDS[key].type, value)
+            common[key] = coerce(RunSpec, key, value)
         elif key in own:
-            specific[key] = coerce(key, own[key].type, value)
+            specific[key] = coerce(workload.config_type, key, value)
         else:
             other = [w.name for w in all_workloads() if key in {f.name for f in fields(w.config_type)}]
             if other:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlperf.metrics.env_diff import env_nodes
 from dlperf.metrics.peaks import device_key
 
 
@@ -18,7 +19,7 @@ def accelerator_identity(
 ) -> dict[str, Any]:
     """Record field `accelerator`. Without a device from the ranks (an external command's or a failed run) the
     node's GPUs are the devices when `device_type` is None or `cuda` and the node has any, else its CPU."""
-    node = (env.get("nodes") or [env])[0]  # rank 0's node
+    node = env_nodes(env)[0]  # rank 0's node
     gpus = node.get("gpus") or []
     if device_type == "cuda" or (device_type is None and gpus):
         gpu = next((g for g in gpus if device_name in (None, g.get("name"))), None)

@@ -9,6 +9,12 @@ COMPARED = ("cpu", "os", "python", "torch", "torchvision", "jax", "jaxlib", "fla
 GPU_FACTS = ("name", "driver")
 
 
+def env_nodes(env: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each node's environment: a multi-node run's `nodes`, else the one node's own."""
+    nodes = env.get("nodes")
+    return nodes if isinstance(nodes, list) and nodes else [env]
+
+
 def node_facts(env: dict[str, Any]) -> dict[str, Any]:
     """The compared facts of one node's environment, GPUs as the sorted set of their models and drivers."""
     facts = {key: env.get(key) for key in COMPARED}

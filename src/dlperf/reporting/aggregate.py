@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlperf.metrics.env_diff import env_differences
+from dlperf.metrics.env_diff import env_differences, env_nodes
 from dlperf.metrics.repeats import outliers
 from dlperf.metrics.stats import spread
 from dlperf.records.load import RecordLike, as_record
@@ -85,7 +85,7 @@ class CaseSummary:
         """What differs between the nodes of any repeat (driver, library versions, device model)."""
         lines: list[str] = []
         for record in self.records + self.failed:
-            for line in env_differences((record.env or {}).get("nodes") or []):
+            for line in env_differences(env_nodes(record.env or {})):
                 if line not in lines:
                     lines.append(line)
         return lines

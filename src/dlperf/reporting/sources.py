@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlperf.errors import ConfigError
 from dlperf.escape import file_name, markdown, plot
-from dlperf.metrics.env_diff import node_facts
+from dlperf.metrics.env_diff import env_nodes, node_facts
 from dlperf.records.load import RecordLike, as_record, load_records
 from dlperf.records.schema import ExternalRunRecord, ExtractedRecord, RunRecord
 from dlperf.records.store import write_json_atomic, write_text_atomic
@@ -155,10 +155,8 @@ class Source:
     def environment(self) -> dict[str, Any] | None:
         """The compared facts of the first record that carries an environment (extracted logs carry none)."""
         for record in self.records:
-            env = record.env
-            if env:
-                nodes = env.get("nodes") if isinstance(env.get("nodes"), list) and env.get("nodes") else [env]
-                return node_facts(nodes[0])
+            if record.env:
+                return node_facts(env_nodes(record.env)[0])
         return None
 
     def kind(self) -> str:

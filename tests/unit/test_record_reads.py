@@ -1,0 +1,153 @@
+"""The readers' mirror of the strict writer: outside `records/` and the peer readers, no code reads a record field by
+a string key (`x["throughput"]`, `x.get("mfu")`); it reads the loaded record's attribute (`records.load`), so a
+misspelled field fails where it is read, as the strict writer fails where one is written.
+
+The scan is by name: every `x["name"]` and `x.get("name", ...)` whose key is a field some record kind declares
+(`records/schema.py`), in every module under src/dlperf but `records/` and `peers/`. Mappings that are no record but
+share a field's name (the published figures, a run's keys, the messages' codecs) and the writers that build a record
+are listed below, each with its reason; a listed key that no longer occurs fails too, so the lists only shrink.
+`python tests/unit/test_record_reads.py` prints the count per module.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import Counter
+from pathlib import Path
+
+from dlperf.records.schema import KINDS, declared_keys
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "dlperf"
+SKIPPED = ("records/", "peers/")  # the declaration and loader, and the readers of other frameworks' logs
+FIELDS = frozenset().union(*(declared_keys(kind) for kind in KINDS))
+MOST = 60  # the issue's bound on what is left (#30)
+
+FIGURES = "published.json's figures (dlperf.references/1): their own keys"
+RUN_KEYS = "a run's keys (flags, YAML, RunSpec.to_dict)"
+CODEC = "a typed message's JSON codec (launch/messages.py, harness/results.py)"
+PEAKS = "the measured peaks file's own schema key"
+# Mappings that are no record but share a field's name: module -> (what the mapping is, the keys it reads).
+NOT_RECORDS: dict[str, tuple[str, frozenset[str]]] = {
+    "cli/live.py": ("the log's config event (the run's keys)", frozenset({"world_size"})),
+    "cli/maxbatch_cmd.py": (RUN_KEYS, frozenset({"model"})),
+    "cli/options.py": ("a flag declaration's --help group (its metadata)", frozenset({"group"})),
+    "cli/references_cmd.py": (FIGURES, frozenset({"accelerator", "framework", "model", "precision", "source"})),
+    "cli/sweep_cmd.py": ("sweep_options.json", frozenset({"config"})),
+    "command/template.py": ("a --command template's placeholders", frozenset({"batch_size", "precision", "repeat"})),
+    "engines/torch/peak.py": (PEAKS, frozenset({"schema"})),
+    "harness/results.py": (CODEC, frozenset({"device_type", "flops_per_iteration", "ranks"})),
+    "launch/agent.py": (RUN_KEYS, frozenset({"engine"})),
+    "launch/messages.py": (CODEC, frozenset({"command", "env", "failure"})),
+    "metrics/env_diff.py": ("an environment's `nodes` (dlperf env)", frozenset({"nodes"})),
+    "metrics/peaks.py": (PEAKS, frozenset({"schema"})),
+    "references/__init__.py": (
+        FIGURES + "; an accelerator's own `model`",
+        frozenset({"accelerator", "framework", "model", "precision", "schema", "source"}),
+    ),
+    "reporting/doubts.py": ("keys inside a record's `stragglers` and `cross_check`", frozenset({"note", "stragglers"})),
+    "reporting/published.py": (FIGURES, frozenset({"accelerator", "framework", "model", "precision", "source"})),
+    "workloads/__init__.py": (RUN_KEYS, frozenset({"command", "model"})),
+    "workloads/commbench/__init__.py": ("the commbench rank task's output", frozenset({"backend"})),
+    "workloads/gpt/__init__.py": (RUN_KEYS, frozenset({"case"})),
+    "workloads/gpt/cases.py": ("a regex match's named group", frozenset({"group"})),
+}
+WRITER = "a writer: fields of the record it is building"
+# Reads of a record's fields by string key still left, each with why: what the count below (#30: under 60) counts.
+RECORD_READS: dict[str, tuple[str, frozenset[str]]] = {
+    "cli/run_cmd.py": (
+        "window_extra's stand-in record for derived_metrics, which #30's run_one removes",
+        frozenset({"mfu", "tflops_per_device", "tokens_per_s"}),
+    ),
+    "orchestration/command_run.py": (
+        WRITER + " from the peer reading of the command's log",
+        frozenset(
+            {
+                "ended_by",
+                "error",
+                "gpu_memory_mib_sampled",
+                "host_memory_mib_sampled",
+                "machine_load",
+                "memory_note",
+                "status",
+                "window_throughputs",
+            }
+        ),
+    ),  # fmt: skip
+    "orchestration/evidence.py": (
+        WRITER,
+        frozenset({"flops_per_iteration_formula", "global_batch_size", "ranks", "throughput"}),
+    ),  # fmt: skip
+    "orchestration/record.py": (WRITER, frozenset({"env", "throughput"})),
+    "orchestration/sweep.py": (
+        "a resumed run's record, read as JSON until #30's orchestration API (the lead's part) loads it",
+        frozenset({"status", "sweep_id", "throughput"}),
+    ),
+    "reporting/sources.py": (
+        "`max_batch`, which no run record declares: kept aside by the loader (`origin`), read only from records"
+        " written by hand",
+        frozenset({"max_batch"}),
+    ),
+    "workloads/gpt/__init__.py": ("derived_metrics: figures of the record being built", frozenset({"throughput"})),
+}
+
+
+def string_key_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, key) of every `x["key"]` read and `x.get("key", ...)` whose key names a declared record field."""
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            key = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+        if isinstance(key, str) and key in FIELDS:
+            found.append((node.lineno, key))
+    return found
+
+
+def reads() -> dict[str, list[tuple[int, str]]]:
+    """Module (relative to src/dlperf) -> its string-key reads of record fields, for every module scanned."""
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        module = path.relative_to(SRC).as_posix()
+        if not module.startswith(SKIPPED) and (found := string_key_reads(ast.parse(path.read_text()))):
+            out[module] = sorted(found)
+    return out
+
+
+def _allowed(module: str, key: str) -> bool:
+    return any(key in table.get(module, ("", frozenset()))[1] for table in (NOT_RECORDS, RECORD_READS))
+
+
+def record_reads(found: dict[str, list[tuple[int, str]]]) -> int:
+    """The reads of a record's field by string key: those of RECORD_READS."""
+    return sum(1 for m, hits in found.items() for _, key in hits if key in RECORD_READS.get(m, ("", frozenset()))[1])
+
+
+def test_no_record_field_is_read_by_string_key():
+    found = reads()
+    wrong = [f"{m}:{line} [{key!r}]" for m, hits in found.items() for line, key in hits if not _allowed(m, key)]
+    assert wrong == [], "read the loaded record's attribute (dlperf.records.load.as_record), not its key: " + ", ".join(
+        wrong
+    )
+    stale = [f"{m} {key!r}" for table in (NOT_RECORDS, RECORD_READS) for m, (_, keys) in table.items()
+             for key in keys if key not in {k for _, k in found.get(m, [])}]  # fmt: skip
+    assert stale == [], "these are no longer read by string key: take them off the lists: " + ", ".join(stale)
+    assert record_reads(found) < MOST
+
+
+def test_the_scan_sees_both_forms():
+    """The scan finds a subscript and a .get of a field, and neither a write, another key nor a variable key."""
+    code = 'r["throughput"]; r.get("mfu", 0); r["cv"]; r["status"] = "ok"; r.get(key); d.get("nodes")'
+    assert string_key_reads(ast.parse(code)) == [(1, "throughput"), (1, "mfu"), (1, "nodes")]
+
+
+if __name__ == "__main__":
+    found = reads()
+    for module, n in Counter({module: len(hits) for module, hits in found.items()}).most_common():
+        print(f"{n:4d}  {module}")
+    every = sum(map(len, found.values()))
+    print(f"{every:4d}  string keys naming a declared record field outside {', '.join(SKIPPED)}")
+    print(f"{record_reads(found):4d}  of them reads of a record (RECORD_READS; the rest: NOT_RECORDS)")
+    sys.exit(0)

@@ -50,16 +50,25 @@ def setting(
     choices: tuple[str, ...] = (),
     engines: tuple[str, ...] = (),
     group: str | None = None,
-    flag: str | None = None,
+    flag: str | tuple[str, ...] | None = None,
     factory: Any = None,
+    positional: str | None = None,
+    metavar: str | None = None,
+    required: bool = False,
+    stored: bool = False,
 ) -> Any:
-    """A config field that carries its flag: `help` (the CLI adds the default), `bound` ("positive",
-    "non-negative" or "positive or auto": the flag's number type), `choices` (else a `Literal[...]` annotation's),
-    `engines` (the only engines that read it; empty: every engine), the `--help` group (a workload's fields:
-    its own) and the flag's name where it is not the field's (`--ssh-option` for `ssh_options`). The flag's type
-    comes from the annotation; a tuple field's flag is repeatable. `factory` makes a default at construction
-    (the flag's default then says none was given)."""
-    metadata = {"help": help, "bound": bound, "choices": choices, "engines": engines, "group": group, "flag": flag}
+    """A field that carries its command-line flag, for run specs, workload configs and every command's options:
+    `help` (the CLI adds the default), `bound` ("positive", "non-negative", "positive or auto" or "non-empty": the
+    flag's value type), `choices` (else a `Literal[...]` annotation's), `engines` (the only engines that read it;
+    empty: every engine), the `--help` group, the flag's name(s) where they are not the field's (`--ssh-option`
+    for `ssh_options`), `positional` (an argument, not a flag: argparse's nargs, "1" for exactly one), `metavar`,
+    `required`, and `stored` (a sweep's folder keeps it for --resume). The value's type comes from the
+    annotation; a tuple field's flag is repeatable. `factory` makes a default at construction (the flag's default
+    then says none was given)."""
+    metadata = {
+        "help": help, "bound": bound, "choices": choices, "engines": engines, "group": group, "flag": flag,
+        "positional": positional, "metavar": metavar, "required": required, "stored": stored,
+    }  # fmt: skip
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)

@@ -157,7 +157,8 @@ class RunRecord:
     )
     flops_per_token: int | None = doc(
         "Llama: 6N + 12·L·H·Q·T, the PaLM formula torchtitan, MaxText and NeMo report MFU by (N without the token"
-        " embedding; `metrics/flops.py`)", "count"
+        " embedding; `metrics/flops.py`)",
+        "count",
     )
     framework: str | None = doc(
         "`name version` of what ran it (`torch 2.9.1`, `tensorflow 2.20.0`; external runs: `--framework` and the"

@@ -80,7 +80,7 @@ def test_case_names_read_like_the_peers_tables():
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
-        ({"cp": 2, "devices_per_node": 2}, "context parallelism (--cp) needs CUDA"),
+        ({"cp": 2, "devices_per_node": 2}, "context parallelism (--cp) on --engine torch needs CUDA"),
         ({"float8": True}, "float8 training (--float8) needs a CUDA GPU"),
         ({"tp": 2, "devices_per_node": 2, "num_kv_heads": 1, "num_heads": 4}, "--num-kv-heads 1 is not divisible"),
         ({"devices_per_node": 3, "tp": 2}, "world size 3 (1n3g) is not divisible"),
@@ -98,6 +98,6 @@ def test_layouts_that_cannot_run_are_refused_in_one_line(keys, message):
 def test_cli_refuses_context_parallel_on_cpu_and_takes_llama_schedules(capsys):
     """--pp-schedule is one flag for GPT and Llama: the Llama-only schedules pass argparse, GPT refuses them."""
     code, _, err = run_cli(["run", *as_flags(tiny_llama(cp=2, devices_per_node=2, device="cpu")), "--dry-run"], capsys)
-    assert_one_line_error(code, err, "context parallelism (--cp) needs CUDA")
+    assert_one_line_error(code, err, "context parallelism (--cp) on --engine torch needs CUDA")
     code, _, err = run_cli(["run", "--model", "gpt", "--pp-schedule", "zbv", "--device", "cpu"], capsys)
     assert_one_line_error(code, err, "unknown --pp-schedule 'zbv'")

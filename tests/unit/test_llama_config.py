@@ -3,6 +3,8 @@ published figures, tokens/s by hand, case names, and the layout refusals made be
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import assert_one_line_error, run_cli
 from tiny import as_flags, tiny_llama
@@ -101,3 +103,12 @@ def test_cli_refuses_context_parallel_on_cpu_and_takes_llama_schedules(capsys):
     assert_one_line_error(code, err, "context parallelism (--cp) on --engine torch needs CUDA")
     code, _, err = run_cli(["run", "--model", "gpt", "--pp-schedule", "zbv", "--device", "cpu"], capsys)
     assert_one_line_error(code, err, "unknown --pp-schedule 'zbv'")
+
+
+@pytest.mark.parametrize("config", sorted((Path(__file__).parents[2] / "configs" / "llm").glob("*.yaml")))
+def test_llm_configs_plan(config, capsys, tmp_path):
+    """Each configs/llm sweep (dlperf's engine, torchtitan, MaxText, Megatron-LM through --command) plans the same
+    case name, its commands printed without running."""
+    code, out, err = run_cli(["sweep", str(config), "--dry-run", "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "llama3-8b_fsdp8_s8192_gbs16_amp-bf16_ac-selective" in out

@@ -12,6 +12,7 @@ from tiny import as_flags, tiny_llama
 from dlperf.errors import ConfigError
 from dlperf.metrics.flops import llm_flops_per_token, mfu
 from dlperf.orchestration.evidence import flops_fields
+from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.workloads import check_spec, get_workload, spec_from_mapping
 from dlperf.workloads.llama import flops_per_token
 from dlperf.workloads.llama.config import parameter_counts
@@ -112,3 +113,16 @@ def test_llm_configs_plan(config, capsys, tmp_path):
     code, out, err = run_cli(["sweep", str(config), "--dry-run", "--out", str(tmp_path)], capsys)
     assert code == 0, err
     assert "llama3-8b_fsdp8_s8192_gbs16_amp-bf16_ac-selective" in out
+
+
+def test_layouts_table_names_each_models_formula():
+    """Llama records share the GPT report's layouts table; its heading and note name both formulas."""
+    spec = spec_from_mapping(tiny_llama(devices_per_node=2, tp=2))
+    plan = check_spec(spec)
+    record = {"model": "llama", "table": plan.table, "group": plan.group, "status": "ok", "world_size": 2,
+              "throughput": 10.0, "tokens_per_s": 320.0, **plan.record_fields}  # fmt: skip
+    gpt = {"model": "gpt", "table": "layouts", "group": "DP_1x1x1_2_64x2_fp32", "status": "ok", "world_size": 1}
+    lines = layouts_table(group_by_case([record, gpt]))
+    assert lines[0] == "## GPT, Llama" and "Llama: (6N + 12·L·H·Q·T) per token" in lines[2]
+    [row] = [line for line in lines if line.startswith("|") and plan.group in line]
+    assert row.startswith(f"|  | {plan.group} |") and "| 320 |" in row

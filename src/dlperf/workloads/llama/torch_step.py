@@ -60,40 +60,23 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         amp.shard()  # the model is split over ranks: one inf/nan verdict for all
     batches = _replica_batches(spec, plan, layout.dp_rank(rank.rank), device)
     cp = parallel.context_parallel(mesh["cp"] if layout.cp > 1 else None, modules)
-    scale = amp.scaler.scale if amp.scaler else None
-    pipeline = None
     if layout.pp > 1:
+        scale = amp.scaler.scale if amp.scaler else None
         pipeline = Pipeline(modules, ids, layout.stages, layout.pp_schedule, layout.accumulation_steps, cross_entropy,
                             device, mesh["pp"].get_group(), scale=scale, context=amp.autocast)  # fmt: skip
-    [model] = modules if pipeline is None else [None]
-    steps = layout.accumulation_steps
+        run_batch = _pipelined(pipeline, cp, layout.cp > 1)
+    else:
+        run_batch = _accumulated(modules[0], layout.accumulation_steps, amp, cp, layout.cp > 1, device)
     graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
     iteration = 0
     held.train()
-
-    def own(*batch: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Context parallelism splits the batch in place: it gets copies, the fixed synthetic batch stays whole."""
-        return tuple(t.clone() for t in batch) if layout.cp > 1 else batch
 
     def step() -> torch.Tensor | None:
         nonlocal iteration
         if graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        inputs, labels = batches(iteration)
+        loss = run_batch(*batches(iteration))
         iteration += 1
-        if pipeline is not None:
-            inputs, labels = own(inputs, labels)
-            with cp(inputs, labels):
-                loss = pipeline(inputs, labels)
-        else:
-            loss = torch.zeros((), device=device)
-            for i, (x, y) in enumerate(zip(inputs.chunk(steps), labels.chunk(steps))):
-                x, y = own(x, y)
-                with grad_sync(model, i == steps - 1), cp(x, y):
-                    with amp.autocast():
-                        micro_loss = cross_entropy(model(x), y) / steps
-                    amp.backward(micro_loss)
-                loss += micro_loss.detach()
         amp.step(optimizer)
         return loss
 
@@ -111,6 +94,39 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         return float(share.item())
 
     return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(held))
+
+
+def _owned(batch: tuple[torch.Tensor, ...], copy: bool) -> tuple[torch.Tensor, ...]:
+    """Context parallelism splits the batch in place: it gets copies, so the fixed synthetic batch stays whole."""
+    return tuple(t.clone() for t in batch) if copy else batch
+
+
+def _pipelined(pipeline: Pipeline, cp, copy: bool):
+    """One global batch through this rank's pipeline stages (under context parallelism where planned)."""
+
+    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        inputs, labels = _owned((inputs, labels), copy)
+        with cp(inputs, labels):
+            return pipeline(inputs, labels)
+
+    return run
+
+
+def _accumulated(model: nn.Module, steps: int, amp: MixedPrecision, cp, copy: bool, device: torch.device):
+    """One global batch as `steps` micro-batches, gradients reduced over the data-parallel ranks on the last."""
+
+    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        loss = torch.zeros((), device=device)
+        for i, micro in enumerate(zip(inputs.chunk(steps), labels.chunk(steps))):
+            x, y = _owned(micro, copy)
+            with grad_sync(model, i == steps - 1), cp(x, y):
+                with amp.autocast():
+                    micro_loss = cross_entropy(model(x), y) / steps
+                amp.backward(micro_loss)
+            loss += micro_loss.detach()
+        return loss
+
+    return run
 
 
 def _stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device) -> Llama:

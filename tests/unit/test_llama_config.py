@@ -125,4 +125,4 @@ def test_layouts_table_names_each_models_formula():
     lines = layouts_table(group_by_case([record, gpt]))
     assert lines[0] == "## GPT, Llama" and "Llama: (6N + 12·L·H·Q·T) per token" in lines[2]
     [row] = [line for line in lines if line.startswith("|") and plan.group in line]
-    assert row.startswith(f"|  | {plan.group} |") and "| 320 |" in row
+    assert row.startswith(f"| TP | {plan.group} |") and "| 320 |" in row

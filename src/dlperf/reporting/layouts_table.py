@@ -41,8 +41,12 @@ def _fmt(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
+def _report_group(records: list[dict[str, Any]]) -> str:
+    return next((r["report_group"] for r in records if r.get("report_group")), "")
+
+
 def _row_key(case: str, records: list[dict[str, Any]]) -> tuple[int, int, str]:
-    group = next((r.get("report_group") for r in records if r.get("report_group")), case.split("_")[0])
+    group = _report_group(records) or case.split("_")[0]
     group = "PP" if group.endswith("_PP") else group  # DP_PP, MP_PP and 2D_PP cases form the PP section
     rank = GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
     return rank, max(int(r.get("world_size", 0)) for r in records), case
@@ -70,7 +74,8 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         ok = [r for r in records if r.get("status") == "ok"]
         group = _row_key(case, records)[0]
-        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else ""
+        # GPT's report groups by name; other layouts (Llama's FSDP+TP, ...) by their record's own group
+        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else _report_group(records)
         mfu = median_of(ok, "mfu")
         repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
         first = records[0]

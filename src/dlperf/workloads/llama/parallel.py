@@ -10,7 +10,6 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 
 import torch
-from torch import nn
 
 from dlperf.workloads.llama.layout import DIMS, LlamaLayout
 from dlperf.workloads.llama.model import Llama
@@ -141,7 +140,3 @@ def context_parallel(cp_mesh, modules: Sequence[Llama]) -> Callable[..., Abstrac
 def uses_fsdp(layout: LlamaLayout) -> bool:
     """FSDP2 averages gradients wherever ranks hold the same parameters: over data- or context-parallel ranks."""
     return layout.dp * layout.cp > 1
-
-
-def all_parameters(modules: Sequence[nn.Module]) -> list[nn.Parameter]:
-    return [p for m in modules for p in m.parameters() if p.requires_grad]

@@ -39,6 +39,10 @@ def param_spec(shards: int, tp: int, names: tuple[str, ...], shape: tuple[int, .
     ranks: context-parallel ranks hold shards too, as FSDP2 shards over dp_shard x cp in the PyTorch step) on the
     first other dimension that divides; a vector, a norm's scale, stays whole."""
     axes: list = list(TP_PLAN.get(names[-2:], (None,) * len(shape))) if tp > 1 else [None] * len(shape)
+    if names[-2:] == ("tok_embeddings", "embedding") and shards > 1 and shape[0] % (shards * tp) == 0:
+        # the vocabulary over every split, so that the looked-up rows come out whole in the hidden dimension (split
+        # there, XLA would have to re-gather each row to the batch's sharding)
+        return P((*(("tp",) if tp > 1 else ()), "fsdp", "cp"), None)
     if shards > 1 and len(shape) == 2:
         free = next((d for d in range(2) if axes[d] is None and shape[d] % shards == 0), None)
         if free is not None:

@@ -9,6 +9,7 @@ import pytest
 from conftest import assert_one_line_error, run_cli
 from tiny import as_flags, tiny_llama
 
+from dlperf.engines.torch.pipeline import stage_ids, stage_layers
 from dlperf.errors import ConfigError
 from dlperf.metrics.flops import llm_flops_per_token, mfu
 from dlperf.orchestration.evidence import flops_fields
@@ -126,3 +127,12 @@ def test_layouts_table_names_each_models_formula():
     assert lines[0] == "## GPT, Llama" and "Llama: (6N + 12·L·H·Q·T) per token" in lines[2]
     [row] = [line for line in lines if line.startswith("|") and plan.group in line]
     assert row.startswith(f"| TP | {plan.group} |") and "| 320 |" in row
+
+
+def test_pipeline_stages_per_rank_follow_each_schedule():
+    """Looped schedules hold stages r, r + pp, ...; the V schedule r and 2·pp - 1 - r (the first and last on rank 0);
+    layers split contiguously, the first stages taking one more."""
+    assert [stage_ids("interleaved-1f1b", r, 4, 2) for r in range(4)] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert [stage_ids("zbv", r, 2, 2) for r in range(2)] == [[0, 3], [1, 2]]
+    assert stage_ids("1f1b", 1, 2, 1) == [1]
+    assert [list(stage_layers(6, 4, s)) for s in range(4)] == [[0, 1], [2, 3], [4], [5]]

@@ -62,7 +62,10 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
             groups[title] = _group(parser, title)
         helps = [field_help(g) for _, g, _ in owned]
         text = helps[0] if len(owned) == 1 else "; ".join(f"{w.name}: {h}" for (w, _, _), h in zip(owned, helps))
-        groups[title](flag(name), help=text.replace("%", "%%"), **flag_kind(f, hint))
+        kind = flag_kind(f, hint)
+        if "choices" in kind:  # a key several models share takes any model's choice; the model's checks refuse
+            kind["choices"] = list(dict.fromkeys(c for _, g, h in owned for c in flag_kind(g, h).get("choices", ())))
+        groups[title](flag(name), help=text.replace("%", "%%"), **kind)
 
 
 def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:

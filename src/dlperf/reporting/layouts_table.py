@@ -1,4 +1,4 @@
-"""The GPT report's table, for records whose `table` is `layouts`:
+"""The GPT report's table, for records whose `table` is `layouts` (GPT's and Llama's):
 `group | case | latency (ms) | memory (MiB) | throughput (samples/s)`, plus ours.
 
 Each figure is the median over a case's successful repeats (memory: the largest peak of any rank and repeat);
@@ -15,6 +15,8 @@ from dlperf.reporting.aggregate import median_of
 from dlperf.reporting.doubts import case_flags
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
+TITLES = {"gpt": "GPT", "llama": "Llama"}
+FORMULAS = {"gpt": "72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) where not counted", "llama": "(6N + 12·L·H·Q·T) per token"}
 
 
 def group_by_case(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -39,22 +41,28 @@ def _fmt(value: float | None, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
+def _report_group(records: list[dict[str, Any]]) -> str:
+    return next((r["report_group"] for r in records if r.get("report_group")), "")
+
+
 def _row_key(case: str, records: list[dict[str, Any]]) -> tuple[int, int, str]:
-    group = next((r.get("report_group") for r in records if r.get("report_group")), case.split("_")[0])
+    group = _report_group(records) or case.split("_")[0]
     group = "PP" if group.endswith("_PP") else group  # DP_PP, MP_PP and 2D_PP cases form the PP section
     rank = GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
     return rank, max(int(r.get("world_size", 0)) for r in records), case
 
 
 def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Markdown lines of the GPT table; empty when there are no GPT records."""
+    """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
     if not records_by_case:
         return []
+    models = sorted({r.get("model", "gpt") for records in records_by_case.values() for r in records})
+    formulas = "; ".join(f"{TITLES.get(m, m)}: {FORMULAS[m]}" for m in models if m in FORMULAS)
     lines = [
-        "## GPT",
+        f"## {', '.join(TITLES.get(m, m) for m in models)}",
         "",
         "Latency is ms per iteration (one global batch); memory the peak of any device; throughput global "
-        "samples/s; TFLOP/s per device from 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)); MFU against the device's "
+        f"samples/s; TFLOP/s per device from the model's FLOPs ({formulas}); MFU against the device's "
         "dense peak for the precision (src/dlperf/metrics/flops.py).",
         "",
         "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
@@ -66,7 +74,8 @@ def layouts_table(records_by_case: dict[str, list[dict[str, Any]]]) -> list[str]
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         ok = [r for r in records if r.get("status") == "ok"]
         group = _row_key(case, records)[0]
-        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else ""
+        # GPT's report groups by name; other layouts (Llama's FSDP+TP, ...) by their record's own group
+        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else _report_group(records)
         mfu = median_of(ok, "mfu")
         repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
         first = records[0]

@@ -159,13 +159,18 @@ def test_hanging_command_times_out_with_its_tail_and_leaves_nothing(tmp_path):
     assert stray(marker) == []
 
 
-def test_output_no_reader_knows_is_a_failed_record(tmp_path):
-    command = f"{sys.executable} -c \"print('hello, no throughput here')\""
+def test_output_no_reader_knows_is_a_failed_record(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS")  # dlperf sets it as torchrun does: the usable cores / the processes
+    command = f"{sys.executable} -c \"import os; print('hello, no throughput here', os.environ['OMP_NUM_THREADS'])\""
     done = run_dlperf(["run", "--command", command, "--out", str(tmp_path)])
     assert done.returncode == 1
     (record,) = records(tmp_path)
     assert record["status"] == "failed" and record["error"].startswith("its output gives no throughput: no line of")
-    assert record["log_tail"] == ["hello, no throughput here"]
+    assert record["error"].endswith("pass --log-format NAME")  # `dlperf run`'s flag, not extract's --format
+    cores = len(os.sched_getaffinity(0))
+    assert record["log_tail"] == [f"hello, no throughput here {cores}"]
+    assert record["threads"] == [{"value": str(cores), "set_by": "dlperf: usable cores / processes on the node",
+                                  "cores": cores, "processes": 1}]  # fmt: skip
 
 
 def test_missing_program_is_a_failed_record(tmp_path):

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from dlperf.command.identity import framework_version
+from dlperf.command.identity import command_line, framework_version
 from dlperf.command.template import Process, node_processes, rendezvous_for
 from dlperf.engines.base import node_name
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeResult
@@ -34,7 +34,12 @@ from dlperf.metrics.process_tree import TreeMemory
 
 POLL_S = 0.1
 STOP_GRACE_S = 5.0  # below the local launcher's grace, so the agent always cleans up before it is killed
-TAIL_LINES = 20
+TAIL_LINES = 100  # a failed process's last lines, where its error is looked for (torchrun's report alone is ~35)
+THREADS = "OMP_NUM_THREADS"
+# A launcher's own failure report after the error it reports: torchrun's `failed (exitcode: 1) local_rank: 0`
+# line, its traceback ending in ChildFailedError, and its `=====` summary of the ranks.
+LAUNCHER_REPORT = re.compile(r"\bfailed \(exitcode: -?\d+\) local_rank:|errors\.ChildFailedError\b")
+RULE_LINE = re.compile(r"^[\s=\-*#_~+]*$")  # blank, or a banner's rule of `=` / `-` / `*`
 
 
 @dataclass
@@ -121,13 +126,58 @@ def _pump(
     stream.close()
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, as a container or `taskset` sets it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Threads:
+    """OMP_NUM_THREADS of a node's command processes, and who decided it (the record's `threads`)."""
+
+    value: str | None
+    set_by: str
+    cores: int
+    processes: int
+
+    def env(self) -> dict[str, str]:
+        """What dlperf adds to each process's environment: only a value dlperf decided."""
+        return {THREADS: self.value} if self.set_by == DLPERF_SETS and self.value is not None else {}
+
+
+DLPERF_SETS = "dlperf: usable cores / processes on the node"
+
+
+def thread_setting(processes: list[Process], cores: int) -> Threads:
+    """OMP_NUM_THREADS for each process, as torchrun decides it for its workers: left as set (in dlperf's
+    environment or by the command's own `env VAR=...`), else the node's usable cores shared by its processes. One
+    process per node (`--command-per node`) starts its own workers, whose launcher decides: dlperf sets nothing."""
+    line = command_line(processes[0].argv)
+    given = line.environment({**os.environ, **processes[0].env}).get(THREADS)
+    if given is None and (line.cleared or THREADS in line.unset):  # the command removes what anybody sets
+        return Threads(None, "the command (`env -u` / `env -i`): unset", cores, len(processes))
+    if given is not None:
+        return Threads(given, "the environment", cores, len(processes))
+    if processes[0].rank is None:
+        return Threads(None, "the command's own launcher (--command-per node)", cores, len(processes))
+    return Threads(str(max(1, cores // len(processes))), DLPERF_SETS, cores, len(processes))
+
+
 def _start(
-    process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock, rule: StopRule, counted: bool
+    process: Process,
+    workdir: str,
+    log: IO[bytes] | None,
+    lock: threading.Lock,
+    rule: StopRule,
+    counted: bool,
+    threads: Threads,
 ) -> Running:
     proc = subprocess.Popen(
         process.argv,
         cwd=workdir,
-        env={"PYTHONUNBUFFERED": "1", **os.environ, **process.env},
+        env={"PYTHONUNBUFFERED": "1", **os.environ, **threads.env(), **process.env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -143,10 +193,22 @@ def _start(
     return running
 
 
+def last_words(lines: list[str]) -> str:
+    """The line that says why a process failed: its last line that is no banner, and above a launcher's own
+    failure report (torchrun's traceback and `=====` block name no cause) where one follows the error."""
+    cut = next((i for i, line in enumerate(lines) if LAUNCHER_REPORT.search(line)), len(lines))
+    if cut < len(lines) and "ChildFailedError" in lines[cut]:  # the report's traceback starts above this line
+        cut = next((i for i in range(cut, -1, -1) if lines[i].startswith("Traceback (most recent call last)")), cut)
+    for part in (lines[:cut], lines):
+        if said := next((line.strip() for line in reversed(part) if not RULE_LINE.match(line)), ""):
+            return said
+    return ""
+
+
 def _failure(running: Running, code: int, host: str) -> NodeResult:
-    """The first process that failed: its rank, exit code or signal, and the last line it printed."""
+    """The first process that failed: its rank, exit code or signal, and the line that says why."""
     running.pump.join(timeout=2.0)
-    last = next((line.strip() for line in reversed(running.tail) if line.strip()), "")
+    last = last_words(list(running.tail))
     signal_name = signal.Signals(-code).name if code < 0 else None
     what = f"was killed by {signal_name}" if signal_name else f"exited with code {code}"
     error = f"command {running.label} on {host} {what}" + (f": {last}" if last else "")
@@ -209,12 +271,14 @@ def stop_rule(command: CommandLaunch, node_rank: int) -> StopRule:
 
 
 def command_facts(command: CommandLaunch, processes: list[Process], rule: StopRule, memory: TreeMemory,
-                  load: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+                  load: dict[str, Any] | None, threads: Threads) -> dict[str, Any]:  # fmt: skip
     """What the record says of the command beside its log's figures: framework version, why it ended, memory,
-    and the machine's other load meanwhile."""
-    facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load}
+    its processes' threads, and the machine's other load meanwhile."""
+    facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load,
+                             "threads": dataclasses.asdict(threads)}  # fmt: skip
     if command.framework and processes:
-        facts["framework_version"] = framework_version(command.framework, processes[0].argv, command.workdir)
+        env = {**os.environ, **processes[0].env}
+        facts["framework_version"] = framework_version(command.framework, processes[0].argv, command.workdir, env)
     return facts
 
 
@@ -231,15 +295,22 @@ def launch(spec: AgentSpec) -> NodeResult:
                           addrs)  # fmt: skip
     processes = node_processes(command.template, rdzv, node_rank, command.per, command.shell)
     rule = stop_rule(command, node_rank)
+    threads = thread_setting(processes, usable_cores())
     with TreeMemory(os.getpid()) as memory:
         start = take_snapshot()
-        result = _launch(spec, command, processes, host, node_rank, rule)
+        result = _launch(spec, command, processes, host, node_rank, rule, threads)
         load = machine_load(start, take_snapshot()).as_record()
-    return dataclasses.replace(result, command=command_facts(command, processes, rule, memory, load))
+    return dataclasses.replace(result, command=command_facts(command, processes, rule, memory, load, threads))
 
 
 def _launch(
-    spec: AgentSpec, command: CommandLaunch, processes: list[Process], host: str, node_rank: int, rule: StopRule
+    spec: AgentSpec,
+    command: CommandLaunch,
+    processes: list[Process],
+    host: str,
+    node_rank: int,
+    rule: StopRule,
+    threads: Threads,
 ) -> NodeResult:
     if not os.path.isdir(command.workdir):
         return NodeResult.failed(
@@ -253,7 +324,7 @@ def _launch(
         for process in processes:
             try:
                 counted = not running  # the first process: rank 0's lines on node 0
-                running.append(_start(process, command.workdir, log, lock, rule, counted))
+                running.append(_start(process, command.workdir, log, lock, rule, counted, threads))
             except OSError as error:
                 return NodeResult.failed(
                     f"cannot start `{shlex.join(process.argv)}` on {host}: {error.strerror or error}",

@@ -70,6 +70,7 @@ def command_fields(spec: RunSpec, commands: list[dict[str, Any]]) -> dict[str, A
         "gpu_memory_mib_sampled": max(gpus) if gpus else None,
         "memory_note": next((c["memory_note"] for c in commands if c.get("memory_note")), None),
         "machine_load": loads,
+        "threads": [c["threads"] for c in commands if c.get("threads")],
     }
     return fields
 
@@ -88,7 +89,7 @@ def read_figures(job: RunJob) -> dict[str, Any]:
     if not log.exists() or log.stat().st_size == 0:
         raise DataError("the command printed nothing")
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
-    peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup))
+    peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
     if peer.get("status", "ok") != "ok":
         raise DataError(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}

@@ -404,7 +404,7 @@ def _refuse_unmeasurable(done: deque[_Window], screen: _Screen, fmt: PeerFormat,
     if all(w.kept == 0 and w.seen < 2 for w in done):
         raise DataError(
             f"only {sum(w.seen for w in done)} {fmt.name} progress line(s), inside the {warmup}-iteration warm-up: "
-            f"the run is too short, or pass a smaller --warmup"
+            f"the run is too short, or pass a smaller warm-up (extract: --warmup; run: --log-warmup)"
         )
 
 

@@ -39,10 +39,11 @@ def check_command(spec: RunSpec, plan: WorkloadPlan) -> None:
 
 
 def line_patterns(spec: RunSpec) -> tuple[str, ...]:
-    """The throughput lines `--stop-after-lines` counts: the named reader's signature, or every reader's."""
+    """The throughput lines `--stop-after-lines` counts: the named reader's signature, or every reader's but a
+    fallback's (a tqdm bar redraws many times a second)."""
     if spec.engine != EXTERNAL or spec.stop_after_lines is None:
         return ()
-    formats = FORMATS if spec.log_format == "auto" else (get_format(spec.log_format),)
+    formats = [f for f in FORMATS if not f.fallback] if spec.log_format == "auto" else [get_format(spec.log_format)]
     return tuple(f.signature.pattern for f in formats)
 
 

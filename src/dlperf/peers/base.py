@@ -50,6 +50,9 @@ class Point:
     note: str | None = None
     tokens: int | None = None  # tokens per sample where the log states it (a factor two readings may differ by)
     unit: str | None = None  # the figure's unit where the reader infers it (MLPerf: the benchmark's samples)
+    # how far the printed time can be from the true one, from its rounding (Keras' `20ms/step` is +-0.5 ms): for
+    # `seconds` in the same unit, for `timestamp` in seconds; measure refuses a figure it leaves unknown to 2 %
+    resolution: float | None = None
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
@@ -81,6 +84,8 @@ class PeerFormat:
     record_start: re.Pattern[str] | None = None  # where one of its records begins, to part records merged on a line
     check_reading: str = "the reader's second reading of each kept interval"  # what Point.check is
     success: re.Pattern[str] | None = None  # a line saying the run ended well: failure markers after it are exit noise
+    interval_means: bool = False  # a line's `seconds` is the mean of every iteration since `start`: weighted by them
+    fallback: bool = False  # recognised only where no other format recognises a line of the log (a tqdm bar)
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None

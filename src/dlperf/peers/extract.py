@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from contextlib import closing
@@ -49,12 +50,15 @@ def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None, flag: str)
     """The log's format (given, or the first line any format recognises) and the lines from there on."""
     if forced is not None:
         return forced, lines
-    seen = False
+    seen, fallback = False, None
     for line in lines:
         seen = True
         fmt = detect(line)
-        if fmt is not None:
+        if fmt is not None and not fmt.fallback:
             return fmt, itertools.chain([line], lines)
+        fallback = fallback or fmt
+    if fallback is not None:
+        return fallback, None
     if not seen:
         raise DataError("the file is empty")
     raise DataError(f"no line of a known format: see `dlperf extract --list-formats`, or pass {flag} NAME")
@@ -84,6 +88,8 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
             if watch.reason() is None:
                 raise
             return _failed(info, shape, None, "printed", watch.reason() or "")
+        if rest is None:  # only a fallback format's lines: read the whole file again as that format
+            return read_run(info, dataclasses.replace(options, format=fmt.name))
         watch.success = fmt.success
         rest = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
         rule, warmup, window = _reading(fmt, options)

@@ -77,6 +77,7 @@ def _combine(points: list[Point]) -> Point:
         note=first.note,
         tokens=first.tokens,
         unit=first.unit,
+        resolution=_highest([p.resolution for p in points]),
     )
 
 
@@ -166,6 +167,7 @@ class _Screen:
         return None
 
 
+PRECISION = 0.02  # a figure whose printed times' rounding leaves it unknown to more than 2 % is refused
 MAX_RANKS = 65536  # lines of one iteration held at once: more ranks than any job has, so memory stays bounded
 KEPT_RUNS = 8  # finished runs held for "the last one that gives a figure"
 
@@ -218,7 +220,7 @@ class _Window:
         self.window_start: int | None = None
         self.kept = 0
         self.late = 0  # points after a full window
-        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
+        self.speed_sum = self.seconds_sum = self.samples_sum = self.resolution_sum = 0.0
         self.speed_n = self.seconds_n = 0
         self.memory: float | None = None
         self.metric_sums: dict[str, float] = {}
@@ -245,9 +247,15 @@ class _Window:
         else:
             if self.window_start is None:
                 self.window_start = start
-            self._keep(point)
+            self._keep(point, start)
 
-    def _keep(self, point: Point) -> None:
+    def _iterations(self, point: Point, start: int | None) -> int:
+        """How many iterations a line's `seconds` stands for: 1, or every one since `start` (interval means)."""
+        if self.fmt.interval_means and start is not None and point.step is not None and point.step > start:
+            return point.step - start
+        return 1
+
+    def _keep(self, point: Point, start: int | None = None) -> None:
         if self.first is None:
             self.first = point
         self.kept += 1
@@ -256,10 +264,12 @@ class _Window:
             self.speed_sum += point.speed
             self.speed_n += 1
         if point.seconds is not None:
-            self.seconds_sum += point.seconds
-            self.seconds_n += 1
+            n = self._iterations(point, start)
+            self.seconds_sum += point.seconds * n
+            self.seconds_n += n
+            self.resolution_sum += (point.resolution or 0.0) * n
             # the samples of this iteration: the line's own batch where it prints one (speed x time)
-            self.samples_sum += point.speed * point.seconds if point.speed is not None else self.batch
+            self.samples_sum += (point.speed * point.seconds if point.speed is not None else self.batch) * n
         for name, value in point.metrics:
             self.metric_sums[name] = self.metric_sums.get(name, 0.0) + value
         if point.check is not None:
@@ -309,7 +319,7 @@ class _Window:
 
     def _reset(self) -> None:
         self.kept = self.speed_n = self.seconds_n = 0
-        self.speed_sum = self.seconds_sum = self.samples_sum = 0.0
+        self.speed_sum = self.seconds_sum = self.samples_sum = self.resolution_sum = 0.0
         self.metric_sums = {}
         self.check_sum, self.check_n = 0.0, 0
         self.notes = {}
@@ -490,6 +500,11 @@ def _printed(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
         if not w.seconds_sum > 0:
             hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
             raise DataError(f"the kept {fmt.name} lines print no usable throughput or time per iteration{hint}")
+        _precise(
+            w.resolution_sum / w.seconds_sum,
+            f"their times per iteration (mean {w.seconds_sum / w.seconds_n:.4g} s)",
+            fmt,
+        )
         return w.samples_sum / w.seconds_sum
     return w.speed_sum / w.speed_n
 
@@ -502,6 +517,8 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     if first.timestamp is None or last.timestamp is None:
         raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
     elapsed = last.timestamp - first.timestamp
+    if elapsed > 0 and (first.resolution or last.resolution):
+        _precise(((first.resolution or 0.0) + (last.resolution or 0.0)) / elapsed, f"{elapsed:.4g} s between them", fmt)
     samples = _samples_between(first, last, fmt, shape)
     if elapsed <= 0 or samples <= 0:
         raise DataError(
@@ -509,6 +526,16 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
             f"({elapsed:g} s, {samples:g} samples)"
         )
     return samples / elapsed
+
+
+def _precise(bound: float, what: str, fmt: PeerFormat) -> None:
+    """Refuse a figure the printed times' rounding leaves unknown to more than PRECISION."""
+    if bound > PRECISION:
+        raise DataError(
+            f"the kept {fmt.name} lines are printed too coarsely for a figure: rounded as printed, {what} are known to "
+            f"+-{bound:.1%}, over dlperf's {PRECISION:.0%}; run it longer or with slower steps, or under dlperf run, "
+            f"whose instrumentation times every step"
+        )
 
 
 def _samples_between(first: Point, last: Point, fmt: PeerFormat, shape: RunShape) -> float:

@@ -11,13 +11,18 @@ from dlperf.peers.formats import (
     hf_trainer,
     hugectr,
     keras,
+    keras_fit,
+    lightning_rich,
     megatron,
     mlperf,
     mxnet,
+    nanogpt,
     oneflow,
     paddle,
     pytorch_imagenet,
+    timm,
     torchtitan,
+    tqdm_bar,
 )
 
 FORMATS: tuple[PeerFormat, ...] = (
@@ -33,6 +38,11 @@ FORMATS: tuple[PeerFormat, ...] = (
     *paddle.FORMATS,
     *hugectr.FORMATS,
     *hf_trainer.FORMATS,
+    *keras_fit.FORMATS,
+    *lightning_rich.FORMATS,
+    *timm.FORMATS,
+    *nanogpt.FORMATS,
+    *tqdm_bar.FORMATS,
 )
 BY_NAME = {f.name: f for f in FORMATS}
 

@@ -22,7 +22,8 @@ from dlperf.peers.registry import BY_NAME, FORMATS
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 KERAS = FIXTURES / "tf2-keras-resnet50"
 HANDWRITTEN = FIXTURES / "handwritten"
-TRAINERS = {"keras", "lightning-rich", "timm", "nanogpt", "tqdm"}  # tests/unit/test_peers_trainers.py
+# tests/unit/test_peers_trainers.py; dlperf-steps: tests/e2e/test_instrument.py
+TRAINERS = {"keras", "lightning-rich", "timm", "nanogpt", "tqdm", "dlperf-steps"}
 
 # format -> {rule: throughput} with the first printed line as the warm-up and every later line kept.
 EXPECTED = {

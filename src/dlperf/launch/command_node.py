@@ -23,11 +23,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from dlperf.command.identity import command_line, framework_version
 from dlperf.command.template import Process, node_processes, rendezvous_for
 from dlperf.engines.base import node_name
+from dlperf.instrument import Placement, place
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeResult
 from dlperf.metrics.noise import machine_load, take_snapshot
 from dlperf.metrics.process_tree import TreeMemory
@@ -173,11 +175,14 @@ def _start(
     rule: StopRule,
     counted: bool,
     threads: Threads,
+    steps: str | None,
 ) -> Running:
+    env = {"PYTHONUNBUFFERED": "1", **os.environ, **threads.env(), **process.env}
+    placed = place(process.argv, env, steps, workdir) if steps else Placement(process.argv, env)
     proc = subprocess.Popen(
-        process.argv,
+        placed.argv,
         cwd=workdir,
-        env={"PYTHONUNBUFFERED": "1", **os.environ, **threads.env(), **process.env},
+        env=placed.env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -270,12 +275,24 @@ def stop_rule(command: CommandLaunch, node_rank: int) -> StopRule:
     return StopRule(lines, command.stop_after_seconds, [re.compile(p) for p in command.line_patterns])
 
 
+def steps_prefix(spec: AgentSpec) -> str | None:
+    """Where the instrumentation hook writes (`<run>.steps.rank<R>`, beside the run's log), None where it is off."""
+    assert spec.command is not None
+    return str(Path(spec.log_path).with_suffix(".steps")) if spec.command.instrument else None
+
+
 def command_facts(command: CommandLaunch, processes: list[Process], rule: StopRule, memory: TreeMemory,
-                  load: dict[str, Any] | None, threads: Threads) -> dict[str, Any]:  # fmt: skip
+                  load: dict[str, Any] | None, threads: Threads, steps: str | None) -> dict[str, Any]:  # fmt: skip
     """What the record says of the command beside its log's figures: framework version, why it ended, memory,
-    its processes' threads, and the machine's other load meanwhile."""
+    its processes' threads, whether its steps were timed, and the machine's other load meanwhile."""
     facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load,
                              "threads": dataclasses.asdict(threads)}  # fmt: skip
+    if steps and processes:
+        env = {**os.environ, **processes[0].env}
+        facts["instrument"] = {
+            "steps": steps,
+            "not_placed": place(processes[0].argv, env, steps, command.workdir).reason,
+        }
     if command.framework and processes:
         env = {**os.environ, **processes[0].env}
         facts["framework_version"] = framework_version(command.framework, processes[0].argv, command.workdir, env)
@@ -295,12 +312,16 @@ def launch(spec: AgentSpec) -> NodeResult:
                           addrs)  # fmt: skip
     processes = node_processes(command.template, rdzv, node_rank, command.per, command.shell)
     rule = stop_rule(command, node_rank)
-    threads = thread_setting(processes, usable_cores())
+    threads, steps = thread_setting(processes, usable_cores()), steps_prefix(spec)
+    if steps and node_rank == 0:  # a run again in the same folder: its side files start empty
+        for stale in Path(steps).parent.glob(f"{Path(steps).name}.rank*"):
+            stale.unlink(missing_ok=True)
     with TreeMemory(os.getpid()) as memory:
         start = take_snapshot()
-        result = _launch(spec, command, processes, host, node_rank, rule, threads)
+        result = _launch(spec, command, processes, host, node_rank, rule, threads, steps)
         load = machine_load(start, take_snapshot()).as_record()
-    return dataclasses.replace(result, command=command_facts(command, processes, rule, memory, load, threads))
+    facts = command_facts(command, processes, rule, memory, load, threads, steps)
+    return dataclasses.replace(result, command=facts)
 
 
 def _launch(
@@ -311,6 +332,7 @@ def _launch(
     node_rank: int,
     rule: StopRule,
     threads: Threads,
+    steps: str | None,
 ) -> NodeResult:
     if not os.path.isdir(command.workdir):
         return NodeResult.failed(
@@ -324,7 +346,7 @@ def _launch(
         for process in processes:
             try:
                 counted = not running  # the first process: rank 0's lines on node 0
-                running.append(_start(process, command.workdir, log, lock, rule, counted, threads))
+                running.append(_start(process, command.workdir, log, lock, rule, counted, threads, steps))
             except OSError as error:
                 return NodeResult.failed(
                     f"cannot start `{shlex.join(process.argv)}` on {host}: {error.strerror or error}",

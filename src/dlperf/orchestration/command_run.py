@@ -12,11 +12,14 @@ from typing import Any
 from dlperf.command.identity import framework_label
 from dlperf.command.template import case_values, check_template, node_processes, rendezvous_for
 from dlperf.errors import DataError
+from dlperf.instrument import steps_file
 from dlperf.launch.base import RunJob
 from dlperf.metrics.noise import MachineLoad, noise_verdict
+from dlperf.peers.crosscheck import TOLERANCE
 from dlperf.peers.extract import Options, read_run
+from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
 from dlperf.peers.layout import LogInfo
-from dlperf.peers.registry import FORMATS, get_format
+from dlperf.peers.registry import BY_NAME, FORMATS, get_format
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
@@ -83,9 +86,42 @@ def noise_of(record: dict[str, Any]) -> dict[str, Any]:
     return noise_verdict(windows, loads).as_record()
 
 
-def read_figures(job: RunJob) -> dict[str, Any]:
-    """The reader's figures from the run's log (throughput, latency where printed, format, rule, lines kept);
-    DataError says why the log gives none."""
+def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The run's figures: from dlperf's instrumentation side file where the hook timed the steps (the script's
+    own printed figure beside it as the second reading), else the reader's from the run's log (throughput, latency
+    where printed, format, rule, lines kept); DataError says why neither gives one."""
+    spec = job.spec
+    script: dict[str, Any] | None = None
+    try:
+        script = _script_figures(job)
+    except DataError as error:
+        script_error = str(error)
+    timed = _timed_figures(job)
+    if timed is None:
+        if script is None:
+            raise DataError(script_error)
+        unplaced = next(
+            (c["instrument"]["not_placed"] for c in commands or [] if (c.get("instrument") or {}).get("not_placed")),
+            None,
+        )
+        if unplaced:
+            script["reading_notes"] = [*(script.get("reading_notes") or []), f"not timed by dlperf's hook: {unplaced}"]
+        return script
+    if script is not None:
+        timed["unit"] = script["unit"] if script.get("unit") in SAMPLE_UNITS else timed["unit"]
+        timed["cross_check"] = _script_check(timed, script)
+    else:
+        timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
+                                "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
+    timed["reading_notes"] = [f"timed by dlperf's start-up hook ({spec.instrument}): every optimizer step"]
+    return timed
+
+
+SAMPLE_UNITS = ("samples/s", "images/s", "sequences/s", "records/s")
+
+
+def _script_figures(job: RunJob) -> dict[str, Any]:
+    """The peer reader's figures from the run's log."""
     spec, log = job.spec, job.paths.log
     if not log.exists() or log.stat().st_size == 0:
         raise DataError("the command printed nothing")
@@ -94,6 +130,40 @@ def read_figures(job: RunJob) -> dict[str, Any]:
     if peer.get("status", "ok") != "ok":
         raise DataError(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+
+
+def _timed_figures(job: RunJob) -> dict[str, Any] | None:
+    """The figures of rank 0's instrumentation side file, with the run's own warm-up and window; None where the
+    hook was off, not placed, or timed fewer steps than a figure needs."""
+    spec = job.spec
+    steps = steps_file(job.paths.log.with_suffix(".steps"), 0)
+    if spec.instrument != "auto" or not steps.is_file() or steps.stat().st_size == 0:
+        return None
+    warmup = spec.log_warmup if spec.log_warmup is not None else spec.warmup_iters
+    warmup = warmup if isinstance(warmup, int) else BY_NAME[STEPS_FORMAT].warmup  # `auto`: the format's own
+    info = LogInfo(steps, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
+    try:
+        peer = read_run(info, Options(format=STEPS_FORMAT, warmup=warmup, window=spec.iters))
+    except DataError:
+        return None  # too few steps for a figure: the script's own reading stands alone
+    return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+
+
+def _script_check(timed: dict[str, Any], script: dict[str, Any]) -> dict[str, Any]:
+    """The script's own printed figure as the second reading of the instrumented one (where both count samples)."""
+    reading = f"the script's own figure ({script['format']}, {script['rule']} rule, {script['unit']})"
+    if script["unit"] not in SAMPLE_UNITS:
+        return {"agree": None, "second": script["throughput"], "reading": reading, "tolerance": TOLERANCE,
+                "note": "the script counts another unit: not compared"}  # fmt: skip
+    ratio = timed["throughput"] / script["throughput"]
+    check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": script["throughput"], "ratio": ratio,
+             "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
+    if not check["agree"]:
+        check["note"] = (
+            "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "
+            f"{'; '.join(script.get('reading_notes') or []) or 'see its format in docs/peer-logs.md'}"
+        )
+    return check
 
 
 def log_tail(job: RunJob, lines: int = TAIL_LINES) -> list[str]:

@@ -8,6 +8,7 @@ from dlperf.peers.formats import (
     declared,
     dllogger,
     dlperf_log,
+    dlperf_steps,
     hf_trainer,
     hugectr,
     keras,
@@ -44,7 +45,8 @@ FORMATS: tuple[PeerFormat, ...] = (
     *nanogpt.FORMATS,
     *tqdm_bar.FORMATS,
 )
-BY_NAME = {f.name: f for f in FORMATS}
+# named only: the instrumentation's side file is read by the run that wrote it, never detected
+BY_NAME = {f.name: f for f in (*FORMATS, *dlperf_steps.FORMATS)}
 
 
 def get_format(name: str) -> PeerFormat:
@@ -66,7 +68,7 @@ def detect(line: str) -> PeerFormat | None:
 def describe() -> str:
     """The `--list-formats` text: name, rules, default warm-up and window in iterations, unit, and the source."""
     rows = []
-    for f in FORMATS:
+    for f in BY_NAME.values():
         steps = "iterations" if f.steps_are_iterations else "progress events"
         window = "the last printed step" if f.last_only else "to the end of the run" if f.window is None else ""
         rows.append(

@@ -77,7 +77,8 @@ def describe() -> str:
             f"printed figure: {f.printed}\n    rule: {f.practice}"
         )
     rows.append(
-        "PATH.yaml\n    a format declared in YAML: `line:` a regex with named groups (iteration, throughput or "
-        "step_time, loss), unit, printed (global or per device), warmup, window (docs/peer-logs.md)"
+        "PATH.yaml\n    a format declared in YAML: `line:` a regex with named groups (iteration, throughput, "
+        "step_time or time, loss), unit, printed (global or per device), throughput_counts, per, warmup, window; "
+        "rates combine as samples over time (docs/peer-logs.md)"
     )
     return "\n".join(rows)

@@ -100,10 +100,28 @@ class Running:
         return f"rank {self.process.rank}" if self.process.rank is not None else f"node {self.process.node_rank}"
 
 
+@dataclass
+class RunLog:
+    """Node 0's log of the command's lines and, beside it, when each reached it: `<end offset> <monotonic s>` per
+    line written (`<run>.arrivals`, the arrival-time second reading, peers/arrivals.py)."""
+
+    log: IO[bytes]
+    arrivals: IO[bytes]
+
+    def write(self, line: bytes) -> None:
+        self.log.write(line)
+        self.log.flush()
+        self.arrivals.write(f"{self.log.tell()} {time.monotonic():.6f}\n".encode())
+
+    def close(self) -> None:
+        self.log.close()
+        self.arrivals.close()
+
+
 def _pump(
     stream: IO[bytes],
     prefix: bytes,
-    log: IO[bytes] | None,
+    log: RunLog | None,
     lock: threading.Lock,
     tail: collections.deque,
     rule: StopRule,
@@ -118,7 +136,6 @@ def _pump(
         with lock:
             if log is not None and not rule.reached.is_set():
                 log.write(line)
-                log.flush()
             sys.stdout.buffer.write(prefix + line)
             sys.stdout.buffer.flush()
         text = line.decode("utf-8", "replace").rstrip()
@@ -170,7 +187,7 @@ def thread_setting(processes: list[Process], cores: int) -> Threads:
 def _start(
     process: Process,
     workdir: str,
-    log: IO[bytes] | None,
+    log: RunLog | None,
     lock: threading.Lock,
     rule: StopRule,
     counted: bool,
@@ -341,7 +358,10 @@ def _launch(
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     lock = threading.Lock()
     running: list[Running] = []
-    log = open(spec.log_path, "ab") if node_rank == 0 else None  # noqa: SIM115 - closed in finally
+    log = None
+    if node_rank == 0:  # closed in finally
+        arrivals = Path(spec.log_path).with_suffix(".arrivals")
+        log = RunLog(open(spec.log_path, "ab"), open(arrivals, "ab"))  # noqa: SIM115
     try:
         for process in processes:
             try:

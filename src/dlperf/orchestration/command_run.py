@@ -15,10 +15,13 @@ from dlperf.errors import DataError
 from dlperf.instrument import steps_file
 from dlperf.launch.base import RunJob
 from dlperf.metrics.noise import MachineLoad, noise_verdict
-from dlperf.peers.crosscheck import TOLERANCE
+from dlperf.peers.arrivals import arrival_reading
+from dlperf.peers.base import RunShape
+from dlperf.peers.crosscheck import TOLERANCE, cross_check
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
 from dlperf.peers.layout import LogInfo
+from dlperf.peers.measure import Measured
 from dlperf.peers.registry import BY_NAME, FORMATS, get_format
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
@@ -100,6 +103,7 @@ def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> d
     if timed is None:
         if script is None:
             raise DataError(script_error)
+        script["cross_check"] = _arrival_check(job, script)
         unplaced = next(
             (c["instrument"]["not_placed"] for c in commands or [] if (c.get("instrument") or {}).get("not_placed")),
             None,
@@ -130,6 +134,25 @@ def _script_figures(job: RunJob) -> dict[str, Any]:
     if peer.get("status", "ok") != "ok":
         raise DataError(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+
+
+def _arrival_check(job: RunJob, script: dict[str, Any]) -> dict[str, Any]:
+    """The reader's figure against the arrival times of its own lines, where the log gives no other second reading;
+    DataError where they disagree by a factor of the run's shape or over 2x (the log contradicts itself)."""
+    check = script.get("cross_check") or {}
+    if check.get("second") is not None:
+        return check
+    named = job.spec.log_format
+    fmt = get_format(named if named != "auto" else script["format"])  # a declared format by its file, not its name
+    shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
+    second = arrival_reading(job.paths.log, fmt, script["warmup_iterations"], script["window_iterations"], shape)
+    if second is None:
+        return check
+    reading = "arrival times of its lines (dlperf's stamps) x the samples between them"
+    measured = Measured(throughput=script["throughput"], kept=script["kept_lines"], first_step=None, last_step=None,
+                        latency_ms=None, memory_mib=None, metrics={}, window_note=None, runs=1, second=second,
+                        second_reading=reading)  # fmt: skip
+    return cross_check(measured, script["rule"], script["unit"], shape)
 
 
 def _timed_figures(job: RunJob) -> dict[str, Any] | None:

@@ -379,6 +379,8 @@ def coerce(key: str, annotation: Any, value: Any) -> Any:
     text = str(annotation)
     if key == "warmup_iters" and value == AUTO:
         return value
+    if key == "instrument" and isinstance(value, bool):  # YAML reads `instrument: off` as false
+        return "auto" if value else "off"
     if "float" in text and _is_int(value):
         return float(value)
     if text == "bool" and not isinstance(value, bool):

@@ -113,7 +113,7 @@ def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> d
         return script
     if script is not None:
         timed["unit"] = script["unit"] if script.get("unit") in SAMPLE_UNITS else timed["unit"]
-        timed["cross_check"] = _script_check(timed, script)
+        timed["cross_check"] = _script_check(timed, script, getattr(spec.workload, "seq_length", None))
     else:
         timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
                                 "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
@@ -172,13 +172,17 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
 
 
-def _script_check(timed: dict[str, Any], script: dict[str, Any]) -> dict[str, Any]:
-    """The script's own printed figure as the second reading of the instrumented one (where both count samples)."""
+def _script_check(timed: dict[str, Any], script: dict[str, Any], tokens_per_sample: int | None) -> dict[str, Any]:
+    """The script's own printed figure as the second reading of the instrumented one: both in samples, or the
+    script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length)."""
     reading = f"the script's own figure ({script['format']}, {script['rule']} rule, {script['unit']})"
-    if script["unit"] not in SAMPLE_UNITS:
+    first = timed["throughput"]
+    if script["unit"] == "tokens/s" and tokens_per_sample:
+        first, reading = first * tokens_per_sample, f"{reading}, against the case's samples x {tokens_per_sample}"
+    elif script["unit"] not in SAMPLE_UNITS:
         return {"agree": None, "second": script["throughput"], "reading": reading, "tolerance": TOLERANCE,
                 "note": "the script counts another unit: not compared"}  # fmt: skip
-    ratio = timed["throughput"] / script["throughput"]
+    ratio = first / script["throughput"]
     check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": script["throughput"], "ratio": ratio,
              "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
     if not check["agree"]:

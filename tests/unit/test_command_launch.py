@@ -1,14 +1,13 @@
 """How a `--command`'s processes are started and reported: OMP_NUM_THREADS as torchrun sets it, the line a
-failure quotes, the command's own environment in the version lookup, and the console's unit."""
+failure quotes, the command's own environment as its `env` words give it, and the console's unit (the version
+asked in that environment: tests/e2e/test_frameworks.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 from dlperf.cli.display import run_line
-from dlperf.command.identity import command_line, framework_version, interpreter
+from dlperf.command.identity import command_line, interpreter
 from dlperf.command.template import Rendezvous, node_processes
 from dlperf.launch.command_node import last_words, thread_setting
 
@@ -71,27 +70,6 @@ def test_command_line_reads_env_options_into_the_environment():
     assert command_line(["/bin/sh", "-c", "X=1 python t.py | tee log"]).assigned == {"X": "1"}
     assert interpreter(["env", "-u", "RANK", sys.executable, "t.py"]) == sys.executable
     assert interpreter(["env", "-S", f"{sys.executable} -u", "t.py"]) == sys.executable
-
-
-def _site(root: Path, version: str, metadata: bool = True) -> Path:
-    """A folder holding a package `fakefw` at `version`, installed (dist-info) or as a bare source tree."""
-    (root / "fakefw").mkdir(parents=True)
-    (root / "fakefw" / "__init__.py").write_text(f"__version__ = '{version}'\n")
-    if metadata:
-        info = root / f"fakefw-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fakefw\nVersion: {version}\n")
-    return root
-
-
-def test_version_is_the_one_the_commands_own_environment_loads(tmp_path):
-    one, two = _site(tmp_path / "one", "4.57.1"), _site(tmp_path / "two", "5.2.0")
-    source = _site(tmp_path / "src", "6.0.dev0", metadata=False)
-    env = {**os.environ, "PYTHONPATH": str(one)}
-    assert framework_version("fakefw", [sys.executable, "t.py"], str(tmp_path), env) == "4.57.1"
-    assert framework_version("fakefw", ["env", f"PYTHONPATH={two}", sys.executable, "t.py"], None, env) == "5.2.0"
-    assert framework_version("fakefw", ["env", "-u", "PYTHONPATH", sys.executable, "t.py"], None, env) is None
-    assert framework_version("fakefw", ["env", f"PYTHONPATH={source}:{one}", sys.executable], None, env) == "6.0.dev0"
 
 
 def test_console_names_the_records_unit():

@@ -116,3 +116,14 @@ def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batc
     assert record["throughput"] == pytest.approx(steps_figure(steps, 8, 12, batch), rel=1e-9)
     assert all(line.split()[2] == str(batch) for line in steps.read_text().splitlines())  # the framework's batch
     assert fmt in record["cross_check"]["reading"] and record["cross_check"]["second"] > 0
+
+
+def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path):
+    script = tmp_path / "diverges.py"
+    script.write_text((SCRIPTS / "silent_torch_loop.py").read_text() + "\nprint('step 30 loss nan', flush=True)\n")
+    command = f"{sys.executable} {script} --batch-size {{batch_size}} --steps 30"
+    done = run_dlperf(["run", "--batch-size", "4", "--command", command, "--warmup-iters", "5", "--iters", "20",
+                       "--out", str(tmp_path / "out")])  # fmt: skip
+    record = the_record(tmp_path / "out")
+    assert done.returncode == 1 and record["status"] == "failed" and "NaN loss" in record["error"]
+    assert next((tmp_path / "out").rglob("*.steps.rank0")).read_text().count("\n") == 30  # it was timed

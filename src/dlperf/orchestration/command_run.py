@@ -89,36 +89,44 @@ def noise_of(record: dict[str, Any]) -> dict[str, Any]:
     return noise_verdict(windows, loads).as_record()
 
 
+class ScriptFailed(DataError):
+    """The script's log says its run failed (a NaN loss, an error after training): no timing makes that a figure."""
+
+
 def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The run's figures: from dlperf's instrumentation side file where the hook timed the steps (the script's
     own printed figure beside it as the second reading), else the reader's from the run's log (throughput, latency
     where printed, format, rule, lines kept); DataError says why neither gives one."""
-    spec = job.spec
     script: dict[str, Any] | None = None
     try:
         script = _script_figures(job)
+    except ScriptFailed:
+        raise
     except DataError as error:
         script_error = str(error)
     timed = _timed_figures(job)
     if timed is None:
         if script is None:
             raise DataError(script_error)
-        script["cross_check"] = _arrival_check(job, script)
-        unplaced = next(
-            (c["instrument"]["not_placed"] for c in commands or [] if (c.get("instrument") or {}).get("not_placed")),
-            None,
-        )
-        if unplaced:
-            script["reading_notes"] = [*(script.get("reading_notes") or []), f"not timed by dlperf's hook: {unplaced}"]
-        return script
+        return _script_only(job, script, commands or [])
     if script is not None:
         timed["unit"] = script["unit"] if script.get("unit") in SAMPLE_UNITS else timed["unit"]
-        timed["cross_check"] = _script_check(timed, script, getattr(spec.workload, "seq_length", None))
+        timed["cross_check"] = _script_check(timed, script, getattr(job.spec.workload, "seq_length", None))
     else:
         timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
                                 "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
-    timed["reading_notes"] = [f"timed by dlperf's start-up hook ({spec.instrument}): every optimizer step"]
+    timed["reading_notes"] = ["timed by dlperf's start-up hook: every optimizer step"]
     return timed
+
+
+def _script_only(job: RunJob, script: dict[str, Any], commands: list[dict[str, Any]]) -> dict[str, Any]:
+    """The reader's figures alone, checked against the arrival times of its lines; why the hook did not time it."""
+    script["cross_check"] = _arrival_check(job, script)
+    found = (c.get("instrument") or {} for c in commands)
+    unplaced = next((i["not_placed"] for i in found if i.get("not_placed")), None)
+    if unplaced:
+        script["reading_notes"] = [*(script.get("reading_notes") or []), f"not timed by dlperf's hook: {unplaced}"]
+    return script
 
 
 SAMPLE_UNITS = ("samples/s", "images/s", "sequences/s", "records/s")
@@ -132,7 +140,7 @@ def _script_figures(job: RunJob) -> dict[str, Any]:
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
     peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
     if peer.get("status", "ok") != "ok":
-        raise DataError(str(peer.get("error")))
+        raise ScriptFailed(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
 
 

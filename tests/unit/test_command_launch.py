@@ -77,3 +77,16 @@ def test_console_names_the_records_unit():
               "throughput": 12.5, "unit": "images/s"}  # fmt: skip
     assert "12.50 images/s" in run_line(record)
     assert "12.50 samples/s" in run_line({**record, "unit": None})
+
+
+def test_the_hook_goes_first_on_the_pythonpath_the_program_gets():
+    from dlperf.instrument import STARTUP, place
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": "/site"}
+    plain = place([sys.executable, "t.py"], env, "/r/run.steps")
+    assert plain.reason is None and plain.env["PYTHONPATH"] == f"{STARTUP}:/site"
+    assert plain.env["DLPERF_STEPS"] == "/r/run.steps" and plain.argv == [sys.executable, "t.py"]
+    own = place(["env", "-u", "RANK", "PYTHONPATH=/hf4", sys.executable, "t.py"], env, "/r/run.steps")
+    assert own.argv == ["env", "-u", "RANK", f"PYTHONPATH={STARTUP}:/hf4", sys.executable, "t.py"]
+    assert place(["/bin/true"], env, "p").reason == "its program is not Python (nor a script with a Python #! line)"
+    assert place(["env", "-i", sys.executable, "t.py"], env, "p").reason == "it clears its environment (env -i)"

@@ -130,3 +130,20 @@ def test_keras_running_means_and_the_rate_column_are_not_the_figure():
     assert keras("keras/1n1g/mlp-verbose1_b32_fp32_1.log", 32) != pytest.approx(naive, rel=0.02)
     rates = [float(r) for r in re.findall(r"Time: [\d.]+s,\s*([\d.]+)/s", text("timm/1n1g/test-resnet_b8_fp32_1.log"))]
     assert timm("timm/1n1g/test-resnet_b8_fp32_1.log") != pytest.approx(statistics.fmean(rates[3:]), rel=0.02)
+
+
+def test_a_validation_bar_between_training_redraws_is_not_training(tmp_path):
+    """Lightning's TQDM bar (rate = count / elapsed) paused by a validation bar: count / rate stamps the training
+    bar (1.0 s at 10, 12.5 s at 100), the validation bar's 20 iterations are not counted."""
+    from dlperf.peers.layout import LogInfo
+
+    log = tmp_path / "bars.log"
+    log.write_text(
+        "Epoch 0:  10%|█         | 10/100 [00:01<00:09, 10.00it/s]\r"
+        "Epoch 0:  50%|█████     | 50/100 [00:05<00:05, 10.00it/s]\n"
+        "Validation DataLoader 0: 100%|██████████| 20/20 [00:02<00:00, 10.00it/s]\n"
+        "Epoch 0: 100%|██████████| 100/100 [00:12<00:00,  8.00it/s]\n"
+    )
+    record = read_run(LogInfo(log, "mlp", 1, 1, 4, "fp32", 1), Options())
+    assert record["format"] == "tqdm" and record["kept_steps"] == [50, 100]
+    assert record["throughput"] == pytest.approx((100 - 10) * 4 / (12.5 - 1.0))

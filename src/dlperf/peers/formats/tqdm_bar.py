@@ -7,8 +7,10 @@ A bar's count is of iterations (each the case's global batch); its `[elapsed<rem
 seconds. tqdm's rate is an exponential moving average unless the bar is made with `smoothing=0` (Lightning's
 is), and then it is count / elapsed: where the rate and the clock agree on that, count / rate is the bar's time to
 the hundredth of the rate, else the clock's second (+-0.5 s). Bars one after another (an epoch each) are laid end
-to end: the time between them (validation, an epoch's end) is not counted. A figure the clock's rounding leaves
-unknown to 2 % is refused (measure.PRECISION): a short run needs dlperf run's instrumentation.
+to end: the time between them (an epoch's end) is not counted; evaluation bars (`Validation ...`, `Sanity
+Checking`, `Testing`) are not training and are skipped, while a training bar's own clock runs on through them. A
+figure the clock's rounding leaves unknown to 2 % is refused (measure.PRECISION): a short run needs dlperf run's
+instrumentation.
 
 Rule: the first 5 iterations skipped; samples (iterations x the global batch) over the bars' time after them.
 """
@@ -43,14 +45,18 @@ def bar_time(n: int, clock: int, rate: str, unit: str) -> tuple[float, float]:
     return clock + 0.5, 0.5
 
 
+# bars of evaluation, not training (Lightning's `Validation DataLoader 0`, `Sanity Checking`, `Testing`, ...)
+EVALUATION = ("val", "test", "predict", "sanity", "eval")
+
+
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     offset_steps, offset_time, desc, last_n, last_time = 0, 0.0, None, 0, 0.0
     for line in lines:
         m = BAR.search(line) if ("it/s" in line or "s/it" in line) else None
-        if m is None:
+        if m is None or m["desc"].strip().lower().startswith(EVALUATION):
             continue
         n, name = int(m["n"]), m["desc"].strip()
-        if name != desc or n < last_n:  # a new bar: laid after the one before
+        if name != desc or n < last_n:  # a new training bar (an epoch): laid after the one before
             offset_steps, offset_time, desc = offset_steps + last_n, offset_time + last_time, name
         seconds, off = bar_time(n, _clock(m["clock"]), m["rate"], m["unit"])
         last_n, last_time = n, seconds

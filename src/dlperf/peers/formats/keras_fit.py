@@ -53,7 +53,7 @@ class _Epoch:
         elapsed = int(m["elapsed"] or (m["clock"] if final and m["clock"].isdigit() else 0))
         if final and not validated and elapsed and 0.5 / elapsed < (resolution / seconds if seconds else 1.0):
             seconds, resolution = elapsed / steps, 0.5 / steps
-            note = f"Keras' printed epoch time ({elapsed}s, whole seconds) / {steps} steps: finer than its step time"
+            note = "Keras' printed epoch time (whole seconds) / the epoch's steps, where finer than its step time"
         if m is self.last and validated:
             note += "; it includes the validation after the epoch (Keras' own figure)"
         return Point(step=offset + steps, start=offset, seconds=seconds, resolution=resolution, note=note)

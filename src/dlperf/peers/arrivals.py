@@ -3,9 +3,10 @@
 reader's points carry a time even where the script prints none: samples between the points (their steps x the
 global batch) over the arrival times between them, in the same warm-up and window.
 
-It can only check: a program that buffers its output delivers lines in bursts, so a reading whose lines mostly
-arrive together is dropped, not used; a figure that disagrees with it is checked by the same rules as any
-second reading (peers/crosscheck.py: refused where off by a factor of the run's shape or over 2x).
+It can only check: a program that buffers its output delivers lines in bursts, and lines printed less than 20 ms
+apart time their own printing as much as the training, so such readings are dropped, not used; a figure that
+disagrees with it is checked by the same rules as any second reading (peers/crosscheck.py: refused where off by a
+factor of the run's shape or over 2x).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from dlperf.peers.textlines import strip_prefixes
 
 BURST_S = 1e-3  # lines closer than this arrived in one write of a buffered program
 BURSTY = 0.5  # a reading whose kept points mostly arrived in bursts is no reading
+# Printing a line and carrying it to the log costs about a millisecond, more on a loaded machine: lines that come
+# less than this far apart on average time the printing as much as the training, and give no reading.
+MIN_GAP_S = 0.02
 
 
 def stamped_lines(log: Path, arrivals: Path) -> Iterator[tuple[float, str]]:
@@ -43,7 +47,7 @@ def arrival_reading(log: Path, fmt: PeerFormat, warmup: int, window: int | None,
     if not arrivals.is_file() or not fmt.steps_are_iterations or fmt.last_only:
         return None
     clock = [0.0]
-    gaps = [0, 0]  # steps that advanced, and of them those that arrived in a burst
+    gaps = [0, 0, 0.0]  # steps that advanced, those of them that arrived in a burst, and their time
 
     def lines() -> Iterator[str]:
         for when, line in stamped_lines(log, arrivals):
@@ -60,6 +64,7 @@ def arrival_reading(log: Path, fmt: PeerFormat, warmup: int, window: int | None,
             if previous is not None and point.step > previous.step:
                 gaps[0] += 1
                 gaps[1] += clock[0] - previous.timestamp < BURST_S
+                gaps[2] += clock[0] - previous.timestamp
                 each = point.speed * point.seconds if point.speed and point.seconds else shape.global_batch
                 samples += (point.step - previous.step) * each
             point = dataclasses.replace(point, timestamp=clock[0], samples=samples, resolution=None, check=None)
@@ -71,6 +76,6 @@ def arrival_reading(log: Path, fmt: PeerFormat, warmup: int, window: int | None,
         measured: Measured = measure(stamped(), timed, "timestamp", warmup, window, shape)
     except DataError:
         return None
-    if not gaps[0] or gaps[1] > BURSTY * gaps[0] or measured.kept < 2:
+    if not gaps[0] or gaps[1] > BURSTY * gaps[0] or gaps[2] / gaps[0] < MIN_GAP_S or measured.kept < 2:
         return None
     return measured.throughput

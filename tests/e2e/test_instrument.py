@@ -115,7 +115,8 @@ def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batc
     assert record["framework"].startswith(f"{module} ") and "unknown" not in record["framework"]
     assert record["throughput"] == pytest.approx(steps_figure(steps, 8, 12, batch), rel=1e-9)
     assert all(line.split()[2] == str(batch) for line in steps.read_text().splitlines())  # the framework's batch
-    assert fmt in record["cross_check"]["reading"] and record["cross_check"]["second"] > 0
+    check = record["cross_check"]  # the script's own figure, or why its rounding gives none (Keras' fast steps)
+    assert (fmt in (check["reading"] or "") and check["second"] > 0) or "printed too coarsely" in check["note"]
 
 
 def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path):

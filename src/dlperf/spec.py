@@ -31,6 +31,7 @@ DEFAULT_PRINT_EVERY = 20
 EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
 COMMAND_PER = ("rank", "node")
 LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")  # whose launcher's variables a command's processes get
+INSTRUMENT = ("auto", "off")  # dlperf's start-up hook on a Python command's PYTHONPATH (dlperf.instrument)
 LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}$")  # a label or framework name is a file-name token
 AUTO = "auto"
 # `dlperf maxbatch --memory-cap`: the bytes a probe's rank may use, set by the parent, applied by the engine (a
@@ -187,6 +188,14 @@ class RunSpec:
         bound="non-negative",
         group=COMMAND_GROUP,
     )
+    instrument: str = setting(
+        "auto",
+        "auto: a Python command's optimizer steps are timed by dlperf's start-up hook (the record's figure, with "
+        "--warmup-iters and --iters as native runs; the script's own printed figure is the second reading); off: "
+        "the script's log alone",
+        choices=INSTRUMENT,
+        group=COMMAND_GROUP,
+    )
     straggler_pct: float = setting(
         5.0, "flag a rank this many percent slower than the median rank", bound="non-negative", group=TIMING_GROUP
     )
@@ -303,6 +312,7 @@ class RunSpec:
         """The values of the options that shape a command's run, each of its own type and range."""
         choose("command_per", self.command_per, COMMAND_PER)
         choose("launch_env", self.launch_env, LAUNCH_ENVS)
+        choose("instrument", self.instrument, INSTRUMENT)
         if not isinstance(self.shell, bool):
             raise ConfigError(f"{flag('shell')} must be true or false, got {self.shell!r}")
         if not isinstance(self.log_format, str) or not self.log_format:
@@ -401,6 +411,8 @@ def coerce(key: str, annotation: Any, value: Any) -> Any:
     text = str(annotation)
     if key in AUTO_KEYS and value == AUTO:
         return value
+    if key == "instrument" and isinstance(value, bool):  # YAML reads `instrument: off` as false
+        return "auto" if value else "off"
     if "float" in text and _is_int(value):
         return float(value)
     if text == "bool" and not isinstance(value, bool):

@@ -78,13 +78,18 @@ def run_line(record: dict[str, Any]) -> str:
     head = f"{record['model']} {record['case']} {record['group']} #{record['repeat']}"
     if record["status"] != "ok":
         return f"{head}: FAILED: {record.get('error')}"
-    line = f"{head}: {record['throughput']:.2f} samples/s"
+    line = f"{head}: {record['throughput']:.2f} {unit_of(record)}"
     latency, kind = latency_of(record)
     if latency is not None:
         line += f", {latency:.1f} ms/iter ({kind})"
     if record.get("tflops_per_device") is not None:  # None where the step counts no FLOPs (JAX's ResNet)
         line += f", {record['tflops_per_device']:.3g} TFLOP/s per device, MFU {percent(record.get('mfu'))}"
     return line + console_flags(record)
+
+
+def unit_of(record: dict[str, Any]) -> str:
+    """What the record's throughput counts: a peer reader's unit (`images/s`, `tokens/s`), else samples/s."""
+    return record.get("unit") or "samples/s"
 
 
 def latency_of(record: dict[str, Any]) -> tuple[float | None, str]:
@@ -149,9 +154,10 @@ def show_record(record: dict[str, Any], path: str) -> None:
 
 def show_external(record: dict[str, Any], path: str) -> None:
     """An external run's record: what its log reader found."""
+    unit = unit_of(record)
     rows = [
-        ("throughput (samples/s)", f"{record['throughput']:.2f}"),
-        ("per device (samples/s)", f"{record['throughput_per_device']:.2f}"),
+        (f"throughput ({unit})", f"{record['throughput']:.2f}"),
+        (f"per device ({unit})", f"{record['throughput_per_device']:.2f}"),
     ]
     if (record.get("latency_ms") or {}).get("mean") is not None:
         rows.append(("latency mean (ms)", f"{record['latency_ms']['mean']:.2f}"))

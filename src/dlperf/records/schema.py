@@ -234,6 +234,10 @@ class ExternalRunRecord(RunRecord, PeerReading):
     host_memory_mib_sampled: float | None = doc("peak memory of the command's process tree, sampled every 0.5 s")
     gpu_memory_mib_sampled: float | None = doc("its GPU memory, sampled the same way (NVML; else `memory_note`)")
     memory_note: str | None = doc("why a sampled memory figure is missing")
+    threads: list[dict[str, Any]] | None = doc(
+        "per node: the command processes' OMP_NUM_THREADS (`value`), who set it (`set_by`: dlperf as torchrun does,"
+        " usable cores / processes; the environment; or a per-node command's own launcher), `cores`, `processes`"
+    )
 
 
 @dataclass(frozen=True)

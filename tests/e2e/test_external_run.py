@@ -17,6 +17,7 @@ import pytest
 from conftest import run_dlperf
 
 from dlperf.command.template import node_processes, rendezvous_for
+from dlperf.launch.command_node import DLPERF_SETS
 from dlperf.launch.sbatch import spec_flags
 from dlperf.orchestration.run import plan_jobs
 from dlperf.workloads import check_spec, spec_from_mapping
@@ -171,8 +172,7 @@ def test_output_no_reader_knows_is_a_failed_record(tmp_path, monkeypatch):
     assert record["error"].endswith("pass --log-format NAME")  # `dlperf run`'s flag, not extract's --format
     cores = len(os.sched_getaffinity(0))
     assert record["log_tail"] == [f"hello, no throughput here {cores}"]
-    assert record["threads"] == [{"value": str(cores), "set_by": "dlperf: usable cores / processes on the node",
-                                  "cores": cores, "processes": 1}]  # fmt: skip
+    assert record["threads"] == [{"value": str(cores), "set_by": DLPERF_SETS, "cores": cores, "processes": 1}]
 
 
 def test_missing_program_is_a_failed_record(tmp_path):

@@ -60,6 +60,10 @@ def test_threads_as_torchrun_sets_them_unless_set(monkeypatch):
     assert thread_setting(ranks, cores=8).value == "2" and thread_setting(ranks, cores=8).env() == {}
     unset = thread_setting(node_processes("env -u OMP_NUM_THREADS python t.py", RDZV, 0), cores=8)
     assert unset.value is None and unset.env() == {}
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    # a sweep's share: the same threads per process in every topology (1n1g beside 1n2g on 2 cores: 1 each)
+    shared = thread_setting(ranks[:1], cores=2, share=1)
+    assert (shared.value, shared.env()) == ("1", {"OMP_NUM_THREADS": "1"})
 
 
 def test_command_line_reads_env_options_into_the_environment():

@@ -166,13 +166,15 @@ class Threads:
         return {THREADS: self.value} if self.set_by == DLPERF_SETS and self.value is not None else {}
 
 
-DLPERF_SETS = "dlperf: usable cores / processes on the node"
+DLPERF_SETS = "dlperf: the run's CPU share per process (--cpu-threads; auto: usable cores / processes)"
 
 
-def thread_setting(processes: list[Process], cores: int) -> Threads:
+def thread_setting(processes: list[Process], cores: int, share: int | None = None) -> Threads:
     """OMP_NUM_THREADS for each process, as torchrun decides it for its workers: left as set (in dlperf's
-    environment or by the command's own `env VAR=...`), else the node's usable cores shared by its processes. One
-    process per node (`--command-per node`) starts its own workers, whose launcher decides: dlperf sets nothing."""
+    environment or by the command's own `env VAR=...`), else the run's CPU share (`share`: the spec's
+    `cpu_threads`, the same in every topology of a sweep), else the node's usable cores shared by its processes.
+    One process per node (`--command-per node`) starts its own workers, whose launcher decides: dlperf sets
+    nothing."""
     line = command_line(processes[0].argv)
     given = line.environment({**os.environ, **processes[0].env}).get(THREADS)
     if given is None and (line.cleared or THREADS in line.unset):  # the command removes what anybody sets
@@ -181,7 +183,8 @@ def thread_setting(processes: list[Process], cores: int) -> Threads:
         return Threads(given, "the environment", cores, len(processes))
     if processes[0].rank is None:
         return Threads(None, "the command's own launcher (--command-per node)", cores, len(processes))
-    return Threads(str(max(1, cores // len(processes))), DLPERF_SETS, cores, len(processes))
+    value = share if share is not None else max(1, cores // len(processes))
+    return Threads(str(value), DLPERF_SETS, cores, len(processes))
 
 
 def _start(
@@ -329,7 +332,9 @@ def launch(spec: AgentSpec) -> NodeResult:
                           addrs)  # fmt: skip
     processes = node_processes(command.template, rdzv, node_rank, command.per, command.shell)
     rule = stop_rule(command, node_rank)
-    threads, steps = thread_setting(processes, usable_cores()), steps_prefix(spec)
+    share = spec.run.get("cpu_threads")
+    threads = thread_setting(processes, usable_cores(), share if isinstance(share, int) else None)
+    steps = steps_prefix(spec)
     if steps and node_rank == 0:  # a run again in the same folder: its side files start empty
         for stale in Path(steps).parent.glob(f"{Path(steps).name}.rank*"):
             stale.unlink(missing_ok=True)

@@ -235,8 +235,9 @@ class ExternalRunRecord(RunRecord, PeerReading):
     gpu_memory_mib_sampled: float | None = doc("its GPU memory, sampled the same way (NVML; else `memory_note`)")
     memory_note: str | None = doc("why a sampled memory figure is missing")
     threads: list[dict[str, Any]] | None = doc(
-        "per node: the command processes' OMP_NUM_THREADS (`value`), who set it (`set_by`: dlperf as torchrun does,"
-        " usable cores / processes; the environment; or a per-node command's own launcher), `cores`, `processes`"
+        "per node: the command processes' OMP_NUM_THREADS (`value`), who set it (`set_by`: dlperf, the run's CPU"
+        " share, as torchrun's usable cores / processes for a run alone; the environment; or a per-node command's own"
+        " launcher), `cores`, `processes`"
     )
 
 

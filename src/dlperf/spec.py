@@ -34,6 +34,7 @@ DEFAULT_PRINT_EVERY = 20
 EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
 COMMAND_PER = ("rank", "node")
 LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")  # whose launcher's variables a command's processes get
+INSTRUMENT = ("auto", "off")  # dlperf's start-up hook on a Python command's PYTHONPATH (dlperf.instrument)
 LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}$")  # a label or framework name is a file-name token
 AUTO = "auto"
 # `dlperf maxbatch --memory-cap`: the bytes a probe's rank may use, set by the parent, applied by the engine (a
@@ -53,16 +54,25 @@ def setting(
     choices: tuple[str, ...] = (),
     engines: tuple[str, ...] = (),
     group: str | None = None,
-    flag: str | None = None,
+    flag: str | tuple[str, ...] | None = None,
     factory: Any = None,
+    positional: str | None = None,
+    metavar: str | None = None,
+    required: bool = False,
+    stored: bool = False,
 ) -> Any:
-    """A config field that carries its flag: `help` (the CLI adds the default), `bound` ("positive",
-    "non-negative" or "positive or auto": the flag's number type), `choices` (else a `Literal[...]` annotation's),
-    `engines` (the only engines that read it; empty: every engine), the `--help` group (a workload's fields:
-    its own) and the flag's name where it is not the field's (`--ssh-option` for `ssh_options`). The flag's type
-    comes from the annotation; a tuple field's flag is repeatable. `factory` makes a default at construction
-    (the flag's default then says none was given)."""
-    metadata = {"help": help, "bound": bound, "choices": choices, "engines": engines, "group": group, "flag": flag}
+    """A field that carries its command-line flag, for run specs, workload configs and every command's options:
+    `help` (the CLI adds the default), `bound` ("positive", "non-negative", "positive or auto" or "non-empty": the
+    flag's value type), `choices` (else a `Literal[...]` annotation's), `engines` (the only engines that read it;
+    empty: every engine), the `--help` group, the flag's name(s) where they are not the field's (`--ssh-option`
+    for `ssh_options`), `positional` (an argument, not a flag: argparse's nargs, "1" for exactly one), `metavar`,
+    `required`, and `stored` (a sweep's folder keeps it for --resume). The value's type comes from the
+    annotation; a tuple field's flag is repeatable. `factory` makes a default at construction (the flag's default
+    then says none was given)."""
+    metadata = {
+        "help": help, "bound": bound, "choices": choices, "engines": engines, "group": group, "flag": flag,
+        "positional": positional, "metavar": metavar, "required": required, "stored": stored,
+    }  # fmt: skip
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -181,6 +191,14 @@ class RunSpec:
         bound="non-negative",
         group=COMMAND_GROUP,
     )
+    instrument: str = setting(
+        "auto",
+        "auto: a Python command's optimizer steps are timed by dlperf's start-up hook (the record's figure, with "
+        "--warmup-iters and --iters as native runs; the script's own printed figure is the second reading); off: "
+        "the script's log alone",
+        choices=INSTRUMENT,
+        group=COMMAND_GROUP,
+    )
     straggler_pct: float = setting(
         5.0, "flag a rank this many percent slower than the median rank", bound="non-negative", group=TIMING_GROUP
     )
@@ -297,6 +315,7 @@ class RunSpec:
         """The values of the options that shape a command's run, each of its own type and range."""
         choose("command_per", self.command_per, COMMAND_PER)
         choose("launch_env", self.launch_env, LAUNCH_ENVS)
+        choose("instrument", self.instrument, INSTRUMENT)
         if not isinstance(self.shell, bool):
             raise ConfigError(f"{flag('shell')} must be true or false, got {self.shell!r}")
         if not isinstance(self.log_format, str) or not self.log_format:
@@ -409,6 +428,8 @@ def coerce(owner: type, key: str, value: Any) -> Any:
     kinds = _kinds(hint)
     if key in AUTO_KEYS and value == AUTO:
         return value
+    if key == "instrument" and isinstance(value, bool):  # YAML reads `instrument: off` as false
+        return "auto" if value else "off"
     if float in kinds and _is_int(value):
         return float(value)
     if hint is bool and not isinstance(value, bool):

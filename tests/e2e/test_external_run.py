@@ -17,6 +17,7 @@ import pytest
 from conftest import run_dlperf
 
 from dlperf.command.template import node_processes, rendezvous_for
+from dlperf.launch.command_node import DLPERF_SETS
 from dlperf.launch.sbatch import spec_flags
 from dlperf.orchestration.run import plan_jobs
 from dlperf.workloads import check_spec, spec_from_mapping
@@ -69,6 +70,7 @@ def test_pytorch_script_sweep_on_one_and_two_ranks_is_reported(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
         f"model: resnet50\nbatch_size: 4\ndevices_per_node: [1, 2]\nrepeats: 1\ncommand: {json.dumps(IMAGENET)}\n"
+        "instrument: off\n"  # the script's own lines are the figure here (YAML's off, a boolean, is read as `off`)
     )
     out = tmp_path / "out"
     done = run_dlperf(["sweep", str(sweep), "--out", str(out)])
@@ -117,7 +119,8 @@ def test_per_node_command_starts_its_own_workers(tmp_path):
         f"--master-addr {{master_addr}} --master-port {{master_port}} {SCRIPTS / 'pytorch_imagenet_style.py'} "
         "--batch-size {batch_size} --iters 22"
     )
-    args = ["run", "--batch-size", "2", "--devices-per-node", "2", "--command", template, "--command-per", "node"]
+    args = ["run", "--batch-size", "2", "--devices-per-node", "2", "--command", template, "--command-per", "node",
+            "--instrument", "off"]  # fmt: skip
     done = run_dlperf([*args, "--out", str(tmp_path)])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (record,) = records(tmp_path)
@@ -159,13 +162,17 @@ def test_hanging_command_times_out_with_its_tail_and_leaves_nothing(tmp_path):
     assert stray(marker) == []
 
 
-def test_output_no_reader_knows_is_a_failed_record(tmp_path):
-    command = f"{sys.executable} -c \"print('hello, no throughput here')\""
+def test_output_no_reader_knows_is_a_failed_record(tmp_path, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS")  # dlperf sets it as torchrun does: the usable cores / the processes
+    command = f"{sys.executable} -c \"import os; print('hello, no throughput here', os.environ['OMP_NUM_THREADS'])\""
     done = run_dlperf(["run", "--command", command, "--out", str(tmp_path)])
     assert done.returncode == 1
     (record,) = records(tmp_path)
     assert record["status"] == "failed" and record["error"].startswith("its output gives no throughput: no line of")
-    assert record["log_tail"] == ["hello, no throughput here"]
+    assert record["error"].endswith("pass --log-format NAME")  # `dlperf run`'s flag, not extract's --format
+    cores = len(os.sched_getaffinity(0))
+    assert record["log_tail"] == [f"hello, no throughput here {cores}"]
+    assert record["threads"] == [{"value": str(cores), "set_by": DLPERF_SETS, "cores": cores, "processes": 1}]
 
 
 def test_missing_program_is_a_failed_record(tmp_path):

@@ -4,6 +4,7 @@ in the series key, and `report --by framework` with one row per framework and no
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -97,6 +98,27 @@ def test_interpreter_and_version_from_the_command_itself(tmp_path):
 
     assert framework_version("pytorch", [sys.executable, "t.py"]) == version("torch")
     assert framework_version("no-such-framework", [sys.executable, "t.py"]) is None
+
+
+def _site(root: Path, version: str, metadata: bool = True) -> Path:
+    """A folder holding a package `fakefw` at `version`, installed (dist-info) or as a bare source tree."""
+    (root / "fakefw").mkdir(parents=True)
+    (root / "fakefw" / "__init__.py").write_text(f"__version__ = '{version}'\n")
+    if metadata:
+        info = root / f"fakefw-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fakefw\nVersion: {version}\n")
+    return root
+
+
+def test_version_is_the_one_the_commands_own_environment_loads(tmp_path):
+    one, two = _site(tmp_path / "one", "4.57.1"), _site(tmp_path / "two", "5.2.0")
+    source = _site(tmp_path / "src", "6.0.dev0", metadata=False)
+    env = {**os.environ, "PYTHONPATH": str(one)}
+    assert framework_version("fakefw", [sys.executable, "t.py"], str(tmp_path), env) == "4.57.1"
+    assert framework_version("fakefw", ["env", f"PYTHONPATH={two}", sys.executable, "t.py"], None, env) == "5.2.0"
+    assert framework_version("fakefw", ["env", "-u", "PYTHONPATH", sys.executable, "t.py"], None, env) is None
+    assert framework_version("fakefw", ["env", f"PYTHONPATH={source}:{one}", sys.executable], None, env) == "6.0.dev0"
 
 
 def test_image_size_and_command_label_split_series():

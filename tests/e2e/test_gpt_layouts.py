@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from gpt_layouts import losses
+from layouts import launch, losses
 
 from dlperf.engines.base import RankEnv
 from dlperf.engines.torch.engine import TorchEngine
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).parents[1] / "helpers"
 TWO_PROCESS = [{}, {"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}, {"pp": 2, "pp_schedule": "1f1b"}]  # {}: DP=2
 # DP2xTP2, TP2xPP2, DP2xPP2 with DDP and with FSDP2: one launch each, since meshes over 4 ranks are not rebuilt
 # in one process
@@ -28,31 +22,13 @@ FOUR_PROCESS = [{"tp": 2}, {"tp": 2, "pp": 2}, {"pp": 2}, {"pp": 2, "dp_mode": "
 def single_process() -> list[float]:
     engine = TorchEngine()
     engine.rank = RankEnv(rank=0, world_size=1, local_rank=0, local_world_size=1)
-    return losses({}, engine)
-
-
-def launch(tmp_path: Path, nproc: int, layouts: list[dict]) -> list[list[float]]:
-    """One torchrun launch runs every layout in turn in the same processes."""
-    out = tmp_path / f"losses{nproc}.json"
-    torchrun = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--standalone",
-         str(HERE / "gpt_layouts.py"), str(out), json.dumps(layouts)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        _, stderr = torchrun.communicate(timeout=240)
-    finally:  # a hung rank must not outlive the test: stop torchrun's whole session, workers included
-        if torchrun.poll() is None:
-            os.killpg(torchrun.pid, signal.SIGKILL)
-            torchrun.wait()
-    assert torchrun.returncode == 0, stderr[-3000:]
-    return json.loads(out.read_text())
+    return losses("gpt", {}, engine)
 
 
 @pytest.mark.parametrize(("nproc", "layouts"), [(2, TWO_PROCESS)] + [(4, [layout]) for layout in FOUR_PROCESS])
 def test_layouts_match_single_process(tmp_path, single_process, nproc, layouts):
     assert len(single_process) == 5 and single_process[0] > single_process[-1]  # it trains
-    for layout, got in zip(layouts, launch(tmp_path, nproc, layouts)):
+    for layout, got in zip(layouts, launch(tmp_path, nproc, "gpt", layouts)):
         assert got == pytest.approx(single_process, rel=1e-4), f"layout {layout} on {nproc} processes"
 
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from conftest import TINY
 from netns_hosts import netns_hosts
-from tiny import QUICK_RUN, as_flags, tiny_gpt
+from tiny import QUICK_RUN, as_flags, tiny_gpt, tiny_llama
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +35,13 @@ def dlperf(cluster, args: list[str], hosts: list[str], timeout: float = 240) -> 
     return subprocess.run([*command, "--ifname", cluster.ifname], capture_output=True, text=True, timeout=timeout)
 
 
-def only_record(out: Path) -> dict:
+def only_record_path(out: Path) -> Path:
     (path,) = [p for p in out.rglob("*.json") if not p.name.startswith(".")]
-    return json.loads(path.read_text())
+    return path
+
+
+def only_record(out: Path) -> dict:
+    return json.loads(only_record_path(out).read_text())
 
 
 def test_two_hosts_resnet50(cluster, tmp_path):
@@ -81,6 +85,37 @@ def test_two_hosts_gpt_by_ipv6_address(cluster, tmp_path):
     record = only_record(tmp_path)
     assert record["status"] == "ok" and record["model"] == "gpt" and record["world_size"] == 2
     assert record["case"] == "2n1g" and record["hosts"] == sorted([first, second]) and record["throughput"] > 0
+    assert cluster.stray_pids() == {}
+
+
+def test_two_hosts_llama_fsdp_by_tp(cluster, tmp_path):
+    """FSDP across 2 hosts x TP 2 within each (4 gloo ranks, the mesh's tp groups inside a host): the record's first
+    and last losses are those of one process training the same global batch; it names the case as the peers do and
+    carries tokens/s and the PaLM formula's FLOPs (MFU empty on a CPU, with the reason)."""
+    from dlperf.engines.base import RankEnv
+    from dlperf.engines.torch.engine import TorchEngine
+    from dlperf.workloads import check_spec, get_workload, spec_from_mapping
+
+    keys = tiny_llama(micro_batch_size=2, devices_per_node=2, tp=2, **QUICK_RUN)
+    done = dlperf(cluster, ["run", *as_flags(keys), "--out", str(tmp_path)], cluster.addresses[:2])
+    assert done.returncode == 0, done.stderr
+    record = only_record(tmp_path)
+    assert record["status"] == "ok" and record["world_size"] == 4 and record["report_group"] == "FSDP+TP"
+    assert (record["parallel"]["dp_shard"], record["parallel"]["tp"]) == (2, 2)
+    assert record["group"] == "llama3-64x2_fsdp2_tp2_s32_gbs4_fp32"
+    assert only_record_path(tmp_path).name.startswith(record["group"] + "_nh4_kv2_ffn128_v512")
+    non_embedding = 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64) + 64 + 512 * 64
+    assert record["flops_per_token"] == 6 * non_embedding + 12 * 2 * 4 * 16 * 32
+    assert record["flops_per_iteration"] == record["flops_per_token"] * 4 * 32
+    assert record["tokens_per_s"] == pytest.approx(record["throughput"] * 32)
+    assert record["tokens_per_s_per_device"] == pytest.approx(record["tokens_per_s"] / 4)
+    assert record["mfu"] is None and "pass --peak-tflops" in record["mfu_note"]
+    engine = TorchEngine()
+    engine.rank = RankEnv(rank=0, world_size=1, local_rank=0, local_world_size=1)
+    single = spec_from_mapping({**keys, "devices_per_node": 1, "tp": 1, "global_batch_size": 4})
+    step = get_workload("llama").builder("torch")(single, check_spec(single), engine)
+    losses = [step.read_loss(step.run()) for _ in range(5)]  # 1 warm-up and 4 timed iterations
+    assert [record["loss_first"], record["loss_last"]] == pytest.approx([losses[0], losses[4]], rel=1e-5)
     assert cluster.stray_pids() == {}
 
 

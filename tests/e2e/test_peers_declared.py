@@ -34,9 +34,10 @@ window: 40
 
 
 def hand(text: str, devices: int) -> float:
-    """By hand: the printed per-device figure of iterations 11-50 (the 40 after a 10-iteration warm-up) x devices."""
+    """By hand: samples over time of iterations 11-50 (the 40 after a 10-iteration warm-up), each an iteration at
+    its printed per-device rate (so 40 / the sum of 1 / rate), x devices: never a mean of the rates."""
     rows = [(int(s), float(v)) for s, v in re.findall(r"\[step=\s*(\d+)\].*examples_per_sec=([\d.]+)", text)]
-    return statistics.fmean(v for s, v in rows if 10 < s <= 50) * devices
+    return statistics.harmonic_mean([v for s, v in rows if 10 < s <= 50]) * devices
 
 
 def write(tmp_path: Path) -> tuple[Path, Path, str]:

@@ -1,11 +1,13 @@
-"""The tiny GPT every test shares (2 layers, hidden 64, 4 heads, 32 tokens, vocabulary 512): as run keys, as CLI
-flags, and with a test's own changes. ResNet-50's tiny flags are conftest.TINY."""
+"""The tiny GPT and Llama every test shares (2 layers, hidden 64, 4 heads, 32 tokens, vocabulary 512): as run
+keys, as CLI flags, and with a test's own changes. ResNet-50's tiny flags are conftest.TINY."""
 
 from __future__ import annotations
 
 from typing import Any
 
 TINY_GPT_SHAPE = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512)
+# the tiny Llama: the same, with grouped-query attention (2 k/v heads) and a SwiGLU of 128
+TINY_LLAMA_SHAPE = dict(TINY_GPT_SHAPE, num_kv_heads=2, ffn_hidden_size=128)
 # a quick timed run on the CPU
 QUICK_RUN = dict(warmup_iters=1, iters=4, print_every=2, device="cpu")
 
@@ -13,6 +15,11 @@ QUICK_RUN = dict(warmup_iters=1, iters=4, print_every=2, device="cpu")
 def tiny_gpt(**changes: Any) -> dict[str, Any]:
     """The tiny GPT's run keys with `changes` (micro and global batch, layers, lr...)."""
     return {"model": "gpt", **TINY_GPT_SHAPE, **changes}
+
+
+def tiny_llama(**changes: Any) -> dict[str, Any]:
+    """The tiny Llama's run keys with `changes`."""
+    return {"model": "llama", **TINY_LLAMA_SHAPE, **changes}
 
 
 def as_flags(keys: dict[str, Any]) -> list[str]:

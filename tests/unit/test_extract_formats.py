@@ -22,6 +22,8 @@ from dlperf.peers.registry import BY_NAME, FORMATS
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 KERAS = FIXTURES / "tf2-keras-resnet50"
 HANDWRITTEN = FIXTURES / "handwritten"
+# tests/unit/test_peers_trainers.py; dlperf-steps: tests/e2e/test_instrument.py
+TRAINERS = {"keras", "lightning-rich", "timm", "nanogpt", "tqdm", "dlperf-steps"}
 
 # format -> {rule: throughput} with the first printed line as the warm-up and every later line kept.
 EXPECTED = {
@@ -51,7 +53,9 @@ def handwritten(name: str) -> Path:
 
 
 def test_every_format_has_a_fixture_and_expected_figures():
-    assert set(EXPECTED) | {"tf2-keras", "oneflow-models"} == set(BY_NAME)  # those two: real logs only
+    # read from real logs only: test_peers_real.py, test_peers_llm.py, and the trainers' own (test_peers_trainers.py)
+    real_only = {"tf2-keras", "oneflow-models", "maxtext", "nemo", *TRAINERS}
+    assert set(EXPECTED) | real_only == set(BY_NAME)
     for name, rules in EXPECTED.items():
         assert set(rules) == set(BY_NAME[name].rules), name
 

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from conftest import run_cli
 
+from dlperf.engines.torch.pipeline import stage_layers
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.flops import gpt_flops_per_iteration, mfu, peak_tflops
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.workloads import check_spec, spec_from_mapping
 from dlperf.workloads.gpt.cases import REPORT_CASES, case_values
-from dlperf.workloads.gpt.layout import layout_of, padded_vocab, stage_layers
+from dlperf.workloads.gpt.layout import layout_of, padded_vocab
 from dlperf.workloads.gpt.tokens import open_token_file
 
 TINY = ["run", "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4", "--seq-length",

@@ -25,12 +25,13 @@ def test_dry_run_prints_each_phase_within_its_budget(tmp_path: Path):
     done = _script("all", "--dry-run", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     phases = re.findall(r"^phase (\w+): (\d+) steps, budget (\d+) s", done.stdout, re.M)
-    assert [p[0] for p in phases] == ["basics", "resnet", "gpt", "compile"]
+    assert [p[0] for p in phases] == ["basics", "resnet", "gpt", "llama", "compile"]
     for name, steps, budget in phases:
         assert int(budget) <= 540, name  # each under 9 minutes: a 10-minute command with room to start
         listed = re.findall(r"^  \[\s*(\d+) s\] ", done.stdout.split(f"phase {name}:")[1].split("phase ")[0], re.M)
         assert len(listed) == int(steps) and sum(map(int, listed)) == int(budget)
     assert "-m dlperf peak" in done.stdout and "--data-loader dali" in done.stdout and "--engine jax" in done.stdout
+    assert "--model llama --precision amp-bf16 --activation-checkpoint selective" in done.stdout
     assert not (tmp_path / "results.json").exists()  # a dry run runs nothing
 
 

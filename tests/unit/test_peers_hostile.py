@@ -182,7 +182,7 @@ def test_a_dotdot_model_is_skipped_and_nothing_leaves_the_records_folder(tmp_pat
 def test_a_record_target_outside_the_records_folder_is_refused(tmp_path):
     from dlperf.cli.extract_cmd import _targets
 
-    forged = {"model": "..", "case": "..", "file": "/logs/1n1g/escape_b1_fp32_1.log"}
+    forged = {"source": "extract", "model": "..", "case": "..", "file": "/logs/1n1g/escape_b1_fp32_1.log"}
     with pytest.raises(ResultsError, match="would be written outside"):
         _targets(tmp_path / "out" / "records", [forged])
 

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-from dlperf.cli.args import positive_float, positive_int, positive_int_or_auto
-from dlperf.cli.options import add_launch_options, add_output_options, launch_options, prepare_single_run
+from dlperf.cli.flags import add_declared
+from dlperf.cli.options import (
+    add_launch_options,
+    add_output_options,
+    launch_options,
+    prepare_single_run,
+)
 from dlperf.commbench.bandwidth import OPS
 from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
 from dlperf.orchestration.run import execute
 from dlperf.records.load import as_record
 from dlperf.reporting.commbench_table import commbench_lines
+from dlperf.spec import setting
 from dlperf.workloads import spec_from_mapping
 from dlperf.workloads.commbench import DEFAULT_SIZES, DTYPES
 
@@ -26,30 +33,41 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "algorithm and bus bandwidth and a latency/bandwidth (alpha-beta) fit per collective, and write a "
         "dlperf.commbench/1 record to OUT/commbench/<N>n<G>g/ for `dlperf predict` and `dlperf report`.",
     )
-    what = parser.add_argument_group("what to measure")
-    what.add_argument("--ops", default=",".join(OPS), help=f"comma-separated collectives (default {','.join(OPS)})")
-    what.add_argument("--sizes", default=DEFAULT_SIZES, help=f"buffer sizes, K/M/G binary (default {DEFAULT_SIZES})")
-    what.add_argument("--dtype", choices=DTYPES, default="fp32", help="element type (default fp32)")
-    # --warmup-iters, --iters and --model commbench: the run flags an sbatch job script rebuilds the spec with
-    what.add_argument(
-        "--warmup", "--warmup-iters", type=positive_int, default=5, help="untimed calls per size first (default 5)"
-    )
-    what.add_argument("--repeats", "--iters", type=positive_int, default=20, help="timed calls per size (default 20)")
-    what.add_argument("--model", choices=["commbench"], default="commbench", help=argparse.SUPPRESS)
-    what.add_argument("--nodes", type=positive_int, help="number of nodes (default 1, or the number of --hosts)")
-    what.add_argument("--devices-per-node", type=positive_int, default=1, help="ranks per node (default 1)")
-    what.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cuda or cpu")
-    what.add_argument("--engine", choices=engine_names(), default="torch", help="framework (default torch)")
-    what.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds before it is stopped")
-    what.add_argument(
-        "--cpu-threads",
-        type=positive_int_or_auto,
-        default="auto",
-        help="threads of each rank on a CPU device (default auto: the cores over the devices per node)",
-    )
+    add_declared(parser, CommbenchOptions, choices={"engine": engine_names()})
     add_launch_options(parser)
-    add_output_options(parser, "record")
+    add_output_options(parser)
     parser.set_defaults(func=run)
+
+
+WHAT = "what to measure"
+
+
+@dataclass(frozen=True)
+class CommbenchOptions:
+    """What to measure; --warmup-iters, --iters and --model commbench are the run flags an sbatch job script
+    rebuilds the spec with."""
+
+    ops: str = setting(",".join(OPS), f"comma-separated collectives (default {','.join(OPS)})", group=WHAT)
+    sizes: str = setting(DEFAULT_SIZES, f"buffer sizes, K/M/G binary (default {DEFAULT_SIZES})", group=WHAT)
+    dtype: str = setting("fp32", "element type (default fp32)", choices=DTYPES, group=WHAT)
+    warmup: int = setting(
+        5, "untimed calls per size first (default 5)", bound="positive", flag=("--warmup", "--warmup-iters"),
+        group=WHAT,
+    )  # fmt: skip
+    repeats: int = setting(
+        20, "timed calls per size (default 20)", bound="positive", flag=("--repeats", "--iters"), group=WHAT
+    )
+    model: str = setting("commbench", argparse.SUPPRESS, choices=("commbench",), group=WHAT)
+    nodes: int | None = setting(None, "number of nodes (default 1, or the number of --hosts)", bound="positive",
+                                group=WHAT)  # fmt: skip
+    devices_per_node: int = setting(1, "ranks per node (default 1)", bound="positive", group=WHAT)
+    device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu", group=WHAT)
+    engine: str = setting("torch", "framework (default torch)", group=WHAT)
+    timeout: float = setting(3600.0, "seconds before it is stopped", bound="positive", group=WHAT)
+    cpu_threads: int | str = setting(
+        "auto", "threads of each rank on a CPU device (default auto: the cores over the devices per node)",
+        bound="positive or auto", group=WHAT,
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

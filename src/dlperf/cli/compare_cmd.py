@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from dataclasses import dataclass
 
 from dlperf.cli.display import print_table, say
+from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.reporting.compare import CaseComparison, compare
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, check_threshold
+from dlperf.spec import setting
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -22,16 +25,16 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "slower, same, inconclusive) at --threshold. Exit status 1 only for a significant slowdown beyond the "
         "threshold, or a case that fails in NEW where it ran in BASE, so CI can gate on it.",
     )
-    parser.add_argument("base", help="results folder to compare against (e.g. the last release)")
-    parser.add_argument("new", help="results folder under test")
-    parser.add_argument(
-        "--threshold",
-        type=float,
-        default=DEFAULT_THRESHOLD,
-        help="change that matters, as a fraction in [0, 1) (default 0.05 = 5 %%)",
-    )
-    parser.add_argument("--json", action="store_true", help="print every figure of every case as JSON")
+    add_declared(parser, CompareOptions)
     parser.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    base: str = setting(None, "results folder to compare against (e.g. the last release)", positional="1")
+    new: str = setting(None, "results folder under test", positional="1")
+    threshold: float = setting(DEFAULT_THRESHOLD, "change that matters, as a fraction in [0, 1) (default 0.05 = 5 %)")
+    json: bool = setting(False, "print every figure of every case as JSON")
 
 
 def _median(speeds: list[float], present: bool) -> str:

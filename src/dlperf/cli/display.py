@@ -14,7 +14,7 @@ from rich.text import Text
 
 from dlperf.escape import terminal
 from dlperf.records.load import RecordLike, as_record
-from dlperf.records.schema import ExternalRunRecord, RunRecord
+from dlperf.records.schema import ExternalRunRecord, PeerReading, RunRecord
 from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
 
@@ -80,13 +80,18 @@ def run_line(record: RecordLike) -> str:
     head = f"{record.model} {record.case} {record.group} #{record.repeat}"
     if record.status != "ok":
         return f"{head}: FAILED: {record.error}"
-    line = f"{head}: {record.throughput:.2f} samples/s"
+    line = f"{head}: {record.throughput:.2f} {unit_of(record)}"
     latency, kind = latency_of(record)
     if latency is not None:
         line += f", {latency:.1f} ms/iter ({kind})"
     if record.tflops_per_device is not None:  # None where the step counts no FLOPs (JAX's ResNet)
         line += f", {record.tflops_per_device:.3g} TFLOP/s per device, MFU {percent(record.mfu)}"
     return line + console_flags(record)
+
+
+def unit_of(record: RunRecord) -> str:
+    """What the record's throughput counts: a peer reader's unit (`images/s`, `tokens/s`), else samples/s."""
+    return (record.unit if isinstance(record, PeerReading) else None) or "samples/s"
 
 
 def latency_of(record: RunRecord) -> tuple[float | None, str]:
@@ -151,9 +156,10 @@ def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
 
 def _external_rows(record: ExternalRunRecord) -> list[tuple[str, str]]:
     """An external run's record: what its log reader found."""
+    unit = unit_of(record)
     rows = [
-        ("throughput (samples/s)", f"{record.throughput:.2f}"),
-        ("per device (samples/s)", f"{record.throughput_per_device:.2f}"),
+        (f"throughput ({unit})", f"{record.throughput:.2f}"),
+        (f"per device ({unit})", f"{record.throughput_per_device:.2f}"),
     ]
     mean = (record.latency_ms or {}).get("mean")
     if mean is not None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from dlperf.cli.display import say
+from dlperf.cli.flags import add_declared
 from dlperf.engines import engine_names, engine_versions
 from dlperf.metrics.environment import collect_environment
+from dlperf.spec import setting
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -18,8 +21,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         help="print the environment (devices, topology, driver, library versions, commit)",
         description="Print the environment that every run record carries.",
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a readable list")
+    add_declared(parser, EnvOptions)
     parser.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class EnvOptions:
+    json: bool = setting(False, "print JSON instead of a readable list")
 
 
 def run(args: argparse.Namespace) -> int:

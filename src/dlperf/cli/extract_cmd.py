@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.cli.args import non_empty, non_negative_int, positive_int
+from dlperf.cli.flags import add_declared
 from dlperf.errors import ResultsError
 from dlperf.peers.base import RULES
 from dlperf.peers.display import plain, shown
@@ -21,6 +22,7 @@ from dlperf.peers.layout import PLAIN_NAME, LogInfo, Skipped
 from dlperf.peers.registry import describe
 from dlperf.records.load import as_record
 from dlperf.records.schema import ExtractedRecord
+from dlperf.spec import setting
 
 SKIPPED_EXIT = 3
 
@@ -37,48 +39,49 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "logs read; "
         f"{SKIPPED_EXIT} some logs skipped (named on stderr with the reason); 2 bad usage or no usable log.",
     )
-    parser.add_argument(
-        "log_dir", nargs="?", metavar="LOG_DIR|FILE", help="folder of logs in the published layout, or one log file"
+    add_declared(parser, ExtractOptions)
+    parser.set_defaults(func=run)
+
+
+SHAPE = "one log FILE (its shape is not in its name)"
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    log_dir: str | None = setting(
+        None, "folder of logs in the published layout, or one log file", positional="?", metavar="LOG_DIR|FILE"
     )
-    shape = parser.add_argument_group("one log FILE (its shape is not in its name)")
-    shape.add_argument("--nodes", type=positive_int, help="nodes the run used")
-    shape.add_argument("--devices-per-node", type=positive_int, help="devices (GPUs) per node")
-    shape.add_argument("--batch-size", type=positive_int, help="batch size PER DEVICE")
-    shape.add_argument("--model", help="model name for the report (default: the file's stem)")
-    shape.add_argument("--precision", default="unknown", help="precision label for the report (default: unknown)")
-    parser.add_argument(
-        "--format",
-        "--log-format",
-        dest="format",
-        default="auto",
-        metavar="auto|NAME|PATH.yaml",
-        help="log format; auto recognises it from each file's content (default); a NAME from --list-formats; or a "
+    nodes: int | None = setting(None, "nodes the run used", bound="positive", group=SHAPE)
+    devices_per_node: int | None = setting(None, "devices (GPUs) per node", bound="positive", group=SHAPE)
+    batch_size: int | None = setting(None, "batch size PER DEVICE", bound="positive", group=SHAPE)
+    model: str | None = setting(None, "model name for the report (default: the file's stem)", group=SHAPE)
+    precision: str = setting("unknown", "precision label for the report (default: unknown)", group=SHAPE)
+    format: str = setting(
+        "auto",
+        "log format; auto recognises it from each file's content (default); a NAME from --list-formats; or a "
         "format declared in YAML (a regex with named groups, unit, per device or global, warm-up, window: "
         "docs/peer-logs.md)",
+        flag=("--format", "--log-format"),
+        metavar="auto|NAME|PATH.yaml",
     )
-    parser.add_argument(
-        "--rule",
-        choices=RULES,
-        help="printed: mean of the printed throughput over the kept lines; timestamp: samples between the first "
+    rule: str | None = setting(
+        None,
+        "printed: mean of the printed throughput over the kept lines; timestamp: samples between the first "
         "and last kept line / time between their stamps (default: the format's first rule)",
+        choices=RULES,
     )
-    parser.add_argument(
-        "--warmup",
-        type=non_negative_int,
-        help="iterations to skip at the start of a run (default: the format's published rule)",
+    warmup: int | None = setting(
+        None, "iterations to skip at the start of a run (default: the format's published rule)", bound="non-negative"
     )
-    parser.add_argument(
-        "--window",
-        type=non_negative_int,
-        help="iterations to keep after the warm-up, 0 = to the end of the run (default: the format's published rule)",
+    window: int | None = setting(
+        None,
+        "iterations to keep after the warm-up, 0 = to the end of the run (default: the format's published rule)",
+        bound="non-negative",
     )
-    parser.add_argument("--no-plots", action="store_true", help="write report.md and summary.json only (faster)")
-    parser.add_argument("--out", type=non_empty, help="where to write (default: LOG_DIR-extract beside LOG_DIR)")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace a report or records already in --out (default: refuse)"
-    )
-    parser.add_argument("--list-formats", action="store_true", help="name every format with its rules and defaults")
-    parser.set_defaults(func=run)
+    no_plots: bool = setting(False, "write report.md and summary.json only (faster)")
+    out: str | None = setting(None, "where to write (default: LOG_DIR-extract beside LOG_DIR)", bound="non-empty")
+    overwrite: bool = setting(False, "replace a report or records already in --out (default: refuse)")
+    list_formats: bool = setting(False, "name every format with its rules and defaults")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from dlperf.cli.args import non_empty
 from dlperf.cli.display import print_table, say
+from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.records.load import load_records
 from dlperf.reporting.history import add_records, history
+from dlperf.spec import setting
 
 DEFAULT_DB = Path(os.environ.get("DLPERF_HISTORY", Path.home() / ".dlperf" / "history.sqlite"))
 
@@ -26,17 +29,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "throughput per label, in the order measured, with the change against the label before and the verdict "
         "of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that label's.",
     )
-    parser.add_argument("action", choices=["add", "show"], help="add a results folder, or show the history")
-    parser.add_argument("dir", nargs="?", help="with add: the results folder to store")
-    parser.add_argument(
-        "--label", type=non_empty, help="with add: label for these records (a version, a commit, a driver ...)"
-    )
-    parser.add_argument("--model", help="with show: only this model")
-    parser.add_argument("--case", help="with show: only this case, e.g. 1n8g")
-    parser.add_argument(
-        "--db", default=str(DEFAULT_DB), help=f"history database (default {DEFAULT_DB}; env DLPERF_HISTORY)"
-    )
+    add_declared(parser, HistoryOptions)
     parser.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class HistoryOptions:
+    action: Literal["add", "show"] = setting(None, "add a results folder, or show the history", positional="1")
+    dir: str | None = setting(None, "with add: the results folder to store", positional="?")
+    label: str | None = setting(
+        None, "with add: label for these records (a version, a commit, a driver ...)", bound="non-empty"
+    )
+    model: str | None = setting(None, "with show: only this model")
+    case: str | None = setting(None, "with show: only this case, e.g. 1n8g")
+    db: str = setting(str(DEFAULT_DB), f"history database (default {DEFAULT_DB}; env DLPERF_HISTORY)")
 
 
 def run(args: argparse.Namespace) -> int:

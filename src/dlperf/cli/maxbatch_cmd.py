@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.cli.args import non_empty, positive_float, positive_int
 from dlperf.cli.display import say
+from dlperf.cli.flags import add_declared
 from dlperf.cli.options import add_run_options, explicit_run_values
 from dlperf.errors import ConfigError
 from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
 from dlperf.maxbatch.search import MaxBatchResult, Probe
 from dlperf.records.schema import batch_free_group
 from dlperf.records.store import check_writable, write_record
+from dlperf.spec import setting
 from dlperf.workloads import check_spec, spec_from_mapping
 
 BATCH_KEY = {"resnet50": "batch_size", "gpt": "micro_batch_size"}  # what a probe varies, per model
@@ -33,21 +35,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "--micro-batch-size for gpt.",
     )
     add_run_options(parser)
-    search = parser.add_argument_group("search")
-    search.add_argument("--start", type=positive_int, default=16, help="first batch tried (default 16)")
-    search.add_argument("--max-batch", type=positive_int, default=65536, help="largest batch tried (default 65536)")
-    search.add_argument("--step", type=positive_int, default=1, help="stop bisecting this close (default 1: exact)")
-    search.add_argument(
-        "--headroom", type=float, default=0.0, metavar="PCT", help="a GPU run must leave PCT %% of memory free"
-    )
-    search.add_argument(
-        "--memory-cap",
-        type=positive_float,
-        metavar="GIB",
-        help="memory cap per rank of each probe: a device-memory fraction on a GPU, RLIMIT_AS on a CPU",
-    )
-    search.add_argument("--probe-timeout", type=positive_float, default=1800.0, help="seconds per probe")
-    parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
+    add_declared(parser, SearchOptions)
     parser.set_defaults(func=run)
 
 
@@ -119,6 +107,23 @@ def largest_text(result: MaxBatchResult, ceiling: int, headroom: float) -> str:
 
 def _say_probe(probe: Probe) -> None:
     say(probe_line(probe))
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    start: int = setting(16, "first batch tried (default 16)", bound="positive", group="search")
+    max_batch: int = setting(65536, "largest batch tried (default 65536)", bound="positive", group="search")
+    step: int = setting(1, "stop bisecting this close (default 1: exact)", bound="positive", group="search")
+    headroom: float = setting(0.0, "a GPU run must leave PCT % of memory free", metavar="PCT", group="search")
+    memory_cap: float | None = setting(
+        None,
+        "memory cap per rank of each probe: a device-memory fraction on a GPU, RLIMIT_AS on a CPU",
+        bound="positive",
+        metavar="GIB",
+        group="search",
+    )
+    probe_timeout: float = setting(1800.0, "seconds per probe", bound="positive", group="search")
+    out: str = setting("results", "results folder (default ./results)", bound="non-empty")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import MISSING, Field, dataclass, fields
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from dataclasses import Field, dataclass, fields
+from typing import Any, get_type_hints
 
-from dlperf.cli.args import (
-    non_empty,
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    positive_int_or_auto,
-)
+from dlperf.cli.flags import add_declared, declared_options, field_help, flag_kind
 from dlperf.engines import engine_names, engine_versions
 from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, RunJob, launcher_names
@@ -24,7 +16,7 @@ from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.run import check_run, launcher_for, plan_jobs, preflight, share_cpu
 from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable
-from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag
+from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag, setting
 from dlperf.workloads import Workload, WorkloadPlan, all_workloads, model_names
 
 
@@ -54,7 +46,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
             title = f.metadata["group"] or RUN_GROUP
             if title not in groups:
                 groups[title] = _group(parser, title)
-            groups[title](flag(f.name), help=_help(f).replace("%", "%%"), **_flag_kind(f, hints[f.name]))
+            groups[title](flag(f.name), help=field_help(f).replace("%", "%%"), **flag_kind(f, hints[f.name]))
     add_workload_options(parser)
 
 
@@ -68,9 +60,12 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
         title = (workload.title or f"--model {workload.name}") if len(owned) == 1 else "shared by several models"
         if title not in groups:
             groups[title] = _group(parser, title)
-        helps = [_help(g) for _, g, _ in owned]
+        helps = [field_help(g) for _, g, _ in owned]
         text = helps[0] if len(owned) == 1 else "; ".join(f"{w.name}: {h}" for (w, _, _), h in zip(owned, helps))
-        groups[title](flag(name), help=text.replace("%", "%%"), **_flag_kind(f, hint))
+        kind = flag_kind(f, hint)
+        if "choices" in kind:  # a key several models share takes any model's choice; the model's checks refuse
+            kind["choices"] = list(dict.fromkeys(c for _, g, h in owned for c in flag_kind(g, h).get("choices", ())))
+        groups[title](flag(name), help=text.replace("%", "%%"), **kind)
 
 
 def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:
@@ -85,69 +80,28 @@ def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:
     return owners
 
 
-def _help(f: Field) -> str:
-    text = f.metadata.get("help", "")
-    if not (f.default in (None, ()) or f.default is MISSING or isinstance(f.default, bool) or "(default" in text):
-        text = f"{text} (default {f.default:g})" if isinstance(f.default, float) else f"{text} (default {f.default})"
-    engines = f.metadata.get("engines")
-    return f"{text} [--engine {' or '.join(engines)} only]" if engines else text
-
-
-def _flag_kind(f: Field, hint: Any) -> dict[str, Any]:
-    """argparse's type, action or choices for a field's annotation (None allowed: the flag sets a value)."""
-    options = [arg for arg in get_args(hint) if arg is not type(None)] if get_origin(hint) in (Union, UnionType) else []
-    base = options[0] if len(options) == 1 else hint
-    bound = f.metadata.get("bound")
-    if f.metadata.get("choices"):
-        return {"choices": f.metadata["choices"]}
-    if bound == "positive or auto":
-        return {"type": positive_int_or_auto}
-    if base is bool:
-        return {"action": argparse.BooleanOptionalAction}
-    if get_origin(base) is tuple:  # a repeatable flag, each value one item
-        return {"action": "append", "metavar": "VALUE"}
-    if get_origin(base) is Literal:
-        return {"choices": get_args(base)}
-    if base is int:
-        return {"type": {"positive": positive_int, "non-negative": non_negative_int}.get(bound, int)}
-    if base is float:
-        return {"type": {"positive": positive_float, "non-negative": non_negative_float}.get(bound, float)}
-    return {"type": str}
-
-
 def add_launch_options(parser: argparse.ArgumentParser) -> list[str]:
     """Where the run happens: this machine, hosts over ssh, or Slurm; none of it changes what is measured. The
     flags are made from LaunchOptions' declarations (`--launcher`'s choices from the launcher registry), but
     `--hosts`/`--hostfile`, two ways to give one field. Returns the names (argparse dests) of the flags that say
-    where, which a sweep's folder keeps for --resume."""
+    where, which a sweep's folder keeps for --resume (not --dry-run: how this call was asked)."""
     group = parser.add_argument_group(WHERE)
     hosts = group.add_mutually_exclusive_group()
     where = [
-        hosts.add_argument(
-            "--hosts", help="comma-separated hosts, one node agent each over ssh; --nodes defaults to their count"
-        ).dest,  # fmt: skip
-        hosts.add_argument("--hostfile", help="file with one host per line, optionally `slots=N`; like --hosts").dest,
+        hosts.add_argument(name, help=text).dest
+        for name, text in (
+            ("--hosts", "comma-separated hosts, one node agent each over ssh; --nodes defaults to their count"),
+            ("--hostfile", "file with one host per line, optionally `slots=N`; like --hosts"),
+        )
     ]
-    hints = get_type_hints(LaunchOptions)
-    choices = {"launcher": launcher_names()}
-    for f in fields(LaunchOptions):
-        if "help" not in f.metadata:
-            continue
-        kind = {"choices": choices[f.name]} if f.name in choices else _flag_kind(f, hints[f.name])
-        default = None if f.default is MISSING or isinstance(f.default, tuple) else f.default
-        name = f.metadata["flag"] or flag(f.name)
-        action = group.add_argument(name, dest=f.name, default=default, help=_help(f).replace("%", "%%"), **kind)
-        if f.name != "dry_run":  # what a sweep's folder keeps: where it ran, not how this call was asked
-            where.append(action.dest)
-    return where
+    dests = add_declared(parser, LaunchOptions, {WHERE: group}, {"launcher": launcher_names()})
+    return where + [dest for dest in dests if dest != "dry_run"]
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
     """The launch flags given, as LaunchOptions (a flag not given: the field's own default)."""
     hosts = parse_hosts(args.hosts) if args.hosts else read_hostfile(args.hostfile) if args.hostfile else []
-    given = {f.name: getattr(args, f.name) for f in fields(LaunchOptions) if "help" in f.metadata}
-    given = {k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if v is not None}
-    return LaunchOptions(hosts=tuple(hosts), **given)
+    return declared_options(LaunchOptions, args, hosts=tuple(hosts))
 
 
 RUN_KEYS = tuple(
@@ -160,12 +114,17 @@ def explicit_run_values(args: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(args, key) for key in RUN_KEYS if hasattr(args, key)}
 
 
-def add_output_options(parser: argparse.ArgumentParser, what: str) -> None:
+@dataclass(frozen=True)
+class OutputOptions:
     """Where a single run's record goes: the results folder, the repeat number in its name, and --overwrite."""
-    output = parser.add_argument_group("output")
-    output.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
-    output.add_argument("--repeat", type=positive_int, default=1, help="repeat number in the file names (default 1)")
-    output.add_argument("--overwrite", action="store_true", help=f"replace an existing {what} with the same name")
+
+    out: str = setting("results", "results folder (default ./results)", bound="non-empty", group="output")
+    repeat: int = setting(1, "repeat number in the file names (default 1)", bound="positive", group="output")
+    overwrite: bool = setting(False, "replace an existing run or record of the same name", group="output")
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    add_declared(parser, OutputOptions)
 
 
 @dataclass(frozen=True)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.cli.args import non_empty
 from dlperf.cli.display import print_table
+from dlperf.cli.flags import add_declared
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES, measure_peaks, merge_stored, read_stored
 from dlperf.errors import ConfigError, clip
 from dlperf.files import read_user_file
 from dlperf.metrics.peaks import lookup_peak
 from dlperf.records.store import write_json_atomic
+from dlperf.spec import setting
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,15 +26,18 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         description="A sweep of GEMM shapes per dtype (best sustained rate), stored in --out so that runs on this "
         "device report MFU against the measured peak beside the datasheet one.",
     )
-    parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto", help="default: cuda if present")
-    parser.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated (default {','.join(DTYPES)})")
-    parser.add_argument("--shapes", help="comma-separated MxNxK GEMM shapes (default: a sweep for the device)")
-    parser.add_argument("--iters", type=int, default=20, help="GEMMs per timed run (default 20)")
-    parser.add_argument(
-        "--out", type=non_empty, default=str(DEFAULT_PEAKS_FILE), help=f"peaks file (default {DEFAULT_PEAKS_FILE})"
-    )
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_declared(parser, PeakOptions)
     parser.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class PeakOptions:
+    device: str = setting("auto", "auto (default: cuda if present), cuda or cpu", choices=("auto", "cuda", "cpu"))
+    dtypes: str = setting(",".join(DTYPES), f"comma-separated (default {','.join(DTYPES)})")
+    shapes: str | None = setting(None, "comma-separated MxNxK GEMM shapes (default: a sweep for the device)")
+    iters: int = setting(20, "GEMMs per timed run (default 20)")
+    out: str = setting(str(DEFAULT_PEAKS_FILE), f"peaks file (default {DEFAULT_PEAKS_FILE})", bound="non-empty")
+    json: bool = setting(False, "print the results as JSON")
 
 
 MAX_SIDE = 65536  # a 65536-square fp32 matrix is 16 GiB already

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-from dlperf.cli.args import positive_float, positive_int
+from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.files import read_user_file
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
 from dlperf.predict.model import MAX_GRADIENT_BYTES, MIB
 from dlperf.records.validate import check_file
 from dlperf.reporting.commbench_table import read_commbench
+from dlperf.spec import setting
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -24,27 +26,27 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "exposed part is added to the step. COMMBENCH_RECORD measured on one node is the intra-node link, one "
         "measured across nodes (one rank per node) the inter-node link.",
     )
-    parser.add_argument("run_record", help="JSON record of a successful 1n1g `dlperf run`")
-    parser.add_argument("commbench_record", help="JSON record written by `dlperf commbench`")
-    parser.add_argument("--inter-record", help="a second commbench record: the inter-node link")
-    parser.add_argument("--devices", type=positive_int, required=True, help="devices per node")
-    parser.add_argument("--nodes", type=positive_int, default=1, help="nodes (default 1)")
-    parser.add_argument(
-        "--backward-share",
-        type=positive_float,
-        default=DEFAULT_BACKWARD_SHARE,
-        help="fraction of the step that is the backward pass (default 2/3)",
-    )
-    parser.add_argument("--gradient-bytes", type=positive_int, help="gradient bytes (default: the run record's)")
-    parser.add_argument("--bucket-mb", type=positive_float, default=25.0, help="DDP bucket size in MiB (default 25)")
-    parser.add_argument(
-        "--no-overlap",
-        dest="overlap",
-        action="store_false",
-        help="hide no communication behind the backward pass (gloo on CPUs: the all-reduce uses the cores that "
-        "compute)",
-    )
+    add_declared(parser, PredictOptions)
     parser.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    run_record: str = setting(None, "JSON record of a successful 1n1g `dlperf run`", positional="1")
+    commbench_record: str = setting(None, "JSON record written by `dlperf commbench`", positional="1")
+    inter_record: str | None = setting(None, "a second commbench record: the inter-node link")
+    devices: int = setting(None, "devices per node", bound="positive", required=True)
+    nodes: int = setting(1, "nodes (default 1)", bound="positive")
+    backward_share: float = setting(
+        DEFAULT_BACKWARD_SHARE, "fraction of the step that is the backward pass (default 2/3)", bound="positive"
+    )
+    gradient_bytes: int | None = setting(None, "gradient bytes (default: the run record's)", bound="positive")
+    bucket_mb: float = setting(25.0, "DDP bucket size in MiB (default 25)", bound="positive")
+    overlap: bool = setting(
+        True,
+        "hide communication behind the backward pass as DDP does; --no-overlap hides none (gloo on CPUs: the "
+        "all-reduce uses the cores that compute)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

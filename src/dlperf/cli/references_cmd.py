@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 
 from dlperf.cli.display import say
+from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.references import figures, load
+from dlperf.spec import setting
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -19,9 +22,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "accelerator, precision, batch and framework. A report row of the same model on the same accelerator at the "
         "same precision shows its percentage of the best one.",
     )
-    parser.add_argument("--model", help="only this model's figures (e.g. resnet50)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_declared(parser, ReferencesOptions)
     parser.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class ReferencesOptions:
+    model: str | None = setting(None, "only this model's figures (e.g. resnet50)")
+    json: bool = setting(False, "print the figures as JSON")
 
 
 def run(args: argparse.Namespace) -> int:

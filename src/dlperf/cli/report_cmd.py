@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.cli.args import non_empty
+from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
@@ -25,6 +26,7 @@ from dlperf.reporting.sources import (
     load_sources,
     write_comparison,
 )
+from dlperf.spec import setting
 
 FORMAT_CHOICES = {
     "md": {"md"},
@@ -49,55 +51,49 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "summary instead: one row per source at the largest topology they share, per-case tables with the ratio "
         "to the first source, their environment differences, overlay plots and report.html.",
     )
-    parser.add_argument("dir", nargs="+", help="results folders written by run, sweep or extract")
-    parser.add_argument(
-        "--label", type=non_empty, action="append", help="name of each folder's source, in order (default: its name)"
-    )
-    parser.add_argument(
-        "--by",
-        choices=BY_CHOICES,
-        default="source",
-        help="compare folders (source), the engines in them (engine; one folder's go to DIR/engines by default) "
-        "or the frameworks and versions (framework: each --command its own; DIR/frameworks by default)",
-    )
-    parser.add_argument(
-        "--format",
-        choices=sorted(FORMAT_CHOICES),
-        default="all",
-        help="what to write (default all: md, json, png and report.html)",
-    )
-    parser.add_argument(
-        "--out",
-        type=non_empty,
-        help="where to write (default: DIR itself, whose report is rebuilt; required with several folders)",
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="with --out: replace a report already there (default: refuse)"
-    )
-    parser.add_argument(
-        "--merge", action="store_true", help="pool the records of several sweeps under DIR (default: refuse)"
-    )
-    parser.add_argument(
-        "--predict",
-        action="append",
-        default=[],
-        metavar="COMMBENCH_RECORD",
-        help="add a predicted-speedup column to the scaling tables from this commbench record (one node: the "
-        "intra-node link; several: the inter-node link), beside the measured speedup; repeatable",
-    )
-    parser.add_argument(
-        "--no-overlap",
-        dest="overlap",
-        action="store_false",
-        help="with --predict: hide no communication behind the backward pass (as `dlperf predict --no-overlap`)",
-    )
-    parser.add_argument(
-        "--tensorboard",
-        metavar="LOGDIR",
-        help="also write each table's scaling (throughput, per device, speedup, efficiency, CV against devices) as "
-        f"TensorBoard event files under LOGDIR (needs {TENSORBOARD_HINT})",
-    )
+    add_declared(parser, ReportOptions)
     parser.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    dir: tuple[str, ...] = setting((), "results folders written by run, sweep or extract", positional="+")
+    label: tuple[str, ...] = setting(
+        (), "name of each folder's source, in order (default: its name)", bound="non-empty", metavar="LABEL"
+    )
+    by: str = setting(
+        "source",
+        "compare folders (source), the engines in them (engine; one folder's go to DIR/engines by default) "
+        "or the frameworks and versions (framework: each --command its own; DIR/frameworks by default)",
+        choices=BY_CHOICES,
+    )
+    format: str = setting(
+        "all", "what to write (default all: md, json, png and report.html)", choices=tuple(sorted(FORMAT_CHOICES))
+    )
+    out: str | None = setting(
+        None,
+        "where to write (default: DIR itself, whose report is rebuilt; required with several folders)",
+        bound="non-empty",
+    )
+    overwrite: bool = setting(False, "with --out: replace a report already there (default: refuse)")
+    merge: bool = setting(False, "pool the records of several sweeps under DIR (default: refuse)")
+    predict: tuple[str, ...] = setting(
+        (),
+        "add a predicted-speedup column to the scaling tables from this commbench record (one node: the "
+        "intra-node link; several: the inter-node link), beside the measured speedup; repeatable",
+        metavar="COMMBENCH_RECORD",
+    )
+    overlap: bool = setting(
+        True,
+        "with --predict: hide communication behind the backward pass as DDP does; --no-overlap hides none (as "
+        "`dlperf predict --no-overlap`)",
+    )
+    tensorboard: str | None = setting(
+        None,
+        "also write each table's scaling (throughput, per device, speedup, efficiency, CV against devices) as "
+        f"TensorBoard event files under LOGDIR (needs {TENSORBOARD_HINT})",
+        metavar="LOGDIR",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     add_run_options(parser)
     add_launch_options(parser)
-    add_output_options(parser, "run")
+    add_output_options(parser)
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.set_defaults(func=run)
 

@@ -11,14 +11,13 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.args import non_empty, positive_float, positive_int
 from dlperf.cli.display import console, counted, eta_text, run_line, say
 from dlperf.cli.estimate import duration_estimates
+from dlperf.cli.flags import add_declared
 from dlperf.cli.live import LogFollower
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
-from dlperf.orchestration.preflight import FORCE_HELP
 from dlperf.orchestration.run import launcher_for
 from dlperf.orchestration.sweep import (
     SweepOptions,
@@ -48,45 +47,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
         "report.md, summary.json and plots in OUT.",
     )
-    parser.add_argument(
-        "config",
-        nargs="?",
-        help="sweep YAML file, e.g. configs/quick.yaml (with --resume: default the copy the folder keeps)",
-    )
-    parser.add_argument("--out", type=non_empty, default="results", help="results folder (default ./results)")
-    parser.add_argument(
-        "--repeats",
-        type=repeats_arg,
-        help="repeats per case, or `auto`: until the 95%% interval of the median is within --target-ci "
-        "(default: the file's `repeats`, else 5)",
-    )
-    parser.add_argument(
-        "--target-ci",
-        type=positive_float,
-        metavar="PCT",
-        help="with --repeats auto: target half-width of the median's 95%% interval, in percent (default 1)",
-    )
-    parser.add_argument(
-        "--max-repeats", type=positive_int, help="with --repeats auto: most repeats per case (default 10)"
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="finish the sweep in --out with the options it started with (stored in OUT/sweep_options.json): "
-        "skip runs whose record is complete; rerun the rest",
-    )
-    parser.add_argument("--retry-failed", action="store_true", help="with --resume, also rerun failed runs")
-    parser.add_argument("--overwrite", action="store_true", help="replace the records of an earlier sweep")
-    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
+    add_declared(parser, SweepOptions)
     # What shapes a sweep besides its file, kept in its folder for --resume: the repeat rule and where it runs.
     stored = [*stored_sweep_fields(), *add_launch_options(parser)]
     parser.set_defaults(
         func=run, stored_options=stored, option_defaults={key: parser.get_default(key) for key in stored}
     )
-
-
-def repeats_arg(text: str) -> int | str:
-    return "auto" if text.strip() == "auto" else positive_int(text)
 
 
 def _resume_options(args: argparse.Namespace) -> None:

@@ -1,12 +1,16 @@
-"""Which framework an external command runs, and its version, asked of the command's own interpreter.
+"""Which framework an external command runs, and its version, asked of the command's own interpreter in the
+command's own environment.
 
 A record's `framework` is `name version` (`tensorflow 2.20.0`). dlperf cannot import another framework's script,
 so on the node that runs it, it finds the command's Python: the first word of its argument list when that is a
 Python interpreter (`python`, `python3.11`, a venv's `.../bin/python`, `{python}`), else the interpreter named by
-that program's `#!` line (`torchrun`, a console script); `env A=1 python ...` is looked through. That interpreter
-prints the distribution's version from its own package metadata (`importlib.metadata.version`), so a command run
-in another virtual environment reports that environment's version. Where no interpreter is found, or the
-distribution is not installed there, the version is None and the record says `unknown`.
+that program's `#!` line (`torchrun`, a console script). A leading `env` (its `VAR=value`, `-u VAR`, `-i`,
+`-C DIR`) and a shell line's `VAR=value` words are read, not skipped: the version is asked with the environment
+the script itself gets, so `env PYTHONPATH=/other/site python train.py` reports the framework that PYTHONPATH
+loads. The interpreter finds where the framework's module would be imported from and the distribution installed
+there (`importlib.metadata`); a module found outside any distribution (a source tree on PYTHONPATH) reports its
+`__version__`. Where no interpreter is found, or the framework is not there, the version is None and the record
+says `unknown`.
 """
 
 from __future__ import annotations
@@ -16,77 +20,179 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 PYTHON_RE = re.compile(r"^python[0-9.]*$")
-# Framework names -> the distribution whose version they mean (what `pip install` names).
+ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+# Framework names -> the distribution whose version they mean (what `pip install` names) and the module it imports.
 DISTRIBUTIONS = {
-    "tensorflow": "tensorflow",
-    "tf": "tensorflow",
-    "paddle": "paddlepaddle",
-    "paddlepaddle": "paddlepaddle",
-    "mxnet": "mxnet",
-    "torch": "torch",
-    "pytorch": "torch",
-    "jax": "jax",
-    "oneflow": "oneflow",
-    "mindspore": "mindspore",
+    "tensorflow": ("tensorflow", "tensorflow"),
+    "tf": ("tensorflow", "tensorflow"),
+    "paddle": ("paddlepaddle", "paddle"),
+    "paddlepaddle": ("paddlepaddle", "paddle"),
+    "mxnet": ("mxnet", "mxnet"),
+    "torch": ("torch", "torch"),
+    "pytorch": ("torch", "torch"),
+    "jax": ("jax", "jax"),
+    "oneflow": ("oneflow", "oneflow"),
+    "mindspore": ("mindspore", "mindspore"),
+    "transformers": ("transformers", "transformers"),
+    "keras": ("keras", "keras"),
+    "lightning": ("lightning", "lightning"),
+    "pytorch-lightning": ("pytorch-lightning", "pytorch_lightning"),
+    "timm": ("timm", "timm"),
 }
 PROBE_TIMEOUT_S = 60.0
-PROBE = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+# argv: distribution, module. The distribution's version where the module would be imported from inside it (the
+# first on sys.path, as an import finds it), else the imported module's __version__.
+PROBE = """
+import importlib.metadata as m, importlib.util as u, os, sys
+dist, module = sys.argv[1], sys.argv[2]
+try:
+    spec = u.find_spec(module)
+except (ImportError, ValueError):
+    spec = None
+try:
+    found = m.distribution(dist)
+except m.PackageNotFoundError:
+    found = None
+where = None
+if spec is not None:
+    where = list(spec.submodule_search_locations or [])[:1] or [spec.origin]
+    where = where[0] and os.path.realpath(where[0])
+root = found is not None and os.path.realpath(str(found.locate_file("")))
+if found is not None and (where is None or where.startswith(root + os.sep)):
+    print(found.version)
+elif spec is not None:
+    print(getattr(__import__(module), "__version__", ""))
+"""
 
 
-def distribution(framework: str) -> str:
-    return DISTRIBUTIONS.get(framework.lower(), framework)
+def distribution(framework: str) -> tuple[str, str]:
+    """(distribution, module) a framework name means; an unknown name is both (`-` read as `_` for the module)."""
+    return DISTRIBUTIONS.get(framework.lower(), (framework, framework.replace("-", "_")))
 
 
-def _words(argv: list[str]) -> list[str]:
-    """The command's own words: `/bin/sh -c LINE` split again, leading `env` and `VAR=value` dropped."""
+@dataclass(frozen=True)
+class CommandLine:
+    """A command's program and arguments, and what its leading `env` / `VAR=value` words do to its environment."""
+
+    words: list[str]
+    assigned: dict[str, str] = field(default_factory=dict)
+    unset: tuple[str, ...] = ()
+    cleared: bool = False  # `env -i`: the program starts from an empty environment
+    chdir: str | None = None  # `env -C DIR`
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The environment the program gets when started from `base`."""
+        env = {} if self.cleared else dict(base)
+        for name in self.unset:
+            env.pop(name, None)
+        return {**env, **self.assigned}
+
+
+def command_line(argv: list[str]) -> CommandLine:
+    """The command's own words: `/bin/sh -c LINE` split again; leading `env` (with its options) and `VAR=value`
+    words read into the environment they give the program."""
     if len(argv) >= 3 and argv[0] == "/bin/sh" and argv[1] == "-c":
         try:
             argv = shlex.split(argv[2])
         except ValueError:
-            return []
-    words = list(argv)
-    while words and (os.path.basename(words[0]) == "env" or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])):
-        words.pop(0)
-    return words
+            return CommandLine([])
+    words, assigned, unset, cleared, chdir = list(argv), {}, [], False, None
+    while words:
+        if m := ASSIGNMENT.match(words[0]):
+            assigned[m[1]] = m[2]
+            words.pop(0)
+        elif os.path.basename(words[0]) == "env":
+            words.pop(0)
+            cleared, chdir = _env_options(words, assigned, unset, cleared, chdir)
+        else:
+            break
+    return CommandLine(words, assigned, tuple(unset), cleared, chdir)
 
 
-def interpreter(argv: list[str], cwd: str | None = None) -> str | None:
-    """The Python interpreter a command runs under, if it can be told from its first word."""
-    words = _words(argv)
-    if not words:
+def _env_options(
+    words: list[str], assigned: dict[str, str], unset: list[str], cleared: bool, chdir: str | None
+) -> tuple[bool, str | None]:
+    """Consume `env`'s options from `words` (GNU and BSD spellings), noting what they do."""
+    while words and words[0].startswith("-") and not ASSIGNMENT.match(words[0]):
+        option = words.pop(0)
+        if option == "--":
+            break
+        if option in ("-", "-i", "--ignore-environment"):
+            cleared = True
+            assigned.clear()
+            unset.clear()
+        elif option in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string") and words:
+            value = words.pop(0)
+            chdir = _option_value(option, value, words, unset, chdir)
+        elif option.startswith(("--unset=", "--chdir=", "--split-string=")):
+            name, value = option.split("=", 1)
+            chdir = _option_value(name, value, words, unset, chdir)
+        elif option[:2] in ("-u", "-C", "-S") and len(option) > 2:
+            chdir = _option_value(option[:2], option[2:], words, unset, chdir)
+    return cleared, chdir
+
+
+def _option_value(option: str, value: str, words: list[str], unset: list[str], chdir: str | None) -> str | None:
+    if option in ("-u", "--unset"):
+        unset.append(value)
+    elif option in ("-S", "--split-string"):
+        words[:0] = shlex.split(value)
+    else:
+        chdir = value
+    return chdir
+
+
+def interpreter(argv: list[str], cwd: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """The Python interpreter a command runs under, if it can be told from its first word (looked up on the
+    command's own PATH)."""
+    line = command_line(argv)
+    if not line.words:
         return None
-    first = words[0]
+    first = line.words[0]
     if PYTHON_RE.match(os.path.basename(first)):
         return first
     local = os.path.join(cwd or ".", first)
-    path = local if os.sep in first and os.path.isfile(local) else shutil.which(first)
+    search = line.environment(env if env is not None else os.environ).get("PATH")
+    path = local if os.sep in first and os.path.isfile(local) else shutil.which(first, path=search)
     if not path:
         return None
     try:
         with open(path, "rb") as f:
-            line = f.readline(400).decode("utf-8", "replace")
+            shebang = f.readline(400).decode("utf-8", "replace")
     except OSError:
         return None
-    if not line.startswith("#!"):
+    if not shebang.startswith("#!"):
         return None
-    shebang = _words(line[2:].split())
-    return shebang[0] if shebang and PYTHON_RE.match(os.path.basename(shebang[0])) else None
+    words = command_line(shebang[2:].split()).words
+    return words[0] if words and PYTHON_RE.match(os.path.basename(words[0])) else None
 
 
-def framework_version(framework: str, argv: list[str], cwd: str | None = None) -> str | None:
-    """The installed version of `framework` as the command's interpreter sees it; None where it cannot tell."""
-    python = interpreter(argv, cwd)
+def framework_version(
+    framework: str, argv: list[str], cwd: str | None = None, env: Mapping[str, str] | None = None
+) -> str | None:
+    """The version of `framework` the command's interpreter imports, in the environment the command gets (`env`:
+    what it is started with, default dlperf's own); None where it cannot tell."""
+    line = command_line(argv)
+    base = os.environ if env is None else env
+    python = interpreter(argv, cwd, base)
     if python is None:
         return None
+    where = os.path.join(cwd or ".", line.chdir) if line.chdir else cwd
+    program_env = line.environment(base)
+    if "PATH" not in program_env and os.sep not in python:  # `env -i python`: env itself finds it on its PATH
+        python = shutil.which(python, path=base.get("PATH")) or python
     try:
         done = subprocess.run(
-            [python, "-c", PROBE, distribution(framework)],
+            [python, "-c", PROBE, *distribution(framework)],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
-            cwd=cwd,
+            cwd=where,
+            env=program_env,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):

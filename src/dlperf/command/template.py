@@ -139,7 +139,7 @@ def case_values(case: dict[str, Any], batch_size: int, global_batch_size: int, r
     """The values a template may name besides the rendezvous: the case's keys that have one (a RunSpec's flat
     form), its batch per device and global batch, and the repeat number; the command's own keys are left out."""
     own = ("command", "log_format", "command_per", "shell", "launch_env", "stop_after_lines", "stop_after_seconds",
-           "log_warmup")  # fmt: skip
+           "log_warmup", "instrument")  # fmt: skip
     values = {k: v for k, v in case.items() if v is not None and k not in own}
     return {**values, "global_batch_size": global_batch_size, "batch_size": batch_size, "repeat": repeat}
 

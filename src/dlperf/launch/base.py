@@ -59,6 +59,7 @@ class RunJob:
             stop_after_lines=spec.stop_after_lines,
             stop_after_seconds=spec.stop_after_seconds,
             line_patterns=list(self.line_patterns),
+            instrument=spec.instrument == "auto",
         )
 
 

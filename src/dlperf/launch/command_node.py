@@ -23,18 +23,25 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
-from dlperf.command.identity import framework_version
+from dlperf.command.identity import command_line, framework_version
 from dlperf.command.template import Process, node_processes, rendezvous_for
 from dlperf.engines.base import node_name
+from dlperf.instrument import Placement, place
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeResult
 from dlperf.metrics.noise import machine_load, take_snapshot
 from dlperf.metrics.process_tree import TreeMemory
 
 POLL_S = 0.1
 STOP_GRACE_S = 5.0  # below the local launcher's grace, so the agent always cleans up before it is killed
-TAIL_LINES = 20
+TAIL_LINES = 100  # a failed process's last lines, where its error is looked for (torchrun's report alone is ~35)
+THREADS = "OMP_NUM_THREADS"
+# A launcher's own failure report after the error it reports: torchrun's `failed (exitcode: 1) local_rank: 0`
+# line, its traceback ending in ChildFailedError, and its `=====` summary of the ranks.
+LAUNCHER_REPORT = re.compile(r"\bfailed \(exitcode: -?\d+\) local_rank:|errors\.ChildFailedError\b")
+RULE_LINE = re.compile(r"^[\s=\-*#_~+]*$")  # blank, or a banner's rule of `=` / `-` / `*`
 
 
 @dataclass
@@ -93,10 +100,28 @@ class Running:
         return f"rank {self.process.rank}" if self.process.rank is not None else f"node {self.process.node_rank}"
 
 
+@dataclass
+class RunLog:
+    """Node 0's log of the command's lines and, beside it, when each reached it: `<end offset> <monotonic s>` per
+    line written (`<run>.arrivals`, the arrival-time second reading, peers/arrivals.py)."""
+
+    log: IO[bytes]
+    arrivals: IO[bytes]
+
+    def write(self, line: bytes) -> None:
+        self.log.write(line)
+        self.log.flush()
+        self.arrivals.write(f"{self.log.tell()} {time.monotonic():.6f}\n".encode())
+
+    def close(self) -> None:
+        self.log.close()
+        self.arrivals.close()
+
+
 def _pump(
     stream: IO[bytes],
     prefix: bytes,
-    log: IO[bytes] | None,
+    log: RunLog | None,
     lock: threading.Lock,
     tail: collections.deque,
     rule: StopRule,
@@ -111,7 +136,6 @@ def _pump(
         with lock:
             if log is not None and not rule.reached.is_set():
                 log.write(line)
-                log.flush()
             sys.stdout.buffer.write(prefix + line)
             sys.stdout.buffer.flush()
         text = line.decode("utf-8", "replace").rstrip()
@@ -121,13 +145,64 @@ def _pump(
     stream.close()
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, as a container or `taskset` sets it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Threads:
+    """OMP_NUM_THREADS of a node's command processes, and who decided it (the record's `threads`)."""
+
+    value: str | None
+    set_by: str
+    cores: int
+    processes: int
+
+    def env(self) -> dict[str, str]:
+        """What dlperf adds to each process's environment: only a value dlperf decided."""
+        return {THREADS: self.value} if self.set_by == DLPERF_SETS and self.value is not None else {}
+
+
+DLPERF_SETS = "dlperf: the run's CPU share per process (--cpu-threads; auto: usable cores / processes)"
+
+
+def thread_setting(processes: list[Process], cores: int, share: int | None = None) -> Threads:
+    """OMP_NUM_THREADS for each process, as torchrun decides it for its workers: left as set (in dlperf's
+    environment or by the command's own `env VAR=...`), else the run's CPU share (`share`: the spec's
+    `cpu_threads`, the same in every topology of a sweep), else the node's usable cores shared by its processes.
+    One process per node (`--command-per node`) starts its own workers, whose launcher decides: dlperf sets
+    nothing."""
+    line = command_line(processes[0].argv)
+    given = line.environment({**os.environ, **processes[0].env}).get(THREADS)
+    if given is None and (line.cleared or THREADS in line.unset):  # the command removes what anybody sets
+        return Threads(None, "the command (`env -u` / `env -i`): unset", cores, len(processes))
+    if given is not None:
+        return Threads(given, "the environment", cores, len(processes))
+    if processes[0].rank is None:
+        return Threads(None, "the command's own launcher (--command-per node)", cores, len(processes))
+    value = share if share is not None else max(1, cores // len(processes))
+    return Threads(str(value), DLPERF_SETS, cores, len(processes))
+
+
 def _start(
-    process: Process, workdir: str, log: IO[bytes] | None, lock: threading.Lock, rule: StopRule, counted: bool
+    process: Process,
+    workdir: str,
+    log: RunLog | None,
+    lock: threading.Lock,
+    rule: StopRule,
+    counted: bool,
+    threads: Threads,
+    steps: str | None,
 ) -> Running:
+    env = {"PYTHONUNBUFFERED": "1", **os.environ, **threads.env(), **process.env}
+    placed = place(process.argv, env, steps, workdir) if steps else Placement(process.argv, env)
     proc = subprocess.Popen(
-        process.argv,
+        placed.argv,
         cwd=workdir,
-        env={"PYTHONUNBUFFERED": "1", **os.environ, **process.env},
+        env=placed.env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -143,10 +218,22 @@ def _start(
     return running
 
 
+def last_words(lines: list[str]) -> str:
+    """The line that says why a process failed: its last line that is no banner, and above a launcher's own
+    failure report (torchrun's traceback and `=====` block name no cause) where one follows the error."""
+    cut = next((i for i, line in enumerate(lines) if LAUNCHER_REPORT.search(line)), len(lines))
+    if cut < len(lines) and "ChildFailedError" in lines[cut]:  # the report's traceback starts above this line
+        cut = next((i for i in range(cut, -1, -1) if lines[i].startswith("Traceback (most recent call last)")), cut)
+    for part in (lines[:cut], lines):
+        if said := next((line.strip() for line in reversed(part) if not RULE_LINE.match(line)), ""):
+            return said
+    return ""
+
+
 def _failure(running: Running, code: int, host: str) -> NodeResult:
-    """The first process that failed: its rank, exit code or signal, and the last line it printed."""
+    """The first process that failed: its rank, exit code or signal, and the line that says why."""
     running.pump.join(timeout=2.0)
-    last = next((line.strip() for line in reversed(running.tail) if line.strip()), "")
+    last = last_words(list(running.tail))
     signal_name = signal.Signals(-code).name if code < 0 else None
     what = f"was killed by {signal_name}" if signal_name else f"exited with code {code}"
     error = f"command {running.label} on {host} {what}" + (f": {last}" if last else "")
@@ -208,13 +295,27 @@ def stop_rule(command: CommandLaunch, node_rank: int) -> StopRule:
     return StopRule(lines, command.stop_after_seconds, [re.compile(p) for p in command.line_patterns])
 
 
+def steps_prefix(spec: AgentSpec) -> str | None:
+    """Where the instrumentation hook writes (`<run>.steps.rank<R>`, beside the run's log), None where it is off."""
+    assert spec.command is not None
+    return str(Path(spec.log_path).with_suffix(".steps")) if spec.command.instrument else None
+
+
 def command_facts(command: CommandLaunch, processes: list[Process], rule: StopRule, memory: TreeMemory,
-                  load: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+                  load: dict[str, Any] | None, threads: Threads, steps: str | None) -> dict[str, Any]:  # fmt: skip
     """What the record says of the command beside its log's figures: framework version, why it ended, memory,
-    and the machine's other load meanwhile."""
-    facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load}
+    its processes' threads, whether its steps were timed, and the machine's other load meanwhile."""
+    facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load,
+                             "threads": dataclasses.asdict(threads)}  # fmt: skip
+    if steps and processes:
+        env = {**os.environ, **processes[0].env}
+        facts["instrument"] = {
+            "steps": steps,
+            "not_placed": place(processes[0].argv, env, steps, command.workdir).reason,
+        }
     if command.framework and processes:
-        facts["framework_version"] = framework_version(command.framework, processes[0].argv, command.workdir)
+        env = {**os.environ, **processes[0].env}
+        facts["framework_version"] = framework_version(command.framework, processes[0].argv, command.workdir, env)
     return facts
 
 
@@ -231,15 +332,29 @@ def launch(spec: AgentSpec) -> NodeResult:
                           addrs)  # fmt: skip
     processes = node_processes(command.template, rdzv, node_rank, command.per, command.shell)
     rule = stop_rule(command, node_rank)
+    share = spec.run.get("cpu_threads")
+    threads = thread_setting(processes, usable_cores(), share if isinstance(share, int) else None)
+    steps = steps_prefix(spec)
+    if steps and node_rank == 0:  # a run again in the same folder: its side files start empty
+        for stale in Path(steps).parent.glob(f"{Path(steps).name}.rank*"):
+            stale.unlink(missing_ok=True)
     with TreeMemory(os.getpid()) as memory:
         start = take_snapshot()
-        result = _launch(spec, command, processes, host, node_rank, rule)
+        result = _launch(spec, command, processes, host, node_rank, rule, threads, steps)
         load = machine_load(start, take_snapshot()).as_record()
-    return dataclasses.replace(result, command=command_facts(command, processes, rule, memory, load))
+    facts = command_facts(command, processes, rule, memory, load, threads, steps)
+    return dataclasses.replace(result, command=facts)
 
 
 def _launch(
-    spec: AgentSpec, command: CommandLaunch, processes: list[Process], host: str, node_rank: int, rule: StopRule
+    spec: AgentSpec,
+    command: CommandLaunch,
+    processes: list[Process],
+    host: str,
+    node_rank: int,
+    rule: StopRule,
+    threads: Threads,
+    steps: str | None,
 ) -> NodeResult:
     if not os.path.isdir(command.workdir):
         return NodeResult.failed(
@@ -248,12 +363,15 @@ def _launch(
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     lock = threading.Lock()
     running: list[Running] = []
-    log = open(spec.log_path, "ab") if node_rank == 0 else None  # noqa: SIM115 - closed in finally
+    log = None
+    if node_rank == 0:  # closed in finally
+        arrivals = Path(spec.log_path).with_suffix(".arrivals")
+        log = RunLog(open(spec.log_path, "ab"), open(arrivals, "ab"))  # noqa: SIM115
     try:
         for process in processes:
             try:
                 counted = not running  # the first process: rank 0's lines on node 0
-                running.append(_start(process, command.workdir, log, lock, rule, counted))
+                running.append(_start(process, command.workdir, log, lock, rule, counted, threads, steps))
             except OSError as error:
                 return NodeResult.failed(
                     f"cannot start `{shlex.join(process.argv)}` on {host}: {error.strerror or error}",

@@ -46,6 +46,7 @@ class CommandLaunch:
     stop_after_lines: int | None = None  # end the command after this many lines matching `line_patterns`
     stop_after_seconds: float | None = None
     line_patterns: list[str] = field(default_factory=list)  # the log reader's throughput-line signatures
+    instrument: bool = True  # dlperf's start-up hook on a Python command's PYTHONPATH (dlperf.instrument)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Model FLOPs of GPT training, the devices' peak TFLOP/s, and MFU, each defined once.
+"""Model FLOPs of GPT and Llama training, the devices' peak TFLOP/s, and MFU, each defined once.
 
 FLOPs per iteration follow the published formula for GPT training without activation recomputation
 (Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters", 2021, eq. 3 with the
@@ -9,6 +9,15 @@ recomputation term removed):
 with B the global batch (samples per iteration), s the sequence length, l the layers, h the hidden size and
 V the vocabulary the output layer computes (the padded one). It counts forward and backward (x3) of every
 matrix multiply, attention included; it is a property of the model, so it does not change with the layout.
+
+Llama-class models follow the PaLM paper's count (Chowdhery et al. 2022, appendix B), as torchtitan, MaxText and
+Megatron-Bridge report MFU: per token of training
+
+    F = 6 N + 12 L H Q T
+
+with N the parameters less the token embedding (a lookup, no matmul; the untied output layer counts), L the layers,
+H the query heads, Q the head size and T the sequence length. The attention term counts the full T x T score
+matrix, causal masking notwithstanding, as the peers do; activation recomputation is not counted.
 
 Peak TFLOP/s come from the exact-name datasheet table in `dlperf.metrics.peaks`, which fails closed: a device
 not in it (every CPU) has no peak, and MFU is then left empty with the reason, unless `--peak-tflops` gives one.
@@ -37,6 +46,14 @@ def gpt_flops_per_iteration(batch: int, seq: int, layers: int, hidden: int, voca
     return (
         72 * batch * seq * layers * hidden**2 + 12 * batch * seq**2 * layers * hidden + 6 * batch * seq * hidden * vocab
     )
+
+
+LLM_FLOPS_FORMULA = "6N + 12·L·H·Q·T per token (PaLM, Chowdhery et al. 2022; N without the token embedding)"
+
+
+def llm_flops_per_token(non_embedding_params: int, layers: int, heads: int, head_dim: int, seq: int) -> int:
+    """6N + 12·L·H·Q·T: forward and backward of every weight matmul, plus attention's scores and weighted values."""
+    return 6 * non_embedding_params + 12 * layers * heads * head_dim * seq
 
 
 def peak_tflops(device_name: str, precision: str, tf32: bool = False) -> float | None:

@@ -12,11 +12,17 @@ from typing import Any
 from dlperf.command.identity import framework_label
 from dlperf.command.template import case_values, check_template, node_processes, rendezvous_for
 from dlperf.errors import DataError
+from dlperf.instrument import steps_file
 from dlperf.launch.base import RunJob
 from dlperf.metrics.noise import MachineLoad, noise_verdict
+from dlperf.peers.arrivals import arrival_reading
+from dlperf.peers.base import RunShape
+from dlperf.peers.crosscheck import TOLERANCE, cross_check
 from dlperf.peers.extract import Options, read_run
+from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
 from dlperf.peers.layout import LogInfo
-from dlperf.peers.registry import FORMATS, get_format
+from dlperf.peers.measure import Measured
+from dlperf.peers.registry import BY_NAME, FORMATS, get_format
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
@@ -39,10 +45,11 @@ def check_command(spec: RunSpec, plan: WorkloadPlan) -> None:
 
 
 def line_patterns(spec: RunSpec) -> tuple[str, ...]:
-    """The throughput lines `--stop-after-lines` counts: the named reader's signature, or every reader's."""
+    """The throughput lines `--stop-after-lines` counts: the named reader's signature, or every reader's but a
+    fallback's (a tqdm bar redraws many times a second)."""
     if spec.engine != EXTERNAL or spec.stop_after_lines is None:
         return ()
-    formats = FORMATS if spec.log_format == "auto" else (get_format(spec.log_format),)
+    formats = [f for f in FORMATS if not f.fallback] if spec.log_format == "auto" else [get_format(spec.log_format)]
     return tuple(f.signature.pattern for f in formats)
 
 
@@ -70,6 +77,7 @@ def command_fields(spec: RunSpec, commands: list[dict[str, Any]]) -> dict[str, A
         "gpu_memory_mib_sampled": max(gpus) if gpus else None,
         "memory_note": next((c["memory_note"] for c in commands if c.get("memory_note")), None),
         "machine_load": loads,
+        "threads": [c["threads"] for c in commands if c.get("threads")],
     }
     return fields
 
@@ -81,17 +89,116 @@ def noise_of(record: dict[str, Any]) -> dict[str, Any]:
     return noise_verdict(windows, loads).as_record()
 
 
-def read_figures(job: RunJob) -> dict[str, Any]:
-    """The reader's figures from the run's log (throughput, latency where printed, format, rule, lines kept);
-    DataError says why the log gives none."""
+class ScriptFailed(DataError):
+    """The script's log says its run failed (a NaN loss, an error after training): no timing makes that a figure."""
+
+
+def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The run's figures: from dlperf's instrumentation side file where the hook timed the steps (the script's
+    own printed figure beside it as the second reading), else the reader's from the run's log (throughput, latency
+    where printed, format, rule, lines kept); DataError says why neither gives one."""
+    script: dict[str, Any] | None = None
+    try:
+        script = _script_figures(job)
+    except ScriptFailed:
+        raise
+    except DataError as error:
+        script_error = str(error)
+    timed = _timed_figures(job)
+    if timed is None:
+        if script is None:
+            raise DataError(script_error)
+        return _script_only(job, script, commands or [])
+    if script is not None:
+        timed["unit"] = script["unit"] if script.get("unit") in SAMPLE_UNITS else timed["unit"]
+        timed["cross_check"] = _script_check(timed, script, getattr(job.spec.workload, "seq_length", None))
+    else:
+        timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
+                                "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
+    timed["reading_notes"] = ["timed by dlperf's start-up hook: every optimizer step"]
+    return timed
+
+
+def _script_only(job: RunJob, script: dict[str, Any], commands: list[dict[str, Any]]) -> dict[str, Any]:
+    """The reader's figures alone, checked against the arrival times of its lines; why the hook did not time it."""
+    script["cross_check"] = _arrival_check(job, script)
+    found = (c.get("instrument") or {} for c in commands)
+    unplaced = next((i["not_placed"] for i in found if i.get("not_placed")), None)
+    if unplaced:
+        script["reading_notes"] = [*(script.get("reading_notes") or []), f"not timed by dlperf's hook: {unplaced}"]
+    return script
+
+
+SAMPLE_UNITS = ("samples/s", "images/s", "sequences/s", "records/s")
+
+
+def _script_figures(job: RunJob) -> dict[str, Any]:
+    """The peer reader's figures from the run's log."""
     spec, log = job.spec, job.paths.log
     if not log.exists() or log.stat().st_size == 0:
         raise DataError("the command printed nothing")
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
-    peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup))
+    peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
     if peer.get("status", "ok") != "ok":
-        raise DataError(str(peer.get("error")))
+        raise ScriptFailed(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+
+
+def _arrival_check(job: RunJob, script: dict[str, Any]) -> dict[str, Any]:
+    """The reader's figure against the arrival times of its own lines, where the log gives no other second reading;
+    DataError where they disagree by a factor of the run's shape or over 2x (the log contradicts itself)."""
+    check = script.get("cross_check") or {}
+    if check.get("second") is not None:
+        return check
+    named = job.spec.log_format
+    fmt = get_format(named if named != "auto" else script["format"])  # a declared format by its file, not its name
+    shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
+    second = arrival_reading(job.paths.log, fmt, script["warmup_iterations"], script["window_iterations"], shape)
+    if second is None:
+        return check
+    reading = "arrival times of its lines (dlperf's stamps) x the samples between them"
+    measured = Measured(throughput=script["throughput"], kept=script["kept_lines"], first_step=None, last_step=None,
+                        latency_ms=None, memory_mib=None, metrics={}, window_note=None, runs=1, second=second,
+                        second_reading=reading)  # fmt: skip
+    return cross_check(measured, script["rule"], script["unit"], shape)
+
+
+def _timed_figures(job: RunJob) -> dict[str, Any] | None:
+    """The figures of rank 0's instrumentation side file, with the run's own warm-up and window; None where the
+    hook was off, not placed, or timed fewer steps than a figure needs."""
+    spec = job.spec
+    steps = steps_file(job.paths.log.with_suffix(".steps"), 0)
+    if spec.instrument != "auto" or not steps.is_file() or steps.stat().st_size == 0:
+        return None
+    warmup = spec.log_warmup if spec.log_warmup is not None else spec.warmup_iters
+    warmup = warmup if isinstance(warmup, int) else BY_NAME[STEPS_FORMAT].warmup  # `auto`: the format's own
+    info = LogInfo(steps, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
+    try:
+        peer = read_run(info, Options(format=STEPS_FORMAT, warmup=warmup, window=spec.iters))
+    except DataError:
+        return None  # too few steps for a figure: the script's own reading stands alone
+    return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+
+
+def _script_check(timed: dict[str, Any], script: dict[str, Any], tokens_per_sample: int | None) -> dict[str, Any]:
+    """The script's own printed figure as the second reading of the instrumented one: both in samples, or the
+    script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length)."""
+    reading = f"the script's own figure ({script['format']}, {script['rule']} rule, {script['unit']})"
+    first = timed["throughput"]
+    if script["unit"] == "tokens/s" and tokens_per_sample:
+        first, reading = first * tokens_per_sample, f"{reading}, against the case's samples x {tokens_per_sample}"
+    elif script["unit"] not in SAMPLE_UNITS:
+        return {"agree": None, "second": script["throughput"], "reading": reading, "tolerance": TOLERANCE,
+                "note": "the script counts another unit: not compared"}  # fmt: skip
+    ratio = first / script["throughput"]
+    check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": script["throughput"], "ratio": ratio,
+             "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
+    if not check["agree"]:
+        check["note"] = (
+            "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "
+            f"{'; '.join(script.get('reading_notes') or []) or 'see its format in docs/peer-logs.md'}"
+        )
+    return check
 
 
 def log_tail(job: RunJob, lines: int = TAIL_LINES) -> list[str]:

@@ -24,7 +24,7 @@ def _outcome(job: RunJob, result: RunResult) -> tuple[Failure | None, dict[str, 
         return result.failure, None
     if job.spec.engine == EXTERNAL:
         try:
-            return None, read_figures(job)
+            return None, read_figures(job, result.commands)
         except DataError as error:
             return Failure(f"its output gives no throughput: {error}"), None
     if result.measured is None:

@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import slots_per_node
 from dlperf.metrics.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
-from dlperf.orchestration.preflight import preflight_warning
+from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.lock import results_lock
@@ -35,7 +35,7 @@ from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
 from dlperf.records.validate import check_file, job_problem, read_record
 from dlperf.reporting.report import refuse_to_replace, write_report
-from dlperf.spec import RunSpec, file_keys, parse_topology
+from dlperf.spec import RunSpec, file_keys, parse_topology, setting
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
 DEFAULT_REPEATS = 5
@@ -47,16 +47,38 @@ class SweepOptions:
     """What `dlperf sweep` is asked, in one object: the file, the results folder, the repeat rule (None: the
     file's keys, which these override) and what to do with the records already there."""
 
-    config: str | None = None  # the sweep file; None for a matrix given as a mapping
-    out: str = "results"
-    # the repeat rule shapes the sweep, so --resume takes it from the folder (stored=True)
-    repeats: int | str | None = field(default=None, metadata={"stored": True})  # a count or `auto`
-    target_ci: float | None = field(default=None, metadata={"stored": True})  # percent, with repeats auto
-    max_repeats: int | None = field(default=None, metadata={"stored": True})  # with repeats auto
-    resume: bool = False
-    overwrite: bool = False
-    retry_failed: bool = False
-    force: bool = False  # start cases whose memory estimate is over the machine's (preflight refuses them)
+    config: str | None = setting(
+        None,
+        "sweep YAML file, e.g. configs/quick.yaml (with --resume: default the copy the folder keeps)",
+        positional="?",
+    )  # None for a matrix given as a mapping
+    out: str = setting("results", "results folder (default ./results)", bound="non-empty")
+    # the repeat rule shapes the sweep, so --resume takes it from the folder (stored)
+    repeats: int | str | None = setting(
+        None,
+        "repeats per case, or `auto`: until the 95% interval of the median is within --target-ci (default: the "
+        "file's `repeats`, else 5)",
+        bound="positive or auto",
+        stored=True,
+    )
+    target_ci: float | None = setting(
+        None,
+        "with --repeats auto: target half-width of the median's 95% interval, in percent (default 1)",
+        bound="positive",
+        metavar="PCT",
+        stored=True,
+    )
+    max_repeats: int | None = setting(
+        None, "with --repeats auto: most repeats per case (default 10)", bound="positive", stored=True
+    )
+    resume: bool = setting(
+        False,
+        "finish the sweep in --out with the options it started with (stored in OUT/sweep_options.json): skip runs "
+        "whose record is complete; rerun the rest",
+    )
+    retry_failed: bool = setting(False, "with --resume, also rerun failed runs")
+    overwrite: bool = setting(False, "replace the records of an earlier sweep")
+    force: bool = setting(False, FORCE_HELP)  # start cases over the machine's memory (preflight refuses them)
 
 
 def stored_sweep_fields() -> list[str]:

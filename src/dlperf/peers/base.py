@@ -54,6 +54,9 @@ class Point:
     batch: float | None = None  # GLOBAL samples per iteration where the line prints its own (else the run's)
     whole_run: bool = False  # the run's own figure for all of it, used only where the rule's window gives none
     paused: bool = False  # time the framework's step clock leaves out (evaluation, checkpoints) passed before it
+    # how far the printed time can be from the true one, from its rounding (Keras' `20ms/step` is +-0.5 ms): for
+    # `seconds` in the same unit, for `timestamp` in seconds; measure refuses a figure it leaves unknown to 2 %
+    resolution: float | None = None
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
@@ -85,6 +88,7 @@ class PeerFormat:
     record_start: re.Pattern[str] | None = None  # where one of its records begins, to part records merged on a line
     check_reading: str = "the reader's second reading of each kept interval"  # what Point.check is
     success: re.Pattern[str] | None = None  # a line saying the run ended well: failure markers after it are exit noise
+    fallback: bool = False  # recognised only where no other format recognises a line of the log (a tqdm bar)
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from contextlib import closing
@@ -29,6 +30,7 @@ class Options:
     rule: str | None = None
     warmup: int | None = None  # iterations; None: the format's default
     window: int | None = None  # iterations; None: the format's default; 0: to the end of the run
+    format_flag: str = "--format"  # how the command that reads names the format option (`dlperf run`: --log-format)
 
     def check(self) -> None:
         """Refuse combinations that can never work, before any file is read."""
@@ -44,19 +46,22 @@ class Options:
                 )
 
 
-def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None) -> tuple[PeerFormat, Iterator[str]]:
+def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None, flag: str) -> tuple[PeerFormat, Iterator[str]]:
     """The log's format (given, or the first line any format recognises) and the lines from there on."""
     if forced is not None:
         return forced, lines
-    seen = False
+    seen, fallback = False, None
     for line in lines:
         seen = True
         fmt = detect(line)
-        if fmt is not None:
+        if fmt is not None and not fmt.fallback:
             return fmt, itertools.chain([line], lines)
+        fallback = fallback or fmt
+    if fallback is not None:
+        return fallback, None
     if not seen:
         raise DataError("the file is empty")
-    raise DataError("no line of a known format: see `dlperf extract --list-formats`, or pass --format NAME")
+    raise DataError(f"no line of a known format: see `dlperf extract --list-formats`, or pass {flag} NAME")
 
 
 def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
@@ -78,11 +83,13 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     with closing(log_lines(info.path)) as raw:
         lines = watch.watch(strip_prefixes(line) for line in raw)
         try:
-            fmt, rest = _formatted_lines(lines, forced)
+            fmt, rest = _formatted_lines(lines, forced, options.format_flag)
         except DataError:
             if watch.reason() is None:
                 raise
             return _failed(info, shape, None, "printed", watch.reason() or "")
+        if rest is None:  # only a fallback format's lines: read the whole file again as that format
+            return read_run(info, dataclasses.replace(options, format=fmt.name))
         watch.success = fmt.success
         rest = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
         rule, warmup, window = _reading(fmt, options)

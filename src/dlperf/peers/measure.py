@@ -79,6 +79,7 @@ def _combine(points: list[Point]) -> Point:
         note=first.note,
         tokens=first.tokens,
         unit=first.unit,
+        resolution=_highest([p.resolution for p in points]),
     )
 
 
@@ -199,6 +200,7 @@ class _Screen:
         return None
 
 
+PRECISION = 0.02  # a figure whose printed times' rounding leaves it unknown to more than 2 % is refused
 MAX_RANKS = 65536  # lines of one iteration held at once: more ranks than any job has, so memory stays bounded
 KEPT_RUNS = 8  # finished runs held for "the last one that gives a figure"
 
@@ -358,16 +360,18 @@ class TimedSteps:
     over their summed time, never a mean of per-line rates (which weighs the fast lines more)."""
 
     def __init__(self) -> None:
-        self.iterations = self.samples = self.seconds = 0.0
+        self.iterations = self.samples = self.seconds = self.resolution = 0.0
 
     def add(self, point: Point, start: int | None, batch: int) -> None:
-        """A line's time is per iteration over the iterations since its interval's start (one where unknown)."""
+        """A line's time is per iteration over the iterations since its interval's start (one where unknown); its
+        rounding as printed (`resolution`) is summed the same way."""
         assert point.seconds is not None
         gap = point.step - start if point.step is not None and start is not None else 1
         iterations = max(gap, 1)
         self.iterations += iterations
         self.samples += (point.batch or batch) * iterations
         self.seconds += point.seconds * iterations
+        self.resolution += (point.resolution or 0.0) * iterations
 
     def rate(self) -> float:
         return self.samples / self.seconds
@@ -538,7 +542,7 @@ def _refuse_unmeasurable(done: deque[_Window], screen: _Screen, fmt: PeerFormat,
     if all(w.kept == 0 and w.seen < 2 for w in done):
         raise DataError(
             f"only {sum(w.seen for w in done)} {fmt.name} progress line(s), inside the {warmup}-iteration warm-up: "
-            f"the run is too short, or pass a smaller --warmup"
+            f"the run is too short, or pass a smaller warm-up (extract: --warmup; run: --log-warmup)"
         )
 
 
@@ -634,6 +638,11 @@ def _printed(w: _Window, fmt: PeerFormat) -> float:
         if not w.timed.seconds > 0:
             hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
             raise DataError(f"the kept {fmt.name} lines print no usable throughput or time per iteration{hint}")
+        _precise(
+            w.timed.resolution / w.timed.seconds,
+            f"their times per iteration (mean {w.timed.mean_seconds():.4g} s)",
+            fmt,
+        )
         return w.timed.rate()
     return w.speed_sum / w.speed_n
 
@@ -646,6 +655,8 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     if first.timestamp is None or last.timestamp is None:
         raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
     elapsed = last.timestamp - first.timestamp
+    if elapsed > 0 and (first.resolution or last.resolution):
+        _precise(((first.resolution or 0.0) + (last.resolution or 0.0)) / elapsed, f"{elapsed:.4g} s between them", fmt)
     samples = _samples_between(first, last, fmt, shape.global_batch)
     if elapsed <= 0 or samples <= 0:
         raise DataError(
@@ -653,6 +664,16 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
             f"({elapsed:g} s, {samples:g} samples)"
         )
     return samples / elapsed
+
+
+def _precise(bound: float, what: str, fmt: PeerFormat) -> None:
+    """Refuse a figure the printed times' rounding leaves unknown to more than PRECISION."""
+    if bound > PRECISION:
+        raise DataError(
+            f"the kept {fmt.name} lines are printed too coarsely for a figure: rounded as printed, {what} are known to "
+            f"+-{bound:.1%}, over dlperf's {PRECISION:.0%}; run it longer or with slower steps, or under dlperf run, "
+            f"whose instrumentation times every step"
+        )
 
 
 def _samples_between(first: Point, last: Point, fmt: PeerFormat, batch: int) -> float:

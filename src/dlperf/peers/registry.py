@@ -8,16 +8,24 @@ from dlperf.peers.formats import (
     declared,
     dllogger,
     dlperf_log,
+    dlperf_steps,
     hf_trainer,
     hugectr,
     keras,
+    keras_fit,
+    lightning_rich,
+    maxtext,
     megatron,
     mlperf,
     mxnet,
+    nanogpt,
+    nemo,
     oneflow,
     paddle,
     pytorch_imagenet,
+    timm,
     torchtitan,
+    tqdm_bar,
 )
 
 FORMATS: tuple[PeerFormat, ...] = (
@@ -27,14 +35,22 @@ FORMATS: tuple[PeerFormat, ...] = (
     *mlperf.FORMATS,
     *megatron.FORMATS,
     *torchtitan.FORMATS,
+    *maxtext.FORMATS,
+    *nemo.FORMATS,
     *oneflow.FORMATS,
     *mxnet.FORMATS,
     *pytorch_imagenet.FORMATS,
     *paddle.FORMATS,
     *hugectr.FORMATS,
     *hf_trainer.FORMATS,
+    *keras_fit.FORMATS,
+    *lightning_rich.FORMATS,
+    *timm.FORMATS,
+    *nanogpt.FORMATS,
+    *tqdm_bar.FORMATS,
 )
-BY_NAME = {f.name: f for f in FORMATS}
+# named only: the instrumentation's side file is read by the run that wrote it, never detected
+BY_NAME = {f.name: f for f in (*FORMATS, *dlperf_steps.FORMATS)}
 
 
 def get_format(name: str) -> PeerFormat:
@@ -56,7 +72,7 @@ def detect(line: str) -> PeerFormat | None:
 def describe() -> str:
     """The `--list-formats` text: name, rules, default warm-up and window in iterations, unit, and the source."""
     rows = []
-    for f in FORMATS:
+    for f in BY_NAME.values():
         steps = "iterations" if f.steps_are_iterations else "progress events"
         window = "the last printed step" if f.last_only else "to the end of the run" if f.window is None else ""
         rows.append(
@@ -65,7 +81,8 @@ def describe() -> str:
             f"printed figure: {f.printed}\n    rule: {f.practice}"
         )
     rows.append(
-        "PATH.yaml\n    a format declared in YAML: `line:` a regex with named groups (iteration, throughput or "
-        "step_time, loss), unit, printed (global or per device), warmup, window (docs/peer-logs.md)"
+        "PATH.yaml\n    a format declared in YAML: `line:` a regex with named groups (iteration, throughput, "
+        "step_time or time, loss), unit, printed (global or per device), throughput_counts, per, warmup, window; "
+        "rates combine as samples over time (docs/peer-logs.md)"
     )
     return "\n".join(rows)

@@ -53,19 +53,20 @@ def log_lines(path: Path) -> Iterator[str]:
 
 # What launchers and pasting put in front of a framework's own line, removed before any reader sees it:
 # srun's task number (`55:  `), torchrun's `[default0]:` and `[rank0]:` tags (any number of them), a markdown
-# quote (`> `), a tqdm bar that shared the line (`...| 650/2771 [01:23<04:25,  7.98it/s]`), colour escapes.
+# quote (`> `), a tqdm bar that shared the line with another record (`...| 650/2771 [01:23<04:25,  7.98it/s]`),
+# colour escapes.
 PREFIX = re.compile(r"^(?:\s*>\s)?\s*(?:\d{1,6}:\s+)?(?:\[(?:default|rank)\d+\]:\s?)*")
 TQDM = re.compile(r"^.*?\|\s*\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]\s*")
-ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x08")  # colours, cursor moves, and Keras' backspaces
 
 
 def strip_prefixes(line: str) -> str:
     """The framework's own line, without launcher, paste and terminal decorations."""
-    if "\x1b" in line:
+    if "\x1b" in line or "\x08" in line:
         line = ESCAPES.sub("", line)
     prefix = PREFIX.match(line)
     if prefix and prefix.end():
         line = line[prefix.end() :]
-    if ("it/s]" in line or "s/it]" in line) and (bar := TQDM.match(line)):
-        line = line[bar.end() :]
+    if ("it/s]" in line or "s/it]" in line) and (bar := TQDM.match(line)) and bar.end() < len(line.rstrip()):
+        line = line[bar.end() :]  # a bar alone on its line is kept: the tqdm reader reads it
     return line

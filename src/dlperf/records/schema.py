@@ -172,15 +172,31 @@ class RunRecord:
     mfu_peak_device: str | None = doc("the device name the peak table matched")
     mfu_peak_note: str | None = doc("why no peak")
     flops_convention: str | None = doc("which FLOPs the peak counts")
-    parallel: dict[str, Any] | None = doc("GPT: the layout (`dp`, `tp`, `pp`, ..., `global_batch_size`)")
-    report_case: str | None = doc("GPT: the case's published short name (`DP_8x1x1_16_1536x16`)")
-    report_group: str | None = doc("GPT: the published name's prefix, the layouts table's group (`DP_8x1x1`)")
-    tokens_per_s: float | None = doc("GPT: throughput x sequence length")
-    tokens_per_s_per_device: float | None = doc("GPT: tokens/s / world size")
-    flops_per_iteration_formula: float | None = doc(
-        "GPT: the published formula's FLOPs per iteration, the MFU basis where no count exists"
+    parallel: dict[str, Any] | None = doc(
+        "GPT: the layout (`dp`, `tp`, `pp`, ..., `global_batch_size`); Llama: the mesh (`pp`, `dp_replicate`,"
+        " `dp_shard`, `cp`, `tp`), `dp`, the batches and the pipeline schedule"
     )
-    flops_formula: str | None = doc("GPT: which formula (Narayanan et al. 2021, eq. 3 without recomputation)")
+    report_case: str | None = doc(
+        "GPT: the case's published short name (`DP_8x1x1_16_1536x16`); Llama: size, layout, sequence and batches"
+        " (`llama3-8b_fsdp8_s8192_gbs16`)"
+    )
+    report_group: str | None = doc(
+        "GPT: the published name's prefix, the layouts table's group (`DP_8x1x1`); Llama: the kinds of parallelism"
+        " (`FSDP+TP`)"
+    )
+    tokens_per_s: float | None = doc("GPT, Llama: throughput x sequence length")
+    tokens_per_s_per_device: float | None = doc("GPT, Llama: tokens/s / world size")
+    flops_per_iteration_formula: float | None = doc(
+        "GPT, Llama: the published formula's FLOPs per iteration, the MFU basis where no count exists"
+    )
+    flops_formula: str | None = doc(
+        "GPT: which formula (Narayanan et al. 2021, eq. 3 without recomputation); Llama: 6N + 12·L·H·Q·T per token"
+    )
+    flops_per_token: int | None = doc(
+        "Llama: 6N + 12·L·H·Q·T, the PaLM formula torchtitan, MaxText and NeMo report MFU by (N without the token"
+        " embedding; `metrics/flops.py`)",
+        "count",
+    )
     framework: str | None = doc(
         "`name version` of what ran it (`torch 2.9.1`, `tensorflow 2.20.0`; external runs: `--framework` and the"
         " version the command's interpreter reports, `docs/external-scripts.md`)"
@@ -238,6 +254,11 @@ class ExternalRunRecord(RunRecord, PeerReading):
     host_memory_mib_sampled: float | None = doc("peak memory of the command's process tree, sampled every 0.5 s")
     gpu_memory_mib_sampled: float | None = doc("its GPU memory, sampled the same way (NVML; else `memory_note`)")
     memory_note: str | None = doc("why a sampled memory figure is missing")
+    threads: list[dict[str, Any]] | None = doc(
+        "per node: the command processes' OMP_NUM_THREADS (`value`), who set it (`set_by`: dlperf, the run's CPU"
+        " share, as torchrun's usable cores / processes for a run alone; the environment; or a per-node command's own"
+        " launcher), `cores`, `processes`"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The GPT report's table, for records whose `table` is `layouts`:
+"""The GPT report's table, for records whose `table` is `layouts` (GPT's and Llama's):
 `group | case | latency (ms) | memory (MiB) | throughput (samples/s)`, plus ours.
 
 Each figure is the median over a case's successful repeats (memory: the largest peak of any rank and repeat);
@@ -17,6 +17,8 @@ from dlperf.reporting.aggregate import latency, median_of
 from dlperf.reporting.doubts import case_flags
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
+TITLES = {"gpt": "GPT", "llama": "Llama"}
+FORMULAS = {"gpt": "72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) where not counted", "llama": "(6N + 12·L·H·Q·T) per token"}
 
 
 def group_by_case(records: Sequence[RecordLike]) -> dict[str, list[RunRecord]]:
@@ -45,22 +47,28 @@ def _text(value: int | None) -> str:
     return "" if value is None else str(value)
 
 
+def _report_group(records: list[RunRecord]) -> str:
+    return next((r.report_group for r in records if r.report_group), "")
+
+
 def _row_key(case: str, records: list[RunRecord]) -> tuple[int, int, str]:
-    group = next((r.report_group for r in records if r.report_group), case.split("_")[0])
+    group = _report_group(records) or case.split("_")[0]
     group = "PP" if group.endswith("_PP") else group  # DP_PP, MP_PP and 2D_PP cases form the PP section
     rank = GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER)
     return rank, max(int(r.world_size or 0) for r in records), case
 
 
 def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
-    """Markdown lines of the GPT table; empty when there are no GPT records."""
+    """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
     if not records_by_case:
         return []
+    models = sorted({r.model or "gpt" for records in records_by_case.values() for r in records})
+    formulas = "; ".join(f"{TITLES.get(m, m)}: {FORMULAS[m]}" for m in models if m in FORMULAS)
     lines = [
-        "## GPT",
+        f"## {', '.join(TITLES.get(m, m) for m in models)}",
         "",
         "Latency is ms per iteration (one global batch); memory the peak of any device; throughput global "
-        "samples/s; TFLOP/s per device from 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)); MFU against the device's "
+        f"samples/s; TFLOP/s per device from the model's FLOPs ({formulas}); MFU against the device's "
         "dense peak for the precision (src/dlperf/metrics/flops.py).",
         "",
         "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
@@ -72,7 +80,8 @@ def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         ok = [r for r in records if r.status == "ok"]
         group = _row_key(case, records)[0]
-        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else ""
+        # GPT's report groups by name; other layouts (Llama's FSDP+TP, ...) by their record's own group
+        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else _report_group(records)
         mfu = median_of(r.mfu for r in ok)
         repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
         first = records[0]

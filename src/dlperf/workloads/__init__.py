@@ -19,6 +19,7 @@ from dlperf.workloads.base import Workload, WorkloadPlan
 WORKLOADS: dict[str, str] = {
     "resnet50": "dlperf.workloads.resnet:ResNet50Workload",
     "gpt": "dlperf.workloads.gpt:GPTWorkload",
+    "llama": "dlperf.workloads.llama:LlamaWorkload",
     "commbench": "dlperf.workloads.commbench:CommbenchWorkload",
 }
 RUN_FIELDS = {f.name: f for f in fields(RunSpec)}

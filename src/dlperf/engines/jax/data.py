@@ -13,8 +13,9 @@ from jax.sharding import PartitionSpec as P
 Row = Callable[[int], np.ndarray]
 
 
-def global_batch(mesh: Mesh, steps: int, per_step: int, row: Row) -> jax.Array:
-    """A (steps, per_step, *row) array, micro-batch s holding samples s*per_step ..., split over "dp"."""
+def global_batch(mesh: Mesh, steps: int, per_step: int, row: Row, spec: P) -> jax.Array:
+    """A (steps, per_step, *row) array, micro-batch s holding samples s*per_step ..., split as `spec` says (e.g.
+    the samples over "dp"; a row's own axes, such as its sequence, may be split too)."""
     first = row(0)
     shape = (steps, per_step, *first.shape)
 
@@ -23,4 +24,4 @@ def global_batch(mesh: Mesh, steps: int, per_step: int, row: Row) -> jax.Array:
         block = np.asarray(rows, dtype=first.dtype).reshape(len(rows), -1, *first.shape)
         return block[(slice(None), slice(None), *index[2:])]
 
-    return jax.make_array_from_callback(shape, NamedSharding(mesh, P(None, "dp")), fetch)
+    return jax.make_array_from_callback(shape, NamedSharding(mesh, spec), fetch)

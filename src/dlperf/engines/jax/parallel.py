@@ -1,15 +1,16 @@
 """Processes, devices and shardings through JAX's own machinery: jax.distributed for the processes that
-dlperf's launchers start (one device each, as torchrun's workers have), one (dp, tp) device Mesh, and
-NamedShardings from which XLA's partitioner derives every collective.
+dlperf's launchers start (one device each, as torchrun's workers have), one device Mesh of named axes ((dp, tp) by
+default), and NamedShardings from which XLA's partitioner derives every collective.
 
-A workload names how its parameters split over "tp" (e.g. workloads/gpt/jax_model.py TP_PLAN); ranks are row-major
-over (dp, tp) as in PyTorch's mesh: TP groups are neighbouring ranks.
+A workload names how its parameters split (e.g. workloads/gpt/jax_model.py TP_PLAN over "tp"); ranks are row-major
+over the axes as in PyTorch's mesh: the innermost axis (TP) groups neighbouring ranks.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -18,6 +19,8 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from dlperf.errors import ConfigError
+
+SpecOf = Callable[[tuple[str, ...], tuple[int, ...]], P]  # (parameter path names, shape) -> its split
 
 
 def initialize(coordinator: str | None, world_size: int, rank: int, local_rank: int, device: str) -> None:
@@ -58,28 +61,34 @@ def gloo_on_interface(interface: str) -> None:
     register_backend_factory("cpu", lambda: xla_bridge.make_cpu_client(collectives), priority=0, fail_quietly=False)
 
 
-def build_mesh(dp: int, tp: int) -> Mesh:
-    """The (dp, tp) mesh over the first dp x tp devices of all processes, with JAX's automatic (GSPMD)
-    sharding propagation between the shardings given here."""
+def build_mesh(axes: Sequence[tuple[str, int]]) -> Mesh:
+    """The mesh of the named axes (outermost first, e.g. (("dp", 2), ("tp", 2))) over the first devices of all
+    processes, with JAX's automatic (GSPMD) sharding propagation between the shardings given here."""
+    names, sizes = zip(*axes)
+    needed = math.prod(sizes)
     devices = jax.devices()
-    if len(devices) < dp * tp:
+    if len(devices) < needed:
+        layout = " x ".join(f"{name} {size}" for name, size in axes)
         raise ConfigError(
-            f"the layout dp x tp = {dp} x {tp} needs {dp * tp} devices, JAX sees {len(devices)}: "
-            f"start {dp * tp} processes or lower the layout"
+            f"the layout {layout} needs {needed} devices, JAX sees {len(devices)}: start {needed} processes or "
+            "lower the layout"
         )
-    return Mesh(np.asarray(devices[: dp * tp]).reshape(dp, tp), ("dp", "tp"), axis_types=(AxisType.Auto,) * 2)
+    return Mesh(np.asarray(devices[:needed]).reshape(sizes), names, axis_types=(AxisType.Auto,) * len(names))
 
 
-def param_shardings(mesh: Mesh, abstract_params: Any, tp_plan: Mapping[tuple[str, str], P]) -> Any:
-    """A NamedSharding per parameter: `tp_plan`'s split of (module, parameter) where the mesh has tp > 1,
-    replicated otherwise."""
+def tp_plan_spec(tp_plan: Mapping[tuple[str, str], P], tp: int) -> SpecOf:
+    """A parameter's split from a (module, parameter) -> PartitionSpec plan over "tp", where tp > 1."""
+    return lambda names, _shape: tp_plan.get(names[-2:], P()) if tp > 1 else P()
 
-    def spec(path: tuple, _leaf: Any) -> NamedSharding:
-        names = tuple(str(getattr(key, "key", key)) for key in path[-2:])
-        plan = tp_plan.get(names, P()) if mesh.shape["tp"] > 1 else P()
-        return NamedSharding(mesh, plan)
 
-    return jax.tree_util.tree_map_with_path(spec, abstract_params)
+def param_shardings(mesh: Mesh, abstract_params: Any, spec_of: SpecOf) -> Any:
+    """A NamedSharding per parameter, its PartitionSpec from `spec_of(path names, shape)`."""
+
+    def sharding(path: tuple, leaf: Any) -> NamedSharding:
+        names = tuple(str(getattr(key, "key", key)) for key in path)
+        return NamedSharding(mesh, spec_of(names, tuple(leaf.shape)))
+
+    return jax.tree_util.tree_map_with_path(sharding, abstract_params)
 
 
 def global_array(mesh: Mesh, spec: P, host: np.ndarray) -> jax.Array:

@@ -20,7 +20,10 @@ from dlperf.engines.jax import data, parallel, train
 @dataclass(frozen=True)
 class Recipe:
     """What a workload gives the compiler: the module and its sample input, loss, optimizer, data rows, and the
-    plan's layout (global batch, dp x tp mesh, micro-batches accumulated per replica, how parameters split)."""
+    plan's layout (global batch, dp x tp mesh, micro-batches accumulated per replica, how parameters split).
+
+    A workload with other mesh axes names them in `axes` (outermost first, with sizes), how the batch
+    (micro-batches, samples, *row) splits over them in `batch_spec`, and each parameter's split in `param_spec`."""
 
     module: nn.Module
     sample_input: jax.ShapeDtypeStruct
@@ -32,6 +35,17 @@ class Recipe:
     tp: int = 1
     accumulation_steps: int = 1
     tp_plan: Mapping[tuple[str, str], P] = field(default_factory=dict)  # Flax (module, parameter) -> its split
+    axes: tuple[tuple[str, int], ...] = ()
+    batch_spec: P = P(None, "dp")
+    param_spec: parallel.SpecOf | None = None
+
+    @property
+    def mesh_axes(self) -> tuple[tuple[str, int], ...]:
+        return self.axes or (("dp", self.dp), ("tp", self.tp))
+
+    @property
+    def spec_of(self) -> parallel.SpecOf:
+        return self.param_spec or parallel.tp_plan_spec(self.tp_plan, self.tp)
 
 
 class JaxStep:
@@ -39,11 +53,11 @@ class JaxStep:
     waiting for it (XLA runs asynchronously), so the caller syncs only at window edges."""
 
     def __init__(self, recipe: Recipe, seed: int) -> None:
-        mesh = parallel.build_mesh(recipe.dp, recipe.tp)
+        mesh = parallel.build_mesh(recipe.mesh_axes)
         replicated = parallel.replicated(mesh)
         abstract = jax.eval_shape(recipe.module.init, jax.random.key(0), recipe.sample_input)
         shardings = {
-            name: parallel.param_shardings(mesh, tree, recipe.tp_plan)
+            name: parallel.param_shardings(mesh, tree, recipe.spec_of)
             if name == "params"
             else jax.tree.map(lambda _: replicated, tree)
             for name, tree in abstract.items()
@@ -61,7 +75,9 @@ class JaxStep:
         opt_state = jax.jit(recipe.tx.init, out_shardings=opt_shardings)(params)
         self.state = train.TrainState(params, variables.get("batch_stats", {}), opt_state)
         per_step = recipe.global_batch // recipe.accumulation_steps
-        self.batch = tuple(data.global_batch(mesh, recipe.accumulation_steps, per_step, row) for row in recipe.rows)
+        self.batch = tuple(
+            data.global_batch(mesh, recipe.accumulation_steps, per_step, row, recipe.batch_spec) for row in recipe.rows
+        )
         state_shardings = jax.tree.map(lambda leaf: leaf.sharding, self.state)
         jitted = jax.jit(
             train.make_train_step(recipe.loss_fn, recipe.tx, recipe.accumulation_steps),

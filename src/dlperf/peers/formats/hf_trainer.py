@@ -1,8 +1,10 @@
 """Hugging Face `transformers.Trainer` logs. Per step it prints only dicts without time (`{'loss': 2.31,
 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.5}`); the one throughput is the whole run's, printed at the
-end by `speed_metrics` as a dict and as the `***** train metrics *****` block:
+end by `speed_metrics` as a dict (4.x: numbers; 5.x: numbers as quoted strings) and, in the example scripts, as
+the `***** train metrics *****` block:
 
 {'train_runtime': 123.4, 'train_samples_per_second': 45.6, 'train_steps_per_second': 1.43, 'train_loss': 2.1, ...}
+{'train_runtime': '22.4', 'train_samples_per_second': '10.71', 'train_steps_per_second': '1.339', ...}   (5.x)
   train_samples_per_second =     45.6
 
 What it includes (transformers' Trainer: `speed_metrics("train", start_time, num_samples, num_steps)`): the time
@@ -18,8 +20,8 @@ from collections.abc import Iterable, Iterator
 
 from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
 
-SPEED = re.compile(rf"['\"]?train_samples_per_second['\"]?\s*[:=]\s*(?P<v>{NUMBER})")
-STEPS = re.compile(rf"['\"]?train_steps_per_second['\"]?\s*[:=]\s*(?P<v>{NUMBER})")
+SPEED = re.compile(rf"['\"]?train_samples_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
+STEPS = re.compile(rf"['\"]?train_steps_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
 WHOLE_RUN = (
     "Trainer's whole-run train_samples_per_second: planned samples / the training loop's time, which includes its "
     "first steps, evaluation and checkpoint saving"

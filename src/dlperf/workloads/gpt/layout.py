@@ -96,13 +96,6 @@ def layout_of(spec: RunSpec) -> Layout:
     return Layout(dp, config.tp, config.pp, config.micro_batch_size, global_batch, config.pp_schedule, config.dp_mode)
 
 
-def stage_layers(num_layers: int, pp: int, stage: int) -> range:
-    """Contiguous blocks of layers; the first `num_layers % pp` stages take one more."""
-    base, extra = divmod(num_layers, pp)
-    start = stage * base + min(stage, extra)
-    return range(start, start + base + (stage < extra))
-
-
 def padded_vocab(vocab_size: int, tp: int) -> int:
     """Round up to a multiple of 128 x tp, as Megatron does, so each TP rank gets an aligned vocab shard."""
     multiple = 128 * tp

@@ -6,13 +6,12 @@ The mesh has a fourth dimension of size 1, dp_shard, so that FSDP2 can replicate
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
-
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from dlperf.workloads.gpt.layout import Layout, stage_layers
+from dlperf.engines.torch.pipeline import stage_layers
+from dlperf.workloads.gpt.layout import Layout
 from dlperf.workloads.gpt.model import GPT
 
 
@@ -63,17 +62,6 @@ def apply_tp(model: GPT, tp_mesh) -> None:
     model.tie_weights()
 
 
-def param_groups(model: nn.Module) -> list[dict]:
-    """The trainable parameters in groups that one foreach/fused optimizer kernel can take: tensor parallelism's
-    DTensors apart from plain tensors (the optimizer runs its kernel per group, and DTensor does not mix with
-    plain tensors in one kernel)."""
-    from torch.distributed.tensor import DTensor
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
-    return [{"params": group} for group in groups if group]
-
-
 def apply_dp(model: GPT, mesh, mode: str, device: torch.device, tp: int, pipelined: bool) -> nn.Module:
     """Gradients averaged over the dp dimension only: DDP, or FSDP2 sharding per block (`--dp-mode fsdp`).
 
@@ -90,15 +78,6 @@ def apply_dp(model: GPT, mesh, mode: str, device: torch.device, tp: int, pipelin
         fully_shard(block, mesh=dp_mesh)
     fully_shard(model, mesh=dp_mesh)
     return model
-
-
-def grad_sync(model: nn.Module, enabled: bool) -> AbstractContextManager:
-    """Skip the dp gradient reduction on all but the last accumulation micro-batch."""
-    if isinstance(model, nn.parallel.DistributedDataParallel):
-        return nullcontext() if enabled else model.no_sync()
-    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2, sharding or replicating
-        model.set_requires_gradient_sync(enabled)
-    return nullcontext()
 
 
 class TiedEmbeddingSync:

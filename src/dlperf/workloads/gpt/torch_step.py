@@ -3,8 +3,6 @@ batch."""
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -14,7 +12,8 @@ from dlperf.engines.base import TrainStep
 from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock, data_phase
-from dlperf.engines.torch.parameters import parameter_facts
+from dlperf.engines.torch.parameters import grad_sync, param_groups, parameter_facts
+from dlperf.engines.torch.pipeline import Pipeline
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
@@ -52,7 +51,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     if layout.dp > 1:
         wrapped = parallel.apply_dp(model, mesh, layout.dp_mode, device, layout.tp, layout.pp > 1)
     optimizer = torch.optim.AdamW(
-        parallel.param_groups(wrapped),
+        param_groups(wrapped),
         lr=plan.lr,
         betas=ADAMW_BETAS,
         weight_decay=config.weight_decay,
@@ -81,7 +80,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         else:
             loss = torch.zeros((), device=device)
             for x, y, last in _micro_batches(inputs, labels, steps):
-                with parallel.grad_sync(wrapped, last):
+                with grad_sync(wrapped, last):
                     with amp.autocast():
                         micro_loss = cross_entropy(wrapped(x), y) / steps
                     amp.backward(micro_loss)
@@ -162,33 +161,7 @@ def _micro_batches(inputs: torch.Tensor, labels: torch.Tensor, steps: int):
 
 
 def _pipeline(module: nn.Module, layout: Layout, stage: int, device: torch.device, mesh, amp: MixedPrecision):
-    """This rank's pipeline stage and schedule; returns a function running one global batch through it."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
-    pipe_stage = PipelineStage(module, stage, layout.pp, device, group=mesh["pp"].get_group())
-    losses: list[torch.Tensor] = []
-
-    def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        loss = cross_entropy(logits, labels)
-        losses.append(loss.detach())
-        return amp.scaler.scale(loss) if amp.scaler else loss
-
-    schedule_type = ScheduleGPipe if layout.pp_schedule == "gpipe" else Schedule1F1B
-    schedule = schedule_type(pipe_stage, n_microbatches=layout.accumulation_steps, loss_fn=loss_fn)
-    first, last = stage == 0, stage == layout.pp - 1
-    # the last stage would otherwise keep every micro-batch's logits until the step ends, to merge them
-    keep_outputs = {"return_outputs": False} if "return_outputs" in inspect.signature(schedule.step).parameters else {}
-
-    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
-        losses.clear()
-        with amp.autocast():
-            if first:
-                schedule.step(inputs)
-            elif last:
-                schedule.step(target=labels, **keep_outputs)
-            else:
-                schedule.step()
-        # the schedule's first step may also run the loss for shape inference: keep this batch's own
-        return torch.stack(losses[-layout.accumulation_steps :]).mean() if last else None
-
-    return run
+    """This rank's pipeline stage under the planned schedule; the forward runs under autocast."""
+    return Pipeline([module], [stage], layout.pp, layout.pp_schedule, layout.accumulation_steps, cross_entropy,
+                    device, mesh["pp"].get_group(), scale=amp.scaler.scale if amp.scaler else None,
+                    context=amp.autocast)  # fmt: skip

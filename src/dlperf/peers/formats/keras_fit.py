@@ -1,0 +1,101 @@
+"""Keras 3 `Model.fit` progress lines, at both verbosities (every backend prints them alike):
+
+Epoch 2/4
+32/32 - 2s - 59ms/step - loss: 2.2913                                   (verbose=2: one line per epoch)
+32/32 ━━━━━━━━━━━━━━━━━━━━ 0s 100ms/step - loss: 2.3901                  (verbose=1: a bar redrawn with `\\r`)
+
+Keras' `Progbar` (keras/src/utils/progbar.py) prints the time per step as the mean over the epoch so far, after
+its first step: (now - the end of step 1) / (steps - 1), rounded to whole `us`, `ms` or `s` (`1s/step` once a step
+takes a second). The verbose=1 bar's figure is that running mean at each redraw, so only the epoch's `N/N` line
+is read: its mean over steps 2..N, one figure per epoch. The epoch's last `N/N` line is printed at the epoch's end,
+after validation where fit validates (`val_` metrics): then the bar's last redraw before it is read (verbose=1),
+or the figure includes validation, as Keras' own does (verbose=2, said in the record). Whichever of the printed
+step time and the epoch's elapsed `Ts` / N (whole seconds, every step) is known more precisely is used; a figure
+the rounding leaves unknown to 2 % is refused (measure.PRECISION).
+
+Rule: the first epoch (compilation, start-up) is skipped; global batch / the mean step time of every later epoch.
+The batch is the case's: fit's `batch_size` is the global batch of a data-parallel job.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from dlperf.peers.base import PeerFormat, Point, RunShape
+
+EPOCH = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
+LINE = re.compile(
+    r"^\s*(?P<n>\d+)/(?P<total>\d+) (?:- (?P<elapsed>\d+)s - ?|━+ (?P<clock>\d+(?::\d\d){0,2})s? )"
+    r"(?P<time>\d+)(?P<unit>us|ms|s)/step(?P<rest>.*)$"
+)
+SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+@dataclass
+class _Epoch:
+    """One epoch's lines that end it (`N/N`): the last one, and the last one before validation."""
+
+    last: re.Match[str] | None = None
+    before_validation: re.Match[str] | None = None
+
+    def point(self, offset: int) -> Point | None:
+        """The epoch's figure: its step time, from the step time or the elapsed seconds, whichever is finer."""
+        validated = self.last is not None and "val_" in self.last["rest"]
+        m = self.before_validation if validated and self.before_validation is not None else self.last
+        if m is None:
+            return None
+        steps, unit = int(m["total"]), SECONDS[m["unit"]]
+        seconds, resolution = int(m["time"]) * unit, unit / 2
+        note = f"Keras' printed `{m['unit']}/step`: the epoch's mean step time after its first step"
+        final = m is self.last  # its clock is the epoch's elapsed time (verbose=2 always, verbose=1 at the end)
+        elapsed = int(m["elapsed"] or (m["clock"] if final and m["clock"].isdigit() else 0))
+        if final and not validated and elapsed and 0.5 / elapsed < (resolution / seconds if seconds else 1.0):
+            seconds, resolution = elapsed / steps, 0.5 / steps
+            note = "Keras' printed epoch time (whole seconds) / the epoch's steps, where finer than its step time"
+        if m is self.last and validated:
+            note += "; it includes the validation after the epoch (Keras' own figure)"
+        return Point(step=offset + steps, start=offset, seconds=seconds, resolution=resolution, note=note)
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    offset, epoch, previous = 0, _Epoch(), 0
+    for line in lines:
+        header = EPOCH.match(line) if "Epoch" in line else None
+        m = LINE.match(line) if header is None and "/step" in line else None
+        if header is None and m is None:
+            continue
+        n = int(m["n"]) if m else 0
+        if header is not None or n < previous:  # a new epoch: the one before is complete
+            if (point := epoch.point(offset)) is not None:
+                yield point
+                offset = point.step or offset
+            epoch, previous = _Epoch(), 0
+        if m is None:
+            continue
+        previous = n
+        if n == int(m["total"]):
+            epoch.last = m
+            if "val_" not in m["rest"]:
+                epoch.before_validation = m
+    if (point := epoch.point(offset)) is not None:
+        yield point
+
+
+FORMATS = (
+    PeerFormat(
+        name="keras",
+        description="Keras 3 Model.fit progress (`32/32 - 2s - 59ms/step`, or the verbose=1 bar's `32/32 ━━━ 0s "
+        "100ms/step`): each epoch's printed step time",
+        signature=re.compile(r"^\s*\d+/\d+ (?:- \d+s - ?|━+ \d+(?::\d\d){0,2}s? )\d+(?:us|ms|s)/step"),
+        read=read,
+        rules=("printed",),
+        warmup=1,
+        window=None,
+        printed_from="seconds",
+        unit="samples/s",
+        practice="Keras' Progbar: each epoch's mean step time after its first step; the first epoch (compiling) "
+        "skipped; global batch / the mean of the later epochs'",
+    ),
+)

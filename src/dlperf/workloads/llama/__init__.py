@@ -1,0 +1,177 @@
+"""Llama 3 pre-training (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention, untied output) on one device
+mesh of FSDP2/HSDP, tensor and sequence parallelism, pipeline schedules and context parallelism: the definition,
+torch-free. The steps are torch_step.py (model.py, parallel.py) and jax_step.py (jax_model.py); both read the plan's
+layout (layout.py). MFU follows the PaLM formula (metrics/flops.py), as torchtitan, MaxText and NeMo report it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.metrics import flops
+from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
+from dlperf.spec import RunSpec, choose, flag, require_non_negative_number, require_positive_number
+from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.gpt.tokens import open_token_file
+from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, SIZES_NAMES, LlamaConfig, parameter_counts
+from dlperf.workloads.llama.layout import LlamaLayout, layout_of
+
+__all__ = ["LlamaConfig", "LlamaWorkload"]
+
+CP_NEEDS_CUDA = (
+    "context parallelism (--cp) on --engine torch needs CUDA: torch's context_parallel runs ring attention on the "
+    "CUDA SDPA kernels only (its CPU kernel, aten._scaled_dot_product_flash_attention_for_cpu, has no sharding "
+    "strategy): use --cp 1, or --engine jax"
+)
+FLOAT8_NEEDS_GPU = "float8 training (--float8) needs a CUDA GPU of compute capability 8.9 or newer: drop --float8"
+# the shape values that the case name does not hold, with their token in the record's `work`
+WORK_TOKENS = (("num_heads", "nh"), ("num_kv_heads", "kv"), ("ffn_hidden_size", "ffn"), ("vocab_size", "v"))
+
+
+def size_token(config: LlamaConfig) -> str:
+    """`llama3-8b` where the shape is the named size's, else `llama3-<hidden>x<layers>` as GPT names its shapes."""
+    own = SIZES[config.size]
+    if all(getattr(config, key) == own[key] for key in own if key != "seq_length"):
+        return f"llama3-{config.size}"
+    return f"llama3-{config.hidden_size}x{config.num_layers}"
+
+
+def report_case(config: LlamaConfig, layout: LlamaLayout) -> str:
+    """Size, layout, sequence and batches as the peers' tables name a run: `llama3-8b_fsdp8_s8192_gbs8`; the micro
+    batch follows where an iteration holds several (`_mbs1`)."""
+    name = f"{size_token(config)}_{layout.name()}_s{config.seq_length}_gbs{layout.global_batch_size}"
+    return name + (f"_mbs{layout.micro_batch_size}" if layout.accumulation_steps > 1 else "")
+
+
+def report_group(layout: LlamaLayout) -> str:
+    """The kinds of parallelism in use (`FSDP+TP`, `HSDP`, `PP+FSDP`), or `single`."""
+    kinds = [kind for kind, size in (("PP", layout.pp), ("CP", layout.cp), ("TP", layout.tp)) if size > 1]
+    if layout.dp_replicate > 1:
+        kinds.insert(int(layout.pp > 1), "HSDP" if layout.dp_shard > 1 else "DDP")
+    elif layout.dp_shard > 1:
+        kinds.insert(int(layout.pp > 1), "FSDP")
+    return "+".join(kinds) or "single"
+
+
+def variant_tag(spec: RunSpec, layout: LlamaLayout) -> str:
+    """Precision plus every switch that changes speed but not the case name."""
+    config: LlamaConfig = spec.workload
+    parts = [spec.precision]
+    if spec.fp32_math != "tf32":
+        parts.append(f"{spec.fp32_math}-fp32")
+    if config.float8:
+        parts.append("float8")
+    if config.activation_checkpoint != "none":
+        parts.append(f"ac-{config.activation_checkpoint}")
+    if spec.compile:
+        parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
+    if layout.pp > 1:
+        parts.append(layout.pp_schedule + (f"-v{layout.stages_per_rank}" if layout.stages_per_rank > 2 else ""))
+    if spec.data != "synthetic":
+        parts.append("realdata")
+    if spec.engine != "torch":
+        parts.append(spec.engine_tag)
+    return "_".join(parts)
+
+
+def work_tag(config: LlamaConfig) -> str:
+    """The shape values the case name leaves out, where they differ from the size's (the record's `work`)."""
+    own = SIZES[config.size]
+    return "_".join(f"{token}{getattr(config, key)}" for key, token in WORK_TOKENS if getattr(config, key) != own[key])
+
+
+def flops_per_token(config: LlamaConfig) -> int:
+    total, embedding = parameter_counts(config)
+    head_dim = config.hidden_size // config.num_heads
+    return flops.llm_flops_per_token(total - embedding, config.num_layers, config.num_heads, head_dim,
+                                     config.seq_length)  # fmt: skip
+
+
+class LlamaWorkload(Workload):
+    name = "llama"
+    config_type = LlamaConfig
+    title = "Llama 3 (--model llama)"
+    builders = {"torch": "dlperf.workloads.llama.torch_step:build", "jax": "dlperf.workloads.llama.jax_step:build"}
+
+    def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
+        """The size fills every shape value the user did not give explicitly."""
+        size = values.get("size", LlamaConfig.size)
+        if size not in SIZES:
+            return values  # the check names it
+        return {**values, **{k: v for k, v in SIZES[size].items() if k not in explicit}}
+
+    def validate(self, spec: RunSpec) -> None:
+        config: LlamaConfig = spec.workload
+        choose("size", config.size, SIZES_NAMES)
+        layout = layout_of(spec)
+        if config.lr is not None:
+            require_positive_number("lr", config.lr)
+        require_positive_number("rope_theta", config.rope_theta)
+        require_non_negative_number("weight_decay", config.weight_decay)
+        if spec.engine == "torch" and spec.device == "cpu" and layout.cp > 1:
+            raise ConfigError(CP_NEEDS_CUDA)
+        if spec.device == "cpu" and config.float8:
+            raise ConfigError(FLOAT8_NEEDS_GPU)
+        if config.float8 and layout.tp > 1:
+            raise ConfigError(f"{flag('float8')} with {flag('tp')} above 1 is not wired here: use FSDP, or drop one")
+        if spec.data != "synthetic":
+            open_token_file(spec.data, config.vocab_size, config.seq_length)
+
+    def plan(self, spec: RunSpec) -> WorkloadPlan:
+        config: LlamaConfig = spec.workload
+        layout = layout_of(spec)
+        case = report_case(config, layout)
+        group = f"{case}_{variant_tag(spec, layout)}"
+        work = work_tag(config)
+        return WorkloadPlan(
+            global_batch=layout.global_batch_size,
+            batch_per_device=layout.global_batch_size // layout.dp,
+            micro_batch=layout.micro_batch_size,
+            group=group,
+            stem=f"{group}_{work}" if work else group,
+            table="layouts",
+            layout=layout,
+            lr=config.lr if config.lr is not None else DEFAULT_LR,
+            record_fields={
+                "report_case": case,
+                "report_group": report_group(layout),
+                "parallel": layout.as_record(),
+                "work": work,
+            },  # fmt: skip
+        )
+
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
+        """Tokens/s and the PaLM formula's FLOPs, the MFU basis (no count: the formula is what the peers use)."""
+        config: LlamaConfig = spec.workload
+        per_token = flops_per_token(config)
+        tokens_per_s = measured["throughput"] * config.seq_length
+        return {
+            "flops_per_token": per_token,
+            "flops_per_iteration_formula": per_token * plan.global_batch * config.seq_length,
+            "flops_formula": flops.LLM_FLOPS_FORMULA,
+            "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_device": tokens_per_s / spec.world_size,
+        }
+
+    def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
+        """A rough estimate for one rank: parameters split over tp, pp stages and the FSDP shards (dp_shard x cp);
+        activations per block and micro-batch about 34·s·b·h bytes at 16 bits without recomputation (Korthikanti et
+        al. 2022 without the attention-score term), split by tp (sequence parallelism) and cp, 16 of them kept
+        under selective and 2 under full checkpointing; plus the logits and their gradient in fp32."""
+        config: LlamaConfig = spec.workload
+        layout: LlamaLayout = plan.layout
+        total, _ = parameter_counts(config)
+        per_rank = total // (layout.tp * layout.pp * layout.dp_shard * layout.cp)
+        s, b, h = config.seq_length, layout.micro_batch_size, config.hidden_size
+        kept = {"none": 34, "selective": 16, "full": 2}[config.activation_checkpoint]
+        per_block = s * b * h * kept * activation_bytes_per_element(spec.precision) / 2 / (layout.tp * layout.cp)
+        blocks = -(-config.num_layers // layout.pp)
+        in_flight = 1 if layout.pp == 1 else layout.pp
+        logits = 2 * 4 * b * s * config.vocab_size / layout.cp
+        return Footprint(
+            params_total=total,
+            params_per_rank=per_rank,
+            state_bytes=state_bytes(per_rank, "adamw", spec.precision),
+            activation_bytes=int(in_flight * blocks * per_block + logits),
+        )

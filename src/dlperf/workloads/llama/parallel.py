@@ -1,0 +1,142 @@
+"""A Llama layout (layout.py) on PyTorch's own building blocks, applied in torchtitan's order: tensor and sequence
+parallelism (DTensor), activation checkpointing, compiling block by block, then FSDP2 (`fully_shard`) over the
+data-parallel and context-parallel ranks; context parallelism (`context_parallel`) wraps each forward and backward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
+
+import torch
+
+from dlperf.workloads.llama.layout import DIMS, LlamaLayout
+from dlperf.workloads.llama.model import Llama
+
+
+def build_mesh(layout: LlamaLayout, device: torch.device):
+    """The (pp, dp_replicate, dp_shard, cp, tp) mesh, with dp_shard x cp flattened: the ranks FSDP2 shards over."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, layout.shape, mesh_dim_names=DIMS)
+    mesh["dp_shard", "cp"]._flatten("dp_shard_cp")
+    return mesh
+
+
+def apply_tp(model: Llama, tp_mesh) -> None:
+    """Megatron's split with sequence parallelism: norms and residuals hold a slice of the sequence (Shard(1)); each
+    block gathers it before attention and the feed-forward (column-wise q/k/v, w1, w3) and scatters it back after
+    (row-wise wo, w2); the embedding is vocab-parallel and the output layer's logits are gathered for the loss."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    plan: dict = {}
+    if model.tok_embeddings is not None:
+        plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
+    if model.output is not None:
+        plan["norm"] = SequenceParallel()
+        plan["output"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())
+    for name in model.layers:
+        block = f"layers.{name}"
+        plan.update({
+            f"{block}.attention_norm": SequenceParallel(),
+            f"{block}.attention": PrepareModuleInput(
+                input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)
+            ),
+            **{f"{block}.attention.{w}": ColwiseParallel() for w in ("wq", "wk", "wv")},
+            f"{block}.attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+            f"{block}.ffn_norm": SequenceParallel(),
+            f"{block}.feed_forward": PrepareModuleInput(
+                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+            ),
+            f"{block}.feed_forward.w1": ColwiseParallel(),
+            f"{block}.feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+            f"{block}.feed_forward.w3": ColwiseParallel(),
+        })  # fmt: skip
+    parallelize_module(model, tp_mesh, plan)
+
+
+def _selective_policy(ctx, op, *args, **kwargs):
+    """Keep what is costly to recompute, the matmuls' and attention's outputs and the reduce-scatters of sequence
+    parallelism; recompute the rest (norms, rotary, activations) in backward."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    saved = {
+        torch.ops.aten.mm.default,
+        torch.ops.aten._scaled_dot_product_efficient_attention.default,
+        torch.ops.aten._scaled_dot_product_flash_attention.default,
+        torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+        torch.ops._c10d_functional.reduce_scatter_tensor.default,
+    }
+    return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def apply_checkpointing(model: Llama, mode: str) -> None:
+    """Wrap each block: `full` keeps only its input, `selective` the outputs `_selective_policy` names."""
+    if mode == "none":
+        return
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    options = {"context_fn": partial(create_selective_checkpoint_contexts, _selective_policy)}
+    for name, block in list(model.layers.items()):
+        model.layers[name] = checkpoint_wrapper(
+            block, preserve_rng_state=False, **(options if mode == "selective" else {})
+        )
+
+
+def apply_fsdp(model: Llama, mesh, layout: LlamaLayout, param_dtype: torch.dtype | None) -> None:
+    """FSDP2 per block and over the whole stage: sharded over dp_shard x cp, replicated over dp_replicate (HSDP,
+    a 2-D mesh); `param_dtype` (bf16 under amp-bf16) is what the all-gathers carry and the matmuls read, with
+    gradients reduced in fp32, as torchtitan's mixed precision."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    dp_mesh = mesh["dp_replicate", "dp_shard_cp"] if layout.dp_replicate > 1 else mesh["dp_shard_cp"]
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    for block in model.layers.values():
+        fully_shard(block, mesh=dp_mesh, mp_policy=policy)
+    fully_shard(model, mesh=dp_mesh, mp_policy=policy)
+
+
+def apply_float8(model: Llama) -> None:
+    """torchao's float8 training for every linear layer of the blocks (dynamic tensor-wise scales); the output
+    layer stays in bf16, as torchtitan leaves it."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    convert_to_float8_training(
+        model, config=Float8LinearConfig(), module_filter_fn=lambda module, fqn: fqn.startswith("layers.")
+    )
+
+
+def context_parallel(cp_mesh, modules: Sequence[Llama]) -> Callable[..., AbstractContextManager]:
+    """(inputs, labels) -> a context under which SDPA runs ring attention over the cp ranks: the two (copies the
+    caller owns) and every stage's rotary tables are split along the sequence in load-balanced chunks, in place,
+    while it is open; the tables are restored on leaving."""
+    if cp_mesh is None:
+        return lambda *batch: nullcontext()
+    from torch.distributed.tensor.experimental import context_parallel as torch_context_parallel
+
+    tables = [t for m in modules for t in (m.rope_cos, m.rope_sin)]
+
+    def opened(*batch: torch.Tensor) -> AbstractContextManager:
+        return torch_context_parallel(
+            cp_mesh,
+            buffers=[*batch, *tables],
+            buffer_seq_dims=[1] * len(batch) + [0] * len(tables),
+            no_restore_buffers=set(batch),
+        )
+
+    return opened
+
+
+def uses_fsdp(layout: LlamaLayout) -> bool:
+    """FSDP2 averages gradients wherever ranks hold the same parameters: over data- or context-parallel ranks."""
+    return layout.dp * layout.cp > 1

@@ -1,0 +1,160 @@
+"""Llama pre-training on the PyTorch engine under any layout of the plan's mesh: one training iteration is one
+global batch."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from dlperf.engines.base import TrainStep
+from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.parameters import grad_sync, param_groups, parameter_facts
+from dlperf.engines.torch.pipeline import Pipeline, stage_ids, stage_layers
+from dlperf.engines.torch.precision import MixedPrecision, loss_value
+from dlperf.errors import ConfigError
+from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
+from dlperf.workloads.base import WorkloadPlan
+from dlperf.workloads.gpt.data import Batches, file_batches, synthetic_batches
+from dlperf.workloads.gpt.torch_step import cross_entropy
+from dlperf.workloads.llama import CP_NEEDS_CUDA, FLOAT8_NEEDS_GPU, parallel
+from dlperf.workloads.llama.config import ADAMW_BETAS, LlamaConfig
+from dlperf.workloads.llama.layout import LlamaLayout
+from dlperf.workloads.llama.model import Llama, LlamaShape, keep_stage, materialize
+
+
+def model_shape(config: LlamaConfig) -> LlamaShape:
+    return LlamaShape(config.num_layers, config.hidden_size, config.num_heads, config.num_kv_heads,
+                      config.ffn_hidden_size, config.vocab_size, config.seq_length, config.rope_theta)  # fmt: skip
+
+
+def check_device(config: LlamaConfig, layout: LlamaLayout, device: torch.device) -> None:
+    """What this rank's device cannot run, in one line (the parent refuses them for an explicit --device cpu)."""
+    if layout.cp > 1 and device.type != "cuda":
+        raise ConfigError(CP_NEEDS_CUDA)
+    if config.float8:
+        if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 9):
+            raise ConfigError(FLOAT8_NEEDS_GPU)
+        try:
+            import torchao  # noqa: F401
+        except ImportError:
+            raise ConfigError("--float8 trains through torchao: pip install 'dlperf[float8]'") from None
+
+
+def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
+    """This rank's stages of the model under the planned layout, its data rows, and AdamW."""
+    config: LlamaConfig = spec.workload
+    layout: LlamaLayout = plan.layout
+    device, rank = engine.device, engine.rank
+    check_device(config, layout, device)
+    at = layout.coordinates(rank.rank)
+    mesh = parallel.build_mesh(layout, device) if rank.distributed else None
+    ids = stage_ids(layout.pp_schedule, at["pp"], layout.pp, layout.stages_per_rank)
+    modules = [_stage(spec, layout, mesh, stage, device) for stage in ids]
+    held = nn.ModuleList(modules)
+    optimizer = torch.optim.AdamW(
+        param_groups(held), lr=plan.lr, betas=ADAMW_BETAS, weight_decay=config.weight_decay, fused=device.type == "cuda"
+    )
+    amp = MixedPrecision(spec.precision, device)
+    if rank.distributed:
+        amp.shard()  # the model is split over ranks: one inf/nan verdict for all
+    batches = _replica_batches(spec, plan, layout.dp_rank(rank.rank), device)
+    cp = parallel.context_parallel(mesh["cp"] if layout.cp > 1 else None, modules)
+    if layout.pp > 1:
+        scale = amp.scaler.scale if amp.scaler else None
+        pipeline = Pipeline(modules, ids, layout.stages, layout.pp_schedule, layout.accumulation_steps, cross_entropy,
+                            device, mesh["pp"].get_group(), scale=scale, context=amp.autocast)  # fmt: skip
+        run_batch = _pipelined(pipeline, cp, layout.cp > 1)
+    else:
+        run_batch = _accumulated(modules[0], layout.accumulation_steps, amp, cp, layout.cp > 1, device)
+    graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
+    iteration = 0
+    held.train()
+
+    def step() -> torch.Tensor | None:
+        nonlocal iteration
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        loss = run_batch(*batches(iteration))
+        iteration += 1
+        amp.step(optimizer)
+        return loss
+
+    holds_loss = layout.stages - 1 in ids and at["tp"] == 0
+
+    def read_loss(loss: torch.Tensor | None) -> float | None:
+        """The global batch's mean loss: one all-reduce at window edges, where each data- and context-parallel rank
+        of the last stage (one tp rank each) contributes its share and every other rank zero."""
+        if not rank.distributed:
+            return loss_value(loss)
+        share = torch.zeros((), device=device)
+        if loss is not None and holds_loss:
+            share += loss.float() / (layout.dp * layout.cp)
+        dist.all_reduce(share)
+        return float(share.item())
+
+    return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(held))
+
+
+def _owned(batch: tuple[torch.Tensor, ...], copy: bool) -> tuple[torch.Tensor, ...]:
+    """Context parallelism splits the batch in place: it gets copies, so the fixed synthetic batch stays whole."""
+    return tuple(t.clone() for t in batch) if copy else batch
+
+
+def _pipelined(pipeline: Pipeline, cp, copy: bool):
+    """One global batch through this rank's pipeline stages (under context parallelism where planned)."""
+
+    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        inputs, labels = _owned((inputs, labels), copy)
+        with cp(inputs, labels):
+            return pipeline(inputs, labels)
+
+    return run
+
+
+def _accumulated(model: nn.Module, steps: int, amp: MixedPrecision, cp, copy: bool, device: torch.device):
+    """One global batch as `steps` micro-batches, gradients reduced over the data-parallel ranks on the last."""
+
+    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        loss = torch.zeros((), device=device)
+        for i, micro in enumerate(zip(inputs.chunk(steps), labels.chunk(steps))):
+            x, y = _owned(micro, copy)
+            with grad_sync(model, i == steps - 1), cp(x, y):
+                with amp.autocast():
+                    micro_loss = cross_entropy(model(x), y) / steps
+                amp.backward(micro_loss)
+            loss += micro_loss.detach()
+        return loss
+
+    return run
+
+
+def _stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device) -> Llama:
+    """One pipeline stage (the whole model without PP), built on the meta device, cut to its layers, drawn on the
+    device, then split, checkpointed, compiled and sharded as planned."""
+    config: LlamaConfig = spec.workload
+    with torch.device("meta"):
+        model = Llama(model_shape(config))
+    if layout.pp > 1:
+        keep_stage(model, stage_layers(config.num_layers, layout.stages, stage), stage == 0, stage == layout.stages - 1)
+    materialize(model, device, spec.seed)
+    if config.float8:
+        parallel.apply_float8(model)
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"])
+    parallel.apply_checkpointing(model, config.activation_checkpoint)
+    if spec.compile:
+        for block in model.layers.values():
+            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    if parallel.uses_fsdp(layout):
+        parallel.apply_fsdp(model, mesh, layout, torch.bfloat16 if spec.precision == "amp-bf16" else None)
+    return model
+
+
+def _replica_batches(spec: RunSpec, plan: WorkloadPlan, dp_rank: int, device: torch.device) -> Batches:
+    """This data-parallel replica's rows of each global batch, synthetic or read from the token file."""
+    config: LlamaConfig = spec.workload
+    rows = slice(dp_rank * plan.batch_per_device, (dp_rank + 1) * plan.batch_per_device)
+    if spec.data == "synthetic":
+        return synthetic_batches(plan.global_batch, config.seq_length, config.vocab_size, spec.seed, rows, device)
+    return file_batches(spec.data, plan.global_batch, config.seq_length, config.vocab_size, rows, device)

@@ -1,0 +1,130 @@
+"""dlperf's zero-code instrumentation of a `--command` (dlperf.instrument): the start-up hook notes every optimizer
+step in a side file without changing what the script does or prints, and the run's record is read from that file
+with the run's own warm-up and window; the script's own printed figure is the second reading.
+
+A plain PyTorch loop printing nothing always runs here. The HF Trainer, Keras 3 and Lightning runs need an
+interpreter that has them: set DLPERF_TEST_TRAINERS_PYTHON (a venv with transformers, keras, lightning; see
+tests/fixtures/peer-logs/trainers/SOURCES.md), else they are skipped with that reason (CI installs `.[test]`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_dlperf
+
+from dlperf.instrument import STARTUP, STEPS_VARIABLE
+
+SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts" / "trainers"
+TRAINERS_PYTHON = os.environ.get("DLPERF_TEST_TRAINERS_PYTHON")
+
+
+def steps_figure(steps: Path, warmup: int, iters: int, batch: int) -> float:
+    """By hand: the samples of steps warmup+1 .. warmup+iters over the time between step `warmup` and the last."""
+    rows = [line.split() for line in steps.read_text().splitlines() if not line.startswith("#")]
+    times = {int(step): float(t) for step, t, _ in rows}
+    samples = {int(step): batch if n == "-" else int(n) for step, _, n in rows}
+    last = min(warmup + iters, max(times))
+    return sum(samples[s] for s in range(warmup + 1, last + 1)) / (times[last] - times[warmup])
+
+
+def the_record(out: Path) -> dict:
+    (path,) = [p for p in out.rglob("*.json") if p.parent != out]
+    return json.loads(path.read_text())
+
+
+def test_a_loop_that_prints_nothing_is_timed_by_the_hook_alone(tmp_path):
+    script = SCRIPTS / "silent_torch_loop.py"
+    command = f"{sys.executable} {script} --batch-size {{batch_size}} --steps 30"
+    done = run_dlperf(["run", "--batch-size", "4", "--command", command, "--warmup-iters", "5", "--iters", "20",
+                       "--out", str(tmp_path)])  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    record = the_record(tmp_path)
+    (steps,) = tmp_path.rglob("*.steps.rank0")
+    assert record["status"] == "ok" and record["format"] == "dlperf-steps" and record["kept_steps"] == [6, 25]
+    assert record["throughput"] == pytest.approx(steps_figure(steps, 5, 20, 4), rel=1e-9)
+    assert len(steps.read_text().splitlines()) == 30  # one line per optimizer step, nothing else
+    assert "printed nothing" in record["cross_check"]["note"]
+    assert not any(tmp_path.rglob("*.log")) or all(p.stat().st_size == 0 for p in tmp_path.rglob("*.log"))
+
+
+HOOKED = """
+import os, sys, torch
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+other = torch.optim.SGD(model.parameters(), lr=0.1)  # a second optimizer's steps are not counted again
+for _ in range(5):
+    model(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+    other.step()
+if os.fork() == 0:  # a forked worker never writes its parent's lines again
+    os._exit(0)
+os.wait()
+print("done", torch.optim.SGD.__name__, file=sys.stdout)
+"""
+
+
+def test_the_hook_changes_nothing_the_script_prints_and_keeps_a_sites_own(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("print('the site hook ran')\n")
+    base = {**os.environ, "PYTHONPATH": str(site)}
+    plain = subprocess.run([sys.executable, "-c", HOOKED], env=base, capture_output=True, text=True, check=True)
+    hooked_env = {**base, "PYTHONPATH": f"{STARTUP}{os.pathsep}{site}", STEPS_VARIABLE: str(tmp_path / "run.steps")}
+    hooked = subprocess.run([sys.executable, "-c", HOOKED], env=hooked_env, capture_output=True, text=True, check=True)
+    assert (hooked.stdout, hooked.stderr) == (plain.stdout, plain.stderr) == ("the site hook ran\ndone SGD\n", "")
+    lines = (tmp_path / "run.steps.rank0").read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["1", "2", "3", "4", "5"] and all(
+        line.endswith(" -") for line in lines
+    )
+
+
+def trainers(module: str) -> str:
+    if not TRAINERS_PYTHON:
+        pytest.skip("set DLPERF_TEST_TRAINERS_PYTHON to a python with transformers, keras and lightning")
+    found = subprocess.run([TRAINERS_PYTHON, "-c", f"import {module}"], capture_output=True, env={**os.environ,
+                           "KERAS_BACKEND": "torch"}).returncode == 0  # fmt: skip
+    if not found:
+        pytest.skip(f"{TRAINERS_PYTHON} has no {module}")
+    return TRAINERS_PYTHON
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("module", "script", "batch", "fmt"),
+    [
+        ("transformers", "hf_trainer_tiny.py --steps 24", 4, "hf-trainer"),
+        ("keras", "keras_fit_tiny.py --steps 8 --epochs 3 --verbose 2", 16, "keras"),
+        ("lightning", "lightning_tiny.py --steps 24 --width 64", 16, "lightning-rich"),
+    ],
+)
+def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batch, fmt):
+    python = trainers(module)
+    command = f"env KERAS_BACKEND=torch {python} {SCRIPTS / script} --batch-size {{batch_size}}"
+    done = run_dlperf(["run", "--batch-size", str(batch), "--framework", module, "--command", command,
+                       "--warmup-iters", "8", "--iters", "12", "--out", str(tmp_path)], timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    record = the_record(tmp_path)
+    (steps,) = tmp_path.rglob("*.steps.rank0")
+    assert record["status"] == "ok" and record["format"] == "dlperf-steps"
+    assert record["framework"].startswith(f"{module} ") and "unknown" not in record["framework"]
+    assert record["throughput"] == pytest.approx(steps_figure(steps, 8, 12, batch), rel=1e-9)
+    assert all(line.split()[2] == str(batch) for line in steps.read_text().splitlines())  # the framework's batch
+    check = record["cross_check"]  # the script's own figure, or why its rounding gives none (Keras' fast steps)
+    assert (fmt in (check["reading"] or "") and check["second"] > 0) or "printed too coarsely" in check["note"]
+
+
+def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path):
+    script = tmp_path / "diverges.py"
+    script.write_text((SCRIPTS / "silent_torch_loop.py").read_text() + "\nprint('step 30 loss nan', flush=True)\n")
+    command = f"{sys.executable} {script} --batch-size {{batch_size}} --steps 30"
+    done = run_dlperf(["run", "--batch-size", "4", "--command", command, "--warmup-iters", "5", "--iters", "20",
+                       "--out", str(tmp_path / "out")])  # fmt: skip
+    record = the_record(tmp_path / "out")
+    assert done.returncode == 1 and record["status"] == "failed" and "NaN loss" in record["error"]
+    assert next((tmp_path / "out").rglob("*.steps.rank0")).read_text().count("\n") == 30  # it was timed

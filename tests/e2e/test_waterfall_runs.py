@@ -74,4 +74,6 @@ def test_planted_slow_rank_and_slow_loader(baseline, tmp_path):
     ms = loss["components_ms"]
     assert SLOW_RANK_MS * 0.7 < ms["straggler_wait"] < SLOW_RANK_MS * 1.4
     assert SLOW_LOADER_MS * 0.95 < ms["data_stall"] < SLOW_LOADER_MS * 1.2
-    assert sum(loss["components"].values()) == pytest.approx(loss["measured_loss"], abs=0.01)
+    # summary.json rounds each part and the loss to 0.01: their sum is the loss within half a unit per figure
+    rounding = 0.005 * (len(loss["components"]) + 1)
+    assert sum(loss["components"].values()) == pytest.approx(loss["measured_loss"], abs=rounding)

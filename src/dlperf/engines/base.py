@@ -52,10 +52,10 @@ class RankEnv:
 
 def cpu_threads(spec: RunSpec, rank: RankEnv) -> int:
     """This rank's threads on a CPU device: the spec's share (the parent makes `auto` a number for the whole
-    sweep), else this node's cores divided by its ranks, as torchrun does."""
-    if isinstance(spec.cpu_threads, int):
-        return spec.cpu_threads
-    return max(1, len(os.sched_getaffinity(0)) // rank.local_world_size)
+    sweep, from its own machine), at most this node's cores divided by its ranks (another host, or a `taskset`,
+    may give fewer cores than the parent has), as torchrun divides them."""
+    own = max(1, len(os.sched_getaffinity(0)) // rank.local_world_size)
+    return min(spec.cpu_threads, own) if isinstance(spec.cpu_threads, int) else own
 
 
 def pin_cpu_share(threads: int, local_rank: int) -> None:

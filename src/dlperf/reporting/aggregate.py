@@ -156,6 +156,11 @@ def _threads(case: CaseSummary) -> set[int | None]:
     return {cpu_threads(r) for r in case.records}
 
 
+def like_devices(case: CaseSummary, base: CaseSummary) -> bool:
+    """Whether two cases ran on devices of one size: the same CPU threads per rank (always, off the CPU)."""
+    return _threads(case) == _threads(base)
+
+
 def _set_speedups(cases: list[CaseSummary]) -> None:
     baseline = next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
     for case in cases:
@@ -163,7 +168,7 @@ def _set_speedups(cases: list[CaseSummary]) -> None:
             case.speedup_note = "every repeat failed"
         elif baseline is None:
             case.speedup_note = f"no successful {BASELINE_CASE} run in this group to compare against"
-        elif _threads(case) != _threads(baseline):
+        elif not like_devices(case, baseline):
             case.speedup_note = (
                 f"this case ran {threads_text(_threads(case))[2:]}, {BASELINE_CASE} "
                 f"{threads_text(_threads(baseline))[2:]}: CPU devices of unlike size (run both in one sweep, or "

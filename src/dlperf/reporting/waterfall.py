@@ -28,7 +28,7 @@ from typing import Any
 
 from dlperf.escape import markdown as md
 from dlperf.records.schema import RunRecord
-from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, median_of
+from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, like_devices, median_of
 
 # part -> (its label, the step_phases figure of the case, the 1n1g phases it is measured against)
 PARTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
@@ -145,6 +145,7 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
 PLACEMENT_KEYS = frozenset(
     ("nodes", "devices_per_node", "dp", "tp", "pp", "global_batch_size", "dp_mode", "pp_schedule", "case")
     + ("warmup_iters", "max_warmup_iters", "iters", "print_every", "timeout", "seed", "straggler_pct")
+    + ("cpu_threads", "instrument")  # the threads asked for: the ranks' own count is what the speedup compares
 )
 
 
@@ -189,7 +190,7 @@ def scaling_losses(
         losses = [
             scaling_loss(c, base, (predicted_ms or {}).get((*key, c.case)))
             for c in summary[key]
-            if c.world_size > 1 and c.speeds
+            if c.world_size > 1 and c.speeds and like_devices(c, base)  # unlike CPU devices: no speedup to split
         ]
         if losses:
             out[key] = losses

@@ -318,8 +318,8 @@ class MaxbatchRecord:
 
 
 KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
-Record = RunRecord | CommbenchRecord | MaxbatchRecord  # a loaded record of any kind (external and extracted runs
-# are run records)
+# A loaded record of any kind (external and extracted runs are run records).
+Record = RunRecord | CommbenchRecord | MaxbatchRecord
 
 
 def record_kind(record: dict[str, Any]) -> type:

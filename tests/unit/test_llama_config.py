@@ -56,12 +56,11 @@ def test_record_tokens_per_second_and_mfu_by_hand():
     spec = spec_from_mapping({"model": "llama", "size": "8b", "devices_per_node": 8, "micro_batch_size": 2,
                               "precision": "amp-bf16", "activation_checkpoint": "selective"})  # fmt: skip
     plan = check_spec(spec)
-    derived = get_workload("llama").derived_metrics(spec, plan, {"throughput": 24.0})
+    derived = get_workload("llama").derived_metrics(spec, plan, 24.0)
     assert derived["tokens_per_s"] == 24 * 8192 == 196_608
     assert derived["tokens_per_s_per_device"] == 24_576
     assert derived["flops_per_iteration_formula"] == 57_914_449_920 * 16 * 8192
-    record = {"throughput": 24.0, "global_batch_size": 16, "ranks": [{"device": H100}], **derived}
-    fields = flops_fields(spec, record, None, "formula")
+    fields = flops_fields(spec, 16 / 24.0, H100, derived["flops_per_iteration_formula"], None, "formula")
     assert fields["tflops_per_device"] == pytest.approx(24_576 * 57_914_449_920 / 1e12)  # 1423.3... / 989.4
     assert fields["mfu"] == pytest.approx(24_576 * 57_914_449_920 / 989.4e12)
 

@@ -56,32 +56,24 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "workloads/gpt/cases.py": ("a regex match's named group", "group"),
 }
 WRITER = "a writer: fields of the record it is building"
-DERIVED = "derived_metrics: figures of the record being built"
 # Reads of a record's fields by string key still left, each with why: what the count below (#30: under 60) counts.
 RECORD_READS: dict[str, tuple[str, str]] = {
-    "cli/run_cmd.py": (
-        "window_extra's stand-in record for derived_metrics, which #30's run_one removes",
-        "mfu tflops_per_device tokens_per_s",
-    ),
     "orchestration/command_run.py": (
         WRITER + " from the peer reader's readings of the command's log and of the hook's side file",
         "cross_check ended_by error format gpu_memory_mib_sampled host_memory_mib_sampled kept_lines machine_load"
         " memory_note reading_notes rule status threads throughput unit warmup_iterations window_iterations"
         " window_throughputs",
     ),
-    "orchestration/evidence.py": (WRITER, "flops_per_iteration_formula global_batch_size ranks throughput"),
-    "orchestration/record.py": (WRITER, "env throughput"),
-    "orchestration/sweep.py": (
-        "a resumed run's record, read as JSON until #30's orchestration API (the lead's part) loads it",
-        "status sweep_id throughput",
+    "orchestration/evidence.py": (
+        WRITER + "; a window's figures, derived as a record's are",
+        "flops_per_iteration_formula mfu tflops_per_device tokens_per_s",
     ),
+    "orchestration/record.py": (WRITER, "env flops_per_iteration_formula global_batch_size ranks throughput"),
     "reporting/sources.py": (
         "`max_batch`, which no run record declares: kept aside by the loader (`origin`), read only from records"
         " written by hand",
         "max_batch",
     ),
-    "workloads/gpt/__init__.py": (DERIVED, "throughput"),
-    "workloads/llama/__init__.py": (DERIVED, "throughput"),
 }
 
 

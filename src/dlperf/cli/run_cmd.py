@@ -17,12 +17,12 @@ from dlperf.cli.options import (
 )
 from dlperf.errors import LaunchError
 from dlperf.launch.hosts import slots_per_node
-from dlperf.orchestration.evidence import flops_fields
+from dlperf.orchestration.evidence import window_figures
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import execute
 from dlperf.records.load import as_record
 from dlperf.spec import EXTERNAL, RunSpec
-from dlperf.workloads import WorkloadPlan, get_workload, require_training, spec_from_mapping
+from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -69,17 +69,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def window_extra(spec: RunSpec, plan: WorkloadPlan, env: dict) -> WindowExtra | None:
-    """The workload's own per-window figures (GPT: tokens/s, TFLOP/s per device, MFU) from a window's samples/s."""
+    """The workload's own per-window figures (GPT, Llama: tokens/s, TFLOP/s per device, MFU), where it has any."""
     device = (env.get("gpus") or [{}])[0].get("name", "cpu") if spec.device != "cpu" else "cpu"
-    workload = get_workload(spec.model)
-    if not workload.derived_metrics(spec, plan, {"throughput": 1.0}):
+    if window_figures(spec, plan, 1.0, device) is None:
         return None
 
     def extra(samples_per_s: float) -> str:
-        m = {"throughput": samples_per_s, "global_batch_size": plan.global_batch, "ranks": [{"device": device}]}
-        m.update(workload.derived_metrics(spec, plan, m))
-        m.update(flops_fields(spec, m, None, None))
-        tflops = f"{m['tflops_per_device']:.3g} TFLOP/s per device"
-        return f"{m['tokens_per_s']:.0f} tokens/s  {tflops}  MFU {percent(m['mfu'])}"
+        figures = window_figures(spec, plan, samples_per_s, device)
+        assert figures is not None  # the workload derives tokens (checked above)
+        tflops = f"{figures.tflops_per_device:.3g} TFLOP/s per device"
+        return f"{figures.tokens_per_s:.0f} tokens/s  {tflops}  MFU {percent(figures.mfu)}"
 
     return extra

@@ -19,6 +19,7 @@ Built in the parent from rank 0's measurement and every rank's gathered facts, w
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dlperf.harness.results import RunMeasurement
@@ -29,6 +30,7 @@ from dlperf.metrics.steady import detect_steady_state
 from dlperf.metrics.step_phases import summarise_phases
 from dlperf.metrics.stragglers import find_stragglers
 from dlperf.spec import RunSpec
+from dlperf.workloads import WorkloadPlan, get_workload
 
 FLOPS_COUNTED = "counted: torch FlopCounterMode, one training step on the meta device at the run's shapes"
 
@@ -90,24 +92,47 @@ def energy_fields(measured: RunMeasurement) -> dict[str, Any]:
 
 
 def flops_fields(
-    spec: RunSpec, record: dict[str, Any], counted: float | None, note: str | None, device_type: str | None = None
+    spec: RunSpec,
+    seconds_per_iteration: float,
+    device: str,
+    formula: float | None,
+    counted: float | None,
+    note: str | None,
+    device_type: str | None = None,
 ) -> dict[str, Any]:
-    """FLOPs per iteration and MFU, computed here and nowhere else: over the counted FLOPs, else the workload's
-    published formula (`flops_per_iteration_formula`, from `derived_metrics`), else none with the reason. `record`
-    holds the run's `throughput`, `global_batch_size` and `ranks` (rank 0's device names the peak); `device_type`
-    (a native run's) says whether fp32 ran on TF32, whose peak MFU then divides by."""
-    formula = record.get("flops_per_iteration_formula")
+    """FLOPs per iteration and MFU, computed here and nowhere else: over the `counted` FLOPs, else the workload's
+    published `formula` (`flops_per_iteration_formula`, from `derived_metrics`), else none with the reason;
+    `device` (rank 0's) names the peak; `device_type` (a native run's) says whether fp32 ran on TF32, whose peak
+    MFU then divides by."""
     basis = counted if counted is not None else formula
     source = f"formula (no count: {note})" if formula is not None else note
     source = FLOPS_COUNTED if counted is not None else source
-    device = (record.get("ranks") or [{}])[0].get("device") or "cpu"
-    seconds_per_iteration = record["global_batch_size"] / record["throughput"]
     tf32 = spec.tf32(device_type) if device_type else False
     fields = mfu_fields(
         basis, seconds_per_iteration, spec.world_size, device, spec.precision, spec.peak_tflops, note, tf32=tf32
     )
     tf32_state = {"tf32": {"matmul": tf32, "conv": tf32}} if device_type else {}  # what --fp32-math set (CUDA only)
     return {**tf32_state, "flops_per_iteration": basis, "flops_source": source, **fields}
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """What a run's live line shows beside a window's samples/s, from the workload's own figures."""
+
+    tokens_per_s: float
+    tflops_per_device: float | None
+    mfu: float | None
+
+
+def window_figures(spec: RunSpec, plan: WorkloadPlan, samples_per_s: float, device: str) -> WindowFigures | None:
+    """Tokens/s, TFLOP/s per device and MFU of a window where the workload derives tokens (GPT, Llama); None
+    where it does not (ResNet-50)."""
+    derived = get_workload(spec.model).derived_metrics(spec, plan, samples_per_s)
+    if "tokens_per_s" not in derived:
+        return None
+    formula = derived.get("flops_per_iteration_formula")
+    flops = flops_fields(spec, plan.global_batch / samples_per_s, device, formula, None, None)
+    return WindowFigures(derived["tokens_per_s"], flops.get("tflops_per_device"), flops.get("mfu"))
 
 
 def evidence_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:

@@ -124,9 +124,20 @@ def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figu
     record["throughput_per_device"] = figures["throughput"] / spec.world_size
     record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [record["env"].get("host")]
     record.update(noise_of(record))
-    record.update(get_workload(spec.model).derived_metrics(spec, job.plan, record))
-    record.update(flops_fields(spec, record, None, "an external command: its FLOPs are not counted"))
+    record.update(_flops(job, record, None, "an external command: its FLOPs are not counted"))
     return record
+
+
+def _flops(
+    job: RunJob, record: dict[str, Any], counted: float | None, note: str | None, device_type: str | None = None
+) -> dict[str, Any]:
+    """The workload's derived figures from the run's throughput, then FLOPs and MFU (`flops_fields`)."""
+    spec, throughput = job.spec, record["throughput"]
+    derived = get_workload(spec.model).derived_metrics(spec, job.plan, throughput)
+    device = (record.get("ranks") or [{}])[0].get("device") or "cpu"
+    formula = derived.get("flops_per_iteration_formula")
+    seconds = record["global_batch_size"] / throughput
+    return {**derived, **flops_fields(spec, seconds, device, formula, counted, note, device_type)}
 
 
 def _ranks_fields(result: RunResult) -> dict[str, Any]:
@@ -172,8 +183,7 @@ def measured_record(job: RunJob, result: RunResult, record: dict[str, Any]) -> d
         }
     )
     record.update(evidence_fields(spec, measured))
-    record.update(get_workload(spec.model).derived_metrics(spec, job.plan, record))
-    record.update(flops_fields(spec, record, measured.flops_per_iteration, measured.flops_note, measured.device_type))
+    record.update(_flops(job, record, measured.flops_per_iteration, measured.flops_note, measured.device_type))
     losses = [m.loss_first, m.loss_last]
     if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):
         record["status"] = "diverged"

@@ -30,6 +30,7 @@ from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_R
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
+from dlperf.records.load import RecordLike, as_record, load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
@@ -227,9 +228,9 @@ def new_sweep_id() -> str:
 def resumed_sweep_id(jobs: list[RunJob]) -> str | None:
     """The id that the records of an interrupted sweep carry, so its resumed runs join it (None if none has)."""
     for job in jobs:
-        record = read_record(job.paths.record)
-        if record and record.get("sweep_id"):
-            return record["sweep_id"]
+        record = load_record(job.paths.record)
+        if record is not None and record.sweep_id:
+            return record.sweep_id
     return None
 
 
@@ -245,7 +246,7 @@ def record_is_complete(job: RunJob, retry_failed: bool) -> bool:
         why = problem or "is no run record"
         print(f"dlperf: {ascii(str(job.paths.record))[1:-1]} {why}: measuring this run again", file=sys.stderr)
         return False
-    return record["status"] == "ok" or not retry_failed
+    return as_record(record).status == "ok" or not retry_failed
 
 
 @dataclass
@@ -255,7 +256,7 @@ class SweepOutcome:
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.ran if r["status"] != "ok"]
+        return [r for r in self.ran if as_record(r).status != "ok"]
 
 
 @dataclass(frozen=True)
@@ -364,9 +365,10 @@ def run_sweep(
         return SweepOutcome(ran=runner.execute(todo), skipped=skipped)
 
 
-def _ok_throughput(record: dict[str, Any] | None) -> float | None:
-    if record and record.get("status") == "ok" and isinstance(record.get("throughput"), (int, float)):
-        return float(record["throughput"])
+def _ok_throughput(data: RecordLike | None) -> float | None:
+    record = as_record(data) if data else None
+    if record is not None and record.status == "ok" and isinstance(record.throughput, (int, float)):
+        return float(record.throughput)
     return None
 
 
@@ -400,7 +402,7 @@ def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner)
 
     for job in jobs:
         if runner.done_before(job):
-            value = _ok_throughput(read_record(job.paths.record))
+            value = _ok_throughput(load_record(job.paths.record))
             if value is not None:
                 throughputs.append(value)
             decision = adaptive.decide(throughputs)

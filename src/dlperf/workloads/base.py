@@ -60,8 +60,9 @@ class Workload(ABC):
     def plan(self, spec: RunSpec) -> WorkloadPlan:
         """The run's derived values, computed once from a valid spec."""
 
-    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
-        """Extra record fields computed from the measurement (e.g. tokens/s, MFU); none by default."""
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
+        """Extra record fields computed from the throughput (samples/s: e.g. tokens/s, the published formula's
+        FLOPs); none by default."""
         return {}
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint | None:

@@ -101,7 +101,7 @@ class GPTWorkload(Workload):
             },
         )
 
-    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
         """Tokens/s and the published formula's FLOPs; where no count exists the formula is the MFU basis
         (orchestration/evidence.py `flops_fields` computes MFU for every workload)."""
         config: GPTConfig = spec.workload
@@ -110,7 +110,6 @@ class GPTWorkload(Workload):
         formula = flops.gpt_flops_per_iteration(
             layout.global_batch_size, config.seq_length, config.num_layers, config.hidden_size, vocab
         )
-        throughput = measured["throughput"]
         fields: dict[str, Any] = {
             "flops_per_iteration_formula": formula,
             "flops_formula": "Narayanan et al. 2021, eq. 3 without recomputation (metrics/flops.py)",

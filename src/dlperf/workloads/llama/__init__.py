@@ -141,11 +141,11 @@ class LlamaWorkload(Workload):
             },  # fmt: skip
         )
 
-    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, measured: dict[str, Any]) -> dict[str, Any]:
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
         """Tokens/s and the PaLM formula's FLOPs, the MFU basis (no count: the formula is what the peers use)."""
         config: LlamaConfig = spec.workload
         per_token = flops_per_token(config)
-        tokens_per_s = measured["throughput"] * config.seq_length
+        tokens_per_s = throughput * config.seq_length
         return {
             "flops_per_token": per_token,
             "flops_per_iteration_formula": per_token * plan.global_batch * config.seq_length,

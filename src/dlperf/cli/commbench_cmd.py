@@ -10,13 +10,11 @@ from dlperf.cli.options import (
     add_launch_options,
     add_output_options,
     launch_options,
-    prepare_single_run,
 )
 from dlperf.commbench.bandwidth import OPS
 from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
-from dlperf.orchestration.run import execute
-from dlperf.records.load import as_record
+from dlperf.orchestration.run import RunHooks, run_one
 from dlperf.reporting.commbench_table import commbench_lines
 from dlperf.spec import setting
 from dlperf.workloads import spec_from_mapping
@@ -88,11 +86,10 @@ def run(args: argparse.Namespace) -> int:
             "cpu_threads": args.cpu_threads,
         }
     )
-    prepared = prepare_single_run(spec, launch, args.repeat, args.out, args.overwrite)
-    if prepared is None:  # --dry-run: the commands were printed
+    record = run_one(spec, launch, args.out, repeat=args.repeat, overwrite=args.overwrite, hooks=RunHooks(say=print))
+    if record is None:  # --dry-run: the commands were printed
         return 0
-    record = as_record(execute([prepared.job], prepared.launcher, prepared.env, overwrite=args.overwrite)[0])
-    path = prepared.job.paths.record
+    path = record.origin.path
     if record.status != "ok":
         raise LaunchError(f"commbench failed: {record.error} (record written to {path})")
     print("\n".join(commbench_lines([record])))

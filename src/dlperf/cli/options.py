@@ -7,17 +7,12 @@ from dataclasses import Field, dataclass, fields
 from typing import Any, get_type_hints
 
 from dlperf.cli.flags import add_declared, declared_options, field_help, flag_kind
-from dlperf.engines import engine_names, engine_versions
-from dlperf.errors import ResultsError
-from dlperf.launch import Launcher, RunJob, launcher_names
+from dlperf.engines import engine_names
+from dlperf.launch import launcher_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import WHERE, LaunchOptions
-from dlperf.metrics.environment import collect_environment
-from dlperf.orchestration.run import check_run, launcher_for, plan_jobs, preflight, share_cpu
-from dlperf.records.lock import results_lock
-from dlperf.records.store import check_writable
 from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag, setting
-from dlperf.workloads import Workload, WorkloadPlan, all_workloads, model_names
+from dlperf.workloads import Workload, all_workloads, model_names
 
 
 def _group(parser: argparse.ArgumentParser, title: str):
@@ -125,42 +120,3 @@ class OutputOptions:
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     add_declared(parser, OutputOptions)
-
-
-@dataclass(frozen=True)
-class SingleRun:
-    """One checked and planned run of `dlperf run` or `dlperf commbench`, ready to execute."""
-
-    launcher: Launcher
-    plan: WorkloadPlan
-    job: RunJob
-    env: dict[str, Any]
-
-
-def refuse_early(job: RunJob, overwrite: bool) -> None:
-    """What execute() would refuse after the environment is collected (a minute), refused now."""
-    existing = [p for p in (job.paths.log, job.paths.record) if p.exists()]
-    if existing and not overwrite:
-        raise ResultsError(f"{existing[0]} already exists: pass --overwrite to replace it, or another --out")
-    with results_lock(job.paths.root):  # another writer holds the folder: refused here, taken again to run
-        pass
-
-
-def prepare_single_run(
-    spec: RunSpec, launch: LaunchOptions, repeat: int, out: str, overwrite: bool = False
-) -> SingleRun | None:
-    """Check and plan one run; with --dry-run print its commands and return None, else check that --out can be
-    written (no other writer, no earlier run of the same name unless `overwrite`), then capture the environment:
-    a refusal comes before the slow part."""
-    launcher = launcher_for(launch)
-    (spec,) = share_cpu([spec])
-    plan = check_run(spec, launcher)
-    jobs = plan_jobs(spec, plan, [repeat], out)
-    if launch.dry_run:
-        preflight([spec], launcher)
-        print(launcher.describe_all(jobs))
-        return None
-    check_writable(out)
-    refuse_early(jobs[0], overwrite)
-    preflight([spec], launcher)  # imports the framework: after the refusals that need none
-    return SingleRun(launcher, plan, jobs[0], {**collect_environment(), **engine_versions([spec.engine])})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 
 from dlperf.cli.display import percent, say, show_record
 from dlperf.cli.estimate import single_run_estimate
@@ -13,14 +15,13 @@ from dlperf.cli.options import (
     add_run_options,
     explicit_run_values,
     launch_options,
-    prepare_single_run,
 )
 from dlperf.errors import LaunchError
+from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import slots_per_node
 from dlperf.orchestration.evidence import window_figures
-from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
-from dlperf.orchestration.run import execute
-from dlperf.records.load import as_record
+from dlperf.orchestration.preflight import FORCE_HELP
+from dlperf.orchestration.run import RunHooks, run_one
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
@@ -49,23 +50,28 @@ def run(args: argparse.Namespace) -> int:
             values.setdefault("devices_per_node", slots)
     spec = spec_from_mapping(values)
     require_training(spec)
-    prepared = prepare_single_run(spec, launch, args.repeat, args.out, args.overwrite)
-    if prepared is None:  # --dry-run: the commands were printed
+    hooks = RunHooks(say, around=_follow)
+    record = run_one(
+        spec, launch, args.out, repeat=args.repeat, overwrite=args.overwrite, force=args.force, hooks=hooks
+    )
+    if record is None:  # --dry-run: the commands were said
         return 0
-    launcher, plan, jobs, env = prepared.launcher, prepared.plan, [prepared.job], prepared.env
-    if launcher.local and (warning := preflight_warning(spec, plan, env, args.force)):
-        say(warning)
-    if launcher.local and (estimate := single_run_estimate(spec, plan, env)):
-        say(estimate)
-    log = jobs[0].paths.log
-    say(f"log: {log}{launcher.log_note}")
-    with LogFollower(log, say, window_extra(spec, plan, env), plain=spec.engine == EXTERNAL):
-        record = as_record(execute(jobs, launcher, env, overwrite=args.overwrite)[0])
-    path = jobs[0].paths.record
+    path = record.origin.path
     if record.status != "ok":
         raise LaunchError(f"run failed: {record.error} (record written to {path})")
     show_record(record, str(path))
     return 0
+
+
+@contextlib.contextmanager
+def _follow(job: RunJob, launcher: Launcher, env: dict) -> Iterator[None]:
+    """While the run goes: how long it should take (on this machine), where its log is, its windows as they close."""
+    spec = job.spec
+    if launcher.local and (estimate := single_run_estimate(spec, job.plan, env)):
+        say(estimate)
+    say(f"log: {job.paths.log}{launcher.log_note}")
+    with LogFollower(job.paths.log, say, window_extra(spec, job.plan, env), plain=spec.engine == EXTERNAL):
+        yield
 
 
 def window_extra(spec: RunSpec, plan: WorkloadPlan, env: dict) -> WindowExtra | None:

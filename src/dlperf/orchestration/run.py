@@ -6,18 +6,23 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.engines import engine_class
+from dlperf.engines import engine_class, engine_versions
+from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
+from dlperf.metrics.environment import collect_environment
 from dlperf.orchestration.command_run import check_command, line_patterns
+from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.record import build_record
+from dlperf.records.load import Record, as_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import READABLE
-from dlperf.records.store import check_free_space, claim_paths, write_record
+from dlperf.records.store import check_free_space, check_writable, claim_paths, write_record
 from dlperf.records.validate import read_record
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload
@@ -126,4 +131,69 @@ def _execute(
     return records
 
 
-__all__ = ["LaunchOptions", "check_run", "execute", "launcher_for", "plan_jobs", "preflight", "share_cpu"]
+@dataclass(frozen=True)
+class RunHooks:
+    """What the caller shows while `run_one` goes: the dry run's exact commands (printed as they are: a shell
+    reads them), each line it has to say (a warning), and a context around the run itself (the CLI follows its
+    log there)."""
+
+    say: Callable[[str], None] = lambda line: None
+    commands: Callable[[str], None] = print
+    around: Callable[[RunJob, Launcher, dict[str, Any]], contextlib.AbstractContextManager] = (
+        lambda job, launcher, env: contextlib.nullcontext()
+    )
+
+
+def refuse_early(job: RunJob, overwrite: bool) -> None:
+    """What execute() would refuse after the environment is collected (a minute), refused now."""
+    existing = [p for p in (job.paths.log, job.paths.record) if p.exists()]
+    if existing and not overwrite:
+        raise ResultsError(f"{existing[0]} already exists: pass --overwrite to replace it, or another --out")
+    with results_lock(job.paths.root):  # another writer holds the folder: refused here, taken again to run
+        pass
+
+
+def run_one(
+    spec: RunSpec,
+    launch: LaunchOptions,
+    out: str | Path,
+    *,
+    repeat: int = 1,
+    overwrite: bool = False,
+    force: bool = False,
+    hooks: RunHooks = RunHooks(),
+) -> Record | None:
+    """One run of `spec`, start to record: checked and planned once; with --dry-run its commands said and None
+    returned; else the refusals that need no framework first (the folder, an earlier record), the engine's checks,
+    the environment, then the run, its record written atomically and returned as its declared kind (a failed run
+    is a record too)."""
+    launcher = launcher_for(launch)
+    (spec,) = share_cpu([spec])
+    plan = check_run(spec, launcher)
+    (job,) = plan_jobs(spec, plan, [repeat], out)
+    if launch.dry_run:
+        preflight([spec], launcher)
+        hooks.commands(launcher.describe_all([job]))
+        return None
+    check_writable(out)
+    refuse_early(job, overwrite)
+    preflight([spec], launcher)  # imports the framework: after the refusals that need none
+    env = {**collect_environment(), **engine_versions([spec.engine])}
+    if launcher.local and (warning := preflight_warning(spec, plan, env, force)):
+        hooks.say(warning)
+    with hooks.around(job, launcher, env):
+        record = execute([job], launcher, env, overwrite=overwrite)[0]
+    return as_record(record, job.paths.record)
+
+
+__all__ = [
+    "LaunchOptions",
+    "RunHooks",
+    "check_run",
+    "execute",
+    "launcher_for",
+    "plan_jobs",
+    "preflight",
+    "run_one",
+    "share_cpu",
+]

@@ -136,3 +136,26 @@ def test_a_block_whose_own_count_disagrees_with_its_evaluations_contradicts_itse
     with pytest.raises(DataError, match=r"contradicts itself.*give 155\.") as caught:
         read(planted(tmp_path, HABANA_GPT3, one_interval))
     assert "6.09" in str(caught.value)  # the block's own count over its time: the figure dlperf used to print
+
+
+def test_a_lower_bound_reading_refutes_a_slower_figure_and_only_a_much_faster_one():
+    """Arrival times hold what a script's own clock leaves out (its printing, a loaded machine's pauses): a keras-style
+    script printing 385/s whose lines came at 156/s (2.47x, seen at load 2 on 2 cores) is kept with a note; 10x
+    faster, or over 2x slower, contradicts them."""
+    from dlperf.peers.base import RunShape
+    from dlperf.peers.crosscheck import cross_check
+    from dlperf.peers.measure import Measured
+
+    shape = RunShape(32, 1, "gpt")
+
+    def check(first: float, second: float):
+        measured = Measured(throughput=first, kept=4, first_step=None, last_step=None, latency_ms=None,
+                            memory_mib=None, metrics={}, window_note=None, runs=1, second=second,
+                            second_reading="arrival times of its lines")  # fmt: skip
+        return cross_check(measured, "printed", "images/s", shape, second_is_lower_bound=True)
+
+    kept = check(384.987, 155.702)
+    assert kept["agree"] is False and "a lower bound" in kept["note"]
+    for first, second in ((1000.0, 100.0), (100.0, 250.0)):
+        with pytest.raises(DataError, match="the log contradicts itself"):
+            check(first, second)

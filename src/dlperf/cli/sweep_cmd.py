@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shlex
 import time
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -16,25 +16,21 @@ from dlperf.cli.estimate import duration_estimates
 from dlperf.cli.flags import add_declared
 from dlperf.cli.live import LogFollower
 from dlperf.cli.options import add_launch_options, launch_options
-from dlperf.errors import ConfigError, ResultsError
-from dlperf.launch import Launcher, RunJob
-from dlperf.orchestration.run import launcher_for
-from dlperf.orchestration.sweep import (
-    SweepOptions,
-    SweepPlan,
-    finish_sweep,
-    plan_sweep_file,
-    preflight_sweep,
-    run_sweep,
-    start_sweep,
-    stored_sweep_fields,
-    sweep_id_for,
+from dlperf.errors import ConfigError
+from dlperf.launch import RunJob
+from dlperf.orchestration.sweep import SweepOptions, SweepPlan, SweepStart, stored_sweep_fields
+from dlperf.orchestration.sweep_run import (
+    Commands,
+    Ended,
+    Interrupted,
+    Planned,
+    Recorded,
+    Skipped,
+    Started,
+    SweepEvent,
+    sweep,
 )
-from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, save_sweep_options, stored_config
-from dlperf.records.load import load_record
-from dlperf.records.lock import results_lock
-from dlperf.records.store import check_writable
-from dlperf.reporting.report import existing_report_files
+from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, stored_config
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -76,115 +72,108 @@ def sweep_options(args: argparse.Namespace) -> SweepOptions:
 
 def run(args: argparse.Namespace) -> int:
     _resume_options(args)
-    launcher = launcher_for(launch_options(args))
-    options = sweep_options(args)
-    plan = plan_sweep_file(options, launcher)  # checks it is UTF-8
-    spec_text = Path(args.config).read_text(encoding="utf-8") if Path(args.config).is_file() else ""
-    if launcher.options.dry_run:
-        preflight_sweep(plan, options, launcher)
-        print(launcher.describe_all(plan.jobs(args.out)))
+    given = {key: getattr(args, key) for key in args.stored_options}
+    with SweepView() as view:
+        outcome = sweep(sweep_options(args), launch_options(args), view.show, given)
+    if outcome is None:  # --dry-run: the commands were printed
         return 0
-    check_writable(args.out)
-    with results_lock(args.out):  # a second writer is refused now, not after the environment is collected
-        return _run_locked(args, options, launcher, plan, spec_text)
-
-
-def _refuse_finished(args: argparse.Namespace, jobs: list[RunJob]) -> None:
-    """An earlier sweep's records or report in this folder stay unless asked; the hint names --resume first."""
-    existing = [job for job in jobs if job.paths.record.exists()]
-    reports = existing_report_files(args.out, {"md", "json"})
-    if existing or reports:
-        what = f"{len(existing)} records of this sweep" if existing else f"an earlier sweep's {reports[0].name}"
-        raise ResultsError(
-            f"{args.out} already holds {what}: finish or extend it with `{resume_command(args)}`, "
-            "or pass --overwrite to start again (replaces them), or choose another --out"
-        )
-
-
-def _run_locked(
-    args: argparse.Namespace, options: SweepOptions, launcher: Launcher, plan: SweepPlan, spec_text: str
-) -> int:
-    jobs = plan.jobs(args.out)
-    if not (args.resume or args.overwrite):
-        _refuse_finished(args, jobs)
-    total = len(jobs)
-    sweep_id = sweep_id_for(jobs, args.resume)
-    say(f"sweep {sweep_id}: {counted(len(plan.cases), 'case')} planned -> {args.out}; collecting the environment")
-    save_sweep_options(args.out, args.config, spec_text, {key: getattr(args, key) for key in args.stored_options})
-    start = start_sweep(plan, options, launcher, sweep_id)
-    for warning in start.warnings:
-        say(warning)
-    for line in duration_estimates(plan, start.env):
-        say(line)
-    jobs = start.jobs
-    if plan.adaptive:
-        say(
-            f"sweep {sweep_id}: {counted(len(plan.cases), 'case')}, each repeated until its median is known within "
-            f"{plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) -> {args.out}"
-        )
-    else:
-        say(
-            f"sweep {sweep_id}: {counted(len(plan.cases), 'case')} x {counted(plan.repeats, 'repeat')} = "
-            f"{counted(total, 'run')} -> {args.out}"
-        )
-    clock = SweepClock(jobs)
-    failed_before: list[RunJob] = []
-    started = time.time()
-    follower = LogFollower(None, say, locate=lambda: running_log(jobs, started))
-    with (
-        follower,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[eta]}"),
-            console=console,
-            disable=not console.is_terminal,  # into a file: the plain lines say it all, no cut progress line
-        ) as progress,
-    ):
-        task = progress.add_task(clock.running(), total=total, eta="")
-
-        def advance() -> None:
-            progress.update(task, advance=1, description=clock.running(), eta=clock.eta())
-
-        def on_skip(job: RunJob) -> None:
-            clock.skip(job)
-            record = load_record(job.paths.record)
-            if record and record.status != "ok":
-                failed_before.append(job)
-            state = "failed before, kept (--retry-failed reruns it)" if job in failed_before else "done before"
-            say(f"{job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}: {state}, skipped")
-            advance()
-
-        def on_record(job: RunJob, record: dict) -> None:
-            clock.finish(job)
-            say(f"[{clock.done}/{total}] {run_line(record)}" + (f"; {clock.eta()}" if clock.left else ""))
-            advance()
-
-        try:
-            outcome = run_sweep(
-                plan, options, start.env, launcher, on_skip=on_skip, on_record=on_record, sweep_id=sweep_id
-            )
-        except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (cli.main.Terminated)
-            progress.stop()
-            say(f"interrupted; finish with: {resume_command(args)} (the folder keeps the sweep's options)")
-            raise
-    report = finish_sweep(options, jobs)
     failed = len(outcome.failed)
     say(
         f"{counted(len(outcome.ran), 'run')} done ({failed} failed), {outcome.skipped} skipped as complete; "
-        f"report: {report / 'report.md'}"
+        f"report: {outcome.report / 'report.md'}"
     )
-    if failed_before:
-        say(f"{counted(len(failed_before), 'run')} failed before and kept failed; rerun them with: "
-            f"{resume_command(args)} --retry-failed")  # fmt: skip
-    return 1 if failed or failed_before else 0
+    if outcome.failed_before:
+        say(f"{counted(len(outcome.failed_before), 'run')} failed before and kept failed; rerun them with: "
+            f"{outcome.resume} --retry-failed")  # fmt: skip
+    return 1 if failed or outcome.failed_before else 0
 
 
-def resume_command(args: argparse.Namespace) -> str:
-    """`dlperf sweep --resume --out OUT`: the folder stores the file and every option, so nothing else is needed."""
-    return shlex.join(["dlperf", "sweep", "--resume", "--out", args.out])
+class SweepView:
+    """The sweep's events as lines: plain ones (all that goes into a file), and on a terminal a progress bar; while
+    the runs go, the log of the one going now is followed."""
+
+    def __init__(self) -> None:
+        self._running = contextlib.ExitStack()
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._clock: SweepClock | None = None
+
+    def __enter__(self) -> SweepView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._running.close()
+
+    def show(self, event: SweepEvent) -> None:
+        if isinstance(event, Commands):
+            print(event.text)
+        elif isinstance(event, Planned):
+            planned = counted(len(event.plan.cases), "case")
+            say(f"sweep {event.sweep_id}: {planned} planned -> {event.out}; collecting the environment")
+        elif isinstance(event, Started):
+            self._start(event.plan, event.start, event.out)
+        elif isinstance(event, Skipped):
+            self._skipped(event.job, event.failed_before)
+        elif isinstance(event, Recorded):
+            self._recorded(event.job, event.record)
+        elif isinstance(event, Interrupted):
+            if self._progress is not None:
+                self._progress.stop()
+            say(f"interrupted; finish with: {event.resume} (the folder keeps the sweep's options)")
+            self._running.close()
+        elif isinstance(event, Ended):
+            self._running.close()
+
+    def _start(self, plan: SweepPlan, start: SweepStart, out: str) -> None:
+        for warning in start.warnings:
+            say(warning)
+        for line in duration_estimates(plan, start.env):
+            say(line)
+        total = len(start.jobs)
+        if plan.adaptive:
+            say(
+                f"sweep {start.sweep_id}: {counted(len(plan.cases), 'case')}, each repeated until its median is "
+                f"known within {plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) "
+                f"-> {out}"
+            )
+        else:
+            say(
+                f"sweep {start.sweep_id}: {counted(len(plan.cases), 'case')} x {counted(plan.repeats, 'repeat')} = "
+                f"{counted(total, 'run')} -> {out}"
+            )
+        self._clock = SweepClock(start.jobs)
+        started = time.time()
+        self._running.enter_context(LogFollower(None, say, locate=lambda: running_log(start.jobs, started)))
+        self._progress = self._running.enter_context(
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[eta]}"),
+                console=console,
+                disable=not console.is_terminal,  # into a file: the plain lines say it all, no cut progress line
+            )
+        )
+        self._task = self._progress.add_task(self._clock.running(), total=total, eta="")
+
+    def _advance(self, clock: SweepClock) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, description=clock.running(), eta=clock.eta())
+
+    def _skipped(self, job: RunJob, failed_before: bool) -> None:
+        assert self._clock is not None  # the runs start after Started
+        self._clock.skip(job)
+        state = "failed before, kept (--retry-failed reruns it)" if failed_before else "done before"
+        say(f"{job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}: {state}, skipped")
+        self._advance(self._clock)
+
+    def _recorded(self, job: RunJob, record: dict) -> None:
+        clock = self._clock
+        assert clock is not None  # the runs start after Started
+        clock.finish(job)
+        say(f"[{clock.done}/{clock.total}] {run_line(record)}" + (f"; {clock.eta()}" if clock.left else ""))
+        self._advance(clock)
 
 
 def running_log(jobs: list[RunJob], since: float) -> tuple[Path, str] | None:
@@ -203,6 +192,7 @@ class SweepClock:
 
     def __init__(self, jobs: list[RunJob]) -> None:
         self.todo = list(jobs)
+        self.total = len(jobs)
         self.durations: list[float] = []
         self.done = 0
         self._since = time.monotonic()

@@ -8,11 +8,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dlperf.commbench.measure import measure_collectives
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.commbench import CommbenchConfig, parse_ops, parse_sizes
+from dlperf.workloads.commbench.measure import measure_collectives
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

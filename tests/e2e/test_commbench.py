@@ -13,9 +13,8 @@ from conftest import run_cli, run_dlperf
 
 from dlperf.cli import commbench_cmd
 from dlperf.cli.main import build_parser
-from dlperf.commbench import OPS, Timing, bus_factor, fit_alpha_beta, fit_timings
-from dlperf.commbench.bandwidth import read_fit
 from dlperf.errors import ConfigError
+from dlperf.metrics.bandwidth import OPS, Timing, bus_factor, fit_alpha_beta, fit_timings, read_fit
 
 
 @pytest.mark.parametrize(
@@ -67,7 +66,7 @@ def test_one_size_cannot_be_fitted():
 
 def test_cores_import_without_torch():
     """commbench's maths, predict and maxbatch run in the parent: only commbench.measure may load torch."""
-    code = "import sys, dlperf.commbench, dlperf.predict, dlperf.maxbatch; print('torch' in sys.modules)"
+    code = "import sys, dlperf.metrics.bandwidth, dlperf.predict, dlperf.maxbatch; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"

@@ -183,7 +183,7 @@ def test_history_meets_rn50_and_resnet50(tmp_path, capsys):
 def test_commbench_fit_never_shows_a_negative_latency():
     from scipy.stats import linregress
 
-    from dlperf.commbench.bandwidth import fit_alpha_beta
+    from dlperf.metrics.bandwidth import fit_alpha_beta
     from dlperf.reporting.commbench_table import _alpha
 
     sizes = [1e3, 1e5, 1e6, 1e7]

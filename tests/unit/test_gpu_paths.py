@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from dlperf.commbench.bandwidth import ONE_RANK, Timing, build_commbench_record
 from dlperf.engines.base import RankEnv
 from dlperf.engines.jax.engine import allocator_env, memory_fraction, memory_keys
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OwnWorkClock
 from dlperf.engines.torch.precision import MixedPrecision, keeps_inf_check_on_device
+from dlperf.metrics.bandwidth import ONE_RANK, Timing, build_commbench_record
 from dlperf.metrics.energy import EnergyMeter
 from dlperf.metrics.flops import mfu_fields
 from dlperf.metrics.gpus import nvml_handles, others_on_gpus, visible_gpu_ids

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dlperf.commbench import AlphaBetaFit
 from dlperf.errors import ConfigError
+from dlperf.metrics.bandwidth import AlphaBetaFit
 from dlperf.predict import (
     GptSingleDevice,
     Link,

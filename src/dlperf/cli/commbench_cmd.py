@@ -11,9 +11,9 @@ from dlperf.cli.options import (
     add_output_options,
     launch_options,
 )
-from dlperf.commbench.bandwidth import OPS
 from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
+from dlperf.metrics.bandwidth import OPS
 from dlperf.orchestration.run import RunHooks, run_one
 from dlperf.reporting.commbench_table import commbench_lines
 from dlperf.spec import setting

@@ -24,8 +24,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dlperf.commbench.bandwidth import AlphaBetaFit, bus_factor
 from dlperf.errors import ConfigError
+from dlperf.metrics.bandwidth import AlphaBetaFit, bus_factor
 
 MIB = 1024 * 1024
 DDP_BUCKET_BYTES = 25 * MIB

@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from dlperf.commbench.bandwidth import read_fit
 from dlperf.errors import ConfigError, clip
+from dlperf.metrics.bandwidth import read_fit
 from dlperf.predict.model import DDP_BUCKET_BYTES, Link, SingleDeviceRun
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import RunRecord

@@ -1,7 +1,7 @@
 """`commbench`: collective bandwidth on a run's topology, planned and launched exactly like a run.
 
 Not a model: its rank task (`torch_task.py`) times collectives instead of the timed loop, and its record is a
-`dlperf.commbench/1` record (dlperf.commbench.bandwidth) written into the results folder like a run's. The shared
+`dlperf.commbench/1` record (dlperf.metrics.bandwidth) written into the results folder like a run's. The shared
 keys `warmup_iters` and `iters` are the warm-up calls and the timed repeats of every (collective, size).
 """
 
@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dlperf.commbench.bandwidth import OPS, SCHEMA, Timing, build_commbench_record
 from dlperf.errors import ConfigError
+from dlperf.metrics.bandwidth import OPS, SCHEMA, Timing, build_commbench_record
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import Workload, WorkloadPlan
 

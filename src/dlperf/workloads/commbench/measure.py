@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.distributed as dist
 
-from dlperf.commbench.bandwidth import OPS, Timing
 from dlperf.errors import ConfigError
+from dlperf.metrics.bandwidth import OPS, Timing
 
 
 def _sync(device: torch.device) -> None:

@@ -16,8 +16,8 @@ import psutil
 import pytest
 from conftest import run_dlperf
 
-from dlperf.command.template import node_processes, rendezvous_for
-from dlperf.launch.command_node import DLPERF_SETS
+from dlperf.external.template import node_processes, rendezvous_for
+from dlperf.launch.external_node import DLPERF_SETS
 from dlperf.launch.sbatch import spec_flags
 from dlperf.orchestration.run import plan_jobs
 from dlperf.workloads import check_spec, spec_from_mapping

@@ -14,8 +14,8 @@ import yaml
 from conftest import run_cli, run_dlperf
 from source_records import record
 
-from dlperf.command.identity import framework_version, interpreter
-from dlperf.command.template import Rendezvous, framework_env, node_processes
+from dlperf.external.identity import framework_version, interpreter
+from dlperf.external.template import Rendezvous, framework_env, node_processes
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.sources import load_sources, series_of
 

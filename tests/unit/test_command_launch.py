@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 
 from dlperf.cli.display import run_line
-from dlperf.command.identity import command_line, interpreter
-from dlperf.command.template import Rendezvous, node_processes
-from dlperf.launch.command_node import last_words, thread_setting
+from dlperf.external.identity import command_line, interpreter
+from dlperf.external.template import Rendezvous, node_processes
+from dlperf.launch.external_node import last_words, thread_setting
 
 RDZV = Rendezvous(1, 2, "127.0.0.1", 29500, 8, "fp32", 1)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.command.template import (
+from dlperf.errors import ConfigError
+from dlperf.external.template import (
     PLACEHOLDERS,
     Rendezvous,
     check_template,
@@ -19,7 +20,6 @@ from dlperf.command.template import (
     node_processes,
     rendezvous_env,
 )
-from dlperf.errors import ConfigError
 from dlperf.peers.extract import Options, extract_dir
 
 SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"

@@ -36,7 +36,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "cli/options.py": (FLAG, "group"),
     "cli/references_cmd.py": (FIGURES, "accelerator framework model precision source"),
     "cli/sweep_cmd.py": ("sweep_options.json", "config"),
-    "command/template.py": ("a --command template's placeholders", "batch_size precision repeat"),
+    "external/template.py": ("a --command template's placeholders", "batch_size precision repeat"),
     "engines/torch/peak.py": (PEAKS, "schema"),
     "harness/results.py": (CODEC, "device_type flops_per_iteration ranks"),
     "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size"),
@@ -58,7 +58,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
 WRITER = "a writer: fields of the record it is building"
 # Reads of a record's fields by string key still left, each with why: what the count below (#30: under 60) counts.
 RECORD_READS: dict[str, tuple[str, str]] = {
-    "orchestration/command_run.py": (
+    "orchestration/external_run.py": (
         WRITER + " from the peer reader's readings of the command's log and of the hook's side file",
         "cross_check ended_by error format gpu_memory_mib_sampled host_memory_mib_sampled kept_lines machine_load"
         " memory_note reading_notes rule status threads throughput unit warmup_iterations window_iterations"

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.command.identity import command_line, interpreter
+from dlperf.external.identity import command_line, interpreter
 
 STARTUP = Path(__file__).parent / "startup"
 STEPS_VARIABLE = "DLPERF_STEPS"

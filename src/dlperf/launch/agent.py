@@ -115,7 +115,7 @@ def run_agent(argv: list[str] | None) -> int:
         with open(args.spec, encoding="utf-8") as f:
             spec = AgentSpec.from_json(f.read())
     if spec.command is not None:
-        from dlperf.launch.command_node import launch  # another framework's own script
+        from dlperf.launch.external_node import launch  # another framework's own script
     else:
         from dlperf.launch.elastic import launch  # torch: imported only once the death signal is armed
 

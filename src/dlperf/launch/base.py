@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.command.template import case_values, node_processes, rendezvous_for
 from dlperf.errors import ConfigError
+from dlperf.external.template import case_values, node_processes, rendezvous_for
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeLaunch, RunResult
 from dlperf.launch.options import LaunchOptions
 from dlperf.records.paths import RunPaths

@@ -38,11 +38,11 @@ class CommandLaunch:
     template: str
     per: str
     shell: bool
-    values: dict[str, Any]  # command.template.case_values: batch size, precision, repeat, the case's keys
+    values: dict[str, Any]  # external.template.case_values: batch size, precision, repeat, the case's keys
     workdir: str  # where the command runs: the folder dlperf was started in
-    launch_env: str = "torch"  # whose launcher's variables each process gets (command.template.framework_env)
+    launch_env: str = "torch"  # whose launcher's variables each process gets (external.template.framework_env)
     node_addrs: list[str] = field(default_factory=list)  # every node's address where the launcher knows them
-    framework: str | None = None  # asked of the command's interpreter for its version (command.identity)
+    framework: str | None = None  # asked of the command's interpreter for its version (external.identity)
     stop_after_lines: int | None = None  # end the command after this many lines matching `line_patterns`
     stop_after_seconds: float | None = None
     line_patterns: list[str] = field(default_factory=list)  # the log reader's throughput-line signatures

@@ -11,8 +11,8 @@ from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.accelerator import accelerator_identity
 from dlperf.metrics.stats import latency_summary
-from dlperf.orchestration.command_run import command_fields, framework_of, log_tail, noise_of, read_figures
 from dlperf.orchestration.evidence import evidence_fields, flops_fields
+from dlperf.orchestration.external_run import command_fields, framework_of, log_tail, noise_of, read_figures
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
 from dlperf.workloads import get_workload

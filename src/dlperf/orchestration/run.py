@@ -15,7 +15,7 @@ from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
 from dlperf.metrics.environment import collect_environment
-from dlperf.orchestration.command_run import check_command, line_patterns
+from dlperf.orchestration.external_run import check_command, line_patterns
 from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.record import build_record
 from dlperf.records.load import Record, as_record

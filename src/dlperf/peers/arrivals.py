@@ -1,5 +1,5 @@
 """The arrival-time second reading of a `--command` log: dlperf stamps each line as it reaches the log
-(`<run>.arrivals`: the log's end offset and a monotonic time per line written, launch/command_node.py), so any
+(`<run>.arrivals`: the log's end offset and a monotonic time per line written, launch/external_node.py), so any
 reader's points carry a time even where the script prints none: samples between the points (their steps x the
 global batch) over the arrival times between them, in the same warm-up and window.
 

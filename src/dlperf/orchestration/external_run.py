@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from dlperf.command.identity import framework_label
-from dlperf.command.template import case_values, check_template, node_processes, rendezvous_for
 from dlperf.errors import DataError
+from dlperf.external.identity import framework_label
+from dlperf.external.template import case_values, check_template, node_processes, rendezvous_for
 from dlperf.instrument import steps_file
 from dlperf.launch.base import RunJob
 from dlperf.metrics.noise import MachineLoad, noise_verdict
@@ -55,7 +55,7 @@ def line_patterns(spec: RunSpec) -> tuple[str, ...]:
 
 def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[dict[str, Any]]) -> str:
     """`name version`: a native run's engine and its version from the environment; an external run's
-    `--framework` and the version its interpreter reported (command.identity), else `unknown`."""
+    `--framework` and the version its interpreter reported (external.identity), else `unknown`."""
     if spec.engine != EXTERNAL:
         return framework_label(spec.engine, env.get(spec.engine))
     name = spec.framework or "unknown"

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from dlperf.command.identity import command_line, framework_version
-from dlperf.command.template import Process, node_processes, rendezvous_for
 from dlperf.engines.base import node_name
+from dlperf.external.identity import command_line, framework_version
+from dlperf.external.template import Process, node_processes, rendezvous_for
 from dlperf.instrument import Placement, place
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeResult
 from dlperf.metrics.noise import machine_load, take_snapshot

@@ -373,7 +373,7 @@ def check_nvml() -> None:
     import torch
 
     from dlperf.engines.torch.engine import TorchEngine
-    from dlperf.metrics.gpus import nvml_handles, others_on_gpus, visible_gpu_ids
+    from dlperf.machine.gpus import nvml_handles, others_on_gpus, visible_gpu_ids
 
     torch.ones(1, device="cuda")  # a context, so that NVML lists this process
     engine = TorchEngine()

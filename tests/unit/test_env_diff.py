@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlperf.metrics.env_diff import env_differences
+from dlperf.machine.env_diff import env_differences
 
 
 def node(name: str, **changes) -> dict:

@@ -16,10 +16,10 @@ from dlperf.engines.jax.engine import allocator_env, memory_fraction, memory_key
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OwnWorkClock
 from dlperf.engines.torch.precision import MixedPrecision, keeps_inf_check_on_device
+from dlperf.machine.gpus import nvml_handles, others_on_gpus, visible_gpu_ids
 from dlperf.metrics.bandwidth import ONE_RANK, Timing, build_commbench_record
 from dlperf.metrics.energy import EnergyMeter
 from dlperf.metrics.flops import mfu_fields
-from dlperf.metrics.gpus import nvml_handles, others_on_gpus, visible_gpu_ids
 from dlperf.reporting.commbench_table import commbench_lines
 from dlperf.workloads import get_workload, spec_from_mapping
 

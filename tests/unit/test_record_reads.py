@@ -42,7 +42,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size"),
     "launch/agent.py": (RUN_KEYS, "engine"),
     "launch/messages.py": (CODEC, "command env failure"),
-    "metrics/env_diff.py": ("an environment's `nodes` (dlperf env)", "nodes"),
+    "machine/env_diff.py": ("an environment's `nodes` (dlperf env)", "nodes"),
     "metrics/peaks.py": (PEAKS, "schema"),
     "references/__init__.py": (
         FIGURES + "; an accelerator's own `model`",

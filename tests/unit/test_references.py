@@ -10,8 +10,8 @@ import pytest
 from conftest import run_cli
 from report_records import record
 
+from dlperf.machine.environment import _gpus
 from dlperf.metrics.accelerator import accelerator_identity
-from dlperf.metrics.environment import _gpus
 from dlperf.records.store import write_json_atomic
 from dlperf.references import figures, load
 

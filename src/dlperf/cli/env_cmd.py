@@ -10,7 +10,7 @@ from typing import Any
 from dlperf.cli.display import say
 from dlperf.cli.flags import add_declared
 from dlperf.engines import engine_names, engine_versions
-from dlperf.metrics.environment import collect_environment
+from dlperf.machine.environment import collect_environment
 from dlperf.spec import setting
 
 

@@ -162,7 +162,7 @@ class Engine(ABC):
 
     def device_uuids(self) -> list[str] | None:
         """NVML UUIDs (`GPU-...`) of the GPUs this process sees, in the framework's order, where it can tell; None
-        lets the node's meters map indices through CUDA_VISIBLE_DEVICES instead (metrics/gpus.py)."""
+        lets the node's meters map indices through CUDA_VISIBLE_DEVICES instead (machine/gpus.py)."""
         return None
 
     def cpu_threads(self) -> int | None:

@@ -7,15 +7,15 @@ import os
 from dataclasses import asdict
 from typing import Any
 
+from dlperf.machine.gpus import GpuId
 from dlperf.metrics.energy import EnergyMeter
-from dlperf.metrics.gpus import GpuId
 from dlperf.metrics.noise import LoadSnapshot, machine_load, take_snapshot
 
 
 class LoadProbe:
     """Snapshots of the machine's load at the window's start and end. The run's own processes are the tree of this
     rank's parent, the node's launcher agent, so every local rank counts as ours. GPUs are named as NVML knows
-    them (metrics/gpus.py: UUIDs, or CUDA_VISIBLE_DEVICES entries)."""
+    them (machine/gpus.py: UUIDs, or CUDA_VISIBLE_DEVICES entries)."""
 
     def __init__(self, gpu_indices: list[GpuId]) -> None:
         self.gpu_indices = gpu_indices

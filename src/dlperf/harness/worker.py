@@ -9,7 +9,7 @@ from dlperf.engines.base import Engine, RankEnv, TrainStep, node_name
 from dlperf.harness.loop import Measurement, WarmupCallback, WindowCallback, WindowProbe, timed_loop
 from dlperf.harness.probes import EnergyProbe, LoadProbe
 from dlperf.harness.results import RankFacts, RunMeasurement
-from dlperf.metrics.gpus import visible_gpu_ids
+from dlperf.machine.gpus import visible_gpu_ids
 from dlperf.records.runlog import RunLogWriter
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, decode_spec, get_workload

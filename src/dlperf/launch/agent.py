@@ -26,7 +26,7 @@ import time
 from dlperf.engines import engine_versions
 from dlperf.engines.base import node_name
 from dlperf.launch.messages import AgentSpec
-from dlperf.metrics.environment import collect_environment
+from dlperf.machine.environment import collect_environment
 from dlperf.records.store import write_text_atomic
 
 ORPHAN_WAIT_S = 2.0

@@ -31,8 +31,8 @@ from dlperf.external.identity import command_line, framework_version
 from dlperf.external.template import Process, node_processes, rendezvous_for
 from dlperf.instrument import Placement, place
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeResult
+from dlperf.machine.process_tree import TreeMemory
 from dlperf.metrics.noise import machine_load, take_snapshot
-from dlperf.metrics.process_tree import TreeMemory
 
 POLL_S = 0.1
 STOP_GRACE_S = 5.0  # below the local launcher's grace, so the agent always cleans up before it is killed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.metrics.env_diff import env_nodes
+from dlperf.machine.env_diff import env_nodes
 from dlperf.metrics.peaks import device_key
 
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.metrics.gpus import GpuId, nvml_handles
+from dlperf.machine.gpus import GpuId, nvml_handles
 
 POWER_SAMPLE_INTERVAL_S = 0.1
 POWERCAP_ROOT = Path("/sys/class/powercap")
@@ -70,7 +70,7 @@ def _load_nvml(nvml: Any | None) -> tuple[Any | None, str | None]:
 
 class EnergyMeter:
     """Meters the energy of one node's devices: `device_type` "cuda" (NVML names: indices or UUIDs, see
-    metrics/gpus.py) or "cpu" (RAPL packages)."""
+    machine/gpus.py) or "cpu" (RAPL packages)."""
 
     def __init__(
         self,

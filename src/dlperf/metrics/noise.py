@@ -10,7 +10,7 @@ the two:
   (a build, a test suite), kernel work, and a shared VM's neighbours (steal, also recorded on its own);
 - the load average at start and end (it includes the run itself, so it is recorded, not judged);
 - on GPUs, the compute processes NVML lists on the run's devices (mapped from the framework's numbering,
-  metrics/gpus.py) that are not the run's own. NVML reports the host's PIDs: inside a container (its own PID
+  machine/gpus.py) that are not the run's own. NVML reports the host's PIDs: inside a container (its own PID
   namespace) none of ours is listed under our PID, and the check is then skipped with that reason (`gpu_note`)
   rather than flagging every container run.
 
@@ -30,7 +30,7 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 
-from dlperf.metrics.gpus import GpuId, nvml_handles, others_on_gpus
+from dlperf.machine.gpus import GpuId, nvml_handles, others_on_gpus
 
 WINDOW_CV_LIMIT = 0.05
 OTHER_CORES_FRACTION = 0.10
@@ -75,7 +75,7 @@ def _own_tree(root_pid: int) -> set[int]:
 
 
 def _gpu_processes(gpus: Sequence[GpuId], own: set[int]) -> tuple[list[dict[str, object]] | None, str | None]:
-    """Other compute processes on these GPUs (NVML names, metrics/gpus.py), or None with the reason NVML could
+    """Other compute processes on these GPUs (NVML names, machine/gpus.py), or None with the reason NVML could
     not tell."""
     try:
         import pynvml

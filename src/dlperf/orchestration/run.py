@@ -14,7 +14,7 @@ from dlperf.engines import engine_class, engine_versions
 from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
-from dlperf.metrics.environment import collect_environment
+from dlperf.machine.environment import collect_environment
 from dlperf.orchestration.external_run import check_command, line_patterns
 from dlperf.orchestration.preflight import preflight_warning
 from dlperf.orchestration.record import build_record

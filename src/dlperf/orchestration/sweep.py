@@ -25,7 +25,7 @@ from dlperf.engines import engine_versions
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.launch.hosts import slots_per_node
-from dlperf.metrics.environment import collect_environment
+from dlperf.machine.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlperf.metrics.env_diff import env_differences, env_nodes
+from dlperf.machine.env_diff import env_differences, env_nodes
 from dlperf.metrics.repeats import outliers
 from dlperf.metrics.stats import spread
 from dlperf.records.load import RecordLike, as_record

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlperf.errors import ConfigError
 from dlperf.escape import file_name, markdown, plot
-from dlperf.metrics.env_diff import env_nodes, node_facts
+from dlperf.machine.env_diff import env_nodes, node_facts
 from dlperf.records.load import RecordLike, as_record, load_records
 from dlperf.records.schema import ExternalRunRecord, ExtractedRecord, RunRecord
 from dlperf.records.store import write_json_atomic, write_text_atomic

@@ -136,7 +136,7 @@ def _gpu_total_bytes(local_rank: int) -> int:
     be asked."""
     import pynvml
 
-    from dlperf.metrics.gpus import nvml_handles, visible_gpu_ids
+    from dlperf.machine.gpus import nvml_handles, visible_gpu_ids
 
     pynvml.nvmlInit()
     try:

@@ -1,6 +1,6 @@
 """The GPU paths' logic, checked on the CPU: which NVML device a CUDA device is, container PIDs, TF32 and the peak
 MFU divides by, measured peaks, hooks outside compiled regions, the loss scaler's inf check, one-rank commbench,
-and the JAX allocator's settings. What needs a GPU is in tests/test_cuda.py and benchmarks/gpu_validate.py."""
+and the JAX allocator's settings. What needs a GPU is in tests/e2e/test_cuda.py and benchmarks/gpu_validate.py."""
 
 from __future__ import annotations
 

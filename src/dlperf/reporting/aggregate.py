@@ -24,6 +24,11 @@ def median_of(values: Iterable[Any]) -> float | None:
     return statistics.median(numbers) if numbers else None
 
 
+def number_text(value: float | None, spec: str = ".2f") -> str:
+    """A table cell of a figure: empty where a run lacks it."""
+    return "" if value is None else format(value, spec)
+
+
 def latency(quantile: str) -> Figure:
     """A record's `latency_ms` at `mean`, `p50` or `p90`."""
     return lambda r: (r.latency_ms or {}).get(quantile)

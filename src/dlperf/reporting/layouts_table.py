@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import RunRecord
-from dlperf.reporting.aggregate import latency, median_of
+from dlperf.reporting.aggregate import latency, median_of, number_text
 from dlperf.reporting.doubts import case_flags
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
@@ -37,10 +37,6 @@ def _peak_mib(records: list[RunRecord]) -> float | None:
         if isinstance(peak := r.peak_memory_mib, dict) and peak
     ]
     return max((p for p in peaks if p is not None), default=None)
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "" if value is None else format(value, spec)
 
 
 def _text(value: int | None) -> str:
@@ -88,11 +84,11 @@ def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
         flags = case_flags(ok)
         lines.append(
             f"| {group_name} | {case} | {_text(first.nodes)} | {_text(first.devices_per_node)} "
-            f"| {_text(first.world_size)} | {_fmt(median_of(map(latency('mean'), ok)), '.2f')} "
-            f"| {_fmt(_peak_mib(ok), '.0f')} | {_fmt(median_of(r.throughput for r in ok), '.2f')} "
-            f"| {_fmt(median_of(r.tokens_per_s for r in ok), '.0f')} "
-            f"| {_fmt(median_of(r.tflops_per_device for r in ok), '.2f')} "
-            f"| {_fmt(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} "
+            f"| {_text(first.world_size)} | {number_text(median_of(map(latency('mean'), ok)), '.2f')} "
+            f"| {number_text(_peak_mib(ok), '.0f')} | {number_text(median_of(r.throughput for r in ok), '.2f')} "
+            f"| {number_text(median_of(r.tokens_per_s for r in ok), '.0f')} "
+            f"| {number_text(median_of(r.tflops_per_device for r in ok), '.2f')} "
+            f"| {number_text(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} "
             f"| {', '.join(flag.label for flag in flags)} |"
         )
         notes += [f"- {case} [{flag.label}]: {flag.note}" for flag in flags]

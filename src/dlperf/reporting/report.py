@@ -20,6 +20,7 @@ from dlperf.reporting.aggregate import (
     compile_payoffs,
     cpu_threads,
     latency,
+    number_text,
     summarise,
     threads_text,
 )
@@ -126,10 +127,6 @@ def _compile_lines(summary: dict[GroupKey, list[CaseSummary]]) -> list[str]:
     return lines + [""]
 
 
-def _fmt(value: float | None, spec: str = ".2f") -> str:
-    return "" if value is None else format(value, spec)
-
-
 def memory_text(peaks: dict[str, float]) -> str:
     """The peak memory a row shows: allocated (CUDA) or rss (CPU); reserved, named, where a run knows only that
     (an external script's process tree, a JAX device)."""
@@ -201,10 +198,10 @@ def _case_row(case: CaseSummary, columns: dict[str, dict[str, str]]) -> str:
     cv = stats.get("cv")
     repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
     return (
-        f"| {case.nodes} | {case.world_size} | {_fmt(stats.get('median'))} | {_fmt(case.speedup)} "
-        f"| {_fmt(per_device(stats.get('median'), case.world_size))} | {case.devices_per_node} "
-        f"| {_fmt(case.efficiency, '.1%')} | {_fmt(stats.get('mean'))} | {_fmt(stats.get('min'))} "
-        f"| {_fmt(stats.get('max'))} | {_fmt(None if cv is None else cv * 100, '.1f')} | {repeats} "
+        f"| {case.nodes} | {case.world_size} | {number_text(stats.get('median'))} | {number_text(case.speedup)} "
+        f"| {number_text(per_device(stats.get('median'), case.world_size))} | {case.devices_per_node} "
+        f"| {number_text(case.efficiency, '.1%')} | {number_text(stats.get('mean'))} | {number_text(stats.get('min'))} "
+        f"| {number_text(stats.get('max'))} | {number_text(None if cv is None else cv * 100, '.1f')} | {repeats} "
         f"| {latency_text(case)} | {memory_text(case.peak_memory())} |"
         + "".join(f" {md(cells.get(case.case, ''))} |" for cells in columns.values())
     )
@@ -227,9 +224,9 @@ def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
     mfu = case.median(lambda r: r.mfu)
     cells = []
     if with_mfu:
-        cells.append(_fmt(None if mfu is None else mfu * 100, ".1f"))
+        cells.append(number_text(None if mfu is None else mfu * 100, ".1f"))
     if with_energy:
-        cells.append(_fmt(case.samples_per_joule(), ".3g"))
+        cells.append(number_text(case.samples_per_joule(), ".3g"))
     cells.append(md(", ".join(flag.label for flag in case.flags())))
     return "".join(f" {cell} |" for cell in cells)
 

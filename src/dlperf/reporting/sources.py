@@ -19,7 +19,7 @@ from dlperf.machine.env_diff import env_nodes, node_facts
 from dlperf.records.load import RecordLike, as_record, load_records
 from dlperf.records.schema import ExternalRunRecord, ExtractedRecord, RunRecord
 from dlperf.records.store import write_json_atomic, write_text_atomic
-from dlperf.reporting.aggregate import CaseSummary, summarise
+from dlperf.reporting.aggregate import CaseSummary, number_text, summarise
 from dlperf.reporting.doubts import Flag
 from dlperf.reporting.figures import save_figure
 from dlperf.reporting.report import tables_markdown
@@ -349,10 +349,6 @@ def _devices(n: int) -> str:
     return f"{n} device" if n == 1 else f"{n} devices"
 
 
-def _fmt(value: float | None, spec: str = ".2f") -> str:
-    return "" if value is None else format(value, spec)
-
-
 Table = tuple[list[str], list[list[str]]]  # header, rows of formatted cells
 
 
@@ -381,7 +377,7 @@ def _summary_cells(series: SeriesComparison, label: str) -> list[str]:
     common = series.common_case
     cell = series.cell(label, common) if common and label in series.batches else None
     batch = str(series.batches[label]) if label in series.batches else ""
-    cells = [_fmt(cell.throughput if cell else None), _fmt(cell.speedup if cell else None), batch]
+    cells = [number_text(cell.throughput if cell else None), number_text(cell.speedup if cell else None), batch]
     if any(series.max_batches.values()):
         known = series.max_batches.get(label)
         cells.append("" if known is None else str(known))
@@ -403,8 +399,8 @@ def _case_cells(series: SeriesComparison, name: str) -> list[str]:
     cells = [series.cell(lbl, name) for lbl in series.labels]
     ratios = series.ratios(name)
     row = [name, str(series.world_size(name))]
-    row += [_fmt(c.throughput if c else None) for c in cells]
-    row += [_fmt(ratios[lbl], ".3f") for lbl in series.labels[1:]]
+    row += [number_text(c.throughput if c else None) for c in cells]
+    row += [number_text(ratios[lbl], ".3f") for lbl in series.labels[1:]]
     return row + [c.labels if c else "" for c in cells]
 
 

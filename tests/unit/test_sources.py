@@ -12,15 +12,8 @@ from source_records import env, record, write_source
 from dlperf.errors import ConfigError
 from dlperf.peers.extract import Options, extract_dir
 from dlperf.records.store import write_json_atomic
-from dlperf.reporting.sources import (
-    SeriesKey,
-    Source,
-    build_comparison,
-    case_table,
-    load_sources,
-    series_notes,
-    summary_table,
-)
+from dlperf.reporting.comparison_files import case_table, series_notes, summary_table
+from dlperf.reporting.sources import SeriesKey, Source, build_comparison, load_sources
 
 TF2_LOGS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
 

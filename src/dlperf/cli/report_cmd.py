@@ -16,16 +16,10 @@ from dlperf.records.schema import COMMBENCH_SCHEMA, MAXBATCH_SCHEMA, Record, Run
 from dlperf.records.store import check_writable
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.commbench_table import read_commbench
+from dlperf.reporting.comparison_files import write_comparison
 from dlperf.reporting.export import TENSORBOARD_HINT, require_tensorboard, write_tensorboard
 from dlperf.reporting.report import check_one_sweep, refuse_to_replace, write_report
-from dlperf.reporting.sources import (
-    BY_CHOICES,
-    Comparison,
-    Source,
-    build_comparison,
-    load_sources,
-    write_comparison,
-)
+from dlperf.reporting.sources import BY_CHOICES, Comparison, Source, build_comparison, load_sources
 from dlperf.spec import setting
 
 FORMAT_CHOICES = {

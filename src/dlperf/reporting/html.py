@@ -17,11 +17,8 @@ from dlperf import escape
 from dlperf.records.schema import RunRecord
 from dlperf.records.store import write_text_atomic
 from dlperf.reporting.aggregate import summarise
-from dlperf.reporting.report import tables_markdown
-from dlperf.reporting.sources import (
+from dlperf.reporting.comparison_files import (
     EXPLANATION,
-    Comparison,
-    SeriesComparison,
     Table,
     case_table,
     environment_table,
@@ -29,6 +26,8 @@ from dlperf.reporting.sources import (
     series_points,
     summary_table,
 )
+from dlperf.reporting.report import tables_markdown
+from dlperf.reporting.sources import Comparison, SeriesComparison
 from dlperf.reporting.waterfall import measured_groups, scaling_losses
 from dlperf.reporting.waterfall_plot import plotly_waterfall
 

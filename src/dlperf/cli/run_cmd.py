@@ -18,12 +18,11 @@ from dlperf.cli.options import (
 )
 from dlperf.errors import LaunchError
 from dlperf.launch import Launcher, RunJob
-from dlperf.launch.hosts import slots_per_node
 from dlperf.orchestration.evidence import window_figures
 from dlperf.orchestration.preflight import FORCE_HELP
-from dlperf.orchestration.run import RunHooks, run_one
+from dlperf.orchestration.run import RunHooks, run_one, training_spec
 from dlperf.spec import EXTERNAL, RunSpec
-from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
+from dlperf.workloads import WorkloadPlan
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -43,13 +42,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run(args: argparse.Namespace) -> int:
     launch = launch_options(args)
-    values = explicit_run_values(args)
-    if launch.hosts:
-        values.setdefault("nodes", len(launch.hosts))
-        if "case" not in values and (slots := slots_per_node(list(launch.hosts))) is not None:
-            values.setdefault("devices_per_node", slots)
-    spec = spec_from_mapping(values)
-    require_training(spec)
+    spec = training_spec(explicit_run_values(args), launch)
     hooks = RunHooks(say, around=_follow)
     record = run_one(
         spec, launch, args.out, repeat=args.repeat, overwrite=args.overwrite, force=args.force, hooks=hooks

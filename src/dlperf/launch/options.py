@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.launch.hosts import Host, check_host_name
+from dlperf.launch.hosts import Host, check_host_name, slots_per_node
 from dlperf.spec import setting
 
 WHERE = "where to run (multi-node)"
@@ -60,6 +62,18 @@ class LaunchOptions:
     @property
     def kind(self) -> str:
         return self.launcher or ("ssh" if self.hosts else "local")
+
+    def place(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A run's keys (flags or a sweep file's) with what the hosts decide where the keys leave it open: the
+        nodes, one per host; the devices per node, from a hostfile whose every host gives `slots=N` (unless a
+        topology or a case names them)."""
+        placed = dict(values)
+        if self.hosts and not {"topology", "nodes"} & set(placed):
+            placed["nodes"] = len(self.hosts)
+        slots = slots_per_node(list(self.hosts))
+        if slots is not None and not {"topology", "devices_per_node", "devices-per-node", "case"} & set(placed):
+            placed["devices_per_node"] = slots
+        return placed
 
     def validate(self) -> None:
         """The values, each of its own form (which launcher takes hosts is the launcher's own check)."""

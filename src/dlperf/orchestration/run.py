@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from dlperf.records.schema import READABLE
 from dlperf.records.store import check_free_space, check_writable, claim_paths, write_record
 from dlperf.records.validate import read_record
 from dlperf.spec import EXTERNAL, RunSpec
-from dlperf.workloads import WorkloadPlan, check_spec, get_workload
+from dlperf.workloads import WorkloadPlan, check_spec, get_workload, require_training, spec_from_mapping
 
 OnRecord = Callable[[RunJob, dict[str, Any]], None]
 Decide = Callable[[dict[str, Any]], dict[str, Any]]  # fields decided from a record, written with it in one write
@@ -40,6 +40,15 @@ def share_cpu(specs: list[RunSpec]) -> list[RunSpec]:
     most = max((spec.devices_per_node for spec in specs), default=1)
     cores = len(os.sched_getaffinity(0))
     return [spec.sharing_cpu(most, cores) for spec in specs]
+
+
+def training_spec(values: Mapping[str, Any], launch: LaunchOptions) -> RunSpec:
+    """The spec of a training run from its keys as given (flags or YAML), placed where `launch` says (the hosts
+    decide the nodes and devices per node the keys leave open); a measurement of its own (commbench) is refused,
+    naming its command."""
+    spec = spec_from_mapping(launch.place(values))
+    require_training(spec)
+    return spec
 
 
 def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
@@ -196,4 +205,5 @@ __all__ = [
     "preflight",
     "run_one",
     "share_cpu",
+    "training_spec",
 ]

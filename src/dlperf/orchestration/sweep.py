@@ -24,7 +24,6 @@ from typing import Any
 from dlperf.engines import engine_versions
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
-from dlperf.launch.hosts import slots_per_node
 from dlperf.machine.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
@@ -146,12 +145,7 @@ def plan_sweep(spec: dict[str, Any], launcher: Launcher, options: SweepOptions |
     """
     options = options or SweepOptions()
     repeats, target_ci, max_repeats = options.repeats, options.target_ci, options.max_repeats
-    spec = dict(spec)
-    if launcher.options.hosts and not {"topology", "nodes"} & set(spec):
-        spec["nodes"] = len(launcher.options.hosts)
-    slots = slots_per_node(list(launcher.options.hosts))
-    if slots is not None and not {"topology", "devices_per_node", "devices-per-node", "case"} & set(spec):
-        spec["devices_per_node"] = slots
+    spec = launcher.options.place(spec)
     spec_repeats = spec.pop("repeats", DEFAULT_REPEATS)
     spec_target, spec_max = spec.pop("target_ci", None), spec.pop("max_repeats", None)
     repeats = repeats if repeats is not None else spec_repeats

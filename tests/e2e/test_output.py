@@ -173,6 +173,31 @@ def test_resume_that_keeps_failed_runs_exits_1_and_names_retry_failed(tmp_path, 
     assert "sweep s1:" in stdout  # the resumed sweep keeps its id
 
 
+def test_sweep_api_tells_its_events_in_order_and_returns_its_outcome(tmp_path):
+    """orchestration.sweep, the call `dlperf sweep` makes: every event typed and in order, the kept runs skipped
+    (one failed before), the report written, the outcome saying so; the folder keeps the options given."""
+    from dlperf.launch import LaunchOptions
+    from dlperf.orchestration.sweep import SweepOptions
+    from dlperf.orchestration.sweep_run import Ended, Planned, Skipped, Started, sweep
+    from dlperf.orchestration.sweep_state import load_sweep_options
+
+    config = tmp_path / "sweep.yaml"
+    config.write_text(SWEEP)
+    out, group = tmp_path / "out", "b2_fp32"
+    folder = out / "resnet50" / "1n1g"
+    write_json_atomic(folder / f"resnet50_{group}_1.json", record("1n1g", 1, 100.0, group=group, sweep_id="s1"))
+    write_json_atomic(folder / f"resnet50_{group}_2.json", record("1n1g", 2, None, group=group, sweep_id="s1"))
+    events: list = []
+    options = SweepOptions(config=str(config), out=str(out), resume=True)
+    outcome = sweep(options, LaunchOptions(), events.append, {"repeats": None})
+    assert [type(e) for e in events] == [Planned, Started, Skipped, Skipped, Ended]
+    assert events[0].sweep_id == "s1" and [e.failed_before for e in events[2:4]] == [False, True]
+    assert outcome is not None and outcome.ran == [] and outcome.skipped == 2 and outcome.failed == []
+    assert [job.repeat for job in outcome.failed_before] == [2] and (outcome.report / "report.md").is_file()
+    assert outcome.resume == f"dlperf sweep --resume --out {out}"
+    assert load_sweep_options(out) == {"config": str(config), "options": {"repeats": None}}
+
+
 @pytest.mark.slow
 def test_run_into_a_pipe_under_umask_022(tmp_path):
     """A real run: live lines and the whole record path through a pipe, files 0644 under umask 022."""

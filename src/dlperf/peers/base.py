@@ -63,6 +63,22 @@ Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
 
 
 @dataclass(frozen=True)
+class HookTrace:
+    """One process's instrumentation side file (peers/formats/dlperf_steps.py): each optimizer step's time and
+    global samples, and the stretches the trainer's own printed figure covers where the hook marked them."""
+
+    times: dict[int, float]  # step -> monotonic seconds after it
+    samples: dict[int, float]  # step -> its global samples
+    train: tuple[float, float] | None = None  # transformers' train_runtime span: (begin, end)
+    epochs: tuple[float, ...] = ()  # Lightning: when each epoch began
+
+
+# The hook's figure (samples/s) over the stretch the script's own figure covers, and what that stretch is; None
+# where the trace lacks it. Given the trace, the reader's points of the log, and the steps its window kept.
+Stretch = Callable[[HookTrace, list[Point], tuple[int, int] | None], tuple[float, str] | None]
+
+
+@dataclass(frozen=True)
 class PeerFormat:
     """A framework's log format: how to recognise it, read it, and the published way to measure it.
 
@@ -89,6 +105,9 @@ class PeerFormat:
     check_reading: str = "the reader's second reading of each kept interval"  # what Point.check is
     success: re.Pattern[str] | None = None  # a line saying the run ended well: failure markers after it are exit noise
     fallback: bool = False  # recognised only where no other format recognises a line of the log (a tqdm bar)
+    # where the format's figure covers a whole run or a running stretch (not the run's window): the hook's figure
+    # over that same stretch, for a like-for-like comparison of an instrumented run (orchestration/command_run.py)
+    same_stretch: Stretch | None = None
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None

@@ -1,0 +1,72 @@
+"""The like-for-like reading of an instrumented run (peers/samestretch.py): the hook's figure over the stretch a
+script's own figure covers, each against a hand computation of that stretch from a made-up side file."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlperf.errors import DataError
+from dlperf.orchestration.command_run import _like_for_like
+from dlperf.peers.base import Point, RunShape
+from dlperf.peers.formats import hf_trainer, lightning_rich, nanogpt
+from dlperf.peers.formats.dlperf_steps import trace
+from dlperf.peers.samestretch import hook_over_script_stretch
+
+
+def side_file(times: list[float], samples: int | None = 8, marks: tuple[str, ...] = ()) -> list[str]:
+    rows = [f"{i} {t:.6f} {samples if samples else '-'}" for i, t in enumerate(times, 1)]
+    return [*marks[:1], *rows, *marks[1:]]
+
+
+def test_the_side_file_gives_steps_and_marks():
+    hooked = trace(["epoch 9.500000", "1 10.000000 -", "2 10.500000 6", "# a note", "train 9.000000 11.000000"], 4)
+    assert hooked.times == {1: 10.0, 2: 10.5} and hooked.samples == {1: 4, 2: 6}
+    assert hooked.train == (9.0, 11.0) and hooked.epochs == (9.5,)
+
+
+def test_transformers_span_holds_every_step_stamped_inside_it():
+    hooked = trace(side_file([10.0, 10.5, 11.5, 12.0], 8, ("train 9.000000 12.500000",)), 8)
+    figure, what = hf_trainer.same_stretch(hooked, [], None)
+    assert figure == pytest.approx(4 * 8 / 3.5) and "steps 1-4" in what
+    assert hf_trainer.same_stretch(trace(side_file([10.0, 11.0]), 8), [], None) is None  # no span marked
+
+
+def test_rich_span_is_the_last_epoch_after_its_first_step_within_30_s():
+    epoch_two = [100.0 + 2 * i for i in range(20)]  # steps 4..23 of the second epoch, 38 s in all
+    lines = ["epoch 0.000000", *side_file([1.0, 2.0, 3.0])[0:3], "epoch 99.000000"]
+    lines += [f"{i} {t:.6f} 16" for i, t in enumerate(epoch_two, 4)]
+    figure, what = lightning_rich.same_stretch(trace(lines, 16), [], None)
+    kept = [t for t in epoch_two if t >= epoch_two[-1] - 30]  # rich drops samples older than 30 s
+    assert figure == pytest.approx((len(kept) - 1) * 16 / (kept[-1] - kept[0])) and "steps 8-23" in what
+
+
+def test_nanogpt_pairs_each_iteration_with_the_hooks_interval_after_it(tmp_path):
+    times = [0.0, 1.0, 1.2, 3.2, 3.5, 3.7, 4.0]  # hook step k+1 (times[k]) ends iteration k; 3 holds an evaluation
+    log = tmp_path / "run.log"
+    lines = ["tokens per iteration will be: 1,024"]
+    for k in range(7):
+        if k == 3:
+            lines.append("step 3: train loss 4.0, val loss 4.1")
+        seconds = times[k] - times[k - 1] if k else 0.5
+        lines.append(f"iter {k}: loss 4.0, time {seconds * 1000 * 1.01:.2f}ms, mfu 0.00%")
+    log.write_text("\n".join(lines) + "\n")
+    steps = tmp_path / "run.steps.rank0"
+    steps.write_text("\n".join(side_file(times, None)) + "\n")
+    shape = RunShape(global_batch=16, world_size=1)
+    figure, what = hook_over_script_stretch(log, steps, nanogpt.FORMATS[0], shape, (1, 5))
+    timed = [1, 2, 4, 5]  # iteration 3 has no time of its own
+    assert figure == pytest.approx(16 * len(timed) / sum(times[k] - times[k - 1] for k in timed))
+    assert "4 iterations 1-5" in what
+    points = [Point(step=7, seconds=0.1)]
+    assert nanogpt.same_stretch(trace(side_file(times, None), 16), points, (7, 7)) is None  # not in the trace
+
+
+@pytest.mark.parametrize(("hook", "agree", "said"), [(101.0, True, "agree (1.01x)"), (105.0, False, "+5.0%")])
+def test_a_like_for_like_pair_agrees_within_2_percent_and_is_noted_up_to_10(hook, agree, said):
+    check = _like_for_like({"ratio": 1.2}, hook, "a span", {"throughput": 100.0, "unit": "samples/s"})
+    assert check["agree"] is agree and said in check["note"] and check["like_for_like"]["ratio"] == hook / 100
+
+
+def test_a_like_for_like_pair_beyond_10_percent_contradicts_itself():
+    with pytest.raises(DataError, match="contradicts itself: over a span the script prints 100 samples/s"):
+        _like_for_like({"ratio": 1.0}, 115.0, "a span", {"throughput": 100.0, "unit": "samples/s"})

@@ -61,7 +61,7 @@ def test_nanogpt_pairs_each_iteration_with_the_hooks_interval_after_it(tmp_path)
     assert nanogpt.same_stretch(trace(side_file(times, None), 16), points, (7, 7)) is None  # not in the trace
 
 
-@pytest.mark.parametrize(("hook", "agree", "said"), [(101.0, True, "agree (1.01x)"), (105.0, False, "+5.0%")])
+@pytest.mark.parametrize(("hook", "agree", "said"), [(101.0, True, "agree (1.0100x)"), (105.0, False, "+5.0%")])
 def test_a_like_for_like_pair_agrees_within_2_percent_and_is_noted_up_to_10(hook, agree, said):
     check = _like_for_like({"ratio": 1.2}, hook, "a span", {"throughput": 100.0, "unit": "samples/s"})
     assert check["agree"] is agree and said in check["note"] and check["like_for_like"]["ratio"] == hook / 100

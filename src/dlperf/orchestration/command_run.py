@@ -239,7 +239,7 @@ def _like_for_like(check: dict[str, Any], hook: float, stretch: str, script: dic
         )
     covers = f"the record's window and the script's figure cover other steps ({check['ratio']:.3g}x); "
     check["note"] = covers + (
-        f"over {stretch} the hook and the script agree ({like:.4g}x)"
+        f"over {stretch} the hook and the script agree ({like:.4f}x)"
         if check["agree"]
         else f"over {stretch} they differ by {like - 1:+.1%}, beyond 2 % but within the noise of where each clock "
         "stamps a step"

@@ -8,7 +8,7 @@ import pytest
 from dlperf.errors import DataError
 from dlperf.orchestration.command_run import _like_for_like
 from dlperf.peers.base import Point, RunShape
-from dlperf.peers.formats import hf_trainer, lightning_rich, nanogpt
+from dlperf.peers.formats import hf_trainer, keras_fit, lightning_rich, nanogpt
 from dlperf.peers.formats.dlperf_steps import trace
 from dlperf.peers.samestretch import hook_over_script_stretch
 
@@ -59,6 +59,16 @@ def test_nanogpt_pairs_each_iteration_with_the_hooks_interval_after_it(tmp_path)
     assert "4 iterations 1-5" in what
     points = [Point(step=7, seconds=0.1)]
     assert nanogpt.same_stretch(trace(side_file(times, None), 16), points, (7, 7)) is None  # not in the trace
+
+
+def test_keras_epochs_are_their_steps_after_the_first_or_all_where_the_epoch_time_was_read():
+    times = [float(t) for t in range(1, 13)] + [13.5, 14.5, 15.5, 16.5]  # 4 epochs of 4 steps; epoch 4 slower
+    hooked = trace(side_file(times, 32), 32)
+    progbar = [Point(step=4 * e, start=4 * (e - 1), seconds=1.0, note="Keras' printed `ms/step`") for e in (1, 2, 3)]
+    elapsed = Point(step=16, start=12, seconds=1.1, note=f"{keras_fit.EPOCH_TIME} (whole seconds) / ...")
+    figure, what = keras_fit.same_stretch(hooked, [*progbar, elapsed], (8, 16))
+    # epochs 2, 3: steps 6-8 and 10-12 over 3 s each; epoch 4: steps 13-16 from step 12's stamp, 4.5 s
+    assert figure == pytest.approx((3 + 3 + 4) * 32 / (3 + 3 + 4.5)) and "3 kept epochs" in what
 
 
 @pytest.mark.parametrize(("hook", "agree", "said"), [(101.0, True, "agree (1.0100x)"), (105.0, False, "+5.0%")])

@@ -73,6 +73,21 @@ class HookTrace:
     epochs: tuple[float, ...] = ()  # Lightning: when each epoch began
 
 
+def hook_over_steps(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None, steps: Callable[[Point], tuple[int, int]]
+) -> tuple[float, int] | None:
+    """The hook's samples/s over the steps the reader's kept points timed (`steps(point)`: the hook's steps (a, b]
+    the point's printed time covers), and how many; None where the trace lacks any of them."""
+    if kept is None:
+        return None
+    spans = [steps(p) for p in points if p.seconds is not None and p.step is not None and kept[0] <= p.step <= kept[1]]
+    if not spans or any(a not in trace.times or b not in trace.times or b <= a for a, b in spans):
+        return None
+    seconds = sum(trace.times[b] - trace.times[a] for a, b in spans)
+    samples = sum(trace.samples[s] for a, b in spans for s in range(a + 1, b + 1))
+    return (samples / seconds, len(spans)) if seconds > 0 else None
+
+
 # The hook's figure (samples/s) over the stretch the script's own figure covers, and what that stretch is; None
 # where the trace lacks it. Given the trace, the reader's points of the log, and the steps its window kept.
 Stretch = Callable[[HookTrace, list[Point], tuple[int, int] | None], tuple[float, str] | None]

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, to_float
+from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, hook_over_steps, to_float
 
 TOKENS = re.compile(r"tokens per iteration will be: ([\d,]+)")
 EVAL = re.compile(r"^step (\d+): train loss")
@@ -49,16 +49,11 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 def same_stretch(trace: HookTrace, points: list[Point], kept: tuple[int, int] | None) -> tuple[float, str] | None:
-    """The hook's samples over its intervals of the iterations the reader kept (those with a time of their own,
-    in its window); None where the trace lacks any of them."""
-    if kept is None:
+    """The hook's intervals of the iterations the reader kept (those with a time of their own, in its window)."""
+    found = hook_over_steps(trace, points, kept, lambda p: (p.step, p.step + 1))  # type: ignore[operator]
+    if found is None or kept is None:
         return None
-    timed = [p.step for p in points if p.seconds is not None and p.step is not None and kept[0] <= p.step <= kept[1]]
-    if not timed or any(k not in trace.times or k + 1 not in trace.times for k in timed):
-        return None
-    seconds = sum(trace.times[k + 1] - trace.times[k] for k in timed)
-    what = f"the {len(timed)} iterations {kept[0]}-{kept[1]} nanoGPT timed (the evaluated ones left out, as its reader)"
-    return sum(trace.samples[k + 1] for k in timed) / seconds, what
+    return found[0], f"the {found[1]} iterations {kept[0]}-{kept[1]} nanoGPT timed (not the evaluated ones)"
 
 
 FORMATS = (

@@ -10,7 +10,9 @@ time to this line, and the time between two lines over the updates between them 
 weighted by its updates. Samples per update = R x V (global). A time the 3-decimal rounding leaves unknown to 2 %
 is refused.
 
-Rule: the first 5 updates (compilation, start-up) skipped; samples over time of every later update.
+Rule: the first 5 updates (compilation, start-up) skipped; samples over time of every later update. In an
+instrumented run the hook's figure over the same updates (each kept interval's, the hook's steps being updates)
+is compared with it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
+from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, hook_over_steps, to_float
 
 LINE = re.compile(
     rf"Train: (?P<epoch>\d+) \[\s*(?P<update>\d+)/(?P<updates>\d+) .*?Time: (?P<time>{NUMBER})s,\s*(?P<rate>{NUMBER})/s"
@@ -49,6 +51,14 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         done, elapsed = updates, total
 
 
+def same_stretch(trace: HookTrace, points: list[Point], kept: tuple[int, int] | None) -> tuple[float, str] | None:
+    """The hook's time of the updates of every kept interval (start, step]."""
+    found = hook_over_steps(trace, points, kept, lambda p: (p.start, p.step))  # type: ignore[return-value,arg-type]
+    if found is None or kept is None:
+        return None
+    return found[0], f"timm's {found[1]} kept intervals of updates to {kept[1]}"
+
+
 FORMATS = (
     PeerFormat(
         name="timm",
@@ -63,5 +73,6 @@ FORMATS = (
         unit="images/s",
         practice="timm train.py: the epoch's running mean update time x updates = its time so far; samples over "
         "time of the updates after the first 5",
+        same_stretch=same_stretch,
     ),
 )

@@ -184,7 +184,7 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
 
 
-def _same_stretch(job: RunJob, script: dict[str, Any]) -> tuple[float, str] | None:
+def _same_stretch(job: RunJob, script: dict[str, Any]) -> tuple[float, float | None, str] | None:
     """The hook's figure over the stretch the script's own figure covers, where its format says which."""
     named = job.spec.log_format
     fmt = get_format(named if named != "auto" else script["format"])
@@ -198,7 +198,10 @@ SAME_STRETCH_AGREE = 0.02  # the hook and the script over one stretch: within 2 
 
 
 def _script_check(
-    timed: dict[str, Any], script: dict[str, Any], tokens_per_sample: int | None, same: tuple[float, str] | None
+    timed: dict[str, Any],
+    script: dict[str, Any],
+    tokens_per_sample: int | None,
+    same: tuple[float, float | None, str] | None,
 ) -> dict[str, Any]:
     """The script's own printed figure as the second reading of the instrumented one: both in samples, or the
     script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length). Where the
@@ -215,7 +218,8 @@ def _script_check(
     check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": script["throughput"], "ratio": ratio,
              "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
     if same is not None:
-        return _like_for_like(check, same[0] * scale, same[1], script)
+        hook, printed, stretch = same
+        return _like_for_like(check, hook * scale, printed or script["throughput"], stretch, script["unit"])
     if not check["agree"]:
         check["note"] = (
             "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "
@@ -224,17 +228,16 @@ def _script_check(
     return check
 
 
-def _like_for_like(check: dict[str, Any], hook: float, stretch: str, script: dict[str, Any]) -> dict[str, Any]:
+def _like_for_like(check: dict[str, Any], hook: float, printed: float, stretch: str, unit: str) -> dict[str, Any]:
     """`check` judged by the hook's and the script's figures over one stretch: they agree within
     SAME_STRETCH_AGREE; a gap up to TOLERANCE is the noise of where each clock stamps a step, noted; beyond it the
     log contradicts itself."""
-    printed = script["throughput"]
     like = hook / printed
     check["like_for_like"] = {"hook": hook, "script": printed, "ratio": like, "stretch": stretch}
     check["agree"] = abs(like - 1) <= SAME_STRETCH_AGREE
     if abs(like - 1) > TOLERANCE:
         raise DataError(
-            f"the log contradicts itself: over {stretch} the script prints {printed:.6g} {script['unit']} but dlperf's "
+            f"the log contradicts itself: over {stretch} the script prints {printed:.6g} {unit} but dlperf's "
             f"hook timed {hook:.6g} ({like:.3g}x); check --batch-size/--global-batch-size and --log-format"
         )
     covers = f"the record's window and the script's figure cover other steps ({check['ratio']:.3g}x); "

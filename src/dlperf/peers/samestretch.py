@@ -18,9 +18,9 @@ from dlperf.peers.textlines import log_lines, strip_prefixes
 
 def hook_over_script_stretch(
     log: Path, steps: Path, fmt: PeerFormat, shape: RunShape, kept: tuple[int, int] | None
-) -> tuple[float, str] | None:
-    """The hook's samples/s over the stretch `fmt`'s figure covers in `log`, and what it is; None where the format
-    says no stretch or the side file lacks it."""
+) -> tuple[float, float | None, str] | None:
+    """The hook's samples/s over the stretch `fmt`'s figure covers in `log`, the script's figure over it where that
+    is not its printed one, and what it is; None where the format says no stretch or the side file lacks it."""
     if fmt.same_stretch is None:
         return None
     try:

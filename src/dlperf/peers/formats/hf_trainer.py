@@ -43,7 +43,9 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         yield Point(step=1, start=1, speed=speed, note=note)
 
 
-def same_stretch(trace: HookTrace, _points: list[Point], _kept: tuple[int, int] | None) -> tuple[float, str] | None:
+def same_stretch(
+    trace: HookTrace, _points: list[Point], _kept: tuple[int, int] | None
+) -> tuple[float, None, str] | None:
     """The hook's samples of the steps inside train_runtime's span over its length."""
     if trace.train is None or trace.train[1] <= trace.train[0]:
         return None
@@ -52,7 +54,7 @@ def same_stretch(trace: HookTrace, _points: list[Point], _kept: tuple[int, int] 
     if not inside:
         return None
     what = f"transformers' train_runtime span ({end - begin:.4g} s, steps {min(inside)}-{max(inside)})"
-    return sum(trace.samples[step] for step in inside) / (end - begin), what
+    return sum(trace.samples[step] for step in inside) / (end - begin), None, what
 
 
 FORMATS = (

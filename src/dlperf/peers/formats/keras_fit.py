@@ -91,12 +91,14 @@ def _timed_steps(point: Point) -> tuple[int, int]:
     return (point.start or 0) + (0 if every else 1), point.step or 0
 
 
-def same_stretch(trace: HookTrace, points: list[Point], kept: tuple[int, int] | None) -> tuple[float, str] | None:
+def same_stretch(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None
+) -> tuple[float, float, str] | None:
     """The hook's time of the steps each kept epoch's figure covers."""
     found = hook_over_steps(trace, points, kept, _timed_steps)
     if found is None or kept is None:
         return None
-    return found[0], f"the {found[1]} kept epochs' steps after their first, to step {kept[1]}"
+    return found[0], found[1], f"the {found[2]} kept epochs' steps after their first, to step {kept[1]}"
 
 
 FORMATS = (

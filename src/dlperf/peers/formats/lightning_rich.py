@@ -35,7 +35,9 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                     resolution=0.005 / rate**2 if rate > 0 else None, note=NOTE)  # fmt: skip
 
 
-def same_stretch(trace: HookTrace, _points: list[Point], _kept: tuple[int, int] | None) -> tuple[float, str] | None:
+def same_stretch(
+    trace: HookTrace, _points: list[Point], _kept: tuple[int, int] | None
+) -> tuple[float, None, str] | None:
     """Rich's `Task.speed` (rich/progress.py) over the hook's stamps: the samples of the last epoch's steps after
     the first kept one, over the time from it to the last, those older than SPEED_PERIOD_S before the last dropped
     (`Progress.update` prunes them)."""
@@ -48,7 +50,7 @@ def same_stretch(trace: HookTrace, _points: list[Point], _kept: tuple[int, int] 
     if len(kept) < 2:
         return None
     what = f"Rich's span: the last epoch's steps {kept[0]}-{kept[-1]}, after the first, within its last 30 s"
-    return sum(trace.samples[step] for step in kept[1:]) / (end - trace.times[kept[0]]), what
+    return sum(trace.samples[step] for step in kept[1:]) / (end - trace.times[kept[0]]), None, what
 
 
 FORMATS = (

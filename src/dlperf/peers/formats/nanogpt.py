@@ -48,12 +48,14 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                         resolution=0.000005, metrics=loss)  # fmt: skip
 
 
-def same_stretch(trace: HookTrace, points: list[Point], kept: tuple[int, int] | None) -> tuple[float, str] | None:
+def same_stretch(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None
+) -> tuple[float, float, str] | None:
     """The hook's intervals of the iterations the reader kept (those with a time of their own, in its window)."""
     found = hook_over_steps(trace, points, kept, lambda p: (p.step, p.step + 1))  # type: ignore[operator]
     if found is None or kept is None:
         return None
-    return found[0], f"the {found[1]} iterations {kept[0]}-{kept[1]} nanoGPT timed (not the evaluated ones)"
+    return found[0], found[1], f"the {found[2]} iterations {kept[0]}-{kept[1]} nanoGPT timed (not the evaluated ones)"
 
 
 FORMATS = (

@@ -26,7 +26,7 @@ TRAINERS_PYTHON = os.environ.get("DLPERF_TEST_TRAINERS_PYTHON")
 
 def steps_figure(steps: Path, warmup: int, iters: int, batch: int) -> float:
     """By hand: the samples of steps warmup+1 .. warmup+iters over the time between step `warmup` and the last."""
-    rows = [line.split() for line in steps.read_text().splitlines() if not line.startswith("#")]
+    rows = [line.split() for line in steps.read_text().splitlines() if line[:1].isdigit()]  # not marks, notes
     times = {int(step): float(t) for step, t, _ in rows}
     samples = {int(step): batch if n == "-" else int(n) for step, _, n in rows}
     last = min(warmup + iters, max(times))
@@ -114,9 +114,14 @@ def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batc
     assert record["status"] == "ok" and record["format"] == "dlperf-steps"
     assert record["framework"].startswith(f"{module} ") and "unknown" not in record["framework"]
     assert record["throughput"] == pytest.approx(steps_figure(steps, 8, 12, batch), rel=1e-9)
-    assert all(line.split()[2] == str(batch) for line in steps.read_text().splitlines())  # the framework's batch
+    rows = [line.split() for line in steps.read_text().splitlines() if line[:1].isdigit()]
+    assert all(row[2] == str(batch) for row in rows)  # the framework's batch
     check = record["cross_check"]  # the script's own figure, or why its rounding gives none (Keras' fast steps)
     assert (fmt in (check["reading"] or "") and check["second"] > 0) or "printed too coarsely" in check["note"]
+    if check["second"] is not None:  # the script's figure is held to the hook's over the same stretch
+        same = check["like_for_like"]
+        assert same["script"] == check["second"] and same["ratio"] == pytest.approx(same["hook"] / same["script"])
+        assert abs(same["ratio"] - 1) <= 0.10 and check["agree"] == (abs(same["ratio"] - 1) <= 0.02)
 
 
 def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path):

@@ -60,9 +60,9 @@ WRITER = "a writer: fields of the record it is building"
 RECORD_READS: dict[str, tuple[str, str]] = {
     "orchestration/external_run.py": (
         WRITER + " from the peer reader's readings of the command's log and of the hook's side file",
-        "cross_check ended_by error format gpu_memory_mib_sampled host_memory_mib_sampled kept_lines machine_load"
-        " memory_note reading_notes rule status threads throughput unit warmup_iterations window_iterations"
-        " window_throughputs",
+        "cross_check ended_by error format gpu_memory_mib_sampled host_memory_mib_sampled kept_lines kept_steps"
+        " machine_load memory_note reading_notes rule status threads throughput unit warmup_iterations"
+        " window_iterations window_throughputs",
     ),
     "orchestration/evidence.py": (
         WRITER + "; a window's figures, derived as a record's are",

@@ -23,6 +23,7 @@ from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
 from dlperf.peers.layout import LogInfo
 from dlperf.peers.measure import Measured
 from dlperf.peers.registry import BY_NAME, FORMATS, get_format
+from dlperf.peers.samestretch import hook_over_script_stretch
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
@@ -111,7 +112,8 @@ def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> d
         return _script_only(job, script, commands or [])
     if script is not None:
         timed["unit"] = script["unit"] if script.get("unit") in SAMPLE_UNITS else timed["unit"]
-        timed["cross_check"] = _script_check(timed, script, getattr(job.spec.workload, "seq_length", None))
+        tokens = getattr(job.spec.workload, "seq_length", None)
+        timed["cross_check"] = _script_check(timed, script, tokens, _same_stretch(job, script))
     else:
         timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
                                 "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
@@ -182,24 +184,69 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
 
 
-def _script_check(timed: dict[str, Any], script: dict[str, Any], tokens_per_sample: int | None) -> dict[str, Any]:
+def _same_stretch(job: RunJob, script: dict[str, Any]) -> tuple[float, float | None, str] | None:
+    """The hook's figure over the stretch the script's own figure covers, where its format says which."""
+    named = job.spec.log_format
+    fmt = get_format(named if named != "auto" else script["format"])
+    shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
+    steps = steps_file(job.paths.log.with_suffix(".steps"), 0)
+    kept = tuple(script["kept_steps"]) if script.get("kept_steps") else None
+    return hook_over_script_stretch(job.paths.log, steps, fmt, shape, kept)  # type: ignore[arg-type]
+
+
+SAME_STRETCH_AGREE = 0.02  # the hook and the script over one stretch: within 2 % they agree
+
+
+def _script_check(
+    timed: dict[str, Any],
+    script: dict[str, Any],
+    tokens_per_sample: int | None,
+    same: tuple[float, float | None, str] | None,
+) -> dict[str, Any]:
     """The script's own printed figure as the second reading of the instrumented one: both in samples, or the
-    script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length)."""
+    script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length). Where the
+    script's figure covers another stretch than the run's window, `same` is the hook's figure over that stretch:
+    the pair is held like for like (`like_for_like`), DataError where they differ by more than TOLERANCE."""
     reading = f"the script's own figure ({script['format']}, {script['rule']} rule, {script['unit']})"
-    first = timed["throughput"]
+    first, scale = timed["throughput"], 1
     if script["unit"] == "tokens/s" and tokens_per_sample:
-        first, reading = first * tokens_per_sample, f"{reading}, against the case's samples x {tokens_per_sample}"
+        scale, reading = tokens_per_sample, f"{reading}, against the case's samples x {tokens_per_sample}"
     elif script["unit"] not in SAMPLE_UNITS:
         return {"agree": None, "second": script["throughput"], "reading": reading, "tolerance": TOLERANCE,
                 "note": "the script counts another unit: not compared"}  # fmt: skip
-    ratio = first / script["throughput"]
+    ratio = first * scale / script["throughput"]
     check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": script["throughput"], "ratio": ratio,
              "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
+    if same is not None:
+        hook, printed, stretch = same
+        return _like_for_like(check, hook * scale, printed or script["throughput"], stretch, script["unit"])
     if not check["agree"]:
         check["note"] = (
             "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "
             f"{'; '.join(script.get('reading_notes') or []) or 'see its format in docs/peer-logs.md'}"
         )
+    return check
+
+
+def _like_for_like(check: dict[str, Any], hook: float, printed: float, stretch: str, unit: str) -> dict[str, Any]:
+    """`check` judged by the hook's and the script's figures over one stretch: they agree within
+    SAME_STRETCH_AGREE; a gap up to TOLERANCE is the noise of where each clock stamps a step, noted; beyond it the
+    log contradicts itself."""
+    like = hook / printed
+    check["like_for_like"] = {"hook": hook, "script": printed, "ratio": like, "stretch": stretch}
+    check["agree"] = abs(like - 1) <= SAME_STRETCH_AGREE
+    if abs(like - 1) > TOLERANCE:
+        raise DataError(
+            f"the log contradicts itself: over {stretch} the script prints {printed:.6g} {unit} but dlperf's "
+            f"hook timed {hook:.6g} ({like:.3g}x); check --batch-size/--global-batch-size and --log-format"
+        )
+    covers = f"the record's window and the script's figure cover other steps ({check['ratio']:.3g}x); "
+    check["note"] = covers + (
+        f"over {stretch} the hook and the script agree ({like:.4f}x)"
+        if check["agree"]
+        else f"over {stretch} they differ by {like - 1:+.1%}, beyond 2 % but within the noise of where each clock "
+        "stamps a step"
+    )
     return check
 
 

@@ -63,6 +63,47 @@ Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
 
 
 @dataclass(frozen=True)
+class HookTrace:
+    """One process's instrumentation side file (peers/formats/dlperf_steps.py): each optimizer step's time and
+    global samples, and the stretches the trainer's own printed figure covers where the hook marked them."""
+
+    times: dict[int, float]  # step -> monotonic seconds after it
+    samples: dict[int, float]  # step -> its global samples
+    train: tuple[float, float] | None = None  # transformers' train_runtime span: (begin, end)
+    epochs: tuple[float, ...] = ()  # Lightning: when each epoch began
+
+
+def hook_over_steps(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None, steps: Callable[[Point], tuple[int, int]]
+) -> tuple[float, float, int] | None:
+    """The hook's samples/s and the script's own figure over the steps the reader's kept points timed
+    (`steps(point)`: the hook's steps (a, b] a point's printed time covers, each step that time), and how many
+    points; a point whose clock left out a pause before it (timm's first update of an epoch) is left out of both,
+    as the hook's stamps hold the pause. The script's samples per step: the line's own, else the hook's. None where
+    the trace lacks any of the steps."""
+    if kept is None:
+        return None
+    timed = [p for p in points if p.seconds and p.step is not None and kept[0] <= p.step <= kept[1] and not p.paused]
+    spans = [steps(p) for p in timed]
+    if not spans or any(a not in trace.times or b not in trace.times or b <= a for a, b in spans):
+        return None
+    hook_samples = [sum(trace.samples[s] for s in range(a + 1, b + 1)) for a, b in spans]
+    seconds = sum(trace.times[b] - trace.times[a] for a, b in spans)
+    own = [p.batch or (p.speed * p.seconds if p.speed else None) for p in timed]
+    script_samples = sum(n * (b - a) if n else h for n, (a, b), h in zip(own, spans, hook_samples))
+    script_seconds = sum(p.seconds * (b - a) for p, (a, b) in zip(timed, spans))  # type: ignore[operator]
+    if seconds <= 0 or script_seconds <= 0:
+        return None
+    return sum(hook_samples) / seconds, script_samples / script_seconds, len(spans)
+
+
+# The hook's figure (samples/s) over the stretch the script's own figure covers, the script's figure over it where
+# that is not its printed one (None: it is), and what that stretch is; None where the trace lacks it. Given the
+# trace, the reader's points of the log, and the steps its window kept.
+Stretch = Callable[[HookTrace, list[Point], tuple[int, int] | None], tuple[float, float | None, str] | None]
+
+
+@dataclass(frozen=True)
 class PeerFormat:
     """A framework's log format: how to recognise it, read it, and the published way to measure it.
 
@@ -89,6 +130,9 @@ class PeerFormat:
     check_reading: str = "the reader's second reading of each kept interval"  # what Point.check is
     success: re.Pattern[str] | None = None  # a line saying the run ended well: failure markers after it are exit noise
     fallback: bool = False  # recognised only where no other format recognises a line of the log (a tqdm bar)
+    # where the format's figure covers a whole run or a running stretch (not the run's window): the hook's figure
+    # over that same stretch, for a like-for-like comparison of an instrumented run (orchestration/command_run.py)
+    same_stretch: Stretch | None = None
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None

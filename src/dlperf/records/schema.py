@@ -236,7 +236,10 @@ class PeerReading:
     rejected_reason: str | None = doc("why the first rejected line was left out")
     cross_check: dict[str, Any] | None = doc(
         "the second reading of the same log (time stamps and counts) beside the printed-rule figure: `agree`,"
-        " `ratio`, `reading`, `tolerance` and a `note` saying which reading is right and why (docs/peer-logs.md)"
+        " `ratio`, `reading`, `tolerance` and a `note` saying which reading is right and why (docs/peer-logs.md);"
+        " an instrumented run whose script prints a whole-run or running figure adds `like_for_like`: the hook's"
+        " figure over the stretch that figure covers (`hook`), the script's (`script`), their `ratio` and the"
+        " `stretch` (docs/instrumentation.md)"
     )
     reading_notes: list[str] | None = doc("what the reader noticed on the way (restarts, gaps, merged lines)")
     peer_metrics: dict[str, Any] | None = doc("other figures the log gives")

@@ -5,12 +5,19 @@ prints: it notes each optimizer step in a side file, `$DLPERF_STEPS.rank<RANK>`,
 
     <step> <time.monotonic() after the step> <global samples of the step, or - where the framework does not say>
 
+and, where a trainer's own printed figure covers a stretch the steps alone do not tell, marks of that stretch:
+
+    train <begin> <end>    transformers' Trainer: the span its train_runtime times (speed_metrics' start to its call)
+    epoch <time>           Lightning: an epoch began (its progress bars start again there)
+
 Where the script imports them, it hooks, after their own import:
 - torch: a global optimizer step post-hook (`torch.optim.optimizer.register_optimizer_step_post_hook`), so any
   PyTorch loop, HF Trainer, Lightning, timm and nanoGPT are timed at each update (an accumulation boundary); only
   the first optimizer that steps is counted (a GAN's second one would count every iteration twice);
-- transformers' Trainer: the samples of an update (its batch per device x accumulation x processes);
-- Lightning's Trainer: a callback noting the samples of an update (the batch's length x accumulation x processes);
+- transformers' Trainer: the samples of an update (its batch per device x accumulation x processes), and the span
+  of its train_runtime;
+- Lightning's Trainer: a callback noting the samples of an update (the batch's length x accumulation x processes)
+  and the start of each epoch;
 - Keras 3 `Model.fit` (any backend): a callback timing each batch, with fit's `batch_size`.
 Any failure of the hook itself is written to the side file as a `#` line and the hook steps aside.
 Another `sitecustomize` later on sys.path (a site's own) is imported after this one, as it would have been.
@@ -51,6 +58,9 @@ class _Steps:
         self.lines.append(f"{self.step} {now:.6f} {self.samples if self.samples else '-'}\n")
         if now - self.flushed >= FLUSH_S:
             self.flush()
+
+    def mark(self, name: str, *times: float) -> None:
+        self.lines.append(" ".join([name, *(f"{t:.6f}" for t in times)]) + "\n")
 
     def note(self, text: str) -> None:
         self.lines.append("# " + text.replace("\n", " ")[:500] + "\n")
@@ -112,6 +122,17 @@ def _transformers(module) -> None:
         return train(self, *args, **kwargs)
 
     module.Trainer.train = timed_train
+    metrics = module.speed_metrics
+
+    def timed_metrics(split, start_time, *args, **kwargs):
+        """transformers.trainer_utils.speed_metrics: train_runtime is time.time() at this call less start_time; the
+        call with num_samples is the end of training (Trainer's `_finalize_training`), not a log's tokens/s."""
+        if split == "train" and kwargs.get("num_samples") is not None:
+            now, wall = time.monotonic(), time.time()
+            STEPS.mark("train", now - (wall - start_time), now)
+        return metrics(split, start_time, *args, **kwargs)
+
+    module.speed_metrics = timed_metrics
 
 
 def _batch_length(batch) -> int | None:
@@ -130,6 +151,9 @@ def _lightning(module) -> None:
     Callback = importlib.import_module(f"{package}.callbacks").Callback  # noqa: N806 - a class
 
     class Samples(Callback):
+        def on_train_epoch_start(self, trainer, pl_module) -> None:
+            STEPS.mark("epoch", time.monotonic())
+
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:  # Lightning's own names
             try:
                 n = _batch_length(batch)

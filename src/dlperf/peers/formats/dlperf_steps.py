@@ -3,6 +3,9 @@ step of one process:
 
     <step> <monotonic seconds after it> <the step's global samples, or - where the framework does not say>
 
+and marks of the stretches a trainer's own figure covers (`train <begin> <end>`: transformers' train_runtime;
+`epoch <time>`: a Lightning epoch began), read by `trace` for the like-for-like comparison.
+
 Read by the timestamp rule with the run's own warm-up and window (`--warmup-iters`, `--iters`, as native runs):
 samples between the last warm-up step and the window's last, over the time between them. Steps whose framework
 says no samples count the case's global batch. Never detected in a log: a `--command` run names it.
@@ -13,9 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import PeerFormat, Point, RunShape
+from dlperf.peers.base import HookTrace, PeerFormat, Point, RunShape
 
 LINE = re.compile(r"^(\d+) (\d+\.\d+) (\d+|-)$")
+MARK = re.compile(r"^(train|epoch)((?: \d+\.\d+)+)$")
 NAME = "dlperf-steps"
 
 
@@ -27,6 +31,24 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             continue
         samples += int(m[3]) if m[3] != "-" else shape.global_batch
         yield Point(step=int(m[1]), timestamp=float(m[2]), samples=samples)
+
+
+def trace(lines: Iterable[str], global_batch: int) -> HookTrace:
+    """The whole file: every step's time and samples, the last `train` span, every epoch's start."""
+    times: dict[int, float] = {}
+    samples: dict[int, float] = {}
+    train, epochs = None, []
+    for line in lines:
+        if m := LINE.match(line):
+            times[int(m[1])] = float(m[2])
+            samples[int(m[1])] = int(m[3]) if m[3] != "-" else global_batch
+        elif m := MARK.match(line):
+            stamps = [float(t) for t in m[2].split()]
+            if m[1] == "epoch":
+                epochs.append(stamps[0])
+            elif len(stamps) == 2:
+                train = (stamps[0], stamps[1])
+    return HookTrace(times, samples, train, tuple(epochs))
 
 
 FORMATS = (

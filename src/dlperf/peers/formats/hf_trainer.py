@@ -10,7 +10,10 @@ the `***** train metrics *****` block:
 What it includes (transformers' Trainer: `speed_metrics("train", start_time, num_samples, num_steps)`): the time
 from the start of the training loop to its end, so the first steps (compiling, warm-up), evaluation and checkpoint
 saving inside training are in it; the samples are those the loop was planned to train (epochs x data set, or
-max_steps x total batch), GLOBAL over every process and gradient-accumulation step. The record says so.
+max_steps x total batch), GLOBAL over every process and gradient-accumulation step. The record says so. In an
+instrumented run the hook marks that span (it wraps `speed_metrics`, whose train_runtime is `time.time()` at its
+call less the loop's `start_time`: transformers/trainer.py `Trainer._inner_training_loop`), and the hook's samples
+over it are compared with the printed figure, like for like.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
+from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, to_float
 
 SPEED = re.compile(rf"['\"]?train_samples_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
 STEPS = re.compile(rf"['\"]?train_steps_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
@@ -40,6 +43,20 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         yield Point(step=1, start=1, speed=speed, note=note)
 
 
+def same_stretch(
+    trace: HookTrace, _points: list[Point], _kept: tuple[int, int] | None
+) -> tuple[float, None, str] | None:
+    """The hook's samples of the steps inside train_runtime's span over its length."""
+    if trace.train is None or trace.train[1] <= trace.train[0]:
+        return None
+    begin, end = trace.train
+    inside = [step for step, t in trace.times.items() if begin < t <= end]
+    if not inside:
+        return None
+    what = f"transformers' train_runtime span ({end - begin:.4g} s, steps {min(inside)}-{max(inside)})"
+    return sum(trace.samples[step] for step in inside) / (end - begin), None, what
+
+
 FORMATS = (
     PeerFormat(
         name="hf-trainer",
@@ -54,5 +71,6 @@ FORMATS = (
         last_only=True,
         practice="transformers' Trainer speed_metrics: planned train samples / train_runtime (whole run, "
         "evaluation and saving included); no per-step time is printed, so there is no second reading",
+        same_stretch=same_stretch,
     ),
 )

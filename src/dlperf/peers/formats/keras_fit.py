@@ -23,8 +23,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from dlperf.peers.base import PeerFormat, Point, RunShape
+from dlperf.peers.base import HookTrace, PeerFormat, Point, RunShape, hook_over_steps
 
+EPOCH_TIME = "Keras' printed epoch time"
 EPOCH = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
 LINE = re.compile(
     r"^\s*(?P<n>\d+)/(?P<total>\d+) (?:- (?P<elapsed>\d+)s - ?|━+ (?P<clock>\d+(?::\d\d){0,2})s? )"
@@ -53,7 +54,7 @@ class _Epoch:
         elapsed = int(m["elapsed"] or (m["clock"] if final and m["clock"].isdigit() else 0))
         if final and not validated and elapsed and 0.5 / elapsed < (resolution / seconds if seconds else 1.0):
             seconds, resolution = elapsed / steps, 0.5 / steps
-            note = "Keras' printed epoch time (whole seconds) / the epoch's steps, where finer than its step time"
+            note = f"{EPOCH_TIME} (whole seconds) / the epoch's steps, where finer than its step time"
         if m is self.last and validated:
             note += "; it includes the validation after the epoch (Keras' own figure)"
         return Point(step=offset + steps, start=offset, seconds=seconds, resolution=resolution, note=note)
@@ -83,6 +84,23 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         yield point
 
 
+def _timed_steps(point: Point) -> tuple[int, int]:
+    """The hook's steps an epoch's figure covers: its steps after the first (Progbar's mean), or all of them where
+    its whole-second time was read."""
+    every = bool(point.note and point.note.startswith(EPOCH_TIME))
+    return (point.start or 0) + (0 if every else 1), point.step or 0
+
+
+def same_stretch(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None
+) -> tuple[float, float, str] | None:
+    """The hook's time of the steps each kept epoch's figure covers."""
+    found = hook_over_steps(trace, points, kept, _timed_steps)
+    if found is None or kept is None:
+        return None
+    return found[0], found[1], f"the {found[2]} kept epochs' steps after their first, to step {kept[1]}"
+
+
 FORMATS = (
     PeerFormat(
         name="keras",
@@ -97,5 +115,6 @@ FORMATS = (
         unit="samples/s",
         practice="Keras' Progbar: each epoch's mean step time after its first step; the first epoch (compiling) "
         "skipped; global batch / the mean of the later epochs'",
+        same_stretch=same_stretch,
     ),
 )

@@ -5,7 +5,9 @@ Epoch 0/-2 ━━━━━━━━━━━━━━━━━━━━━━━
 
 The `it/s` is Rich's `Task.speed`: the steps completed after the bar's first update over the time since it, within
 the last 30 s (rich/progress.py `speed_estimate_period`): samples over time, the bar's first step left out. Rule:
-the last bar's figure x the case's global batch (Lightning's batches are per process).
+the last bar's figure x the case's global batch (Lightning's batches are per process). In an instrumented run the
+hook's figure over the same stretch (the last epoch's steps after its first, within the last 30 s; the hook marks
+each epoch's start, where Lightning's bar starts again) is compared with it, like for like.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, StepCounter, to_float
+from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, StepCounter, to_float
 
 LINE = re.compile(rf"Epoch (?P<epoch>\d+)/-?\d+ ━+ (?P<n>\d+)/\S+ \d+:\d\d:\d\d • \S+ (?P<rate>{NUMBER})it/s")
+SPEED_PERIOD_S = 30.0  # rich.progress.Progress(speed_estimate_period=30.0): older samples are dropped
 NOTE = "Rich's it/s: steps after the bar's first over the time since (its last 30 s) x the global batch"
 
 
@@ -32,6 +35,24 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                     resolution=0.005 / rate**2 if rate > 0 else None, note=NOTE)  # fmt: skip
 
 
+def same_stretch(
+    trace: HookTrace, _points: list[Point], _kept: tuple[int, int] | None
+) -> tuple[float, None, str] | None:
+    """Rich's `Task.speed` (rich/progress.py) over the hook's stamps: the samples of the last epoch's steps after
+    the first kept one, over the time from it to the last, those older than SPEED_PERIOD_S before the last dropped
+    (`Progress.update` prunes them)."""
+    start = trace.epochs[-1] if trace.epochs else float("-inf")
+    steps = sorted(step for step, t in trace.times.items() if t > start)
+    if len(steps) < 2:
+        return None
+    end = trace.times[steps[-1]]
+    kept = [step for step in steps if trace.times[step] >= end - SPEED_PERIOD_S]
+    if len(kept) < 2:
+        return None
+    what = f"Rich's span: the last epoch's steps {kept[0]}-{kept[-1]}, after the first, within its last 30 s"
+    return sum(trace.samples[step] for step in kept[1:]) / (end - trace.times[kept[0]]), None, what
+
+
 FORMATS = (
     PeerFormat(
         name="lightning-rich",
@@ -46,5 +67,6 @@ FORMATS = (
         printed_from="seconds",
         unit="samples/s",
         practice="Rich's Task.speed of the last bar (its first step left out, its last 30 s) x the global batch",
+        same_stretch=same_stretch,
     ),
 )

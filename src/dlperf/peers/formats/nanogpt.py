@@ -8,7 +8,8 @@ iter 20: loss 4.2028, time 953.06ms, mfu 0.00%
 one before, printed every `log_interval` iterations; `tokens per iteration` is global (accumulation steps x
 processes x batch x block size). An iteration right after an evaluation (`step N: train loss ...`) holds the
 evaluation in its time, so it is left out. Rule: nanoGPT's own MFU estimate skips the first 5 iterations; tokens
-over time of the logged iterations after them.
+over time of the logged iterations after them. In an instrumented run the hook's figure over the very iterations
+the reader kept (iteration k's time is the hook's step k to k+1: its step 1 is iteration 0) is compared with it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
+from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, hook_over_steps, to_float
 
 TOKENS = re.compile(r"tokens per iteration will be: ([\d,]+)")
 EVAL = re.compile(r"^step (\d+): train loss")
@@ -47,6 +48,16 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                         resolution=0.000005, metrics=loss)  # fmt: skip
 
 
+def same_stretch(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None
+) -> tuple[float, float, str] | None:
+    """The hook's intervals of the iterations the reader kept (those with a time of their own, in its window)."""
+    found = hook_over_steps(trace, points, kept, lambda p: (p.step, p.step + 1))  # type: ignore[operator]
+    if found is None or kept is None:
+        return None
+    return found[0], found[1], f"the {found[2]} iterations {kept[0]}-{kept[1]} nanoGPT timed (not the evaluated ones)"
+
+
 FORMATS = (
     PeerFormat(
         name="nanogpt",
@@ -63,5 +74,6 @@ FORMATS = (
         unit="tokens/s",
         practice="nanoGPT: iterations after the first 5 (as its MFU estimate), tokens per iteration / their time, "
         "the iterations right after an evaluation left out",
+        same_stretch=same_stretch,
     ),
 )

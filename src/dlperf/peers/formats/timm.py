@@ -10,7 +10,10 @@ time to this line, and the time between two lines over the updates between them 
 weighted by its updates. Samples per update = R x V (global). A time the 3-decimal rounding leaves unknown to 2 %
 is refused.
 
-Rule: the first 5 updates (compilation, start-up) skipped; samples over time of every later update.
+Rule: the first 5 updates (compilation, start-up) skipped; samples over time of every later update. In an
+instrumented run the hook's figure over the same updates (each kept interval's, the hook's steps being updates)
+is compared with it; a later epoch's first interval is left out of both (`paused`: timm's clock starts again at
+the epoch's start, after validation and saving, which the hook's stamps hold).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.peers.base import NUMBER, PeerFormat, Point, RunShape, to_float
+from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, hook_over_steps, to_float
 
 LINE = re.compile(
     rf"Train: (?P<epoch>\d+) \[\s*(?P<update>\d+)/(?P<updates>\d+) .*?Time: (?P<time>{NUMBER})s,\s*(?P<rate>{NUMBER})/s"
@@ -33,7 +36,9 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         m = LINE.search(line) if "Train:" in line else None
         if m is None:
             continue
+        paused = False
         if m["epoch"] != epoch or int(m["update"]) + 1 <= done:  # a new epoch: its meters start again
+            paused = epoch is not None  # its clock starts after the last epoch's validation and saving
             offset, epoch, done, elapsed = offset + done, m["epoch"], 0, 0.0
         updates = int(m["update"]) + 1
         total = to_float(m["avg"]) * updates  # the epoch's update time so far
@@ -45,8 +50,19 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             seconds=seconds,
             speed=samples / seconds if seconds > 0 else None,
             resolution=HALF_STEP * (updates + done) / (updates - done),
+            paused=paused,
         )
         done, elapsed = updates, total
+
+
+def same_stretch(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None
+) -> tuple[float, float, str] | None:
+    """The hook's time of the updates of every kept interval (start, step]."""
+    found = hook_over_steps(trace, points, kept, lambda p: (p.start, p.step))  # type: ignore[return-value,arg-type]
+    if found is None or kept is None:
+        return None
+    return found[0], found[1], f"timm's {found[2]} kept intervals to update {kept[1]} (not a later epoch's first)"
 
 
 FORMATS = (
@@ -63,5 +79,6 @@ FORMATS = (
         unit="images/s",
         practice="timm train.py: the epoch's running mean update time x updates = its time so far; samples over "
         "time of the updates after the first 5",
+        same_stretch=same_stretch,
     ),
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dlperf.errors import DataError
-from dlperf.orchestration.command_run import _like_for_like
+from dlperf.orchestration.external_run import _like_for_like
 from dlperf.peers.base import Point, RunShape
 from dlperf.peers.formats import hf_trainer, keras_fit, lightning_rich, nanogpt, timm
 from dlperf.peers.formats.dlperf_steps import trace

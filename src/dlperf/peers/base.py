@@ -131,7 +131,7 @@ class PeerFormat:
     success: re.Pattern[str] | None = None  # a line saying the run ended well: failure markers after it are exit noise
     fallback: bool = False  # recognised only where no other format recognises a line of the log (a tqdm bar)
     # where the format's figure covers a whole run or a running stretch (not the run's window): the hook's figure
-    # over that same stretch, for a like-for-like comparison of an instrumented run (orchestration/command_run.py)
+    # over that same stretch, for a like-for-like comparison of an instrumented run (orchestration/external_run.py)
     same_stretch: Stretch | None = None
 
     def recognises(self, line: str) -> bool:

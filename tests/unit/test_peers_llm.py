@@ -4,11 +4,13 @@ under the format's published rule, written apart from the readers; a wrong devic
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from dlperf.errors import DataError
 from dlperf.peers.extract import Options, read_run
@@ -126,3 +128,16 @@ def test_detection_tells_the_formats_apart():
     nemo = (LLM / NEMO).read_text().splitlines()[1]
     assert detect(maxtext).name == "maxtext" and detect(nemo).name == "nemo"
     assert detect("completed step: 3, seconds: 0.006, TFLOP/s/device: 21.951, loss: 10.602") is None  # no tokens
+
+
+def test_extract_reads_every_llm_log_to_a_record(tmp_path, capsys):
+    """`dlperf extract` on the folder: one ok record per log, each its reader's figure, and a report."""
+    code, _, err = run_cli(["extract", str(LLM), "--no-plots", "--out", str(tmp_path)], capsys)
+    assert code == 0 and "extracted 6 logs, skipped 0" in err
+    written = {p.name: json.loads(p.read_text()) for p in (tmp_path / "records").rglob("*.json")}
+    assert {name: (r["status"], r["format"]) for name, r in written.items()} == {
+        Path(log).with_suffix(".json").name: ("ok", log.split("/")[0])
+        for log in (MAXTEXT, MAXTEXT_C4, MAXTEST, NEMO, NEMO_LLAMA, NEMO_QWEN)
+    }
+    assert written[Path(MAXTEST).with_suffix(".json").name]["throughput"] == pytest.approx(4221.032 * 32)
+    assert (tmp_path / "report.md").is_file()

@@ -1,16 +1,15 @@
-"""Every Llama layout computes what one process computes: 5 steps of the tiny Llama (4 layers, grouped-query
-attention), fp32, gloo on the CPU; each launch builds and steps several layouts in the same processes."""
+"""Every Llama layout computes what one process computes: 3 steps (2 AdamW updates) of the tiny Llama (4 layers,
+grouped-query attention), fp32, gloo on the CPU; each launch computes the one-process reference on its rank 0 first,
+then builds and steps several layouts in the same processes."""
 
 from __future__ import annotations
 
 import pytest
-from layouts import launch, losses
-
-from dlperf.engines.base import RankEnv
-from dlperf.engines.torch.engine import TorchEngine
+from layouts import ONE_PROCESS, launch
 
 pytestmark = pytest.mark.slow
 
+STEPS = 3
 # TP with sequence parallelism and full checkpointing, and the multi-stage pipeline schedules: interleaved 1F1B
 # (2 stages per rank), zero-bubble V with full checkpointing (GPipe and 1F1B run through the same Pipeline in the
 # GPT's tests, and 1F1B below)
@@ -28,15 +27,9 @@ FOUR_PROCESS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def single_process() -> list[float]:
-    engine = TorchEngine()
-    engine.rank = RankEnv(rank=0, world_size=1, local_rank=0, local_world_size=1)
-    return losses("llama", {}, engine)
-
-
 @pytest.mark.parametrize(("nproc", "layouts"), [(2, TWO_PROCESS), (4, FOUR_PROCESS)])
-def test_layouts_match_single_process(tmp_path, single_process, nproc, layouts):
-    assert len(single_process) == 5 and single_process[0] > single_process[-1] + 0.3  # it trains
-    for layout, got in zip(layouts, launch(tmp_path, nproc, "llama", layouts)):
-        assert got == pytest.approx(single_process, rel=1e-5), f"layout {layout} on {nproc} processes"
+def test_layouts_match_single_process(tmp_path, nproc, layouts):
+    single, *parallel = launch(tmp_path, nproc, "llama", [ONE_PROCESS, *layouts], steps=STEPS)
+    assert len(single) == STEPS and single[0] > single[-1] + 0.2  # it trains
+    for layout, got in zip(layouts, parallel, strict=True):
+        assert got == pytest.approx(single, rel=1e-5), f"layout {layout} on {nproc} processes"

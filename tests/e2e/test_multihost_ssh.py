@@ -96,7 +96,7 @@ def test_two_hosts_llama_fsdp_by_tp(cluster, tmp_path):
     from dlperf.engines.torch.engine import TorchEngine
     from dlperf.workloads import check_spec, get_workload, spec_from_mapping
 
-    keys = tiny_llama(micro_batch_size=2, devices_per_node=2, tp=2, **QUICK_RUN)
+    keys = tiny_llama(micro_batch_size=2, devices_per_node=2, tp=2, **{**QUICK_RUN, "iters": 2})
     done = dlperf(cluster, ["run", *as_flags(keys), "--out", str(tmp_path)], cluster.addresses[:2])
     assert done.returncode == 0, done.stderr
     record = only_record(tmp_path)
@@ -114,8 +114,8 @@ def test_two_hosts_llama_fsdp_by_tp(cluster, tmp_path):
     engine.rank = RankEnv(rank=0, world_size=1, local_rank=0, local_world_size=1)
     single = spec_from_mapping({**keys, "devices_per_node": 1, "tp": 1, "global_batch_size": 4})
     step = get_workload("llama").builder("torch")(single, check_spec(single), engine)
-    losses = [step.read_loss(step.run()) for _ in range(5)]  # 1 warm-up and 4 timed iterations
-    assert [record["loss_first"], record["loss_last"]] == pytest.approx([losses[0], losses[4]], rel=1e-5)
+    losses = [step.read_loss(step.run()) for _ in range(3)]  # 1 warm-up and 2 timed iterations
+    assert [record["loss_first"], record["loss_last"]] == pytest.approx([losses[0], losses[2]], rel=1e-5)
     assert cluster.stray_pids() == {}
 
 

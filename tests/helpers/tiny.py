@@ -10,6 +10,9 @@ TINY_GPT_SHAPE = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, 
 TINY_LLAMA_SHAPE = dict(TINY_GPT_SHAPE, num_kv_heads=2, ffn_hidden_size=128)
 # a quick timed run on the CPU
 QUICK_RUN = dict(warmup_iters=1, iters=4, print_every=2, device="cpu")
+# the layout tests' run (tests/helpers/layouts.py, jax_layouts.py): 4 layers, two stages per rank under the
+# interleaved pipeline schedules; 4 micro-batches of 2
+LAYOUT_RUN = dict(num_layers=4, micro_batch_size=2, global_batch_size=8, device="cpu", lr=1e-3)
 
 
 def tiny_gpt(**changes: Any) -> dict[str, Any]:

@@ -4,11 +4,13 @@ under the format's published rule, written apart from the readers; a wrong devic
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from dlperf.errors import DataError
 from dlperf.peers.extract import Options, read_run
@@ -17,11 +19,31 @@ from dlperf.peers.registry import detect
 
 LLM = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "llm"
 MAXTEXT = "maxtext/1n4g/guide-v5p8-deepseek2-16b_b24_bf16_1.log"
+MAXTEXT_C4 = "maxtext/1n4g/guide-v5p8-c4-deepseek2-16b_b24_bf16_1.log"
+MAXTEST = "maxtext/8n4g/maxtest-v6e32_b12_bf16_1.log"
 NEMO = "nemo/1n8g/aws-perf-readme_b16_bf16_1.log"
+NEMO_LLAMA = "nemo/1n8g/deeplink-llama3-8b_b16_bf16_1.log"
+NEMO_QWEN = "nemo/1n8g/deeplink-qwen3-30b-a3b_b4_bf16_1.log"
 
 
 def test_every_llm_log_is_a_case():
-    assert {str(p.relative_to(LLM)) for p in LLM.rglob("*.log")} == {MAXTEXT, NEMO}
+    cases = {MAXTEXT, MAXTEXT_C4, MAXTEST, NEMO, NEMO_LLAMA, NEMO_QWEN}
+    assert {str(p.relative_to(LLM)) for p in LLM.rglob("*.log")} == cases
+
+
+def numbers(log: str, field: str) -> list[float]:
+    """Every `field: number` of the log's step lines, read apart from the readers."""
+    return [float(m[1]) for m in re.finditer(rf"{re.escape(field)}: ([-+.\de]+)", (LLM / log).read_text())]
+
+
+def read(log: str, tmp_path: Path | None = None, shape: str | None = None) -> dict:
+    """dlperf's record for a fixture, or for a copy of it under another `<N>n<G>g` folder."""
+    path = LLM / log
+    if shape:
+        path = tmp_path / "maxtext" / shape / Path(log).name
+        path.parent.mkdir(parents=True)
+        shutil.copy(LLM / log, path)
+    return read_run(parse_log_path(path), Options())
 
 
 def test_maxtext_guide_log_gives_the_published_last_step_figure():
@@ -44,6 +66,51 @@ def test_maxtext_log_read_with_a_wrong_device_count_contradicts_itself(tmp_path)
         read_run(parse_log_path(wrong), Options())
 
 
+def test_maxtext_real_data_counts_fewer_weighted_tokens_than_the_figure():
+    """The guide's C4 run (same v5p-8, 24 x 2048 tokens per device): total_weights counts real tokens only, 155,934
+    of the step's 196,608, so the second reading is lower by that ratio; the printed figure stands, flagged."""
+    record = read(MAXTEXT_C4)
+    assert record["status"] == "ok" and record["kept_steps"] == [9, 9]
+    assert record["throughput"] == pytest.approx(8670.184 * 4, rel=1e-9)
+    second = 155934 / 5.669
+    assert record["cross_check"]["second"] == pytest.approx(second)
+    assert record["cross_check"]["ratio"] == pytest.approx(8670.184 * 4 / second)  # 1.26
+    assert not record["cross_check"]["agree"] and 155934 < 24 * 2048 * 4
+
+
+def test_maxtest_log_is_read_at_its_last_step_and_its_weights_settle_the_device_count(tmp_path):
+    """maxtest's log (8 workers; per_device_batch_size 12 and max_target_length 4096 on its own tuning line): step 2's
+    0.002 s (19.9M tokens/s/device, a step timed while dispatched) is passed over for the last step, 4. Its
+    total_weights, 1,572,864 = 12 x 4096 x 32, are 32 devices' tokens: 8 workers x 4 chips (the v6e-32 its kubeconfig
+    line names). Read as 64 devices (the v5p-128 the command's comment names) the log contradicts itself."""
+    record = read(MAXTEST)
+    assert record["status"] == "ok" and record["kept_steps"] == [4, 4]
+    assert record["throughput"] == pytest.approx(4221.032 * 32, rel=1e-9)
+    tokens_per_device = 12 * 4096
+    assert tokens_per_device / 11.645 == pytest.approx(4221.032, rel=1e-3)  # the printed per-device figure, by hand
+    assert numbers(MAXTEST, "total_weights")[-1] == tokens_per_device * 32
+    assert record["cross_check"]["agree"] and record["cross_check"]["second"] == pytest.approx(1572864 / 11.645)
+    with pytest.raises(DataError, match="the log contradicts itself"):
+        read(MAXTEST, tmp_path, "16n4g")
+
+
+@pytest.mark.parametrize(("log", "batch", "seq_length"), [(NEMO_LLAMA, 128, 8192), (NEMO_QWEN, 32, 4096)])
+def test_nemo_sequences_over_summed_step_times_agree_with_its_printed_tokens_per_gpu(log, batch, seq_length):
+    """DeepLink's NeMo 25.09 runs on 8 GPUs (llama3_8b: global batch 128, seq_length 8192; qwen3_30b_a3b: 32, 4096,
+    their README's table): dlperf's sequences/s is the lines' sequences over their summed train_step_timing; with the
+    table's seq_length each line's printed tokens_per_sec_per_gpu (4 figures) is NeMo's own batch x seq_length / time
+    / GPUs, so the figure reads NeMo's units right. The mean of the printed rates is not the figure."""
+    record = read(log)
+    times = numbers(log, "train_step_timing in s")
+    printed = numbers(log, "tokens_per_sec_per_gpu")
+    assert record["status"] == "ok" and len(times) == len(printed) == 3
+    assert record["throughput"] == pytest.approx(batch * len(times) / sum(times), rel=1e-9)
+    for seconds, per_gpu in zip(times, printed):
+        assert batch * seq_length / seconds / 8 == pytest.approx(per_gpu, rel=1e-3)
+    assert record["peer_metrics"]["tokens_per_s_per_device"] == pytest.approx(sum(printed) / 3)
+    assert record["throughput"] * seq_length / 8 == pytest.approx(sum(printed) / 3, rel=0.005)
+
+
 def test_nemo_log_gives_sequences_over_step_time():
     """A short log (iterations 74-76, the rule's window is 11-44 of a run): its kept iterations, 3 x 128 sequences
     over their summed train_step_timing."""
@@ -61,3 +128,16 @@ def test_detection_tells_the_formats_apart():
     nemo = (LLM / NEMO).read_text().splitlines()[1]
     assert detect(maxtext).name == "maxtext" and detect(nemo).name == "nemo"
     assert detect("completed step: 3, seconds: 0.006, TFLOP/s/device: 21.951, loss: 10.602") is None  # no tokens
+
+
+def test_extract_reads_every_llm_log_to_a_record(tmp_path, capsys):
+    """`dlperf extract` on the folder: one ok record per log, each its reader's figure, and a report."""
+    code, _, err = run_cli(["extract", str(LLM), "--no-plots", "--out", str(tmp_path)], capsys)
+    assert code == 0 and "extracted 6 logs, skipped 0" in err
+    written = {p.name: json.loads(p.read_text()) for p in (tmp_path / "records").rglob("*.json")}
+    assert {name: (r["status"], r["format"]) for name, r in written.items()} == {
+        Path(log).with_suffix(".json").name: ("ok", log.split("/")[0])
+        for log in (MAXTEXT, MAXTEXT_C4, MAXTEST, NEMO, NEMO_LLAMA, NEMO_QWEN)
+    }
+    assert written[Path(MAXTEST).with_suffix(".json").name]["throughput"] == pytest.approx(4221.032 * 32)
+    assert (tmp_path / "report.md").is_file()

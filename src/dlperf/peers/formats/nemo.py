@@ -1,14 +1,16 @@
-"""NeMo 2 step lines (NeMo's Lightning progress logging; NeMo's performance recipes add `TFLOPS_per_GPU`):
+"""NeMo 2 step lines (NeMo's Lightning progress logging; NeMo's performance recipes add `TFLOPS_per_GPU`, its
+throughput callback `tokens_per_sec_per_gpu`):
 
 Training epoch 0, iteration 74/99 | lr: 1.124e-05 | global_batch_size: 128 | global_step: 74 | ... |
 reduced_train_loss: 11.87 | train_step_timing in s: 8.768 | TFLOPS_per_GPU: 865.7 | consumed_samples: 9600
 
 `train_step_timing in s` is that iteration's time; sequences/s = global_batch_size / it (the tokens per sequence are
-the recipe's `seq_length`, not in these lines). Rule (NVIDIA's DGX Cloud benchmarking recipes for NeMo, e.g.
-llama3.1/README.md: "the early training steps typically take much longer time (with input prefetch, activation
-memory allocation, and JIT compilation), we use the parse_train_timing.sh script to analyze iterations 11-44"):
-iterations 11 to 44, their sequences over their summed step times. The planned length (`iteration i/N`) tells
-runs apart. Megatron-Bridge prints Megatron-LM's `iteration i/ N | ... elapsed time per iteration (ms)` lines,
+the recipe's `seq_length`, not in these lines: the printed `tokens_per_sec_per_gpu`, global_batch_size x seq_length /
+it / GPUs, is kept beside the figure, not a second reading of it). Rule (NVIDIA's DGX Cloud benchmarking recipes for
+NeMo, e.g. llama3.1/README.md: "the early training steps typically take much longer time (with input prefetch,
+activation memory allocation, and JIT compilation), we use the parse_train_timing.sh script to analyze iterations
+11-44"): iterations 11 to 44, their sequences over their summed step times. The planned length (`iteration i/N`)
+tells runs apart. Megatron-Bridge prints Megatron-LM's `iteration i/ N | ... elapsed time per iteration (ms)` lines,
 which the `megatron` reader reads.
 """
 
@@ -29,6 +31,7 @@ FIELDS = {
         "consumed_samples",
         "reduced_train_loss",
         "max_memory_reserved",
+        "tokens_per_sec_per_gpu",
     )  # fmt: skip
 }
 MIB = 1024 * 1024
@@ -46,7 +49,11 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         reserved = fields.get("max_memory_reserved")
         metrics = tuple(
             (key, fields[name])
-            for name, key in (("TFLOPS_per_GPU", "tflops_per_device"), ("reduced_train_loss", "loss"))
+            for name, key in (
+                ("TFLOPS_per_GPU", "tflops_per_device"),
+                ("tokens_per_sec_per_gpu", "tokens_per_s_per_device"),
+                ("reduced_train_loss", "loss"),
+            )
             if name in fields
         )
         yield Point(

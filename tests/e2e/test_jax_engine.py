@@ -33,8 +33,14 @@ def jax_run(out: Path, args: list[str]) -> dict:
     return json.loads(path.read_text())
 
 
-def test_gpt_one_process_record(tmp_path):
-    record = jax_run(tmp_path, TINY_GPT)
+@pytest.fixture(scope="module")
+def one_process_gpt(tmp_path_factory) -> dict:
+    """The tiny GPT on one process: checked as a record, and the losses the 2-process layouts must give."""
+    return jax_run(tmp_path_factory.mktemp("one"), TINY_GPT)
+
+
+def test_gpt_one_process_record(one_process_gpt):
+    record = one_process_gpt
     assert record["status"] == "ok" and record["engine"] == "jax" and record["group"].endswith("_fp32_jax")
     # 2 layers, hidden 64, 32 tokens, vocab 512 (already a multiple of 128): the torch engine's definition
     flops = gpt_flops_per_iteration(8, 32, 2, 64, 512)
@@ -66,9 +72,9 @@ def test_resnet50_sweep_record_and_report(tmp_path):
 
 
 @pytest.mark.parametrize("layout", [["--tp", "2"], ["--dp", "2"]], ids=["tp2", "dp2"])
-def test_two_processes_give_one_process_losses(tmp_path, layout):
+def test_two_processes_give_one_process_losses(tmp_path, one_process_gpt, layout):
     """Same global batch and seed: the first and last loss of 2 processes under the launcher match 1 process."""
-    single = jax_run(tmp_path / "one", TINY_GPT)
+    single = one_process_gpt
     pair = jax_run(tmp_path / "two", [*TINY_GPT, "--devices-per-node", "2", *layout])
     assert pair["world_size"] == 2 and len(pair["ranks"]) == 2
     cores = len(os.sched_getaffinity(0))  # XLA's CPU pool follows the cores each rank is pinned to

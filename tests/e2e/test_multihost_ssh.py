@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 from conftest import TINY
 from netns_hosts import netns_hosts
 from tiny import QUICK_RUN, as_flags, tiny_gpt, tiny_llama
@@ -67,13 +68,13 @@ def test_two_hosts_resnet50(cluster, tmp_path):
 def test_three_hosts_and_hostfile(cluster, tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("".join(f"{address} slots=1  # node {i}\n" for i, address in enumerate(cluster.addresses)))
-    command = [sys.executable, "-m", "dlperf", "run", *TINY, "--hostfile", str(hostfile), "--out", str(tmp_path)]
+    command = [sys.executable, "-m", "dlperf", "run", *TINY_GPT, "--hostfile", str(hostfile), "--out", str(tmp_path)]
     command += [*cluster.ssh_options(), "--ifname", cluster.ifname]
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     record = only_record(tmp_path)
     assert record["world_size"] == 3 and record["hosts"] == sorted(cluster.addresses)
-    assert record["global_batch_size"] == 12 and record["throughput"] > 0
+    assert record["global_batch_size"] == 3 * 2 and record["throughput"] > 0  # 3 data-parallel ranks of 2
 
 
 def test_two_hosts_gpt_by_ipv6_address(cluster, tmp_path):
@@ -170,16 +171,18 @@ def test_killed_worker_fails_the_run_and_the_sweep_goes_on(cluster, tmp_path):
     """A SIGKILLed rank on the second host: failed record naming the node and signal, nothing left behind."""
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
-        "model: resnet50\nimage_size: 32\nnum_classes: 10\ndevice: cpu\nwarmup_iters: 1\nprint_every: 2\n"
-        "repeats: 1\nmatrix:\n  - {batch_size: 4, iters: 2000}\n  - {batch_size: 2, iters: 4}\n"
-    )
+        yaml.safe_dump(
+            {**tiny_gpt(device="cpu", warmup_iters=1, print_every=2, repeats=1),
+             "matrix": [{"micro_batch_size": 2, "iters": 2000}, {"micro_batch_size": 1, "iters": 4}]}
+        )
+    )  # fmt: skip
     hosts = cluster.addresses[:2]
     command = [sys.executable, "-m", "dlperf", "sweep", str(sweep), "--hosts", ",".join(hosts)]
     command += [*cluster.ssh_options(), "--ifname", cluster.ifname, "--out", str(tmp_path / "out")]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
-        log = tmp_path / "out" / "resnet50" / "2n1g"
+        log = tmp_path / "out" / "gpt" / "2n1g"
         while not list(log.glob("*.console.txt")) or not _worker_pids(cluster, 1):
             assert time.monotonic() < deadline and proc.poll() is None, "the first run never started its workers"
             time.sleep(0.2)
@@ -192,7 +195,7 @@ def test_killed_worker_fails_the_run_and_the_sweep_goes_on(cluster, tmp_path):
             proc.kill()
             proc.wait()
     assert proc.returncode == 1, output  # one run failed
-    records = {r["batch_size"]: r for r in map(json.loads, map(Path.read_text, log.glob("*.json")))}
+    records = {r["global_batch_size"]: r for r in map(json.loads, map(Path.read_text, log.glob("*.json")))}
     failed, next_run = records[4], records[2]
     assert failed["status"] == "failed"
     assert failed["failure"]["host"] == hosts[1] and failed["failure"]["signal"] == "SIGKILL"

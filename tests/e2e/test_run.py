@@ -12,6 +12,7 @@ import time
 import psutil
 import pytest
 from conftest import TINY, run_dlperf
+from tiny import QUICK_RUN, as_flags, tiny_gpt
 
 from dlperf.records.runlog import parse_config, parse_warmup, parse_window
 
@@ -54,19 +55,22 @@ def test_run_writes_log_and_record(tmp_path, devices):
     assert [w.iteration for w in windows] == [2, 4]
     assert [w.samples_per_s for w in windows] == [round(t, 2) for t in record["window_throughputs"]]
     assert windows[0].timestamp <= windows[1].timestamp
-    # the window throughput and latency agree: samples/s = global batch / (ms/iter / 1000)
-    assert windows[1].samples_per_s == pytest.approx(4 * devices * 1000 / windows[1].ms_per_iter, rel=0.01)
+    # the window throughput and latency agree: samples/s = global batch / (ms/iter / 1000), to the line's printed
+    # 2 decimals (on a loaded machine 0.36 samples/s is 0.365 rounded: 1.4 % off, within 0.005)
+    expected = 4 * devices * 1000 / windows[1].ms_per_iter
+    assert windows[1].samples_per_s == pytest.approx(expected, rel=0.01, abs=0.005)
 
 
 def test_existing_run_is_not_overwritten(tmp_path):
-    assert run_dlperf(["run", *TINY, "--out", str(tmp_path)]).returncode == 0
-    record_path = tmp_path / "resnet50" / "1n1g" / "resnet50_b4_fp32_1.json"
+    gpt = as_flags(tiny_gpt(micro_batch_size=2, **QUICK_RUN))  # any model: the tiny GPT starts quickest
+    assert run_dlperf(["run", *gpt, "--out", str(tmp_path)]).returncode == 0
+    (record_path,) = (tmp_path / "gpt" / "1n1g").glob("*.json")
     before = record_path.read_text()
-    again = run_dlperf(["run", *TINY, "--out", str(tmp_path)])
+    again = run_dlperf(["run", *gpt, "--out", str(tmp_path)])
     assert again.returncode == 2
     assert "already exists: pass --overwrite" in again.stderr and "Traceback" not in again.stderr
     assert record_path.read_text() == before
-    assert run_dlperf(["run", *TINY, "--out", str(tmp_path), "--overwrite"]).returncode == 0
+    assert run_dlperf(["run", *gpt, "--out", str(tmp_path), "--overwrite"]).returncode == 0
     assert json.loads(record_path.read_text())["started_at"] > json.loads(before)["started_at"]
 
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 import os
 import sys
 
-FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count=8 {FLAGS}"
+from tiny import FAST_XLA_COMPILE
+
+os.environ["XLA_FLAGS"] = (
+    f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8 {FAST_XLA_COMPILE}"
+)
 
 import json  # noqa: E402
 

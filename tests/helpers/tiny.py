@@ -8,6 +8,9 @@ from typing import Any
 TINY_GPT_SHAPE = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512)
 # the tiny Llama: the same, with grouped-query attention (2 k/v heads) and a SwiGLU of 128
 TINY_LLAMA_SHAPE = dict(TINY_GPT_SHAPE, num_kv_heads=2, ffn_hidden_size=128)
+# XLA compiling for the CPU without LLVM's costly passes: compiling is most of a tiny JAX run's time (about half
+# of it goes), and both sides of every loss comparison are built by the same compiler
+FAST_XLA_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 # a quick timed run on the CPU
 QUICK_RUN = dict(warmup_iters=1, iters=4, print_every=2, device="cpu")
 # the layout tests' run (tests/helpers/layouts.py, jax_layouts.py): 4 layers, two stages per rank under the

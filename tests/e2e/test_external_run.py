@@ -132,8 +132,13 @@ def test_failing_rank_stops_the_others_and_is_a_failed_record(tmp_path):
     marker = f"dlperf-test-{uuid.uuid4().hex[:8]}"
     script = tmp_path / "train.py"
     script.write_text(
-        "import os, sys, time\nprint('rank', os.environ['RANK'], 'loading', flush=True)\n"
-        "if os.environ['RANK'] == '1':\n    sys.exit('boom: bad data')\ntime.sleep(600)\n"
+        # rank 1 fails only once rank 0 has printed (a file beside the script says so): else rank 0 could be
+        # stopped before its first line, and its log would rightly come back empty
+        "import os, pathlib, sys, time\nprint('rank', os.environ['RANK'], 'loading', flush=True)\n"
+        "up = pathlib.Path(__file__).with_name('rank0.up')\n"
+        "if os.environ['RANK'] == '0':\n    up.touch()\n"
+        "else:\n    deadline = time.time() + 120\n    while not up.exists() and time.time() < deadline:\n"
+        "        time.sleep(0.05)\n    sys.exit('boom: bad data')\ntime.sleep(600)\n"
     )
     command = f"{sys.executable} {script} {marker}"
     started = time.monotonic()

@@ -51,3 +51,12 @@ def run_dlperf(args: list[str], cwd: Path | None = None, timeout: float = 300) -
     return subprocess.run(
         [sys.executable, "-m", "dlperf", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
     )
+
+
+# The files holding the suite's longest single tests (over a minute each on the 2-core CI machine) go first: pytest-xdist
+# hands out whole files in collection order, and one of them left for last kept a worker busy alone for 1.5 min.
+LONGEST_FIRST = ("test_tf_official.py", "test_jax_parallel.py", "test_run_faults.py", "test_sweep.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable: the rest keep their order

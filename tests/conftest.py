@@ -53,7 +53,7 @@ def run_dlperf(args: list[str], cwd: Path | None = None, timeout: float = 300) -
     )
 
 
-# The files holding the suite's longest single tests (over a minute each on the 2-core CI machine) go first: pytest-xdist
+# The files holding the longest single tests (over a minute each on the 2-core CI machine) go first: pytest-xdist
 # hands out whole files in collection order, and one of them left for last kept a worker busy alone for 1.5 min.
 LONGEST_FIRST = ("test_tf_official.py", "test_jax_parallel.py", "test_run_faults.py", "test_sweep.py")
 

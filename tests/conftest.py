@@ -46,11 +46,14 @@ def assert_one_line_error(code: int, err: str, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
-def run_dlperf(args: list[str], cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """The CLI as a user runs it: a separate process."""
+def run_dlperf(
+    args: list[str], cwd: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: a separate process (with `env` added to this one's environment)."""
     return subprocess.run(
-        [sys.executable, "-m", "dlperf", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
-    )
+        [sys.executable, "-m", "dlperf", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        env={**os.environ, **env} if env else None,
+    )  # fmt: skip
 
 
 # The files holding the longest single tests (over a minute each on the 2-core CI machine) go first: pytest-xdist

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from netns_hosts import netns_hosts, remote_python
+from tiny import failing_rank_script
 
 pytestmark = pytest.mark.slow
 SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
@@ -71,16 +72,7 @@ def test_a_failing_rank_on_the_second_host_is_named_and_the_first_is_stopped(clu
     import subprocess
 
     hosts = cluster.addresses
-    script = tmp_path / "train.py"
-    script.write_text(
-        # rank 1 fails only once rank 0 has printed (a file beside the script says so): else rank 0 could be
-        # stopped before its first line, and its log would rightly come back empty
-        "import os, pathlib, sys, time\nprint('rank', os.environ['RANK'], 'up', flush=True)\n"
-        "up = pathlib.Path(__file__).with_name('rank0.up')\n"
-        "if os.environ['RANK'] == '0':\n    up.touch()\n"
-        "else:\n    deadline = time.time() + 120\n    while not up.exists() and time.time() < deadline:\n"
-        "        time.sleep(0.05)\n    sys.exit('boom: shard missing')\ntime.sleep(600)\n"
-    )
+    script = failing_rank_script(tmp_path / "train.py", "up", "boom: shard missing")
     command = [sys.executable, "-m", "dlperf", "run", "--command", f"{sys.executable} {script}"]
     command += ["--hosts", ",".join(hosts), *cluster.ssh_options(), "--ifname", cluster.ifname]
     command += ["--remote-python", remote_python(tmp_path), "--out", str(tmp_path / "out")]

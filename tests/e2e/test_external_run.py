@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import run_dlperf
+from tiny import failing_rank_script
 
 from dlperf.external.template import node_processes, rendezvous_for
 from dlperf.launch.external_node import DLPERF_SETS
@@ -130,16 +131,7 @@ def test_per_node_command_starts_its_own_workers(tmp_path):
 
 def test_failing_rank_stops_the_others_and_is_a_failed_record(tmp_path):
     marker = f"dlperf-test-{uuid.uuid4().hex[:8]}"
-    script = tmp_path / "train.py"
-    script.write_text(
-        # rank 1 fails only once rank 0 has printed (a file beside the script says so): else rank 0 could be
-        # stopped before its first line, and its log would rightly come back empty
-        "import os, pathlib, sys, time\nprint('rank', os.environ['RANK'], 'loading', flush=True)\n"
-        "up = pathlib.Path(__file__).with_name('rank0.up')\n"
-        "if os.environ['RANK'] == '0':\n    up.touch()\n"
-        "else:\n    deadline = time.time() + 120\n    while not up.exists() and time.time() < deadline:\n"
-        "        time.sleep(0.05)\n    sys.exit('boom: bad data')\ntime.sleep(600)\n"
-    )
+    script = failing_rank_script(tmp_path / "train.py", "loading", "boom: bad data")
     command = f"{sys.executable} {script} {marker}"
     started = time.monotonic()
     done = run_dlperf(["run", "--devices-per-node", "2", "--command", command, "--out", str(tmp_path)])

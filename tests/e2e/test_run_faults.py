@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
-from conftest import TINY
+from conftest import TINY, run_dlperf
 
 from dlperf.engines.torch.own_work import SLOW_LOADER_ENV
 from dlperf.harness.loop import Measurement
@@ -75,9 +72,7 @@ def test_timeout_names_the_ranks_still_running(tmp_path):
     batch comes 1 s late (the slow-loader hook), so the ranks wait for the timeout asleep, leaving the cores to the
     test beside this one."""
     args = ["run", *TINY, "--devices-per-node", "2", "--iters", "100000", "--print-every", "1000", "--timeout", "60"]
-    command = [sys.executable, "-m", "dlperf", *args, "--out", str(tmp_path)]
-    late = {**os.environ, SLOW_LOADER_ENV: "1000"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=late)
+    done = run_dlperf([*args, "--out", str(tmp_path)], timeout=300, env={SLOW_LOADER_ENV: "1000"})
     record = json.loads(next(tmp_path.rglob("*.json")).read_text())
     assert done.returncode == 1 and record["status"] == "failed"
     assert "timed out after 60 s with ranks 0, 1 still running" in record["error"], record["error"]

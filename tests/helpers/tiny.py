@@ -3,6 +3,7 @@ keys, as CLI flags, and with a test's own changes. ResNet-50's tiny flags are co
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 TINY_GPT_SHAPE = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512)
@@ -39,3 +40,17 @@ def tiny_sweep(repeats: int) -> str:
         "model: resnet50\ntopology: [1n1g]\nbatch_size: 2\nimage_size: 32\nnum_classes: 10\ndevice: cpu\n"
         f"warmup_iters: 1\niters: 2\nprint_every: 1\nrepeats: {repeats}\n"
     )
+
+
+def failing_rank_script(path: Path, word: str, message: str) -> Path:
+    """A training script whose rank 1 exits with `message` once rank 0 has printed `rank 0 WORD` (a file beside the
+    script says so: else rank 0 could be stopped before its first line, and its log would rightly come back empty);
+    rank 0 then sleeps until it is stopped."""
+    path.write_text(
+        f"import os, pathlib, sys, time\nprint('rank', os.environ['RANK'], {word!r}, flush=True)\n"
+        "up = pathlib.Path(__file__).with_name('rank0.up')\n"
+        "if os.environ['RANK'] == '0':\n    up.touch()\n"
+        "else:\n    deadline = time.time() + 120\n    while not up.exists() and time.time() < deadline:\n"
+        f"        time.sleep(0.05)\n    sys.exit({message!r})\ntime.sleep(600)\n"
+    )
+    return path

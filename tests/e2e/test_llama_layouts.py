@@ -10,18 +10,23 @@ from layouts import ONE_PROCESS, launch
 pytestmark = pytest.mark.slow
 
 STEPS = 3
-# TP with sequence parallelism and full checkpointing, and the multi-stage pipeline schedules: interleaved 1F1B
-# (2 stages per rank), zero-bubble V with full checkpointing (GPipe and 1F1B run through the same Pipeline in the
-# GPT's tests, and 1F1B below)
+# TP with sequence parallelism and full checkpointing, context parallelism (torch's ring over the CPU attention
+# kernel) with selective checkpointing, and the multi-stage pipeline schedules: interleaved 1F1B (2 stages per
+# rank), zero-bubble V with full checkpointing (GPipe and 1F1B run through the same Pipeline in the GPT's tests,
+# and 1F1B below)
 TWO_PROCESS = [
     {"tp": 2, "activation_checkpoint": "full"},
+    {"cp": 2, "activation_checkpoint": "selective"},
     {"pp": 2, "pp_schedule": "interleaved-1f1b"},
     {"pp": 2, "pp_schedule": "zbv", "activation_checkpoint": "full"},
 ]
-# HSDP 2x2, FSDP x TP, PP (1F1B) x FSDP with selective checkpointing, TP x PP interleaved zero bubble
+# HSDP 2x2, FSDP x TP, FSDP x CP (parameters sharded over all four), CP x TP, PP (1F1B) x FSDP with selective
+# checkpointing, TP x PP interleaved zero bubble
 FOUR_PROCESS = [
     {"dp_replicate": 2},
     {"tp": 2},
+    {"cp": 2},
+    {"cp": 2, "tp": 2},
     {"pp": 2, "activation_checkpoint": "selective"},
     {"tp": 2, "pp": 2, "pp_schedule": "interleaved-zb"},
 ]

@@ -83,7 +83,7 @@ def test_case_names_read_like_the_peers_tables():
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
-        ({"cp": 2, "devices_per_node": 2}, "context parallelism (--cp) on --engine torch needs CUDA"),
+        ({"cp": 3, "devices_per_node": 3}, "--seq-length 32 is not divisible by 6 (sequence parallelism"),
         ({"float8": True}, "float8 training (--float8) needs a CUDA GPU"),
         ({"tp": 2, "devices_per_node": 2, "num_kv_heads": 1, "num_heads": 4}, "--num-kv-heads 1 is not divisible"),
         ({"devices_per_node": 3, "tp": 2}, "world size 3 (1n3g) is not divisible"),
@@ -98,10 +98,11 @@ def test_layouts_that_cannot_run_are_refused_in_one_line(keys, message):
         check_spec(spec_from_mapping(tiny_llama(device="cpu", **keys)))
 
 
-def test_cli_refuses_context_parallel_on_cpu_and_takes_llama_schedules(capsys):
-    """--pp-schedule is one flag for GPT and Llama: the Llama-only schedules pass argparse, GPT refuses them."""
-    code, _, err = run_cli(["run", *as_flags(tiny_llama(cp=2, devices_per_node=2, device="cpu")), "--dry-run"], capsys)
-    assert_one_line_error(code, err, "context parallelism (--cp) on --engine torch needs CUDA")
+def test_cli_plans_context_parallel_on_cpu_and_takes_llama_schedules(capsys):
+    """Context parallelism plans on a CPU too (the ring runs over the CPU attention kernel); --pp-schedule is one flag
+    for GPT and Llama: the Llama-only schedules pass argparse, GPT refuses them."""
+    code, out, _ = run_cli(["run", *as_flags(tiny_llama(cp=2, devices_per_node=2, device="cpu")), "--dry-run"], capsys)
+    assert code == 0 and "_cp2_" in out
     code, _, err = run_cli(["run", "--model", "gpt", "--pp-schedule", "zbv", "--device", "cpu"], capsys)
     assert_one_line_error(code, err, "unknown --pp-schedule 'zbv'")
 

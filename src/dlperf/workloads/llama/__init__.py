@@ -19,11 +19,6 @@ from dlperf.workloads.llama.layout import LlamaLayout, layout_of
 
 __all__ = ["LlamaConfig", "LlamaWorkload"]
 
-CP_NEEDS_CUDA = (
-    "context parallelism (--cp) on --engine torch needs CUDA: torch's context_parallel runs ring attention on the "
-    "CUDA SDPA kernels only (its CPU kernel, aten._scaled_dot_product_flash_attention_for_cpu, has no sharding "
-    "strategy): use --cp 1, or --engine jax"
-)
 FLOAT8_NEEDS_GPU = "float8 training (--float8) needs a CUDA GPU of compute capability 8.9 or newer: drop --float8"
 # the shape values that the case name does not hold, with their token in the record's `work`
 WORK_TOKENS = (("num_heads", "nh"), ("num_kv_heads", "kv"), ("ffn_hidden_size", "ffn"), ("vocab_size", "v"))
@@ -109,8 +104,6 @@ class LlamaWorkload(Workload):
             require_positive_number("lr", config.lr)
         require_positive_number("rope_theta", config.rope_theta)
         require_non_negative_number("weight_decay", config.weight_decay)
-        if spec.engine == "torch" and spec.device == "cpu" and layout.cp > 1:
-            raise ConfigError(CP_NEEDS_CUDA)
         if spec.device == "cpu" and config.float8:
             raise ConfigError(FLOAT8_NEEDS_GPU)
         if config.float8 and layout.tp > 1:

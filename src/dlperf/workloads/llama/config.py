@@ -66,7 +66,7 @@ class LlamaConfig:
         None, "pipeline stages per rank (default 2 for interleaved and zbv schedules, else 1)", bound="positive",
         engines=("torch",),
     )  # fmt: skip
-    cp: int = setting(1, "context-parallel size: the sequence split over ranks (CUDA)", bound="positive")
+    cp: int = setting(1, "context-parallel size: the sequence split over ranks (ring attention)", bound="positive")
     activation_checkpoint: Checkpointing = setting(
         "none",
         "recompute in backward: selective (keeps matmul and attention outputs) or full (each block)",

@@ -6,11 +6,12 @@ data-parallel and context-parallel ranks; context parallelism (`context_parallel
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from functools import partial
 
 import torch
 
+from dlperf.engines.torch.cpu_ring_attention import cpu_ring_attention
 from dlperf.workloads.llama.layout import DIMS, LlamaLayout
 from dlperf.workloads.llama.model import Llama
 
@@ -119,7 +120,8 @@ def apply_float8(model: Llama) -> None:
 def context_parallel(cp_mesh, modules: Sequence[Llama]) -> Callable[..., AbstractContextManager]:
     """(inputs, labels) -> a context under which SDPA runs ring attention over the cp ranks: the two (copies the
     caller owns) and every stage's rotary tables are split along the sequence in load-balanced chunks, in place,
-    while it is open; the tables are restored on leaving."""
+    while it is open; the tables are restored on leaving. On a CPU mesh the ring runs over the CPU attention kernel
+    (cpu_ring_attention.py)."""
     if cp_mesh is None:
         return lambda *batch: nullcontext()
     from torch.distributed.tensor.experimental import context_parallel as torch_context_parallel
@@ -127,12 +129,18 @@ def context_parallel(cp_mesh, modules: Sequence[Llama]) -> Callable[..., Abstrac
     tables = [t for m in modules for t in (m.rope_cos, m.rope_sin)]
 
     def opened(*batch: torch.Tensor) -> AbstractContextManager:
-        return torch_context_parallel(
-            cp_mesh,
-            buffers=[*batch, *tables],
-            buffer_seq_dims=[1] * len(batch) + [0] * len(tables),
-            no_restore_buffers=set(batch),
+        region = ExitStack()
+        region.enter_context(
+            torch_context_parallel(
+                cp_mesh,
+                buffers=[*batch, *tables],
+                buffer_seq_dims=[1] * len(batch) + [0] * len(tables),
+                no_restore_buffers=set(batch),
+            )
         )
+        if cp_mesh.device_type == "cpu":
+            region.enter_context(cpu_ring_attention())
+        return region
 
     return opened
 

@@ -17,7 +17,7 @@ from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.gpt.data import Batches, file_batches, synthetic_batches
 from dlperf.workloads.gpt.torch_step import cross_entropy
-from dlperf.workloads.llama import CP_NEEDS_CUDA, FLOAT8_NEEDS_GPU, parallel
+from dlperf.workloads.llama import FLOAT8_NEEDS_GPU, parallel
 from dlperf.workloads.llama.config import ADAMW_BETAS, LlamaConfig
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.llama.model import Llama, LlamaShape, keep_stage, materialize
@@ -30,8 +30,6 @@ def model_shape(config: LlamaConfig) -> LlamaShape:
 
 def check_device(config: LlamaConfig, layout: LlamaLayout, device: torch.device) -> None:
     """What this rank's device cannot run, in one line (the parent refuses them for an explicit --device cpu)."""
-    if layout.cp > 1 and device.type != "cuda":
-        raise ConfigError(CP_NEEDS_CUDA)
     if config.float8:
         if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 9):
             raise ConfigError(FLOAT8_NEEDS_GPU)

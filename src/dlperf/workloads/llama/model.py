@@ -132,14 +132,28 @@ def keep_stage(model: Llama, layers: range, first: bool, last: bool) -> None:
 
 
 def materialize(model: Llama, device: torch.device, seed: int) -> None:
-    """Move a meta-device model to `device` and draw its weights: N(0, 0.02) for every matrix and embedding, ones
-    for the norms, each from a generator seeded by (seed, the parameter's name)."""
+    """Give a meta-device model, already split by TP and sharded by FSDP as planned, its storage on `device` and
+    draw its weights: N(0, 0.02) for every matrix and embedding, ones for the norms, each from a generator seeded by
+    (seed, the parameter's name). A split parameter is drawn whole, one at a time, and the rank keeps its part, so
+    every layout starts from the same values while no rank holds more than its shards and one whole parameter
+    (a 70B stage is never built unsharded)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import _CHECKPOINT_PREFIX
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
     model.to_empty(device=device)
     with torch.no_grad():
-        for name, parameter in model.named_parameters():
+        for wrapped_name, parameter in model.named_parameters():
+            name = wrapped_name.replace(_CHECKPOINT_PREFIX, "")  # the name in the unwrapped model seeds it
+            split = isinstance(parameter, DTensor)
+            local = parameter.to_local() if split else parameter
             if name.endswith("norm.weight"):
-                parameter.fill_(1.0)
+                local.fill_(1.0)
                 continue
             generator = torch.Generator(device=device).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
-            parameter.normal_(0.0, INIT_STD, generator=generator)
+            whole = torch.empty(parameter.shape, dtype=parameter.dtype, device=device)
+            whole.normal_(0.0, INIT_STD, generator=generator)
+            if split:  # this rank's part, cut locally (src_data_rank=None: every rank drew the same whole)
+                whole = distribute_tensor(whole, parameter.device_mesh, parameter.placements, src_data_rank=None)
+                whole = whole.to_local()
+            local.copy_(whole)
         model.rope_cos, model.rope_sin = rope_tables(model.shape, device)

@@ -48,7 +48,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     at = layout.coordinates(rank.rank)
     mesh = parallel.build_mesh(layout, device) if rank.distributed else None
     ids = stage_ids(layout.pp_schedule, at["pp"], layout.pp, layout.stages_per_rank)
-    modules = [_stage(spec, layout, mesh, stage, device) for stage in ids]
+    modules = [build_stage(spec, layout, mesh, stage, device) for stage in ids]
     held = nn.ModuleList(modules)
     optimizer = torch.optim.AdamW(
         param_groups(held), lr=plan.lr, betas=ADAMW_BETAS, weight_decay=config.weight_decay, fused=device.type == "cuda"
@@ -127,15 +127,14 @@ def _accumulated(model: nn.Module, steps: int, amp: MixedPrecision, cp, copy: bo
     return run
 
 
-def _stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device) -> Llama:
-    """One pipeline stage (the whole model without PP), built on the meta device, cut to its layers, drawn on the
-    device, then split, checkpointed, compiled and sharded as planned."""
+def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device) -> Llama:
+    """One pipeline stage (the whole model without PP), built on the meta device, cut to its layers, split,
+    checkpointed, compiled and sharded as planned there, and only then drawn on the device, each rank its part."""
     config: LlamaConfig = spec.workload
     with torch.device("meta"):
         model = Llama(model_shape(config))
     if layout.pp > 1:
         keep_stage(model, stage_layers(config.num_layers, layout.stages, stage), stage == 0, stage == layout.stages - 1)
-    materialize(model, device, spec.seed)
     if config.float8:
         parallel.apply_float8(model)
     if layout.tp > 1:
@@ -146,6 +145,7 @@ def _stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.d
             block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
     if parallel.uses_fsdp(layout):
         parallel.apply_fsdp(model, mesh, layout, torch.bfloat16 if spec.precision == "amp-bf16" else None)
+    materialize(model, device, spec.seed)
     return model
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from dlperf.engines import get_engine
+from dlperf.engines import engine_host, get_engine
 from dlperf.engines.base import RankEnv
 from dlperf.harness.loop import timed_loop
 from dlperf.workloads import check_spec, get_workload, spec_from_mapping
@@ -40,7 +40,7 @@ def serve(conn: Connection, name: str, values: dict[str, Any], warmup: int, iter
     spec = spec_from_mapping({**values, "engine": name, "print_every": iters})
     plan = check_spec(spec)
     engine = get_engine(name)
-    engine.preflight(spec, local=True)
+    engine_host(name).preflight(spec, local=True)
     engine.setup(spec, RankEnv(0, 1, 0, 1))
     step = get_workload(spec.model).builder(name)(spec, plan, engine)
     conn.send((plan.group, engine.device_name(), step.compile_s, engine.device_type))

@@ -66,3 +66,28 @@ def test_reporting_modules_import_without_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+PARENT = """
+import json, sys
+from dlperf.engines import engine_host, engine_versions
+from dlperf.workloads import spec_from_mapping
+for engine in ("torch", "jax"):
+    engine_host(engine).preflight(spec_from_mapping({"engine": engine, "device": "auto"}), local=True)
+facts = engine_versions(["torch", "jax"])
+loaded = sorted(m for m in ("torch", "torchvision", "jax") if m in sys.modules)
+import torch
+print(json.dumps([loaded, facts["torch"], str(torch.__version__), facts["cuda_available"], torch.cuda.is_available()]))
+"""
+
+
+def test_parent_of_a_run_checks_and_states_versions_without_a_framework():
+    """The parent's side of both engines (their preflight, their versions for the record) loads neither torch nor
+    JAX on a machine without a GPU driver, and still states torch's version as torch itself does (`+cu130`
+    and all) and whether CUDA is available as torch says."""
+    done = subprocess.run([sys.executable, "-c", PARENT], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded, stated, actual, stated_cuda, actual_cuda = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path("/dev/nvidiactl").exists():
+        assert loaded == []
+    assert stated == actual and stated_cuda == actual_cuda

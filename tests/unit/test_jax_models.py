@@ -16,6 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 from tiny import TINY_GPT_SHAPE
 
 from dlperf.engines.base import RankEnv  # noqa: E402
+from dlperf.engines.jax import host  # noqa: E402
 from dlperf.engines.jax.engine import JaxEngine  # noqa: E402
 from dlperf.engines.jax.step import JaxStep  # noqa: E402
 from dlperf.errors import ConfigError  # noqa: E402
@@ -97,7 +98,7 @@ def jax_spec(**values):
 def test_engine_refusals_are_one_line(values, words):
     spec = spec_from_mapping({"engine": "jax", **values})
     with pytest.raises(ConfigError, match=words) as error:
-        JaxEngine().preflight(spec, local=False)
+        host.preflight(spec, local=False)
     assert "\n" not in str(error.value)
 
 

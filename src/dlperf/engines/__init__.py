@@ -1,21 +1,22 @@
-"""Engine registry: engine name -> the class implementing `dlperf.engines.base.Engine`, imported on use only.
+"""Engine registry: engine name -> its parent's side (a host.py module, `dlperf.engines.base.EngineHost`) and its
+rank's side (the class implementing `dlperf.engines.base.Engine`), each imported on use only.
 
-Adding an engine: a folder under engines/ with an Engine subclass, and one line in ENGINES; each workload names
-its step builder for the engine in its `builders`.
+Adding an engine: a folder under engines/ with host.py and an Engine subclass, and one line in ENGINES; each
+workload names its step builder for the engine in its `builders`.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, cast
 
-from dlperf.engines.base import Engine
+from dlperf.engines.base import Engine, EngineHost
 from dlperf.errors import ConfigError
 from dlperf.spec import EXTERNAL
 
-ENGINES: dict[str, str] = {
-    "torch": "dlperf.engines.torch.engine:TorchEngine",
-    "jax": "dlperf.engines.jax.engine:JaxEngine",
+ENGINES: dict[str, tuple[str, str]] = {
+    "torch": ("dlperf.engines.torch.host", "dlperf.engines.torch.engine:TorchEngine"),
+    "jax": ("dlperf.engines.jax.host", "dlperf.engines.jax.engine:JaxEngine"),
 }
 
 
@@ -23,11 +24,15 @@ def engine_names() -> list[str]:
     return list(ENGINES)
 
 
-def engine_class(name: str) -> type[Engine]:
+def _entry(name: str) -> tuple[str, str]:
     if name not in ENGINES:
         raise ConfigError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
-    module, cls = ENGINES[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return ENGINES[name]
+
+
+def engine_host(name: str) -> EngineHost:
+    """The parent's side of engine `name`: importing it loads no framework."""
+    return cast(EngineHost, importlib.import_module(_entry(name)[0]))
 
 
 def engine_versions(names: list[str]) -> dict[str, Any]:
@@ -35,10 +40,11 @@ def engine_versions(names: list[str]) -> dict[str, Any]:
     facts: dict[str, Any] = {}
     for name in names:
         if name != EXTERNAL:  # another framework's own script: dlperf cannot know what it loads
-            facts.update(engine_class(name).versions())
+            facts.update(engine_host(name).versions())
     return facts
 
 
 def get_engine(name: str) -> Engine:
-    """A fresh engine object; the framework is imported here, not before."""
-    return engine_class(name)()
+    """A fresh engine object for a rank; the framework is imported here, not before."""
+    module, cls = _entry(name)[1].split(":")
+    return getattr(importlib.import_module(module), cls)()

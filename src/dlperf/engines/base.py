@@ -1,8 +1,10 @@
 """The engine interface: what a rank needs from a framework, so the timed loop and the worker never import one.
 
 An engine sets up this rank (process group, device), syncs the device, times steps without a per-step sync,
-meets the other ranks (barrier, gather), reports peak memory and its own versions. A workload builds its step
-for a given engine (`Workload.builders`), reading the engine's runtime (device, process group) itself.
+meets the other ranks (barrier, gather), reports peak memory. Its parent's side (`EngineHost`: the checks before
+any process starts and the versions for the record) is a module of its own, host.py, that imports the framework
+only where it must. A workload builds its step for a given engine (`Workload.builders`), reading the engine's
+runtime (device, process group) itself.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from dlperf.spec import RunSpec
 
@@ -116,15 +118,21 @@ class StepClock(ABC):
         return {}
 
 
+class EngineHost(Protocol):
+    """An engine's host.py, as the parent of a run calls it."""
+
+    def preflight(self, spec: RunSpec, local: bool) -> None:
+        """Refuse in one line what this engine cannot run, before any process starts; `local` says the devices are
+        on this machine (then their count and the packages are checked here)."""
+
+    def versions(self) -> dict[str, Any]:
+        """The framework's versions and its device facts, for the record's environment."""
+
+
 class Engine(ABC):
     """One framework's side of a rank; `setup` first, `shutdown` last."""
 
     name: str
-
-    @abstractmethod
-    def preflight(self, spec: RunSpec, local: bool) -> None:
-        """Parent-side checks before any process starts (precision on this device kind, device count);
-        `local` says the devices are on this machine."""
 
     @abstractmethod
     def setup(self, spec: RunSpec, rank: RankEnv) -> None:
@@ -171,8 +179,3 @@ class Engine(ABC):
 
     @abstractmethod
     def shutdown(self) -> None: ...
-
-    @staticmethod
-    @abstractmethod
-    def versions() -> dict[str, Any]:
-        """The framework's versions and its device facts, for the record's environment."""

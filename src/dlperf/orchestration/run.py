@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.engines import engine_class, engine_versions
+from dlperf.engines import engine_host, engine_versions
 from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
@@ -67,7 +67,7 @@ def preflight(specs: list[RunSpec], launcher: Launcher) -> None:
     """Each engine's check of the devices, precisions and packages the specs ask for."""
     for spec in specs:
         if spec.engine != EXTERNAL:
-            engine_class(spec.engine)().preflight(spec, local=launcher.local)
+            engine_host(spec.engine).preflight(spec, local=launcher.local)
 
 
 def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | Path) -> list[RunJob]:

@@ -1,8 +1,8 @@
 """The JAX engine: one process of a jax.distributed job, timed by the same loop as the PyTorch engine.
 
-Preflight and versions need no JAX (check_supported, package metadata), so the parent of a run never imports it; the
-rank imports JAX in `setup`. JAX dispatches asynchronously: a step returns as soon as it is queued, so the
-clock's marks are enqueue times and per-step latency on JAX is each window's mean (see JaxStepClock).
+The parent's side (checks, versions) is host.py and needs no JAX; the rank imports JAX in `setup`. JAX dispatches
+asynchronously: a step returns as soon as it is queued, so the clock's marks are enqueue times and per-step latency
+on JAX is each window's mean (see JaxStepClock).
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ import pickle
 import resource
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from dlperf.engines.base import Engine, RankEnv, StepClock, cpu_threads, pin_cpu_share
 from dlperf.errors import ConfigError
-from dlperf.spec import MEMORY_CAP_ENV, RunSpec, flag
+from dlperf.spec import MEMORY_CAP_ENV, RunSpec
 
 MIB = 1024 * 1024
 
@@ -60,33 +59,7 @@ def memory_keys(stats: dict[str, Any] | None) -> dict[str, float] | None:
     return {"allocated": stats["peak_bytes_in_use"] / MIB, "reserved": reserved / MIB}
 
 
-PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
-PRECISIONS = ("fp32", "amp-bf16")
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
-JAX_PACKAGES = ("jax", "flax", "optax")  # what the JAX engine's steps import, checked before launch
-INSTALL = "pip install 'dlperf[jax]' (and jax[cuda12] or jax[cuda13] on a GPU machine)"
-
-
-def check_supported(spec: RunSpec) -> None:
-    """One ConfigError line for what no JAX step runs: fp16, real data, torch.compile. (What one workload's JAX
-    step lacks, its workload refuses; settings only PyTorch reads are refused from their fields' `engines`.)"""
-    if spec.precision == "amp-fp16":
-        raise ConfigError(
-            "amp-fp16 is not available on the JAX engine (it needs a dynamic loss scale): "
-            f"use {flag('precision')} amp-bf16 or fp32, or {flag('engine')} torch"
-        )
-    if spec.precision not in PRECISIONS:
-        raise ConfigError(
-            f"unknown precision {spec.precision!r} for the JAX engine: choose one of {', '.join(PRECISIONS)}"
-        )
-    if spec.data != "synthetic":
-        raise ConfigError(
-            f"the JAX engine reads synthetic data only: pass {flag('data')} synthetic, or {flag('engine')} torch"
-        )
-    if spec.compile:
-        raise ConfigError(
-            f"every JAX step is compiled by XLA already: drop {flag('compile')} with {flag('engine')} jax"
-        )
 
 
 def coordinator_address(rank: RankEnv) -> str | None:
@@ -151,13 +124,6 @@ class JaxEngine(Engine):
 
     def __init__(self) -> None:
         self.rank = RankEnv(0, 1, 0, 1)
-
-    def preflight(self, spec: RunSpec, local: bool) -> None:
-        """What the JAX engine cannot run, in one line, before any process starts (no JAX import)."""
-        check_supported(spec)
-        missing = [name for name in JAX_PACKAGES if importlib.util.find_spec(name) is None] if local else []
-        if missing:
-            raise ConfigError(f"--engine jax needs JAX, Flax and optax ({', '.join(missing)} not installed): {INSTALL}")
 
     def setup(self, spec: RunSpec, rank: RankEnv) -> None:
         from dlperf.engines.jax import parallel
@@ -243,15 +209,3 @@ class JaxEngine(Engine):
             import jax
 
             jax.distributed.shutdown()
-
-    @staticmethod
-    def versions() -> dict[str, Any]:
-        """Installed JAX packages from their metadata (JAX itself is not imported in the parent)."""
-        facts: dict[str, Any] = {}
-        for package in PACKAGES:
-            try:
-                facts[package.replace("-", "_")] = version(package)
-            except PackageNotFoundError:
-                if package in ("jax", "jaxlib", "flax", "optax"):
-                    facts[package] = None
-        return facts

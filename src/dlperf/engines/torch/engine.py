@@ -1,9 +1,9 @@
-"""The PyTorch engine: one rank's process group, device, sync, step clock, gathers and memory peaks."""
+"""The PyTorch engine: one rank's process group, device, sync, step clock, gathers and memory peaks (the parent's
+side, checks and versions, is host.py)."""
 
 from __future__ import annotations
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import torch
@@ -11,8 +11,9 @@ import torch.distributed as dist
 
 from dlperf.engines.base import Engine, RankEnv, StepClock, cpu_threads, pin_cpu_share
 from dlperf.engines.torch.clock import TorchStepClock, synchronize
+from dlperf.engines.torch.host import device_kind
 from dlperf.engines.torch.memory import peak_memory_mib, reset_peak
-from dlperf.engines.torch.precision import check_precision_on_device, set_fp32_math
+from dlperf.engines.torch.precision import set_fp32_math
 from dlperf.errors import ConfigError
 from dlperf.spec import MEMORY_CAP_ENV, RunSpec
 
@@ -27,13 +28,6 @@ def apply_memory_cap(device: torch.device, cap_bytes: int) -> None:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
-
-
-def device_kind(choice: str) -> str:
-    """`auto` takes CUDA when present."""
-    if choice == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return choice
 
 
 def resolve_device(choice: str, local_rank: int) -> torch.device:
@@ -51,21 +45,6 @@ class TorchEngine(Engine):
     def __init__(self) -> None:
         self.device = torch.device("cpu")
         self.rank = RankEnv(0, 1, 0, 1)
-
-    def preflight(self, spec: RunSpec, local: bool) -> None:
-        if not local:
-            return  # the devices are on other machines: the workers check them there
-        kind = device_kind(spec.device)
-        check_precision_on_device(spec.precision, kind)
-        if kind == "cuda":
-            if not torch.cuda.is_available():
-                raise ConfigError("--device cuda asked for, but no CUDA device is visible: use --device cpu")
-            available = torch.cuda.device_count()
-            if spec.devices_per_node > available:
-                raise ConfigError(
-                    f"asked for {spec.devices_per_node} CUDA devices per node but this machine has {available}: "
-                    f"lower --devices-per-node"
-                )
 
     def setup(self, spec: RunSpec, rank: RankEnv) -> None:
         self.rank = rank
@@ -129,25 +108,3 @@ class TorchEngine(Engine):
     def shutdown(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
-
-    @staticmethod
-    def versions() -> dict[str, Any]:
-        """torchvision's version from its metadata: importing it (and torch._dynamo with it) costs the parent 2 s."""
-        try:
-            vision = version("torchvision")
-        except PackageNotFoundError:
-            vision = None
-        facts: dict[str, Any] = {
-            "torch": torch.__version__,
-            "torchvision": vision,
-            "cuda_available": torch.cuda.is_available(),
-            "cuda": None,
-            "cudnn": None,
-            "nccl": None,
-        }
-        if torch.cuda.is_available():  # a CUDA build on a machine without a GPU claims no CUDA version
-            facts["cuda"] = torch.version.cuda
-            facts["cudnn"] = torch.backends.cudnn.version()
-            nccl = torch.cuda.nccl.version()
-            facts["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
-        return facts

@@ -6,15 +6,9 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
-from dlperf.errors import ConfigError
+from dlperf.engines.torch.host import check_precision_on_device
 
 _AUTOCAST_DTYPES = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}
-
-
-def check_precision_on_device(precision: str, device_type: str) -> None:
-    """fp16 autocast with a loss scaler is a CUDA path; refuse it up front elsewhere."""
-    if precision == "amp-fp16" and device_type != "cuda":
-        raise ConfigError("amp-fp16 needs a CUDA device: use --precision amp-bf16 or fp32 on the CPU")
 
 
 def set_fp32_math(math: str) -> None:

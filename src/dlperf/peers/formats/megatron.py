@@ -81,7 +81,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 FORMATS = (
     PeerFormat(
         name="megatron",
-        description="Megatron-LM `iteration i/n | ... elapsed time per iteration (ms) | TFLOP/s/GPU` lines",
+        description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
+        "TFLOP/s/GPU` lines",
         signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \(ms\): "),
         read=read,
         rules=("printed", "timestamp"),

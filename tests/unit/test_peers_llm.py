@@ -13,9 +13,10 @@ import pytest
 from conftest import run_cli
 
 from dlperf.errors import DataError
+from dlperf.peers.base import RunShape
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import parse_log_path
-from dlperf.peers.registry import detect
+from dlperf.peers.registry import detect, get_format
 
 LLM = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "llm"
 MAXTEXT = "maxtext/1n4g/guide-v5p8-deepseek2-16b_b24_bf16_1.log"
@@ -24,10 +25,12 @@ MAXTEST = "maxtext/8n4g/maxtest-v6e32_b12_bf16_1.log"
 NEMO = "nemo/1n8g/aws-perf-readme_b16_bf16_1.log"
 NEMO_LLAMA = "nemo/1n8g/deeplink-llama3-8b_b16_bf16_1.log"
 NEMO_QWEN = "nemo/1n8g/deeplink-qwen3-30b-a3b_b4_bf16_1.log"
+NEMO_TOY = "nemo/1n1g/playground-toy-llama3_b64_bf16_1.log"
+BRIDGE = "megatron-bridge/1n8g/byoc-mbridge-llama32-1b_b64_bf16_1.log"
 
 
 def test_every_llm_log_is_a_case():
-    cases = {MAXTEXT, MAXTEXT_C4, MAXTEST, NEMO, NEMO_LLAMA, NEMO_QWEN}
+    cases = {MAXTEXT, MAXTEXT_C4, MAXTEST, NEMO, NEMO_LLAMA, NEMO_QWEN, NEMO_TOY, BRIDGE}
     assert {str(p.relative_to(LLM)) for p in LLM.rglob("*.log")} == cases
 
 
@@ -123,6 +126,59 @@ def test_nemo_log_gives_sequences_over_step_time():
     assert record["peer_metrics"]["tflops_per_device"] == pytest.approx(867.0, abs=1.0)
 
 
+def test_nemo_whole_raw_log_is_read_in_the_rules_window_and_its_negative_step_time_is_counted():
+    """A whole NeMo 24.09 log (start-up lines, iterations 0-19 of a 1-GPU toy llama3_8b, global_batch_size 64): the
+    rule's window starts past iteration 11, so iterations 12-19 are kept, their 8 x 64 sequences over their summed
+    train_step_timing. Iteration 8's 13.75 s and iteration 9's -12.71 s (together about two 0.5 s steps) lie in the
+    warm-up; the negative one is no time: refused and counted, not dropped unseen."""
+    record = read(NEMO_TOY)
+    text = (LLM / NEMO_TOY).read_text()
+    times = {int(m[1]): float(m[2]) for m in re.finditer(r"iteration (\d+)/19 .*train_step_timing in s: (\S+)", text)}
+    assert sorted(times) == list(range(20)) and times[9] == -12.71
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "nemo", [12, 19])
+    kept = [times[i] for i in range(12, 20)]
+    assert record["throughput"] == pytest.approx(64 * 8 / sum(kept), rel=1e-9)  # 143.28 sequences/s
+    assert record["throughput"] == pytest.approx(143.281, rel=1e-5)
+    assert record["rejected_lines"] == 1 and "iteration 9: time per iteration -12.71 s" in record["rejected_reason"]
+    assert record["window_note"] == "the log ends 9 iterations into the 34-iteration window"
+
+
+def test_megatron_bridge_log_of_one_line_is_refused_inside_the_warmup_and_read_without_one():
+    """A whole Megatron-Bridge 0.2.0rc7 log (llama32_1b on 8 H100s, TP 1: global batch 512, 10 iterations, one
+    line at iteration 10, log_interval 10): Megatron's own line, which the megatron reader reads. Its one line is
+    the mean of the run's first ten iterations, start-up included, so under the 20-iteration warm-up it is refused
+    in one line; with no warm-up it gives 512 / 4.6478 s. Bridge's rank-0 `Step Time : 4.65s` is the same time to
+    its 10 ms; its `59892.5TFLOP/s/GPU` (6e16 FLOP/s on one H100) is no device's, and is not read."""
+    with pytest.raises(DataError, match="only 1 megatron progress line"):
+        read(BRIDGE)
+    record = read_run(parse_log_path(LLM / BRIDGE), Options(warmup=0))
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [10, 10])
+    assert numbers(BRIDGE, "elapsed time per iteration (ms)") == [4647.8]
+    consumed = re.findall(r"consumed samples: +(\d+)", (LLM / BRIDGE).read_text())
+    assert consumed == [str(512 * 10)]  # a fresh run: ten iterations of 512
+    assert record["throughput"] == pytest.approx(512 / 4.6478, rel=1e-9)  # 110.16 sequences/s
+    step_time = re.search(r"Step Time : (\S+)s GPU utilization: (\S+)TFLOP", (LLM / BRIDGE).read_text())
+    assert float(step_time[1]) == pytest.approx(4.6478, abs=0.005) and float(step_time[2]) * 1e12 > 1e16
+    assert not record.get("peer_metrics") and record["cross_check"]["agree"] is None  # one stamp: no second reading
+
+
+def test_megatron_bridge_resets_its_interval_timer_after_iteration_one():
+    """Megatron-LM logs iteration 1 without resetting its interval timer, so its next line averages from the run's
+    start; Megatron-Bridge resets at every line (no first-iteration exception in its training_log). Lines in
+    Bridge's print format (its train_utils.py), log_interval 1: where its `Step Time` line shows, iteration 2's
+    interval is iteration 2 alone."""
+    megatron = get_format("megatron")
+    shape = RunShape(global_batch=8, world_size=8)
+    line = (
+        " [2026-01-01 00:00:0{0}] iteration        {0}/      10 | consumed samples:           {1} | elapsed time per "
+        "iteration (ms): {2} | learning rate: 1.000000E-04 | global batch size:     8 | lm loss: 1.0E+01 |"
+    )
+    lines = [line.format(1, 8, 3000.0), line.format(2, 16, 500.0), line.format(3, 24, 500.0)]
+    bridge = [lines[0], "Step Time : 0.50s GPU utilization: 100.0MODEL_TFLOP/s/GPU", lines[1], lines[2]]
+    assert [p.start for p in megatron.read(iter(lines), shape)] == [None, 0, None]
+    assert [p.start for p in megatron.read(iter(bridge), shape)] == [None, None, None]
+
+
 def test_detection_tells_the_formats_apart():
     maxtext = (LLM / MAXTEXT).read_text().splitlines()[5]
     nemo = (LLM / NEMO).read_text().splitlines()[1]
@@ -133,11 +189,12 @@ def test_detection_tells_the_formats_apart():
 def test_extract_reads_every_llm_log_to_a_record(tmp_path, capsys):
     """`dlperf extract` on the folder: one ok record per log, each its reader's figure, and a report."""
     code, _, err = run_cli(["extract", str(LLM), "--no-plots", "--out", str(tmp_path)], capsys)
-    assert code == 0 and "extracted 6 logs, skipped 0" in err
+    assert code == 3 and "extracted 7 logs, skipped 1" in err  # the one-line Bridge run, inside the warm-up
+    assert f"skipped {LLM / BRIDGE}: only 1 megatron progress line(s)" in err
     written = {p.name: json.loads(p.read_text()) for p in (tmp_path / "records").rglob("*.json")}
     assert {name: (r["status"], r["format"]) for name, r in written.items()} == {
         Path(log).with_suffix(".json").name: ("ok", log.split("/")[0])
-        for log in (MAXTEXT, MAXTEXT_C4, MAXTEST, NEMO, NEMO_LLAMA, NEMO_QWEN)
+        for log in (MAXTEXT, MAXTEXT_C4, MAXTEST, NEMO, NEMO_LLAMA, NEMO_QWEN, NEMO_TOY)
     }
     assert written[Path(MAXTEST).with_suffix(".json").name]["throughput"] == pytest.approx(4221.032 * 32)
     assert (tmp_path / "report.md").is_file()

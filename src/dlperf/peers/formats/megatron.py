@@ -11,6 +11,13 @@ interval timer (`is_first_iteration`: "to document initialization overhead"), so
 iteration since the start: its interval starts at iteration 0. Its timer stops during evaluation and checkpoint
 saving, which the time stamps include. The planned length (`iteration i/ N`) tells runs apart; Slurm and torchrun
 prefixes are stripped beforehand.
+
+Megatron-Bridge (NeMo's trainer on Megatron-core, `megatron.bridge.training.utils.train_utils.training_log`) prints
+the same line from its own loop, and on rank 0 before it `Step Time : 4.65s GPU utilization: 59892.5TFLOP/s/GPU`
+(`MODEL_TFLOP/s/GPU` since late 2025): the same interval's time in seconds, and FLOPs the model's configured
+`seq_length` gives, which need not be the data's (the fixture's 59,892.5 TFLOP/s per H100 is none a device can do).
+That line is not read. Bridge has no first-iteration exception: its interval timer is reset at every line, so where
+the log holds a `Step Time` line the line after iteration 1 times that interval alone, not the run from its start.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dlperf.peers.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
 PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
+BRIDGE = re.compile(r"\bStep Time : \d+(?:\.\d+)?s GPU utilization: ")  # Megatron-Bridge's rank-0 line
 FIELDS = {
     name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
     for name in (
@@ -36,11 +44,12 @@ FIELDS = {
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     after_first: tuple[int, int | None] | None = None  # (run, the step after its iteration 1): timed from the start
-    paused = False
+    paused = bridge = False
     for line in lines:
         iteration = ITERATION.search(line)
         if not iteration:
             paused = paused or PAUSE.search(line) is not None
+            bridge = bridge or BRIDGE.search(line) is not None
             continue
         fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
         ms = fields.get("elapsed time per iteration (ms)")
@@ -59,7 +68,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             step,
             ms / 1000,
             batch=fields.get("global batch size"),
-            start=0 if after_first is not None and after_first[1] == step else None,
+            start=0 if after_first is not None and after_first[1] == step and not bridge else None,
             timestamp=iso_time(stamp[1]) if stamp else None,
             samples=fields.get("consumed samples"),
             run=run,
@@ -72,7 +81,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 FORMATS = (
     PeerFormat(
         name="megatron",
-        description="Megatron-LM `iteration i/n | ... elapsed time per iteration (ms) | TFLOP/s/GPU` lines",
+        description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
+        "TFLOP/s/GPU` lines",
         signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \(ms\): "),
         read=read,
         rules=("printed", "timestamp"),

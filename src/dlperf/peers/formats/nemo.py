@@ -6,12 +6,13 @@ reduced_train_loss: 11.87 | train_step_timing in s: 8.768 | TFLOPS_per_GPU: 865.
 
 `train_step_timing in s` is that iteration's time; sequences/s = global_batch_size / it (the tokens per sequence are
 the recipe's `seq_length`, not in these lines: the printed `tokens_per_sec_per_gpu`, global_batch_size x seq_length /
-it / GPUs, is kept beside the figure, not a second reading of it). Rule (NVIDIA's DGX Cloud benchmarking recipes for
-NeMo, e.g. llama3.1/README.md: "the early training steps typically take much longer time (with input prefetch,
-activation memory allocation, and JIT compilation), we use the parse_train_timing.sh script to analyze iterations
-11-44"): iterations 11 to 44, their sequences over their summed step times. The planned length (`iteration i/N`)
-tells runs apart. Megatron-Bridge prints Megatron-LM's `iteration i/ N | ... elapsed time per iteration (ms)` lines,
-which the `megatron` reader reads.
+it / GPUs, is kept beside the figure, not a second reading of it). A time that is no positive number (NeMo 24.09
+printed `train_step_timing in s: -12.71` after a 13.75 s step) is refused and counted, never dropped unseen.
+Rule (NVIDIA's DGX Cloud benchmarking recipes for NeMo, e.g. llama3.1/README.md: "the early training steps
+typically take much longer time (with input prefetch, activation memory allocation, and JIT compilation), we use the
+parse_train_timing.sh script to analyze iterations 11-44"): iterations 11 to 44, their sequences over their summed
+step times. The planned length (`iteration i/N`) tells runs apart. Megatron-Bridge prints Megatron-LM's
+`iteration i/ N | ... elapsed time per iteration (ms)` lines, which the `megatron` reader reads.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             continue
         fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
         seconds = fields.get("train_step_timing in s")
-        if seconds is None or seconds <= 0:
+        if seconds is None:
             continue
         batch = fields.get("global_batch_size", float(shape.global_batch))
         reserved = fields.get("max_memory_reserved")
@@ -58,7 +59,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         )
         yield Point(
             step=int(iteration[1]),
-            speed=batch / seconds,
+            speed=batch / seconds if seconds > 0 else None,  # a time that is no time is refused, and counted
             seconds=seconds,
             samples=fields.get("consumed_samples"),
             run=int(iteration[2]),

@@ -219,7 +219,7 @@ def _script_check(
              "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
     if same is not None:
         hook, printed, stretch = same
-        return _like_for_like(check, hook * scale, printed or script["throughput"], stretch, script["unit"])
+        return like_for_like(check, hook * scale, printed or script["throughput"], stretch, script["unit"])
     if not check["agree"]:
         check["note"] = (
             "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "
@@ -228,7 +228,7 @@ def _script_check(
     return check
 
 
-def _like_for_like(check: dict[str, Any], hook: float, printed: float, stretch: str, unit: str) -> dict[str, Any]:
+def like_for_like(check: dict[str, Any], hook: float, printed: float, stretch: str, unit: str) -> dict[str, Any]:
     """`check` judged by the hook's and the script's figures over one stretch: they agree within
     SAME_STRETCH_AGREE; a gap up to TOLERANCE is the noise of where each clock stamps a step, noted; beyond it the
     log contradicts itself."""

@@ -59,11 +59,13 @@ def test_four_process_layouts_match_single_process(tmp_path):
 
 def test_float8_layouts_match_float8_in_one_process(two_process):
     """FSDP 2, whose all-gathers carry the weights cast with the whole weight's scale, gives the one-process float8
-    losses. TP 2 casts with the same tensor-wide scales (an amax over a DTensor's slices is all-reduced), but its
-    row-wise products are summed in another order (two partial sums, then the reduce-scatter), and the few fp32
-    values this moves across a float8 rounding boundary (e4m3 keeps 3 bits of mantissa) move the loss by up to ~7e-5
-    of itself here: within 2e-4, and closer to the one-process float8 losses than to fp32's at every step (float8
-    moves them by up to ~3e-4)."""
+    losses (an activation's scale is its micro-batch's, and each rank's micro-batches are rows the one process runs
+    as micro-batches too: a rank holding part of one, as under CP, would cast with scales of its own). TP 2 casts
+    with the same tensor-wide scales (an amax over a DTensor's slices is all-reduced), but its row-wise products are
+    summed in another order (two partial sums, then the reduce-scatter), and the few fp32 values this moves across
+    a float8 rounding boundary (e4m3 keeps 3 bits of mantissa) move the loss by up to ~7e-5 of itself here: within
+    2e-4, and closer to the one-process float8 losses than to fp32's at every step (float8 moves them by up to
+    ~3e-4)."""
     fp32, (float8, tp, fsdp) = two_process[0], two_process[-len(FLOAT8_LAYOUTS) :]
     assert fsdp == pytest.approx(float8, rel=1e-6)
     assert tp == pytest.approx(float8, rel=2e-4)

@@ -3,9 +3,18 @@
     torchrun --nproc-per-node N tests/helpers/layouts.py OUT.json gpt '[{"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}]' 5
 
 Each layout is a set of run-key changes over the model's tiny keys (TINY); the world size is torchrun's, except for
-ONE_PROCESS, the one-process reference, which rank 0 computes alone while the others wait (no second interpreter
-importing torch for it). Every layout is built, stepped and torn down in these same processes, so one launch checks
-several layouts.
+a layout of one device (ONE_PROCESS, the one-process reference, or it with other changes), which rank 0 computes
+alone while the others wait (no second interpreter importing torch for it). Every layout is built, stepped and torn
+down in these same processes, so one launch checks several layouts.
+
+float8 (FLOAT8) runs on the CPU: torch's `_scaled_mm` has a CPU kernel there, so torchao's float8 training and its
+TP styles compute what they compute on a GPU, only slowly. dlperf refuses float8 off a GPU of compute capability
+8.9 (a CPU would measure nothing real), in the parent for an explicit `--device cpu` and in the rank
+(`torch_step.check_device`): these layouts leave the device to `auto` (this script's ranks are on the CPU whatever
+it says), and this script lifts the rank's check. One gap of gloo's: it has no float8 types ("Invalid scalar type"
+for an all-gather of float8_e4m3fn, which torchao's float8 TP styles issue; NCCL moves them as bytes), so a launch
+moves them as bytes too (gather_float8_as_bytes) from its first float8 layout on: the same bits gathered, and the
+layouts before it untouched.
 """
 
 from __future__ import annotations
@@ -21,20 +30,39 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from tiny import LAYOUT_RUN, tiny_gpt, tiny_llama
+from torch.distributed.distributed_c10d import _resolve_process_group
 
 from dlperf.engines.base import RankEnv
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.workloads import check_spec, get_workload, spec_from_mapping
+from dlperf.workloads.llama import torch_step
 
 STEPS = 5
 TINY = {"gpt": tiny_gpt(**LAYOUT_RUN), "llama": tiny_llama(**LAYOUT_RUN)}
 ONE_PROCESS = {"devices_per_node": 1}
+FLOAT8 = {"float8": True, "device": "auto"}
 
 
 def losses(model: str, changes: dict, engine: TorchEngine, steps: int = STEPS) -> list[float]:
     spec = spec_from_mapping({**TINY[model], "devices_per_node": engine.rank.world_size, **changes})
     step = get_workload(model).builder("torch")(spec, check_spec(spec), engine)
     return [step.read_loss(step.run()) for _ in range(steps)]
+
+
+def gather_float8_as_bytes() -> torch.library.Library:
+    """The CPU kernel of the functional all-gather (DTensor's) replaced by one that hands gloo float8 tensors as
+    bytes (the library it returns holds the replacement for as long as it lives)."""
+
+    def all_gather(tensor: torch.Tensor, group_size: int, group_name: str) -> torch.Tensor:
+        out = tensor.new_empty((tensor.shape[0] * group_size, *tensor.shape[1:]))
+        wire = torch.uint8 if tensor.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else tensor.dtype
+        group = _resolve_process_group(group_name)
+        dist.all_gather_single(out.view(wire), tensor.contiguous().view(wire), group=group)
+        return out
+
+    library = torch.library.Library("_c10d_functional", "IMPL")
+    library.impl("all_gather_into_tensor", all_gather, "CPU")
+    return library
 
 
 def launch(tmp_path: Path, nproc: int, model: str, layouts: list[dict], steps: int = STEPS) -> list[list[float]]:
@@ -68,8 +96,12 @@ def main() -> None:
     alone = TorchEngine()
     alone.rank = RankEnv(rank=0, world_size=1, local_rank=0, local_world_size=1)
     results = []
+    byte_gathers = None
     for changes in layouts:
-        if changes == ONE_PROCESS:
+        if changes.get("float8") and byte_gathers is None:  # float8 on the CPU (above), from its first layout on
+            torch_step.check_device = lambda config, layout, device: None
+            byte_gathers = gather_float8_as_bytes()
+        if changes.get("devices_per_node") == 1:
             results.append(losses(model, changes, alone, steps) if rank == 0 else [])
             if world > 1:
                 dist.barrier()

@@ -98,6 +98,12 @@ def test_layouts_that_cannot_run_are_refused_in_one_line(keys, message):
         check_spec(spec_from_mapping(tiny_llama(device="cpu", **keys)))
 
 
+def test_float8_with_tp_plans_where_the_device_may_be_a_gpu():
+    """float8 under TP is wired (torchao's float8 TP styles, tests/e2e/test_llama_layouts.py); only a CPU refuses it."""
+    plan = check_spec(spec_from_mapping(tiny_llama(float8=True, tp=2, devices_per_node=2, device="auto")))
+    assert "_tp2_" in plan.group and "_float8" in plan.group
+
+
 def test_cli_plans_context_parallel_on_cpu_and_takes_llama_schedules(capsys):
     """Context parallelism plans on a CPU too (the ring runs over the CPU attention kernel); --pp-schedule is one flag
     for GPT and Llama: the Llama-only schedules pass argparse, GPT refuses them."""

@@ -11,7 +11,7 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, choose, flag, require_non_negative_number, require_positive_number
+from dlperf.spec import RunSpec, choose, require_non_negative_number, require_positive_number
 from dlperf.workloads.base import Workload, WorkloadPlan
 from dlperf.workloads.gpt.tokens import open_token_file
 from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, SIZES_NAMES, LlamaConfig, parameter_counts
@@ -99,15 +99,13 @@ class LlamaWorkload(Workload):
     def validate(self, spec: RunSpec) -> None:
         config: LlamaConfig = spec.workload
         choose("size", config.size, SIZES_NAMES)
-        layout = layout_of(spec)
+        layout_of(spec)  # refuses a layout that cannot run
         if config.lr is not None:
             require_positive_number("lr", config.lr)
         require_positive_number("rope_theta", config.rope_theta)
         require_non_negative_number("weight_decay", config.weight_decay)
         if spec.device == "cpu" and config.float8:
             raise ConfigError(FLOAT8_NEEDS_GPU)
-        if config.float8 and layout.tp > 1:
-            raise ConfigError(f"{flag('float8')} with {flag('tp')} above 1 is not wired here: use FSDP, or drop one")
         if spec.data != "synthetic":
             open_token_file(spec.data, config.vocab_size, config.seq_length)
 

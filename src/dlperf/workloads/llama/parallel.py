@@ -25,18 +25,16 @@ def build_mesh(layout: LlamaLayout, device: torch.device):
     return mesh
 
 
-def apply_tp(model: Llama, tp_mesh) -> None:
+def apply_tp(model: Llama, tp_mesh, float8: bool) -> None:
     """Megatron's split with sequence parallelism: norms and residuals hold a slice of the sequence (Shard(1)); each
     block gathers it before attention and the feed-forward (column-wise q/k/v, w1, w3) and scatters it back after
-    (row-wise wo, w2); the embedding is vocab-parallel and the output layer's logits are gathered for the loss."""
+    (row-wise wo, w2); the embedding is vocab-parallel and the output layer's logits are gathered for the loss.
+    Under `float8` (the blocks' linears already torchao's) the blocks take torchao's float8 styles, as torchtitan
+    does: the gathered inputs are cast before the all-gather, with one tensor-wide scale over the ranks' slices."""
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        PrepareModuleInput,
-        RowwiseParallel,
-        SequenceParallel,
-        parallelize_module,
-    )
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
+
+    colwise, rowwise, prepare_input = _block_styles(float8)
 
     plan: dict = {}
     if model.tok_embeddings is not None:
@@ -48,20 +46,36 @@ def apply_tp(model: Llama, tp_mesh) -> None:
         block = f"layers.{name}"
         plan.update({
             f"{block}.attention_norm": SequenceParallel(),
-            f"{block}.attention": PrepareModuleInput(
+            f"{block}.attention": prepare_input(
                 input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)
             ),
-            **{f"{block}.attention.{w}": ColwiseParallel() for w in ("wq", "wk", "wv")},
-            f"{block}.attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+            **{f"{block}.attention.{w}": colwise() for w in ("wq", "wk", "wv")},
+            f"{block}.attention.wo": rowwise(output_layouts=Shard(1)),
             f"{block}.ffn_norm": SequenceParallel(),
-            f"{block}.feed_forward": PrepareModuleInput(
+            f"{block}.feed_forward": prepare_input(
                 input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
             ),
-            f"{block}.feed_forward.w1": ColwiseParallel(),
-            f"{block}.feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
-            f"{block}.feed_forward.w3": ColwiseParallel(),
+            f"{block}.feed_forward.w1": colwise(),
+            f"{block}.feed_forward.w2": rowwise(output_layouts=Shard(1)),
+            f"{block}.feed_forward.w3": colwise(),
         })  # fmt: skip
     parallelize_module(model, tp_mesh, plan)
+
+
+def _block_styles(float8: bool) -> tuple[type, type, type]:
+    """(column-wise, row-wise, input-gathering) styles for the blocks: torch's, or torchao's float8 subclasses of
+    them (the same split; the activations and gradients cross the ranks cast to float8)."""
+    if float8:
+        from torchao.float8.float8_tensor_parallel import (
+            Float8ColwiseParallel,
+            Float8RowwiseParallel,
+            PrepareFloat8ModuleInput,
+        )
+
+        return Float8ColwiseParallel, Float8RowwiseParallel, PrepareFloat8ModuleInput
+    from torch.distributed.tensor.parallel import ColwiseParallel, PrepareModuleInput, RowwiseParallel
+
+    return ColwiseParallel, RowwiseParallel, PrepareModuleInput
 
 
 def _selective_policy(ctx, op, *args, **kwargs):
@@ -107,14 +121,27 @@ def apply_fsdp(model: Llama, mesh, layout: LlamaLayout, param_dtype: torch.dtype
     fully_shard(model, mesh=dp_mesh, mp_policy=policy)
 
 
-def apply_float8(model: Llama) -> None:
+def apply_float8(model: Llama, fsdp: bool) -> None:
     """torchao's float8 training for every linear layer of the blocks (dynamic tensor-wise scales); the output
-    layer stays in bf16, as torchtitan leaves it."""
+    layer stays in bf16, as torchtitan leaves it. Under FSDP the weights' all-gathers carry float8 (each shard cast
+    with the whole weight's scale), as torchtitan's `enable_fsdp_float8_all_gather`: the scales are then computed
+    after each optimizer step (precompute_float8_scales)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     convert_to_float8_training(
-        model, config=Float8LinearConfig(), module_filter_fn=lambda module, fqn: fqn.startswith("layers.")
+        model,
+        config=Float8LinearConfig(enable_fsdp_float8_all_gather=fsdp),
+        module_filter_fn=lambda module, fqn: fqn.startswith("layers."),
     )
+
+
+def precompute_float8_scales(modules: Sequence[Llama]) -> None:
+    """The float8 scales of the FSDP-sharded weights for the next all-gathers, one all-reduce of their amaxes per
+    module (torchao's `precompute_float8_dynamic_scale_for_fsdp`), after the optimizer changed them."""
+    from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+
+    for module in modules:
+        precompute_float8_dynamic_scale_for_fsdp(module)
 
 
 def context_parallel(cp_mesh, modules: Sequence[Llama]) -> Callable[..., AbstractContextManager]:

@@ -65,6 +65,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         run_batch = _pipelined(pipeline, cp, layout.cp > 1)
     else:
         run_batch = _accumulated(modules[0], layout.accumulation_steps, amp, cp, layout.cp > 1, device)
+    float8_gathers = config.float8 and parallel.uses_fsdp(layout)
     graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
     iteration = 0
     held.train()
@@ -76,6 +77,8 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         loss = run_batch(*batches(iteration))
         iteration += 1
         amp.step(optimizer)
+        if float8_gathers:
+            parallel.precompute_float8_scales(modules)
         return loss
 
     holds_loss = layout.stages - 1 in ids and at["tp"] == 0
@@ -136,9 +139,9 @@ def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: to
     if layout.pp > 1:
         keep_stage(model, stage_layers(config.num_layers, layout.stages, stage), stage == 0, stage == layout.stages - 1)
     if config.float8:
-        parallel.apply_float8(model)
+        parallel.apply_float8(model, fsdp=parallel.uses_fsdp(layout))
     if layout.tp > 1:
-        parallel.apply_tp(model, mesh["tp"])
+        parallel.apply_tp(model, mesh["tp"], config.float8)
     parallel.apply_checkpointing(model, config.activation_checkpoint)
     if spec.compile:
         for block in model.layers.values():

@@ -80,7 +80,8 @@ def _block_styles(float8: bool) -> tuple[type, type, type]:
 
 def _selective_policy(ctx, op, *args, **kwargs):
     """Keep what is costly to recompute, the matmuls' and attention's outputs and the reduce-scatters of sequence
-    parallelism; recompute the rest (norms, rotary, activations) in backward."""
+    parallelism, and (as torchtitan keeps it for low-precision training) `max`, the amax a float8 scale is computed
+    from; recompute the rest (norms, rotary, activations) in backward."""
     from torch.utils.checkpoint import CheckpointPolicy
 
     saved = {
@@ -90,6 +91,7 @@ def _selective_policy(ctx, op, *args, **kwargs):
         torch.ops.aten._scaled_dot_product_cudnn_attention.default,
         torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
         torch.ops._c10d_functional.reduce_scatter_tensor.default,
+        torch.ops.aten.max.default,
     }
     return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
 

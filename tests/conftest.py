@@ -57,8 +57,8 @@ def run_dlperf(
 
 
 # The longest files first, longest of all first (their seconds in all on the idle 2-core VM, fresh venv,
-# `pytest --durations=0`, 2026-11-25): pytest-xdist hands out whole files in collection order, so a long file
-# started last keeps one worker busy alone (the suite lost about a minute so, with only four of these first)
+# `pytest --durations=0`, 2026-11-25): pytest-xdist hands out whole files in collection order (with
+# --no-loadscope-reorder, pyproject.toml), so a long file started last keeps one worker busy alone
 LONGEST_FIRST = (
     "test_multihost_ssh.py",  # 165 s
     "test_jax_parallel.py",  # 161 s, one test of 115 s

@@ -150,10 +150,12 @@ def materialize(model: Llama, device: torch.device, seed: int) -> None:
                 local.fill_(1.0)
                 continue
             generator = torch.Generator(device=device).manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+            if not split:  # the whole parameter is this rank's: drawn in place
+                local.normal_(0.0, INIT_STD, generator=generator)
+                continue
             whole = torch.empty(parameter.shape, dtype=parameter.dtype, device=device)
             whole.normal_(0.0, INIT_STD, generator=generator)
-            if split:  # this rank's part, cut locally (src_data_rank=None: every rank drew the same whole)
-                whole = distribute_tensor(whole, parameter.device_mesh, parameter.placements, src_data_rank=None)
-                whole = whole.to_local()
-            local.copy_(whole)
+            # this rank's part, cut locally (src_data_rank=None: every rank drew the same whole)
+            part = distribute_tensor(whole, parameter.device_mesh, parameter.placements, src_data_rank=None)
+            local.copy_(part.to_local())
         model.rope_cos, model.rope_sin = rope_tables(model.shape, device)

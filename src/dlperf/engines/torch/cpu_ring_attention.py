@@ -10,8 +10,9 @@ into torch's private ring functions, so a torch without them is refused in one l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import cache
 
 import torch
 
@@ -65,10 +66,12 @@ def _ring_calls(ring) -> dict:
     return {FORWARD: forward, BACKWARD: backward}
 
 
-@contextmanager
-def cpu_ring_attention() -> Iterator[None]:
-    """Open inside torch's `context_parallel` region: the CPU kernel's strategies (every tensor, in and out, split
-    along the sequence) and a handler as torch's own SDPA one, for its length."""
+@cache
+def _installation() -> tuple[dict, list, Callable]:
+    """Built once: the handler of both ops (as torch's own SDPA handler: unwrap the sequence-split DTensors, run the
+    ring on the local shards, wrap), their strategies (every tensor, in and out, split along the sequence: forward
+    output, logsumexp, q, k, v; backward grad q/k/v, grad_out, q, k, v, output, logsumexp), and torch's context that
+    installs a strategy for a while."""
     from torch.distributed.tensor import DTensor
 
     ring, cp_sharding, strategy_context, schema_info = _torch_ring()
@@ -83,12 +86,25 @@ def cpu_ring_attention() -> Iterator[None]:
         local = calls[op_call](info.compute_mesh, *info.local_args, **info.local_kwargs)
         return dispatcher.wrap(local, info.output_sharding.output_spec)
 
+    strategies = [
+        (FORWARD, lambda *_: [[cp_sharding()] * 5], schema_info(3)),
+        (BACKWARD, lambda *_: [[cp_sharding()] * 9], None),
+    ]
+    return dict.fromkeys(calls, handler), strategies, strategy_context
+
+
+@contextmanager
+def cpu_ring_attention() -> Iterator[None]:
+    """Open inside torch's `context_parallel` region: the CPU kernel's strategies and handler, for its length."""
+    from torch.distributed.tensor import DTensor
+
+    handlers, strategies, strategy_context = _installation()
+    dispatcher = DTensor._op_dispatcher
     before = dispatcher._custom_op_handlers
     with ExitStack() as stack:
-        # forward: output, logsumexp, query, key, value; backward: grad q/k/v, grad_out, q, k, v, output, logsumexp
-        stack.enter_context(strategy_context(FORWARD, lambda *_: [[cp_sharding()] * 5], schema_info(3)))
-        stack.enter_context(strategy_context(BACKWARD, lambda *_: [[cp_sharding()] * 9], None))
-        dispatcher._custom_op_handlers = {**before, **dict.fromkeys(calls, handler)}
+        for op, strategy, schema in strategies:
+            stack.enter_context(strategy_context(op, strategy, schema))
+        dispatcher._custom_op_handlers = {**before, **handlers}
         try:
             yield
         finally:

@@ -1,31 +1,38 @@
 """Every GPU path of dlperf on one GPU, in phases that each fit a 10-minute command (no network needed).
 
-    pip install --no-deps -e .                          # over the machine's own torch, JAX, DALI
+    # no install needed: the steps run this checkout's src/ (docs/benchmarks.md: the offline install)
+    python benchmarks/gpu_validate.py essentials --out gpu_validation      # first, in any lease: at most 8 min
     python benchmarks/gpu_validate.py basics --out gpu_validation
-    python benchmarks/gpu_validate.py resnet --out gpu_validation
-    python benchmarks/gpu_validate.py gpt --out gpu_validation
-    python benchmarks/gpu_validate.py llama --out gpu_validation   # float8: pip install torchao first
+    python benchmarks/gpu_validate.py llama --out gpu_validation           # float8: torchao installed
+    python benchmarks/gpu_validate.py gpt --only jax_gpt_bf16 --out gpu_validation   # one step again
     python benchmarks/gpu_validate.py all --dry-run     # the commands and time budgets, on any machine
 
-Phases (budgets are each step's timeout; a phase's sum stays under 9 minutes, so the three fit a 30-minute lease
-with the machine's start-up):
+Phases (budgets are each step's timeout; a phase's sum stays under 9 minutes, `essentials` under 8, so that a
+15-minute lease holds the machine's start-up, the essentials and a rerun of what failed):
+- `essentials`: the CUDA tests but the compile-mode ones (tests/e2e/test_cuda.py), ResNet-50 bf16 eager at batch
+  256, the 1.3B GPT bf16 eager, Llama 3.2 1B bf16 eager, dlperf's loop against a bare loop on the GPU
+  (harness_overhead.py) and the start-up hook's cost on a GPU step (instrument_overhead.py);
 - `basics`: the run path imports without the packages only dlperf's full install brings (plotly, import-linter),
   NVML against torch's view (CUDA_VISIBLE_DEVICES, UUIDs, our PID in NVML's process list), `dlperf env`,
   `dlperf peak` (its file feeds `mfu_measured` of every later step), host syncs per amp-fp16 step, and the CUDA
-  tests (tests/e2e/test_cuda.py) but the compile-mode ones;
-- `resnet`: ResNet-50 at batch 256 (channels-last): amp-fp16, amp-bf16 and fp32 (TF32) eager, amp-fp16 compiled
-  (default mode), real data from a generated JPEG folder through torchvision and through DALI, and the JAX engine;
-- `gpt`: the 1.3B GPT at bf16, eager and compiled, on torch and JAX, and ResNet-50 compiled with CUDA graphs;
-- `llama`: Llama 3.2 1B (sequence 8192) and 3B (sequence 4096, to fit 80 GB with AdamW's fp32 state) at bf16 with
-  selective checkpointing, compiled; the 1B with torchao's float8 (compute capability 8.9+, torchao installed) and
-  on JAX (selective remat);
-- `compile` (a second lease): tests/e2e/test_cuda.py's every-compile-mode tests, both workloads, each mode.
+  tests;
+- `resnet`: ResNet-50 at batch 256 (channels-last): amp-fp16, amp-bf16 and fp32 (TF32) eager, real data from a
+  generated JPEG folder through torchvision and through DALI, and the JAX engine;
+- `gpt`: the 1.3B GPT and Llama 3.2 1B at bf16, eager, on torch and JAX (selective remat);
+- `compiled`, `llama`, `llama3b`: ResNet-50 amp-fp16 and the GPT compiled (default mode); Llama 3.2 1B (sequence
+  8192) compiled, also with torchao's float8 (compute capability 8.9+); Llama 3.2 3B (sequence 4096, selective
+  checkpointing) compiled; ResNet-50 with CUDA graphs (reduce-overhead). Each limit is about twice an H100's first
+  compile (inductor compiles every graph once; CUDA graphs are captured on top);
+- `compile`, `autotune_gpt`, `autotune_resnet`: tests/e2e/test_cuda.py's every-compile-mode tests; max-autotune
+  benchmarks Triton templates for every matmul and convolution shape, minutes on a first compile, so each
+  workload's two autotuning modes have a command of their own.
+`--only STEP[,STEP]` keeps those steps of the phase (a rerun after a fix); `all` is every phase but `essentials`.
 
 Each step's command, exit status, first error line and figures go to OUT/<phase>/<step>.log and OUT/results.json
 (merged across phases); the phase ends with one fixed table of every step and target, and exits 1 if a step failed.
 Targets (one H100): ResNet-50 synthetic >= 4,700 img/s eager and > 6,500 compiled; real data >= 90 % of synthetic;
 GPT 1.3B bf16 MFU >= 55 %; JAX within 10 % of torch; Llama 1B bf16 MFU (6N + 12LHQT) > 30 % (torchtitan publishes
-33-39 % for the 8B on 8 H100s, none for 1B or 3B).
+33-39 % for the 8B on 8 H100s, none for 1B or 3B); dlperf / bare loop >= 0.99; the hook under 1 % of a step.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -55,8 +63,12 @@ GPT_1_3B = ["--model", "gpt", "--num-layers", "24", "--hidden-size", "2048", "--
 LLAMA = ["--model", "llama", "--precision", "amp-bf16", "--activation-checkpoint", "selective", "--warmup-iters", "5",
          "--iters", "20", "--print-every", "10"]  # fmt: skip
 LLAMA_1B = [*LLAMA, "--size", "1b", "--micro-batch-size", "2"]
-PHASE_LIMIT_S = 540
+LLAMA_3B = [*LLAMA, "--size", "3b", "--seq-length", "4096", "--compile"]
+PHASE_LIMIT_S = 540  # one phase is one command of at most 10 minutes: its steps' budgets sum to 9 at most
+ESSENTIALS_LIMIT_S = 480  # the first thing a 15-minute GPU lease runs, start-up and a rerun of a failed step beside
 JPEG_IMAGES = 4096
+# this checkout's dlperf first, installed or not (a GPU machine without a package index may have no install of it)
+SOURCE = os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
 WORKERS = max(1, (os.cpu_count() or 2) - 2)  # decoding processes for torchvision: all cores but the run's own
 
 
@@ -88,6 +100,11 @@ def _self(name: str, args: list[str], budget: int) -> Step:
     return Step(name, [PY, str(Path(__file__).resolve()), *args], budget)
 
 
+def _bench(name: str, script: str, args: list[str], budget: int) -> Step:
+    """One of benchmarks/'s side-by-side scripts; its last figure line is read back by `bench_figures`."""
+    return Step(name, [PY, str(HERE / script), *args], budget)
+
+
 def _cuda_tests(name: str, selection: str, budget: int) -> Step:
     """tests/e2e/test_cuda.py's tests that `selection` (pytest's -k) picks, in one process: the GPU machine has
     no pytest-xdist (no package index there), and the CUDA tests should not share the one GPU anyway."""
@@ -97,8 +114,58 @@ def _cuda_tests(name: str, selection: str, budget: int) -> Step:
 
 
 def phases(out: Path) -> dict[str, list[Step]]:
+    """Every phase's steps. A step name means one command wherever it appears (results.json keys on it), so
+    `essentials` repeats some steps of the other phases, and `all` runs each step once."""
     jpegs = out / "jpegs"
+    # the essentials' steps, also in the phases they belong to: each `dlperf run` spends 15-20 s on a GPU machine
+    # before its first step (three processes import torch, `nvidia-smi topo -m`, CUDA's start-up)
+    cuda_tests = _cuda_tests("cuda_tests", "not every_compile_mode", 175)
+    resnet_bf16 = _run("resnet_bf16_eager", [*RESNET, "--precision", "amp-bf16"], out, 50)
+    gpt_eager = _run("gpt_bf16_eager", GPT_1_3B, out, 65)
+    llama_eager = _run("llama_1b_bf16_eager", LLAMA_1B, out, 65)
     return {
+        "essentials": [
+            cuda_tests,
+            resnet_bf16,
+            gpt_eager,
+            llama_eager,
+            _bench(
+                "harness_cuda",
+                "harness_overhead.py",
+                [
+                    "--device",
+                    "cuda",
+                    "--image-size",
+                    "224",
+                    "--batch-size",
+                    "128",
+                    "--precision",
+                    "amp-bf16",
+                    "--rounds",
+                    "2",
+                ],
+                50,
+            ),  # fmt: skip
+            _bench(
+                "hook_cuda",
+                "instrument_overhead.py",
+                [
+                    "--device",
+                    "cuda",
+                    "--width",
+                    "4096",
+                    "--batch-size",
+                    "1024",
+                    "--warmup",
+                    "100",
+                    "--steps",
+                    "500",
+                    "--rounds",
+                    "2",
+                ],
+                60,
+            ),  # fmt: skip
+        ],
         "basics": [
             _self("imports", ["--check-imports"], 30),
             _self("nvml", ["--check-nvml"], 30),
@@ -122,14 +189,13 @@ def phases(out: Path) -> dict[str, list[Step]]:
             ),  # fmt: skip
             _self("syncs_resnet_fp16", ["--count-syncs", "resnet50"], 45),
             _self("syncs_gpt_fp16", ["--count-syncs", "gpt"], 45),
-            _cuda_tests("cuda_tests", "not every_compile_mode", 270),
+            cuda_tests,
         ],
         "resnet": [
             _self("jpegs", ["--make-jpegs", str(jpegs)], 30),
             _run("resnet_fp16_eager", [*RESNET, "--precision", "amp-fp16"], out, 60),
-            _run("resnet_bf16_eager", [*RESNET, "--precision", "amp-bf16"], out, 60),
+            resnet_bf16,
             _run("resnet_fp32_eager", [*RESNET, "--precision", "fp32"], out, 60),
-            _run("resnet_fp16_compile", [*RESNET, "--precision", "amp-fp16", "--compile"], out, 120),
             _run(
                 "resnet_fp16_torchvision",
                 [*RESNET, "--precision", "amp-fp16", "--data", str(jpegs), "--workers", str(WORKERS)],
@@ -142,28 +208,38 @@ def phases(out: Path) -> dict[str, list[Step]]:
                 out,
                 45,
             ),  # fmt: skip
-            _run("jax_resnet_bf16", [*RESNET_BASE, "--engine", "jax", "--precision", "amp-bf16"], out, 100),
+            _run("jax_resnet_bf16", [*RESNET_BASE, "--engine", "jax", "--precision", "amp-bf16"], out, 120),
         ],
         "gpt": [
-            _run("gpt_bf16_eager", GPT_1_3B, out, 90),
-            _run("gpt_bf16_compile", [*GPT_1_3B, "--compile"], out, 150),
+            gpt_eager,
             _run("jax_gpt_bf16", [*GPT_1_3B, "--engine", "jax"], out, 150),
+            llama_eager,
+            _run("jax_llama_1b_bf16", [*LLAMA_1B, "--engine", "jax"], out, 150),
+        ],
+        # first compiles on an H100: inductor compiles each graph once (ResNet-50's forward and backward, a Llama
+        # block), then CUDA graphs or autotuning come on top; each limit is about twice the expected time
+        "compiled": [
+            _run("resnet_fp16_compile", [*RESNET, "--precision", "amp-fp16", "--compile"], out, 240),
+            _run("gpt_bf16_compile", [*GPT_1_3B, "--compile"], out, 270),
+        ],
+        "llama": [
+            _run("llama_1b_bf16_compile", [*LLAMA_1B, "--compile"], out, 270),
+            _run("llama_1b_float8_compile", [*LLAMA_1B, "--compile", "--float8"], out, 270),
+        ],
+        "llama3b": [
+            _run("llama_3b_bf16_compile", LLAMA_3B, out, 270),
             _run(
                 "resnet_fp16_reduce_overhead",
                 [*RESNET, "--precision", "amp-fp16", "--compile", "--compile-mode", "reduce-overhead"],
                 out,
-                140,
+                270,
             ),  # fmt: skip
         ],
-        "llama": [
-            _run("llama_1b_bf16_compile", [*LLAMA_1B, "--compile"], out, 150),
-            _run("llama_3b_bf16_compile", [*LLAMA, "--size", "3b", "--seq-length", "4096", "--compile"], out, 170),
-            _run("llama_1b_float8_compile", [*LLAMA_1B, "--compile", "--float8"], out, 120),
-            _run("jax_llama_1b_bf16", [*LLAMA_1B, "--engine", "jax"], out, 100),
-        ],
-        "compile": [
-            _cuda_tests("compile_mode_tests", "every_compile_mode", 540),
-        ],
+        # tests/e2e/test_cuda.py's compile modes, both workloads, in three leases' worth of commands: max-autotune
+        # benchmarks Triton templates for every matmul and convolution shape, several minutes on a first compile
+        "compile": [_cuda_tests("compile_mode_tests", "every_compile_mode and not autotune", 540)],
+        "autotune_gpt": [_cuda_tests("autotune_gpt_tests", "every_compile_mode and autotune and gpt", 540)],
+        "autotune_resnet": [_cuda_tests("autotune_resnet_tests", "every_compile_mode and autotune and resnet", 540)],
     }
 
 
@@ -259,21 +335,28 @@ TARGETS: list[Target] = [
         lambda v: v == 0,
         "0",
     ),  # fmt: skip
+    (
+        "harness / bare loop, ResNet-50 bf16 on the GPU",
+        lambda r: _figure(r, "harness_cuda", "ratio"),
+        lambda v: v >= 0.99,
+        ">= 0.99",
+    ),  # fmt: skip
+    ("the hook's cost, % of a GPU step", lambda r: _figure(r, "hook_cuda", "cost_percent"), lambda v: v < 1, "< 1"),
 ]
 
 
 def summary(results: dict[str, dict], all_steps: list[tuple[str, Step]]) -> str:
     """One fixed table: every step of every phase (not run yet: says so), then every target."""
-    lines = [f"{'phase':8} {'step':30} {'result':8} {'s':>6}  figures / first error"]
+    lines = [f"{'phase':15} {'step':30} {'result':8} {'s':>6}  figures / first error"]
     for phase, step in all_steps:
         got = results.get(step.name)
         if got is None:
-            lines.append(f"{phase:8} {step.name:30} {'not run':8} {'':>6}")
+            lines.append(f"{phase:15} {step.name:30} {'not run':8} {'':>6}")
             continue
         figures = got.get("figures") or {}
         text = ", ".join(f"{k}={_short(v)}" for k, v in figures.items() if v is not None)
         detail = text if got["ok"] else f"{got.get('error')}"
-        lines.append(f"{phase:8} {step.name:30} {'pass' if got['ok'] else 'FAIL':8} {got['seconds']:6.0f}  {detail}")
+        lines.append(f"{phase:15} {step.name:30} {'pass' if got['ok'] else 'FAIL':8} {got['seconds']:6.0f}  {detail}")
     lines += ["", f"{'target':48} {'measured':>10} {'goal':>12}  verdict"]
     for title, measure, check, goal in TARGETS:
         value = measure(results)
@@ -298,6 +381,18 @@ def first_error(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+BENCH_FIGURES = {
+    "ratio": re.compile(r"^median: dlperf .* ratio ([0-9.]+)", re.M),  # harness_overhead.py
+    "cost_us": re.compile(r"^hook cost: ([-+0-9.]+) us per step", re.M),  # instrument_overhead.py
+    "cost_percent": re.compile(r"^hook cost: .*\(([-+0-9.]+) % of the step\)", re.M),
+}
+
+
+def bench_figures(stdout: str) -> dict[str, float]:
+    """The figures benchmarks/'s scripts print on their last lines."""
+    return {key: float(m.group(1)) for key, pattern in BENCH_FIGURES.items() if (m := pattern.search(stdout))}
+
+
 def run_step(step: Step, log: Path, env: dict[str, str]) -> Outcome:
     started = time.perf_counter()
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -316,36 +411,47 @@ def run_step(step: Step, log: Path, env: dict[str, str]) -> Outcome:
         figures = record_figures(Path(step.argv[step.argv.index("--out") + 1]))
     elif code == 0 and stdout.strip() and stdout.strip().splitlines()[-1].startswith("{"):
         figures = json.loads(stdout.strip().splitlines()[-1])  # this script's checks print their figures last
+    elif code == 0:
+        figures = bench_figures(stdout)
     ok = code == 0
     error = None if ok else (f"over its budget of {step.budget_s} s" if code is None else first_error(text))
     return Outcome(step.name, ok, seconds, error, figures)
 
 
-def run_phase(name: str, out: Path) -> int:
+def run_phase(name: str, steps: list[Step], out: Path) -> int:
+    """Run `steps` of phase `name`, merging their outcomes into OUT/results.json; 1 where one failed."""
     table = phases(out)
-    env = {**os.environ, "DLPERF_PEAKS": str(out / "peaks.json"), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "DLPERF_PEAKS": str(out / "peaks.json"), "PYTHONUNBUFFERED": "1", "PYTHONPATH": SOURCE}
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     failed = 0
-    for step in table[name]:
+    for step in steps:
         print(f"[{name}] {step.name} (budget {step.budget_s} s) ...", flush=True)
         outcome = run_step(step, out / name / f"{step.name}.log", env)
         results[step.name] = outcome.__dict__
         failed += not outcome.ok
         print(f"  {'pass' if outcome.ok else 'FAIL'} in {outcome.seconds:.0f} s" +
               ("" if outcome.ok else f": {outcome.error}"), flush=True)  # fmt: skip
+        results_path.parent.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps(results, indent=2))
-    every = [(phase, step) for phase, steps in table.items() for step in steps]
+    seen: set[str] = set()
+    every = [(phase, step) for phase, steps_ in table.items() for step in steps_
+             if not (step.name in seen or seen.add(step.name))]  # fmt: skip
     print("\n" + summary(results, every))
     return 1 if failed else 0
 
 
-def dry_run(names: list[str], out: Path) -> None:
-    table = phases(out)
-    for name in names:
-        budget = sum(step.budget_s for step in table[name])
-        print(f"phase {name}: {len(table[name])} steps, budget {budget} s ({budget / 60:.1f} min)")
-        for step in table[name]:
+def limit_s(name: str) -> int:
+    return ESSENTIALS_LIMIT_S if name == "essentials" else PHASE_LIMIT_S
+
+
+def dry_run(chosen: list[tuple[str, list[Step]]]) -> None:
+    """Each phase's commands and its budget (the sum of its steps' limits) against the phase's limit."""
+    for name, steps in chosen:
+        budget = sum(step.budget_s for step in steps)
+        print(f"phase {name}: {len(steps)} steps, budget {budget} s ({budget / 60:.1f} min) of at most "
+              f"{limit_s(name)} s ({limit_s(name) / 60:.0f} min)")  # fmt: skip
+        for step in steps:
             print(f"  [{step.budget_s:4d} s] {step.name}: {shlex.join(step.argv)}")
 
 
@@ -440,10 +546,30 @@ def make_jpegs(folder: str) -> None:
     print(json.dumps({"folder": str(root), "images": JPEG_IMAGES}))
 
 
+def choose(phase: str, only: list[str] | None, out: Path) -> list[tuple[str, list[Step]]]:
+    """The phases to run and their steps: `all` is every phase but `essentials` (its steps are theirs); `only`
+    keeps the steps of those names (in the phases chosen), each step once."""
+    table = phases(out)
+    names = [name for name in table if name != "essentials"] if phase == "all" else [phase]
+    known = {step.name for name in names for step in table[name]}
+    unknown = [name for name in only or [] if name not in known]
+    if unknown:
+        raise ValueError(f"no step {', '.join(unknown)} in {phase}: choose from {', '.join(sorted(known))}")
+    seen: set[str] = set()
+    chosen = []
+    for name in names:
+        steps = [s for s in table[name] if (only is None or s.name in only) and s.name not in seen]
+        seen.update(s.name for s in steps)
+        if steps:
+            chosen.append((name, steps))
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("phase", nargs="?", choices=["basics", "resnet", "gpt", "llama", "compile", "all"])
+    parser.add_argument("phase", nargs="?", choices=[*phases(Path(".")), "all"])
     parser.add_argument("--out", default="gpu_validation", help="folder for logs, records and results.json")
+    parser.add_argument("--only", metavar="STEP[,STEP]", help="run only these steps of the phase (a rerun)")
     parser.add_argument("--dry-run", action="store_true", help="print each phase's commands and budgets only")
     parser.add_argument("--check-imports", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--check-nvml", action="store_true", help=argparse.SUPPRESS)
@@ -459,16 +585,19 @@ def main() -> int:
     elif args.make_jpegs:
         make_jpegs(args.make_jpegs)
     elif args.phase is None:
-        parser.error("give a phase: basics, resnet, gpt, compile or all")
+        parser.error(f"give a phase: {', '.join(phases(Path('.')))} or all")
     else:
         out = Path(args.out).resolve()
-        names = list(phases(out)) if args.phase == "all" else [args.phase]
+        try:
+            chosen = choose(args.phase, args.only.split(",") if args.only else None, out)
+        except ValueError as error:
+            parser.error(str(error))
         if args.dry_run:
-            dry_run(names, out)
+            dry_run(chosen)
             return 0
         status = 0
-        for name in names:
-            status |= run_phase(name, out)
+        for name, steps in chosen:
+            status |= run_phase(name, steps, out)
         return status
     return 0
 

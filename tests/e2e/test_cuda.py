@@ -23,6 +23,14 @@ GPT_TINY = [
     "--model", "gpt", "--num-layers", "2", "--hidden-size", "256", "--num-heads", "4", "--seq-length", "128",
     "--vocab-size", "1024", "--micro-batch-size", "4", *TIMING,
 ]  # fmt: skip
+# NVML's energy counter moves in steps of tens of ms: a window of ~30 ms (GPT_TINY's 10 steps) may read 0 J or any
+# wattage. About 3.3 TFLOP per step (6 x 58M parameters x 8,192 tokens and the attention), ~18 ms on an H100 at
+# TF32, 100 steps: a window of about 2 s (the CPU-bound small steps of a slower card take longer still)
+GPT_ENERGY = [
+    "--model", "gpt", "--num-layers", "4", "--hidden-size", "1024", "--num-heads", "16", "--seq-length", "1024",
+    "--vocab-size", "8192", "--micro-batch-size", "8", "--warmup-iters", "5", "--iters", "100", "--print-every",
+    "50", "--device", "cuda",
+]  # fmt: skip
 
 
 def _record(tmp_path, args: list[str], timeout: float = 600) -> dict:
@@ -57,7 +65,7 @@ def test_every_compile_mode(tmp_path, model, mode):
 
 
 def test_tf32_state_energy_and_mfu_fields(tmp_path):
-    record = _record(tmp_path / "tf32", [*GPT_TINY, "--precision", "fp32"])
+    record = _record(tmp_path / "tf32", [*GPT_ENERGY, "--precision", "fp32"])
     assert record["tf32"] == {"matmul": True, "conv": True}
     assert record["tflops_per_device"] > 0 and record["flops_per_iteration"] > 0
     if record["mfu_peak_device"] is not None:  # a device of the peak table: MFU against its TF32 peak

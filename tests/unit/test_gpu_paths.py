@@ -253,3 +253,17 @@ def test_maxbatch_hands_the_cap_to_the_ranks_not_an_address_space_limit(tmp_path
     assert probe(8).status == "error"  # no record: not a run
     cap, limit = (tmp_path / "b8" / "probe.console.txt").read_text().split()
     assert int(cap) == 3 * 2**30 and int(limit) == -1  # RLIM_INFINITY
+
+
+def test_reserved_peak_starts_from_a_released_cache(monkeypatch):
+    """reset_peak_memory_stats sets the reserved peak to what the allocator holds: the warm-up's cached workspaces
+    are released first, or the timed steps' reserved peak is the warm-up's (and maxbatch sizes from it)."""
+    from dlperf.engines.torch import memory
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device: calls.append(f"reset {device}"))
+    memory.reset_peak(torch.device("cuda", 1))
+    assert calls == ["empty_cache", "reset cuda:1"]
+    memory.reset_peak(torch.device("cpu"))  # the process's RSS peak: nothing to reset
+    assert calls == ["empty_cache", "reset cuda:1"]

@@ -102,6 +102,29 @@ def test_engine_refusals_are_one_line(values, words):
     assert "\n" not in str(error.value)
 
 
+def test_gpu_run_without_jaxs_cuda_plugin_is_refused_in_one_line(monkeypatch, capsys):
+    """JAX without its CUDA plugin (as in this CPU machine's venv): a --device cuda run is refused before any rank
+    starts, where each rank used to fail inside; with the plugin, or a jaxlib built with CUDA, the spec passes."""
+    from conftest import assert_one_line_error, run_cli
+
+    real = host.importlib.util.find_spec
+    plugins: set[str] = set()
+    monkeypatch.setattr(host.importlib.util, "find_spec",
+                        lambda name: (name in plugins) if name in host.CUDA_PLUGINS else real(name))  # fmt: skip
+    jaxlib = {"version": "0.10.2"}
+    monkeypatch.setattr(host, "version", lambda name: jaxlib["version"] if name == "jaxlib" else "1")
+    spec = spec_from_mapping({"engine": "jax", "model": "gpt", "device": "cuda"})
+    code, _, err = run_cli(["run", "--engine", "jax", "--device", "cuda", "--model", "gpt", "--iters", "2"], capsys)
+    assert_one_line_error(code, err, "needs JAX's CUDA plugin", "jax_cuda12_plugin", "pip install 'jax[cuda12]'")
+    host.preflight(spec_from_mapping({"engine": "jax", "model": "gpt", "device": "cpu"}), local=True)
+    host.preflight(spec, local=False)  # ranks on other hosts: their own venv, not checked here
+    jaxlib["version"] = "0.4.20+cuda12.cudnn89"  # CUDA inside jaxlib, before the plugins
+    host.preflight(spec, local=True)
+    jaxlib["version"] = "0.10.2"
+    plugins.add("jax_cuda13_plugin")
+    host.preflight(spec, local=True)
+
+
 @pytest.mark.parametrize(
     ("values", "words"),
     [

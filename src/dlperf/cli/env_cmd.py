@@ -58,7 +58,10 @@ def env_lines(env: dict[str, Any]) -> list[str]:
         ),
     ]
     for gpu in gpus:
-        facts.append((f"GPU {gpu['index']}", f"{gpu['name']}, {gpu['memory_mib']} MiB, driver {gpu['driver']}"))
+        memory = f"{gpu['memory_mib']} MiB" if gpu.get("memory_mib") is not None else "memory not readable"
+        facts.append((f"GPU {gpu['index']}", f"{gpu['name']}, {memory}, driver {gpu['driver']}"))
+        for mig in gpu.get("mig") or []:
+            facts.append((f"GPU {gpu['index']} MIG", f"{mig['uuid']}, {mig['memory_mib']} MiB"))
     cuda_keys = ("cuda_available", "cuda", "cudnn", "nccl")
     cuda = {key: env.pop(key, None) for key in cuda_keys}
     if gpus or cuda["cuda_available"]:

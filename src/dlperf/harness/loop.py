@@ -127,7 +127,9 @@ def timed_loop(
     clock = engine.clock()
     own_clock = step.own_clock
     engine.sync(output)
-    engine.reset_peak_memory()  # the timed steps' peak: not warm-up's cuDNN benchmarking or autotuning workspaces
+    # the timed steps' peak: the allocator's cache is released first, so neither peak holds the warm-up's cuDNN
+    # benchmarking or autotuning workspaces
+    engine.reset_peak_memory()
     if on_warmup:  # the live view tells start-up and compiling apart from the timed windows
         on_warmup(WarmupLine(warmup_done, first_step_s, time.perf_counter() - started, time.time(), step.compile_s))
     for probe in probes:  # before the barrier, so no rank's timed window holds another's snapshot

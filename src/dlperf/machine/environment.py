@@ -40,7 +40,12 @@ def _cpu_model() -> str:
 
 
 def _gpus(nvml: Any = None) -> list[dict[str, Any]]:
-    """Name, memory, driver and links of each GPU of the machine, through NVML where it loads (`nvml`: the module)."""
+    """Name, memory, driver and links of each GPU of the machine, through NVML where it loads (`nvml`: the module).
+
+    Every query is asked on its own and a fact NVML refuses is None: on a MIG-enabled GPU in a container without
+    privileges, `nvmlDeviceGetMemoryInfo` of the parent raises (NVML_ERROR_NO_PERMISSION), and one refused query
+    must not cost the record its every other fact. A MIG-enabled GPU also lists its instances (`mig`), named by
+    NVML's `MIG-` UUIDs, with their own memory: the memory a run there has."""
     try:
         if nvml is None:
             import pynvml as nvml
@@ -49,22 +54,56 @@ def _gpus(nvml: Any = None) -> list[dict[str, Any]]:
     except Exception:  # no NVIDIA driver: a CPU machine
         return []
     try:
-        driver = nvml.nvmlSystemGetDriverVersion()
+        driver = _ask(nvml.nvmlSystemGetDriverVersion)
         gpus = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            gpus.append(
-                {
-                    "index": index,
-                    "name": _text(nvml.nvmlDeviceGetName(handle)),
-                    "memory_mib": nvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
-                    "driver": _text(driver),
-                    "interconnect": _links(nvml, handle),
-                }
-            )
+        for index in range(_ask(nvml.nvmlDeviceGetCount) or 0):
+            handle = _ask(nvml.nvmlDeviceGetHandleByIndex, index)
+            if handle is None:
+                gpus.append({"index": index, "name": None, "memory_mib": None, "driver": _text(driver)})
+                continue
+            gpu = {
+                "index": index,
+                "name": _text(_ask(nvml.nvmlDeviceGetName, handle)),
+                "memory_mib": _memory_mib(nvml, handle),
+                "driver": _text(driver),
+                "interconnect": _links(nvml, handle),
+            }
+            instances = _mig_instances(nvml, handle)
+            if instances is not None:
+                gpu["mig"] = instances
+            gpus.append(gpu)
         return gpus
     finally:
-        nvml.nvmlShutdown()
+        _ask(nvml.nvmlShutdown)
+
+
+def _ask(query: Any, *args: Any) -> Any:
+    """One NVML query, or None where NVML refuses it (NVMLError_NoPermission, _NotSupported and kin)."""
+    try:
+        return query(*args)
+    except Exception:  # noqa: BLE001 - pynvml raises a class per error code; any of them means "unknown"
+        return None
+
+
+def _memory_mib(nvml: Any, handle: Any) -> int | None:
+    info = _ask(nvml.nvmlDeviceGetMemoryInfo, handle)
+    return None if info is None else int(info.total) // (1024 * 1024)
+
+
+def _mig_instances(nvml: Any, handle: Any) -> list[dict[str, Any]] | None:
+    """The MIG instances of a GPU in MIG mode (UUID as NVML names it, memory), or None where MIG is off or
+    NVML cannot tell."""
+    if not hasattr(nvml, "nvmlDeviceGetMigMode"):
+        return None
+    mode = _ask(nvml.nvmlDeviceGetMigMode, handle)
+    if not mode or not mode[0]:  # (current, pending); a part without MIG raises NotSupported
+        return None
+    instances = []
+    for slot in range(_ask(nvml.nvmlDeviceGetMaxMigDeviceCount, handle) or 0):
+        mig = _ask(nvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot)
+        if mig is not None:  # an empty slot raises NotFound
+            instances.append({"uuid": _text(_ask(nvml.nvmlDeviceGetUUID, mig)), "memory_mib": _memory_mib(nvml, mig)})
+    return instances
 
 
 def _links(nvml: Any, handle: Any) -> dict[str, int | None]:
@@ -86,7 +125,7 @@ def _links(nvml: Any, handle: Any) -> dict[str, int | None]:
     }
 
 
-def _text(value: str | bytes) -> str:
+def _text(value: str | bytes | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 

@@ -35,6 +35,20 @@ def visible_gpu_ids(count: int, uuids: Sequence[str] | None = None, environ: Map
     return ids[:count]
 
 
+def nvml_names(uuids: Sequence[str], environ: Mapping[str, str] = os.environ) -> list[str]:
+    """CUDA's device UUIDs as NVML names them. CUDA reports the bare UUID of a GPU and of a MIG instance alike;
+    NVML names the one `GPU-<uuid>` and the other `MIG-<uuid>`. A MIG instance that CUDA_VISIBLE_DEVICES lists
+    keeps its `MIG-` name here; one a container exposes without the variable is found by `nvml_handles`."""
+    listed = [e.strip() for e in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip().startswith("MIG-")]
+    names = []
+    for uuid in uuids:
+        if uuid.startswith(("GPU-", "MIG-")):
+            names.append(uuid)
+        else:
+            names.append(("MIG-" if any(f"MIG-{uuid}".startswith(e) for e in listed) else "GPU-") + uuid)
+    return names
+
+
 def _uuid(nvml: Any, handle: Any) -> str:
     uuid = nvml.nvmlDeviceGetUUID(handle)
     return uuid.decode() if isinstance(uuid, bytes) else uuid
@@ -54,11 +68,25 @@ def nvml_handles(nvml: Any, ids: Sequence[GpuId]) -> list[Any]:
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
                 every.append((_uuid(nvml, handle), handle))
         found = [handle for uuid, handle in every if uuid.startswith(gpu)]
-        if len(found) != 1:  # a MIG instance, or an ambiguous prefix: NVML's own look-up, or its error
-            handles.append(nvml.nvmlDeviceGetHandleByUUID(gpu))
-        else:
+        if len(found) == 1:
             handles.append(found[0])
+        elif not found and gpu.startswith("GPU-"):  # no GPU of that UUID: a MIG instance CUDA named bare
+            handles.append(_by_uuid(nvml, gpu, "MIG-" + gpu[4:]))
+        else:  # a MIG instance, or an ambiguous prefix: NVML's own look-up, or its error
+            handles.append(nvml.nvmlDeviceGetHandleByUUID(gpu))
     return handles
+
+
+def _by_uuid(nvml: Any, name: str, other: str) -> Any:
+    """NVML's handle of `name`, else of `other`; the error about `name` where neither is a device."""
+    try:
+        return nvml.nvmlDeviceGetHandleByUUID(name)
+    except Exception:
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(other)
+        except Exception:
+            pass
+        raise
 
 
 def others_on_gpus(

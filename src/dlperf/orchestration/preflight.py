@@ -15,8 +15,15 @@ def machine_from_env(env: dict[str, Any]) -> Machine:
     return Machine(
         cpu_cores=int(env.get("cpu_cores") or env.get("cpu_threads") or 1),
         memory_bytes=int(float(env.get("memory_gib") or 0) * GIB),
-        gpu_memory_bytes=tuple(int(g["memory_mib"]) * 2**20 for g in env.get("gpus") or []),
+        gpu_memory_bytes=tuple(_gpu_memory_mib(g) * 2**20 for g in env.get("gpus") or []),
     )
+
+
+def _gpu_memory_mib(gpu: dict[str, Any]) -> int:
+    """The memory a run on this GPU has: its smallest MIG instance's where it is split, 0 where NVML did not say
+    (0 refuses nothing)."""
+    sizes = [m["memory_mib"] for m in gpu.get("mig") or [] if m.get("memory_mib")]
+    return int(min(sizes) if sizes else gpu.get("memory_mib") or 0)
 
 
 MAX_RANKS_PER_CORE = 4  # beyond this a CPU run measures the scheduler, not training (and 100000 ranks never start)

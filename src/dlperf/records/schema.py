@@ -105,7 +105,10 @@ class RunRecord:
         "`mean`, `p50`, `p90` milliseconds per iteration (CUDA events on GPUs, no sync per step)"
     )
     peak_memory_mib: dict[str, float | None] | None = doc(
-        "per device, max over ranks: CUDA `allocated` and `reserved`; on CPUs the workers' peak `rss`"
+        "per device, max over ranks: CUDA `allocated` and `reserved` over the timed steps (the allocator's cache is "
+        "released, `torch.cuda.empty_cache()`, before `reset_peak_memory_stats` at the window's start, so "
+        "`reserved` holds none of the warm-up's cuDNN or autotuning workspaces); on CPUs the workers' peak `rss` "
+        "(the process's, warm-up included)"
     )
     device_type: str | None = doc("`cuda`, `cpu`, ...")
     ranks: list[dict[str, Any]] | None = doc(

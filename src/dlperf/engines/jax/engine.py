@@ -7,7 +7,6 @@ on JAX is each window's mean (see JaxStepClock).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pickle
 import resource
@@ -16,6 +15,7 @@ import time
 from typing import Any
 
 from dlperf.engines.base import Engine, RankEnv, StepClock, cpu_threads, pin_cpu_share
+from dlperf.engines.jax.host import has_cuda_plugin
 from dlperf.errors import ConfigError
 from dlperf.spec import MEMORY_CAP_ENV, RunSpec
 
@@ -59,9 +59,6 @@ def memory_keys(stats: dict[str, Any] | None) -> dict[str, float] | None:
     return {"allocated": stats["peak_bytes_in_use"] / MIB, "reserved": reserved / MIB}
 
 
-CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")
-
-
 def coordinator_address(rank: RankEnv) -> str | None:
     """jax.distributed's coordinator next to the launcher's rendezvous: MASTER_ADDR, port MASTER_PORT + 1
     (torchrun's store holds MASTER_PORT itself); None for one process."""
@@ -77,8 +74,7 @@ def device_kind(choice: str) -> str:
     starts a backend (jax.distributed must come first), and each process then owns one GPU, as torch's ranks do."""
     if choice != "auto":
         return choice
-    plugin = any(importlib.util.find_spec(name) for name in CUDA_PLUGINS)
-    return "cuda" if plugin and os.path.exists("/dev/nvidiactl") else "cpu"
+    return "cuda" if has_cuda_plugin() and os.path.exists("/dev/nvidiactl") else "cpu"
 
 
 class JaxStepClock(StepClock):

@@ -13,6 +13,7 @@ from dlperf.spec import RunSpec, flag
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
 PRECISIONS = ("fp32", "amp-bf16")
 JAX_PACKAGES = ("jax", "flax", "optax")  # what the JAX engine's steps import, checked before launch
+CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")  # JAX's GPU backend, a package of its own since 0.4.26
 INSTALL = "pip install 'dlperf[jax]' (and jax[cuda12] or jax[cuda13] on a GPU machine)"
 
 
@@ -38,12 +39,31 @@ def check_supported(spec: RunSpec) -> None:
         )
 
 
+def has_cuda_plugin() -> bool:
+    """JAX can reach a GPU: its CUDA plugin is installed, or a jaxlib built with CUDA inside (before 0.4.26)."""
+    if any(importlib.util.find_spec(name) for name in CUDA_PLUGINS):
+        return True
+    try:
+        return "cuda" in version("jaxlib")
+    except PackageNotFoundError:
+        return False
+
+
 def preflight(spec: RunSpec, local: bool) -> None:
-    """What the JAX engine cannot run; where the ranks run here, whether JAX, Flax and optax are installed."""
+    """What the JAX engine cannot run; where the ranks run here, whether JAX, Flax and optax are installed, and for
+    a GPU run JAX's CUDA plugin (without it every rank would fail inside, or `jax` quietly runs on the CPU)."""
     check_supported(spec)
-    missing = [name for name in JAX_PACKAGES if importlib.util.find_spec(name) is None] if local else []
+    if not local:
+        return
+    missing = [name for name in JAX_PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
         raise ConfigError(f"--engine jax needs JAX, Flax and optax ({', '.join(missing)} not installed): {INSTALL}")
+    if spec.device == "cuda" and not has_cuda_plugin():
+        raise ConfigError(
+            f"{flag('device')} cuda with {flag('engine')} jax needs JAX's CUDA plugin ({' or '.join(CUDA_PLUGINS)} "
+            "not installed): pip install 'jax[cuda12]' (or jax[cuda13], to match the driver), or run "
+            f"{flag('device')} cpu"
+        )
 
 
 def versions() -> dict[str, Any]:

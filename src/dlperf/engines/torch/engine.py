@@ -15,6 +15,7 @@ from dlperf.engines.torch.host import device_kind
 from dlperf.engines.torch.memory import peak_memory_mib, reset_peak
 from dlperf.engines.torch.precision import set_fp32_math
 from dlperf.errors import ConfigError
+from dlperf.machine.gpus import nvml_names
 from dlperf.spec import MEMORY_CAP_ENV, RunSpec
 
 
@@ -102,8 +103,7 @@ class TorchEngine(Engine):
         """NVML's names of the devices this process sees, in CUDA's order (after CUDA_VISIBLE_DEVICES)."""
         if self.device.type != "cuda":
             return None
-        uuids = [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
-        return [u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}" for u in uuids]
+        return nvml_names([str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())])
 
     def shutdown(self) -> None:
         if dist.is_initialized():

@@ -11,7 +11,12 @@ MIB = 1024 * 1024
 
 
 def reset_peak(device: torch.device) -> None:
+    """Start the peaks afresh. `reset_peak_memory_stats` sets the reserved peak to what the allocator holds now,
+    and the cache still holds the warm-up's blocks (cuDNN benchmarking's and autotuning's workspaces, the first
+    step's temporaries): released first, so that the reserved peak is what the timed steps need (and what
+    `dlperf maxbatch` sizes batches from)."""
     if device.type == "cuda":
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
 
 

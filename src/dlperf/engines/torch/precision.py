@@ -15,24 +15,25 @@ def set_fp32_math(math: str) -> None:
     """fp32 matmuls (cuBLAS) and convolutions (cuDNN) on TF32 tensor cores (`tf32`) or in IEEE FP32 (`ieee`).
 
     PyTorch's defaults differ (matmuls IEEE, cuDNN convolutions TF32) and JAX runs both on TF32, so each engine sets
-    both explicitly. torch >= 2.9 has `fp32_precision`, and refuses the legacy `allow_tf32` flags once it is used
-    (inductor reads the new one), so the new API is preferred where present."""
-    precision = "tf32" if math == "tf32" else "ieee"
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = precision
-        torch.backends.cudnn.conv.fp32_precision = precision
-    else:
-        matmul.allow_tf32 = precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    both explicitly. torch >= 2.9 keeps two APIs side by side, the legacy flags and `fp32_precision` per backend
+    and operator, and its legacy getters raise ("mix of the legacy and new APIs") where the two disagree; inductor
+    reads both: `get_float32_matmul_precision()` (select_algorithm, codecache), `cudnn.allow_tf32` and
+    `cudnn.fp32_precision` (its convolution templates), `cuda.matmul.fp32_precision` (everywhere else). Setting
+    only the new API left `get_float32_matmul_precision()` raising under `tf32` and `cudnn.allow_tf32` under `ieee`
+    (torch 2.14.1). The legacy setters write both APIs' matmul and convolution values, and cuDNN's backend-wide
+    value is written through the new API, so that every getter of either reads this one choice. (The legacy matmul
+    setter covers oneDNN's CPU matmuls too; only a CUDA run calls this.)"""
+    tf32 = math == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    if hasattr(torch.backends.cudnn, "fp32_precision"):
+        torch.backends.cudnn.fp32_precision = "tf32" if tf32 else "ieee"
 
 
 def tf32_state() -> dict[str, bool]:
-    """Whether fp32 matmuls and convolutions may run on TF32 now, read back through the API `set_fp32_math` used."""
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        return {"matmul": matmul.fp32_precision == "tf32", "conv": torch.backends.cudnn.conv.fp32_precision == "tf32"}
-    return {"matmul": bool(matmul.allow_tf32), "conv": bool(torch.backends.cudnn.allow_tf32)}
+    """Whether fp32 matmuls and convolutions may run on TF32 now (the legacy flags, which `set_fp32_math` keeps in
+    step with the new API)."""
+    return {"matmul": bool(torch.backends.cuda.matmul.allow_tf32), "conv": bool(torch.backends.cudnn.allow_tf32)}
 
 
 def keeps_inf_check_on_device(optimizer: torch.optim.Optimizer) -> bool:

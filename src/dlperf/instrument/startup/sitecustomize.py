@@ -13,7 +13,9 @@ and, where a trainer's own printed figure covers a stretch the steps alone do no
 Where the script imports them, it hooks, after their own import:
 - torch: a global optimizer step post-hook (`torch.optim.optimizer.register_optimizer_step_post_hook`), so any
   PyTorch loop, HF Trainer, Lightning, timm and nanoGPT are timed at each update (an accumulation boundary); only
-  the first optimizer that steps is counted (a GAN's second one would count every iteration twice);
+  the first optimizer that steps is counted (a GAN's second one would count every iteration twice); where its
+  parameters are on a GPU, a step's time is when the GPU finished it (CUDA events, `_dlperf_gpu_steps.py`), not
+  when `step()` returned having queued it; and GradScaler's steps skipped on inf/nan gradients count as steps;
 - transformers' Trainer: the samples of an update (its batch per device x accumulation x processes), and the span
   of its train_runtime;
 - Lightning's Trainer: a callback noting the samples of an update (the batch's length x accumulation x processes)
@@ -49,13 +51,16 @@ class _Steps:
         self.step = 0
         self.samples: int | None = None  # the framework's own samples per update, where it tells
         self.owner: int | None = None  # id() of the optimizer whose steps count
+        self.gpu = None  # _dlperf_gpu_steps.CudaStepClock where that optimizer's steps run on a GPU
         self.flushed = time.monotonic()
         self.dead = False
 
     def record(self) -> None:
         now = time.monotonic()
         self.step += 1
-        self.lines.append(f"{self.step} {now:.6f} {self.samples if self.samples else '-'}\n")
+        entry = (self.step, self.samples)
+        if self.gpu is None or not self.gpu.stamp(entry):  # on a GPU: its time once the GPU has run it
+            self.lines.append(_line(entry, now))
         if now - self.flushed >= FLUSH_S:
             self.flush()
 
@@ -66,8 +71,12 @@ class _Steps:
         self.lines.append("# " + text.replace("\n", " ")[:500] + "\n")
         self.flush()
 
-    def flush(self) -> None:
+    def flush(self, final: bool = False) -> None:
         self.flushed = time.monotonic()
+        if self.gpu is not None:
+            self.lines += [_line(entry, at) for entry, at in self.gpu.ready(final)]
+            if self.gpu.problem:
+                self.lines, self.gpu = [*self.lines, f"# {self.gpu.problem}\n"], None
         if not self.lines or self.dead:
             return
         try:
@@ -79,7 +88,12 @@ class _Steps:
         self.lines = []
 
     def forked(self) -> None:
-        self.fd, self.lines, self.step, self.dead = None, [], 0, True  # a data-loader worker: never a trainer
+        self.fd, self.lines, self.step, self.dead, self.gpu = None, [], 0, True, None  # a data-loader worker
+
+
+def _line(entry: tuple[int, int | None], at: float) -> str:
+    step, samples = entry
+    return f"{step} {at:.6f} {samples if samples else '-'}\n"
 
 
 STEPS = _Steps(PREFIX) if PREFIX else None
@@ -101,15 +115,26 @@ def _guarded(what: str):
     return wrap
 
 
+def _post_step(optimizer, _args, _kwargs) -> None:
+    if STEPS.owner is None:
+        STEPS.owner = id(optimizer)
+        _guarded("GPU step clock")(_gpu_clock)(optimizer)
+    if id(optimizer) == STEPS.owner:
+        STEPS.record()
+
+
 @_guarded("torch")
 def _torch(module) -> None:
-    def post_step(optimizer, _args, _kwargs) -> None:
-        if STEPS.owner is None:
-            STEPS.owner = id(optimizer)
-        if id(optimizer) == STEPS.owner:
-            STEPS.record()
+    module.register_optimizer_step_post_hook(_post_step)
 
-    module.register_optimizer_step_post_hook(post_step)
+
+def _gpu_clock(optimizer) -> None:
+    STEPS.gpu = importlib.import_module("_dlperf_gpu_steps").clock_for(optimizer)
+
+
+@_guarded("GradScaler")
+def _grad_scaler(module) -> None:
+    importlib.import_module("_dlperf_gpu_steps").count_skipped_steps(module, _post_step)
 
 
 @_guarded("transformers")
@@ -195,6 +220,7 @@ def _keras(module) -> None:
 
 PATCHES = {
     "torch.optim.optimizer": _torch,
+    "torch.amp.grad_scaler": _grad_scaler,
     "transformers.trainer": _transformers,
     "lightning.pytorch.trainer.trainer": _lightning,
     "pytorch_lightning.trainer.trainer": _lightning,
@@ -249,6 +275,6 @@ def _next_sitecustomize() -> None:
 
 if STEPS is not None:
     sys.meta_path.insert(0, _AfterImport())
-    atexit.register(STEPS.flush)
+    atexit.register(STEPS.flush, True)
     os.register_at_fork(after_in_child=STEPS.forked)
 _next_sitecustomize()

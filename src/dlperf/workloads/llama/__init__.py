@@ -146,23 +146,47 @@ class LlamaWorkload(Workload):
         }
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
-        """A rough estimate for one rank: parameters split over tp, pp stages and the FSDP shards (dp_shard x cp);
-        activations per block and micro-batch about 34·s·b·h bytes at 16 bits without recomputation (Korthikanti et
-        al. 2022 without the attention-score term), split by tp (sequence parallelism) and cp, 16 of them kept
-        under selective and 2 under full checkpointing; plus the logits and their gradient in fp32."""
+        """An estimate of one rank's peak, meant to sit a little above it: parameters split over tp, pp stages and
+        the FSDP shards (dp_shard x cp), with their fp32 gradients, AdamW's two fp32 states and, under autocast, the
+        16-bit copy of each weight it casts (`state_bytes`); the activations kept per block and micro-batch
+        (`kept_bytes_per_token`), split by tp (sequence parallelism) and cp; and the logits' loss, the largest
+        single term at Llama's 128K vocabulary (`LOGITS_BYTES`)."""
         config: LlamaConfig = spec.workload
         layout: LlamaLayout = plan.layout
         total, _ = parameter_counts(config)
         per_rank = total // (layout.tp * layout.pp * layout.dp_shard * layout.cp)
-        s, b, h = config.seq_length, layout.micro_batch_size, config.hidden_size
-        kept = {"none": 34, "selective": 16, "full": 2}[config.activation_checkpoint]
-        per_block = s * b * h * kept * activation_bytes_per_element(spec.precision) / 2 / (layout.tp * layout.cp)
+        tokens = config.seq_length * layout.micro_batch_size
+        per_block = tokens * kept_bytes_per_token(config, spec.precision) / (layout.tp * layout.cp)
         blocks = -(-config.num_layers // layout.pp)
         in_flight = 1 if layout.pp == 1 else layout.pp
-        logits = 2 * 4 * b * s * config.vocab_size / layout.cp
+        logits = LOGITS_BYTES * tokens * config.vocab_size / layout.cp
         return Footprint(
             params_total=total,
             params_per_rank=per_rank,
             state_bytes=state_bytes(per_rank, "adamw", spec.precision),
             activation_bytes=int(in_flight * blocks * per_block + logits),
         )
+
+
+# The loss over the logits, per element: the fp32 logits' log-softmax (kept for backward), then in backward the
+# gradient of that output and the logits' own fp32 gradient beside it: 3 x 4 bytes at once. (Forward holds less:
+# autocast's 16-bit logits, their fp32 copy and the log-softmax, 2 + 4 + 4.) Checked on the CPU against the peak of
+# live tensors of a tiny Llama step whose memory is mostly its logits: the estimate is 14 % above it, as an
+# estimate that counts every gradient beside the activations should be (tests/unit/test_llama_memory.py).
+LOGITS_BYTES = 12
+
+
+def kept_bytes_per_token(config: LlamaConfig, precision: str) -> float:
+    """What one block keeps for backward per token. `selective`: the outputs of every matmul (q, k, v, the
+    attention's output projection, SwiGLU's w1, w3 and w2), attention's output and its fp32 log-sum-exp per head,
+    all in the compute precision, and the block's input (the fp32 residual stream, even under autocast); `full`:
+    the block's input only; `none`: about 34 x hidden 16-bit values (Korthikanti et al. 2022 without the
+    attention-score term, which fused attention does not keep)."""
+    h, kv = config.hidden_size, config.num_kv_heads * (config.hidden_size // config.num_heads)
+    compute = activation_bytes_per_element(precision)
+    residual = 4 * h
+    if config.activation_checkpoint == "full":
+        return residual
+    if config.activation_checkpoint == "selective":
+        return compute * (4 * h + 2 * kv + 2 * config.ffn_hidden_size) + 4 * config.num_heads + residual
+    return 34 * h * compute / 2

@@ -81,11 +81,19 @@ def _block_styles(float8: bool) -> tuple[type, type, type]:
 def _selective_policy(ctx, op, *args, **kwargs):
     """Keep what is costly to recompute, the matmuls' and attention's outputs and the reduce-scatters of sequence
     parallelism, and (as torchtitan keeps it for low-precision training) `max`, the amax a float8 scale is computed
-    from; recompute the rest (norms, rotary, activations) in backward."""
+    from; recompute the rest (norms, rotary, activations) in backward.
+
+    Float8 matmuls: torchao's Float8Linear reaches this policy as `aten.mm` on its float8 tensor subclass (the
+    subclass turns it into `_scaled_mm` below the checkpoint's dispatch mode), so `mm` keeps it, which is how
+    torchtitan's list (`_op_sac_save_list`, torchtitan/models/llama3/infra/parallelize.py) keeps float8 matmuls
+    without naming `_scaled_mm`. Where the policy sees `_scaled_mm` itself (a float8 matmul called directly, as
+    torchao's newer recipes do, or a region traced with the subclass desugared) it is kept too: without it each
+    float8 matmul ran twice per step and float8's speed was understated."""
     from torch.utils.checkpoint import CheckpointPolicy
 
     saved = {
         torch.ops.aten.mm.default,
+        torch.ops.aten._scaled_mm.default,
         torch.ops.aten._scaled_dot_product_efficient_attention.default,
         torch.ops.aten._scaled_dot_product_flash_attention.default,
         torch.ops.aten._scaled_dot_product_cudnn_attention.default,

@@ -136,6 +136,7 @@ def test_two_machines_add_at_once_nothing_lost_or_doubled(pg, tmp_path, capsys):
     assert [(p.label, p.runs) for p in history(url)] == [("v1", 60), ("v2", 5)]
 
 
+@pytest.mark.slow
 def test_refused_login_and_missing_database_are_one_line(pg, tmp_path, capsys):
     folder = results(tmp_path / "res", range(1, 3))
     for url, needle in (
@@ -149,6 +150,7 @@ def test_refused_login_and_missing_database_are_one_line(pg, tmp_path, capsys):
     assert run_cli(["history", "show", "--db", good], capsys)[0] == 2  # logged in: no history there yet
 
 
+@pytest.mark.slow
 def test_server_stopping_mid_write_leaves_nothing_half_written(pg, tmp_path, capsys):
     url = pg.new_database("midwrite")
     folder = results(tmp_path / "res", range(1, 6))
@@ -169,6 +171,7 @@ def test_server_stopping_mid_write_leaves_nothing_half_written(pg, tmp_path, cap
     assert code == 0 and "4 new records stored" in out, err  # repeat 1 was there already
 
 
+@pytest.mark.slow
 def test_schema_from_older_and_newer_dlperf(pg, tmp_path, capsys):
     url = pg.new_database("older")
     old = record("1n1g", 1, 90.0, started_at=1.0)
@@ -189,6 +192,7 @@ def test_schema_from_older_and_newer_dlperf(pg, tmp_path, capsys):
         assert_one_line_error(code, err, "written by a newer dlperf")
 
 
+@pytest.mark.slow
 def test_stopped_server_is_one_line(pg, tmp_path, capsys):
     url = pg.new_database("stopped")
     pg.stop()

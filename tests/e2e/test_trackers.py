@@ -94,10 +94,13 @@ def tags(run: dict) -> dict[str, str]:
     return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
 
 
+@pytest.mark.slow
 def test_mlflow_export_one_run_per_record_and_a_second_export_adds_nothing(mlflow_server, folder, capsys):
     code, out, err = run_cli(["export", "mlflow", str(folder), "--tracking-uri", mlflow_server], capsys)
     assert code == 0, err
     assert "6 new runs" in out, out
+    experiment = rest(mlflow_server, "experiments/get-by-name?experiment_name=dlperf")["experiment"]
+    assert {"key": "mlflow.experimentKind", "value": "custom_model_development"} in experiment["tags"]
     runs = all_runs(mlflow_server, "dlperf")
     parents = [r for r in runs if "mlflow.parentRunId" not in tags(r)]
     children = [r for r in runs if "mlflow.parentRunId" in tags(r)]
@@ -137,6 +140,7 @@ def test_mlflow_export_one_run_per_record_and_a_second_export_adds_nothing(mlflo
     assert len(all_runs(mlflow_server, "dlperf")) == 7
 
 
+@pytest.mark.slow
 def test_mlflow_export_replaces_a_run_an_interrupted_export_left(mlflow_server, folder, capsys):
     experiment = rest(mlflow_server, "experiments/create", {"name": "interrupted"})["experiment_id"]
     first = json.loads(next(iter(sorted(folder.rglob("resnet50_*.json")))).read_text())
@@ -149,6 +153,7 @@ def test_mlflow_export_replaces_a_run_an_interrupted_export_left(mlflow_server, 
     assert len(runs) == 7 and all(tags(r).get(COMPLETE_TAG) == "complete" for r in runs)
 
 
+@pytest.mark.slow  # MLflow's client takes seconds to import
 def test_mlflow_unreachable_server_is_one_line(folder, capsys):
     uri = f"http://127.0.0.1:{_free_port()}"
     code, _, err = run_cli(["export", "mlflow", str(folder), "--tracking-uri", uri], capsys)
@@ -193,6 +198,7 @@ def _key(item) -> str:
     return item.key or ".".join(item.nested_key)
 
 
+@pytest.mark.slow
 def test_wandb_offline_export_reads_back_and_a_second_adds_nothing(folder, tmp_path, capsys):
     pytest.importorskip("wandb", reason="wandb is not installed: pip install 'dlperf[test]'")
     out = tmp_path / "w"

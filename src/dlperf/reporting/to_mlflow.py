@@ -90,8 +90,8 @@ def _experiment(client: Any, name: str) -> str:
     found = client.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
-    try:
-        return client.create_experiment(name)
+    try:  # MLflow 3's UI then opens it as model training (runs and charts), not as a GenAI app's traces
+        return client.create_experiment(name, tags={"mlflow.experimentKind": "custom_model_development"})
     except MlflowException:  # made by another exporter meanwhile
         found = client.get_experiment_by_name(name)
         if found is None:

@@ -3,6 +3,7 @@ once, a server that stops, a refused login, a schema from an older dlperf; and a
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -103,6 +104,19 @@ def test_older_sqlite_history_is_upgraded_and_kept(tmp_path):
     assert [(p.label, p.median) for p in history(db)] == [("v0", 90.0), ("v1", 100.0)]
 
 
+def test_compare_reads_two_labels_of_a_history(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    add_records(db, [record("1n1g", i, 100.0 + i, started_at=float(i)) for i in range(1, 6)], "v1")
+    add_records(db, [record("1n1g", i, 100.0 + i, started_at=10.0 + i) for i in range(1, 6)], "v2")
+    code, out, err = run_cli(["compare", "v1", "v2", "--db", str(db), "--json"], capsys)
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert (row["verdict"], row["base_speeds"], row["new_speeds"]) == ("same", [101.0, 102.0, 103.0, 104.0, 105.0],
+                                                                       [101.0, 102.0, 103.0, 104.0, 105.0])  # fmt: skip
+    code, _, err = run_cli(["compare", "v1", "v3", "--db", str(db)], capsys)
+    assert_one_line_error(code, err, "no records labelled 'v3'", "its labels: v1, v2")
+
+
 @pytest.mark.slow
 def test_two_machines_add_at_once_nothing_lost_or_doubled(pg, tmp_path, capsys):
     import psycopg
@@ -134,6 +148,8 @@ def test_two_machines_add_at_once_nothing_lost_or_doubled(pg, tmp_path, capsys):
     assert code == 0, err
     assert "history in " + url in out and " 60 " in out and "slower" in out, out
     assert [(p.label, p.runs) for p in history(url)] == [("v1", 60), ("v2", 5)]
+    code, out, err = run_cli(["compare", "v1", "v2", "--db", url], capsys)  # a CI gate on the shared history
+    assert code == 1 and "SLOWER" in out and "60/5" in out, out + err
 
 
 @pytest.mark.slow

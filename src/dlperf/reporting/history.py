@@ -108,6 +108,19 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
     return points
 
 
+def label_records(db: str | Path, label: str) -> list[RunRecord]:
+    """Every record stored under `label`, as read back (each was checked when it was added)."""
+    with open_store(db, create=False) as store:
+        found, labels = store.records(label)
+    if not found:
+        shown = ", ".join(labels[:20]) + (" ..." if len(labels) > 20 else "")
+        raise ResultsError(
+            f"history database {parse_target(db).shown} has no records labelled {label!r}; its labels: "
+            f"{shown or 'none'}"
+        )
+    return [as_record(json.loads(r) if isinstance(r, str) else r) for r in found]
+
+
 def _read_rows(db: str | Path, case: str | None) -> list[Row]:
     """The stored runs (of one case, if given), each checked: a malformed row is named, not read."""
     with open_store(db, create=False) as store:

@@ -100,6 +100,9 @@ class Store(Protocol):
     def rows(self, case: str | None) -> list[tuple]:
         """The stored runs' READ_COLUMNS, of one case where given."""
 
+    def records(self, label: str) -> tuple[list[Any], list[str]]:
+        """The records stored under `label` (JSON text, or the parsed JSON from a jsonb column), and every label."""
+
 
 @contextmanager
 def open_store(db: str | Path, create: bool = True) -> Iterator[Store]:
@@ -118,6 +121,10 @@ def _stamp() -> tuple[float, str]:
 def _read_query(case: str | None, placeholder: str) -> tuple[str, list[str]]:
     query = f"SELECT {', '.join(READ_COLUMNS)} FROM runs"
     return (query + f" WHERE case_name = {placeholder}", [case]) if case else (query, [])
+
+
+def _label_queries(placeholder: str) -> tuple[str, str]:
+    return f"SELECT record FROM runs WHERE label = {placeholder}", "SELECT DISTINCT label FROM runs ORDER BY label"
 
 
 class _SqliteStore:
@@ -160,6 +167,17 @@ class _SqliteStore:
         try:
             _check_version(_SqliteSchema(self.connection).version(), self.shown)
             return self.connection.execute(*_read_query(case, "?")).fetchall()
+        except sqlite3.Error as error:
+            raise ResultsError(
+                f"history database {self.shown} is not one dlperf wrote ({error}): choose another --db"
+            ) from None
+
+    def records(self, label: str) -> tuple[list[Any], list[str]]:
+        select, labels = _label_queries("?")
+        try:
+            _check_version(_SqliteSchema(self.connection).version(), self.shown)
+            found = [r[0] for r in self.connection.execute(select, (label,))]
+            return found, [r[0] for r in self.connection.execute(labels)]
         except sqlite3.Error as error:
             raise ResultsError(
                 f"history database {self.shown} is not one dlperf wrote ({error}): choose another --db"
@@ -275,6 +293,19 @@ class _PostgresStore:
             ) from None
 
     def rows(self, case: str | None) -> list[tuple]:
+        with self._reading() as cursor:
+            cursor.execute(*_read_query(case, "%s"))
+            return cursor.fetchall()
+
+    def records(self, label: str) -> tuple[list[Any], list[str]]:
+        select, labels = _label_queries("%s")
+        with self._reading() as cursor:
+            found = [r[0] for r in cursor.execute(select, (label,)).fetchall()]
+            return found, [r[0] for r in cursor.execute(labels).fetchall()]
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A read-only look at a history dlperf wrote (schema checked); a server's error is one line."""
         try:
             with self.connection.transaction(), self.connection.cursor() as cursor:
                 schema = _PostgresSchema(cursor)
@@ -284,8 +315,7 @@ class _PostgresStore:
                         f"history database {self.shown} holds no dlperf history: store results first with "
                         "`dlperf history add DIR`"
                     )
-                cursor.execute(*_read_query(case, "%s"))
-                return cursor.fetchall()
+                yield cursor
         except self.psycopg.Error as error:
             raise ResultsError(f"cannot read history database {self.shown}: {first_line(error)}") from None
 

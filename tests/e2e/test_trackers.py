@@ -199,8 +199,10 @@ def _key(item) -> str:
 
 
 @pytest.mark.slow
-def test_wandb_offline_export_reads_back_and_a_second_adds_nothing(folder, tmp_path, capsys):
+def test_wandb_offline_export_reads_back_and_a_second_adds_nothing(folder, tmp_path, capsys, monkeypatch):
     pytest.importorskip("wandb", reason="wandb is not installed: pip install 'dlperf[test]'")
+    for name in ("WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / "home" / name))  # W&B's caches and staging, not the user's
     out = tmp_path / "w"
     code, stdout, err = run_cli(["export", "wandb", str(folder), "--dir", str(out)], capsys)
     assert code == 0 and "7 new W&B offline runs" in stdout, stdout + err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -141,16 +142,24 @@ def test_mlflow_export_one_run_per_record_and_a_second_export_adds_nothing(mlflo
 
 
 @pytest.mark.slow
-def test_mlflow_export_replaces_a_run_an_interrupted_export_left(mlflow_server, folder, capsys):
+def test_mlflow_export_of_two_sweeps_replaces_a_run_an_interrupted_export_left(mlflow_server, folder, tmp_path, capsys):
+    shutil.copytree(folder, tmp_path / "a")
+    for i in (1, 2):  # another sweep beside it: a parent run of its own
+        rec = record("1n1g", i, 90.0, sweep_id="20261128T000000Z-fedcba", started_at=1.9e9 + i)
+        write_json_atomic(tmp_path / "b" / "resnet50" / "1n1g" / f"resnet50_b128_fp32_{i}.json", rec)
     experiment = rest(mlflow_server, "experiments/create", {"name": "interrupted"})["experiment_id"]
     first = json.loads(next(iter(sorted(folder.rglob("resnet50_*.json")))).read_text())
     left = [{"key": RECORD_TAG, "value": record_key(first)}]  # a run an interrupted export made, never finished
     rest(mlflow_server, "runs/create", {"experiment_id": experiment, "tags": left})
-    code, out, err = run_cli(["export", "mlflow", str(folder), "--tracking-uri", mlflow_server, "--experiment",
+    code, out, err = run_cli(["export", "mlflow", str(tmp_path), "--tracking-uri", mlflow_server, "--experiment",
                               "interrupted"], capsys)  # fmt: skip
-    assert code == 0 and "6 new runs" in out, out + err
+    assert code == 0 and "6 new runs" in out and "2 new runs" in out, out + err
     runs = all_runs(mlflow_server, "interrupted")
-    assert len(runs) == 7 and all(tags(r).get(COMPLETE_TAG) == "complete" for r in runs)
+    assert len(runs) == 10 and all(tags(r).get(COMPLETE_TAG) == "complete" for r in runs)
+    parents = {tags(r)["dlperf.sweep_id"]: r["info"]["run_id"] for r in runs if "mlflow.parentRunId" not in tags(r)}
+    children = [tags(r)["mlflow.parentRunId"] for r in runs if "mlflow.parentRunId" in tags(r)]
+    assert sorted(children.count(parents[s]) for s in (SWEEP, "20261128T000000Z-fedcba")) == [2, 6]
+    assert sum(tags(r)[RECORD_TAG] == record_key(first) for r in runs if RECORD_TAG in tags(r)) == 1
 
 
 @pytest.mark.slow  # MLflow's client takes seconds to import

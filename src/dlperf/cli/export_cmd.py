@@ -47,11 +47,11 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("dlperf export mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI)")
         from dlperf.reporting.to_mlflow import export_mlflow
 
-        outcome = export_mlflow(args.folder, uri, args.experiment)
-        say(
-            f"{counted(len(outcome.created), 'new run')} under parent run {outcome.parent_run_id} in experiment "
-            f"{args.experiment} ({outcome.experiment_id}) at {uri}; {outcome.existing} records were exported before"
-        )
+        for outcome in export_mlflow(args.folder, uri, args.experiment):
+            say(
+                f"{counted(len(outcome.created), 'new run')} under parent run {outcome.parent_run_id} in experiment "
+                f"{args.experiment} ({outcome.experiment_id}) at {uri}; {outcome.existing} records were exported before"
+            )
         return 0
     if args.tracking_uri is not None:
         raise ConfigError("--tracking-uri is for `dlperf export mlflow`; W&B offline runs go to --dir")

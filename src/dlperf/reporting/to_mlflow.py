@@ -17,7 +17,7 @@ from typing import Any
 
 from dlperf.errors import ResultsError, first_line
 from dlperf.reporting.extras import require_extra
-from dlperf.reporting.tracking import COMPLETE_TAG, RECORD_TAG, SWEEP_TAG, TrackedRun, TrackedSweep, tracked_sweep
+from dlperf.reporting.tracking import COMPLETE_TAG, RECORD_TAG, SWEEP_TAG, TrackedRun, TrackedSweep, tracked_sweeps
 
 PARENT_TAG = "mlflow.parentRunId"
 BATCH = {"metrics": 800, "params": 100, "tags": 100}  # MLflow: at most 100 params, 100 tags, 1000 in all
@@ -39,7 +39,8 @@ class MlflowOutcome:
     existing: int  # records already exported
 
 
-def export_mlflow(folder: str | Path, tracking_uri: str, experiment: str = "dlperf") -> MlflowOutcome:
+def export_mlflow(folder: str | Path, tracking_uri: str, experiment: str = "dlperf") -> list[MlflowOutcome]:
+    """Each sweep of the folder as a parent run with its records' runs; what was made, per sweep."""
     require_extra("mlflow", "mlflow", "dlperf export mlflow")
     for name, value in CLIENT_DEFAULTS.items():
         os.environ.setdefault(name, value)
@@ -48,14 +49,14 @@ def export_mlflow(folder: str | Path, tracking_uri: str, experiment: str = "dlpe
 
     client = MlflowClient(tracking_uri=tracking_uri)
     try:
-        with tracked_sweep(folder) as sweep:
-            return _export(client, sweep, experiment)
+        with tracked_sweeps(folder) as sweeps:
+            experiment_id = _experiment(client, experiment)
+            return [_export(client, sweep, experiment_id) for sweep in sweeps]
     except (MlflowException, OSError) as error:  # OSError: requests' connection errors are OSErrors
         raise ResultsError(f"cannot export {folder} to MLflow at {tracking_uri}: {first_line(error)}") from None
 
 
-def _export(client: Any, sweep: TrackedSweep, experiment: str) -> MlflowOutcome:
-    experiment_id = _experiment(client, experiment)
+def _export(client: Any, sweep: TrackedSweep, experiment_id: str) -> MlflowOutcome:
     parent = _find(client, experiment_id, SWEEP_TAG, sweep.key)
     changed = parent is None or parent.data.tags.get(COMPLETE_TAG) is None
     if parent is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from dlperf.errors import ResultsError, first_line
 from dlperf.reporting.extras import require_extra
-from dlperf.reporting.tracking import TrackedRun, TrackedSweep, tracked_sweep
+from dlperf.reporting.tracking import TrackedRun, TrackedSweep, tracked_sweeps
 
 ID_CHARS = 32  # of the identity's hex digits in a W&B run id
 TAG_CHARS = 64  # W&B's limit on a tag
@@ -41,15 +41,17 @@ def export_wandb(folder: str | Path, out: str | Path, project: str = "dlperf") -
     made: list[Path] = []
     existing = 0
     root = Path(out)
-    with tracked_sweep(folder) as sweep:
-        group = sweep.tags["dlperf.sweep_id"] if sweep.tags["dlperf.sweep_id"] != "none" else sweep.key[:ID_CHARS]
-        planned = [(run_id("sweep", sweep.key), sweep.name, "sweep", _sweep_content(sweep))]
-        planned += [(run_id("run", r.key), r.name, "record", _run_content(r)) for r in sweep.runs]
-        for id_, name, job, content in planned:
-            if _run_dir(root, id_) is not None:
-                existing += 1
-                continue
-            made.append(_write(wandb, root, project, group, id_, name, job, content))
+    with tracked_sweeps(folder) as sweeps:
+        for sweep in sweeps:
+            sweep_id = sweep.tags["dlperf.sweep_id"]
+            group = sweep_id if sweep_id != "none" else sweep.key[:ID_CHARS]
+            planned = [(run_id("sweep", sweep.key), sweep.name, "sweep", _sweep_content(sweep))]
+            planned += [(run_id("run", r.key), r.name, "record", _run_content(r)) for r in sweep.runs]
+            for id_, name, job, content in planned:
+                if _run_dir(root, id_) is not None:
+                    existing += 1
+                    continue
+                made.append(_write(wandb, root, project, group, id_, name, job, content))
     return WandbOutcome(made, existing)
 
 

@@ -1,10 +1,11 @@
-"""What a results folder carries to an experiment tracker (MLflow, W&B): the sweep as a parent run, one child run
+"""What a results folder carries to an experiment tracker (MLflow, W&B): each sweep as a parent run, one child run
 per record, each with its parameters, metrics, tags and files. Built once here, so both trackers get the same
 content; `reporting/to_mlflow.py` and `reporting/to_wandb.py` only write it.
 
-A run's identity is its record's (the history's `record_key`, the hash of its content) and the sweep's is its
-`sweep_id` (else the hash of its records' keys): an export looks runs up by these tags first, so a second export of
-the same folder adds nothing, and one after `dlperf sweep --resume` adds the new records under the same parent.
+A folder of several sweeps gives a parent run each. A run's identity is its record's (the history's `record_key`,
+the hash of its content) and a sweep's is its `sweep_id` (single runs': the hash of their keys): an export looks
+runs up by these tags first, so a second export of the same folder adds nothing, and one after
+`dlperf sweep --resume` adds the new records under the same parent.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.doubts import run_doubts
 from dlperf.reporting.export import case_row
 from dlperf.reporting.history import record_key
-from dlperf.reporting.report import check_one_sweep, write_report
+from dlperf.reporting.report import write_report
 from dlperf.reporting.waterfall import ScalingLoss, scaling_losses
 
 RECORD_TAG = "dlperf.record_key"
@@ -64,7 +65,7 @@ class TrackedRun:
 
 @dataclass(frozen=True)
 class TrackedSweep:
-    """A results folder as a parent run and its children."""
+    """A sweep as a parent run and its children."""
 
     key: str
     name: str
@@ -140,20 +141,32 @@ def _run(record: RunRecord, losses: dict[tuple[str, str, str], ScalingLoss]) -> 
 
 
 @contextmanager
-def tracked_sweep(folder: str | Path) -> Iterator[TrackedSweep]:
-    """The folder's records as a sweep to track; its report files where `dlperf report` wrote them, else made for
-    the export in a temporary folder (removed afterwards)."""
+def tracked_sweeps(folder: str | Path) -> Iterator[list[TrackedSweep]]:
+    """The folder's records as sweeps to track, one per sweep id (records of single runs, without one, are one
+    more), each with its report files: the folder's own where it holds one sweep and `dlperf report` wrote them,
+    else made for the export in a temporary folder (removed afterwards)."""
     root = Path(folder)
     records = load_records(root)
     if not records:
         raise ResultsError(f"no run records in {root}: export a folder that `dlperf sweep`, `run` or `extract` wrote")
-    check_one_sweep(records, root)
+    groups: dict[str | None, list[RunRecord]] = {}
+    for record in records:
+        groups.setdefault(record.sweep_id, []).append(record)
+    with tempfile.TemporaryDirectory(prefix="dlperf-export-") as scratch:
+        sweeps = []
+        for i, (sweep_id, members) in enumerate(sorted(groups.items(), key=lambda item: item[0] or "")):
+            report_dir = root if len(groups) == 1 and (root / "report.md").is_file() else Path(scratch) / str(i)
+            if report_dir != root:
+                write_report(members, report_dir, {"md", "json", "png"})
+            sweeps.append(_sweep(root, sweep_id, members, report_dir))
+        yield sweeps
+
+
+def _sweep(root: Path, sweep_id: str | None, records: list[RunRecord], report_dir: Path) -> TrackedSweep:
     summary = summarise(records)
     losses = {(model, group, x.case): x for (model, group), found in scaling_losses(summary).items() for x in found}
     runs = [_run(r, losses) for r in records]
-    sweep_ids = sorted({r.sweep_id for r in records if r.sweep_id})
-    joined = "".join(sorted(r.key for r in runs))
-    key = sweep_ids[0] if len(sweep_ids) == 1 else hashlib.sha256(joined.encode()).hexdigest()
+    key = sweep_id or hashlib.sha256("".join(sorted(r.key for r in runs)).encode()).hexdigest()
     metrics: dict[str, float] = {}
     for cases in summary.values():
         for case in cases:
@@ -164,16 +177,16 @@ def tracked_sweep(folder: str | Path) -> Iterator[TrackedSweep]:
         metrics[f"{model}/{group}/{case_name}/scaling_loss.measured_loss"] = loss.measured_loss
         metrics |= {f"{model}/{group}/{case_name}/scaling_loss.{k}": v for k, v in loss.components.items()}
     first = records[0]
-    params = {"folder": str(root.resolve())[:PARAM_TEXT], "records": str(len(records))}
-    params |= {k: str(v) for k in ("model", "framework", "dlperf_version") if (v := getattr(first, k, None))}
+    params = {k: str(v) for k in ("model", "framework", "dlperf_version") if (v := getattr(first, k, None))}
     params |= _params("accelerator", first.accelerator) | _params("env", first.env)
-    tags = {SWEEP_TAG: key, "dlperf.sweep_id": ",".join(sweep_ids) or "none", "dlperf.folder": str(root.resolve())}
-    tags["dlperf.failed_runs"] = str(sum(r.status != "ok" for r in records))
-    name = f"sweep {sweep_ids[0] if len(sweep_ids) == 1 else root.name}"
-    with tempfile.TemporaryDirectory(prefix="dlperf-export-") as scratch:
-        report_dir = root if (root / "report.md").is_file() else Path(scratch)
-        if report_dir != root:
-            write_report(records, report_dir, {"md", "json", "png"})
-        files = [report_dir / f for f in REPORT_FILES if (report_dir / f).is_file()]
-        files += sorted((report_dir / "plots").glob("*.png"))
-        yield TrackedSweep(key, name, params, metrics, tags, files, runs)
+    tags = {
+        SWEEP_TAG: key,
+        "dlperf.sweep_id": sweep_id or "none",
+        "dlperf.folder": str(root.resolve())[:PARAM_TEXT],
+        "dlperf.records": str(len(records)),
+        "dlperf.failed_runs": str(sum(r.status != "ok" for r in records)),
+    }
+    files = [report_dir / f for f in REPORT_FILES if (report_dir / f).is_file()]
+    files += sorted((report_dir / "plots").glob("*.png"))
+    name = f"sweep {sweep_id}" if sweep_id else f"single runs in {root.name}"
+    return TrackedSweep(key, name, params, metrics, tags, files, runs)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def _export(client: Any, sweep: TrackedSweep, experiment_id: str) -> MlflowOutco
     parent = _find(client, experiment_id, SWEEP_TAG, sweep.key)
     changed = parent is None or parent.data.tags.get(COMPLETE_TAG) is None
     if parent is None:
-        fill = lambda run_id: _log(client, run_id, params=sweep.params)  # noqa: E731
+        fill = partial(_log, client, params=sweep.params)
         parent_id = _make(client, experiment_id, sweep.name, {SWEEP_TAG: sweep.key}, None, fill)
     else:
         parent_id = parent.info.run_id
@@ -73,7 +74,7 @@ def _export(client: Any, sweep: TrackedSweep, experiment_id: str) -> MlflowOutco
         if found is not None:  # an interrupted export's run: made again, whole
             client.delete_run(found.info.run_id)
         tags = {PARENT_TAG: parent_id}
-        _make(client, experiment_id, run.name, tags, run.started_ms, lambda i, r=run: _child(client, i, r))
+        _make(client, experiment_id, run.name, tags, run.started_ms, partial(_child, client, run=run))
         created.append(run.name)
         changed = True
     if changed:  # the sweep's figures and report as they are now, after its new records
@@ -105,7 +106,9 @@ def _find(client: Any, experiment_id: str, tag: str, value: str) -> Any:
     return runs[0] if runs else None
 
 
-def _make(client: Any, experiment_id: str, name: str, tags: dict[str, str], start_ms: int | None, fill: Any) -> str:
+def _make(
+    client: Any, experiment_id: str, name: str, tags: dict[str, str], start_ms: int | None, fill: Callable[[str], None]
+) -> str:
     """A run made and filled by `fill`; deleted again where filling fails, so no half-made run stays."""
     run_id = client.create_run(experiment_id, start_time=start_ms, tags=tags, run_name=name).info.run_id
     try:

@@ -28,6 +28,12 @@ class ResultsError(DlperfError):
 MAX_MESSAGE = 1000
 
 
+def first_line(error: BaseException) -> str:
+    """An outside library's error as one line (a driver's or a client's message runs over several)."""
+    text = str(error).strip()
+    return clip(text.splitlines()[0]) if text else type(error).__name__
+
+
 def clip(message: str, limit: int = MAX_MESSAGE) -> str:
     """A message cut to `limit` characters: a value quoted from hostile input must not make a 52 MB error line."""
     if len(message) <= limit:

@@ -11,6 +11,7 @@ from dlperf.cli.display import print_table, say
 from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.reporting.compare import CaseComparison, compare
+from dlperf.reporting.history import label_records
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, check_threshold
 from dlperf.spec import setting
 
@@ -23,7 +24,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio of median throughputs "
         "NEW/BASE with its 95 % bootstrap interval, a Mann-Whitney U test on the repeats, and a verdict (faster, "
         "slower, same, inconclusive) at --threshold. Exit status 1 only for a significant slowdown beyond the "
-        "threshold, or a case that fails in NEW where it ran in BASE, so CI can gate on it.",
+        "threshold, or a case that fails in NEW where it ran in BASE, so CI can gate on it. With --db, BASE and NEW "
+        "are labels of a history (`dlperf history add --label`), a shared PostgreSQL one included: every machine's "
+        "records under each label.",
     )
     add_declared(parser, CompareOptions)
     parser.set_defaults(func=run)
@@ -31,10 +34,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 @dataclass(frozen=True)
 class CompareOptions:
-    base: str = setting(None, "results folder to compare against (e.g. the last release)", positional="1")
-    new: str = setting(None, "results folder under test", positional="1")
+    base: str = setting(None, "results folder (or, with --db, label) to compare against", positional="1")
+    new: str = setting(None, "results folder (or, with --db, label) under test", positional="1")
     threshold: float = setting(DEFAULT_THRESHOLD, "change that matters, as a fraction in [0, 1) (default 0.05 = 5 %)")
     json: bool = setting(False, "print every figure of every case as JSON")
+    db: str | None = setting(None, "a history (file path or postgresql://...): BASE and NEW are its labels")
 
 
 def _median(speeds: list[float], present: bool) -> str:
@@ -64,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
         threshold = check_threshold(args.threshold)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    rows = compare(args.base, args.new, threshold)
+    if args.db:
+        rows = compare(label_records(args.db, args.base), label_records(args.db, args.new), threshold)
+    else:
+        rows = compare(args.base, args.new, threshold)
     if rows and not any(r.status == "both" for r in rows):
         raise ResultsError(
             f"{args.base} and {args.new} share no case (model, group and topology): nothing was compared; "

@@ -1,4 +1,5 @@
-"""`dlperf history`: keep every run in an SQLite history and show each case across versions."""
+"""`dlperf history`: keep every run in a history (an SQLite file, or a shared PostgreSQL) and show each case across
+versions."""
 
 from __future__ import annotations
 
@@ -14,20 +15,24 @@ from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.records.load import load_records
 from dlperf.reporting.history import add_records, history
+from dlperf.reporting.history_db import parse_target
 from dlperf.spec import setting
 
-DEFAULT_DB = Path(os.environ.get("DLPERF_HISTORY", Path.home() / ".dlperf" / "history.sqlite"))
+# a string, never a Path: Path("postgresql://host/db") would fold the URL into a local folder `postgresql:`
+DEFAULT_DB = os.environ.get("DLPERF_HISTORY") or str(Path.home() / ".dlperf" / "history.sqlite")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "history",
         parents=[common],
-        help="store results in an SQLite history and show each case across versions",
+        help="store results in a history (SQLite, or a shared PostgreSQL) and show each case across versions",
         description="`dlperf history add DIR [--label L]` stores every record under DIR (once each) under a label "
         "(default: the dlperf commit that measured it). `dlperf history show` prints each case's median "
         "throughput per label, in the order measured, with the change against the label before and the verdict "
-        "of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that label's.",
+        "of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that label's. --db is a "
+        "file (SQLite) or postgresql://USER@HOST/DB, a history a team shares: several machines add at once, each "
+        "record stored once.",
     )
     add_declared(parser, HistoryOptions)
     parser.set_defaults(func=run)
@@ -42,7 +47,11 @@ class HistoryOptions:
     )
     model: str | None = setting(None, "with show: only this model")
     case: str | None = setting(None, "with show: only this case, e.g. 1n8g")
-    db: str = setting(str(DEFAULT_DB), f"history database (default {DEFAULT_DB}; env DLPERF_HISTORY)")
+    db: str = setting(
+        DEFAULT_DB,
+        f"history database: a file path (SQLite) or postgresql://USER@HOST/DB (default {DEFAULT_DB}; env "
+        "DLPERF_HISTORY)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.dir:
             raise ConfigError("`dlperf history add` needs a results folder: dlperf history add DIR")
         outcome = add_records(args.db, load_records(args.dir), args.label)
-        say(f"{len(outcome.stored)} new records stored in {args.db}")
+        say(f"{len(outcome.stored)} new records stored in {parse_target(args.db).shown}")
         if outcome.duplicates:
             say(f"{len(outcome.duplicates)} records were already stored with identical content, not stored again:")
             for record in outcome.duplicates:
@@ -72,5 +81,5 @@ def run(args: argparse.Namespace) -> int:
         )
         for p in points
     ]
-    print_table(f"history in {args.db}", columns, rows)
+    print_table(f"history in {parse_target(args.db).shown}", columns, rows)
     return 0

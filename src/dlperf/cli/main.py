@@ -22,6 +22,7 @@ COMMANDS = {
     "extract": "dlperf.cli.extract_cmd",
     "compare": "dlperf.cli.compare_cmd",
     "history": "dlperf.cli.history_cmd",
+    "export": "dlperf.cli.export_cmd",
     "env": "dlperf.cli.env_cmd",
     "peak": "dlperf.cli.peak_cmd",
     "commbench": "dlperf.cli.commbench_cmd",

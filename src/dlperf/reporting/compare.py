@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.records.load import load_records
+from dlperf.records.schema import RunRecord
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, Verdict, compare_repeats
 
@@ -55,16 +57,21 @@ class CaseComparison:
         }
 
 
-def repeats(root: str | Path) -> dict[tuple[str, str, str], list[float]]:
-    """Good repeats' throughputs per (model, group, case) of a results folder; empty where every repeat failed."""
+Side = str | Path | Sequence[RunRecord]  # a results folder, or records in hand (a history's label)
+
+
+def repeats(side: Side) -> dict[tuple[str, str, str], list[float]]:
+    """Good repeats' throughputs per (model, group, case) of a results folder or of records; empty where every
+    repeat failed."""
+    records = load_records(side) if isinstance(side, (str, Path)) else side
     return {
         (model, group, case.case): list(case.speeds)
-        for (model, group), cases in summarise(load_records(root)).items()
+        for (model, group), cases in summarise(records).items()
         for case in cases
     }
 
 
-def compare(base_root: str | Path, new_root: str | Path, threshold: float = DEFAULT_THRESHOLD) -> list[CaseComparison]:
+def compare(base_root: Side, new_root: Side, threshold: float = DEFAULT_THRESHOLD) -> list[CaseComparison]:
     base, new = repeats(base_root), repeats(new_root)
     rows = []
     for key in sorted(base.keys() | new.keys()):

@@ -1,13 +1,12 @@
-"""An embedded results history (SQLite): every record kept under a label, so versions can be compared over time."""
+"""The results history: every record kept under a label, so versions can be compared over time, in an embedded
+SQLite file or on a PostgreSQL server a team shares (`reporting/history_db.py`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import statistics
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,38 +14,9 @@ from dlperf.errors import ResultsError
 from dlperf.records.load import RecordLike, as_json, as_record
 from dlperf.records.schema import RunRecord
 from dlperf.records.validate import is_number, record_problem
+from dlperf.reporting.history_db import open_store, parse_target
 from dlperf.reporting.sources import canonical_model
 from dlperf.reporting.verdict import compare_repeats
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_key     TEXT PRIMARY KEY,   -- sha256 of the record's content: the same record is stored once, two
-                                    -- records alike in model/group/case/repeat (two extracted sources) both
-    label       TEXT NOT NULL,      -- what is being compared: a version, a commit, a driver ...
-    model       TEXT NOT NULL,
-    grp         TEXT NOT NULL,
-    case_name   TEXT NOT NULL,
-    repeat      INTEGER,
-    status      TEXT NOT NULL,
-    throughput  REAL,
-    started_at  REAL,
-    record      TEXT NOT NULL       -- the whole JSON record
-);
-CREATE INDEX IF NOT EXISTS runs_case ON runs (model, grp, case_name, label);
-"""
-
-
-def _connect(db: str | Path, create: bool = True) -> sqlite3.Connection:
-    path = Path(db)
-    if not create and not path.is_file():
-        raise ResultsError(f"history database {db} does not exist: store results first with `dlperf history add DIR`")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(path)
-        connection.executescript(SCHEMA)
-    except (OSError, sqlite3.Error) as error:
-        raise ResultsError(f"cannot open history database {db}: {error}; choose another --db") from None
-    return connection
 
 
 def default_label(record: RunRecord) -> str:
@@ -96,18 +66,10 @@ def add_records(db: str | Path, records: Sequence[RecordLike], label: str | None
         )
         for r in records
     ]
-    stored, duplicates = [], []
-    with closing(_connect(db)) as connection:
-        try:
-            with connection:
-                for record, row in zip(records, rows):
-                    before = connection.total_changes
-                    connection.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-                    (stored if connection.total_changes > before else duplicates).append(record)
-        except sqlite3.Error as error:  # locked by another writer, or a table of another shape: nothing stored
-            raise ResultsError(
-                f"cannot store into history database {db}: {error}; try again, or another --db"
-            ) from None
+    with open_store(db) as store:
+        added = store.add(rows)
+    stored = [r for r, new in zip(records, added) if new]
+    duplicates = [r for r, new in zip(records, added) if not new]
     return AddOutcome(stored, duplicates)
 
 
@@ -146,24 +108,29 @@ def history(db: str | Path, model: str | None = None, case: str | None = None) -
     return points
 
 
+def label_records(db: str | Path, label: str) -> list[RunRecord]:
+    """Every record stored under `label`, as read back (each was checked when it was added)."""
+    with open_store(db, create=False) as store:
+        found, labels = store.records(label)
+    if not found:
+        shown = ", ".join(labels[:20]) + (" ..." if len(labels) > 20 else "")
+        raise ResultsError(
+            f"history database {parse_target(db).shown} has no records labelled {label!r}; its labels: "
+            f"{shown or 'none'}"
+        )
+    return [as_record(json.loads(r) if isinstance(r, str) else r) for r in found]
+
+
 def _read_rows(db: str | Path, case: str | None) -> list[Row]:
     """The stored runs (of one case, if given), each checked: a malformed row is named, not read."""
-    query = "SELECT model, grp, case_name, label, started_at, status, throughput FROM runs"
-    params = [case] if case else []
-    if case:
-        query += " WHERE case_name = ?"
-    with closing(_connect(db, create=False)) as connection:
-        try:
-            rows = connection.execute(query, params).fetchall()
-        except sqlite3.Error as error:
-            raise ResultsError(
-                f"history database {db} is not one dlperf wrote ({error}): choose another --db"
-            ) from None
+    with open_store(db, create=False) as store:
+        rows = store.rows(case)
+    shown = parse_target(db).shown
     for row in rows:
         numbers_ok = all(v is None or is_number(v) for v in (row[4], row[6]))
         if not all(isinstance(v, str) for v in row[:4]) or not numbers_ok:
             raise ResultsError(
-                f"history database {db} holds a malformed row ({'/'.join(map(str, row[:4]))[:120]}, started_at "
+                f"history database {shown} holds a malformed row ({'/'.join(map(str, row[:4]))[:120]}, started_at "
                 f"{str(row[4])[:40]!r}, throughput {str(row[6])[:40]!r}): delete it with sqlite3, or another --db"
             )
     return rows

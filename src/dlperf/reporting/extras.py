@@ -1,0 +1,15 @@
+"""The optional extras (`pip install 'dlperf[NAME]'`): a command that needs one refuses, naming it, before it writes."""
+
+from __future__ import annotations
+
+import importlib
+
+from dlperf.errors import ConfigError
+
+
+def require_extra(module: str, extra: str, purpose: str) -> None:
+    """Refuse in one line where `module` cannot be imported, saying which extra brings it."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(f"{purpose} needs the {module} package: pip install 'dlperf[{extra}]'") from None

@@ -1,0 +1,349 @@
+"""Where the history lives: an embedded SQLite file (a plain path) or a shared PostgreSQL server (a URL), one table
+in the same shape on both, behind one small interface.
+
+A `--db` is read as a URL whenever it starts with a scheme (`word:`), so `postgresql://host/db` can never become a
+local folder named `postgresql:`; a scheme dlperf does not know is refused. Every add is one transaction, and a
+record's identity (`run_key`, the hash of its content) is the table's key, stored with INSERT ... ON CONFLICT DO
+NOTHING: several machines adding at once lose nothing and store nothing twice. The schema carries its version in
+`dlperf_schema`; a history from an older dlperf (no version table, no `added_at`/`added_by`) is brought up to date by
+the next `add`, under a lock, and read as it is by `show`; one from a newer dlperf is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from dlperf.errors import ConfigError, ResultsError, first_line
+from dlperf.reporting.extras import require_extra
+
+SCHEMA_VERSION = 2  # 1: the `runs` table alone (dlperf before the shared history); 2: added_at, added_by, versioned
+COLUMNS = ("run_key", "label", "model", "grp", "case_name", "repeat", "status", "throughput", "started_at", "record")
+READ_COLUMNS = ("model", "grp", "case_name", "label", "started_at", "status", "throughput")
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # two letters at least: `C:\...` stays a path
+LOCK_ID = 0x646C70  # pg_advisory_xact_lock's key for schema changes ("dlp")
+
+# (type of the text, real, integer and JSON columns) per dialect: PostgreSQL keeps the record as jsonb, so a
+# dashboard queries record->>'framework' directly
+TYPES = {"sqlite": ("TEXT", "REAL", "INTEGER", "TEXT"), "postgresql": ("TEXT", "DOUBLE PRECISION", "INTEGER", "JSONB")}
+
+
+def runs_table(dialect: str) -> str:
+    text, real, integer, json_ = TYPES[dialect]
+    return f"""CREATE TABLE IF NOT EXISTS runs (
+    run_key     {text} PRIMARY KEY,  -- sha256 of the record's content: the same record is stored once
+    label       {text} NOT NULL,     -- what is being compared: a version, a commit, a driver ...
+    model       {text} NOT NULL,
+    grp         {text} NOT NULL,
+    case_name   {text} NOT NULL,
+    repeat      {integer},
+    status      {text} NOT NULL,
+    throughput  {real},
+    started_at  {real},
+    record      {json_} NOT NULL,    -- the whole JSON record
+    added_at    {real},              -- Unix time it was stored (null: stored by a dlperf before schema 2)
+    added_by    {text}               -- the host that stored it
+)"""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed `--db`: the dialect, what to connect to, and how to name it in messages (no password)."""
+
+    dialect: str
+    where: str | Path
+    shown: str
+
+
+def parse_target(db: str | Path) -> Target:
+    """A plain path is SQLite, `postgresql://` (or `postgres://`) PostgreSQL, `sqlite:///PATH` SQLite; any other
+    `scheme:` is refused, so no URL is ever taken for a path."""
+    text = str(db)
+    match = SCHEME.match(text)
+    if not match:
+        return Target("sqlite", Path(text), text)
+    scheme = match.group(1).lower()
+    if scheme in POSTGRES_SCHEMES:
+        return Target("postgresql", text, _without_password(text))
+    if scheme == "sqlite" and text.startswith("sqlite:///"):
+        path = text[len("sqlite:///") :]
+        return Target("sqlite", Path(path), path)
+    raise ConfigError(
+        f"history database {_without_password(text)}: unknown scheme {scheme}: — give a file path for SQLite, "
+        "postgresql://USER@HOST/DB for PostgreSQL, or ./PATH for a file whose name has a colon"
+    )
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+class Store(Protocol):
+    shown: str
+
+    def add(self, rows: Sequence[tuple]) -> list[bool]:
+        """Store the rows (COLUMNS order) in one transaction; whether each was new."""
+
+    def rows(self, case: str | None) -> list[tuple]:
+        """The stored runs' READ_COLUMNS, of one case where given."""
+
+    def records(self, label: str) -> tuple[list[Any], list[str]]:
+        """The records stored under `label` (JSON text, or the parsed JSON from a jsonb column), and every label."""
+
+
+@contextmanager
+def open_store(db: str | Path, create: bool = True) -> Iterator[Store]:
+    target = parse_target(db)
+    store = _SqliteStore(target, create) if target.dialect == "sqlite" else _PostgresStore(target)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _stamp() -> tuple[float, str]:
+    return time.time(), socket.gethostname()
+
+
+def _read_query(case: str | None, placeholder: str) -> tuple[str, list[str]]:
+    query = f"SELECT {', '.join(READ_COLUMNS)} FROM runs"
+    return (query + f" WHERE case_name = {placeholder}", [case]) if case else (query, [])
+
+
+def _label_queries(placeholder: str) -> tuple[str, str]:
+    return f"SELECT record FROM runs WHERE label = {placeholder}", "SELECT DISTINCT label FROM runs ORDER BY label"
+
+
+class _SqliteStore:
+    """The embedded default: one file, a writer at a time (SQLite's own lock)."""
+
+    def __init__(self, target: Target, create: bool) -> None:
+        self.shown = target.shown
+        path = Path(target.where)
+        if not create and not path.is_file():
+            raise ResultsError(
+                f"history database {self.shown} does not exist: store results first with `dlperf history add DIR`"
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.connection = sqlite3.connect(path)
+        except (OSError, sqlite3.Error) as error:
+            raise ResultsError(f"cannot open history database {self.shown}: {error}; choose another --db") from None
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def add(self, rows: Sequence[tuple]) -> list[bool]:
+        added = []
+        try:
+            with self.connection:
+                self.connection.execute("BEGIN IMMEDIATE")  # the schema check and the rows, one writer at a time
+                _bring_up_to_date(_SqliteSchema(self.connection), self.shown)
+                stamp = _stamp()
+                for row in rows:
+                    before = self.connection.total_changes
+                    self.connection.execute(_insert("?", 12), (*row, *stamp))
+                    added.append(self.connection.total_changes > before)
+        except sqlite3.Error as error:  # locked by another writer, or a table of another shape: nothing stored
+            raise ResultsError(
+                f"cannot store into history database {self.shown}: {error}; try again, or another --db"
+            ) from None
+        return added
+
+    def rows(self, case: str | None) -> list[tuple]:
+        try:
+            _check_version(_SqliteSchema(self.connection).version(), self.shown)
+            return self.connection.execute(*_read_query(case, "?")).fetchall()
+        except sqlite3.Error as error:
+            raise ResultsError(
+                f"history database {self.shown} is not one dlperf wrote ({error}): choose another --db"
+            ) from None
+
+    def records(self, label: str) -> tuple[list[Any], list[str]]:
+        select, labels = _label_queries("?")
+        try:
+            _check_version(_SqliteSchema(self.connection).version(), self.shown)
+            found = [r[0] for r in self.connection.execute(select, (label,))]
+            return found, [r[0] for r in self.connection.execute(labels)]
+        except sqlite3.Error as error:
+            raise ResultsError(
+                f"history database {self.shown} is not one dlperf wrote ({error}): choose another --db"
+            ) from None
+
+
+def _insert(placeholder: str, count: int) -> str:
+    columns = ", ".join((*COLUMNS, "added_at", "added_by"))
+    return f"INSERT INTO runs ({columns}) VALUES ({', '.join([placeholder] * count)}) ON CONFLICT DO NOTHING"
+
+
+class _Schema(Protocol):
+    dialect: str
+
+    def tables(self) -> set[str]: ...
+    def columns(self, table: str) -> set[str]: ...
+    def version(self) -> int | None: ...
+    def execute(self, sql: str) -> None: ...
+
+
+def _check_version(version: int | None, shown: str) -> None:
+    if version is not None and version > SCHEMA_VERSION:
+        raise ResultsError(
+            f"history database {shown} has schema {version}, written by a newer dlperf (this one knows up to "
+            f"{SCHEMA_VERSION}): upgrade dlperf to use it"
+        )
+
+
+def _bring_up_to_date(schema: _Schema, shown: str) -> None:
+    """Create the tables, or upgrade a schema-1 history (an older dlperf's) in place; the caller holds the lock."""
+    version = schema.version()
+    _check_version(version, shown)
+    if version == SCHEMA_VERSION:
+        return
+    tables = schema.tables()
+    if "runs" in tables:
+        missing = set(COLUMNS) - schema.columns("runs")
+        if missing:
+            raise ResultsError(
+                f"history database {shown} has a table `runs` that dlperf did not write (no "
+                f"{', '.join(sorted(missing))}): choose another --db"
+            )
+        for column, kind in (("added_at", TYPES[schema.dialect][1]), ("added_by", "TEXT")):
+            if column not in schema.columns("runs"):
+                schema.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+    else:
+        schema.execute(runs_table(schema.dialect))
+    schema.execute("CREATE INDEX IF NOT EXISTS runs_case ON runs (model, grp, case_name, label)")
+    schema.execute("CREATE TABLE IF NOT EXISTS dlperf_schema (version INTEGER NOT NULL)")
+    schema.execute("DELETE FROM dlperf_schema")
+    schema.execute(f"INSERT INTO dlperf_schema (version) VALUES ({SCHEMA_VERSION})")
+
+
+class _SqliteSchema:
+    dialect = "sqlite"
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def tables(self) -> set[str]:
+        return {r[0] for r in self.connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    def columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.connection.execute(f"PRAGMA table_info({table})")}
+
+    def version(self) -> int | None:
+        if "dlperf_schema" not in self.tables():
+            return None
+        row = self.connection.execute("SELECT max(version) FROM dlperf_schema").fetchone()
+        return row[0] if row else None
+
+    def execute(self, sql: str) -> None:
+        self.connection.execute(sql)
+
+
+class _PostgresStore:
+    """A shared server: any number of machines add at once; a schema change waits on an advisory lock."""
+
+    def __init__(self, target: Target) -> None:
+        require_extra("psycopg", "postgres", f"a PostgreSQL history ({target.shown})")
+        import psycopg
+
+        self.shown = target.shown
+        self.psycopg = psycopg
+        try:
+            self.connection = psycopg.connect(str(target.where), connect_timeout=10, application_name="dlperf")
+        except psycopg.Error as error:
+            raise ResultsError(f"cannot connect to history database {self.shown}: {first_line(error)}") from None
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def add(self, rows: Sequence[tuple]) -> list[bool]:
+        try:
+            # the schema first, in its own transaction under a lock (one machine at a time); then the rows in one
+            # transaction, side by side with other machines' adds
+            with self.connection.transaction(), self.connection.cursor() as cursor:
+                schema = _PostgresSchema(cursor)
+                if schema.version() != SCHEMA_VERSION:
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
+                    _bring_up_to_date(schema, self.shown)
+            with self.connection.transaction(), self.connection.cursor() as cursor:
+                stamp = _stamp()
+                added = {}
+                # in key order: two adds that share records take their row locks in the same order, never deadlock
+                for row in sorted(rows, key=lambda r: r[0]):
+                    cursor.execute(_insert("%s", 12) + " RETURNING run_key", (*row, *stamp))
+                    added[row[0]] = cursor.fetchone() is not None
+            return [added[row[0]] for row in rows]
+        except self.psycopg.Error as error:  # the server stopped, a lost connection, a refused write: rolled back
+            raise ResultsError(
+                f"cannot store into history database {self.shown}: {first_line(error)}; nothing was stored, try again"
+            ) from None
+
+    def rows(self, case: str | None) -> list[tuple]:
+        with self._reading() as cursor:
+            cursor.execute(*_read_query(case, "%s"))
+            return cursor.fetchall()
+
+    def records(self, label: str) -> tuple[list[Any], list[str]]:
+        select, labels = _label_queries("%s")
+        with self._reading() as cursor:
+            found = [r[0] for r in cursor.execute(select, (label,)).fetchall()]
+            return found, [r[0] for r in cursor.execute(labels).fetchall()]
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        """A read-only look at a history dlperf wrote (schema checked); a server's error is one line."""
+        try:
+            with self.connection.transaction(), self.connection.cursor() as cursor:
+                schema = _PostgresSchema(cursor)
+                _check_version(schema.version(), self.shown)
+                if "runs" not in schema.tables():
+                    raise ResultsError(
+                        f"history database {self.shown} holds no dlperf history: store results first with "
+                        "`dlperf history add DIR`"
+                    )
+                yield cursor
+        except self.psycopg.Error as error:
+            raise ResultsError(f"cannot read history database {self.shown}: {first_line(error)}") from None
+
+
+class _PostgresSchema:
+    dialect = "postgresql"
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+
+    def tables(self) -> set[str]:
+        self.cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+        return {r[0] for r in self.cursor.fetchall()}
+
+    def columns(self, table: str) -> set[str]:
+        self.cursor.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = %s",
+            (table,),
+        )
+        return {r[0] for r in self.cursor.fetchall()}
+
+    def version(self) -> int | None:
+        if "dlperf_schema" not in self.tables():
+            return None
+        self.cursor.execute("SELECT max(version) FROM dlperf_schema")
+        row = self.cursor.fetchone()
+        return row[0] if row else None
+
+    def execute(self, sql: str) -> None:
+        self.cursor.execute(sql)

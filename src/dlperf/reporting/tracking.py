@@ -1,0 +1,192 @@
+"""What a results folder carries to an experiment tracker (MLflow, W&B): each sweep as a parent run, one child run
+per record, each with its parameters, metrics, tags and files. Built once here, so both trackers get the same
+content; `reporting/to_mlflow.py` and `reporting/to_wandb.py` only write it.
+
+A folder of several sweeps gives a parent run each. A run's identity is its record's (the history's `record_key`,
+the hash of its content) and a sweep's is its `sweep_id` (single runs': the hash of their keys): an export looks
+runs up by these tags first, so a second export of the same folder adds nothing, and one after
+`dlperf sweep --resume` adds the new records under the same parent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ResultsError
+from dlperf.records.load import load_records
+from dlperf.records.schema import RunRecord
+from dlperf.reporting.aggregate import summarise
+from dlperf.reporting.doubts import run_doubts
+from dlperf.reporting.export import case_row
+from dlperf.reporting.history import record_key
+from dlperf.reporting.report import write_report
+from dlperf.reporting.waterfall import ScalingLoss, scaling_losses
+
+RECORD_TAG = "dlperf.record_key"
+SWEEP_TAG = "dlperf.sweep_key"
+COMPLETE_TAG = "dlperf.exported"  # set last: a run without it is an interrupted export's, replaced by the next one
+CASE_KEYS = (
+    "model", "group", "case", "nodes", "devices_per_node", "world_size", "precision", "batch_size_per_device",
+    "global_batch_size", "micro_batch_size", "engine", "table", "work", "repeat", "report_case", "report_group",
+    "framework", "dlperf_version", "device_type",
+)  # fmt: skip
+RUN_METRICS = (
+    "throughput", "throughput_per_device", "throughput_steady", "tokens_per_s", "tokens_per_s_per_device", "mfu",
+    "mfu_measured", "tflops_per_device", "elapsed_s", "first_step_s", "compile_s", "window_cv", "loss_first",
+    "loss_last",
+)  # fmt: skip
+CASE_METRICS = ("median_speed", "average_speed", "speedup", "scaling_efficiency", "cv", "latency_ms_p50", "mfu")
+REPORT_FILES = ("report.md", "summary.json", "runs.csv", "cases.csv")
+PARAM_TEXT = 500  # a parameter's value is a short fact; MLflow refuses values over 6000 characters
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    """One record as a tracker run."""
+
+    key: str
+    name: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    steps: dict[str, list[float]]  # a metric per timing window: its values at steps 0, 1, ...
+    tags: dict[str, str]
+    status: str  # the record's: ok, failed, diverged
+    started_ms: int | None
+    finished_ms: int | None
+    files: list[Path] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TrackedSweep:
+    """A sweep as a parent run and its children."""
+
+    key: str
+    name: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    files: list[Path]
+    runs: list[TrackedRun]
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _params(prefix: str, values: dict[str, Any] | None) -> dict[str, str]:
+    """A mapping's scalar values as parameters `prefix.key`."""
+    return {
+        f"{prefix}.{k}": str(v)[:PARAM_TEXT]
+        for k, v in (values or {}).items()
+        if isinstance(v, (str, int, float, bool)) and k != "topology"
+    }
+
+
+def _run(record: RunRecord, losses: dict[tuple[str, str, str], ScalingLoss]) -> TrackedRun:
+    params = {k: str(getattr(record, k))[:PARAM_TEXT] for k in CASE_KEYS if getattr(record, k, None) is not None}
+    params |= _params("parallel", record.parallel) | _params("config", record.config)
+    params |= _params("accelerator", record.accelerator) | _params("env", record.env)
+    params |= _params("env.git", (record.env or {}).get("git"))
+    metrics = {k: v for k in RUN_METRICS if (v := _number(getattr(record, k, None))) is not None}
+    metrics |= {f"latency_ms.{k}": v for k, raw in (record.latency_ms or {}).items() if (v := _number(raw)) is not None}
+    metrics |= {
+        f"peak_memory_mib.{k}": v
+        for k, raw in (record.peak_memory_mib or {}).items()
+        if (v := _number(raw)) is not None
+    }
+    energy = _number((record.energy or {}).get("joules_per_sample"))
+    if energy is not None:
+        metrics["energy.joules_per_sample"] = energy
+    loss = losses.get((record.model, record.group, record.case))
+    if loss is not None and record.status == "ok":  # the case's loss against its ideal, in its measured parts
+        metrics["case_scaling_loss.measured_loss"] = loss.measured_loss
+        metrics |= {f"case_scaling_loss.{k}": v for k, v in loss.components.items()}
+    windows = [v for raw in record.window_throughputs or [] if (v := _number(raw)) is not None]
+    key = record_key(record)
+    flags = [d.label for d in run_doubts(record)] if record.status == "ok" else []
+    tags = {
+        RECORD_TAG: key,
+        "dlperf.status": record.status,
+        "dlperf.flags": ";".join(flags) or "none",
+        "dlperf.sweep_id": record.sweep_id or "none",
+        "dlperf.record": record.origin.path or "",
+    }
+    if record.error:
+        tags["dlperf.error"] = record.error[:PARAM_TEXT]
+    if record.hosts:
+        tags["dlperf.hosts"] = ",".join(str(h) for h in record.hosts)[:PARAM_TEXT]
+    files = [Path(record.origin.path)] if record.origin.path else []
+    if record.log and files and (files[0].parent / Path(record.log).name).is_file():
+        files.append(files[0].parent / Path(record.log).name)
+    return TrackedRun(
+        key=key,
+        name=f"{record.model} {record.group} {record.case} r{record.repeat}",
+        params=params,
+        metrics=metrics,
+        steps={"window_throughput": windows} if windows else {},
+        tags=tags,
+        status=record.status,
+        started_ms=None if record.started_at is None else int(record.started_at * 1000),
+        finished_ms=None if record.finished_at is None else int(record.finished_at * 1000),
+        files=files,
+    )
+
+
+@contextmanager
+def tracked_sweeps(folder: str | Path) -> Iterator[list[TrackedSweep]]:
+    """The folder's records as sweeps to track, one per sweep id (records of single runs, without one, are one
+    more), each with its report files: the folder's own where it holds one sweep and `dlperf report` wrote them,
+    else made for the export in a temporary folder (removed afterwards)."""
+    root = Path(folder)
+    records = load_records(root)
+    if not records:
+        raise ResultsError(f"no run records in {root}: export a folder that `dlperf sweep`, `run` or `extract` wrote")
+    groups: dict[str | None, list[RunRecord]] = {}
+    for record in records:
+        groups.setdefault(record.sweep_id, []).append(record)
+    with tempfile.TemporaryDirectory(prefix="dlperf-export-") as scratch:
+        sweeps = []
+        for i, (sweep_id, members) in enumerate(sorted(groups.items(), key=lambda item: item[0] or "")):
+            report_dir = root if len(groups) == 1 and (root / "report.md").is_file() else Path(scratch) / str(i)
+            if report_dir != root:
+                write_report(members, report_dir, {"md", "json", "png"})
+            sweeps.append(_sweep(root, sweep_id, members, report_dir))
+        yield sweeps
+
+
+def _sweep(root: Path, sweep_id: str | None, records: list[RunRecord], report_dir: Path) -> TrackedSweep:
+    summary = summarise(records)
+    losses = {(model, group, x.case): x for (model, group), found in scaling_losses(summary).items() for x in found}
+    runs = [_run(r, losses) for r in records]
+    key = sweep_id or hashlib.sha256("".join(sorted(r.key for r in runs)).encode()).hexdigest()
+    metrics: dict[str, float] = {}
+    for cases in summary.values():
+        for case in cases:
+            row = case_row(case)
+            prefix = f"{case.model}/{case.group}/{case.case}"
+            metrics |= {f"{prefix}/{k}": v for k in CASE_METRICS if (v := _number(row[k])) is not None}
+    for (model, group, case_name), loss in losses.items():
+        metrics[f"{model}/{group}/{case_name}/scaling_loss.measured_loss"] = loss.measured_loss
+        metrics |= {f"{model}/{group}/{case_name}/scaling_loss.{k}": v for k, v in loss.components.items()}
+    first = records[0]
+    params = {k: str(v) for k in ("model", "framework", "dlperf_version") if (v := getattr(first, k, None))}
+    params |= _params("accelerator", first.accelerator) | _params("env", first.env)
+    tags = {
+        SWEEP_TAG: key,
+        "dlperf.sweep_id": sweep_id or "none",
+        "dlperf.folder": str(root.resolve())[:PARAM_TEXT],
+        "dlperf.records": str(len(records)),
+        "dlperf.failed_runs": str(sum(r.status != "ok" for r in records)),
+    }
+    files = [report_dir / f for f in REPORT_FILES if (report_dir / f).is_file()]
+    files += sorted((report_dir / "plots").glob("*.png"))
+    name = f"sweep {sweep_id}" if sweep_id else f"single runs in {root.name}"
+    return TrackedSweep(key, name, params, metrics, tags, files, runs)

@@ -1,0 +1,235 @@
+"""`dlperf export mlflow` against a real `mlflow server` the module starts (SQLite backend, loopback, a free port),
+read back through its REST API; `dlperf export wandb` in W&B's offline mode, read back from the files W&B wrote
+(issue 41)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import assert_one_line_error, run_cli
+from report_records import record
+
+from dlperf.records.store import write_json_atomic
+from dlperf.reporting.history import record_key
+from dlperf.reporting.tracking import COMPLETE_TAG, RECORD_TAG
+
+SWEEP = "20261127T000000Z-abcdef"
+SPEEDS = {"1n1g": [100.0, 104.0, 98.0], "1n2g": [180.0, 176.0, None]}  # None: a failed repeat
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """A sweep's folder: two cases of three repeats (one failed), each record with its timing windows."""
+    root = tmp_path_factory.mktemp("sweep")
+    for case, speeds in SPEEDS.items():
+        for i, speed in enumerate(speeds, 1):
+            extra = {"window_throughputs": [speed * 0.99, speed, speed * 1.01]} if speed else {}
+            rec = record(case, i, speed, sweep_id=SWEEP, started_at=1.8e9 + i, finished_at=1.8e9 + i + 30,
+                         mfu=0.25 if speed else None, framework="torch 2.9.1", **extra)  # fmt: skip
+            write_json_atomic(root / "resnet50" / case / f"resnet50_b128_fp32_{i}.json", rec)
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    mlflow = Path(sys.executable).parent / "mlflow"
+    if not mlflow.exists():
+        pytest.skip("mlflow is not installed: pip install 'dlperf[test]'")
+    root = tmp_path_factory.mktemp("mlflow")
+    port = _free_port()
+    command = [
+        str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination", str(root / "artifacts"),
+    ]  # fmt: skip
+    log = (root / "server.log").open("w")
+    # without MLflow's job runner (seven huey consumers the export never uses): start-up in a quarter of the CPU
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=5).read()
+                break
+            except (urllib.error.URLError, OSError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def rest(url: str, path: str, body: dict | None = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{url}/api/2.0/mlflow/{path}", data, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def all_runs(url: str, experiment: str) -> list[dict]:
+    found = rest(url, f"experiments/get-by-name?experiment_name={experiment}")["experiment"]["experiment_id"]
+    return rest(url, "runs/search", {"experiment_ids": [found], "max_results": 1000}).get("runs", [])
+
+
+def tags(run: dict) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+
+
+@pytest.mark.slow
+def test_mlflow_export_one_run_per_record_and_a_second_export_adds_nothing(mlflow_server, folder, capsys):
+    code, out, err = run_cli(["export", "mlflow", str(folder), "--tracking-uri", mlflow_server], capsys)
+    assert code == 0, err
+    assert "6 new runs" in out, out
+    experiment = rest(mlflow_server, "experiments/get-by-name?experiment_name=dlperf")["experiment"]
+    assert {"key": "mlflow.experimentKind", "value": "custom_model_development"} in experiment["tags"]
+    runs = all_runs(mlflow_server, "dlperf")
+    parents = [r for r in runs if "mlflow.parentRunId" not in tags(r)]
+    children = [r for r in runs if "mlflow.parentRunId" in tags(r)]
+    assert len(parents) == 1 and len(children) == 6
+    parent_id = parents[0]["info"]["run_id"]
+    assert {tags(r)["mlflow.parentRunId"] for r in children} == {parent_id}
+    by_key = {tags(r)[RECORD_TAG]: r for r in children}
+    for path in sorted(folder.rglob("resnet50_*.json")):
+        data = json.loads(path.read_text())
+        run = by_key[record_key(data)]  # the record's identity is its run's tag
+        params = {p["key"]: p["value"] for p in run["data"]["params"]}
+        metrics = {m["key"]: m["value"] for m in run["data"].get("metrics", [])}
+        assert (params["case"], params["repeat"], params["framework"]) == (data["case"], str(data["repeat"]),
+                                                                           "torch 2.9.1")  # fmt: skip
+        assert tags(run)["dlperf.status"] == data["status"] and tags(run)["dlperf.sweep_id"] == SWEEP
+        assert tags(run)[COMPLETE_TAG] == "complete"
+        if data["status"] != "ok":
+            assert run["info"]["status"] == "FAILED" and "throughput" not in metrics
+            continue
+        assert run["info"]["status"] == "FINISHED" and metrics["throughput"] == data["throughput"]
+        assert metrics["mfu"] == 0.25 and metrics["latency_ms.p50"] == data["latency_ms"]["p50"]
+        history = rest(
+            mlflow_server, f"metrics/get-history?run_id={run['info']['run_id']}&metric_key=window_throughput"
+        )
+        assert [(m["step"], m["value"]) for m in history["metrics"]] == list(enumerate(data["window_throughputs"]))
+        files = rest(mlflow_server, f"artifacts/list?run_id={run['info']['run_id']}")["files"]
+        assert path.name in {f["path"] for f in files}
+    parent_metrics = {m["key"]: m["value"] for m in parents[0]["data"]["metrics"]}
+    assert parent_metrics["resnet50/b128_fp32/1n1g/median_speed"] == 100.0
+    assert parent_metrics["resnet50/b128_fp32/1n2g/median_speed"] == 178.0
+    assert "resnet50/b128_fp32/1n2g/scaling_loss.measured_loss" in parent_metrics
+    parent_files = rest(mlflow_server, f"artifacts/list?run_id={parent_id}")["files"]
+    assert {"report.md", "summary.json", "plots"} <= {f["path"] for f in parent_files}
+    # again: nothing new
+    code, out, err = run_cli(["export", "mlflow", str(folder), "--tracking-uri", mlflow_server], capsys)
+    assert code == 0 and "0 new runs" in out and "6 records were exported before" in out, out + err
+    assert len(all_runs(mlflow_server, "dlperf")) == 7
+
+
+@pytest.mark.slow
+def test_mlflow_export_of_two_sweeps_replaces_a_run_an_interrupted_export_left(mlflow_server, folder, tmp_path, capsys):
+    shutil.copytree(folder, tmp_path / "a")
+    for i in (1, 2):  # another sweep beside it: a parent run of its own
+        rec = record("1n1g", i, 90.0, sweep_id="20261128T000000Z-fedcba", started_at=1.9e9 + i)
+        write_json_atomic(tmp_path / "b" / "resnet50" / "1n1g" / f"resnet50_b128_fp32_{i}.json", rec)
+    experiment = rest(mlflow_server, "experiments/create", {"name": "interrupted"})["experiment_id"]
+    first = json.loads(next(iter(sorted(folder.rglob("resnet50_*.json")))).read_text())
+    left = [{"key": RECORD_TAG, "value": record_key(first)}]  # a run an interrupted export made, never finished
+    rest(mlflow_server, "runs/create", {"experiment_id": experiment, "tags": left})
+    code, out, err = run_cli(["export", "mlflow", str(tmp_path), "--tracking-uri", mlflow_server, "--experiment",
+                              "interrupted"], capsys)  # fmt: skip
+    assert code == 0 and "6 new runs" in out and "2 new runs" in out, out + err
+    runs = all_runs(mlflow_server, "interrupted")
+    assert len(runs) == 10 and all(tags(r).get(COMPLETE_TAG) == "complete" for r in runs)
+    parents = {tags(r)["dlperf.sweep_id"]: r["info"]["run_id"] for r in runs if "mlflow.parentRunId" not in tags(r)}
+    children = [tags(r)["mlflow.parentRunId"] for r in runs if "mlflow.parentRunId" in tags(r)]
+    assert sorted(children.count(parents[s]) for s in (SWEEP, "20261128T000000Z-fedcba")) == [2, 6]
+    assert sum(tags(r)[RECORD_TAG] == record_key(first) for r in runs if RECORD_TAG in tags(r)) == 1
+
+
+@pytest.mark.slow  # MLflow's client takes seconds to import
+def test_mlflow_unreachable_server_is_one_line(folder, capsys):
+    uri = f"http://127.0.0.1:{_free_port()}"
+    code, _, err = run_cli(["export", "mlflow", str(folder), "--tracking-uri", uri], capsys)
+    assert_one_line_error(code, err, "cannot export", uri)
+
+
+@pytest.mark.parametrize("tracker, extra", [("mlflow", "mlflow"), ("wandb", "wandb")])
+def test_missing_tracker_package_names_the_extra(tracker, extra, folder, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, tracker, None)
+    args = ["--tracking-uri", "http://127.0.0.1:1"] if tracker == "mlflow" else ["--dir", str(tmp_path / "w")]
+    code, _, err = run_cli(["export", tracker, str(folder), *args], capsys)
+    assert_one_line_error(code, err, f"pip install 'dlperf[{extra}]'")
+    assert not (tmp_path / "w").exists()
+
+
+def wandb_records(run_dir: Path) -> dict[str, list]:
+    """The records of a run's .wandb file, by kind: W&B's own protobuf messages, in its LevelDB-log framing (a
+    7-byte `:W&B` header, then 32 KiB blocks of records, each a 4-byte CRC, a 2-byte length, a 1-byte type: 1 whole,
+    2 first, 3 middle, 4 last part)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = next(run_dir.glob("*.wandb")).read_bytes()
+    assert data[:4] == b":W&B"
+    found: dict[str, list] = {}
+    offset, parts = 7, b""
+    while offset + 7 <= len(data):
+        if 32768 - offset % 32768 < 7:  # a block's tail too short for a record header is padding
+            offset += 32768 - offset % 32768
+            continue
+        length, kind = int.from_bytes(data[offset + 4 : offset + 6], "little"), data[offset + 6]
+        parts += data[offset + 7 : offset + 7 + length]
+        offset += 7 + length
+        if kind in (1, 4):
+            pb = wandb_internal_pb2.Record()
+            pb.ParseFromString(parts)
+            found.setdefault(pb.WhichOneof("record_type"), []).append(pb)
+            parts = b""
+    return found
+
+
+def _key(item) -> str:
+    return item.key or ".".join(item.nested_key)
+
+
+@pytest.mark.slow
+def test_wandb_offline_export_reads_back_and_a_second_adds_nothing(folder, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("wandb", reason="wandb is not installed: pip install 'dlperf[test]'")
+    for name in ("WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / "home" / name))  # W&B's caches and staging, not the user's
+    out = tmp_path / "w"
+    code, stdout, err = run_cli(["export", "wandb", str(folder), "--dir", str(out)], capsys)
+    assert code == 0 and "7 new W&B offline runs" in stdout, stdout + err
+    run_dirs = sorted((out / "wandb").glob("offline-run-*"))
+    assert len(run_dirs) == 7
+    ok = json.loads((folder / "resnet50" / "1n2g" / "resnet50_b128_fp32_2.json").read_text())
+    mine = [d for d in run_dirs if d.name.endswith(record_key(ok)[:32])]
+    assert len(mine) == 1
+    found = wandb_records(mine[0])
+    run = found["run"][0].run
+    assert run.run_group == SWEEP and run.job_type == "record" and "status:ok" in run.tags
+    config = {item.key: json.loads(item.value_json) for item in run.config.update}
+    assert (config["case"], config["repeat"], config["framework"]) == ("1n2g", "2", "torch 2.9.1")
+    history = [{_key(i): json.loads(i.value_json) for i in r.history.item} for r in found["history"]]
+    assert [(h["_step"], h["window_throughput"]) for h in history] == list(enumerate(ok["window_throughputs"]))
+    summary = {_key(i): json.loads(i.value_json) for r in found["summary"] for i in r.summary.update}
+    assert summary["throughput"] == 176.0 and summary[RECORD_TAG] == record_key(ok), summary
+    assert any(r.artifact.type == "dlperf-record" for r in found.get("artifact", []))
+    code, stdout, err = run_cli(["export", "wandb", str(folder), "--dir", str(out)], capsys)
+    assert code == 0 and "0 new W&B offline runs" in stdout and "7 were written before" in stdout, stdout + err
+    assert len(sorted((out / "wandb").glob("offline-run-*"))) == 7

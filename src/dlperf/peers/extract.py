@@ -18,7 +18,7 @@ from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
 from dlperf.peers.measure import Measured, measure
 from dlperf.peers.registry import detect, get_format
-from dlperf.peers.textlines import log_lines, open_regular, strip_prefixes
+from dlperf.peers.textlines import UNTERMINATED, log_lines, open_regular, strip_prefixes
 from dlperf.records.schema import SCHEMA
 
 
@@ -106,6 +106,8 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     reason = watch.reason()
     if reason is not None:
         return _failed(info, shape, fmt, rule, reason)
+    if raw.unterminated:
+        measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
     return _measured_record(info, shape, fmt, rule, measured, warmup, window)
 
 
@@ -149,6 +151,12 @@ def _measured_record(
         cross_check=check,
         reading_notes=list(measured.notes),
     )
+    if measured.own is not None and fmt.own_reading:
+        record["own_reading"] = {
+            "figure": measured.own,
+            "ratio": measured.throughput / measured.own,
+            "reading": fmt.own_reading,
+        }
     if measured.latency_ms is not None:
         record["latency_ms"] = {"mean": measured.latency_ms}
     if measured.memory_mib is not None:

@@ -42,6 +42,7 @@ class Measured:
     tokens_per_sample: int | None = None
     unit: str | None = None  # the reader's inferred unit (None: the format's)
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
+    own: float | None = None  # the framework's own practice's figure for the same run (PeerFormat.own_reading)
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -183,6 +184,9 @@ class _Screen:
     def _reason(self, point: Point) -> str | None:
         if (absurd := _absurd(point)) is not None:
             return absurd
+        tflops = dict(point.metrics).get("tflops_per_device")
+        if tflops is not None and tflops * 1e12 > MAX_FLOPS_PER_DEVICE:  # a step timed while only dispatched
+            return f"{tflops:.6g} TFLOP/s per device printed: above the physical {MAX_FLOPS_PER_DEVICE / 1e12:g}"
         if point.speed is not None:
             if not (math.isfinite(point.speed) and point.speed > 0):
                 return f"throughput {point.speed!r} is not a positive finite number"
@@ -264,6 +268,8 @@ class _Window:
         self.notes: dict[str, None] = {}
         self.tokens: int | None = None
         self.unit: str | None = None
+        self.own: float | None = None
+        self.rate_iterations = self.rate_seconds = 0.0  # rates combined as samples over time (rates_over_time)
         # the latest points and where their intervals start, for the short-log fallback and `last_only`
         self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
 
@@ -295,6 +301,12 @@ class _Window:
         if point.speed is not None:
             self.speed_sum += point.speed
             self.speed_n += 1
+            if point.speed > 0:  # each line's iterations at its rate: the window's samples over its time
+                iterations = max(point.step - start, 1) if point.step is not None and start is not None else 1
+                self.rate_iterations += iterations
+                self.rate_seconds += iterations / point.speed
+        if point.own is not None:
+            self.own = point.own
         if point.seconds is not None:
             self.timed.add(point, start, self.batch)
         for name, value in point.metrics:
@@ -317,7 +329,7 @@ class _Window:
         return self._short_window()
 
     def _keep_last(self) -> None:
-        """The last printed step past the warm-up is the figure (torchtitan's published step)."""
+        """The last printed line past the warm-up is the figure (a whole-run figure printed at the end)."""
         last = self.tail[-1]
         self._reset()
         self.anchor = self.tail[-2][0] if len(self.tail) > 1 else None
@@ -346,7 +358,8 @@ class _Window:
 
     def _reset(self) -> None:
         self.kept = self.speed_n = 0
-        self.speed_sum = 0.0
+        self.speed_sum = self.rate_iterations = self.rate_seconds = 0.0
+        self.own = None
         self.timed = TimedSteps()
         self.stamps = _Stamps(self.fmt, self.batch)
         self.metric_sums = {}
@@ -561,6 +574,9 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
     note = w.fallback()
     if w.kept == 0:
         raise DataError(f"its only {fmt.name} progress line is inside the {w.warmup}-iteration warm-up")
+    if rule == "printed" and fmt.stamps_when_unprinted and not w.timed.seconds and not w.speed_n:
+        rule = "timestamp"  # no line prints a figure (DeepSpeed's `step=` lines alone): their time stamps do
+        note = "; ".join(filter(None, [note, f"no kept {fmt.name} line prints a figure: read by its time stamps"]))
     throughput = _plausible(_printed(w, fmt) if rule == "printed" else _timestamped(w, fmt, shape), rule, fmt, shape)
     metrics = {name: total / w.kept for name, total in w.metric_sums.items()}
     second, reading = _second(w, fmt, rule, shape)
@@ -571,6 +587,7 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         tokens_per_sample=w.tokens,
         unit=w.unit,
         batch_free=rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept,
+        own=w.own,
         throughput=throughput,
         kept=w.kept,
         first_step=w.first.step if w.first else None,
@@ -644,6 +661,8 @@ def _printed(w: _Window, fmt: PeerFormat) -> float:
             fmt,
         )
         return w.timed.rate()
+    if fmt.rates_over_time:
+        return w.rate_iterations / w.rate_seconds
     return w.speed_sum / w.speed_n
 
 

@@ -6,6 +6,7 @@ from dlperf.errors import ConfigError
 from dlperf.peers.base import PeerFormat
 from dlperf.peers.formats import (
     declared,
+    deepspeed,
     dllogger,
     dlperf_log,
     dlperf_steps,
@@ -19,12 +20,14 @@ from dlperf.peers.formats import (
     mlperf,
     mxnet,
     nanogpt,
+    nanotron,
     nemo,
     oneflow,
     paddle,
     pytorch_imagenet,
     timm,
     torchtitan,
+    torchtune,
     tqdm_bar,
 )
 
@@ -36,6 +39,9 @@ FORMATS: tuple[PeerFormat, ...] = (
     *megatron.FORMATS,
     *torchtitan.FORMATS,
     *maxtext.FORMATS,
+    *deepspeed.FORMATS,
+    *nanotron.FORMATS,
+    *torchtune.FORMATS,
     *nemo.FORMATS,
     *oneflow.FORMATS,
     *mxnet.FORMATS,

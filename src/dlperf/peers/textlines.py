@@ -29,26 +29,57 @@ def open_regular(path: Path) -> BinaryIO:
         raise
 
 
-def log_lines(path: Path) -> Iterator[str]:
-    """Yield the lines of `path` without their line ends, one at a time.
+UNTERMINATED = (
+    "the file ends without a line end: its last line was read as it is (a posted or copied log; a run killed "
+    "mid-write leaves a cut line instead)"
+)
+CARET_M = "^M"  # a carriage return as some terminals, editors and issue posts print it
 
-    Raises DataError for a binary file (NUL bytes or a line over 1 MiB) and for a file that ends mid-line,
-    which is what a run killed while writing, or an incomplete copy, leaves behind.
+
+class LogLines:
+    """The lines of `path` without their line ends, one at a time (bounded memory); `unterminated` tells, once
+    read, that the file's last line had no line end.
+
+    Raises DataError for a binary file (NUL bytes or a line over 1 MiB). A last line without a line end is read: a
+    log copied from an issue or a terminal often lacks the final newline. A carriage return, written (`\\r`, a
+    progress bar's redraw) or printed as the two characters `^M`, ends a line too.
     """
-    with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace", newline=None) as f:
-        number = 0
-        while True:
-            line = f.readline(MAX_LINE)
-            if not line:
-                return
-            number += 1
-            if "\x00" in line:
-                raise DataError(f"binary content (NUL bytes) on line {number}: not a text log")
-            if not line.endswith("\n"):
-                if len(line) >= MAX_LINE:
-                    raise DataError(f"line {number} is longer than {MAX_LINE // 1024} KiB: not a text log")
-                raise DataError(f"truncated mid-line at line {number} (no line end): the log is incomplete")
-            yield line.rstrip("\n")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.unterminated = False
+        self._lines = self._read()
+
+    def __iter__(self) -> Iterator[str]:
+        return self._lines
+
+    def close(self) -> None:
+        self._lines.close()
+
+    def _read(self) -> Iterator[str]:
+        with io.TextIOWrapper(open_regular(self.path), encoding="utf-8", errors="replace", newline=None) as f:
+            number = 0
+            while True:
+                line = f.readline(MAX_LINE)
+                if not line:
+                    return
+                number += 1
+                if "\x00" in line:
+                    raise DataError(f"binary content (NUL bytes) on line {number}: not a text log")
+                if not line.endswith("\n"):
+                    if len(line) >= MAX_LINE:
+                        raise DataError(f"line {number} is longer than {MAX_LINE // 1024} KiB: not a text log")
+                    self.unterminated = True
+                line = line.rstrip("\n")
+                if CARET_M in line:
+                    yield from line.split(CARET_M)
+                else:
+                    yield line
+
+
+def log_lines(path: Path) -> LogLines:
+    """The lines of `path` (LogLines)."""
+    return LogLines(path)
 
 
 # What launchers and pasting put in front of a framework's own line, removed before any reader sees it:

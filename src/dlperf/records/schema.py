@@ -242,6 +242,15 @@ class PeerReading:
         " `stretch` (docs/instrumentation.md)"
     )
     reading_notes: list[str] | None = doc("what the reader noticed on the way (restarts, gaps, merged lines)")
+    own_reading: dict[str, Any] | None = doc(
+        "the framework's own practice beside the rule's figure, where they differ (torchtitan's and MaxText's last"
+        " printed step, DeepSpeed's running average): `figure` (global, the record's unit), `ratio` (throughput /"
+        " figure), `reading`"
+    )
+    contradictions: list[str] | None = doc(
+        "what in the log disagrees with itself beyond its noise (ranks of one run printing different figures, a"
+        " printed rate against the same lines' step times): the figure is kept and the row flagged"
+    )
     peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
     warning: str | None = doc("what to know about the file (several runs in one log)")
 

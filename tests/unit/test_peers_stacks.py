@@ -1,0 +1,203 @@
+"""Today's LLM stacks' own logs (tests/fixtures/peer-logs/stacks/, copied unchanged from the sources in its
+SOURCES.md): DeepSpeed, nanotron, torchtune and MaxText's older line, each read against a hand reading written here
+apart from the readers (a regex over the file and the framework's own definition of its figure), within 2 %."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from dlperf.errors import DataError
+from dlperf.peers.extract import Options, read_run
+from dlperf.peers.layout import parse_log_path
+from dlperf.peers.registry import FORMATS, detect
+
+PEER_LOGS = Path(__file__).parents[1] / "fixtures" / "peer-logs"
+STACKS = PEER_LOGS / "stacks"
+HELLO = "deepspeed/1n1g/hellodeepspeed-bert_b16_fp16_1.log"
+CSCS = "deepspeed/8n1g/userlabday-bert-squad_b64_fp32_1.log"
+NANOTRON_8 = "nanotron/1n8g/pr23-topology-agnostic_b2_bf16_1.log"
+NANOTRON_2 = "nanotron/1n2g/issue390-log-error_b32_bf16_1.log"
+TORCHTUNE = "torchtune/1n1g/pr1358-codellama-7b_b2_bf16_1.log"
+MAXTEXT_OLD = "maxtext/1n8g/pgo-llama2-7b-a3-old_b12_bf16_1.log"
+NEW = ("deepspeed", "nanotron", "torchtune")
+
+
+def text(log: str) -> str:
+    return (STACKS / log).read_text(encoding="utf-8")
+
+
+def read(log: str, **options) -> dict:
+    return read_run(parse_log_path(STACKS / log), Options(**options))
+
+
+def test_every_stacks_log_is_a_case():
+    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD}
+    assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
+
+
+def running_averages(log: str) -> dict[int, float]:
+    """DeepSpeed's printed RunningAvgSamplesPerSec by global step (the newer and the 2022 line)."""
+    found = re.findall(r"(?:global_step=|\] 0/)(\d+), RunningAvgSamplesPerSec=([\d.]+)", text(log))
+    return {int(step): float(average) for step, average in found}
+
+
+def deepspeed_window(log: str, first: int, last: int) -> float:
+    """DeepSpeed's ThroughputTimer holds batch x (step - 2) / RunningAvg seconds at a printed step (timer.py
+    avg_samples_per_sec, start_step 2): the samples between two printed steps over the timer's time between them."""
+    average = running_averages(log)
+    return (last - first) / ((last - 2) / average[last] - (first - 2) / average[first])
+
+
+def test_deepspeed_hellodeepspeed_run_is_the_timers_samples_over_its_time_after_step_10():
+    """A whole HelloDeepSpeed BERT run (DeepSpeed 0.10, 1 GPU, train_batch_size 16, 90 steps printed every 10, a
+    checkpoint saved after each print): steps 10-90 by the timer's own clock, 124.07 samples/s. The stamps hold the
+    nine checkpoint saves, which the timer leaves out: no interval without a save, so no second reading. DeepSpeed's
+    own RunningAvgSamplesPerSec at step 90 (steps 3-90, the slower start included) is kept beside it."""
+    record = read(HELLO)
+    assert (record["status"], record["format"], record["unit"]) == ("ok", "deepspeed", "samples/s")
+    assert record["kept_steps"] == [20, 90]
+    assert record["throughput"] == pytest.approx(deepspeed_window(HELLO, 10, 90), rel=1e-9)
+    assert record["throughput"] == pytest.approx(124.07, abs=0.01)
+    assert record["own_reading"]["figure"] == pytest.approx(128.46620267622004)
+    assert record["cross_check"]["agree"] is None
+    assert len(re.findall(r"Checkpoint global_step\d+ is about to be saved", text(HELLO))) == 9
+    # the step's time, batch x the timer's seconds per step, is the mean latency
+    assert record["latency_ms"]["mean"] == pytest.approx(16 / record["throughput"] * 1000)
+
+
+def test_deepspeed_2022_lines_agree_with_their_time_stamps_at_the_batch_the_stamps_imply():
+    """The CSCS user-lab log (DeepSpeed 2022 `0/S, RunningAvgSamplesPerSec=` lines, 8 nodes x 1 GPU, no saves):
+    steps 20-40 by the timer, 227.48 samples/s, and the stamps give the same at 512 samples a step (8 x 64), the
+    batch no file of the source states: the timer's figure needs none."""
+    record = read(CSCS)
+    assert record["status"] == "ok" and record["kept_steps"] == [30, 40]
+    assert record["throughput"] == pytest.approx(deepspeed_window(CSCS, 20, 40), rel=1e-9)
+    stamps = re.findall(r"^\[([\d-]+ [\d:]+),(\d+)\] \[INFO\] \[timer", text(CSCS), re.M)
+    seconds = [datetime.fromisoformat(day).timestamp() + int(ms) / 1000 for day, ms in stamps]
+    by_stamps = 20 * 512 / (seconds[2] - seconds[0])
+    assert record["cross_check"]["agree"] and record["cross_check"]["second"] == pytest.approx(by_stamps)
+    assert record["throughput"] / by_stamps == pytest.approx(1.0, abs=0.001)
+
+
+def test_deepspeed_step_lines_alone_are_read_by_their_time_stamps(tmp_path):
+    """DeepSpeed-Chat and HF Trainer + DeepSpeed print the `[Rank 0] step=` lines without the timer's: their stamps
+    x steps x the global batch, after step 10 (the HelloDeepSpeed run with its timer lines taken out)."""
+    path = tmp_path / "deepspeed" / "1n1g" / "steps-only_b16_fp16_1.log"
+    path.parent.mkdir(parents=True)
+    kept = [line for line in text(HELLO).splitlines(keepends=True) if "SamplesPerSec=" not in line]
+    path.write_text("".join(kept))
+    record = read_run(parse_log_path(path), Options())
+    stamps = {
+        int(step): datetime.fromisoformat(day).timestamp() + int(ms) / 1000
+        for day, ms, step in re.findall(r"^\[([\d-]+ [\d:]+),(\d+)\] .*\[Rank 0\] step=(\d+),", text(HELLO), re.M)
+    }
+    assert record["status"] == "ok" and record["format"] == "deepspeed"
+    assert record["throughput"] == pytest.approx(80 * 16 / (stamps[90] - stamps[10]), rel=1e-9)  # 91.66
+    assert "read by its time stamps" in record["window_note"]
+
+
+def human(value: str) -> float:
+    return float(value[:-1]) * 1000 if value.endswith("K") else float(value)
+
+
+def test_nanotron_tokens_over_the_iterations_time():
+    """nanotron prints each logged iteration's time and tokens_per_sec (global, 3 significant digits): the tokens
+    of the iterations over their summed time. PR 23's 8-GPU excerpt (iterations 991-993, past the warm-up) and issue
+    390's 2-GPU lines (64 x 4096 tokens an iteration in 11.5 s: 22.8K tokens/s)."""
+    for log, devices in ((NANOTRON_8, 8), (NANOTRON_2, 2)):
+        rows = re.findall(r"elapsed_time_per_iteration_ms: (\S+) \| tokens_per_sec: (\S+) \|", text(log))
+        seconds = [human(ms) / 1000 for ms, _ in rows]
+        tokens = [human(rate) * s for (_, rate), s in zip(rows, seconds)]
+        record = read(log)
+        assert (record["status"], record["format"], record["unit"]) == ("ok", "nanotron", "tokens/s")
+        assert record["throughput"] == pytest.approx(sum(tokens) / sum(seconds), rel=1e-9)
+        assert record["throughput_per_device"] == pytest.approx(record["throughput"] / devices)
+    assert read(NANOTRON_8)["throughput"] == pytest.approx(15253.8, abs=0.1)
+    assert pytest.approx(read(NANOTRON_2)["throughput"], rel=0.005) == 64 * 4096 / 11.5  # the issue's own shape
+
+
+def test_nanotron_log_read_with_another_device_count_is_refused(tmp_path):
+    """Its tokens_per_sec over tokens_per_sec_per_gpu is the job's device count (2 in issue 390)."""
+    path = tmp_path / "nanotron" / "1n8g" / "issue390_b8_bf16_1.log"
+    path.parent.mkdir(parents=True)
+    shutil.copy(STACKS / NANOTRON_2, path)
+    with pytest.raises(DataError, match=r"say 2 devices, not the 8 given"):
+        read_run(parse_log_path(path), Options())
+
+
+def test_torchtune_per_gpu_rates_are_combined_as_tokens_over_time():
+    """torchtune prints only each step's tokens_per_second_per_gpu (tokens since the last log / the time since it):
+    steps 6-12 after the 5-step warm-up, each step's time at its rate (the harmonic mean), x 1 device; the
+    arithmetic mean of the same rates is kept beside it, and the record says the figure assumes equal tokens."""
+    rates = {
+        int(s): float(r)
+        for s, r in re.findall(r"^Step (\d+) \|.*tokens_per_second_per_gpu:(\S+)", text(TORCHTUNE), re.M)
+    }
+    kept = [rates[step] for step in range(6, 13)]
+    record = read(TORCHTUNE)
+    assert (record["status"], record["format"], record["unit"]) == ("ok", "torchtune", "tokens/s")
+    assert record["kept_steps"] == [6, 12]
+    assert record["throughput"] == pytest.approx(statistics.harmonic_mean(kept), rel=1e-9)  # 491.86
+    assert record["peer_metrics"]["mean_of_printed_rates"] == pytest.approx(statistics.fmean(kept))  # 548.35
+    assert any("the same tokens" in note for note in record["reading_notes"])
+
+
+def test_maxtext_older_line_takes_its_tokens_from_the_config_lines():
+    """A March 2024 MaxText log on 8 H100s (llama2-7b; no Tokens/s/device on its lines; `Config param
+    per_device_batch_size: 12.0` and `max_target_length: 2048`), the file ending without a line end: steps 2-29
+    (steps 5-8 under an nsys capture), 12 x 2048 tokens per device a step over their summed seconds, x 8. MaxText's
+    own practice, the last step, is 1.14x faster than the run's window."""
+    seconds = {int(s): float(t) for s, t in re.findall(r"completed step: (\d+), seconds: ([\d.]+)", text(MAXTEXT_OLD))}
+    assert sorted(seconds) == list(range(30)) and not text(MAXTEXT_OLD).endswith("\n")
+    kept = [seconds[step] for step in range(2, 30)]
+    record = read(MAXTEXT_OLD)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "maxtext", [2, 29])
+    assert record["throughput"] == pytest.approx(len(kept) * 12 * 2048 / sum(kept) * 8, rel=1e-9)  # 40,237.6
+    assert record["own_reading"]["figure"] == pytest.approx(12 * 2048 / seconds[29] * 8)  # 45,712.2
+    assert any("ends without a line end" in note for note in record["reading_notes"])
+
+
+def test_detection_names_each_stack():
+    for log, name in ((HELLO, "deepspeed"), (CSCS, "deepspeed"), (NANOTRON_8, "nanotron"), (TORCHTUNE, "torchtune"),
+                      (MAXTEXT_OLD, "maxtext")):  # fmt: skip
+        first = next(line for line in text(log).splitlines() if detect(line) is not None)
+        assert detect(first).name == name, log
+
+
+def _small_logs() -> list[Path]:
+    return sorted(p for p in PEER_LOGS.rglob("*.log") if p.stat().st_size < 300_000 and "handwritten" not in p.parts)
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_a_new_reader_gives_no_figure_from_another_trainers_log(name):
+    """Each new reader forced onto every other real log of the fixtures refuses it in one line: none reads another
+    trainer's lines as its own."""
+    for path in _small_logs():
+        if path.is_relative_to(STACKS / name):
+            continue
+        try:
+            record = read_run(parse_log_path(path), Options(format=name))
+        except DataError as refusal:
+            assert "\n" not in str(refusal)
+            continue
+        assert record["status"] == "failed", f"{name} read {path.relative_to(PEER_LOGS)}"
+
+
+def test_every_format_on_a_stacks_log_is_refused_or_its_own():
+    """Every other format forced onto the new logs gives no figure."""
+    for path in STACKS.rglob("*.log"):
+        own = read_run(parse_log_path(path), Options())["format"]
+        for fmt in FORMATS:
+            if fmt.name == own:
+                continue
+            try:
+                record = read_run(parse_log_path(path), Options(format=fmt.name))
+            except DataError:
+                continue
+            assert record["status"] == "failed", f"{fmt.name} read {path.relative_to(STACKS)}"

@@ -16,6 +16,7 @@ from dlperf.errors import DataError
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import parse_log_path
 from dlperf.peers.registry import FORMATS, detect
+from dlperf.reporting.doubts import case_flags
 
 PEER_LOGS = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 STACKS = PEER_LOGS / "stacks"
@@ -161,6 +162,32 @@ def test_maxtext_older_line_takes_its_tokens_from_the_config_lines():
     assert record["throughput"] == pytest.approx(len(kept) * 12 * 2048 / sum(kept) * 8, rel=1e-9)  # 40,237.6
     assert record["own_reading"]["figure"] == pytest.approx(12 * 2048 / seconds[29] * 8)  # 45,712.2
     assert any("ends without a line end" in note for note in record["reading_notes"])
+
+
+def test_ranks_of_one_run_printing_figures_apart_are_flagged(tmp_path):
+    """Two ranks of one HF Trainer run printing 154.2 and 70.5 samples/s (the real 2-process log's metrics line, and
+    a second rank's beside it with its own figures): the median is kept, and the record and the report's row say the
+    log contradicts itself. The 8 ranks of a real torchtitan log, within 0.01 % of each other, are no contradiction."""
+    real = PEER_LOGS / "trainers" / "hf-trainer" / "1n2g" / "bert-tiny-hf5-torchrun_b4_fp32_1.log"
+    lines = real.read_text(encoding="utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if "train_samples_per_second" in line)
+    first = re.sub(r"'train_samples_per_second': '[\d.]+'", "'train_samples_per_second': '154.2'", lines[at])
+    second = re.sub(r"'train_samples_per_second': '[\d.]+'", "'train_samples_per_second': '70.5'", lines[at])
+    path = tmp_path / "hf-trainer" / "1n2g" / "two-ranks_b4_fp32_1.log"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join([*lines[:at], first, second, *lines[at + 1 :]]))
+    record = read_run(parse_log_path(path), Options())
+    assert record["status"] == "ok" and record["throughput"] == pytest.approx((154.2 + 70.5) / 2)
+    assert record["contradictions"] == [
+        "2 ranks printing iteration 1 disagree on its throughput: 154.2 and 70.5 (2.19x, beyond the 10% ranks of one "
+        "run differ by); the median is kept"
+    ]
+    flags = case_flags([record])
+    assert [f.label for f in flags if f.label == "contradicts"] == ["contradicts"]
+    titan = read_run(
+        parse_log_path(PEER_LOGS / "real" / "torchtitan/1n8g/issue-pr2389-multirank_b1_bf16_1.log"), Options()
+    )
+    assert "contradictions" not in titan
 
 
 def test_detection_names_each_stack():

@@ -151,6 +151,8 @@ def _measured_record(
         cross_check=check,
         reading_notes=list(measured.notes),
     )
+    if measured.contradictions:
+        record["contradictions"] = list(measured.contradictions)
     if measured.own is not None and fmt.own_reading:
         record["own_reading"] = {
             "figure": measured.own,

@@ -43,6 +43,7 @@ class Measured:
     unit: str | None = None  # the reader's inferred unit (None: the format's)
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
     own: float | None = None  # the framework's own practice's figure for the same run (PeerFormat.own_reading)
+    contradictions: tuple[str, ...] = ()  # what in the window disagrees with itself beyond its noise
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -60,12 +61,31 @@ def _median_metrics(points: list[Point]) -> tuple[tuple[str, float], ...]:
     return tuple((n, statistics.median([v for p in points for m, v in p.metrics if m == n])) for n in names)
 
 
+RANK_SPREAD = 0.10  # ranks of one synchronous iteration print figures within 10 % (the readings' own tolerance)
+
+
+def _disagreement(points: list[Point]) -> str | None:
+    """Where the ranks printing one iteration disagree beyond RANK_SPREAD: what they printed."""
+    figures = (("throughput", [p.speed for p in points]), ("time per iteration", [p.seconds for p in points]))
+    for name, values in figures:
+        present = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+        if len(present) > 1 and max(present) > min(present) * (1 + RANK_SPREAD):
+            at = f"iteration {points[0].step}" if points[0].step is not None else "one iteration"
+            return (
+                f"{len(points)} ranks printing {at} disagree on its {name}: {max(present):.6g} and {min(present):.6g} "
+                f"({max(present) / min(present):.3g}x, beyond the {RANK_SPREAD:.0%} ranks of one run differ by); "
+                "the median is kept"
+            )
+    return None
+
+
 def _combine(points: list[Point]) -> Point:
     """One point for one iteration printed by several ranks: median figures, the latest time stamp."""
     if len(points) == 1:
         return points[0]
     first = points[0]
     return Point(
+        disagreement=_disagreement(points),
         step=first.step,
         start=first.start,
         run=first.run,
@@ -81,6 +101,7 @@ def _combine(points: list[Point]) -> Point:
         tokens=first.tokens,
         unit=first.unit,
         resolution=_highest([p.resolution for p in points]),
+        own=_median([p.own for p in points]),
     )
 
 
@@ -269,6 +290,7 @@ class _Window:
         self.tokens: int | None = None
         self.unit: str | None = None
         self.own: float | None = None
+        self.contradictions: dict[str, None] = {}
         self.rate_iterations = self.rate_seconds = 0.0  # rates combined as samples over time (rates_over_time)
         # the latest points and where their intervals start, for the short-log fallback and `last_only`
         self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
@@ -307,6 +329,8 @@ class _Window:
                 self.rate_seconds += iterations / point.speed
         if point.own is not None:
             self.own = point.own
+        if point.disagreement is not None and len(self.contradictions) < 3:
+            self.contradictions[point.disagreement] = None
         if point.seconds is not None:
             self.timed.add(point, start, self.batch)
         for name, value in point.metrics:
@@ -360,6 +384,7 @@ class _Window:
         self.kept = self.speed_n = 0
         self.speed_sum = self.rate_iterations = self.rate_seconds = 0.0
         self.own = None
+        self.contradictions = {}
         self.timed = TimedSteps()
         self.stamps = _Stamps(self.fmt, self.batch)
         self.metric_sums = {}
@@ -588,6 +613,7 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         unit=w.unit,
         batch_free=rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept,
         own=w.own,
+        contradictions=tuple(w.contradictions),
         throughput=throughput,
         kept=w.kept,
         first_step=w.first.step if w.first else None,

@@ -129,3 +129,20 @@ def test_references_command(capsys):
     assert rows and {f["model"] for f in rows} == {"resnet50"}
     code, _, err = run_cli(["references", "--model", "nonesuch"], capsys)
     assert code == 2 and "no published figures for model 'nonesuch'" in err and "Traceback" not in err
+
+
+def test_references_model_matches_its_family(capsys):
+    """`--model llama` lists every Llama row (the table names them llama3-8b, llama3-70b); a cut name does not."""
+    code, out, _ = run_cli(["references", "--model", "llama", "--json"], capsys)
+    assert code == 0 and {"llama3-8b", "llama3-70b"} <= {f["model"] for f in json.loads(out)["figures"]}
+    assert all(f["model"].startswith("llama") for f in json.loads(out)["figures"])
+    code, _, err = run_cli(["references", "--model", "llama3-8"], capsys)
+    assert code == 2 and "no published figures for model 'llama3-8'" in err
+
+
+def test_dlperf_pytorch_column_names_what_that_column_ran():
+    """The DLPerf report's PyTorch ResNet-50 column links to its PyTorch/resnet50v1.5 folder: pytorch/examples with
+    DALI on PyTorch 1.6.0, not DeepLearningExamples on NGC 20.03."""
+    (row,) = [f for f in figures("resnet50") if f["value"] == 354.40]
+    assert row["framework"].startswith("PyTorch 1.6.0 (pytorch/examples") and "DALI" in row["framework"]
+    assert "NGC" not in row["framework"]

@@ -3,11 +3,16 @@ MaxText's causal count (its half), each against the same datasheet peak, with th
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from dlperf.metrics.flops import LLM_FLOPS_FORMULA, LLM_FLOPS_FORMULA_CAUSAL
 from dlperf.metrics.peaks import lookup_peak
 from dlperf.orchestration.evidence import causal_mfu
+from dlperf.peers.extract import Options, read_run
+from dlperf.peers.layout import parse_log_path
 from dlperf.workloads import spec_from_mapping
 from dlperf.workloads.llama import flops_per_token
 
@@ -60,3 +65,35 @@ def test_datasheet_peaks_of_the_newer_parts(name, precision, tflops, device):
 def test_a_tpu_has_no_fp32_peak_and_gb200_no_guessed_fp32():
     assert "no fp32 units" in lookup_peak("TPU v5p", "fp32").reason
     assert lookup_peak("NVIDIA GB200", "fp32").tflops is None
+
+
+LLM = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "llm"
+
+
+def test_a_tpu_log_gets_mfu_from_its_printed_tflops_against_the_named_peak():
+    """MaxText's guide run on a v5p-8 prints TFLOP/s/device each step; its guide reads step 9: 134.924 / 459 = 29.40 %.
+    `--accelerator "TPU v5p"`: the mean of the window's printed figures (steps 2-9) over v5p's 459 bf16 TFLOP/s,
+    the record naming that peak and MaxText's own FLOPs count. maxtest's v6e-32 log: over v6e's 918."""
+    guide = read_run(
+        parse_log_path(LLM / "maxtext/1n4g/guide-v5p8-deepseek2-16b_b24_bf16_1.log"), Options(accelerator="TPU v5p")
+    )
+    printed = [
+        float(x)
+        for x in re.findall(
+            r"TFLOP/s/device: ([\d.]+)", (LLM / "maxtext/1n4g/guide-v5p8-deepseek2-16b_b24_bf16_1.log").read_text()
+        )
+    ]
+    assert guide["mfu"] == pytest.approx(sum(printed[2:]) / 8 / 459)
+    assert guide["mfu"] == pytest.approx(134.924 / 459, abs=0.005)  # the guide's step-9 reading, 29.40 %
+    assert (guide["mfu_peak_device"], guide["mfu_peak_tflops"], guide["mfu_peak_precision"]) == (
+        "TPU v5p",
+        459.0,
+        "bf16",
+    )
+    assert "MaxText" in guide["flops_source"]
+    maxtest = read_run(
+        parse_log_path(LLM / "maxtext/8n4g/maxtest-v6e32_b12_bf16_1.log"), Options(accelerator="TPU v6 lite")
+    )
+    assert maxtest["mfu"] == pytest.approx((193.354 + 194.526) / 2 / 918)
+    unknown = read_run(parse_log_path(LLM / "maxtext/8n4g/maxtest-v6e32_b12_bf16_1.log"), Options(accelerator="TPU v9"))
+    assert unknown["mfu"] is None and "no datasheet peak for device 'TPU v9'" in unknown["mfu_note"]

@@ -144,6 +144,7 @@ class PeerFormat:
     # printed rates combine as the window's samples over its time (each line's iterations at its rate), not as their
     # arithmetic mean (the DLPerf reports' rule for MXNet, TF2 and DLLogger rates, kept for those formats)
     rates_over_time: bool = False
+    flops_count: str = "the framework's own count"  # how the format's printed TFLOP/s counts FLOPs (for MFU)
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None

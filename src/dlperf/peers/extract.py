@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError, DataError
+from dlperf.metrics.peaks import lookup_peak, table_precision
 from dlperf.peers.base import RULES, PeerFormat, RunShape
 from dlperf.peers.crosscheck import cross_check
 from dlperf.peers.display import path_text, shown
@@ -31,6 +32,7 @@ class Options:
     warmup: int | None = None  # iterations; None: the format's default
     window: int | None = None  # iterations; None: the format's default; 0: to the end of the run
     format_flag: str = "--format"  # how the command that reads names the format option (`dlperf run`: --log-format)
+    accelerator: str | None = None  # the device the logs ran on (a peak-table name): MFU from their printed TFLOP/s
 
     def check(self) -> None:
         """Refuse combinations that can never work, before any file is read."""
@@ -108,7 +110,24 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
         return _failed(info, shape, fmt, rule, reason)
     if raw.unterminated:
         measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
-    return _measured_record(info, shape, fmt, rule, measured, warmup, window)
+    record = _measured_record(info, shape, fmt, rule, measured, warmup, window)
+    if options.accelerator:
+        record.update(printed_mfu(measured.metrics.get("tflops_per_device"), fmt, options.accelerator, info.precision))
+    return record
+
+
+def printed_mfu(tflops: float | None, fmt: PeerFormat, accelerator: str, precision: str) -> dict[str, Any]:
+    """MFU of the log's own TFLOP/s per device (the mean of the window's printed figures, by the framework's own FLOPs
+    count, `PeerFormat.flops_count`) against the named device's datasheet peak at the run's precision; the record
+    names the peak, and says why where there is none."""
+    lookup = lookup_peak(accelerator, table_precision(precision))
+    fields: dict[str, Any] = {**lookup.as_record(), "mfu_peak_precision": table_precision(precision)}
+    if tflops is None:
+        return {**fields, "mfu": None, "mfu_note": f"the {fmt.name} log prints no TFLOP/s per device"}
+    fields.update(tflops_per_device=tflops, flops_source=f"the log's printed TFLOP/s per device: {fmt.flops_count}")
+    if lookup.tflops is None:
+        return {**fields, "mfu": None, "mfu_note": lookup.reason}
+    return {**fields, "mfu": tflops / lookup.tflops, "mfu_note": None}
 
 
 def _forced_format(info: LogInfo, options: Options) -> PeerFormat | None:

@@ -58,6 +58,7 @@ FORMATS = (
         unit="tokens/s",
         printed="per device",
         rates_over_time=True,
+        flops_count="torchtitan's 6N + 12·L·H·Q·T per token (PaLM; no causal halving)",
         own_reading="torchtitan's own practice (autoresearch results.tsv): the last printed step's tps x devices",
         practice="torchtitan train.py tps: the log intervals after step 1, their tokens over their time, x devices",
     ),

@@ -56,7 +56,17 @@ def handwritten(name: str) -> Path:
 def test_every_format_has_a_fixture_and_expected_figures():
     # read from real logs only: test_peers_real.py, test_peers_llm.py, test_peers_stacks.py, and the trainers' own
     # (test_peers_trainers.py)
-    real_only = {"tf2-keras", "oneflow-models", "maxtext", "nemo", "deepspeed", "nanotron", "torchtune", *TRAINERS}
+    real_only = {
+        "tf2-keras",
+        "oneflow-models",
+        "maxtext",
+        "nemo",
+        "deepspeed",
+        "nanotron",
+        "torchtune",
+        "litgpt",
+        *TRAINERS,
+    }
     assert set(EXPECTED) | real_only == set(BY_NAME)
     for name, rules in EXPECTED.items():
         assert set(rules) == set(BY_NAME[name].rules), name

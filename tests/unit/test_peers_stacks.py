@@ -26,7 +26,9 @@ NANOTRON_8 = "nanotron/1n8g/pr23-topology-agnostic_b2_bf16_1.log"
 NANOTRON_2 = "nanotron/1n2g/issue390-log-error_b32_bf16_1.log"
 TORCHTUNE = "torchtune/1n1g/pr1358-codellama-7b_b2_bf16_1.log"
 MAXTEXT_OLD = "maxtext/1n8g/pgo-llama2-7b-a3-old_b12_bf16_1.log"
-NEW = ("deepspeed", "nanotron", "torchtune")
+LITGPT = "litgpt/1n1g/0-to-litgpt-phi2-lora_b4_bf16_1.log"
+LITGPT_OLD = "litgpt/1n1g/issue689-redpajama-pythia70m_b4_fp16_1.log"
+NEW = ("deepspeed", "nanotron", "torchtune", "litgpt")
 
 
 def text(log: str) -> str:
@@ -38,7 +40,7 @@ def read(log: str, **options) -> dict:
 
 
 def test_every_stacks_log_is_a_case():
-    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD}
+    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD}
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
 
@@ -164,6 +166,26 @@ def test_maxtext_older_line_takes_its_tokens_from_the_config_lines():
     assert any("ends without a line end" in note for note in record["reading_notes"])
 
 
+def test_litgpt_iterations_are_micro_batches_over_their_iter_time(tmp_path):
+    """LitGPT's tutorial run (phi-2 LoRA on 1 GPU, its printed TrainArgs: micro_batch_size=4, global 8): iterations
+    6-10 after the 5-iteration warm-up, 4 samples each over their summed iter time, 7.63 samples/s; the path's batch
+    is not needed. lit-gpt's 2023 redpajama excerpt (pythia-70m, micro batch 4 per the issue's hyperparameters, the
+    path's b4): iterations 76-98, 19.39 samples/s."""
+    times = [float(t) for t in re.findall(r"iter time: ([\d.]+) ms", text(LITGPT))]
+    record = read(LITGPT)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "litgpt", [6, 10])
+    assert record["throughput"] == pytest.approx(5 * 4 / (sum(times[5:]) / 1000), rel=1e-9)
+    assert "printed micro_batch_size" in record["reading_notes"][0]
+    path = tmp_path / "litgpt" / "1n1g" / "tutorial_b16_bf16_1.log"  # a wrong batch in the path changes nothing
+    path.parent.mkdir(parents=True)
+    shutil.copy(STACKS / LITGPT, path)
+    assert read_run(parse_log_path(path), Options())["throughput"] == pytest.approx(record["throughput"])
+    old = [float(t) for t in re.findall(r"iter time: ([\d.]+)ms", text(LITGPT_OLD))]
+    record = read(LITGPT_OLD)
+    assert record["kept_steps"] == [76, 98] and len(old) == 23
+    assert record["throughput"] == pytest.approx(23 * 4 / (sum(old) / 1000), rel=1e-9)
+
+
 def test_ranks_of_one_run_printing_figures_apart_are_flagged(tmp_path):
     """Two ranks of one HF Trainer run printing 154.2 and 70.5 samples/s (the real 2-process log's metrics line, and
     a second rank's beside it with its own figures): the median is kept, and the record and the report's row say the
@@ -192,7 +214,7 @@ def test_ranks_of_one_run_printing_figures_apart_are_flagged(tmp_path):
 
 def test_detection_names_each_stack():
     for log, name in ((HELLO, "deepspeed"), (CSCS, "deepspeed"), (NANOTRON_8, "nanotron"), (TORCHTUNE, "torchtune"),
-                      (MAXTEXT_OLD, "maxtext")):  # fmt: skip
+                      (MAXTEXT_OLD, "maxtext"), (LITGPT, "litgpt"), (LITGPT_OLD, "litgpt")):  # fmt: skip
         first = next(line for line in text(log).splitlines() if detect(line) is not None)
         assert detect(first).name == name, log
 

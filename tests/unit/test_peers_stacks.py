@@ -14,6 +14,7 @@ import pytest
 
 from dlperf.errors import DataError
 from dlperf.peers.extract import Options, read_run
+from dlperf.peers.formats.tqdm_bar import bar_time
 from dlperf.peers.layout import parse_log_path
 from dlperf.peers.registry import FORMATS, detect
 from dlperf.reporting.doubts import case_flags
@@ -28,6 +29,7 @@ TORCHTUNE = "torchtune/1n1g/pr1358-codellama-7b_b2_bf16_1.log"
 MAXTEXT_OLD = "maxtext/1n8g/pgo-llama2-7b-a3-old_b12_bf16_1.log"
 LITGPT = "litgpt/1n1g/0-to-litgpt-phi2-lora_b4_bf16_1.log"
 LITGPT_OLD = "litgpt/1n1g/issue689-redpajama-pythia70m_b4_fp16_1.log"
+LIGHTNING_SLOW = "tqdm/1n1g/issue4225-lightning-sit_b1_fp32_1.log"
 NEW = ("deepspeed", "nanotron", "torchtune", "litgpt")
 
 
@@ -40,7 +42,7 @@ def read(log: str, **options) -> dict:
 
 
 def test_every_stacks_log_is_a_case():
-    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD}
+    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW}
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
 
@@ -184,6 +186,19 @@ def test_litgpt_iterations_are_micro_batches_over_their_iter_time(tmp_path):
     record = read(LITGPT_OLD)
     assert record["kept_steps"] == [76, 98] and len(old) == 23
     assert record["throughput"] == pytest.approx(23 * 4 / (sum(old) / 1000), rel=1e-9)
+
+
+def test_a_slow_lightning_bar_is_timed_by_count_times_its_s_per_it():
+    """Lightning's TQDM bar (smoothing 0: `4.14s/it` is elapsed / n to 2 decimals) slower than a step a second: the
+    bar's time is n x s/it (5 x 4.14 = 20.70 s, inside its clock's [20, 21) s), known to 0.1 %, not the clock's
+    whole second; iterations 3-5 of the issue's bar: 3 / (20.70 - 11.64) s. A long bar's n x s/it (1000 x 1.23,
+    +-5 s) is coarser than its clock: the clock's second is used where both agree."""
+    record = read(LIGHTNING_SLOW, warmup=2)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "tqdm", [3, 5])
+    assert record["throughput"] == pytest.approx(3 / (5 * 4.14 - 2 * 5.82), rel=1e-9)
+    assert bar_time(5, 20, "4.14", "s/it") == pytest.approx((20.70, 0.025))
+    assert bar_time(1000, 1234, "1.23", "s/it") == pytest.approx((1234.5, 0.5))
+    assert bar_time(100, 7, "10.00", "it/s") == pytest.approx((7.5, 0.5))  # a smoothed rate off the clock: the clock
 
 
 def test_ranks_of_one_run_printing_figures_apart_are_flagged(tmp_path):

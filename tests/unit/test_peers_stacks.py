@@ -17,6 +17,7 @@ from dlperf.peers.extract import Options, read_run
 from dlperf.peers.formats.tqdm_bar import bar_time
 from dlperf.peers.layout import parse_log_path
 from dlperf.peers.registry import FORMATS, detect
+from dlperf.peers.textlines import strip_prefixes
 from dlperf.reporting.doubts import case_flags
 
 PEER_LOGS = Path(__file__).parents[1] / "fixtures" / "peer-logs"
@@ -30,6 +31,8 @@ MAXTEXT_OLD = "maxtext/1n8g/pgo-llama2-7b-a3-old_b12_bf16_1.log"
 LITGPT = "litgpt/1n1g/0-to-litgpt-phi2-lora_b4_bf16_1.log"
 LITGPT_OLD = "litgpt/1n1g/issue689-redpajama-pythia70m_b4_fp16_1.log"
 LIGHTNING_SLOW = "tqdm/1n1g/issue4225-lightning-sit_b1_fp32_1.log"
+TF21 = "keras/1n1g/tf21-mnist-blog_b32_fp32_1.log"
+TF2_VERBOSE2 = "keras/1n1g/guildai-r-fashion-verbose2_b32_fp32_1.log"
 NEW = ("deepspeed", "nanotron", "torchtune", "litgpt")
 
 
@@ -42,7 +45,8 @@ def read(log: str, **options) -> dict:
 
 
 def test_every_stacks_log_is_a_case():
-    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW}
+    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW, TF21,
+             TF2_VERBOSE2}  # fmt: skip
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
 
@@ -201,6 +205,25 @@ def test_a_slow_lightning_bar_is_timed_by_count_times_its_s_per_it():
     assert bar_time(100, 7, "10.00", "it/s") == pytest.approx((7.5, 0.5))  # a smoothed rate off the clock: the clock
 
 
+def test_tf_keras_2_per_sample_bars_give_samples_over_time():
+    """TensorFlow 2.0/2.1 given arrays counts samples (`Train on 60000 samples`, `60000/60000 [====] - 6s
+    99us/sample`): epochs 2-10, each sample at its printed time (after the epoch's first update; validation
+    included, as Keras prints it after validation): 9 / sum(us) x 1e6 = 10,285.7 samples/s, no batch needed."""
+    times = [int(t) for t in re.findall(r"- 6s (\d+)us/sample", text(TF21))]
+    record = read(TF21)
+    assert (record["status"], record["format"], len(times)) == ("ok", "keras", 10)
+    assert record["throughput"] == pytest.approx(9 / (sum(times[1:]) * 1e-6), rel=1e-9)
+    assert "includes the validation" in record["reading_notes"][0]
+
+
+def test_tf_keras_2_verbose2_epochs_of_a_few_seconds_are_refused_as_too_coarse():
+    """tf.keras 2.9+ verbose=2 from R (knitr's `#> ` before each line): 1,500-step epochs of 2-3 s printed as
+    `2s - ... - 2s/epoch - 1ms/step`: the finest clock is +-25 %: refused in one line, never read."""
+    with pytest.raises(DataError, match=r"printed too coarsely .* \+-25\.0%") as refusal:
+        read(TF2_VERBOSE2)
+    assert "\n" not in str(refusal.value)
+
+
 def test_ranks_of_one_run_printing_figures_apart_are_flagged(tmp_path):
     """Two ranks of one HF Trainer run printing 154.2 and 70.5 samples/s (the real 2-process log's metrics line, and
     a second rank's beside it with its own figures): the median is kept, and the record and the report's row say the
@@ -256,7 +279,8 @@ def test_a_new_reader_gives_no_figure_from_another_trainers_log(name):
 def test_every_format_on_a_stacks_log_is_refused_or_its_own():
     """Every other format forced onto the new logs gives no figure."""
     for path in STACKS.rglob("*.log"):
-        own = read_run(parse_log_path(path), Options())["format"]
+        first = next(line for line in path.read_text(encoding="utf-8").splitlines() if detect(strip_prefixes(line)))
+        own = detect(strip_prefixes(first)).name
         for fmt in FORMATS:
             if fmt.name == own:
                 continue

@@ -84,9 +84,9 @@ def log_lines(path: Path) -> LogLines:
 
 # What launchers and pasting put in front of a framework's own line, removed before any reader sees it:
 # srun's task number (`55:  `), torchrun's `[default0]:` and `[rank0]:` tags (any number of them), a markdown
-# quote (`> `), a tqdm bar that shared the line with another record (`...| 650/2771 [01:23<04:25,  7.98it/s]`),
-# colour escapes.
-PREFIX = re.compile(r"^(?:\s*>\s)?\s*(?:\d{1,6}:\s+)?(?:\[(?:default|rank)\d+\]:\s?)*")
+# quote (`> `) or knitr's output mark (`#> `, R Markdown), a tqdm bar that shared the line with another record
+# (`...| 650/2771 [01:23<04:25,  7.98it/s]`), colour escapes.
+PREFIX = re.compile(r"^(?:\s*#?>\s)?\s*(?:\d{1,6}:\s+)?(?:\[(?:default|rank)\d+\]:\s?)*")
 TQDM = re.compile(r"^.*?\|\s*\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]\s*")
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x08")  # colours, cursor moves, and Keras' backspaces
 

@@ -258,7 +258,7 @@ def test_detection_names_each_stack():
 
 
 def _small_logs() -> list[Path]:
-    return sorted(p for p in PEER_LOGS.rglob("*.log") if p.stat().st_size < 300_000 and "handwritten" not in p.parts)
+    return sorted(p for p in PEER_LOGS.rglob("*.log") if p.stat().st_size < 60_000 and "handwritten" not in p.parts)
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -289,3 +289,22 @@ def test_every_format_on_a_stacks_log_is_refused_or_its_own():
             except DataError:
                 continue
             assert record["status"] == "failed", f"{fmt.name} read {path.relative_to(STACKS)}"
+
+
+def test_text_as_terminals_and_posts_leave_it_reads_the_same(tmp_path):
+    """The same real logs, as a terminal wrapped them at 80 columns (nanotron's 400-character lines in five
+    parts), or as a post printed their carriage returns (`^M`, Lightning's tqdm bar redrawn), read as the originals."""
+    wrapped = tmp_path / "nanotron" / "1n8g" / "wrapped_b2_bf16_1.log"
+    wrapped.parent.mkdir(parents=True)
+    parts = [line[i : i + 80] for line in text(NANOTRON_8).splitlines() for i in range(0, len(line), 80)]
+    wrapped.write_text("\n".join(parts) + "\n")
+    assert max(len(p) for p in parts) == 80 and len(parts) > 3 * 3
+    assert read_run(parse_log_path(wrapped), Options())["throughput"] == pytest.approx(read(NANOTRON_8)["throughput"])
+    bar = PEER_LOGS / "trainers" / "tqdm" / "1n1g" / "mlp-lightning_b32_fp32_1.log"
+    caret = tmp_path / "tqdm" / "1n1g" / "caret_b32_fp32_1.log"
+    caret.parent.mkdir(parents=True)
+    raw = bar.read_bytes()
+    assert b"\r" in raw
+    caret.write_bytes(raw.replace(b"\r", b"^M"))
+    original = read_run(parse_log_path(bar), Options())
+    assert read_run(parse_log_path(caret), Options())["throughput"] == pytest.approx(original["throughput"])

@@ -19,7 +19,7 @@ from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
 from dlperf.peers.measure import Measured, measure
 from dlperf.peers.registry import detect, get_format
-from dlperf.peers.textlines import UNTERMINATED, log_lines, open_regular, strip_prefixes
+from dlperf.peers.textlines import UNTERMINATED, log_lines, open_regular, rejoin_wrapped, strip_prefixes
 from dlperf.records.schema import SCHEMA
 
 
@@ -83,9 +83,16 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
     with closing(log_lines(info.path)) as raw:
-        lines = watch.watch(strip_prefixes(line) for line in raw)
+        known: list[PeerFormat | None] = [forced]  # the log's format once known: what a wrapped record must be
+
+        def recognised(text: str) -> bool:
+            stripped = strip_prefixes(text)
+            return known[0].recognises(stripped) if known[0] else detect(stripped) is not None
+
+        lines = watch.watch(strip_prefixes(line) for line in rejoin_wrapped(raw, recognised))
         try:
             fmt, rest = _formatted_lines(lines, forced, options.format_flag)
+            known[0] = fmt
         except DataError:
             if watch.reason() is None:
                 raise

@@ -6,7 +6,7 @@ import io
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -101,3 +101,36 @@ def strip_prefixes(line: str) -> str:
     if ("it/s]" in line or "s/it]" in line) and (bar := TQDM.match(line)) and bar.end() < len(line.rstrip()):
         line = line[bar.end() :]  # a bar alone on its line is kept: the tqdm reader reads it
     return line
+
+
+WRAP_MIN = 40  # a terminal or a post wraps long lines at a fixed width of at least this many characters
+WRAP_MAX_PARTS = 12
+
+
+def rejoin_wrapped(lines: Iterable[str], recognises: Callable[[str], bool]) -> Iterator[str]:
+    """The lines with records that a terminal or a post wrapped at a fixed width put back together: a line that no
+    format recognises, followed by lines of its very length (the width) and one shorter, is joined when the whole
+    is a record `recognises`; anything else passes unchanged."""
+    it = iter(lines)
+    held: list[str] = []
+    while True:
+        line = held.pop(0) if held else next(it, None)
+        if line is None:
+            return
+        if len(line) < WRAP_MIN or recognises(line):
+            yield line
+            continue
+        parts = [line]
+        while len(parts) < WRAP_MAX_PARTS and len(parts[-1]) == len(line):
+            nxt = held.pop(0) if held else next(it, None)
+            if nxt is None:
+                break
+            parts.append(nxt)
+            if len(nxt) != len(line):
+                break
+        whole = "".join(parts)
+        if len(parts) > 1 and recognises(whole) and not recognises(parts[-1]):
+            yield whole
+        else:
+            yield line
+            held = parts[1:] + held

@@ -33,6 +33,7 @@ LITGPT_OLD = "litgpt/1n1g/issue689-redpajama-pythia70m_b4_fp16_1.log"
 LIGHTNING_SLOW = "tqdm/1n1g/issue4225-lightning-sit_b1_fp32_1.log"
 TF21 = "keras/1n1g/tf21-mnist-blog_b32_fp32_1.log"
 TF2_VERBOSE2 = "keras/1n1g/guildai-r-fashion-verbose2_b32_fp32_1.log"
+MEGATRON_DS = "megatron/8n4g/jubench-13b-bloom-ds_b32_fp16_1.log"
 NEW = ("deepspeed", "nanotron", "torchtune", "litgpt")
 
 
@@ -46,7 +47,7 @@ def read(log: str, **options) -> dict:
 
 def test_every_stacks_log_is_a_case():
     cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW, TF21,
-             TF2_VERBOSE2}  # fmt: skip
+             TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
 
@@ -222,6 +223,23 @@ def test_tf_keras_2_verbose2_epochs_of_a_few_seconds_are_refused_as_too_coarse()
     with pytest.raises(DataError, match=r"printed too coarsely .* \+-25\.0%") as refusal:
         read(TF2_VERBOSE2)
     assert "\n" not in str(refusal.value)
+
+
+def test_megatron_deepspeed_printed_rate_is_the_second_reading_of_its_step_time(tmp_path):
+    """JUPITER's Megatron-DeepSpeed excerpt (13B on 8 x 4 A100, `elapsed time per iteration (s)`, its last line cut
+    in the source after `lm loss: 8.`): iterations 30-50 past the 20-iteration warm-up, 1024 / the mean time =
+    29.107 sequences/s; the lines' own `samples per second` (29.365, 28.980; the cut line has none) agree. With the
+    batch misprinted (256 on every line) the printed rate contradicts the step time: refused, both figures named."""
+    times = [float(t) for t in re.findall(r"elapsed time per iteration \(s\): ([\d.]+)", text(MEGATRON_DS))]
+    record = read(MEGATRON_DS)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [30, 50])
+    assert record["throughput"] == pytest.approx(1024 / statistics.fmean(times[2:]), rel=1e-9)
+    assert record["cross_check"]["agree"] and record["cross_check"]["second"] == pytest.approx((29.365 + 28.980) / 2)
+    bad = tmp_path / "megatron" / "8n4g" / "misprinted_b32_fp16_1.log"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(text(MEGATRON_DS).replace("global batch size:  1024", "global batch size:   256"))
+    with pytest.raises(DataError, match=r"contradicts itself: .* printed samples per second .*\(0\.249x"):
+        read_run(parse_log_path(bad), Options())
 
 
 def test_ranks_of_one_run_printing_figures_apart_are_flagged(tmp_path):

@@ -94,7 +94,7 @@ FORMATS = (
         printed_from="seconds",
         unit="tokens/s",
         printed="global",
-        check_reading="the printed tokens_per_sec (global batch x sequence length / the iteration's time)",
+        check_reading="printed tokens_per_sec (global batch x sequence length / the iteration's time)",
         practice="nanotron trainer.py train_step_logs: tokens of the logged iterations after the first 5 over their "
         "summed elapsed_time_per_iteration_ms",
     ),

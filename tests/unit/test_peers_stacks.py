@@ -24,6 +24,7 @@ PEER_LOGS = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 STACKS = PEER_LOGS / "stacks"
 HELLO = "deepspeed/1n1g/hellodeepspeed-bert_b16_fp16_1.log"
 CSCS = "deepspeed/8n1g/userlabday-bert-squad_b64_fp32_1.log"
+DSCHAT = "deepspeed/1n1g/npu-dschat-step2-opt350m_b64_fp16_1.log"
 NANOTRON_8 = "nanotron/1n8g/pr23-topology-agnostic_b2_bf16_1.log"
 NANOTRON_2 = "nanotron/1n2g/issue390-log-error_b32_bf16_1.log"
 TORCHTUNE = "torchtune/1n1g/pr1358-codellama-7b_b2_bf16_1.log"
@@ -46,8 +47,8 @@ def read(log: str, **options) -> dict:
 
 
 def test_every_stacks_log_is_a_case():
-    cases = {HELLO, CSCS, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW, TF21,
-             TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
+    cases = {HELLO, CSCS, DSCHAT, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW,
+             TF21, TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
 
@@ -93,6 +94,22 @@ def test_deepspeed_2022_lines_agree_with_their_time_stamps_at_the_batch_the_stam
     by_stamps = 20 * 512 / (seconds[2] - seconds[0])
     assert record["cross_check"]["agree"] and record["cross_check"]["second"] == pytest.approx(by_stamps)
     assert record["throughput"] / by_stamps == pytest.approx(1.0, abs=0.001)
+
+
+def test_deepspeed_counts_optimizer_steps_under_gradient_accumulation():
+    """DeepSpeed-Chat's step 2 on one Ascend NPU (gradient accumulation 4: `micro_step=1880/global_step=470`; the
+    post elides steps 20-440 as `...`): the timer's clock counts global steps, so steps 10-470 by it are
+    460 / (468 / R470 - 8 / R10) = 25.734 samples/s, and the stamps at 64 samples a step (16 x 4) agree."""
+    average = running_averages(DSCHAT)
+    assert sorted(average) == [10, 450, 460, 470] and "micro_step=1880/global_step=470" in text(DSCHAT)
+    record = read(DSCHAT)
+    assert (record["status"], record["kept_steps"]) == ("ok", [450, 470])
+    assert record["throughput"] == pytest.approx(deepspeed_window(DSCHAT, 10, 470), rel=1e-9)
+    stamps = re.findall(r"^\[([\d-]+ [\d:]+),(\d+)\] \[INFO\] \[timer", text(DSCHAT), re.M)
+    first, last = (datetime.fromisoformat(day).timestamp() + int(ms) / 1000 for day, ms in (stamps[0], stamps[-1]))
+    assert record["cross_check"]["agree"] and record["cross_check"]["second"] == pytest.approx(
+        460 * 64 / (last - first)
+    )
 
 
 def test_deepspeed_step_lines_alone_are_read_by_their_time_stamps(tmp_path):

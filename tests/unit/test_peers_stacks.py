@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import DataError
+from dlperf.peers.base import RunShape
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.formats.tqdm_bar import bar_time
 from dlperf.peers.layout import parse_log_path
-from dlperf.peers.registry import FORMATS, detect
+from dlperf.peers.registry import FORMATS, detect, get_format
 from dlperf.peers.textlines import strip_prefixes
 from dlperf.reporting.doubts import case_flags
 
@@ -343,3 +344,26 @@ def test_text_as_terminals_and_posts_leave_it_reads_the_same(tmp_path):
     caret.write_bytes(raw.replace(b"\r", b"^M"))
     original = read_run(parse_log_path(bar), Options())
     assert read_run(parse_log_path(caret), Options())["throughput"] == pytest.approx(original["throughput"])
+
+
+@pytest.mark.parametrize(
+    ("start", "batch", "counted"),
+    [
+        ("global_batch_size: 20 | sequence_length: 32", "20", True),  # samples x the stated sequence: 640
+        ("global_batch_size: 20 | sequence_length: 64", "20", False),  # 1280 is not what the rate x time says
+        (None, "640", True),  # later nanotron prints global_batch_size in tokens
+    ],
+)
+def test_nanotron_tokens_come_from_its_counts_only_where_its_rate_confirms_them(start, batch, counted):
+    """PR 23's lines (640 tokens an iteration: 14.2K x 45 ms = 639) with a `[Start training]` line before them,
+    or with the batch printed in tokens: the counts give each iteration's tokens, and the printed rate becomes the
+    line's second reading, only where the rate x time confirms them (within 2 %); else rate x time alone."""
+    lines = text(NANOTRON_8).splitlines()
+    if start:
+        lines.insert(0, f"01/17/2024 13:47:00 [INFO|DP=0|PP=0|TP=0]: [Start training] datetime: x | mbs: 1 | {start}")
+    lines = [line.replace("global_batch_size: 20 |", f"global_batch_size: {batch} |") for line in lines]
+    points = list(get_format("nanotron").read(iter(lines), RunShape(global_batch=16, world_size=8)))
+    assert len(points) == 3
+    assert all((p.check is not None) == counted for p in points)
+    expected = [640.0] * 3 if counted else [14.2e3 * 0.045, 15.5e3 * 0.0412, 16.2e3 * 0.0394]
+    assert [p.batch for p in points] == pytest.approx(expected)

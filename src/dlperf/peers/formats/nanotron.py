@@ -13,9 +13,11 @@ nanotron names the time `time_per_iteration_ms` and prints global_batch_size in 
 
 Rule (the seeds' method): the first 5 iterations skipped; the tokens of the logged iterations after them over
 their summed time: each line's tokens are global_batch_size x sequence_length where the `[Start training]` line
-states the sequence length, else tokens_per_sec x time (3 significant digits each). Where the sequence length is
-known the printed tokens_per_sec is the second reading of each line. The printed rate over the per-GPU one must be
-the device count given (--nodes x --devices-per-node): a log read with another device count contradicts itself.
+states the sequence length (global_batch_size itself where it counts tokens, as later nanotron prints it),
+whichever tokens_per_sec x time confirms; else tokens_per_sec x time (3 significant digits each). Where the
+counts give the tokens the printed tokens_per_sec is the second reading of each line. The printed rate over the
+per-GPU one must be the device count given (--nodes x --devices-per-node): a log read with another device count
+contradicts itself.
 """
 
 from __future__ import annotations
@@ -50,6 +52,17 @@ def _resolution(text: str) -> float:
     return 0.5 * 10**-decimals / abs(float(digits)) if float(digits) else 1.0
 
 
+def _tokens(batch: float, sequence: int | None, printed: float) -> tuple[float, bool]:
+    """An iteration's tokens and whether the line's own counts give them (then its printed rate is a second
+    reading): global_batch_size x the sequence length (samples, 2024-2025), or global_batch_size itself (tokens,
+    later nanotron), whichever the printed rate x time (3 significant digits each: within 2 %) confirms; else that
+    product alone."""
+    for tokens in (batch * sequence if sequence else None, batch):
+        if tokens and printed > 0 and abs(tokens / printed - 1) <= 0.02:
+            return tokens, True
+    return printed, False
+
+
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     sequence = None
     for line in lines:
@@ -65,7 +78,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                 f"its tokens_per_sec / tokens_per_sec_per_gpu ({m['tps']} / {m['gpu']}) say {rate / per_gpu:.3g} "
                 f"devices, not the {shape.world_size} given: check --nodes/--devices-per-node (the file's path)"
             )
-        tokens = human(m["batch"]) * sequence if sequence else rate * seconds
+        tokens, counted = _tokens(human(m["batch"]), sequence, rate * seconds)
         metrics = tuple(
             (name, human(x[1])) for name, pattern in (("tflops_per_device", FLOPS), ("loss", LOSS))
             if (x := pattern.search(line))
@@ -74,7 +87,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             step=int(m["step"]),
             seconds=seconds,
             batch=tokens,
-            check=rate if sequence and seconds > 0 else None,
+            check=rate if counted and seconds > 0 else None,
             resolution=seconds * _resolution(m["ms"]),
             tokens=sequence,
             metrics=metrics,
@@ -86,7 +99,11 @@ FORMATS = (
         name="nanotron",
         description="nanotron `iteration: i / N | ... elapsed_time_per_iteration_ms: t | tokens_per_sec: r | "
         "tokens_per_sec_per_gpu: g | global_batch_size: b` lines",
-        signature=re.compile(r"\biteration: \d+ / \d+ \|.*\b(?:elapsed_)?time_per_iteration_ms: .*\| tokens_per_sec: "),
+        # the `[Start training]` line comes first, and the reader takes the sequence length from it
+        signature=re.compile(
+            r"\biteration: \d+ / \d+ \|.*\b(?:elapsed_)?time_per_iteration_ms: .*\| tokens_per_sec: "
+            r"|\[Start training\] .*\| sequence_length: \d+"
+        ),
         read=read,
         rules=("printed",),
         warmup=5,

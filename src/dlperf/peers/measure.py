@@ -6,6 +6,9 @@ Three steps, the same for every format:
    measured, and the record says how many runs the file held;
 3. window: lines whose interval starts before the warm-up iteration are skipped, the next `window` iterations are
    kept; where the log is shorter than the rule asks for, what the rule allows is used and `window_note` says so.
+   The framework's own practice (`Point.own`: its last printed step, its running average) is kept beside the
+   window's figure, and ranks of one iteration printing figures more than RANK_SPREAD apart are a contradiction the
+   record names.
 """
 
 from __future__ import annotations
@@ -675,8 +678,9 @@ def _reading_of(rule: str, w: _Window) -> str:
 
 
 def _printed(w: _Window, fmt: PeerFormat) -> float:
-    """The mean printed throughput; for formats that print a time per iteration, the kept iterations' samples over
-    their summed time (`TimedSteps`)."""
+    """The mean printed throughput (the DLPerf reports' rule for their formats); for formats that print a time per
+    iteration, the kept iterations' samples over their summed time (`TimedSteps`); for formats whose rates combine
+    over time (`rates_over_time`: torchtitan, MaxText, torchtune), each line's iterations at its rate."""
     if fmt.printed_from == "seconds" or not w.speed_n:
         if not w.timed.seconds > 0:
             hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""

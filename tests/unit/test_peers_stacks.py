@@ -29,6 +29,7 @@ DSCHAT = "deepspeed/1n1g/npu-dschat-step2-opt350m_b64_fp16_1.log"
 NANOTRON_8 = "nanotron/1n8g/pr23-topology-agnostic_b2_bf16_1.log"
 NANOTRON_2 = "nanotron/1n2g/issue390-log-error_b32_bf16_1.log"
 TORCHTUNE = "torchtune/1n1g/pr1358-codellama-7b_b2_bf16_1.log"
+TORCHTUNE_4 = "torchtune/1n4g/pr2605-xpu-llama2-7b_b2_bf16_1.log"
 MAXTEXT_OLD = "maxtext/1n8g/pgo-llama2-7b-a3-old_b12_bf16_1.log"
 LITGPT = "litgpt/1n1g/0-to-litgpt-phi2-lora_b4_bf16_1.log"
 LITGPT_OLD = "litgpt/1n1g/issue689-redpajama-pythia70m_b4_fp16_1.log"
@@ -48,7 +49,7 @@ def read(log: str, **options) -> dict:
 
 
 def test_every_stacks_log_is_a_case():
-    cases = {HELLO, CSCS, DSCHAT, NANOTRON_8, NANOTRON_2, TORCHTUNE, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW,
+    cases = {HELLO, CSCS, DSCHAT, NANOTRON_8, NANOTRON_2, TORCHTUNE, TORCHTUNE_4, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW,
              TF21, TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
@@ -174,6 +175,15 @@ def test_torchtune_per_gpu_rates_are_combined_as_tokens_over_time():
     assert record["throughput"] == pytest.approx(statistics.harmonic_mean(kept), rel=1e-9)  # 491.86
     assert record["peer_metrics"]["mean_of_printed_rates"] == pytest.approx(statistics.fmean(kept))  # 548.35
     assert any("the same tokens" in note for note in record["reading_notes"])
+
+
+def test_torchtune_per_gpu_rate_is_scaled_by_the_devices():
+    """torchtune's distributed recipe on 4 Intel XPUs (PR 2605's `--nproc_per_node 4` run; its last line cut in the
+    post after peak_memory_reserved, the rate intact): step 6 past the 5-step warm-up, 187.37 per device x 4."""
+    record = read(TORCHTUNE_4)
+    assert (record["status"], record["kept_steps"], record["world_size"]) == ("ok", [6, 6], 4)
+    assert record["throughput"] == pytest.approx(187.36773681640625 * 4, rel=1e-12)
+    assert record["throughput_per_device"] == pytest.approx(187.36773681640625)
 
 
 def test_maxtext_older_line_takes_its_tokens_from_the_config_lines():

@@ -49,8 +49,8 @@ def read(log: str, **options) -> dict:
 
 
 def test_every_stacks_log_is_a_case():
-    cases = {HELLO, CSCS, DSCHAT, NANOTRON_8, NANOTRON_2, TORCHTUNE, TORCHTUNE_4, MAXTEXT_OLD, LITGPT, LITGPT_OLD, LIGHTNING_SLOW,
-             TF21, TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
+    cases = {HELLO, CSCS, DSCHAT, NANOTRON_8, NANOTRON_2, TORCHTUNE, TORCHTUNE_4, MAXTEXT_OLD, LITGPT, LITGPT_OLD,
+             LIGHTNING_SLOW, TF21, TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
 

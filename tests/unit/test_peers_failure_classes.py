@@ -46,7 +46,12 @@ def test_per_device_figures_are_scaled_to_global():
     assert record["throughput"] == pytest.approx(2286.25, rel=1e-4)  # about 2,260 samples/s, as the issue says
     assert record["throughput_per_device"] == pytest.approx(record["throughput"] / 8)
     titan = run("torchtitan/1n8g/qwen3-14b-run214_b160_bf16_1.log")
-    assert (titan["throughput_per_device"], titan["unit"], titan["printed_figure"]) == (10530, "tokens/s", "per device")
+    assert (titan["own_reading"]["figure"], titan["unit"], titan["printed_figure"]) == (
+        10530 * 8,
+        "tokens/s",
+        "per device",
+    )
+    assert titan["throughput_per_device"] == pytest.approx(titan["throughput"] / 8)
 
 
 def test_mlperf_timestamp_rule_reads_each_progress_key():
@@ -140,15 +145,18 @@ def test_restarted_runs_are_split_and_the_last_is_measured():
 def test_every_rank_printing_is_one_iteration():
     """7 ranks print step 4, one prints step 5: two iterations, not eight steps."""
     record = run("torchtitan/1n8g/issue-pr2389-multirank_b1_bf16_1.log")
-    assert record["throughput_per_device"] == 10007 and record["kept_steps"] == [5, 5]
+    assert record["kept_lines"] == 2 and record["kept_steps"] == [4, 5]
+    assert record["own_reading"]["figure"] == 10007 * 8
     ranks = run("oneflow-resnet/1n4g/rn50-ofmodels-pr195_b1_fp32_1.log")
     assert ranks["kept_lines"] == 1
     assert ranks["throughput_per_device"] == pytest.approx(statistics.median([161.66, 159.71, 159.48, 159.49]))
 
 
 def test_window_follows_the_published_rule():
-    """torchtitan's published figure is the step-10 tps; Megatron's latency leaves iteration 2 (55 s) out."""
-    assert run("torchtitan/1n8g/qwen3-14b-run273_b160_bf16_1.log")["throughput_per_device"] == 10532
+    """torchtitan's published figure, the step-10 tps, is its own reading beside the window's (steps 2-10);
+    Megatron's latency leaves iteration 2 (55 s) out."""
+    titan = run("torchtitan/1n8g/qwen3-14b-run273_b160_bf16_1.log")
+    assert titan["own_reading"]["figure"] == 10532 * 8 and titan["kept_steps"] == [2, 10]
     gdn = run("megatron/14n4g/gdn-bench-4passes_b6_bf16_1.log")
     assert gdn["kept_steps"] == [21, 300]
 

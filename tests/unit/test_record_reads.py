@@ -66,9 +66,12 @@ RECORD_READS: dict[str, tuple[str, str]] = {
     ),
     "orchestration/evidence.py": (
         WRITER + "; a window's figures, derived as a record's are",
-        "flops_per_iteration_formula mfu tflops_per_device tokens_per_s",
+        "flops_per_iteration_formula mfu mfu_peak_tflops tflops_per_device tokens_per_s",
     ),
-    "orchestration/record.py": (WRITER, "env flops_per_iteration_formula global_batch_size ranks throughput"),
+    "orchestration/record.py": (
+        WRITER,
+        "env flops_per_iteration_causal flops_per_iteration_formula global_batch_size ranks throughput",
+    ),
     "reporting/sources.py": (
         "`max_batch`, which no run record declares: kept aside by the loader (`origin`), read only from records"
         " written by hand",

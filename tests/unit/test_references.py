@@ -12,6 +12,7 @@ from report_records import record
 
 from dlperf.machine.environment import _gpus
 from dlperf.metrics.accelerator import accelerator_identity
+from dlperf.metrics.peaks import lookup_peak
 from dlperf.records.store import write_json_atomic
 from dlperf.references import figures, load
 
@@ -129,3 +130,37 @@ def test_references_command(capsys):
     assert rows and {f["model"] for f in rows} == {"resnet50"}
     code, _, err = run_cli(["references", "--model", "nonesuch"], capsys)
     assert code == 2 and "no published figures for model 'nonesuch'" in err and "Traceback" not in err
+
+
+def test_references_model_matches_its_family(capsys):
+    """`--model llama` lists every Llama row (the table names them llama3-8b, llama3-70b); a cut name does not."""
+    code, out, _ = run_cli(["references", "--model", "llama", "--json"], capsys)
+    assert code == 0 and {"llama3-8b", "llama3-70b"} <= {f["model"] for f in json.loads(out)["figures"]}
+    assert all(f["model"].startswith("llama") for f in json.loads(out)["figures"])
+    code, _, err = run_cli(["references", "--model", "llama3-8"], capsys)
+    assert code == 2 and "no published figures for model 'llama3-8'" in err
+
+
+def test_dlperf_pytorch_column_names_what_that_column_ran():
+    """The DLPerf report's PyTorch ResNet-50 column links to its PyTorch/resnet50v1.5 folder: pytorch/examples with
+    DALI on PyTorch 1.6.0, not DeepLearningExamples on NGC 20.03."""
+    (row,) = [f for f in figures("resnet50") if f["value"] == 354.40]
+    assert row["framework"].startswith("PyTorch 1.6.0 (pytorch/examples") and "DALI" in row["framework"]
+    assert "NGC" not in row["framework"]
+
+
+def test_published_llm_tables_agree_with_dlperfs_peaks_and_flop_count():
+    """MaxText's README table (TPU v5p) prints TFLOP/s per chip and MFU: their ratio is the v5p's 459 dense bf16
+    TFLOP/s of dlperf's peak table, on every row. NeMo 24.07's table prints tokens/s and model TFLOP/s per GPU:
+    for Llama 3 8B at 8,192 tokens their ratio is the PaLM count dlperf reports MFU by, 6N + 12·L·H·Q·T =
+    57,914,449,920 FLOPs per token (within NeMo's rounding)."""
+    v5p = [f for f in figures("maxtext") if f["accelerator"] == "TPU v5p"]
+    assert len(v5p) == 8
+    peak = lookup_peak("TPU v5p", "bf16").tflops
+    for f in v5p:  # the 1024B v5p-2048 row's two figures disagree (249 TFLOP/s is 54.2 %): the row says so
+        consistent = f["value"] / f["mfu"] == pytest.approx(peak, rel=0.005)
+        assert consistent != ("contradicts itself" in f["how"]), f["how"]
+    assert sum("contradicts itself" in f["how"] for f in v5p) == 1
+    (nemo,) = [f for f in figures("llama3-8b") if f["framework"].startswith("NeMo")]
+    assert nemo["tflops_per_device"] * 1e12 / nemo["value"] == pytest.approx(57_914_449_920, rel=0.002)
+    assert all(f["url"].endswith(".md") and "/blob/" in f["url"] for f in [*v5p, nemo])

@@ -56,6 +56,13 @@ class ExtractOptions:
     batch_size: int | None = setting(None, "batch size PER DEVICE", bound="positive", group=SHAPE)
     model: str | None = setting(None, "model name for the report (default: the file's stem)", group=SHAPE)
     precision: str = setting("unknown", "precision label for the report (default: unknown)", group=SHAPE)
+    accelerator: str | None = setting(
+        None,
+        "the device the logs ran on, as the peak table names it (e.g. 'TPU v5p', 'NVIDIA GB200', 'H100 SXM'): each "
+        "record gets MFU from the log's own printed TFLOP/s per device against that device's datasheet peak at the "
+        "path's precision",
+        group=SHAPE,
+    )
     format: str = setting(
         "auto",
         "log format; auto recognises it from each file's content (default); a NAME from --list-formats; or a "
@@ -103,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _read_logs(root: Path, args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """One log FILE with its shape from the options, or every log of a folder with the shape in its path."""
-    options = Options(format=args.format, rule=args.rule, warmup=args.warmup, window=args.window)
+    options = Options(
+        format=args.format, rule=args.rule, warmup=args.warmup, window=args.window, accelerator=args.accelerator
+    )
     if root.is_file():
         return extract_file(root, options, _file_info(root, args))
     if args.nodes or args.devices_per_node or args.batch_size:

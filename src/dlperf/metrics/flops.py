@@ -17,7 +17,14 @@ Megatron-Bridge report MFU: per token of training
 
 with N the parameters less the token embedding (a lookup, no matmul; the untied output layer counts), L the layers,
 H the query heads, Q the head size and T the sequence length. The attention term counts the full T x T score
-matrix, causal masking notwithstanding, as the peers do; activation recomputation is not counted.
+matrix, causal masking notwithstanding, as torchtitan does; activation recomputation is not counted. MaxText counts
+the causal mask (maxtext_utils.py `calculate_tflops_training_per_device`: the attention FLOPs 4·B·S²·H·D halved
+"due to causality", x3 for forward and backward; it did not between May 2024 and July 2025), i.e.
+
+    F_causal = 6 N + 6 L H Q T
+
+so the same run's MFU is 1.04-1.125x higher by the PaLM count than by MaxText's (Llama 3.1 8B at 4,096-8,192
+tokens). A Llama record gives both: `mfu` (PaLM/torchtitan) and `mfu_causal` (MaxText), each with its formula.
 
 Peak TFLOP/s come from the exact-name datasheet table in `dlperf.metrics.peaks`, which fails closed: a device
 not in it (every CPU) has no peak, and MFU is then left empty with the reason, unless `--peak-tflops` gives one.
@@ -54,6 +61,17 @@ LLM_FLOPS_FORMULA = "6N + 12·L·H·Q·T per token (PaLM, Chowdhery et al. 2022;
 def llm_flops_per_token(non_embedding_params: int, layers: int, heads: int, head_dim: int, seq: int) -> int:
     """6N + 12·L·H·Q·T: forward and backward of every weight matmul, plus attention's scores and weighted values."""
     return 6 * non_embedding_params + 12 * layers * heads * head_dim * seq
+
+
+LLM_FLOPS_FORMULA_CAUSAL = (
+    "6N + 6·L·H·Q·T per token (MaxText's count: the attention term halved for the causal mask; N without the token "
+    "embedding)"
+)
+
+
+def llm_flops_per_token_causal(non_embedding_params: int, layers: int, heads: int, head_dim: int, seq: int) -> int:
+    """6N + 6·L·H·Q·T: the PaLM count with the masked half of the T x T attention left out, as MaxText counts."""
+    return 6 * non_embedding_params + 6 * layers * heads * head_dim * seq
 
 
 def peak_tflops(device_name: str, precision: str, tf32: bool = False) -> float | None:

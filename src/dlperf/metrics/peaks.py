@@ -11,9 +11,11 @@ an unknown device. This table therefore:
 - answers an unknown device, or a precision the device has no units for (V100 has no bf16, tf32 or fp8 tensor
   cores; A100 has no fp8), with None and the reason, never with a fallback figure.
 
-Precisions: `fp32` is plain FP32 on the CUDA cores (PyTorch's default matmul precision), `tf32` the TF32 tensor-core
-path (`torch.backends.cuda.matmul.allow_tf32`), `bf16`/`fp16` tensor cores with FP32 accumulation, `fp8` the FP8
-tensor cores.
+Precisions: `fp32` is plain FP32 on the CUDA cores (PyTorch's default matmul precision; AMD's FP32 matrix figure),
+`tf32` the TF32 tensor-core path (`torch.backends.cuda.matmul.allow_tf32`), `bf16`/`fp16` tensor cores with FP32
+accumulation, `fp8`/`fp6`/`fp4` the low-precision tensor cores, `fp64` the FP64 tensor-core (matrix) figure, `int8`
+integer TOPS (operations, not FLOPs: for an int8 run's utilisation). Every precision a data sheet publishes is in
+the table; a TPU publishes bf16 and int8 only (its fp32 matmuls run as bf16 passes), so it has no fp32 entry.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ PEAKS_SCHEMA = "dlperf.peak/1"
 # where `dlperf peak` stores what it measured, and where a run's parent looks for it (DLPERF_PEAKS overrides)
 DEFAULT_PEAKS_FILE = Path(os.environ.get("DLPERF_PEAKS", Path.home() / ".dlperf" / "peaks.json"))
 CONVENTION = "dense (no structured sparsity), boost clock, 1 multiply-add = 2 FLOPs"
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
 
 _H100_WP = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), table 'NVIDIA H100 ... compared to A100'"
 _H100_NVL = "NVIDIA H100 NVL product brief / H100 data sheet (per GPU), starred sparse figures halved"
@@ -40,14 +42,27 @@ _L4 = "NVIDIA L4 Tensor Core GPU data sheet (2023), starred sparse figures halve
 _L40 = "NVIDIA L40 GPU data sheet (2022), dense figures"
 _L40S = "NVIDIA L40S GPU data sheet (2023), dense figures"
 _B200 = "NVIDIA HGX B200 specifications: 8-GPU totals / 8, tensor figures with sparsity halved"
+_GB200 = (
+    "NVIDIA GB200 NVL72 specifications (per GB200 superchip: 2 Blackwell GPUs): 72-GPU totals / 72, tensor figures "
+    "with sparsity halved"
+)
+_TPU = "Google Cloud TPU documentation, system architecture: peak compute per chip (bf16 TFLOPs, int8 TOPs)"
+_MI300X = "AMD Instinct MI300X data sheet (2023): peak dense (without structured sparsity) figures"
+_MI325X = "AMD Instinct MI325X data sheet (2024): peak dense (without structured sparsity) figures"
 
 # device -> ({precision: dense peak TFLOP/s}, source). A missing precision means the device has no such units.
 PEAK_TABLE: dict[str, tuple[dict[str, float], str]] = {
     "H100 SXM": ({"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}, _H100_WP),
     "H100 PCIe": ({"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0}, _H100_WP),
     "H100 NVL": ({"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}, _H100_NVL),
-    "H200 SXM": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0}, _H200),
-    "H200 NVL": ({"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}, _H200),
+    "H200 SXM": (
+        {"fp64": 67.0, "fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0, "int8": 1979.0},
+        _H200,
+    ),
+    "H200 NVL": (
+        {"fp64": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "int8": 1670.5},
+        _H200,
+    ),
     "A100 SXM 40GB": ({"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, _A100),
     "A100 SXM 80GB": ({"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, _A100),
     "A100 PCIe 40GB": ({"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, _A100),
@@ -58,7 +73,36 @@ PEAK_TABLE: dict[str, tuple[dict[str, float], str]] = {
     "L4": ({"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5}, _L4),
     "L40": ({"fp32": 90.5, "tf32": 90.5, "bf16": 181.05, "fp16": 181.05, "fp8": 362.0}, _L40),
     "L40S": ({"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0}, _L40S),
-    "B200": ({"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}, _B200),
+    "B200": (
+        {
+            "fp64": 37.0,
+            "fp32": 75.0,
+            "tf32": 1125.0,
+            "bf16": 2250.0,
+            "fp16": 2250.0,
+            "fp8": 4500.0,
+            "fp6": 4500.0,
+            "fp4": 9000.0,
+            "int8": 4500.0,
+        },
+        _B200,
+    ),  # fmt: skip
+    "GB200": (
+        # NVIDIA has printed two FP32/FP64 figures for the NVL72 (5,760 and 6,480 TF FP32): left out, not guessed
+        {"tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0, "fp6": 5000.0, "fp4": 10000.0, "int8": 5000.0},
+        _GB200,
+    ),  # fmt: skip
+    "TPU v5e": ({"bf16": 197.0, "int8": 394.0}, _TPU),
+    "TPU v5p": ({"bf16": 459.0, "int8": 918.0}, _TPU),
+    "TPU v6e": ({"bf16": 918.0, "int8": 1836.0}, _TPU),
+    "MI300X": (
+        {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
+        _MI300X,
+    ),
+    "MI325X": (
+        {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
+        _MI325X,
+    ),
 }
 
 # Exact names as NVML / torch.cuda.get_device_name report them (compared case- and space-insensitively), plus the
@@ -82,6 +126,18 @@ DEVICE_NAMES: dict[str, str] = {
     "NVIDIA L40": "L40",
     "NVIDIA L40S": "L40S",
     "NVIDIA B200": "B200",
+    "NVIDIA GB200": "GB200",
+    # JAX's device_kind for the Cloud TPU parts (v5e and v6e are the "lite" chips)
+    "TPU v5 lite": "TPU v5e",
+    "TPU v5e": "TPU v5e",
+    "TPU v5": "TPU v5p",
+    "TPU v5p": "TPU v5p",
+    "TPU v6 lite": "TPU v6e",
+    "TPU v6e": "TPU v6e",
+    "TPU v6e (Trillium)": "TPU v6e",
+    # torch.cuda.get_device_name on ROCm
+    "AMD Instinct MI300X": "MI300X",
+    "AMD Instinct MI325X": "MI325X",
     **{key: key for key in PEAK_TABLE},
 }
 

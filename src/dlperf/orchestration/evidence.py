@@ -24,7 +24,7 @@ from typing import Any
 
 from dlperf.harness.results import RunMeasurement
 from dlperf.metrics.energy import EnergyReading, energy_result
-from dlperf.metrics.flops import mfu_fields
+from dlperf.metrics.flops import mfu_fields, tflops_per_device
 from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.metrics.steady import detect_steady_state
 from dlperf.metrics.step_phases import summarise_phases
@@ -113,6 +113,19 @@ def flops_fields(
     )
     tf32_state = {"tf32": {"matmul": tf32, "conv": tf32}} if device_type else {}  # what --fp32-math set (CUDA only)
     return {**tf32_state, "flops_per_iteration": basis, "flops_source": source, **fields}
+
+
+def causal_mfu(
+    fields: dict[str, Any], causal: float | None, seconds_per_iteration: float, spec: RunSpec
+) -> dict[str, Any]:
+    """MaxText's convention beside the PaLM one (`metrics/flops.py`): TFLOP/s per device and MFU over the causal count
+    `causal` (FLOPs per iteration), against the same peak `fields` names; nothing where the workload has no such
+    count or the run no peak."""
+    if causal is None:
+        return {}
+    achieved = tflops_per_device(causal, seconds_per_iteration, spec.world_size)
+    peak = fields.get("mfu_peak_tflops")
+    return {"tflops_per_device_causal": achieved, "mfu_causal": achieved / peak if peak else None}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.accelerator import accelerator_identity
 from dlperf.metrics.stats import latency_summary
-from dlperf.orchestration.evidence import evidence_fields, flops_fields
+from dlperf.orchestration.evidence import causal_mfu, evidence_fields, flops_fields
 from dlperf.orchestration.external_run import command_fields, framework_of, log_tail, noise_of, read_figures
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
@@ -137,7 +137,8 @@ def _flops(
     device = (record.get("ranks") or [{}])[0].get("device") or "cpu"
     formula = derived.get("flops_per_iteration_formula")
     seconds = record["global_batch_size"] / throughput
-    return {**derived, **flops_fields(spec, seconds, device, formula, counted, note, device_type)}
+    fields = flops_fields(spec, seconds, device, formula, counted, note, device_type)
+    return {**derived, **fields, **causal_mfu(fields, derived.get("flops_per_iteration_causal"), seconds, spec)}
 
 
 def _ranks_fields(result: RunResult) -> dict[str, Any]:

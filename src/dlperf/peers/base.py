@@ -57,6 +57,10 @@ class Point:
     # how far the printed time can be from the true one, from its rounding (Keras' `20ms/step` is +-0.5 ms): for
     # `seconds` in the same unit, for `timestamp` in seconds; measure refuses a figure it leaves unknown to 2 %
     resolution: float | None = None
+    # the GLOBAL figure the framework's own practice reads at this line (torchtitan's last step, DeepSpeed's running
+    # average): the window's last kept one is kept beside the rule's figure
+    own: float | None = None
+    disagreement: str | None = None  # ranks printing this iteration disagree beyond their noise (measure._combine)
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
@@ -109,7 +113,7 @@ class PeerFormat:
 
     `warmup` and `window` count ITERATIONS: lines whose interval starts before iteration `warmup` are skipped,
     and the window covers the `window` iterations from the first kept one (None: to the end of the run).
-    `last_only` keeps only the last printed line of the run (torchtitan's published step-10 figure).
+    `last_only` keeps only the last printed line of the run (a whole-run figure such as HF Trainer's).
     """
 
     name: str
@@ -133,6 +137,14 @@ class PeerFormat:
     # where the format's figure covers a whole run or a running stretch (not the run's window): the hook's figure
     # over that same stretch, for a like-for-like comparison of an instrumented run (orchestration/external_run.py)
     same_stretch: Stretch | None = None
+    # where the framework's own practice reads another figure than the rule (Point.own): what that figure is
+    own_reading: str = ""
+    # the default rule gives no figure where no line prints one (DeepSpeed's `step=` lines alone): the time stamps do
+    stamps_when_unprinted: bool = False
+    # printed rates combine as the window's samples over its time (each line's iterations at its rate), not as their
+    # arithmetic mean (the DLPerf reports' rule for MXNet, TF2 and DLLogger rates, kept for those formats)
+    rates_over_time: bool = False
+    flops_count: str = "the framework's own count"  # how the format's printed TFLOP/s counts FLOPs (for MFU)
 
     def recognises(self, line: str) -> bool:
         return self.signature.search(line) is not None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError, DataError
+from dlperf.metrics.peaks import lookup_peak, table_precision
 from dlperf.peers.base import RULES, PeerFormat, RunShape
 from dlperf.peers.crosscheck import cross_check
 from dlperf.peers.display import path_text, shown
@@ -18,7 +19,7 @@ from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
 from dlperf.peers.measure import Measured, measure
 from dlperf.peers.registry import detect, get_format
-from dlperf.peers.textlines import log_lines, open_regular, strip_prefixes
+from dlperf.peers.textlines import UNTERMINATED, log_lines, open_regular, rejoin_wrapped, strip_prefixes
 from dlperf.records.schema import SCHEMA
 
 
@@ -31,6 +32,7 @@ class Options:
     warmup: int | None = None  # iterations; None: the format's default
     window: int | None = None  # iterations; None: the format's default; 0: to the end of the run
     format_flag: str = "--format"  # how the command that reads names the format option (`dlperf run`: --log-format)
+    accelerator: str | None = None  # the device the logs ran on (a peak-table name): MFU from their printed TFLOP/s
 
     def check(self) -> None:
         """Refuse combinations that can never work, before any file is read."""
@@ -81,9 +83,16 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
     with closing(log_lines(info.path)) as raw:
-        lines = watch.watch(strip_prefixes(line) for line in raw)
+        known: list[PeerFormat | None] = [forced]  # the log's format once known: what a wrapped record must be
+
+        def recognised(text: str) -> bool:
+            stripped = strip_prefixes(text)
+            return known[0].recognises(stripped) if known[0] else detect(stripped) is not None
+
+        lines = watch.watch(strip_prefixes(line) for line in rejoin_wrapped(raw, recognised))
         try:
             fmt, rest = _formatted_lines(lines, forced, options.format_flag)
+            known[0] = fmt
         except DataError:
             if watch.reason() is None:
                 raise
@@ -106,7 +115,26 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     reason = watch.reason()
     if reason is not None:
         return _failed(info, shape, fmt, rule, reason)
-    return _measured_record(info, shape, fmt, rule, measured, warmup, window)
+    if raw.unterminated:
+        measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
+    record = _measured_record(info, shape, fmt, rule, measured, warmup, window)
+    if options.accelerator:
+        record.update(printed_mfu(measured.metrics.get("tflops_per_device"), fmt, options.accelerator, info.precision))
+    return record
+
+
+def printed_mfu(tflops: float | None, fmt: PeerFormat, accelerator: str, precision: str) -> dict[str, Any]:
+    """MFU of the log's own TFLOP/s per device (the mean of the window's printed figures, by the framework's own FLOPs
+    count, `PeerFormat.flops_count`) against the named device's datasheet peak at the run's precision; the record
+    names the peak, and says why where there is none."""
+    lookup = lookup_peak(accelerator, table_precision(precision))
+    fields: dict[str, Any] = {**lookup.as_record(), "mfu_peak_precision": table_precision(precision)}
+    if tflops is None:
+        return {**fields, "mfu": None, "mfu_note": f"the {fmt.name} log prints no TFLOP/s per device"}
+    fields.update(tflops_per_device=tflops, flops_source=f"the log's printed TFLOP/s per device: {fmt.flops_count}")
+    if lookup.tflops is None:
+        return {**fields, "mfu": None, "mfu_note": lookup.reason}
+    return {**fields, "mfu": tflops / lookup.tflops, "mfu_note": None}
 
 
 def _forced_format(info: LogInfo, options: Options) -> PeerFormat | None:
@@ -149,6 +177,14 @@ def _measured_record(
         cross_check=check,
         reading_notes=list(measured.notes),
     )
+    if measured.contradictions:
+        record["contradictions"] = list(measured.contradictions)
+    if measured.own is not None and fmt.own_reading:
+        record["own_reading"] = {
+            "figure": measured.own,
+            "ratio": measured.throughput / measured.own,
+            "reading": fmt.own_reading,
+        }
     if measured.latency_ms is not None:
         record["latency_ms"] = {"mean": measured.latency_ms}
     if measured.memory_mib is not None:

@@ -6,6 +6,9 @@ Three steps, the same for every format:
    measured, and the record says how many runs the file held;
 3. window: lines whose interval starts before the warm-up iteration are skipped, the next `window` iterations are
    kept; where the log is shorter than the rule asks for, what the rule allows is used and `window_note` says so.
+   The framework's own practice (`Point.own`: its last printed step, its running average) is kept beside the
+   window's figure, and ranks of one iteration printing figures more than RANK_SPREAD apart are a contradiction the
+   record names.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class Measured:
     tokens_per_sample: int | None = None
     unit: str | None = None  # the reader's inferred unit (None: the format's)
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
+    own: float | None = None  # the framework's own practice's figure for the same run (PeerFormat.own_reading)
+    contradictions: tuple[str, ...] = ()  # what in the window disagrees with itself beyond its noise
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -59,12 +64,31 @@ def _median_metrics(points: list[Point]) -> tuple[tuple[str, float], ...]:
     return tuple((n, statistics.median([v for p in points for m, v in p.metrics if m == n])) for n in names)
 
 
+RANK_SPREAD = 0.10  # ranks of one synchronous iteration print figures within 10 % (the readings' own tolerance)
+
+
+def _disagreement(points: list[Point]) -> str | None:
+    """Where the ranks printing one iteration disagree beyond RANK_SPREAD: what they printed."""
+    figures = (("throughput", [p.speed for p in points]), ("time per iteration", [p.seconds for p in points]))
+    for name, values in figures:
+        present = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+        if len(present) > 1 and max(present) > min(present) * (1 + RANK_SPREAD):
+            at = f"iteration {points[0].step}" if points[0].step is not None else "one iteration"
+            return (
+                f"{len(points)} ranks printing {at} disagree on its {name}: {max(present):.6g} and {min(present):.6g} "
+                f"({max(present) / min(present):.3g}x, beyond the {RANK_SPREAD:.0%} ranks of one run differ by); "
+                "the median is kept"
+            )
+    return None
+
+
 def _combine(points: list[Point]) -> Point:
     """One point for one iteration printed by several ranks: median figures, the latest time stamp."""
     if len(points) == 1:
         return points[0]
     first = points[0]
     return Point(
+        disagreement=_disagreement(points),
         step=first.step,
         start=first.start,
         run=first.run,
@@ -80,6 +104,7 @@ def _combine(points: list[Point]) -> Point:
         tokens=first.tokens,
         unit=first.unit,
         resolution=_highest([p.resolution for p in points]),
+        own=_median([p.own for p in points]),
     )
 
 
@@ -183,6 +208,9 @@ class _Screen:
     def _reason(self, point: Point) -> str | None:
         if (absurd := _absurd(point)) is not None:
             return absurd
+        tflops = dict(point.metrics).get("tflops_per_device")
+        if tflops is not None and tflops * 1e12 > MAX_FLOPS_PER_DEVICE:  # a step timed while only dispatched
+            return f"{tflops:.6g} TFLOP/s per device printed: above the physical {MAX_FLOPS_PER_DEVICE / 1e12:g}"
         if point.speed is not None:
             if not (math.isfinite(point.speed) and point.speed > 0):
                 return f"throughput {point.speed!r} is not a positive finite number"
@@ -264,6 +292,9 @@ class _Window:
         self.notes: dict[str, None] = {}
         self.tokens: int | None = None
         self.unit: str | None = None
+        self.own: float | None = None
+        self.contradictions: dict[str, None] = {}
+        self.rate_iterations = self.rate_seconds = 0.0  # rates combined as samples over time (rates_over_time)
         # the latest points and where their intervals start, for the short-log fallback and `last_only`
         self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
 
@@ -295,6 +326,14 @@ class _Window:
         if point.speed is not None:
             self.speed_sum += point.speed
             self.speed_n += 1
+            if point.speed > 0:  # each line's iterations at its rate: the window's samples over its time
+                iterations = max(point.step - start, 1) if point.step is not None and start is not None else 1
+                self.rate_iterations += iterations
+                self.rate_seconds += iterations / point.speed
+        if point.own is not None:
+            self.own = point.own
+        if point.disagreement is not None and len(self.contradictions) < 3:
+            self.contradictions[point.disagreement] = None
         if point.seconds is not None:
             self.timed.add(point, start, self.batch)
         for name, value in point.metrics:
@@ -317,7 +356,7 @@ class _Window:
         return self._short_window()
 
     def _keep_last(self) -> None:
-        """The last printed step past the warm-up is the figure (torchtitan's published step)."""
+        """The last printed line past the warm-up is the figure (a whole-run figure printed at the end)."""
         last = self.tail[-1]
         self._reset()
         self.anchor = self.tail[-2][0] if len(self.tail) > 1 else None
@@ -346,7 +385,9 @@ class _Window:
 
     def _reset(self) -> None:
         self.kept = self.speed_n = 0
-        self.speed_sum = 0.0
+        self.speed_sum = self.rate_iterations = self.rate_seconds = 0.0
+        self.own = None
+        self.contradictions = {}
         self.timed = TimedSteps()
         self.stamps = _Stamps(self.fmt, self.batch)
         self.metric_sums = {}
@@ -561,6 +602,9 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
     note = w.fallback()
     if w.kept == 0:
         raise DataError(f"its only {fmt.name} progress line is inside the {w.warmup}-iteration warm-up")
+    if rule == "printed" and fmt.stamps_when_unprinted and not w.timed.seconds and not w.speed_n:
+        rule = "timestamp"  # no line prints a figure (DeepSpeed's `step=` lines alone): their time stamps do
+        note = "; ".join(filter(None, [note, f"no kept {fmt.name} line prints a figure: read by its time stamps"]))
     throughput = _plausible(_printed(w, fmt) if rule == "printed" else _timestamped(w, fmt, shape), rule, fmt, shape)
     metrics = {name: total / w.kept for name, total in w.metric_sums.items()}
     second, reading = _second(w, fmt, rule, shape)
@@ -571,6 +615,8 @@ def _result(w: _Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) 
         tokens_per_sample=w.tokens,
         unit=w.unit,
         batch_free=rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept,
+        own=w.own,
+        contradictions=tuple(w.contradictions),
         throughput=throughput,
         kept=w.kept,
         first_step=w.first.step if w.first else None,
@@ -632,8 +678,9 @@ def _reading_of(rule: str, w: _Window) -> str:
 
 
 def _printed(w: _Window, fmt: PeerFormat) -> float:
-    """The mean printed throughput; for formats that print a time per iteration, the kept iterations' samples over
-    their summed time (`TimedSteps`)."""
+    """The mean printed throughput (the DLPerf reports' rule for their formats); for formats that print a time per
+    iteration, the kept iterations' samples over their summed time (`TimedSteps`); for formats whose rates combine
+    over time (`rates_over_time`: torchtitan, MaxText, torchtune), each line's iterations at its rate."""
     if fmt.printed_from == "seconds" or not w.speed_n:
         if not w.timed.seconds > 0:
             hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
@@ -644,6 +691,8 @@ def _printed(w: _Window, fmt: PeerFormat) -> float:
             fmt,
         )
         return w.timed.rate()
+    if fmt.rates_over_time:
+        return w.rate_iterations / w.rate_seconds
     return w.speed_sum / w.speed_n
 
 

@@ -6,7 +6,7 @@ import io
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,33 +29,64 @@ def open_regular(path: Path) -> BinaryIO:
         raise
 
 
-def log_lines(path: Path) -> Iterator[str]:
-    """Yield the lines of `path` without their line ends, one at a time.
+UNTERMINATED = (
+    "the file ends without a line end: its last line was read as it is (a posted or copied log; a run killed "
+    "mid-write leaves a cut line instead)"
+)
+CARET_M = "^M"  # a carriage return as some terminals, editors and issue posts print it
 
-    Raises DataError for a binary file (NUL bytes or a line over 1 MiB) and for a file that ends mid-line,
-    which is what a run killed while writing, or an incomplete copy, leaves behind.
+
+class LogLines:
+    """The lines of `path` without their line ends, one at a time (bounded memory); `unterminated` tells, once
+    read, that the file's last line had no line end.
+
+    Raises DataError for a binary file (NUL bytes or a line over 1 MiB). A last line without a line end is read: a
+    log copied from an issue or a terminal often lacks the final newline. A carriage return, written (`\\r`, a
+    progress bar's redraw) or printed as the two characters `^M`, ends a line too.
     """
-    with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace", newline=None) as f:
-        number = 0
-        while True:
-            line = f.readline(MAX_LINE)
-            if not line:
-                return
-            number += 1
-            if "\x00" in line:
-                raise DataError(f"binary content (NUL bytes) on line {number}: not a text log")
-            if not line.endswith("\n"):
-                if len(line) >= MAX_LINE:
-                    raise DataError(f"line {number} is longer than {MAX_LINE // 1024} KiB: not a text log")
-                raise DataError(f"truncated mid-line at line {number} (no line end): the log is incomplete")
-            yield line.rstrip("\n")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.unterminated = False
+        self._lines = self._read()
+
+    def __iter__(self) -> Iterator[str]:
+        return self._lines
+
+    def close(self) -> None:
+        self._lines.close()
+
+    def _read(self) -> Iterator[str]:
+        with io.TextIOWrapper(open_regular(self.path), encoding="utf-8", errors="replace", newline=None) as f:
+            number = 0
+            while True:
+                line = f.readline(MAX_LINE)
+                if not line:
+                    return
+                number += 1
+                if "\x00" in line:
+                    raise DataError(f"binary content (NUL bytes) on line {number}: not a text log")
+                if not line.endswith("\n"):
+                    if len(line) >= MAX_LINE:
+                        raise DataError(f"line {number} is longer than {MAX_LINE // 1024} KiB: not a text log")
+                    self.unterminated = True
+                line = line.rstrip("\n")
+                if CARET_M in line:
+                    yield from line.split(CARET_M)
+                else:
+                    yield line
+
+
+def log_lines(path: Path) -> LogLines:
+    """The lines of `path` (LogLines)."""
+    return LogLines(path)
 
 
 # What launchers and pasting put in front of a framework's own line, removed before any reader sees it:
 # srun's task number (`55:  `), torchrun's `[default0]:` and `[rank0]:` tags (any number of them), a markdown
-# quote (`> `), a tqdm bar that shared the line with another record (`...| 650/2771 [01:23<04:25,  7.98it/s]`),
-# colour escapes.
-PREFIX = re.compile(r"^(?:\s*>\s)?\s*(?:\d{1,6}:\s+)?(?:\[(?:default|rank)\d+\]:\s?)*")
+# quote (`> `) or knitr's output mark (`#> `, R Markdown), a tqdm bar that shared the line with another record
+# (`...| 650/2771 [01:23<04:25,  7.98it/s]`), colour escapes.
+PREFIX = re.compile(r"^(?:\s*#?>\s)?\s*(?:\d{1,6}:\s+)?(?:\[(?:default|rank)\d+\]:\s?)*")
 TQDM = re.compile(r"^.*?\|\s*\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]\s*")
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x08")  # colours, cursor moves, and Keras' backspaces
 
@@ -70,3 +101,36 @@ def strip_prefixes(line: str) -> str:
     if ("it/s]" in line or "s/it]" in line) and (bar := TQDM.match(line)) and bar.end() < len(line.rstrip()):
         line = line[bar.end() :]  # a bar alone on its line is kept: the tqdm reader reads it
     return line
+
+
+WRAP_MIN = 40  # a terminal or a post wraps long lines at a fixed width of at least this many characters
+WRAP_MAX_PARTS = 12
+
+
+def rejoin_wrapped(lines: Iterable[str], recognises: Callable[[str], bool]) -> Iterator[str]:
+    """The lines with records that a terminal or a post wrapped at a fixed width put back together: a line that no
+    format recognises, followed by lines of its very length (the width) and one shorter, is joined when the whole
+    is a record `recognises`; anything else passes unchanged."""
+    it = iter(lines)
+    held: list[str] = []
+    while True:
+        line = held.pop(0) if held else next(it, None)
+        if line is None:
+            return
+        if len(line) < WRAP_MIN or recognises(line):
+            yield line
+            continue
+        parts = [line]
+        while len(parts) < WRAP_MAX_PARTS and len(parts[-1]) == len(line):
+            nxt = held.pop(0) if held else next(it, None)
+            if nxt is None:
+                break
+            parts.append(nxt)
+            if len(nxt) != len(line):
+                break
+        whole = "".join(parts)
+        if len(parts) > 1 and recognises(whole) and not recognises(parts[-1]):
+            yield whole
+        else:
+            yield line
+            held = parts[1:] + held

@@ -195,6 +195,17 @@ class RunRecord:
     flops_formula: str | None = doc(
         "GPT: which formula (Narayanan et al. 2021, eq. 3 without recomputation); Llama: 6N + 12·L·H·Q·T per token"
     )
+    flops_per_token_causal: int | None = doc(
+        "Llama: 6N + 6·L·H·Q·T, MaxText's count (the attention term halved for the causal mask; `metrics/flops.py`)",
+        "count",
+    )
+    flops_per_iteration_causal: float | None = doc("Llama: that count's FLOPs per iteration")
+    flops_formula_causal: str | None = doc("Llama: which formula `mfu_causal` uses")
+    tflops_per_device_causal: float | None = doc("Llama: TFLOP/s per device by MaxText's causal count")
+    mfu_causal: float | None = doc(
+        "Llama: MFU by MaxText's causal count against the same `mfu_peak_tflops` as `mfu` (which is the PaLM and"
+        " torchtitan count): `mfu` / `mfu_causal` = 1.04-1.125 for Llama 3.1 8B at 4,096-8,192 tokens"
+    )
     flops_per_token: int | None = doc(
         "Llama: 6N + 12·L·H·Q·T, the PaLM formula torchtitan, MaxText and NeMo report MFU by (N without the token"
         " embedding; `metrics/flops.py`)",
@@ -245,6 +256,15 @@ class PeerReading:
         " `stretch` (docs/instrumentation.md)"
     )
     reading_notes: list[str] | None = doc("what the reader noticed on the way (restarts, gaps, merged lines)")
+    own_reading: dict[str, Any] | None = doc(
+        "the framework's own practice beside the rule's figure, where they differ (torchtitan's and MaxText's last"
+        " printed step, DeepSpeed's running average): `figure` (global, the record's unit), `ratio` (throughput /"
+        " figure), `reading`"
+    )
+    contradictions: list[str] | None = doc(
+        "what in the log disagrees with itself beyond its noise (ranks of one run printing different figures, a"
+        " printed rate against the same lines' step times): the figure is kept and the row flagged"
+    )
     peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
     warning: str | None = doc("what to know about the file (several runs in one log)")
 

@@ -55,9 +55,21 @@ def load(text: str | None = None) -> dict[str, Any]:
     return data
 
 
+def of_family(name: str, query: str) -> bool:
+    """Whether the table's model `name` is `query` or of its family: `llama` and `llama3` match `llama3-8b`,
+    `resnet` matches `resnet50`; `llama3-8` does not match `llama3-8b` (a name is cut only before a digit or a
+    separator)."""
+    name, query = name.lower(), query.lower()
+    if name == query:
+        return True
+    rest = name[len(query) :] if name.startswith(query) else ""
+    return bool(rest) and (rest[0] in "-_." or (rest[0].isdigit() and not query[-1:].isdigit()))
+
+
 def figures(model: str | None = None) -> list[dict[str, Any]]:
-    """The table's figures, of one model where given, best first within each model, accelerator and precision."""
-    rows = [f for f in load()["figures"] if model in (None, f["model"])]
+    """The table's figures, of one model or family where given (`of_family`), best first within each model,
+    accelerator and precision."""
+    rows = [f for f in load()["figures"] if model is None or of_family(f["model"], model)]
     return sorted(rows, key=lambda f: (f["model"], f["accelerator"], f["precision"], f["metric"], -f["value"]))
 
 

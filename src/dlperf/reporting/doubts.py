@@ -220,11 +220,23 @@ def _run_doubt_flags(row: _Row) -> list[Flag]:
 
 
 def _reading_flags(row: _Row) -> list[Flag]:
-    split = [r for r in row.records if isinstance(r, PeerReading) and (r.cross_check or {}).get("agree") is False]
+    peers = [r for r in row.records if isinstance(r, PeerReading)]
+    contradicting = [r for r in peers if r.contradictions]
+    flags = []
+    if contradicting:
+        first = contradicting[0].contradictions[0]  # type: ignore[index]
+        flags.append(
+            Flag(
+                "contradicts",
+                f"{len(contradicting)} of {row.n} logs contradict themselves: {first}. Check the log (ranks of "
+                "different shapes or speeds, a rank printing its own figure).",
+            )
+        )
+    split = [r for r in peers if (r.cross_check or {}).get("agree") is False]
     if not split:
-        return []
+        return flags
     c = split[0].cross_check
-    return [
+    return flags + [
         Flag(
             "readings",
             f"{len(split)} of {row.n} logs disagree with themselves: the {split[0].rule} rule gives "

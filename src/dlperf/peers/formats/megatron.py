@@ -18,6 +18,10 @@ the same line from its own loop, and on rank 0 before it `Step Time : 4.65s GPU 
 `seq_length` gives, which need not be the data's (the fixture's 59,892.5 TFLOP/s per H100 is none a device can do).
 That line is not read. Bridge has no first-iteration exception: its interval timer is reset at every line, so where
 the log holds a `Step Time` line the line after iteration 1 times that interval alone, not the run from its start.
+
+Megatron-DeepSpeed (Microsoft's, BigScience's BLOOM) prints the same line with `elapsed time per iteration (s)` in
+seconds and `samples per second` (training.py `training_log`: the global batch over the same elapsed time): that is
+each line's second reading, so a printed rate that contradicts its own step time (or the batch given) shows.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ FIELDS = {
     name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
     for name in (
         "elapsed time per iteration (ms)",
+        "elapsed time per iteration (s)",
         "global batch size",
+        "samples per second",
         "consumed samples",
         "throughput per GPU (TFLOP/s/GPU)",
     )
@@ -53,6 +59,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             continue
         fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
         ms = fields.get("elapsed time per iteration (ms)")
+        if ms is None and "elapsed time per iteration (s)" in fields:  # Megatron-DeepSpeed (BLOOM's) prints seconds
+            ms = fields["elapsed time per iteration (s)"] * 1000
         if ms is None:
             continue
         step, run = int(iteration[1]), int(iteration[2])
@@ -74,6 +82,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             run=run,
             metrics=() if tflops is None else (("tflops_per_device", tflops),),
             paused=paused,
+            check=fields.get("samples per second"),
         )
         paused = False
 
@@ -83,13 +92,14 @@ FORMATS = (
         name="megatron",
         description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
         "TFLOP/s/GPU` lines",
-        signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \(ms\): "),
+        signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \((?:ms|s)\): "),
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,
         window=None,
         printed_from="seconds",
         unit="sequences/s",
+        check_reading="printed samples per second (Megatron-DeepSpeed: the global batch over the same time)",
         practice="Megatron-LM-Attention-Benchmark docs: first 20 iterations dropped, the rest of the run averaged; "
         "sequences/s = global batch size / elapsed time per iteration",
     ),

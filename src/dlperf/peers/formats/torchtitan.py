@@ -3,10 +3,13 @@
 [titan] 2025-01-10 12:00:00,123 - root - INFO - step: 10  loss:  9.1234  memory: 30.12GiB(38.07%)  tps: 6,213
 tflops: 359.84  mfu: 36.38%
 
-`tps` is tokens per second PER DEVICE over the last log interval, `memory` the device's peak reserved memory.
-Rule (torchtitan's published autoresearch results, `results.tsv` / `learnings.md`): the figure is the `tps` of
-the last printed step (step 10 of a 10-step run), once step 1 (compiling, start-up) is behind; global tokens/s
-= tps x devices. When several ranks print, their lines for one step are combined (median).
+`tps` is tokens per second PER DEVICE over the last log interval (torchtitan train.py: the tokens seen since the
+last log over the time since it), `memory` the device's peak reserved memory. Rule (the seeds' method): step 1
+(compiling, start-up) skipped; the later log intervals' tokens over their time (each interval's steps at its
+`tps`, every step the same tokens), global = x devices. torchtitan's own practice (its published autoresearch
+results, `results.tsv` / `learnings.md`: the `tps` of the last printed step, step 10 of a 10-step run) is kept
+beside it (`own_reading`): on 10-step runs printed every step it differs from the window's by 2-4 %. When several
+ranks print, their lines for one step are combined (median).
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             continue
         metrics = tuple((name, to_float(x[1])) for name, pattern in EXTRA.items() if (x := pattern.search(line)))
         memory = MEMORY.search(line)
+        speed = per_device(to_float(m["tps"]), shape)
         yield Point(
             step=int(m["step"]),
-            speed=per_device(to_float(m["tps"]), shape),
+            speed=speed,
+            own=speed,
             memory_mib=to_float(memory[1]) * 1024 if memory else None,
             metrics=metrics,
         )
@@ -50,10 +55,11 @@ FORMATS = (
         rules=("printed",),
         warmup=1,
         window=None,
-        last_only=True,
         unit="tokens/s",
         printed="per device",
-        practice="torchtitan autoresearch results.tsv/learnings.md: the tps of the last printed step after step 1 "
-        "(step 10 of a 10-step run), x devices",
+        rates_over_time=True,
+        flops_count="torchtitan's 6N + 12·L·H·Q·T per token (PaLM; no causal halving)",
+        own_reading="torchtitan's own practice (autoresearch results.tsv): the last printed step's tps x devices",
+        practice="torchtitan train.py tps: the log intervals after step 1, their tokens over their time, x devices",
     ),
 )

@@ -5,8 +5,9 @@ Epoch 0:  98%|█████████▊| 59/60 [00:05<00:00, 10.82it/s, los
 
 A bar's count is of iterations (each the case's global batch); its `[elapsed<remaining, rate]` clock is whole
 seconds. tqdm's rate is an exponential moving average unless the bar is made with `smoothing=0` (Lightning's
-is), and then it is count / elapsed: where the rate and the clock agree on that, count / rate is the bar's time to
-the hundredth of the rate, else the clock's second (+-0.5 s). Bars one after another (an epoch each) are laid end
+is), and then it is count / elapsed: where the rate and the clock agree on that, the bar's time lies where both
+put it (count / rate, or count x rate for a slow bar's `s/it`, to the hundredth of the rate, within the clock's
+second), else the clock's second (+-0.5 s). Bars one after another (an epoch each) are laid end
 to end: the time between them (an epoch's end) is not counted; evaluation bars (`Validation ...`, `Sanity
 Checking`, `Testing`) are not training and are skipped, while a training bar's own clock runs on through them. A
 figure the clock's rounding leaves unknown to 2 % is refused (measure.PRECISION): a short run needs dlperf run's
@@ -36,13 +37,21 @@ def _clock(text: str) -> int:
 
 
 def bar_time(n: int, clock: int, rate: str, unit: str) -> tuple[float, float]:
-    """(seconds since the bar started, how far off it can be): count / rate where they agree with the clock."""
+    """(seconds since the bar started, how far off it can be). The clock is the elapsed time cut to whole seconds
+    (tqdm's format_interval: [clock, clock + 1)); with smoothing 0 the rate is n / elapsed, printed to 2 decimals,
+    so n / rate (it/s) or n x rate (s/it) holds the elapsed time within the rate's rounding. Where the two agree
+    the elapsed time lies in both: their overlap's middle, to half its width (a slow bar's `4.14s/it` at n = 18 is
+    known to 0.1 %, a long one's count x rate no better than its clock); where they do not (a smoothed rate) the
+    clock alone."""
+    low, high = float(clock), clock + 1.0
     if rate != "?" and float(rate) > 0 and n > 0:
         value = float(rate)
         seconds, off = (n / value, n * 0.005 / value**2) if unit == "it/s" else (n * value, n * 0.005)
-        if clock - 0.01 <= seconds < clock + 1.01:
-            return seconds, off
-    return clock + 0.5, 0.5
+        if seconds - off < high + 0.01 and seconds + off > low - 0.01:  # rounding of both: they agree
+            low, high = max(low, seconds - off), min(high, seconds + off)
+            if high < low:
+                low = high = seconds
+    return (low + high) / 2, (high - low) / 2
 
 
 # bars of evaluation, not training (Lightning's `Validation DataLoader 0`, `Sanity Checking`, `Testing`, ...)

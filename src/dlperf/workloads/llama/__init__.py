@@ -76,11 +76,12 @@ def work_tag(config: LlamaConfig) -> str:
     return "_".join(f"{token}{getattr(config, key)}" for key, token in WORK_TOKENS if getattr(config, key) != own[key])
 
 
-def flops_per_token(config: LlamaConfig) -> int:
+def flops_per_token(config: LlamaConfig, causal: bool = False) -> int:
+    """The PaLM count per token (torchtitan's), or with `causal` MaxText's (the attention term halved)."""
     total, embedding = parameter_counts(config)
     head_dim = config.hidden_size // config.num_heads
-    return flops.llm_flops_per_token(total - embedding, config.num_layers, config.num_heads, head_dim,
-                                     config.seq_length)  # fmt: skip
+    count = flops.llm_flops_per_token_causal if causal else flops.llm_flops_per_token
+    return count(total - embedding, config.num_layers, config.num_heads, head_dim, config.seq_length)
 
 
 class LlamaWorkload(Workload):
@@ -136,11 +137,15 @@ class LlamaWorkload(Workload):
         """Tokens/s and the PaLM formula's FLOPs, the MFU basis (no count: the formula is what the peers use)."""
         config: LlamaConfig = spec.workload
         per_token = flops_per_token(config)
+        causal = flops_per_token(config, causal=True)
         tokens_per_s = throughput * config.seq_length
         return {
             "flops_per_token": per_token,
             "flops_per_iteration_formula": per_token * plan.global_batch * config.seq_length,
             "flops_formula": flops.LLM_FLOPS_FORMULA,
+            "flops_per_token_causal": causal,
+            "flops_per_iteration_causal": causal * plan.global_batch * config.seq_length,
+            "flops_formula_causal": flops.LLM_FLOPS_FORMULA_CAUSAL,
             "tokens_per_s": tokens_per_s,
             "tokens_per_s_per_device": tokens_per_s / spec.world_size,
         }

@@ -28,6 +28,19 @@ class WandbOutcome:
     existing: int  # runs already there
 
 
+@dataclass(frozen=True)
+class WandbContent:
+    """What one W&B run holds: the same parts as its MLflow twin (`reporting/tracking.py`)."""
+
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    tags: list[str]
+    steps: dict[str, list[float]]
+    files: list[Path]
+    exit_code: int
+    artifact: str
+
+
 def run_id(kind: str, key: str) -> str:
     plain = key.replace(":", "").replace("-", "").lower()
     return f"{kind}-{plain[:ID_CHARS]}"
@@ -55,29 +68,29 @@ def export_wandb(folder: str | Path, out: str | Path, project: str = "dlperf") -
     return WandbOutcome(made, existing)
 
 
-def _sweep_content(sweep: TrackedSweep) -> dict[str, Any]:
-    return {
-        "config": sweep.params,
-        "summary": {**sweep.metrics, **sweep.tags},
-        "tags": ["sweep"],
-        "steps": {},
-        "files": sweep.files,
-        "exit_code": 0,
-        "artifact": f"report-{run_id('sweep', sweep.key)}",
-    }
+def _sweep_content(sweep: TrackedSweep) -> WandbContent:
+    return WandbContent(
+        config=sweep.params,
+        summary={**sweep.metrics, **sweep.tags},
+        tags=["sweep"],
+        steps={},
+        files=sweep.files,
+        exit_code=0,
+        artifact=f"report-{run_id('sweep', sweep.key)}",
+    )
 
 
-def _run_content(run: TrackedRun) -> dict[str, Any]:
+def _run_content(run: TrackedRun) -> WandbContent:
     flags = [] if run.tags["dlperf.flags"] == "none" else run.tags["dlperf.flags"].split(";")
-    return {
-        "config": run.params,
-        "summary": {**run.metrics, **run.tags},
-        "tags": [f"status:{run.status}", *(f"flag:{f}" for f in flags), f"sweep:{run.tags['dlperf.sweep_id']}"],
-        "steps": run.steps,
-        "files": run.files,
-        "exit_code": 0 if run.status == "ok" else 1,
-        "artifact": f"record-{run.key[:ID_CHARS]}",
-    }
+    return WandbContent(
+        config=run.params,
+        summary={**run.metrics, **run.tags},
+        tags=[f"status:{run.status}", *(f"flag:{f}" for f in flags), f"sweep:{run.tags['dlperf.sweep_id']}"],
+        steps=run.steps,
+        files=run.files,
+        exit_code=0 if run.status == "ok" else 1,
+        artifact=f"record-{run.key[:ID_CHARS]}",
+    )
 
 
 def _run_dir(root: Path, id_: str) -> Path | None:
@@ -85,7 +98,9 @@ def _run_dir(root: Path, id_: str) -> Path | None:
     return found[0] if found else None
 
 
-def _write(wandb: Any, root: Path, project: str, group: str, id_: str, name: str, job: str, content: dict) -> Path:
+def _write(
+    wandb: Any, root: Path, project: str, group: str, id_: str, name: str, job: str, content: WandbContent
+) -> Path:
     """One offline run, whole: its folder is removed again where anything fails."""
     root.mkdir(parents=True, exist_ok=True)
     settings = wandb.Settings(mode="offline", console="off", save_code=False, disable_git=True, x_disable_stats=True)
@@ -97,20 +112,20 @@ def _write(wandb: Any, root: Path, project: str, group: str, id_: str, name: str
             name=name,
             group=group,
             job_type=job,
-            config=content["config"],
-            tags=[t[:TAG_CHARS] for t in content["tags"]],
+            config=content.config,
+            tags=[t[:TAG_CHARS] for t in content.tags],
             settings=settings,
         )
-        for key, values in content["steps"].items():
+        for key, values in content.steps.items():
             for step, value in enumerate(values):
                 run.log({key: value}, step=step)
-        run.summary.update(content["summary"])
-        if content["files"]:
-            artifact = wandb.Artifact(content["artifact"], type="dlperf-" + job)
-            for path in content["files"]:
+        run.summary.update(content.summary)
+        if content.files:
+            artifact = wandb.Artifact(content.artifact, type="dlperf-" + job)
+            for path in content.files:
                 artifact.add_file(str(path), name=f"plots/{path.name}" if path.parent.name == "plots" else path.name)
             run.log_artifact(artifact)
-        run.finish(exit_code=content["exit_code"])
+        run.finish(exit_code=content.exit_code)
     except Exception as error:
         left = _run_dir(root, id_)
         if left is not None:

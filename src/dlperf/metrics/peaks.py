@@ -40,6 +40,8 @@ _L4 = "NVIDIA L4 Tensor Core GPU data sheet (2023), starred sparse figures halve
 _L40 = "NVIDIA L40 GPU data sheet (2022), dense figures"
 _L40S = "NVIDIA L40S GPU data sheet (2023), dense figures"
 _B200 = "NVIDIA HGX B200 specifications: 8-GPU totals / 8, tensor figures with sparsity halved"
+_GB200 = "NVIDIA GB200 NVL72 specifications: 72-GPU totals / 72, tensor figures with sparsity halved"
+_MI300X = "AMD Instinct MI300X data sheet (2023), peak matrix figures without sparsity"
 
 # device -> ({precision: dense peak TFLOP/s}, source). A missing precision means the device has no such units.
 PEAK_TABLE: dict[str, tuple[dict[str, float], str]] = {
@@ -59,6 +61,8 @@ PEAK_TABLE: dict[str, tuple[dict[str, float], str]] = {
     "L40": ({"fp32": 90.5, "tf32": 90.5, "bf16": 181.05, "fp16": 181.05, "fp8": 362.0}, _L40),
     "L40S": ({"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0}, _L40S),
     "B200": ({"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0}, _B200),
+    "GB200": ({"fp32": 90.0, "tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0}, _GB200),
+    "MI300X": ({"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}, _MI300X),
 }
 
 # Exact names as NVML / torch.cuda.get_device_name report them (compared case- and space-insensitively), plus the
@@ -82,6 +86,8 @@ DEVICE_NAMES: dict[str, str] = {
     "NVIDIA L40": "L40",
     "NVIDIA L40S": "L40S",
     "NVIDIA B200": "B200",
+    "NVIDIA GB200": "GB200",
+    "AMD Instinct MI300X": "MI300X",
     **{key: key for key in PEAK_TABLE},
 }
 

@@ -43,8 +43,9 @@ this model (dlperf's and torchtitan's Llama): without checkpointing (10h + kv + 
 are all-gathered whole for the column-parallel matmuls); selective the block input and attention output (2h/tp)
 and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the row-parallel ones whole
 before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's whole set while it
-is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one micro-batch; under 1F1B pp micro-batches, interleaved
-x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage: 16-bit logits, their fp32 copy, log-softmax and
+is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one micro-batch; under
+1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage: 16-bit
+logits, their fp32 copy, log-softmax and
 gradient (14 bytes per vocabulary entry and token; 12 in fp32).
 """
 

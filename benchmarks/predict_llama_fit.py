@@ -54,14 +54,21 @@ def main() -> None:
     print("STACK_EFFICIENCY =", calibration.STACK_EFFICIENCY)
     print("DEVICE_SCALE =", calibration.DEVICE_SCALE)
     rows = llama_predict.published_errors(None)
-    print("| point | source row | devices | published tok/s/dev | predicted | error |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(
+        "| point | source, row | devices | published tok/s/dev | predicted | error | predicted MFU | published GiB "
+        "| predicted GiB |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for point, got, error in rows:
         devices = point["nodes"] * point["devices_per_node"]
         mark = " (fit)" if point["role"] == "fit" else ""
+        repo, _, rest = point["source"].removeprefix("https://github.com/").partition("/blob/")
+        commit, _, path = rest.partition("/")
+        where = f"[{repo.split('/')[1]} {path.rsplit('/', 1)[-1]}@{commit[:7]}]({point['source']})"
         print(
-            f"| {point['id']}{mark} | {point['row']} | {devices} | {point['tokens_per_s_per_device']:g} | "
-            f"{got.tokens_per_s_per_device:.0f} | {error:+.1%} |"
+            f"| {point['id']}{mark} | {where}, {point['row']} | {devices} | {point['tokens_per_s_per_device']:g} "
+            f"| {got.tokens_per_s_per_device:.0f} | {error:+.1%} | {got.mfu:.1%} | "
+            f"{point.get('published_memory_gib', '')} | {got.memory_bytes / 2**30:.1f} |"
         )
     checked = [r for r in rows if r[0]["role"] == "check"]
     errors = sorted(abs(e) for _, _, e in checked)

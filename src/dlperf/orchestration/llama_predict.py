@@ -103,8 +103,8 @@ def _powers(limit: int) -> list[int]:
 
 def _layouts(values: Mapping[str, Any], world: int, per_node: int) -> Iterator[dict[str, Any]]:
     """tp within a node, cp and pp up to 8 and 32, HSDP replicas over whole nodes, both 1F1B schedules, every
-    checkpointing policy, the given micro-batch and half and a quarter of it."""
-    mbs = int(values.get("micro_batch_size") or 1)
+    checkpointing policy, micro-batches of 1 to 8 samples and the one given."""
+    micros = {int(values.get("micro_batch_size") or 1), 1, 2, 4, 8}
     for tp in _powers(per_node):
         for cp in _powers(8):
             for pp in _powers(32):
@@ -116,7 +116,7 @@ def _layouts(values: Mapping[str, Any], world: int, per_node: int) -> Iterator[d
                     schedules = [("1f1b", 1), ("interleaved-1f1b", 2)] if pp > 1 else [("1f1b", 1)]
                     for schedule, v in schedules:
                         for ac in ("none", "selective", "full"):
-                            for micro in sorted({mbs, max(1, mbs // 2), max(1, mbs // 4)}):
+                            for micro in sorted(micros):
                                 yield {**values, "tp": tp, "cp": cp, "pp": pp, "dp_shard": shard,
                                        "dp_replicate": dp // shard, "pp_schedule": schedule,
                                        "stages_per_rank": v if pp > 1 else None, "activation_checkpoint": ac,
@@ -149,7 +149,9 @@ def search(values: Mapping[str, Any], setting: Setting) -> tuple[list[Candidate]
 def _loses(got: LlamaPrediction, best: LlamaPrediction) -> str:
     """The parts of the step that grow most against the best layout (per step, the same global batch)."""
     worse = sorted(((got.time[k] - best.time[k], k) for k in got.time), reverse=True)
-    parts = [f"{TIME_PARTS[k]} +{d * 1e3:.0f} ms" for d, k in worse[:2] if d > 0]
+    parts = [f"{TIME_PARTS[k]} +{d * 1e3:.0f} ms" for d, k in worse[:2] if d > 0.0005]
+    if not parts:
+        return f"ties with the best ({got.step_s / best.step_s - 1:+.2%} step time)"
     return f"{got.step_s / best.step_s - 1:+.1%} step time: " + ", ".join(parts)
 
 

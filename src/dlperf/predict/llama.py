@@ -45,8 +45,7 @@ and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp +
 before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's whole set while it
 is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one micro-batch; under
 1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage: 16-bit
-logits, their fp32 copy, log-softmax and
-gradient (14 bytes per vocabulary entry and token; 12 in fp32).
+logits, their fp32 copy, log-softmax and gradient (14 bytes per vocabulary entry and token; 12 in fp32).
 """
 
 from __future__ import annotations
@@ -118,6 +117,7 @@ class Training:
     checkpointing: str = "none"  # none, selective, full
     recompute_mm_share: float = 0.0  # of the block matmuls recomputed under selective (torchtitan's per-op: 0.5)
     async_tp: bool = False
+    overlap: bool = True  # False: communication hides behind nothing (gloo on CPUs runs it on the computing cores)
 
     @property
     def act_bytes(self) -> int:
@@ -254,8 +254,9 @@ def predict_llama(
         chunk = 2 * tokens * h / tp * act  # keys and values, expanded to the query heads
         round_attention = attention / layers / (cp - 1) / device.rate
         forward_rounds = 2 if training.checkpointing == "full" else 1
-        hidden_fwd = max(0.0, net.send_s(chunk, tp) - round_attention * forward_share)
-        hidden_bwd = max(0.0, net.send_s(2 * chunk, tp) - round_attention * (1 - forward_share))
+        hides = 1.0 if training.overlap else 0.0
+        hidden_fwd = max(0.0, net.send_s(chunk, tp) - hides * round_attention * forward_share)
+        hidden_bwd = max(0.0, net.send_s(2 * chunk, tp) - hides * round_attention * (1 - forward_share))
         cp_s = layers * (cp - 1) * (forward_rounds * hidden_fwd + hidden_bwd)
 
     # pipeline point-to-point, per micro-batch
@@ -270,7 +271,9 @@ def predict_llama(
     reduce = net.collective_s("reduce_scatter", local * 4, fs, tp)
     reduce += net.collective_s("all_reduce", local * 4 / fs, dpr, tp * fs)
     fwd_compute, bwd_compute = compute_last * forward_share, compute_last * (1 - forward_share)
-    if pp == 1:  # gathered forward and backward each micro-batch, reduced during the last one's backward
+    if not training.overlap:  # every gather (forward and backward of each micro-batch, or once under PP) and reduce
+        fsdp_s = (2 * m if pp == 1 else 1) * gather + reduce
+    elif pp == 1:  # gathered forward and backward each micro-batch, reduced during the last one's backward
         fsdp_s = m * (max(0.0, gather - fwd_compute) + gather / layers) + (m - 1) * max(0.0, gather - bwd_compute)
         fsdp_s += max(0.0, gather + reduce - bwd_compute) + reduce / layers
     else:

@@ -125,3 +125,25 @@ def test_cli_bad_input_is_one_line(capsys):
     assert_one_line_error(code, err, "--accelerator")
     code, _, err = run_cli(["predict"], capsys)
     assert_one_line_error(code, err, "RUN_RECORD COMMBENCH_RECORD --devices N", "--model llama")
+
+
+def test_measured_figures_come_first(tmp_path):
+    """A `dlperf peak` matmul rate below the fitted efficiency caps it; a one-device record sets it; a flag beats
+    both; a commbench fit replaces the data sheet's link."""
+    from dlperf.predict.accelerators import accelerator
+    from dlperf.predict.calibration import Measured, device_model, links
+
+    acc = accelerator("H100 SXM")
+    fitted = device_model(acc, "amp-bf16", "torchtitan", Measured(), False)
+    assert "fitted" in fitted.source["efficiency"]
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text('{"schema": "dlperf.peak/1", "devices": {"H100 SXM": {"bf16": {"tflops": 400.0}}}}')
+    capped = device_model(acc, "amp-bf16", "torchtitan", Measured(peaks_file=str(peaks)), False)
+    assert capped.efficiency == pytest.approx(400 / 989.4) and "dlperf peak" in capped.source["efficiency"]
+    record = device_model(acc, "amp-bf16", "torchtitan", Measured(run_record={"tflops_per_device": 494.7}), False)
+    assert record.efficiency == pytest.approx(0.5) and "measured" in record.source["efficiency"]
+    given = device_model(acc, "amp-bf16", "torchtitan", Measured(str(peaks), None, None, 0.3), False)
+    assert given.efficiency == 0.3
+    intra, inter, sources = links(acc, intra_fit=Link(2e-6, 1e-11))
+    assert intra == Link(2e-6, 1e-11) and sources["intra_node"].startswith("measured")
+    assert inter.beta_s_per_byte == pytest.approx(1 / (50e9 * 0.8)) and "datasheet 50 GB/s" in sources["inter_node"]

@@ -44,8 +44,9 @@ are all-gathered whole for the column-parallel matmuls); selective the block inp
 and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the row-parallel ones whole
 before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's whole set while it
 is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one micro-batch; under
-1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage: 16-bit
-logits, their fp32 copy, log-softmax and gradient (14 bytes per vocabulary entry and token; 12 in fp32).
+1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage, at the loss's peak:
+the 16-bit logits, the fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed from is
+freed first): 10 bytes per vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from dlperf.metrics.bandwidth import bus_factor
 from dlperf.predict.model import Link, group_span
 
 OPTIMIZER_BYTES_PER_PARAM = 28  # AdamW: reads value, gradient, 2 moments (fp32), writes value and moments
-LOGIT_BYTES = {2: 14, 4: 12}  # per vocabulary entry and token, by activation bytes (see the docstring)
+LOGIT_BYTES = {2: 10, 4: 12}  # per vocabulary entry and token, by activation bytes (see the docstring)
 ASYNC_TP_HIDDEN = 0.5  # of the TP collectives async TP hides (torchtitan's published gains: 4 to 16 %)
 SCHEDULE_BUBBLE = {"gpipe": 1.0, "1f1b": 1.0, "interleaved-1f1b": 1.0, "interleaved-zb": 1 / 3, "zbv": 1 / 3}
 

@@ -34,7 +34,9 @@ hidden. The bubble, in micro-batch slots of the slowest stage: (pp-1)/m of the s
 Qi et al. 2023, the assumption for interleaved-zb and zbv alike).
 
 Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits). Parameters,
-gradients (fp32) and AdamW's two moments as FSDP shards them (16 bytes per local parameter); communication
+gradients (fp32) and AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one micro-batch
+per step the gradients, set to None between steps, grow as backward frees the activations, so the peak holds the
+larger of the two, not both); communication
 buffers: two blocks unsharded in the compute dtype plus their fp32 gradients (prefetch and reduction), under PP
 the whole stage's unsharded parameters and gradients, and with several micro-batches the unsharded gradients they
 accumulate; autocast's 16-bit weight copies where no FSDP casts them;
@@ -44,9 +46,9 @@ are all-gathered whole for the column-parallel matmuls); selective the block inp
 and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the row-parallel ones whole
 before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's whole set while it
 is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one micro-batch; under
-1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage, at the loss's peak:
-the 16-bit logits, the fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed from is
-freed first): 10 bytes per vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
+1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage, at the
+loss's peak: the 16-bit logits, the fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed
+from is freed first): 10 bytes per vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
 """
 
 from __future__ import annotations
@@ -295,6 +297,8 @@ def predict_llama(
     }
     memory = _memory(shape, layout, training, layers, tokens)
     total = sum(memory.values())
+    if m == 1:  # gradients (freed between steps) grow as backward frees the activations: never both whole
+        total -= min(memory["gradients"], memory["activations"] + memory["logits"])
     world_tokens = layout.global_batch_size * shape.seq
     tokens_per_s = world_tokens / step / layout.world_size
     mfu = tokens_per_s * shape.flops_per_token / (device.peak_tflops * 1e12)

@@ -148,3 +148,10 @@ def test_measured_figures_come_first(tmp_path):
     intra, inter, sources = links(acc, intra_fit=Link(2e-6, 1e-11))
     assert intra == Link(2e-6, 1e-11) and sources["intra_node"].startswith("measured")
     assert inter.beta_s_per_byte == pytest.approx(1 / (50e9 * 0.8)) and "datasheet 50 GB/s" in sources["inter_node"]
+
+
+def test_cli_a_layout_that_does_not_fit_names_one_that_does(capsys):
+    code, out, err = run_cli(["predict", "--model", "llama", "--size", "70b", "--accelerator", "H100 SXM",
+                              "--nodes", "2", "--global-batch-size", "16"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert "does NOT fit" in out and "does not fit; the best layout that fits here: " in out

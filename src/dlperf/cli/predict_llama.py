@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
                          indent=1))  # fmt: skip
         return 0
     _show(spec.workload, layout, got, setting_, args.nodes, per_node)
+    if not got.fits:
+        say(f"  does not fit{_what_fits(values, setting_) or ' in any layout searched: add devices'}")
     return 0
 
 

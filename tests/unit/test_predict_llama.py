@@ -60,11 +60,16 @@ def test_fsdp_step_and_memory_by_hand():
 
 def test_tensor_parallel_collectives_by_hand():
     """TP 2: per block 2 all-gathers and 2 reduce-scatters forward and as many backward, plus the output layer's
-    pair; each moves half of 4 tokens x 8 x 2 bytes: 1 ms + 32 us. 2 blocks x 8 + 2 = 10 x 2 = 20 of them."""
-    got = predict_llama(SHAPE, layout(dp_shard=1, tp=2, global_batch_size=1), Training(), DEVICE, NET)
+    pair; each moves half of 4 tokens x 8 x 2 bytes: 1 ms + 32 us. 2 blocks x 8 + 2 = 10 x 2 = 20 of them. Without
+    the vocabulary-parallel loss the logits are gathered too: half of 4 x 32 x 2 bytes, 1 ms + 128 us."""
+    tp2 = layout(dp_shard=1, tp=2, global_batch_size=1)
+    got = predict_llama(SHAPE, tp2, Training(loss_parallel=True), DEVICE, NET)
     assert got.time["tp"] == pytest.approx(20 * 0.001032)
-    hidden = predict_llama(SHAPE, layout(dp_shard=1, tp=2, global_batch_size=1), Training(async_tp=True), DEVICE, NET)
+    hidden = predict_llama(SHAPE, tp2, Training(async_tp=True, loss_parallel=True), DEVICE, NET)
     assert hidden.time["tp"] == pytest.approx(10 * 0.001032)  # async TP hides half
+    gathered = predict_llama(SHAPE, tp2, Training(), DEVICE, NET)
+    assert gathered.time["tp"] == pytest.approx(20 * 0.001032 + 0.001128)
+    assert gathered.memory["logits"] == pytest.approx(2 * got.memory["logits"])  # whole, not half, per rank
 
 
 BUBBLES = [("1f1b", 1, 1 / 4), ("gpipe", 1, 1 / 4), ("interleaved-1f1b", 2, 1 / 8), ("zbv", 2, 1 / 24)]
@@ -152,6 +157,6 @@ def test_measured_figures_come_first(tmp_path):
 
 def test_cli_a_layout_that_does_not_fit_names_one_that_does(capsys):
     code, out, err = run_cli(["predict", "--model", "llama", "--size", "70b", "--accelerator", "H100 SXM",
-                              "--nodes", "2", "--global-batch-size", "16"], capsys)  # fmt: skip
+                              "--nodes", "4", "--global-batch-size", "32"], capsys)  # fmt: skip
     assert code == 0, err
-    assert "does NOT fit" in out and "does not fit; the best layout that fits here: " in out
+    assert "does NOT fit" in out and "does not fit; the best layout that fits here: fsdp32 mbs1 ac-full" in out

@@ -45,6 +45,8 @@ class LlamaPredictOptions:
     stack: str = setting("torchtitan", f"software stack whose fitted efficiency applies: {', '.join(STACKS)}",
                          choices=STACKS, group=GROUP)  # fmt: skip
     async_tp: bool = setting(False, "async tensor parallelism (collectives overlapped with matmuls)", group=GROUP)
+    loss_parallel: bool = setting(False, "the loss on the vocabulary shards under TP (torchtitan's, Megatron's); "
+                                  "dlperf's own runs gather the logits", group=GROUP)  # fmt: skip
     recompute_mm_share: float | None = setting(
         None, "share of the block matmuls selective checkpointing recomputes (default the stack's: torchtitan's "
         "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", group=GROUP,
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         precision=options.precision,
         recompute_mm_share=STACK_RECOMPUTE[options.stack] if share is None else share,
         async_tp=options.async_tp,
+        loss_parallel=options.loss_parallel,
     )
     setting_ = llama_predict.setting_for(
         options.accelerator, per_node, options.precision, options.stack, training, _measured(options),

@@ -15,7 +15,8 @@ fp32 values, moments and gradients) at the memory bandwidth.
 
 Communication. A collective over n ranks, k of them per node, is a ring inside the node (the scale-up link) then
 a ring across the n/k nodes carrying 1/k of the bytes through each device's own NIC; alpha per ring step, beta per
-byte. TP with sequence parallelism: per block 2 all-gathers and 2 reduce-scatters of the micro-batch's activations
+byte. TP with sequence parallelism: the logits gathered whole for the loss (none under torchtitan's loss parallelism);
+per block 2 all-gathers and 2 reduce-scatters of the micro-batch's activations
 (b·s/cp·h, 16-bit) forward, as many backward, again in recomputation (only the all-gathers under selective, whose
 policy keeps the reduce-scatters' outputs); exposed, half of them hidden under the matmuls by async TP (its
 decomposed matmuls run slower: torchtitan's published async gains, 4 to 16 %, are half of what hiding all would
@@ -36,19 +37,20 @@ Qi et al. 2023, the assumption for interleaved-zb and zbv alike).
 Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits). Parameters,
 gradients (fp32) and AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one micro-batch
 per step the gradients, set to None between steps, grow as backward frees the activations, so the peak holds the
-larger of the two, not both); communication
-buffers: two blocks unsharded in the compute dtype plus their fp32 gradients (prefetch and reduction), under PP
-the whole stage's unsharded parameters and gradients, and with several micro-batches the unsharded gradients they
-accumulate; autocast's 16-bit weight copies where no FSDP casts them;
-float8 weight copies of two blocks. Activations per block and token, counted from the tensors autograd keeps in
+larger of the two, not both); communication buffers wherever FSDP2 averages gradients (HSDP with one shard too,
+as dlperf runs data parallelism): two blocks unsharded in the compute dtype plus their fp32 gradients (prefetch
+and reduction), under PP the whole stage's unsharded parameters and gradients, and with several micro-batches the
+unsharded gradients they accumulate; autocast's 16-bit weight copies where no FSDP casts them; float8 weight
+copies of two blocks. Activations per block and token, counted from the tensors autograd keeps in
 this model (dlperf's and torchtitan's Llama): without checkpointing (10h + kv + 4f)/tp + 2h (the norms' outputs
 are all-gathered whole for the column-parallel matmuls); selective the block input and attention output (2h/tp)
 and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the row-parallel ones whole
 before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's whole set while it
 is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one micro-batch; under
-1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage, at the
-loss's peak: the 16-bit logits, the fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed
-from is freed first): 10 bytes per vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
+1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage (whole on
+every TP rank unless the loss is vocabulary-parallel), at the loss's peak: the 16-bit logits, the fp32
+log-softmax autograd keeps and its gradient (the fp32 copy it is computed from is freed first): 10 bytes per
+vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class Training:
     recompute_mm_share: float = 0.0  # of the block matmuls recomputed under selective (torchtitan's per-op: 0.5)
     async_tp: bool = False
     overlap: bool = True  # False: communication hides behind nothing (gloo on CPUs runs it on the computing cores)
+    loss_parallel: bool = False  # torchtitan's: the loss on the vocabulary shards; dlperf gathers the logits
 
     @property
     def act_bytes(self) -> int:
@@ -248,6 +251,8 @@ def predict_llama(
     ag = net.collective_s("all_gather", gathered / (2 if training.float8 and act == 2 else 1), tp, 1)
     rs = net.collective_s("reduce_scatter", gathered, tp, 1)
     tp_s = layers * (per_block * ag + (4 if training.checkpointing != "full" else 6) * rs) + 2 * (ag + rs)
+    if not training.loss_parallel:  # the logits gathered whole for the loss
+        tp_s += net.collective_s("all_gather", tokens * shape.vocab * act, tp, 1)
     if training.async_tp:
         tp_s *= 1 - ASYNC_TP_HIDDEN
 
@@ -317,20 +322,22 @@ def _memory(shape: ModelShape, layout: Layout, training: Training, layers: int, 
         sharded = local / fs
         parts = {"parameters": 4 * sharded, "gradients": 4 * sharded, "optimizer": 8 * sharded}
         compute_bytes = 4 if training.precision == "fp32" else 2
-        if pp > 1 and fs > 1:
+        fsdp = fs * layout.dp_replicate > 1  # FSDP2 holds the parameters wherever gradients are averaged
+        if pp > 1 and fsdp:
             buffers = local * (compute_bytes + 4)  # the stage unsharded between micro-batches, and its gradients
-        elif fs > 1:
+        elif fsdp:
             buffers = 2 * shape.block_params / tp * (compute_bytes + 4)
             # gradients accumulate unsharded until the last micro-batch reduces them
             buffers += local * compute_bytes if layout.accumulation_steps > 1 else 0.0
         else:
             buffers = 0.0
         parts["fsdp_buffers"] = buffers
-        parts["autocast_copies"] = local * 2 if fs == 1 and training.precision != "fp32" else 0.0
+        parts["autocast_copies"] = local * 2 if not fsdp and training.precision != "fp32" else 0.0
         parts["float8_copies"] = 2 * shape.block_params / tp if training.float8 else 0.0
         in_flight = _in_flight(layout, layers) if first else layers
         parts["activations"] = tokens * act * (kept * in_flight + whole)
-        parts["logits"] = tokens * shape.vocab / tp * LOGIT_BYTES[act] if last else 0.0
+        vocab = shape.vocab / tp if training.loss_parallel else shape.vocab
+        parts["logits"] = tokens * vocab * LOGIT_BYTES[act] if last else 0.0
         parts["comm_buffers"] = tokens * shape.hidden / tp * act * (2 * (layout.cp > 1) + 2 * (pp > 1))
         if sum(parts.values()) > sum(worst.values()):
             worst = parts

@@ -39,6 +39,7 @@ LAYOUTS = {
     "tp2": {"tp": 2, "dp_shard": 1},
     "cp2": {"cp": 2, "dp_shard": 1},
     "pp2 1f1b": {"pp": 2, "dp_shard": 1, "global_batch_size": 4},
+    "hsdp2x2 (4 ranks)": {"dp_replicate": 2, "dp_shard": 2},
 }
 RUN = ["--model", "llama", "--device", "cpu", "--cpu-threads", "1", "--precision", "fp32", "--warmup-iters", "1",
        "--iters", "4", "--print-every", "2", "--overwrite"]  # fmt: skip
@@ -81,7 +82,6 @@ def main() -> None:
                         str(bench)], check=True, capture_output=True)  # fmt: skip
     (bench_record,) = bench.glob("commbench/*/*.json")
     intra, _ = links_from_records([read_commbench(str(bench_record))])
-    net = Network(2, intra, intra)
     print(f"link: {intra.alpha_s * 1e6:.0f} us + {1 / intra.beta_s_per_byte / 1e6:.0f} MB/s per ring step")
     print(
         "| layout | one rank (GFLOP/s) | measured step (s) | predicted | error | measured MiB above minimal | "
@@ -90,10 +90,12 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, layout in LAYOUTS.items():
         values = {**SHAPE, **layout}
-        slug = name.replace(" ", "_")
+        slug = name.split(" (")[0].replace(" ", "_")
         rate = dlperf_run(SHAPE, 1, out / f"{slug}_single")["tflops_per_device"]  # the device's rate right now
+        rate /= 2 if "4 ranks" in name else 1
         device = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=1e18)
-        devices = 1 if name == "single" else 2
+        devices = 1 if name == "single" else 4 if "4 ranks" in name else 2  # 4 ranks share the 2 cores
+        net = Network(devices, intra, intra)  # one machine
         run = dlperf_run(values, devices, out / slug)
         base = dlperf_run({**MINIMAL, **layout}, devices, out / f"{slug}_minimal")
         step = run["global_batch_size"] / run["throughput"]

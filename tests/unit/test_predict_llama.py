@@ -160,3 +160,21 @@ def test_cli_a_layout_that_does_not_fit_names_one_that_does(capsys):
                               "--nodes", "4", "--global-batch-size", "32"], capsys)  # fmt: skip
     assert code == 0, err
     assert "does NOT fit" in out and "does not fit; the best layout that fits here: fsdp32 mbs1 ac-full" in out
+
+
+def test_cli_calibrates_from_a_one_device_record(tmp_path, capsys):
+    """494.7 achieved TFLOP/s on an H100 SXM (989.4 dense bf16) is an efficiency of 0.5; a 2-device record or
+    another model's is refused in one line."""
+    from source_records import record
+
+    from dlperf.records.store import write_json_atomic
+
+    good, two = tmp_path / "one.json", tmp_path / "two.json"
+    write_json_atomic(good, record("llama", "1n1g", 2, "amp-bf16", 1, 1.0, tflops_per_device=494.7))
+    write_json_atomic(two, record("llama", "1n2g", 2, "amp-bf16", 1, 1.0, tflops_per_device=494.7))
+    base = ["predict", "--model", "llama", "--size", "8b", "--accelerator", "H100 SXM", "--calibrate"]
+    code, out, err = run_cli([*base, str(good)], capsys)
+    assert code == 0, err
+    assert "efficiency       0.500, measured: a one-device run record, 494.7 TFLOP/s" in out
+    code, _, err = run_cli([*base, str(two)], capsys)
+    assert_one_line_error(code, err, "not a one-device Llama run record")

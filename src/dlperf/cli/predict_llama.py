@@ -19,6 +19,8 @@ from dlperf.predict import links_from_records
 from dlperf.predict.accelerators import accelerator
 from dlperf.predict.calibration import STACKS, Measured
 from dlperf.predict.llama import Training
+from dlperf.records.load import as_record
+from dlperf.records.schema import RunRecord
 from dlperf.records.validate import check_file
 from dlperf.reporting.commbench_table import read_commbench
 from dlperf.spec import flag, setting
@@ -137,11 +139,12 @@ def _measured(options: LlamaPredictOptions) -> Measured:
     record = None
     if options.calibrate:
         found, problem = check_file(options.calibrate)
-        if found is None or getattr(found, "model", None) != "llama" or getattr(found, "world_size", 0) != 1:
+        found = as_record(found) if found is not None else None
+        if not isinstance(found, RunRecord) or found.model != "llama" or found.world_size != 1 or found.status != "ok":
             why = f" ({problem})" if problem else ""
             raise ConfigError(f"--calibrate {options.calibrate} is not a one-device Llama run record{why}: give the "
                               "JSON of a successful 1n1g `dlperf run --model llama`")  # fmt: skip
-        record = {"tflops_per_device": getattr(found, "tflops_per_device", None)}
+        record = {"tflops_per_device": found.tflops_per_device}
     return Measured(options.peaks, options.device_name, record, options.efficiency)
 
 

@@ -66,7 +66,9 @@ def dlperf_run(values: dict, devices: int, out: Path) -> dict:
 def predicted(values: dict, devices: int, device: Device, net: Network) -> tuple[float, float]:
     spec, layout = llama_predict.llama_spec({**values, "nodes": 1, "devices_per_node": devices, "precision": "fp32"})
     config = spec.workload
-    training = Training(precision="fp32", checkpointing=config.activation_checkpoint, overlap=False)
+    training = Training(
+        precision="fp32", checkpointing=config.activation_checkpoint, overlap=False, fused_optimizer=False
+    )  # AdamW is fused on CUDA only
     got = predict_llama(llama_predict.model_shape(config), layout, training, device, net)
     return got.step_s, got.memory_bytes
 

@@ -178,3 +178,12 @@ def test_cli_calibrates_from_a_one_device_record(tmp_path, capsys):
     assert "efficiency       0.500, measured: a one-device run record, 494.7 TFLOP/s" in out
     code, _, err = run_cli([*base, str(two)], capsys)
     assert_one_line_error(code, err, "not a one-device Llama run record")
+
+
+def test_unfused_adamw_temporaries_come_after_backward():
+    """An unfused AdamW makes two fp32 temporaries of the largest local parameter (the output layer's 32 x 8 over
+    2 shards: 128 values, 1,024 bytes) after backward, beside the gradients (3,664): 4,688 against the
+    activations and logits (3,968), so the peak is 26,496 + 1,024 - 3,968 = 23,552."""
+    got = predict_llama(SHAPE, layout(), Training(fused_optimizer=False), DEVICE, NET)
+    assert got.memory["optimizer_step"] == pytest.approx(1024)
+    assert got.memory_bytes == pytest.approx(23552)

@@ -37,7 +37,8 @@ Qi et al. 2023, the assumption for interleaved-zb and zbv alike).
 Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits). Parameters,
 gradients (fp32) and AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one micro-batch
 per step the gradients, set to None between steps, grow as backward frees the activations, so the peak holds the
-larger of the two, not both); communication buffers wherever FSDP2 averages gradients (HSDP with one shard too,
+larger of the two, not both); an unfused AdamW's temporaries (two of the largest local parameter, in fp32), which
+come after backward too; communication buffers wherever FSDP2 averages gradients (HSDP with one shard too,
 as dlperf runs data parallelism): two blocks unsharded in the compute dtype plus their fp32 gradients (prefetch
 and reduction), under PP the whole stage's unsharded parameters and gradients, and with several micro-batches the
 unsharded gradients they accumulate; autocast's 16-bit weight copies where no FSDP casts them; float8 weight
@@ -124,6 +125,7 @@ class Training:
     async_tp: bool = False
     overlap: bool = True  # False: communication hides behind nothing (gloo on CPUs runs it on the computing cores)
     loss_parallel: bool = False  # torchtitan's: the loss on the vocabulary shards; dlperf gathers the logits
+    fused_optimizer: bool = True  # AdamW's fused kernel (dlperf on CUDA, torchtitan); unfused (CPU) makes temporaries
 
     @property
     def act_bytes(self) -> int:
@@ -302,8 +304,10 @@ def predict_llama(
     }
     memory = _memory(shape, layout, training, layers, tokens)
     total = sum(memory.values())
-    if m == 1:  # gradients (freed between steps) grow as backward frees the activations: never both whole
-        total -= min(memory["gradients"], memory["activations"] + memory["logits"])
+    # the optimizer's temporaries come when backward has freed the activations; with one micro-batch so do the
+    # gradients (set to None between steps, grown as backward frees activations): never both whole
+    late = memory["optimizer_step"] + (memory["gradients"] if m == 1 else 0.0)
+    total -= min(late, memory["activations"] + memory["logits"])
     world_tokens = layout.global_batch_size * shape.seq
     tokens_per_s = world_tokens / step / layout.world_size
     mfu = tokens_per_s * shape.flops_per_token / (device.peak_tflops * 1e12)
@@ -321,6 +325,8 @@ def _memory(shape: ModelShape, layout: Layout, training: Training, layers: int, 
         local = _stage_params(shape, layers, first, last) / tp
         sharded = local / fs
         parts = {"parameters": 4 * sharded, "gradients": 4 * sharded, "optimizer": 8 * sharded}
+        largest = max(shape.vocab * shape.hidden, shape.hidden * shape.ffn) / (tp * fs)
+        parts["optimizer_step"] = 0.0 if training.fused_optimizer else 2 * 4 * largest
         compute_bytes = 4 if training.precision == "fp32" else 2
         fsdp = fs * layout.dp_replicate > 1  # FSDP2 holds the parameters wherever gradients are averaged
         if pp > 1 and fsdp:

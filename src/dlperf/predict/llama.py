@@ -262,7 +262,7 @@ def predict_llama(
     cp_s = 0.0
     if cp > 1:
         chunk = 2 * tokens * h / tp * act  # keys and values, expanded to the query heads
-        round_attention = attention / layers / (cp - 1) / device.rate
+        round_attention = attention / layers / cp / device.rate  # one local chunk and cp-1 passed ones
         forward_rounds = 2 if training.checkpointing == "full" else 1
         hides = 1.0 if training.overlap else 0.0
         hidden_fwd = max(0.0, net.send_s(chunk, tp) - hides * round_attention * forward_share)

@@ -34,23 +34,24 @@ hidden. The bubble, in micro-batch slots of the slowest stage: (pp-1)/m of the s
 (pp-1)/(v·m) interleaved over v stages per rank, a third of that for the zero-bubble schedules (ZB-H1's bubble,
 Qi et al. 2023, the assumption for interleaved-zb and zbv alike).
 
-Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits). Parameters,
-gradients (fp32) and AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one micro-batch
-per step the gradients, set to None between steps, grow as backward frees the activations, so the peak holds the
-larger of the two, not both); an unfused AdamW's temporaries (two of the largest local parameter, in fp32), which
-come after backward too; communication buffers wherever FSDP2 averages gradients (HSDP with one shard too,
-as dlperf runs data parallelism): two blocks unsharded in the compute dtype plus their fp32 gradients (prefetch
-and reduction), under PP the whole stage's unsharded parameters and gradients, and with several micro-batches the
-unsharded gradients they accumulate; autocast's 16-bit weight copies where no FSDP casts them; float8 weight
-copies of two blocks. Activations per block and token, counted from the tensors autograd keeps in
-this model (dlperf's and torchtitan's Llama): without checkpointing (10h + kv + 4f)/tp + 2h (the norms' outputs
-are all-gathered whole for the column-parallel matmuls); selective the block input and attention output (2h/tp)
-and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the row-parallel ones whole
-before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's whole set while it
-is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one micro-batch; under
-1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last stage (whole on
-every TP rank unless the loss is vocabulary-parallel), at the loss's peak: the 16-bit logits, the fp32
-log-softmax autograd keeps and its gradient (the fp32 copy it is computed from is freed first): 10 bytes per
+Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits), at the largest
+of three moments: the loss, the end of backward, the optimizer step (`_peak`). Parameters, gradients (fp32) and
+AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one micro-batch per step the gradients,
+set to None between steps, are not there at the loss); an unfused AdamW's temporaries at the step (two of the
+largest local parameter, in fp32); FSDP's root (embedding, final norm, output, which dlperf shards as one unit)
+gathered again for backward with its unsharded gradients at the end of it; communication buffers wherever FSDP2
+averages gradients (HSDP with one shard too, as dlperf runs data parallelism): two blocks unsharded in the compute
+dtype plus their fp32 gradients (prefetch and reduction), under PP the whole stage's unsharded parameters and
+gradients, and with several micro-batches the unsharded gradients they accumulate; autocast's 16-bit weight copies
+where no FSDP casts them; float8 weight copies of two blocks. Activations per block and token, counted from the
+tensors autograd keeps in this model (dlperf's and torchtitan's Llama): without checkpointing (10h + kv + 4f)/tp +
+2h (the norms' outputs are all-gathered whole for the column-parallel matmuls); selective the block input and
+attention output (2h/tp) and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the
+row-parallel ones whole before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's
+whole set while it is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one
+micro-batch; under 1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last
+stage (whole on every TP rank unless the loss is vocabulary-parallel), at the loss's peak: the 16-bit logits, the
+fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed from is freed first): 10 bytes per
 vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
 """
 
@@ -302,12 +303,7 @@ def predict_llama(
         "fsdp_dp": fsdp_s,
         "optimizer": optimizer_s,
     }
-    memory = _memory(shape, layout, training, layers, tokens)
-    total = sum(memory.values())
-    # the optimizer's temporaries come when backward has freed the activations; with one micro-batch so do the
-    # gradients (set to None between steps, grown as backward frees activations): never both whole
-    late = memory["optimizer_step"] + (memory["gradients"] if m == 1 else 0.0)
-    total -= min(late, memory["activations"] + memory["logits"])
+    memory, total = _memory(shape, layout, training, layers, tokens)
     world_tokens = layout.global_batch_size * shape.seq
     tokens_per_s = world_tokens / step / layout.world_size
     mfu = tokens_per_s * shape.flops_per_token / (device.peak_tflops * 1e12)
@@ -315,20 +311,23 @@ def predict_llama(
                            device.memory_bytes)  # fmt: skip
 
 
-def _memory(shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float) -> dict[str, float]:
-    """Bytes per device at the worse of the first and the last stage."""
+def _memory(
+    shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float
+) -> tuple[dict[str, float], float]:
+    """(bytes per device by part, the peak) at the worse of the first and the last stage; the peak is the largest
+    of three moments of the step (see `_peak`)."""
     tp, fs, pp = layout.tp, layout.dp_shard * layout.cp, layout.pp
     act = training.act_bytes
     kept, whole = _activations_per_token(shape, tp, training)
-    worst: dict[str, float] = {}
+    compute_bytes = 4 if training.precision == "fp32" else 2
+    fsdp = fs * layout.dp_replicate > 1  # FSDP2 holds the parameters wherever gradients are averaged
+    worst: tuple[dict[str, float], float] = ({}, -1.0)
     for first, last in {(True, pp == 1), (pp == 1, True)}:
         local = _stage_params(shape, layers, first, last) / tp
         sharded = local / fs
         parts = {"parameters": 4 * sharded, "gradients": 4 * sharded, "optimizer": 8 * sharded}
         largest = max(shape.vocab * shape.hidden, shape.hidden * shape.ffn) / (tp * fs)
         parts["optimizer_step"] = 0.0 if training.fused_optimizer else 2 * 4 * largest
-        compute_bytes = 4 if training.precision == "fp32" else 2
-        fsdp = fs * layout.dp_replicate > 1  # FSDP2 holds the parameters wherever gradients are averaged
         if pp > 1 and fsdp:
             buffers = local * (compute_bytes + 4)  # the stage unsharded between micro-batches, and its gradients
         elif fsdp:
@@ -338,6 +337,8 @@ def _memory(shape: ModelShape, layout: Layout, training: Training, layers: int, 
         else:
             buffers = 0.0
         parts["fsdp_buffers"] = buffers
+        root = (2 * shape.embedding + shape.hidden) / tp if pp == 1 and fs > 1 else 0.0
+        parts["fsdp_root"] = root * (compute_bytes + 4)  # embedding, norm, output: unsharded, their gradients too
         parts["autocast_copies"] = local * 2 if not fsdp and training.precision != "fp32" else 0.0
         parts["float8_copies"] = 2 * shape.block_params / tp if training.float8 else 0.0
         in_flight = _in_flight(layout, layers) if first else layers
@@ -345,6 +346,22 @@ def _memory(shape: ModelShape, layout: Layout, training: Training, layers: int, 
         vocab = shape.vocab / tp if training.loss_parallel else shape.vocab
         parts["logits"] = tokens * vocab * LOGIT_BYTES[act] if last else 0.0
         parts["comm_buffers"] = tokens * shape.hidden / tp * act * (2 * (layout.cp > 1) + 2 * (pp > 1))
-        if sum(parts.values()) > sum(worst.values()):
-            worst = parts
+        peak = _peak(parts, layout.accumulation_steps)
+        if peak > worst[1]:
+            worst = (parts, peak)
     return worst
+
+
+def _peak(parts: dict[str, float], micro_batches: int) -> float:
+    """The largest of: the loss (every activation and the logits alive, FSDP's root resharded after forward; the
+    gradients of earlier micro-batches too), the end of backward (activations gone, the gradients whole, the root
+    gathered again for backward with its unsharded gradients), the optimizer step (gradients and an unfused
+    AdamW's temporaries). With one micro-batch the gradients, set to None between steps, are not there at the
+    loss."""
+    held = parts["parameters"] + parts["optimizer"] + parts["fsdp_buffers"] + parts["autocast_copies"]
+    held += parts["float8_copies"] + parts["comm_buffers"]
+    grads = parts["gradients"]
+    loss = held + parts["activations"] + parts["logits"] + (grads if micro_batches > 1 else 0.0)
+    end_of_backward = held + grads + parts["fsdp_root"]
+    step = held + grads + parts["optimizer_step"]
+    return max(loss, end_of_backward, step)

@@ -1,10 +1,12 @@
-"""`dlperf predict`: data-parallel step time, throughput and speedup from a 1-device run and commbench records."""
+"""`dlperf predict`: data-parallel step time, throughput and speedup from a 1-device run and commbench records;
+with `--model llama`, a Llama layout at any scale on a named accelerator (cli/predict_llama.py)."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
 
+from dlperf.cli import predict_llama
 from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.files import read_user_file
@@ -27,15 +29,16 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "measured across nodes (one rank per node) the inter-node link.",
     )
     add_declared(parser, PredictOptions)
+    predict_llama.add_options(parser)
     parser.set_defaults(func=run)
 
 
 @dataclass(frozen=True)
 class PredictOptions:
-    run_record: str = setting(None, "JSON record of a successful 1n1g `dlperf run`", positional="1")
-    commbench_record: str = setting(None, "JSON record written by `dlperf commbench`", positional="1")
+    run_record: str | None = setting(None, "JSON record of a successful 1n1g `dlperf run`", positional="?")
+    commbench_record: str | None = setting(None, "JSON record written by `dlperf commbench`", positional="?")
     inter_record: str | None = setting(None, "a second commbench record: the inter-node link")
-    devices: int = setting(None, "devices per node", bound="positive", required=True)
+    devices: int | None = setting(None, "devices per node (data parallelism)", bound="positive")
     nodes: int = setting(1, "nodes (default 1)", bound="positive")
     backward_share: float = setting(
         DEFAULT_BACKWARD_SHARE, "fraction of the step that is the backward pass (default 2/3)", bound="positive"
@@ -50,6 +53,13 @@ class PredictOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model is not None:
+        return predict_llama.run(args)
+    if args.run_record is None or args.commbench_record is None or args.devices is None:
+        raise ConfigError(
+            "dlperf predict needs RUN_RECORD COMMBENCH_RECORD --devices N (data parallelism from a 1n1g run), or "
+            "--model llama --accelerator NAME (a Llama layout from data sheets and measurements)"
+        )
     read_user_file(args.run_record, "run record")  # a FIFO or device is refused here, not waited on
     record, problem = check_file(args.run_record)
     if record is None:

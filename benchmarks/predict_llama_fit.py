@@ -1,0 +1,82 @@
+"""The default efficiencies of `dlperf predict --model llama`, fitted to the published points marked `fit` (one per
+stack, precision and device class), then every held-out point's error. Prints the constants for
+predict/calibration.py and the table for docs/scaling.md.
+
+    python benchmarks/predict_llama_fit.py
+"""
+
+from __future__ import annotations
+
+from dlperf.orchestration import llama_predict
+from dlperf.predict import calibration
+
+# (point, what it fits), in order: each fit takes the ones before it as given
+FITS = (
+    ("tt-h100-t1-fsdp", ("torchtitan", 0)),
+    ("tt-h100-t1-compile", ("torchtitan-compile", 0)),
+    ("tt-h100-t1-float8", ("torchtitan-compile", 1)),
+    ("trainy-h200-32", ("hopper", "scale")),
+    ("tt-a100-8b", ("A100", "scale")),
+    ("nemo-llama2-7b", ("megatron", None)),
+)
+
+
+def _set(target: tuple, value: float) -> None:
+    name, which = target
+    if which == "scale":
+        calibration.DEVICE_SCALE[name] = value
+        return
+    eff = list(calibration.STACK_EFFICIENCY[name])
+    if which is None:  # one efficiency for both peaks (no bf16-only Megatron point to split them)
+        eff = [value, value]
+    else:
+        eff[which] = value
+    calibration.STACK_EFFICIENCY[name] = tuple(eff)
+    if name == "torchtitan-compile" and which == 1:  # eager float8 keeps compile's fp8-to-bf16 ratio
+        base = calibration.STACK_EFFICIENCY["torchtitan"]
+        calibration.STACK_EFFICIENCY["torchtitan"] = (base[0], value * base[0] / eff[0])
+
+
+def fit() -> None:
+    points = {p["id"]: p for p in llama_predict.published_points()}
+    for pid, target in FITS:
+        low, high = 0.05, 2.0
+        for _ in range(60):  # tokens/s grows with the efficiency: bisect
+            mid = (low + high) / 2
+            _set(target, mid)
+            got = llama_predict.predict_point(points[pid]).tokens_per_s_per_device
+            low, high = (mid, high) if got < points[pid]["tokens_per_s_per_device"] else (low, mid)
+        _set(target, round((low + high) / 2, 4))
+
+
+def main() -> None:
+    fit()
+    print("STACK_EFFICIENCY =", calibration.STACK_EFFICIENCY)
+    print("DEVICE_SCALE =", calibration.DEVICE_SCALE)
+    rows = llama_predict.published_errors(None)
+    print(
+        "| point | source, row | devices | published tok/s/dev | predicted | error | predicted MFU | published GiB "
+        "| predicted GiB |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for point, got, error in rows:
+        devices = point["nodes"] * point["devices_per_node"]
+        mark = " (fit)" if point["role"] == "fit" else ""
+        repo, _, rest = point["source"].removeprefix("https://github.com/").partition("/blob/")
+        commit, _, path = rest.partition("/")
+        where = f"[{repo.split('/')[1]} {path.rsplit('/', 1)[-1]}@{commit[:7]}]({point['source']})"
+        print(
+            f"| {point['id']}{mark} | {where}, {point['row']} | {devices} | {point['tokens_per_s_per_device']:g} "
+            f"| {got.tokens_per_s_per_device:.0f} | {error:+.1%} | {got.mfu:.1%} | "
+            f"{point.get('published_memory_gib', '')} | {got.memory_bytes / 2**30:.1f} |"
+        )
+    checked = [r for r in rows if r[0]["role"] == "check"]
+    errors = sorted(abs(e) for _, _, e in checked)
+    print(
+        f"held out: {len(checked)} points, median |error| {llama_predict.median_abs_error(checked):.1%}, "
+        f"max {errors[-1]:.1%}; fitted on {len(rows) - len(checked)}"
+    )
+
+
+if __name__ == "__main__":
+    main()

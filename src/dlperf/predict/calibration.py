@@ -1,0 +1,116 @@
+"""Where a Llama prediction's device and link figures come from, best first: what dlperf measured (a one-device run
+record's achieved rate, `dlperf peak`'s matmul rate, `dlperf commbench` fits), else the data sheet with the
+achieved efficiency fitted to published runs of the same software stack; every figure carries its source.
+
+The default efficiencies are fitted (benchmarks/predict_llama_fit.py), one point per stack, precision and device
+class, to the 6 published runs in `llama_published.json` marked `fit`: torchtitan's 8-GPU FSDP rows (eager,
+compiled, compiled float8) on its reference H100s (96 GB HBM2e at 500 W), the H200 4-node row (the scale of
+full-power Hopper), the A100 8B row (the A100's scale) and NeMo's 8-GPU Llama 2 7B row (Megatron). The other 31
+published points are held out and checked (tests/unit/test_predict_llama.py, docs/scaling.md). They are fractions
+of the dense datasheet peak on the records' FLOPs (recomputation and communication modelled apart).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dlperf.errors import ConfigError
+from dlperf.metrics.peaks import measured_peak, read_stored
+from dlperf.predict.accelerators import Accelerator
+from dlperf.predict.llama import Device
+from dlperf.predict.model import Link
+
+# Fitted by benchmarks/predict_llama_fit.py; do not edit by hand. On the reference device, torchtitan's H100 at
+# 500 W: stack -> (efficiency at the run precision, efficiency of the float8 linears at the fp8 peak).
+STACK_EFFICIENCY: dict[str, tuple[float, float]] = {
+    "torchtitan": (0.38, 0.2684),  # eager float8 keeps compile's fp8-to-bf16 ratio (no eager float8 point)
+    "torchtitan-compile": (0.44, 0.3108),
+    "megatron": (0.3588, 0.3588),  # one figure for both peaks: no bf16-only Megatron point to split them
+}
+# device -> scale on the stack's efficiencies: full-power Hopper from the H200 point, A100 from its 8B point; the
+# other devices take full-power Hopper's, unchecked (the output says so)
+REFERENCE_DEVICE = "H100 SXM 96GB 500W"
+DEVICE_SCALE: dict[str, float] = {"hopper": 1.2786, "A100": 1.6365}
+DEVICE_CLASS = {"A100 SXM 40GB": "A100", "A100 SXM 80GB": "A100", "A100 PCIe 80GB": "A100"}
+CHECKED_DEVICES = ("H100 SXM 96GB 500W", "H100 SXM", "H200 SXM", "A100 SXM 80GB")
+STACKS = tuple(STACK_EFFICIENCY)
+LINK_EFFICIENCY = 0.8  # achieved share of a datasheet link rate (assumed, not fitted): commbench fits replace it
+INTRA_LATENCY_US = 5.0  # per ring step inside a node (assumed)
+INTER_LATENCY_US = 10.0  # per ring step between nodes (assumed)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What dlperf measured for this prediction, any of it absent."""
+
+    peaks_file: str | None = None  # `dlperf peak`'s store
+    device_name: str | None = None  # the name it was measured under (NVML's), default the accelerator's
+    run_record: dict[str, Any] | None = None  # a one-device Llama run on this accelerator
+    efficiency: float | None = None  # given outright
+
+
+def device_model(acc: Accelerator, precision: str, stack: str, measured: Measured, float8: bool) -> Device:
+    """The device's rates: the run precision's datasheet peak times an efficiency from, in order, --efficiency, a
+    one-device record (its achieved TFLOP/s over the peak), the stack's fit capped by `dlperf peak`'s measured
+    matmul rate over the peak where one is stored (a device below its data sheet — power cap, clocks — caps it)."""
+    table = {"fp32": "fp32", "amp-fp16": "fp16"}.get(precision, "bf16")
+    peak = acc.peak_tflops(table)
+    if peak is None:
+        raise ConfigError(f"{acc.name} has no {table} units: pick another --precision")
+    efficiency, fp8_efficiency = STACK_EFFICIENCY[stack]
+    scale = 1.0 if acc.name == REFERENCE_DEVICE else DEVICE_SCALE[DEVICE_CLASS.get(acc.name, "hopper")]
+    efficiency, fp8_efficiency = efficiency * scale, fp8_efficiency * scale
+    source = {"peak": f"datasheet {peak:g} TFLOP/s ({acc.source})"}
+    where = f"fitted to published {stack} runs (predict/calibration.py)"
+    if acc.name not in CHECKED_DEVICES:
+        where += f"; {acc.name} takes full-power Hopper's, no published run of it checked"
+    if measured.efficiency is not None:
+        efficiency, where = measured.efficiency, "given (--efficiency)"
+    elif measured.run_record is not None:
+        achieved = measured.run_record.get("tflops_per_device")
+        if not isinstance(achieved, (int, float)) or not math.isfinite(achieved) or achieved <= 0:
+            raise ConfigError("the calibration record has no tflops_per_device: give a successful Llama run record")
+        efficiency, where = achieved / peak, f"measured: a one-device run record, {achieved:.1f} TFLOP/s"
+    elif measured.peaks_file:
+        rate = measured_peak(read_stored(measured.peaks_file), measured.device_name or acc.name, table)
+        if rate is not None and rate / peak < efficiency:
+            efficiency, where = rate / peak, f"capped by the measured matmul peak, {rate:.1f} TFLOP/s (dlperf peak)"
+    fp8_peak = acc.peak_tflops("fp8")
+    if float8 and fp8_peak is None:
+        raise ConfigError(f"{acc.name} has no fp8 units: drop --float8")
+    source["efficiency"] = f"{efficiency:.3f}, {where}"
+    return Device(peak, efficiency, acc.memory_bytes, acc.memory_tbs * 1e12, fp8_peak, fp8_efficiency, source)
+
+
+def links(
+    acc: Accelerator,
+    intra_gbs: float | None = None,
+    inter_gbit: float | None = None,
+    intra_latency_us: float | None = None,
+    inter_latency_us: float | None = None,
+    intra_fit: Link | None = None,
+    inter_fit: Link | None = None,
+) -> tuple[Link, Link, dict[str, str]]:
+    """(intra-node link, each device's inter-node link, their sources): a commbench fit, else the flags, else the
+    accelerator's usual system at LINK_EFFICIENCY."""
+    sources = {}
+
+    def one(fit: Link | None, rate: float | None, default: float, latency: float | None, base: float, name: str):
+        if fit is not None:
+            sources[name] = "measured: dlperf commbench fit"
+            return fit
+        given = rate is not None
+        rate = rate if given else default * LINK_EFFICIENCY
+        latency = latency if latency is not None else base
+        what = f"given: {rate:g} GB/s" if given else f"datasheet {default:g} GB/s x {LINK_EFFICIENCY} ({acc.system})"
+        sources[name] = f"{what}, {latency:g} us per step"
+        return Link.from_bandwidth(rate * 1e9, latency * 1e-6)
+
+    intra = one(intra_fit, intra_gbs, acc.scale_up_gbs, intra_latency_us, INTRA_LATENCY_US, "intra_node")
+    inter = one(
+        inter_fit, inter_gbit / 8 if inter_gbit else None, acc.inter_node_gbit / 8, inter_latency_us,
+        INTER_LATENCY_US, "inter_node",
+    )  # fmt: skip
+    return intra, inter, sources

@@ -1,0 +1,367 @@
+"""A Llama training step at any layout, on devices it has never run on: step time and its parts, MFU, memory.
+
+The caller gives the model's shape and FLOP count (the workload's own, `dlperf.workloads.llama`), a layout that
+already passed the workload's rules (`layout_of`), the device (peak, achieved efficiency, memory) and the links.
+Everything is per device and per step. The model, stated once (see docs/scaling.md for its checks):
+
+Compute. A micro-batch on one rank does the records' FLOPs (6N + 12·L·H·Q·T per token) for its layers, its share of
+the sequence (1/cp) and of the matrices (1/tp); the last pipeline stage adds the output layer (6·V·h per token),
+which makes it the slowest. Recomputation adds forward FLOPs (a third of fwd+bwd): all of them under full
+checkpointing, `recompute_mm_share` of the block matmuls' under selective. The block linears run at the fp8 peak
+under float8, the rest at the run precision's; both at the device's achieved `efficiency` (its own for fp8).
+Causal flash attention does half the counted score FLOPs; counting them all at the matmuls' efficiency is the
+assumption that it runs at half their rate. The optimizer reads and writes 28 bytes per local parameter (AdamW on
+fp32 values, moments and gradients) at the memory bandwidth.
+
+Communication. A collective over n ranks, k of them per node, is a ring inside the node (the scale-up link) then
+a ring across the n/k nodes carrying 1/k of the bytes through each device's own NIC; alpha per ring step, beta per
+byte. TP with sequence parallelism: the logits gathered whole for the loss (none under torchtitan's loss parallelism);
+per block 2 all-gathers and 2 reduce-scatters of the micro-batch's activations
+(b·s/cp·h, 16-bit) forward, as many backward, again in recomputation (only the all-gathers under selective, whose
+policy keeps the reduce-scatters' outputs); exposed, half of them hidden under the matmuls by async TP (its
+decomposed matmuls run slower: torchtitan's published async gains, 4 to 16 %, are half of what hiding all would
+give in this model). FSDP
+over dp_shard x cp: each micro-batch all-gathers the rank's parameters (16-bit, or 8-bit weights under float8)
+forward and again backward; the last micro-batch reduce-scatters the fp32 gradients (dlperf syncs gradients only
+there, as Megatron does; earlier ones accumulate unsharded) and HSDP then all-reduces the gradient shard across
+replicas. They overlap compute (prefetch), so what is exposed is the first layer's gather, the last layer's
+reduction and whatever the communication exceeds the forward or backward compute by. Under PP the stage gathers
+once and reduces once per step (torchtitan keeps parameters unsharded between micro-batches), the reduction behind
+the last micro-batch's backward. CP: ring attention passes the key/value chunk (expanded to the query heads) cp-1
+times per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention.
+PP: each micro-batch sends activations forward and gradients back at each of the rank's stage boundaries, not
+hidden. The bubble, in micro-batch slots of the slowest stage: (pp-1)/m of the step's work for gpipe and 1f1b,
+(pp-1)/(v·m) interleaved over v stages per rank, a third of that for the zero-bubble schedules (ZB-H1's bubble,
+Qi et al. 2023, the assumption for interleaved-zb and zbv alike).
+
+Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits), at the largest
+of three moments: the loss, the end of backward, the optimizer step (`_peak`). Parameters, gradients (fp32) and
+AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one micro-batch per step the gradients,
+set to None between steps, are not there at the loss); an unfused AdamW's temporaries at the step (two of the
+largest local parameter, in fp32); FSDP's root (embedding, final norm, output, which dlperf shards as one unit)
+gathered again for backward with its unsharded gradients at the end of it; communication buffers wherever FSDP2
+averages gradients (HSDP with one shard too, as dlperf runs data parallelism): two blocks unsharded in the compute
+dtype plus their fp32 gradients (prefetch and reduction), under PP the whole stage's unsharded parameters and
+gradients, and with several micro-batches the unsharded gradients they accumulate; autocast's 16-bit weight copies
+where no FSDP casts them; float8 weight copies of two blocks. Activations per block and token, counted from the
+tensors autograd keeps in this model (dlperf's and torchtitan's Llama): without checkpointing (10h + kv + 4f)/tp +
+2h (the norms' outputs are all-gathered whole for the column-parallel matmuls); selective the block input and
+attention output (2h/tp) and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the
+row-parallel ones whole before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's
+whole set while it is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one
+micro-batch; under 1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last
+stage (whole on every TP rank unless the loss is vocabulary-parallel), at the loss's peak: the 16-bit logits, the
+fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed from is freed first): 10 bytes per
+vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dlperf.errors import ConfigError
+from dlperf.metrics.bandwidth import bus_factor
+from dlperf.predict.model import Link, group_span
+
+OPTIMIZER_BYTES_PER_PARAM = 28  # AdamW: reads value, gradient, 2 moments (fp32), writes value and moments
+LOGIT_BYTES = {2: 10, 4: 12}  # per vocabulary entry and token, by activation bytes (see the docstring)
+ASYNC_TP_HIDDEN = 0.5  # of the TP collectives async TP hides (torchtitan's published gains: 4 to 16 %)
+SCHEDULE_BUBBLE = {"gpipe": 1.0, "1f1b": 1.0, "interleaved-1f1b": 1.0, "interleaved-zb": 1 / 3, "zbv": 1 / 3}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A Llama's dimensions and counts as the workload computes them (parameter_counts, flops_per_token)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    seq: int
+    params: int
+    embedding: int  # the token embedding's parameters; the untied output layer holds as many
+    flops_per_token: int  # the records' MFU count
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * (self.hidden // self.heads)
+
+    @property
+    def block_params(self) -> int:
+        return (self.params - 2 * self.embedding - self.hidden) // self.layers
+
+
+class Layout(Protocol):
+    """What the model reads of `dlperf.workloads.llama.layout.LlamaLayout` (checked there)."""
+
+    pp: int
+    dp_replicate: int
+    dp_shard: int
+    cp: int
+    tp: int
+    micro_batch_size: int
+    global_batch_size: int
+    pp_schedule: str
+    stages_per_rank: int
+
+    @property
+    def accumulation_steps(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Training:
+    """The run's switches that change time or memory but not the layout."""
+
+    precision: str = "amp-bf16"  # amp-bf16 (16-bit compute, fp32 master weights) or fp32
+    float8: bool = False
+    checkpointing: str = "none"  # none, selective, full
+    recompute_mm_share: float = 0.0  # of the block matmuls recomputed under selective (torchtitan's per-op: 0.5)
+    async_tp: bool = False
+    overlap: bool = True  # False: communication hides behind nothing (gloo on CPUs runs it on the computing cores)
+    loss_parallel: bool = False  # torchtitan's: the loss on the vocabulary shards; dlperf gathers the logits
+    fused_optimizer: bool = True  # AdamW's fused kernel (dlperf on CUDA, torchtitan); unfused (CPU) makes temporaries
+
+    @property
+    def act_bytes(self) -> int:
+        return 4 if self.precision == "fp32" else 2
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device's rates and memory as the prediction uses them; `efficiency` is the achieved fraction of
+    `peak_tflops` on the model's FLOPs, `source` says where each figure came from."""
+
+    peak_tflops: float  # dense, at the run precision
+    efficiency: float
+    memory_bytes: float
+    memory_bytes_per_s: float
+    fp8_peak_tflops: float | None = None
+    fp8_efficiency: float | None = None
+    source: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.peak_tflops * 1e12 * self.efficiency
+
+    @property
+    def fp8_rate(self) -> float:
+        if not self.fp8_peak_tflops or not self.fp8_efficiency:
+            raise ConfigError("float8 needs a device with fp8 units and an fp8 efficiency: drop --float8")
+        return self.fp8_peak_tflops * 1e12 * self.fp8_efficiency
+
+
+@dataclass(frozen=True)
+class Network:
+    devices_per_node: int
+    intra: Link  # the scale-up link, per device
+    inter: Link  # each device's NIC
+
+    def collective_s(self, op: str, size_bytes: float, n: int, stride: int) -> float:
+        """A ring collective of `size_bytes` (nccl-tests' whole buffer) over n ranks `stride` apart, hierarchical
+        over nodes (see the module's docstring)."""
+        if n <= 1 or size_bytes <= 0:
+            return 0.0
+        per_node, nodes = group_span(stride, n, self.devices_per_node)
+        steps = (lambda k: 2 * (k - 1)) if op == "all_reduce" else (lambda k: k - 1)
+        time = 0.0
+        if per_node > 1:
+            time += steps(per_node) * self.intra.alpha_s
+            time += bus_factor(op, per_node) * size_bytes * self.intra.beta_s_per_byte
+        if nodes > 1:
+            time += steps(nodes) * self.inter.alpha_s
+            time += bus_factor(op, nodes) * size_bytes / per_node * self.inter.beta_s_per_byte
+        return time
+
+    def send_s(self, size_bytes: float, stride: int) -> float:
+        """One point-to-point message to the rank `stride` away (another node's when the stride crosses one)."""
+        link = self.inter if stride >= self.devices_per_node else self.intra
+        return link.alpha_s + size_bytes * link.beta_s_per_byte
+
+
+@dataclass(frozen=True)
+class LlamaPrediction:
+    step_s: float
+    tokens_per_s_per_device: float
+    mfu: float  # the records' FLOPs over the run precision's datasheet peak
+    time: dict[str, float]  # seconds per step: compute, tp, fsdp, pipeline_bubble, pipeline_p2p, cp, dp, optimizer
+    memory: dict[str, float]  # bytes per device, the worst stage
+    memory_bytes: float
+    fits: bool
+    device_memory_bytes: float
+
+
+def _stage_params(shape: ModelShape, layers: int, first: bool, last: bool) -> int:
+    return layers * shape.block_params + first * shape.embedding + last * (shape.embedding + shape.hidden)
+
+
+def _activations_per_token(shape: ModelShape, tp: int, training: Training) -> tuple[float, float]:
+    """(elements kept per block and token, elements of one block's whole set while it is recomputed)."""
+    h, kv, f = shape.hidden, shape.kv_width, shape.ffn
+    whole = (10 * h + kv + 4 * f) / tp + 2 * h
+    if training.checkpointing == "none":
+        return whole, 0.0
+    if training.checkpointing == "selective":  # block input, attention output, the matmul outputs it keeps
+        kept = 1 - training.recompute_mm_share
+        return (2 * h + kept * (h + 2 * kv + 2 * f)) / tp + kept * 2 * h + (2 * h / tp if tp > 1 else 0), whole
+    return h / tp, whole
+
+
+def _in_flight(layout: Layout, layers: int) -> float:
+    """Block-micro-batches of activations the first stage holds at its peak."""
+    pp, v, m = layout.pp, layout.stages_per_rank, layout.accumulation_steps
+    if pp == 1:
+        return layers
+    if layout.pp_schedule == "gpipe":
+        return layers * m
+    if layout.pp_schedule == "interleaved-1f1b":
+        return layers * min(m, pp) * (1 + (pp - 1) / (pp * v))
+    return layers * min(m, pp)
+
+
+def predict_llama(
+    shape: ModelShape, layout: Layout, training: Training, device: Device, net: Network
+) -> LlamaPrediction:
+    """Step time, its parts, MFU and memory per device (the model in the module's docstring)."""
+    tp, cp, pp, v = layout.tp, layout.cp, layout.pp, layout.stages_per_rank
+    fs, dpr, m = layout.dp_shard * cp, layout.dp_replicate, layout.accumulation_steps
+    h, act = shape.hidden, training.act_bytes
+    layers = math.ceil(shape.layers / pp)
+    tokens = layout.micro_batch_size * shape.seq / cp  # this rank's tokens of one micro-batch
+
+    # compute per micro-batch on the last stage (the slowest: it holds the output layer)
+    block_mm = tokens * layers * 6 * shape.block_params / tp
+    attention = tokens * layers * 12 * shape.hidden * shape.seq / tp  # H·Q = h
+    output = tokens * 6 * shape.vocab * h / tp
+    if training.checkpointing == "full":
+        block_mm, attention = block_mm * 4 / 3, attention * 4 / 3
+    elif training.checkpointing == "selective":
+        block_mm *= 1 + training.recompute_mm_share / 3
+    linear_rate = device.fp8_rate if training.float8 else device.rate
+    block_mm_s = block_mm / linear_rate
+    compute_last = block_mm_s + (attention + output) / device.rate
+    forward_share = 1 / 4 if training.checkpointing == "full" else 1 / 3
+
+    # tensor parallelism, per micro-batch
+    gathered = tokens * h * act
+    per_block = {"none": 4, "selective": 6, "full": 8}[training.checkpointing]  # all-gathers fwd+bwd(+recompute)
+    ag = net.collective_s("all_gather", gathered / (2 if training.float8 and act == 2 else 1), tp, 1)
+    rs = net.collective_s("reduce_scatter", gathered, tp, 1)
+    tp_s = layers * (per_block * ag + (4 if training.checkpointing != "full" else 6) * rs) + 2 * (ag + rs)
+    if not training.loss_parallel:  # the logits gathered whole for the loss
+        tp_s += net.collective_s("all_gather", tokens * shape.vocab * act, tp, 1)
+    if training.async_tp:
+        tp_s *= 1 - ASYNC_TP_HIDDEN
+
+    # context parallelism, per micro-batch: cp-1 rounds per block forward (and recomputation), backward twice the bytes
+    cp_s = 0.0
+    if cp > 1:
+        chunk = 2 * tokens * h / tp * act  # keys and values, expanded to the query heads
+        round_attention = attention / layers / cp / device.rate  # one local chunk and cp-1 passed ones
+        forward_rounds = 2 if training.checkpointing == "full" else 1
+        hides = 1.0 if training.overlap else 0.0
+        hidden_fwd = max(0.0, net.send_s(chunk, tp) - hides * round_attention * forward_share)
+        hidden_bwd = max(0.0, net.send_s(2 * chunk, tp) - hides * round_attention * (1 - forward_share))
+        cp_s = layers * (cp - 1) * (forward_rounds * hidden_fwd + hidden_bwd)
+
+    # pipeline point-to-point, per micro-batch
+    p2p_s = 2 * v * net.send_s(tokens * h / tp * act, tp * cp * layout.dp_shard * dpr) if pp > 1 else 0.0
+
+    slot = compute_last + tp_s + cp_s + p2p_s  # the last stage, the slowest, paces the pipeline
+
+    # FSDP / HSDP
+    local = _stage_params(shape, layers, pp == 1, True) / tp  # the last stage's parameters on this rank
+    param_bytes = 4 if training.precision == "fp32" else (1.5 if training.float8 else 2)  # float8: weights 8-bit
+    gather = net.collective_s("all_gather", local * param_bytes, fs, tp)
+    reduce = net.collective_s("reduce_scatter", local * 4, fs, tp)
+    reduce += net.collective_s("all_reduce", local * 4 / fs, dpr, tp * fs)
+    fwd_compute, bwd_compute = compute_last * forward_share, compute_last * (1 - forward_share)
+    if not training.overlap:  # every gather (forward and backward of each micro-batch, or once under PP) and reduce
+        fsdp_s = (2 * m if pp == 1 else 1) * gather + reduce
+    elif pp == 1:  # gathered forward and backward each micro-batch, reduced during the last one's backward
+        fsdp_s = m * (max(0.0, gather - fwd_compute) + gather / layers) + (m - 1) * max(0.0, gather - bwd_compute)
+        fsdp_s += max(0.0, gather + reduce - bwd_compute) + reduce / layers
+    else:
+        fsdp_s = max(0.0, gather - m * fwd_compute) + max(0.0, reduce - bwd_compute) + (gather + reduce) / layers
+    optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / fs / device.memory_bytes_per_s
+
+    work = m * slot
+    bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / (v * m) * work if pp > 1 else 0.0
+    step = work + bubble_s + fsdp_s + optimizer_s
+    time = {
+        "compute": m * compute_last,
+        "tp": m * tp_s,
+        "cp": m * cp_s,
+        "pipeline_p2p": m * p2p_s,
+        "pipeline_bubble": bubble_s,
+        "fsdp_dp": fsdp_s,
+        "optimizer": optimizer_s,
+    }
+    memory, total = _memory(shape, layout, training, layers, tokens)
+    world_tokens = layout.global_batch_size * shape.seq
+    tokens_per_s = world_tokens / step / layout.world_size
+    mfu = tokens_per_s * shape.flops_per_token / (device.peak_tflops * 1e12)
+    return LlamaPrediction(step, tokens_per_s, mfu, time, memory, total, total <= device.memory_bytes,
+                           device.memory_bytes)  # fmt: skip
+
+
+def _memory(
+    shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float
+) -> tuple[dict[str, float], float]:
+    """(bytes per device by part, the peak) at the worse of the first and the last stage; the peak is the largest
+    of three moments of the step (see `_peak`)."""
+    tp, fs, pp = layout.tp, layout.dp_shard * layout.cp, layout.pp
+    act = training.act_bytes
+    kept, whole = _activations_per_token(shape, tp, training)
+    compute_bytes = 4 if training.precision == "fp32" else 2
+    fsdp = fs * layout.dp_replicate > 1  # FSDP2 holds the parameters wherever gradients are averaged
+    worst: tuple[dict[str, float], float] = ({}, -1.0)
+    for first, last in {(True, pp == 1), (pp == 1, True)}:
+        local = _stage_params(shape, layers, first, last) / tp
+        sharded = local / fs
+        parts = {"parameters": 4 * sharded, "gradients": 4 * sharded, "optimizer": 8 * sharded}
+        largest = max(shape.vocab * shape.hidden, shape.hidden * shape.ffn) / (tp * fs)
+        parts["optimizer_step"] = 0.0 if training.fused_optimizer else 2 * 4 * largest
+        if pp > 1 and fsdp:
+            buffers = local * (compute_bytes + 4)  # the stage unsharded between micro-batches, and its gradients
+        elif fsdp:
+            buffers = 2 * shape.block_params / tp * (compute_bytes + 4)
+            # gradients accumulate unsharded until the last micro-batch reduces them
+            buffers += local * compute_bytes if layout.accumulation_steps > 1 else 0.0
+        else:
+            buffers = 0.0
+        parts["fsdp_buffers"] = buffers
+        root = (2 * shape.embedding + shape.hidden) / tp if pp == 1 and fs > 1 else 0.0
+        parts["fsdp_root"] = root * (compute_bytes + 4)  # embedding, norm, output: unsharded, their gradients too
+        parts["autocast_copies"] = local * 2 if not fsdp and training.precision != "fp32" else 0.0
+        parts["float8_copies"] = 2 * shape.block_params / tp if training.float8 else 0.0
+        in_flight = _in_flight(layout, layers) if first else layers
+        parts["activations"] = tokens * act * (kept * in_flight + whole)
+        vocab = shape.vocab / tp if training.loss_parallel else shape.vocab
+        parts["logits"] = tokens * vocab * LOGIT_BYTES[act] if last else 0.0
+        parts["comm_buffers"] = tokens * shape.hidden / tp * act * (2 * (layout.cp > 1) + 2 * (pp > 1))
+        peak = _peak(parts, layout.accumulation_steps)
+        if peak > worst[1]:
+            worst = (parts, peak)
+    return worst
+
+
+def _peak(parts: dict[str, float], micro_batches: int) -> float:
+    """The largest of: the loss (every activation and the logits alive, FSDP's root resharded after forward; the
+    gradients of earlier micro-batches too), the end of backward (activations gone, the gradients whole, the root
+    gathered again for backward with its unsharded gradients), the optimizer step (gradients and an unfused
+    AdamW's temporaries). With one micro-batch the gradients, set to None between steps, are not there at the
+    loss."""
+    held = parts["parameters"] + parts["optimizer"] + parts["fsdp_buffers"] + parts["autocast_copies"]
+    held += parts["float8_copies"] + parts["comm_buffers"]
+    grads = parts["gradients"]
+    loss = held + parts["activations"] + parts["logits"] + (grads if micro_batches > 1 else 0.0)
+    end_of_backward = held + grads + parts["fsdp_root"]
+    step = held + grads + parts["optimizer_step"]
+    return max(loss, end_of_backward, step)

@@ -124,7 +124,8 @@ def test_cli_prediction_json(capsys):
 def test_cli_bad_input_is_one_line(capsys):
     base = ["predict", "--model", "llama", "--size", "8b"]
     code, _, err = run_cli([*base, "--accelerator", "H100"], capsys)
-    assert_one_line_error(code, err, "unknown accelerator 'H100'", "H100 SXM")
+    assert_one_line_error(code, err, "unknown accelerator 'H100'", "H100 SXM, H100 PCIe")
+    assert "V100" not in err  # only the family's members are offered
     code, _, err = run_cli([*base, "--accelerator", "H100 SXM", "--tp", "3"], capsys)
     assert_one_line_error(code, err, "not divisible", "the best layout that fits here:")
     code, _, err = run_cli(["predict", "--model", "llama", "--size", "405b", "--accelerator", "H100 SXM", "--search"],
@@ -134,6 +135,14 @@ def test_cli_bad_input_is_one_line(capsys):
     assert_one_line_error(code, err, "--accelerator")
     code, _, err = run_cli(["predict"], capsys)
     assert_one_line_error(code, err, "RUN_RECORD COMMBENCH_RECORD --devices N", "--model llama")
+
+
+def test_accelerator_names_as_users_write_them():
+    from dlperf.predict.accelerators import accelerator
+
+    assert accelerator("h100-sxm").name == accelerator("H100_SXM").name == "H100 SXM"
+    assert accelerator("b200").name == "B200" and accelerator("mi300x").name == "MI300X"
+    assert accelerator("v100").name == "V100 SXM2"  # the only V100: its family name is enough
 
 
 def test_measured_figures_come_first(tmp_path):

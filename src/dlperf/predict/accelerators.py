@@ -77,11 +77,20 @@ ACCELERATORS: dict[str, Accelerator] = {
 
 def accelerator(name: str) -> Accelerator:
     """The entry for a device name (the peak table's key or an NVML/torch name); one line naming the choices."""
-    own = {" ".join(key.split()).casefold(): key for key in ACCELERATORS}
-    key = own.get(" ".join(name.split()).casefold()) or device_key(name)
+    own = {_spelling(key): key for key in ACCELERATORS}
+    key = own.get(_spelling(name)) or device_key(name)
     if key is None or key not in ACCELERATORS:
+        family = [k for k in ACCELERATORS if _spelling(k).split()[0] == _spelling(name)]
+        if len(family) == 1:
+            return ACCELERATORS[family[0]]
+        choices = ", ".join(family or ACCELERATORS)
         raise ConfigError(
-            f"unknown accelerator {name!r}: give one of {', '.join(ACCELERATORS)} (exact names, or the name "
+            f"unknown accelerator {name!r}: give one of {choices} (case, spaces, '-' and '_' alike; or the name "
             "nvidia-smi reports)"
         )
     return ACCELERATORS[key]
+
+
+def _spelling(name: str) -> str:
+    """How a user may write a name: `H100-SXM`, `h100_sxm` and `H100 SXM` are one."""
+    return " ".join(name.replace("-", " ").replace("_", " ").split()).casefold()

@@ -296,7 +296,8 @@ def stop_rule(command: CommandLaunch, node_rank: int) -> StopRule:
 
 
 def steps_prefix(spec: AgentSpec) -> str | None:
-    """Where the instrumentation hook writes (`<run>.steps.rank<R>`, beside the run's log), None where it is off."""
+    """Where the instrumentation hook writes (`<run>.steps.<host>.<pid>` per process, beside the run's log), None
+    where it is off."""
     assert spec.command is not None
     return str(Path(spec.log_path).with_suffix(".steps")) if spec.command.instrument else None
 

@@ -136,3 +136,32 @@ def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path
     record = the_record(tmp_path / "out")
     assert done.returncode == 1 and record["status"] == "failed" and "NaN loss" in record["error"]
     assert next((tmp_path / "out").rglob("*.steps.*")).read_text().count("\n") == 30  # it was timed
+
+
+KERAS_ASYNC = """
+import keras, numpy as np
+from keras.src.callbacks import callback_list
+configure = callback_list.CallbackList._configure_async_dispatch
+def noted(self, callbacks):
+    configure(self, callbacks)
+    print("async_train", self._async_train)
+callback_list.CallbackList._configure_async_dispatch = noted
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+model.compile(optimizer="sgd", loss="mse")
+x, y = np.zeros((100, 8), "float32"), np.zeros((100, 4), "float32")
+model.fit(x, y, batch_size=32, epochs=2, verbose=0)
+"""
+
+
+@pytest.mark.slow
+def test_keras_keeps_its_async_dispatch_and_counts_the_short_last_batch(tmp_path):
+    """Keras 3 dispatches batch callbacks from a worker thread unless one is not async-safe: the hook's is, so
+    the script runs as without it (it turned async_train off); 100 samples at batch 32 are 32, 32, 32 and 4."""
+    python = trainers("keras")
+    base = {**os.environ, "KERAS_BACKEND": "torch"}
+    plain = subprocess.run([python, "-c", KERAS_ASYNC], env=base, capture_output=True, text=True, timeout=300)
+    env = {**base, "PYTHONPATH": str(STARTUP), STEPS_VARIABLE: str(tmp_path / "run.steps")}
+    hooked = subprocess.run([python, "-c", KERAS_ASYNC], env=env, capture_output=True, text=True, timeout=300)
+    assert plain.stdout == hooked.stdout == "async_train True\n", hooked.stderr[-2000:]
+    (side,) = tmp_path.glob("run.steps.*")
+    assert [line.split()[2] for line in side.read_text().splitlines()] == ["32", "32", "32", "4"] * 2

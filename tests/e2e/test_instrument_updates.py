@@ -5,6 +5,7 @@ Lightning's own launcher starting a second worker), run with the hook as dlperf 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -90,3 +91,30 @@ def test_a_launcher_started_per_rank_is_refused_before_anything_starts(tmp_path)
     assert done.returncode != 0 and not any(tmp_path.rglob("*.log"))
     (line,) = done.stderr.strip().splitlines()
     assert "starts `torchrun`, which starts its own workers" in line and "--command-per node" in line
+
+
+NANOGPT_LIKE = """
+import time
+print("tokens per iteration will be: 1,024", flush=True)
+t0 = time.time()
+for k in range(40):
+    time.sleep(0.02)
+    t1 = time.time()
+    print(f"iter {k}: loss 4.0000, time {(t1 - t0) * 1000:.2f}ms, mfu -100.00%", flush=True)
+    t0 = t1
+"""
+
+
+def test_a_tokens_reading_gives_its_derived_fields_from_samples(tmp_path):
+    """nanoGPT's `time` in tokens (1,024 an iteration = 16 sequences of 64): the record's throughput is tokens/s,
+    tokens_per_s the same figure (was 64x it) and TFLOP/s from the samples/s it holds."""
+    script = tmp_path / "nano.py"
+    script.write_text(NANOGPT_LIKE)
+    done = run_dlperf(["run", "--model", "gpt", "--seq-length", "64", "--global-batch-size", "16", "--instrument",
+                       "off", "--command", f"{sys.executable} {script}", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (path,) = [p for p in (tmp_path / "out").rglob("*.json") if p.parent != tmp_path / "out"]
+    record = json.loads(path.read_text())
+    assert record["unit"] == "tokens/s" and record["tokens_per_s"] == pytest.approx(record["throughput"])
+    seconds = 16 / (record["throughput"] / 64)  # one iteration's time from the samples/s
+    assert record["flops_per_iteration"] == pytest.approx(record["tflops_per_device"] * 1e12 * seconds)

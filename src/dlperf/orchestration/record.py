@@ -124,15 +124,35 @@ def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figu
     record["throughput_per_device"] = figures["throughput"] / spec.world_size
     record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [record["env"].get("host")]
     record.update(noise_of(record))
-    record.update(_flops(job, record, None, "an external command: its FLOPs are not counted"))
+    samples_per_s = _samples_per_s(job, record)
+    if samples_per_s is not None:
+        record.update(_flops(job, record, None, "an external command: its FLOPs are not counted", samples_per_s))
+    else:
+        why = "the figure is in tokens/s and the case has no --seq-length: no TFLOP/s or MFU derived from it"
+        record["reading_notes"] = [*(record.get("reading_notes") or []), why]
     return record
 
 
+def _samples_per_s(job: RunJob, record: dict[str, Any]) -> float | None:
+    """The run's samples/s, which every derived field (tokens/s, TFLOP/s, MFU) starts from: a reading in tokens/s
+    (nanoGPT's, torchtitan's) over the case's tokens per sample; None where the case has none."""
+    if record.get("unit") != "tokens/s":
+        return record["throughput"]
+    tokens = getattr(job.spec.workload, "seq_length", None)
+    return record["throughput"] / tokens if tokens else None
+
+
 def _flops(
-    job: RunJob, record: dict[str, Any], counted: float | None, note: str | None, device_type: str | None = None
+    job: RunJob,
+    record: dict[str, Any],
+    counted: float | None,
+    note: str | None,
+    samples_per_s: float | None = None,
+    device_type: str | None = None,
 ) -> dict[str, Any]:
-    """The workload's derived figures from the run's throughput, then FLOPs and MFU (`flops_fields`)."""
-    spec, throughput = job.spec, record["throughput"]
+    """The workload's derived figures from the run's samples/s (the throughput where not given), then FLOPs and MFU
+    (`flops_fields`)."""
+    spec, throughput = job.spec, samples_per_s or record["throughput"]
     derived = get_workload(spec.model).derived_metrics(spec, job.plan, throughput)
     device = (record.get("ranks") or [{}])[0].get("device") or "cpu"
     formula = derived.get("flops_per_iteration_formula")
@@ -183,7 +203,7 @@ def measured_record(job: RunJob, result: RunResult, record: dict[str, Any]) -> d
         }
     )
     record.update(evidence_fields(spec, measured))
-    record.update(_flops(job, record, measured.flops_per_iteration, measured.flops_note, measured.device_type))
+    record.update(_flops(job, record, measured.flops_per_iteration, measured.flops_note, None, measured.device_type))
     losses = [m.loss_first, m.loss_last]
     if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):
         record["status"] = "diverged"

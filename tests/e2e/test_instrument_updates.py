@@ -27,10 +27,10 @@ def hooked(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> sub
                           timeout=300)  # fmt: skip
 
 
-def own(stderr: str) -> dict[int, tuple[int, float]]:
-    """The script's own clock: update -> (its samples, time.monotonic() after it)."""
+def own(stderr: str) -> dict[int, tuple[int, float, int]]:
+    """The script's own clock: update -> (its samples, time.monotonic() after it, its real tokens)."""
     rows = [line.split() for line in stderr.splitlines() if line.startswith("update ")]
-    return {int(n): (int(samples), float(t)) for _, n, samples, t in rows}
+    return {int(n): (int(samples), float(t), int(tokens)) for _, n, samples, t, tokens in rows}
 
 
 @pytest.mark.slow
@@ -40,6 +40,7 @@ def own(stderr: str) -> dict[int, tuple[int, float]]:
         ("zero", 30, [8] * 9 + [5]),  # 2 groups + 5 sub-groups: 7 step() calls an update
         ("gan", 30, [8] * 9 + [5]),  # the discriminator's and the generator's step: one update of one batch
         ("accum", 9, [32, 32, 13]),  # 4 micro-batches of 8; the epoch's last update holds 2, one of them short
+        ("padded", 30, [8] * 9 + [5]),  # dicts with an attention mask: its ones are the tokens
     ],
 )
 def test_one_stamp_per_update_with_its_counted_samples(tmp_path, shape, updates, sizes):
@@ -50,6 +51,8 @@ def test_one_stamp_per_update_with_its_counted_samples(tmp_path, shape, updates,
     assert stream is not None and stream.notes == ()
     assert len(clock) == len(stream.samples) == updates
     assert [stream.samples[k] for k in range(1, updates + 1)] == sizes * 3 == [clock[k][0] for k in clock]
+    real = [clock[k][2] or None for k in clock]  # the script's own count of its attention masks' ones
+    assert [stream.tokens[k] for k in range(1, updates + 1)] == real and (shape != "padded" or all(real))
     rows = [line.split() for line in stream.text.splitlines()]
     times = {int(r[0]): float(r[1]) for r in rows}
     # each stamp follows the update's last step() call, before the script's own clock after it

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dlperf.orchestration.external_run import own_launcher, samples_check
-from dlperf.peers.hookranks import merge
+from dlperf.peers.hookranks import counted_tokens_per_s, merge
 
 
 def write(tmp, name: str, rows: list[str]) -> None:
@@ -60,3 +60,10 @@ def test_counted_samples_make_the_figure_and_the_declared_batch_is_a_check(tmp_p
 )
 def test_launchers_that_start_their_own_workers_are_named(argv, launcher):
     assert own_launcher(argv) == launcher
+
+
+def test_counted_tokens_over_the_kept_updates_or_none_where_one_was_not_counted(tmp_path):
+    write(tmp_path, "a.1", ["1 1.000000 8 0 100", "2 1.500000 8 0 90", "3 3.000000 8 0 70", "4 4.000000 8 0 -"])
+    stream = merge(tmp_path / "run.steps", 1)
+    assert counted_tokens_per_s(stream, (2, 3)) == pytest.approx((90 + 70) / 2.0)
+    assert counted_tokens_per_s(stream, (3, 4)) is None and counted_tokens_per_s(stream, (1, 2)) is None

@@ -21,7 +21,7 @@ from dlperf.peers.base import RunShape
 from dlperf.peers.crosscheck import TOLERANCE, cross_check
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
-from dlperf.peers.hookranks import Stream, merge, write_stream
+from dlperf.peers.hookranks import Stream, counted_tokens_per_s, merge, write_stream
 from dlperf.peers.layout import LogInfo
 from dlperf.peers.measure import Measured
 from dlperf.peers.registry import BY_NAME, FORMATS, get_format
@@ -219,6 +219,8 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     figures = {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
     counted = samples_check(stream, figures.get("kept_steps"), job.plan.global_batch)
     figures["samples_per_step"] = counted.pop("samples_per_step")
+    kept = figures.get("kept_steps")
+    figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, tuple(kept)) if kept else None
     figures["reading_notes"] = [*stream.notes, *counted.values(), *(figures.get("reading_notes") or [])]
     return figures
 

@@ -127,10 +127,26 @@ def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figu
     samples_per_s = _samples_per_s(job, record)
     if samples_per_s is not None:
         record.update(_flops(job, record, None, "an external command: its FLOPs are not counted", samples_per_s))
+        record.update(_counted_tokens(record, spec.world_size))
     else:
         why = "the figure is in tokens/s and the case has no --seq-length: no TFLOP/s or MFU derived from it"
         record["reading_notes"] = [*(record.get("reading_notes") or []), why]
     return record
+
+
+def _counted_tokens(record: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """tokens_per_s as the data says where the hook counted each batch's real tokens (an attention mask's ones,
+    labels that are not -100: padding left out), else said to be assumed (every sample --seq-length tokens)."""
+    if record.get("tokens_per_s") is None or record.get("unit") == "tokens/s":  # the script's own tokens
+        return {}
+    counted = record.get("tokens_per_s_counted")
+    if counted is None:
+        note = "tokens/s assumed: every sample --seq-length tokens (no batch said which tokens are padding)"
+        return {"reading_notes": [*(record.get("reading_notes") or []), note]}
+    note = (f"tokens/s counted from the data's real tokens ({counted / record['tokens_per_s']:.4g}x the "
+            "--seq-length figure: padding left out)")  # fmt: skip
+    return {"tokens_per_s": counted, "tokens_per_s_per_device": counted / world_size,
+            "reading_notes": [*(record.get("reading_notes") or []), note]}  # fmt: skip
 
 
 def _samples_per_s(job: RunJob, record: dict[str, Any]) -> float | None:

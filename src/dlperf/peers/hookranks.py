@@ -35,6 +35,7 @@ class Stream:
     """The run's stream and what merging found."""
 
     text: str  # `<step> <time> <global samples|-> 0 <global tokens|->` per update, rank 0's marks
+    times: dict[int, float]  # per step: rank 0's stamp
     samples: dict[int, int | None]  # per step: the global samples counted (None: not counted)
     tokens: dict[int, int | None]
     notes: tuple[str, ...]
@@ -92,7 +93,7 @@ def merge(prefix: Path, world_size: int) -> Stream | None:
     tokens = _global(lead, ranks, world_size, "tokens", notes)
     rows = [f"{s} {t:.6f} {samples[s] or '-'} 0 {tokens[s] or '-'}" for s, t in lead.times.items()]
     text = "\n".join([*lead.marks, *rows]) + "\n"
-    return Stream(text, samples, tokens, tuple(notes))
+    return Stream(text, dict(lead.times), samples, tokens, tuple(notes))
 
 
 def _global(lead: Process, ranks: dict[int, Process], world_size: int, what: str, notes: list[str]) -> dict:
@@ -112,6 +113,16 @@ def _global(lead: Process, ranks: dict[int, Process], world_size: int, what: str
     if scaled and what == "samples":
         notes.append(f"{scaled} updates of rank 0 are missing on another rank (cut by a stop rule): scaled")
     return out
+
+
+def counted_tokens_per_s(stream: Stream, kept: tuple[int, int]) -> float | None:
+    """The real tokens of the kept updates over their time (from the update before the first), where every one
+    of them was counted; None otherwise."""
+    first, last = kept
+    steps = range(first, last + 1)
+    if first - 1 not in stream.times or any(stream.tokens.get(s) is None for s in steps):
+        return None
+    return sum(stream.tokens[s] or 0 for s in steps) / (stream.times[last] - stream.times[first - 1])
 
 
 def write_stream(prefix: Path, stream: Stream) -> None:

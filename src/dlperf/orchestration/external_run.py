@@ -23,7 +23,7 @@ from dlperf.peers.extract import Options, read_run
 from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
 from dlperf.peers.hookranks import Stream, counted_tokens_per_s, merge, write_stream
 from dlperf.peers.layout import LogInfo
-from dlperf.peers.measure import Measured
+from dlperf.peers.measure import CoarseLines, Measured
 from dlperf.peers.registry import BY_NAME, FORMATS, get_format
 from dlperf.peers.samestretch import hook_over_script_stretch
 from dlperf.spec import EXTERNAL, RunSpec
@@ -168,7 +168,12 @@ def _script_figures(job: RunJob) -> dict[str, Any]:
     if not log.exists() or log.stat().st_size == 0:
         raise DataError("the command printed nothing")
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
-    peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
+    try:
+        peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
+    except CoarseLines as error:
+        if spec.instrument == "auto":
+            raise  # the hook timed it, or says in the record why it could not
+        raise DataError(f"{error}, or with --instrument auto, whose start-up hook times every step") from None
     if peer.get("status", "ok") != "ok":
         raise ScriptFailed(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}

@@ -93,6 +93,8 @@ CASES = {
     # `2s/step` and `1s/step` (whole seconds, +-25 % and more): the epochs' `54s` and `39s` over 30 steps instead
     "keras/1n1g/mlp-wider-verbose2_b256_fp32_1.log": ("keras", "samples/s", lambda n: 256 / ((54 + 39) / 2 / 30)),
     "lightning-rich/1n1g/mlp_b32_fp32_1.log": ("lightning-rich", "samples/s", lambda n: rich(n, 32)),
+    # wide metrics: Rich wrapped the final row at 80 columns, `• 0:00:00` split over two lines
+    "lightning-rich/1n1g/mlp-wrapped_b2_fp32_1.log": ("lightning-rich", "samples/s", lambda n: rich(n, 2)),
     "tqdm/1n1g/mlp-lightning_b32_fp32_1.log": ("tqdm", "samples/s", lambda n: lightning_tqdm(n, 32)),
     "timm/1n1g/test-resnet_b8_fp32_1.log": ("timm", "images/s", lambda n: timm(n)),
     "nanogpt/1n1g/gpt-tiny_b8_fp32_1.log": ("nanogpt", "tokens/s", lambda n: nanogpt(n)),

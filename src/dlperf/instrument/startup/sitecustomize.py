@@ -80,6 +80,7 @@ class _Steps:
         self.lines: list[str] = []
         self.step = 0
         self.rank: int | None = None  # torch.distributed's, once a process group exists
+        self.env_rank = _env_rank()
         self.stepped: set[tuple[int, int]] = set()  # (optimizer, group's first parameter) stepped in the open update
         self.open_at: float | None = None  # the open update's last call
         self.open_samples = self.open_tokens = 0
@@ -136,7 +137,7 @@ class _Steps:
                 return self.rank
         except Exception:  # noqa: BLE001 - a process group being torn down
             pass
-        return _env_rank()
+        return self.env_rank
 
     def mark(self, name: str, *times: float) -> None:
         self.lines.append(" ".join([name, *(f"{t:.6f}" for t in times)]) + "\n")

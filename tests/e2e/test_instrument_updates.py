@@ -41,6 +41,7 @@ def own(stderr: str) -> dict[int, tuple[int, float, int]]:
         ("gan", 30, [8] * 9 + [5]),  # the discriminator's and the generator's step: one update of one batch
         ("accum", 9, [32, 32, 13]),  # 4 micro-batches of 8; the epoch's last update holds 2, one of them short
         ("padded", 30, [8] * 9 + [5]),  # dicts with an attention mask: its ones are the tokens
+        ("inbackward", 30, [8] * 9 + [5]),  # 4 optimizers, one per parameter, stepped during backward
     ],
 )
 def test_one_stamp_per_update_with_its_counted_samples(tmp_path, shape, updates, sizes):
@@ -121,3 +122,28 @@ def test_a_tokens_reading_gives_its_derived_fields_from_samples(tmp_path):
     assert record["unit"] == "tokens/s" and record["tokens_per_s"] == pytest.approx(record["throughput"])
     seconds = 16 / (record["throughput"] / 64)  # one iteration's time from the samples/s
     assert record["flops_per_iteration"] == pytest.approx(record["tflops_per_device"] * 1e12 * seconds)
+
+
+COMPILED_STEP = """
+import torch
+model = torch.nn.Linear(8, 8)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+step = torch.compile(optimizer.step, backend="eager")  # dynamo traces the step and the hooks it calls
+for _ in range(4):
+    model(torch.randn(2, 8)).sum().backward()
+    step()
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_step_prints_nothing_of_the_hook(tmp_path):
+    """Dynamo traced the hook's clock call and warned about `time.monotonic` into the script's stderr."""
+    script = tmp_path / "compiled.py"
+    script.write_text(COMPILED_STEP)
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {**base, "PYTHONPATH": str(STARTUP), STEPS_VARIABLE: str(tmp_path / "run.steps")}
+    hooked = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert hooked.stdout == "done\n" and "monotonic" not in hooked.stderr and "UserWarning" not in hooked.stderr
+    (side,) = tmp_path.glob("run.steps.*")
+    assert [line.split()[0] for line in side.read_text().splitlines()] == ["1", "2", "3", "4"]

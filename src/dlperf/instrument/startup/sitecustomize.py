@@ -16,11 +16,11 @@ began (the group's first parameter tells): DeepSpeed ZeRO's call per group or su
 backward (a GAN's discriminator and generator, an embedding's sparse optimizer), optimizer-in-backward's one
 optimizer per parameter, each make one update; it is stamped at its last call. The rank is torch.distributed's once
 a process group exists, before that the launcher's variables. The samples are counted, not assumed: the first
-dimension of each batch that went into the model since the last update (what a DataLoader yields, as accelerate's
-loaders yield it; transformers' `training_step` inputs; Lightning's batch; Keras' batches of an array, the short
-last one included); `-` where nothing was counted (tensors made inside the loop), which the parent takes as the
-declared batch and says so. Tokens: an `attention_mask`'s ones, else the `labels` not -100, where a batch holds
-them on the host.
+dimension of each batch that went into the model since the last update (what a DataLoader yields with gradients
+on, as accelerate's loaders yield it: an evaluation loop under no_grad is not counted; transformers'
+`training_step` inputs; Lightning's batch; Keras' batches of an array, the short last one included); `-` where
+nothing was counted (tensors made inside the loop), which the parent takes as the declared batch and says so.
+Tokens: an `attention_mask`'s ones, else the `labels` not -100, where a batch holds them on the host.
 
 Where the script imports them, it hooks, after their own import:
 - torch: a global optimizer step post-hook (`torch.optim.optimizer.register_optimizer_step_post_hook`), so any
@@ -269,9 +269,11 @@ def _dataloader(module) -> None:
     base = module._BaseDataLoaderIter
     fetch = base.__next__
 
+    grad = sys.modules["torch"].is_grad_enabled
+
     def counted_next(self):
         batch = fetch(self)
-        if not STEPS.quiet:
+        if not STEPS.quiet and grad():  # an evaluation loop under no_grad feeds no update
             try:
                 STEPS.count(batch)
             except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
@@ -302,7 +304,8 @@ def _yielded(iterate):
             finally:
                 STEPS.quiet -= 1
             try:
-                STEPS.count(batch)
+                if sys.modules["torch"].is_grad_enabled():  # an evaluation loop under no_grad feeds no update
+                    STEPS.count(batch)
             except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
                 STEPS.note(f"dlperf hook for accelerate: {type(error).__name__}: {error}")
             yield batch

@@ -27,6 +27,7 @@ Where the script imports them, it hooks, after their own import:
   PyTorch loop, HF Trainer, Lightning, timm and nanoGPT are timed at each update (an accumulation boundary); the
   DataLoader's iterator, counting each batch it yields;
 - accelerate's loaders: the batches they yield, not the one they fetch ahead;
+- DeepSpeed's engine: an update made inside `engine.step()` is stamped when it returns (after ZeRO's gathers);
 - transformers' Trainer: each micro-batch `training_step` takes, and the span of its train_runtime;
 - Lightning's Trainer: a callback counting each batch and marking the start of each epoch;
 - Keras 3 `Model.fit` (any backend): an async-safe callback timing each batch (Keras keeps its asynchronous
@@ -83,6 +84,7 @@ class _Steps:
         self.env_rank = _env_rank()
         self.stepped: set[tuple[int, int]] = set()  # (optimizer, group's first parameter) stepped in the open update
         self.open_at: float | None = None  # the open update's last call
+        self.calls = 0  # step() calls so far
         self.open_samples = self.open_tokens = 0
         self.samples = self.tokens = 0  # counted since the open update's last call
         self.framework = False  # a trainer's own hook counts: the DataLoader's count (fetched ahead) is not used
@@ -102,6 +104,7 @@ class _Steps:
     def stepped_groups(self, keys) -> None:
         """An optimizer's step() returned, stepping the groups `keys`."""
         now = time.monotonic()
+        self.calls += 1
         if self.open_at is not None and not self.stepped.isdisjoint(keys):
             self._close()
         self.stepped.update(keys)
@@ -313,6 +316,22 @@ def _yielded(iterate):
     return counted_iter
 
 
+@_guarded("deepspeed")
+def _deepspeed(module) -> None:
+    """DeepSpeed's engine finishes an update after its optimizer's last call (ZeRO gathers the updated partitions):
+    an update made inside `engine.step()` is stamped when that returns."""
+    step = module.DeepSpeedEngine.step
+
+    def timed_step(self, *args, **kwargs):
+        calls = STEPS.calls
+        done = step(self, *args, **kwargs)
+        if STEPS.calls != calls and STEPS.open_at is not None:
+            STEPS.open_at = time.monotonic()
+        return done
+
+    module.DeepSpeedEngine.step = timed_step
+
+
 @_guarded("transformers")
 def _transformers(module) -> None:
     step = module.Trainer.training_step
@@ -418,6 +437,7 @@ PATCHES = {
     "torch.utils.data.dataloader": _dataloader,
     "torch.distributed.distributed_c10d": _distributed,
     "accelerate.data_loader": _accelerate,
+    "deepspeed.runtime.engine": _deepspeed,
     "transformers.trainer": _transformers,
     "lightning.pytorch.trainer.trainer": _lightning,
     "pytorch_lightning.trainer.trainer": _lightning,

@@ -39,7 +39,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "external/template.py": ("a --command template's placeholders", "batch_size precision repeat"),
     "engines/torch/peak.py": (PEAKS, "schema"),
     "harness/results.py": (CODEC, "device_type flops_per_iteration ranks"),
-    "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size"),
+    "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size world_size"),
     "launch/agent.py": (RUN_KEYS, "engine"),
     "launch/messages.py": (CODEC, "command env failure"),
     "machine/env_diff.py": ("an environment's `nodes` (dlperf env)", "nodes"),
@@ -68,7 +68,10 @@ RECORD_READS: dict[str, tuple[str, str]] = {
         WRITER + "; a window's figures, derived as a record's are",
         "flops_per_iteration_formula mfu tflops_per_device tokens_per_s",
     ),
-    "orchestration/record.py": (WRITER, "env flops_per_iteration_formula global_batch_size ranks throughput"),
+    "orchestration/record.py": (
+        WRITER + "; an external record's unit and counted tokens, which its derived fields start from",
+        "env flops_per_iteration_formula global_batch_size ranks reading_notes throughput tokens_per_s_counted unit",
+    ),
     "reporting/sources.py": (
         "`max_batch`, which no run record declares: kept aside by the loader (`origin`), read only from records"
         " written by hand",

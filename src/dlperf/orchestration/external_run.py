@@ -145,7 +145,6 @@ def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> d
     else:
         timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
                                 "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
-    timed["reading_notes"] = ["timed by dlperf's start-up hook: every update", *timed["reading_notes"]]
     return timed
 
 
@@ -222,11 +221,12 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     except DataError:
         return None  # too few steps for a figure: the script's own reading stands alone
     figures = {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
-    counted = samples_check(stream, figures.get("kept_steps"), job.plan.global_batch)
-    figures["samples_per_step"] = counted.pop("samples_per_step")
     kept = figures.get("kept_steps")
+    counted = samples_check(stream, kept, job.plan.global_batch)
+    figures["samples_per_step"] = counted.pop("samples_per_step")
     figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, tuple(kept)) if kept else None
-    figures["reading_notes"] = [*stream.notes, *counted.values(), *(figures.get("reading_notes") or [])]
+    hook = "timed by dlperf's start-up hook: every update"
+    figures["reading_notes"] = [hook, *stream.notes, *counted.values()]
     return figures
 
 

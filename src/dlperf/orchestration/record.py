@@ -118,44 +118,40 @@ def failed_record(job: RunJob, record: dict[str, Any], failure: Failure) -> dict
 
 
 def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figures: dict) -> dict[str, Any]:
-    """An external command's run: the peer reader's figures from its log, and the workload's derived metrics."""
+    """An external command's run: the peer reader's figures from its log, and the workload's derived metrics, which
+    start from samples/s whatever the reading's unit."""
     spec = job.spec
     record.update(figures)
-    record["throughput_per_device"] = figures["throughput"] / spec.world_size
+    throughput, unit = figures["throughput"], figures.get("unit")
+    record["throughput_per_device"] = throughput / spec.world_size
     record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [record["env"].get("host")]
     record.update(noise_of(record))
-    samples_per_s = _samples_per_s(job, record)
-    if samples_per_s is not None:
-        record.update(_flops(job, record, None, "an external command: its FLOPs are not counted", samples_per_s))
-        record.update(_counted_tokens(record, spec.world_size))
+    notes = list(figures.get("reading_notes") or [])
+    tokens = getattr(spec.workload, "seq_length", None)
+    samples_per_s = throughput if unit != "tokens/s" else throughput / tokens if tokens else None
+    if samples_per_s is None:
+        notes.append("the figure is in tokens/s and the case has no --seq-length: no TFLOP/s or MFU derived from it")
     else:
-        why = "the figure is in tokens/s and the case has no --seq-length: no TFLOP/s or MFU derived from it"
-        record["reading_notes"] = [*(record.get("reading_notes") or []), why]
+        derived = _flops(job, record, None, "an external command: its FLOPs are not counted", samples_per_s)
+        record.update(derived)
+        if unit != "tokens/s" and tokens:  # a tokens/s reading is the script's own count of its tokens
+            counted = figures.get("tokens_per_s_counted")
+            record.update(_counted_tokens(samples_per_s * tokens, counted, spec.world_size, notes))
+    if notes:
+        record["reading_notes"] = notes
     return record
 
 
-def _counted_tokens(record: dict[str, Any], world_size: int) -> dict[str, Any]:
+def _counted_tokens(assumed: float, counted: float | None, world_size: int, notes: list[str]) -> dict:
     """tokens_per_s as the data says where the hook counted each batch's real tokens (an attention mask's ones,
-    labels that are not -100: padding left out), else said to be assumed (every sample --seq-length tokens)."""
-    if record.get("tokens_per_s") is None or record.get("unit") == "tokens/s":  # the script's own tokens
-        return {}
-    counted = record.get("tokens_per_s_counted")
+    labels that are not -100: padding left out), else said in `notes` to be assumed (every sample --seq-length
+    tokens, `assumed`)."""
     if counted is None:
-        note = "tokens/s assumed: every sample --seq-length tokens (no batch said which tokens are padding)"
-        return {"reading_notes": [*(record.get("reading_notes") or []), note]}
-    note = (f"tokens/s counted from the data's real tokens ({counted / record['tokens_per_s']:.4g}x the "
-            "--seq-length figure: padding left out)")  # fmt: skip
-    return {"tokens_per_s": counted, "tokens_per_s_per_device": counted / world_size,
-            "reading_notes": [*(record.get("reading_notes") or []), note]}  # fmt: skip
-
-
-def _samples_per_s(job: RunJob, record: dict[str, Any]) -> float | None:
-    """The run's samples/s, which every derived field (tokens/s, TFLOP/s, MFU) starts from: a reading in tokens/s
-    (nanoGPT's, torchtitan's) over the case's tokens per sample; None where the case has none."""
-    if record.get("unit") != "tokens/s":
-        return record["throughput"]
-    tokens = getattr(job.spec.workload, "seq_length", None)
-    return record["throughput"] / tokens if tokens else None
+        notes.append("tokens/s assumed: every sample --seq-length tokens (no batch said which tokens are padding)")
+        return {}
+    notes.append(f"tokens/s counted from the data's real tokens ({counted / assumed:.4g}x the --seq-length figure: "
+                 "padding left out)")  # fmt: skip
+    return {"tokens_per_s": counted, "tokens_per_s_per_device": counted / world_size}
 
 
 def _flops(

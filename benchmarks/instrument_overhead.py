@@ -59,9 +59,20 @@ def one_round(args: argparse.Namespace, hooked: bool, folder: Path) -> float:
     return float(done.stdout.split()[-1])
 
 
+class _Batch:
+    shape = (16, 64)
+
+
+class _Optimizer:
+    """What the hook reads of an optimizer: its param groups (two, as the usual decay / no-decay split)."""
+
+    param_groups = ({"params": [object(), object()]}, {"params": [object()]})
+
+
 def hook_cost_us(calls: int = 200_000) -> float:
-    """What one step costs inside the hook: torch's global post-hook dispatch aside, `_Steps.record()` (a stamp, a
-    line appended, a write every half second), timed over many calls into a scratch side file."""
+    """What one update costs inside the hook: torch's global post-hook dispatch aside, a batch counted (the
+    DataLoader's `(x, y)`), the update's groups noted (closing the one before: a stamp, a line appended, a write
+    every half second), timed over many calls into a scratch side file."""
     import importlib.util
 
     with tempfile.TemporaryDirectory() as folder:
@@ -73,11 +84,13 @@ def hook_cost_us(calls: int = 200_000) -> float:
         finally:
             del os.environ[STEPS_VARIABLE]
         sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_AfterImport"]
-        steps = hook.STEPS
+        steps, batch, optimizer = hook.STEPS, (_Batch(), _Batch()), _Optimizer()
         start = time.perf_counter()
         for _ in range(calls):
-            steps.record()
-        steps.flush()
+            steps.count(batch)
+            keys = [(id(optimizer), id(group["params"][0])) for group in optimizer.param_groups if group["params"]]
+            steps.stepped_groups(keys)
+        steps.exit()
         return (time.perf_counter() - start) / calls * 1e6
 
 

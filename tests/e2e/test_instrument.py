@@ -27,8 +27,8 @@ TRAINERS_PYTHON = os.environ.get("DLPERF_TEST_TRAINERS_PYTHON")
 def steps_figure(steps: Path, warmup: int, iters: int, batch: int) -> float:
     """By hand: the samples of steps warmup+1 .. warmup+iters over the time between step `warmup` and the last."""
     rows = [line.split() for line in steps.read_text().splitlines() if line[:1].isdigit()]  # not marks, notes
-    times = {int(step): float(t) for step, t, _ in rows}
-    samples = {int(step): batch if n == "-" else int(n) for step, _, n in rows}
+    times = {int(step): float(t) for step, t, *_ in rows}
+    samples = {int(step): batch if n == "-" else int(n) for step, _, n, *_ in rows}
     last = min(warmup + iters, max(times))
     return sum(samples[s] for s in range(warmup + 1, last + 1)) / (times[last] - times[warmup])
 
@@ -45,11 +45,13 @@ def test_a_loop_that_prints_nothing_is_timed_by_the_hook_alone(tmp_path):
                        "--out", str(tmp_path)])  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     record = the_record(tmp_path)
-    (steps,) = tmp_path.rglob("*.steps.rank0")
+    (steps,) = tmp_path.rglob("*.steps")  # the run's stream, merged from each process's file
     assert record["status"] == "ok" and record["format"] == "dlperf-steps" and record["kept_steps"] == [6, 25]
     assert record["throughput"] == pytest.approx(steps_figure(steps, 5, 20, 4), rel=1e-9)
     assert len(steps.read_text().splitlines()) == 30  # one line per optimizer step, nothing else
     assert "printed nothing" in record["cross_check"]["note"]
+    assert record["samples_per_step"] == {"counted": None, "declared": 4}  # its tensors are made in the loop
+    assert any("not counted" in note and "on trust" in note for note in record["reading_notes"])
     assert not any(tmp_path.rglob("*.log")) or all(p.stat().st_size == 0 for p in tmp_path.rglob("*.log"))
 
 
@@ -57,7 +59,7 @@ HOOKED = """
 import os, sys, torch
 model = torch.nn.Linear(4, 2)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-other = torch.optim.SGD(model.parameters(), lr=0.1)  # a second optimizer's steps are not counted again
+other = torch.optim.SGD(model.parameters(), lr=0.1)  # a second optimizer after the same backward: the same update
 for _ in range(5):
     model(torch.randn(3, 4)).sum().backward()
     optimizer.step()
@@ -78,10 +80,10 @@ def test_the_hook_changes_nothing_the_script_prints_and_keeps_a_sites_own(tmp_pa
     hooked_env = {**base, "PYTHONPATH": f"{STARTUP}{os.pathsep}{site}", STEPS_VARIABLE: str(tmp_path / "run.steps")}
     hooked = subprocess.run([sys.executable, "-c", HOOKED], env=hooked_env, capture_output=True, text=True, check=True)
     assert (hooked.stdout, hooked.stderr) == (plain.stdout, plain.stderr) == ("the site hook ran\ndone SGD\n", "")
-    lines = (tmp_path / "run.steps.rank0").read_text().splitlines()
-    assert [line.split()[0] for line in lines] == ["1", "2", "3", "4", "5"] and all(
-        line.endswith(" -") for line in lines
-    )
+    (side,) = tmp_path.glob("run.steps.*")  # one process, one file (the forked child stepped nothing)
+    rows = [line.split() for line in side.read_text().splitlines()]
+    assert [row[0] for row in rows] == ["1", "2", "3", "4", "5"]  # the two optimizers' calls: one update each
+    assert all(row[2:] == ["-", "0", "-"] for row in rows)  # nothing counted (tensors made in the loop), rank 0
 
 
 def trainers(module: str) -> str:
@@ -110,7 +112,7 @@ def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batc
                        "--warmup-iters", "8", "--iters", "12", "--out", str(tmp_path)], timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     record = the_record(tmp_path)
-    (steps,) = tmp_path.rglob("*.steps.rank0")
+    (steps,) = tmp_path.rglob("*.steps")  # the run's stream, merged from each process's file
     assert record["status"] == "ok" and record["format"] == "dlperf-steps"
     assert record["framework"].startswith(f"{module} ") and "unknown" not in record["framework"]
     assert record["throughput"] == pytest.approx(steps_figure(steps, 8, 12, batch), rel=1e-9)
@@ -133,4 +135,33 @@ def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path
                        "--out", str(tmp_path / "out")])  # fmt: skip
     record = the_record(tmp_path / "out")
     assert done.returncode == 1 and record["status"] == "failed" and "NaN loss" in record["error"]
-    assert next((tmp_path / "out").rglob("*.steps.rank0")).read_text().count("\n") == 30  # it was timed
+    assert next((tmp_path / "out").rglob("*.steps.*")).read_text().count("\n") == 30  # it was timed
+
+
+KERAS_ASYNC = """
+import keras, numpy as np
+from keras.src.callbacks import callback_list
+configure = callback_list.CallbackList._configure_async_dispatch
+def noted(self, callbacks):
+    configure(self, callbacks)
+    print("async_train", self._async_train)
+callback_list.CallbackList._configure_async_dispatch = noted
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+model.compile(optimizer="sgd", loss="mse")
+x, y = np.zeros((100, 8), "float32"), np.zeros((100, 4), "float32")
+model.fit(x, y, batch_size=32, epochs=2, verbose=0)
+"""
+
+
+@pytest.mark.slow
+def test_keras_keeps_its_async_dispatch_and_counts_the_short_last_batch(tmp_path):
+    """Keras 3 dispatches batch callbacks from a worker thread unless one is not async-safe: the hook's is, so
+    the script runs as without it (it turned async_train off); 100 samples at batch 32 are 32, 32, 32 and 4."""
+    python = trainers("keras")
+    base = {**os.environ, "KERAS_BACKEND": "torch"}
+    plain = subprocess.run([python, "-c", KERAS_ASYNC], env=base, capture_output=True, text=True, timeout=300)
+    env = {**base, "PYTHONPATH": str(STARTUP), STEPS_VARIABLE: str(tmp_path / "run.steps")}
+    hooked = subprocess.run([python, "-c", KERAS_ASYNC], env=env, capture_output=True, text=True, timeout=300)
+    assert plain.stdout == hooked.stdout == "async_train True\n", hooked.stderr[-2000:]
+    (side,) = tmp_path.glob("run.steps.*")
+    assert [line.split()[2] for line in side.read_text().splitlines()] == ["32", "32", "32", "4"] * 2

@@ -19,6 +19,7 @@ Traceback (most recent call last):
   File "/tmp/h29/fail.py", line 3, in <module>
     raise ValueError("bad shape 3 vs 4")
 ValueError: bad shape 3 vs 4
+W1125 16:12:50.702000 7468 torch/distributed/elastic/multiprocessing/api.py:908] Sending process 7532 closing signal SIGTERM
 E1125 16:12:50.783000 7468 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 7531) of binary: /venv/bin/python
 Traceback (most recent call last):
   File "<frozen runpy>", line 198, in _run_module_as_main
@@ -41,6 +42,7 @@ Root Cause (first observed failure):
 
 
 def test_failure_quotes_the_error_above_torchruns_report():
+    """The worker's error, not torchrun's SIGTERM warning to the other workers logged after it."""
     assert last_words(TORCHRUN_FAILURE.splitlines()) == "ValueError: bad shape 3 vs 4"
     assert last_words(["loading", "RuntimeError: no GPU", "=" * 40, "  ", "-" * 10]) == "RuntimeError: no GPU"
     assert last_words(["=" * 60, ""]) == "" and last_words([]) == ""

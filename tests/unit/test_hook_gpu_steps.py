@@ -66,13 +66,20 @@ class FakeEvent:
         return (end.device_time - self.device_time) * 1000
 
 
+def stamp(clock: gpu_steps.CudaStepClock, entry: int) -> bool:
+    """As the hook does at an update's last step() call: an event now, the entry added with its host time."""
+    event = clock.event()
+    clock.add(entry, event, clock.clock())
+    return event is not None
+
+
 def test_gpu_steps_are_stamped_when_the_gpu_finishes_them_not_when_queued():
     gpu = FakeCuda()
     clock = gpu_steps.CudaStepClock(gpu, clock=lambda: gpu.now)
     queued = []
     for step in range(1, 6):  # 0.1 s of GPU work a step; the host queues the next 1 ms later
         gpu.queue(0.1)
-        assert clock.stamp(step)
+        assert stamp(clock, step)
         queued.append(gpu.now)
         gpu.now += 0.001
     assert gpu.waits == 1  # the first step's anchor: the host waited for the GPU once (it idles 1 ms then)
@@ -89,10 +96,10 @@ def test_the_anchor_is_taken_again_only_when_the_stream_is_idle():
     gpu = FakeCuda()
     clock = gpu_steps.CudaStepClock(gpu, clock=lambda: gpu.now)
     gpu.queue(0.1)
-    clock.stamp(1)
+    stamp(clock, 1)
     first = clock.anchor
     gpu.queue(0.1)
-    clock.stamp(2)
+    stamp(clock, 2)
     gpu.now = 0.15
     clock.ready()  # step 2 still running: the anchor stays (anchoring now would wait for the GPU)
     assert clock.anchor is first and gpu.waits == 1
@@ -100,7 +107,7 @@ def test_the_anchor_is_taken_again_only_when_the_stream_is_idle():
     assert clock.ready() == [(2, pytest.approx(0.2))]
     assert clock.anchor is not first and clock.anchor[1] == pytest.approx(0.3) and gpu.waits == 2  # idle: no wait
     gpu.queue(0.05)
-    clock.stamp(3)
+    stamp(clock, 3)
     gpu.now = 1.0
     assert clock.ready() == [(3, pytest.approx(0.35))]
 
@@ -109,17 +116,17 @@ def test_capture_and_cuda_failures_fall_back_to_host_time():
     gpu = FakeCuda()
     clock = gpu_steps.CudaStepClock(gpu, clock=lambda: gpu.now)
     gpu.capturing = True  # a CUDA graph being captured: no event may be recorded
-    assert not clock.stamp(1) and clock.problem is None
+    assert not stamp(clock, 1) and clock.problem is None  # host time, kept in order with the GPU's steps
     gpu.capturing = False
     gpu.queue(0.1)
-    assert clock.stamp(2)
+    assert stamp(clock, 2)
     gpu.queue(0.1)
-    assert clock.stamp(3)
+    assert stamp(clock, 3)
     gpu.now = 0.15
     gpu.broken = True  # CUDA fails at the next query: pending steps keep the host times they were queued at
-    clock.pending[0][1].query = lambda: (_ for _ in ()).throw(RuntimeError("CUDA error: device lost"))
-    assert clock.ready() == [(2, pytest.approx(0.1)), (3, pytest.approx(0.1))]
-    assert "device lost" in clock.problem and not clock.stamp(4)
+    clock.pending[1][1].query = lambda: (_ for _ in ()).throw(RuntimeError("CUDA error: device lost"))
+    assert clock.ready() == [(1, 0.0), (2, pytest.approx(0.1)), (3, pytest.approx(0.1))]
+    assert "device lost" in clock.problem and not stamp(clock, 4)
 
 
 def test_only_an_optimizer_on_a_cuda_device_gets_the_gpu_clock():
@@ -158,5 +165,6 @@ def test_steps_gradscaler_skips_are_counted_once_each(tmp_path: Path, impl: str)
     done = subprocess.run([sys.executable, "-c", SCALED, impl], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
     assert float(done.stdout) == 2.0**14  # backed off twice: two steps were skipped
-    lines = (tmp_path / "run.steps.rank0").read_text().splitlines()
+    (side,) = tmp_path.glob("run.steps.*")  # the process's own file: run.steps.<host>.<pid>
+    lines = side.read_text().splitlines()
     assert [line.split()[0] for line in lines] == ["1", "2", "3", "4", "5", "6"], lines

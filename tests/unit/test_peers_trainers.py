@@ -13,6 +13,7 @@ import pytest
 
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.layout import parse_log_path
+from dlperf.peers.measure import CoarseLines
 
 TRAINERS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "trainers"
 
@@ -92,6 +93,8 @@ CASES = {
     # `2s/step` and `1s/step` (whole seconds, +-25 % and more): the epochs' `54s` and `39s` over 30 steps instead
     "keras/1n1g/mlp-wider-verbose2_b256_fp32_1.log": ("keras", "samples/s", lambda n: 256 / ((54 + 39) / 2 / 30)),
     "lightning-rich/1n1g/mlp_b32_fp32_1.log": ("lightning-rich", "samples/s", lambda n: rich(n, 32)),
+    # wide metrics: Rich wrapped the final row at 80 columns, `• 0:00:00` split over two lines
+    "lightning-rich/1n1g/mlp-wrapped_b2_fp32_1.log": ("lightning-rich", "samples/s", lambda n: rich(n, 2)),
     "tqdm/1n1g/mlp-lightning_b32_fp32_1.log": ("tqdm", "samples/s", lambda n: lightning_tqdm(n, 32)),
     "timm/1n1g/test-resnet_b8_fp32_1.log": ("timm", "images/s", lambda n: timm(n)),
     "nanogpt/1n1g/gpt-tiny_b8_fp32_1.log": ("nanogpt", "tokens/s", lambda n: nanogpt(n)),
@@ -121,6 +124,19 @@ def test_too_coarse_a_log_is_refused_in_one_line(name):
     with pytest.raises(DataError, match=re.escape(REFUSED[name])) as error:
         read_run(parse_log_path(TRAINERS / name), Options())
     assert "\n" not in str(error.value)
+
+
+def test_the_coarse_refusal_says_what_else_times_it_where_the_user_has_not_done_it():
+    """`dlperf extract` points to `dlperf run --command`; the reader itself (what a run already under dlperf's hook
+    reads) does not tell the user to do what they did."""
+    from dlperf.peers.extract import extract_file
+
+    name = next(iter(REFUSED))
+    with pytest.raises(CoarseLines) as error:
+        read_run(parse_log_path(TRAINERS / name), Options())
+    assert "dlperf run" not in str(error.value)
+    _, (skipped,) = extract_file(TRAINERS / name, Options(), parse_log_path(TRAINERS / name))
+    assert skipped.reason.endswith("or under `dlperf run --command`, whose start-up hook times every step")
 
 
 def test_keras_running_means_and_the_rate_column_are_not_the_figure():

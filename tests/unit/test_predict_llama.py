@@ -158,7 +158,7 @@ def test_measured_figures_come_first(tmp_path):
     peaks.write_text('{"schema": "dlperf.peak/1", "devices": {"H100 SXM": {"bf16": {"tflops": 400.0}}}}')
     capped = device_model(acc, "amp-bf16", "torchtitan", Measured(peaks_file=str(peaks)), False)
     assert capped.efficiency == pytest.approx(400 / 989.4) and "dlperf peak" in capped.source["efficiency"]
-    record = device_model(acc, "amp-bf16", "torchtitan", Measured(run_record={"tflops_per_device": 494.7}), False)
+    record = device_model(acc, "amp-bf16", "torchtitan", Measured(run_tflops=494.7), False)
     assert record.efficiency == pytest.approx(0.5) and "measured" in record.source["efficiency"]
     given = device_model(acc, "amp-bf16", "torchtitan", Measured(str(peaks), None, None, 0.3), False)
     assert given.efficiency == 0.3

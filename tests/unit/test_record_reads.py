@@ -31,6 +31,7 @@ PEAKS = "the measured peaks file's own schema key"
 # Mappings that are no record but share a field's name: module -> (what the mapping is, the keys it reads).
 NOT_RECORDS: dict[str, tuple[str, str]] = {
     "cli/flags.py": (FLAG, "group"),
+    "cli/predict_llama.py": (RUN_KEYS, "devices_per_node nodes"),
     "cli/live.py": ("the log's config event (the run's keys)", "world_size"),
     "cli/maxbatch_cmd.py": (RUN_KEYS, "model"),
     "cli/options.py": (FLAG, "group"),
@@ -39,7 +40,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "external/template.py": ("a --command template's placeholders", "batch_size precision repeat"),
     "engines/torch/peak.py": (PEAKS, "schema"),
     "harness/results.py": (CODEC, "device_type flops_per_iteration ranks"),
-    "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size"),
+    "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size world_size"),
     "launch/agent.py": (RUN_KEYS, "engine"),
     "launch/messages.py": (CODEC, "command env failure"),
     "machine/env_diff.py": ("an environment's `nodes` (dlperf env)", "nodes"),
@@ -48,6 +49,11 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
         FIGURES + "; an accelerator's own `model`",
         "accelerator framework model precision schema source",
     ),
+    "orchestration/llama_predict.py": (
+        RUN_KEYS + "; a published Llama run's point (predict/llama_published.json)",
+        "accelerator devices_per_node micro_batch_size nodes tokens_per_s_per_device",
+    ),
+    "predict/llama.py": ("a predicted step's memory parts (bytes by name)", "parameters"),
     "reporting/doubts.py": ("keys inside a record's `stragglers` and `cross_check`", "note stragglers"),
     "reporting/published.py": (FIGURES, "accelerator framework model precision source"),
     "workloads/__init__.py": (RUN_KEYS, "command model"),
@@ -69,8 +75,9 @@ RECORD_READS: dict[str, tuple[str, str]] = {
         "flops_per_iteration_formula mfu mfu_peak_tflops tflops_per_device tokens_per_s",
     ),
     "orchestration/record.py": (
-        WRITER,
-        "env flops_per_iteration_causal flops_per_iteration_formula global_batch_size ranks throughput",
+        WRITER + "; an external record's unit and counted tokens, which its derived fields start from",
+        "env flops_per_iteration_causal flops_per_iteration_formula global_batch_size ranks reading_notes throughput"
+        " tokens_per_s_counted unit",
     ),
     "reporting/sources.py": (
         "`max_batch`, which no run record declares: kept aside by the loader (`origin`), read only from records"

@@ -140,11 +140,12 @@ def _measured(options: LlamaPredictOptions) -> Measured:
     if options.calibrate:
         found, problem = check_file(options.calibrate)
         found = as_record(found) if found is not None else None
-        if not isinstance(found, RunRecord) or found.model != "llama" or found.world_size != 1 or found.status != "ok":
+        if (not isinstance(found, RunRecord) or found.model != "llama" or found.world_size != 1 or found.status != "ok"
+                or not found.tflops_per_device):  # fmt: skip
             why = f" ({problem})" if problem else ""
             raise ConfigError(f"--calibrate {options.calibrate} is not a one-device Llama run record{why}: give the "
                               "JSON of a successful 1n1g `dlperf run --model llama`")  # fmt: skip
-        record = {"tflops_per_device": found.tflops_per_device}
+        record = found.tflops_per_device
     return Measured(options.peaks, options.device_name, record, options.efficiency)
 
 

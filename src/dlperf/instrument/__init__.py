@@ -1,7 +1,8 @@
 """Zero-code instrumentation of a `--command` (docs/instrumentation.md): where its program is Python, dlperf puts
-`startup/` first on its PYTHONPATH, so that `startup/sitecustomize.py` notes every optimizer step (or Keras batch)
-in a side file the parent reads as the run's primary figure (peers/formats/dlperf_steps.py). This module decides,
-per process, whether and how: it imports no framework."""
+`startup/` first on its PYTHONPATH, so that `startup/sitecustomize.py` notes every update of the model (or Keras
+batch) in a side file per process, which the parent merges (peers/hookranks.py) and reads as the run's primary
+figure (peers/formats/dlperf_steps.py). This module decides, per process, whether and how: it imports no
+framework."""
 
 from __future__ import annotations
 
@@ -14,11 +15,6 @@ from dlperf.external.identity import command_line, interpreter
 
 STARTUP = Path(__file__).parent / "startup"
 STEPS_VARIABLE = "DLPERF_STEPS"
-
-
-def steps_file(prefix: str | Path, rank: int = 0) -> Path:
-    """The side file rank `rank` writes (the hook's `$DLPERF_STEPS.rank<RANK>`)."""
-    return Path(f"{prefix}.rank{rank}")
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,9 @@ THREADS = "OMP_NUM_THREADS"
 # line, its traceback ending in ChildFailedError, and its `=====` summary of the ranks.
 LAUNCHER_REPORT = re.compile(r"\bfailed \(exitcode: -?\d+\) local_rank:|errors\.ChildFailedError\b")
 RULE_LINE = re.compile(r"^[\s=\-*#_~+]*$")  # blank, or a banner's rule of `=` / `-` / `*`
+# The worker's own error line (`ValueError: ...`, `torch.OutOfMemoryError: ...`): above the launcher's report,
+# torchrun logs its own warnings (`W1127 ... Sending process 123 closing signal SIGTERM`) after it.
+ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b:?")
 
 
 @dataclass
@@ -224,6 +227,8 @@ def last_words(lines: list[str]) -> str:
     cut = next((i for i, line in enumerate(lines) if LAUNCHER_REPORT.search(line)), len(lines))
     if cut < len(lines) and "ChildFailedError" in lines[cut]:  # the report's traceback starts above this line
         cut = next((i for i in range(cut, -1, -1) if lines[i].startswith("Traceback (most recent call last)")), cut)
+    if cut < len(lines) and (error := next((line for line in reversed(lines[:cut]) if ERROR_LINE.match(line)), None)):
+        return error.strip()
     for part in (lines[:cut], lines):
         if said := next((line.strip() for line in reversed(part) if not RULE_LINE.match(line)), ""):
             return said
@@ -296,7 +301,8 @@ def stop_rule(command: CommandLaunch, node_rank: int) -> StopRule:
 
 
 def steps_prefix(spec: AgentSpec) -> str | None:
-    """Where the instrumentation hook writes (`<run>.steps.rank<R>`, beside the run's log), None where it is off."""
+    """Where the instrumentation hook writes (`<run>.steps.<host>.<pid>` per process, beside the run's log), None
+    where it is off."""
     assert spec.command is not None
     return str(Path(spec.log_path).with_suffix(".steps")) if spec.command.instrument else None
 

@@ -6,13 +6,14 @@ from its plan instead of a file name, so an external run and an extracted log gi
 
 from __future__ import annotations
 
+import os
 from collections import deque
+from pathlib import Path
 from typing import Any
 
-from dlperf.errors import DataError
-from dlperf.external.identity import framework_label
+from dlperf.errors import ConfigError, DataError
+from dlperf.external.identity import command_line, framework_label
 from dlperf.external.template import case_values, check_template, node_processes, rendezvous_for
-from dlperf.instrument import steps_file
 from dlperf.launch.base import RunJob
 from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.peers.arrivals import arrival_reading
@@ -20,8 +21,9 @@ from dlperf.peers.base import RunShape
 from dlperf.peers.crosscheck import TOLERANCE, cross_check
 from dlperf.peers.extract import Options, read_run
 from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
+from dlperf.peers.hookranks import Stream, counted_tokens_per_s, merge, write_stream
 from dlperf.peers.layout import LogInfo
-from dlperf.peers.measure import Measured
+from dlperf.peers.measure import CoarseLines, Measured
 from dlperf.peers.registry import BY_NAME, FORMATS, get_format
 from dlperf.peers.samestretch import hook_over_script_stretch
 from dlperf.spec import EXTERNAL, RunSpec
@@ -40,9 +42,35 @@ def check_command(spec: RunSpec, plan: WorkloadPlan) -> None:
     check_template(spec.command or "", spec.command_per, values)
     # filled in once here as the agent will (a format code that does not fit its value, e.g. {precision:d})
     rdzv = rendezvous_for(spec.nodes, spec.devices_per_node, "127.0.0.1", 29500, values)
-    node_processes(spec.command or "", rdzv, 0, spec.command_per, spec.shell)
+    processes = node_processes(spec.command or "", rdzv, 0, spec.command_per, spec.shell)
+    if spec.command_per == "rank" and (launcher := own_launcher(processes[0].argv)):
+        raise ConfigError(
+            f"--command starts {launcher}, which starts its own workers: dlperf would start it once per device "
+            "(--command-per rank, the default); add --command-per node"
+        )
     if spec.log_format != "auto":
         get_format(spec.log_format)
+
+
+# Programs that start a node's workers themselves: (program, the word after it that makes it one, or None)
+LAUNCHERS = (("torchrun", None), ("deepspeed", None), ("mpirun", None), ("mpiexec", None), ("horovodrun", None),
+             ("accelerate", "launch"), ("lightning", "run"))  # fmt: skip
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.runner")
+
+
+def own_launcher(argv: list[str]) -> str | None:
+    """The launcher a command's program is, where it starts its own workers (`torchrun`, `accelerate launch`,
+    `python -m torch.distributed.run`...); None otherwise."""
+    words = command_line(argv).words
+    if not words:
+        return None
+    name = os.path.basename(words[0])
+    for program, verb in LAUNCHERS:
+        if name == program and (verb is None or verb in words[1:2]):
+            return f"`{program}{' ' + verb if verb else ''}`"
+    if "-m" in words[1:2] and words[2:3] and words[2] in LAUNCHER_MODULES:
+        return f"`python -m {words[2]}`"
+    return None
 
 
 def line_patterns(spec: RunSpec) -> tuple[str, ...]:
@@ -117,7 +145,6 @@ def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> d
     else:
         timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
                                 "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
-    timed["reading_notes"] = ["timed by dlperf's start-up hook: every optimizer step"]
     return timed
 
 
@@ -140,7 +167,12 @@ def _script_figures(job: RunJob) -> dict[str, Any]:
     if not log.exists() or log.stat().st_size == 0:
         raise DataError("the command printed nothing")
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
-    peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
+    try:
+        peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
+    except CoarseLines as error:
+        if spec.instrument == "auto":
+            raise  # the hook timed it, or says in the record why it could not
+        raise DataError(f"{error}, or with --instrument auto, whose start-up hook times every step") from None
     if peer.get("status", "ok") != "ok":
         raise ScriptFailed(str(peer.get("error")))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
@@ -167,21 +199,63 @@ def _arrival_check(job: RunJob, script: dict[str, Any]) -> dict[str, Any]:
     return cross_check(measured, script["rule"], script["unit"], shape, second_is_lower_bound=True)
 
 
+def _steps(job: RunJob) -> Path:
+    """The run's stream of the hook's updates (peers/hookranks.py); its processes' files are `<it>.*`."""
+    return job.paths.log.with_suffix(".steps")
+
+
 def _timed_figures(job: RunJob) -> dict[str, Any] | None:
-    """The figures of rank 0's instrumentation side file, with the run's own warm-up and window; None where the
-    hook was off, not placed, or timed fewer steps than a figure needs."""
+    """The figures of the hook's stream (rank 0's updates, the samples every rank counted), with the run's own
+    warm-up and window; None where the hook was off, not placed, or timed fewer steps than a figure needs."""
     spec = job.spec
-    steps = steps_file(job.paths.log.with_suffix(".steps"), 0)
-    if spec.instrument != "auto" or not steps.is_file() or steps.stat().st_size == 0:
+    stream = merge(_steps(job), spec.world_size) if spec.instrument == "auto" else None
+    if stream is None:
         return None
+    write_stream(_steps(job), stream)
     warmup = spec.log_warmup if spec.log_warmup is not None else spec.warmup_iters
     warmup = warmup if isinstance(warmup, int) else BY_NAME[STEPS_FORMAT].warmup  # `auto`: the format's own
-    info = LogInfo(steps, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
+    info = LogInfo(_steps(job), spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device,
+                   spec.precision, 1)  # fmt: skip
     try:
         peer = read_run(info, Options(format=STEPS_FORMAT, warmup=warmup, window=spec.iters))
     except DataError:
         return None  # too few steps for a figure: the script's own reading stands alone
-    return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+    figures = {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+    kept = figures.get("kept_steps")
+    counted = samples_check(stream, kept, job.plan.global_batch)
+    figures["samples_per_step"] = counted.pop("samples_per_step")
+    figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, tuple(kept)) if kept else None
+    hook = "timed by dlperf's start-up hook: every update"
+    figures["reading_notes"] = [hook, *stream.notes, *counted.values()]
+    return figures
+
+
+def samples_check(stream: Stream, kept: list[int] | None, declared: int) -> dict[str, Any]:
+    """The samples per update of the kept steps as counted (summed over ranks) against the declared global batch:
+    `samples_per_step` {counted, declared} (counted None: not counted, the declared taken), and a note where they
+    differ or nothing was counted."""
+    if not kept:
+        return {"samples_per_step": {"counted": None, "declared": declared}}
+    steps = range(kept[0], kept[1] + 1)
+    missing = [s for s in steps if stream.samples.get(s) is None]
+    if missing:
+        return {
+            "samples_per_step": {"counted": None, "declared": declared},
+            "note": f"samples not counted at {len(missing)} of the window's {len(steps)} updates (no DataLoader or "
+            f"trainer batch went into the model: tensors made in the loop): the declared {declared} per update "
+            "(--global-batch-size, or --batch-size x devices) was taken on trust",
+        }
+    counted = sum(stream.samples[s] or 0 for s in steps) / len(steps)
+    check: dict[str, Any] = {"samples_per_step": {"counted": counted, "declared": declared}}
+    if counted != declared:
+        sizes = sorted({stream.samples[s] for s in steps})
+        each = f"{sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"{sizes[0]}"
+        check["note"] = (
+            f"counted {counted:.6g} samples per update (each {each}, all ranks) where {declared} is declared "
+            f"(--global-batch-size, or --batch-size x devices: the samples of one optimizer update): the counted "
+            "samples make the figure"
+        )
+    return check
 
 
 def _same_stretch(job: RunJob, script: dict[str, Any]) -> tuple[float, float | None, str] | None:
@@ -189,7 +263,7 @@ def _same_stretch(job: RunJob, script: dict[str, Any]) -> tuple[float, float | N
     named = job.spec.log_format
     fmt = get_format(named if named != "auto" else script["format"])
     shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
-    steps = steps_file(job.paths.log.with_suffix(".steps"), 0)
+    steps = _steps(job)
     kept = tuple(script["kept_steps"]) if script.get("kept_steps") else None
     return hook_over_script_stretch(job.paths.log, steps, fmt, shape, kept)  # type: ignore[arg-type]
 
@@ -207,19 +281,20 @@ def _script_check(
     script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length). Where the
     script's figure covers another stretch than the run's window, `same` is the hook's figure over that stretch:
     the pair is held like for like (`like_for_like`), DataError where they differ by more than TOLERANCE."""
-    reading = f"the script's own figure ({script['format']}, {script['rule']} rule, {script['unit']})"
+    printed, unit = script["throughput"], script["unit"]
+    reading = f"the script's own figure ({script['format']}, {script['rule']} rule, {unit})"
     first, scale = timed["throughput"], 1
-    if script["unit"] == "tokens/s" and tokens_per_sample:
+    if unit == "tokens/s" and tokens_per_sample:
         scale, reading = tokens_per_sample, f"{reading}, against the case's samples x {tokens_per_sample}"
-    elif script["unit"] not in SAMPLE_UNITS:
-        return {"agree": None, "second": script["throughput"], "reading": reading, "tolerance": TOLERANCE,
+    elif unit not in SAMPLE_UNITS:
+        return {"agree": None, "second": printed, "reading": reading, "tolerance": TOLERANCE,
                 "note": "the script counts another unit: not compared"}  # fmt: skip
-    ratio = first * scale / script["throughput"]
-    check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": script["throughput"], "ratio": ratio,
+    ratio = first * scale / printed
+    check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": printed, "ratio": ratio,
              "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
     if same is not None:
-        hook, printed, stretch = same
-        return like_for_like(check, hook * scale, printed or script["throughput"], stretch, script["unit"])
+        hook, stretch_printed, stretch = same
+        return like_for_like(check, hook * scale, stretch_printed or printed, stretch, unit)
     if not check["agree"]:
         check["note"] = (
             "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "

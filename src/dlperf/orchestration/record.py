@@ -118,21 +118,53 @@ def failed_record(job: RunJob, record: dict[str, Any], failure: Failure) -> dict
 
 
 def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figures: dict) -> dict[str, Any]:
-    """An external command's run: the peer reader's figures from its log, and the workload's derived metrics."""
+    """An external command's run: the peer reader's figures from its log, and the workload's derived metrics, which
+    start from samples/s whatever the reading's unit."""
     spec = job.spec
     record.update(figures)
-    record["throughput_per_device"] = figures["throughput"] / spec.world_size
+    throughput, unit = figures["throughput"], figures.get("unit")
+    record["throughput_per_device"] = throughput / spec.world_size
     record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [record["env"].get("host")]
     record.update(noise_of(record))
-    record.update(_flops(job, record, None, "an external command: its FLOPs are not counted"))
+    notes = list(figures.get("reading_notes") or [])
+    tokens = getattr(spec.workload, "seq_length", None)
+    samples_per_s = throughput if unit != "tokens/s" else throughput / tokens if tokens else None
+    if samples_per_s is None:
+        notes.append("the figure is in tokens/s and the case has no --seq-length: no TFLOP/s or MFU derived from it")
+    else:
+        derived = _flops(job, record, None, "an external command: its FLOPs are not counted", samples_per_s)
+        record.update(derived)
+        if unit != "tokens/s" and tokens:  # a tokens/s reading is the script's own count of its tokens
+            counted = figures.get("tokens_per_s_counted")
+            record.update(_counted_tokens(samples_per_s * tokens, counted, spec.world_size, notes))
+    if notes:
+        record["reading_notes"] = notes
     return record
 
 
+def _counted_tokens(assumed: float, counted: float | None, world_size: int, notes: list[str]) -> dict:
+    """tokens_per_s as the data says where the hook counted each batch's real tokens (an attention mask's ones,
+    labels that are not -100: padding left out), else said in `notes` to be assumed (every sample --seq-length
+    tokens, `assumed`)."""
+    if counted is None:
+        notes.append("tokens/s assumed: every sample --seq-length tokens (no batch said which tokens are padding)")
+        return {}
+    notes.append(f"tokens/s counted from the data's real tokens ({counted / assumed:.4g}x the --seq-length figure: "
+                 "padding left out)")  # fmt: skip
+    return {"tokens_per_s": counted, "tokens_per_s_per_device": counted / world_size}
+
+
 def _flops(
-    job: RunJob, record: dict[str, Any], counted: float | None, note: str | None, device_type: str | None = None
+    job: RunJob,
+    record: dict[str, Any],
+    counted: float | None,
+    note: str | None,
+    samples_per_s: float | None = None,
+    device_type: str | None = None,
 ) -> dict[str, Any]:
-    """The workload's derived figures from the run's throughput, then FLOPs and MFU (`flops_fields`)."""
-    spec, throughput = job.spec, record["throughput"]
+    """The workload's derived figures from the run's samples/s (the throughput where not given), then FLOPs and MFU
+    (`flops_fields`)."""
+    spec, throughput = job.spec, samples_per_s or record["throughput"]
     derived = get_workload(spec.model).derived_metrics(spec, job.plan, throughput)
     device = (record.get("ranks") or [{}])[0].get("device") or "cpu"
     formula = derived.get("flops_per_iteration_formula")
@@ -184,7 +216,7 @@ def measured_record(job: RunJob, result: RunResult, record: dict[str, Any]) -> d
         }
     )
     record.update(evidence_fields(spec, measured))
-    record.update(_flops(job, record, measured.flops_per_iteration, measured.flops_note, measured.device_type))
+    record.update(_flops(job, record, measured.flops_per_iteration, measured.flops_note, None, measured.device_type))
     losses = [m.loss_first, m.loss_last]
     if any(isinstance(loss, float) and not math.isfinite(loss) for loss in losses):
         record["status"] = "diverged"

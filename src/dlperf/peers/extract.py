@@ -17,7 +17,7 @@ from dlperf.peers.crosscheck import cross_check
 from dlperf.peers.display import path_text, shown
 from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
-from dlperf.peers.measure import Measured, measure
+from dlperf.peers.measure import CoarseLines, Measured, measure
 from dlperf.peers.registry import detect, get_format
 from dlperf.peers.textlines import UNTERMINATED, log_lines, open_regular, rejoin_wrapped, strip_prefixes
 from dlperf.records.schema import SCHEMA
@@ -242,7 +242,7 @@ def extract_dir(root: Path, options: Options) -> tuple[list[dict[str, Any]], lis
         try:
             records.append(read_run(parse_log_path(path), options))
         except DataError as error:
-            skipped.append(Skipped(path, str(error)))
+            skipped.append(Skipped(path, _why(error)))
         except OSError as error:
             skipped.append(Skipped(path, f"cannot read it: {error.strerror or error}"))
     return records, sorted(skipped, key=lambda s: s.path)
@@ -257,9 +257,16 @@ def extract_file(path: Path, options: Options, info: LogInfo) -> tuple[list[dict
     try:
         return [read_run(info, options)], []
     except DataError as error:
-        return [], [Skipped(path, str(error))]
+        return [], [Skipped(path, _why(error))]
     except OSError as error:
         return [], [Skipped(path, f"cannot read it: {error.strerror or error}")]
+
+
+def _why(error: DataError) -> str:
+    """Why a log gave no record; for lines too coarse, what else times the script."""
+    if isinstance(error, CoarseLines):
+        return f"{error}, or under `dlperf run --command`, whose start-up hook times every step"
+    return str(error)
 
 
 def record_target(records_dir: Path, record: dict[str, Any]) -> Path:

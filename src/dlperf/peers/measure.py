@@ -715,13 +715,17 @@ def _timestamped(w: _Window, fmt: PeerFormat, shape: RunShape) -> float:
     return samples / elapsed
 
 
+class CoarseLines(DataError):
+    """A figure the printed times' rounding leaves unknown beyond PRECISION: the caller adds what else the user can
+    do (`dlperf extract`: run the script under `dlperf run --command`; a run with the hook off: turn it on)."""
+
+
 def _precise(bound: float, what: str, fmt: PeerFormat) -> None:
     """Refuse a figure the printed times' rounding leaves unknown to more than PRECISION."""
     if bound > PRECISION:
-        raise DataError(
+        raise CoarseLines(
             f"the kept {fmt.name} lines are printed too coarsely for a figure: rounded as printed, {what} are known to "
-            f"+-{bound:.1%}, over dlperf's {PRECISION:.0%}; run it longer or with slower steps, or under dlperf run, "
-            f"whose instrumentation times every step"
+            f"+-{bound:.1%}, over dlperf's {PRECISION:.0%}; run it longer or with slower steps"
         )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.metrics.peaks import measured_peak, read_stored
@@ -47,7 +46,7 @@ class Measured:
 
     peaks_file: str | None = None  # `dlperf peak`'s store
     device_name: str | None = None  # the name it was measured under (NVML's), default the accelerator's
-    run_record: dict[str, Any] | None = None  # a one-device Llama run on this accelerator
+    run_tflops: float | None = None  # a one-device Llama run record's achieved TFLOP/s on this accelerator
     efficiency: float | None = None  # given outright
 
 
@@ -68,9 +67,9 @@ def device_model(acc: Accelerator, precision: str, stack: str, measured: Measure
         where += f"; {acc.name} takes full-power Hopper's, no published run of it checked"
     if measured.efficiency is not None:
         efficiency, where = measured.efficiency, "given (--efficiency)"
-    elif measured.run_record is not None:
-        achieved = measured.run_record.get("tflops_per_device")
-        if not isinstance(achieved, (int, float)) or not math.isfinite(achieved) or achieved <= 0:
+    elif measured.run_tflops is not None:
+        achieved = measured.run_tflops
+        if not math.isfinite(achieved) or achieved <= 0:
             raise ConfigError("the calibration record has no tflops_per_device: give a successful Llama run record")
         efficiency, where = achieved / peak, f"measured: a one-device run record, {achieved:.1f} TFLOP/s"
     elif measured.peaks_file:

@@ -245,6 +245,14 @@ class PeerReading:
     window_iterations: int | None = doc("iterations in the timed window, when the rule fixes one")
     kept_lines: int | None = doc("the log lines the reader kept")
     kept_steps: list[Any] | None = doc("the first and last step the kept lines cover")
+    samples_per_step: dict[str, Any] | None = doc(
+        "an instrumented --command: the kept updates' samples as the hook counted them, summed over ranks "
+        "(`counted`, mean per update; None: not counted, `declared` taken) and the declared global batch"
+    )
+    tokens_per_s_counted: float | None = doc(
+        "an instrumented --command: the real tokens (attention mask ones, labels not -100) the hook counted in "
+        "the kept updates over their time; where given, tokens_per_s is it"
+    )
     window_note: str | None = doc("why the window is shorter than the rule asks for (a short log)")
     rejected_lines: int | None = doc("lines whose figures cannot be a speed, left out")
     rejected_reason: str | None = doc("why the first rejected line was left out")

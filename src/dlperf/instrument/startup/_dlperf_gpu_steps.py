@@ -37,34 +37,42 @@ class CudaStepClock:
         self.anchor: tuple[Any, float] | None = None
         self.problem: str | None = None
 
-    def stamp(self, entry: Any) -> bool:
-        """Note `entry` as done when the GPU reaches this point of the stream; False where it cannot (a CUDA graph
-        being captured, or CUDA failed before): the caller stamps it with host time."""
+    def event(self) -> Any:
+        """A CUDA event recorded now on the current stream, or None where the hook cannot record one (a CUDA graph
+        being captured, or CUDA failed before): that step keeps its host time."""
         if self.problem is not None:
-            return False
+            return None
         cuda = self.torch.cuda
         try:
             if cuda.is_current_stream_capturing():
-                return False
+                return None
             if self.anchor is None:
                 self.anchor = self._anchored()
             event = self.spare.pop() if self.spare else cuda.Event(enable_timing=True)
             event.record()
         except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
             self.problem = f"CUDA step events failed, steps keep host times: {type(error).__name__}: {error}"
-            return False
-        self.pending.append((entry, event, self.clock()))
-        return True
+            return None
+        return event
+
+    def add(self, entry: Any, event: Any, queued: float) -> None:
+        """`entry` is done when the GPU reaches `event` (None: at `queued`, its host time, kept in order with the
+        others)."""
+        self.pending.append((entry, event, queued))
 
     def ready(self, final: bool = False) -> list[tuple[Any, float]]:
         """The stamped steps the GPU has finished, oldest first, each with the host time it finished at; with
         `final` (the script's exit) every pending one, waiting for the GPU."""
         done: list[tuple[Any, float]] = []
         try:
-            if final and self.pending:
-                self.pending[-1][1].synchronize()
-            while self.pending and self.pending[0][1].query():
-                entry, event, _ = self.pending.popleft()
+            recorded = [event for _, event, _ in self.pending if event is not None]
+            if final and recorded:
+                recorded[-1].synchronize()
+            while self.pending and (self.pending[0][1] is None or self.pending[0][1].query()):
+                entry, event, queued = self.pending.popleft()
+                if event is None:
+                    done.append((entry, queued))
+                    continue
                 anchor, at = self.anchor  # type: ignore[misc]
                 done.append((entry, at + anchor.elapsed_time(event) / 1000))
                 self.spare.append(event)

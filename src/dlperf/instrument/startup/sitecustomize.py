@@ -1,26 +1,39 @@
 """dlperf's start-up hook for an instrumented `--command` (docs/instrumentation.md). dlperf puts this folder first
 on the command's PYTHONPATH, so Python imports this file as `sitecustomize` when the script starts. It uses the
 standard library only (the command may run in another environment) and changes nothing the script does or
-prints: it notes each optimizer step in a side file, `$DLPERF_STEPS.rank<RANK>`, one line per step:
+prints: it notes each update of the model in a side file of its own process, `$DLPERF_STEPS.<host>.<pid>` (no two
+processes share one, whatever their launcher set), one line per update:
 
-    <step> <time.monotonic() after the step> <global samples of the step, or - where the framework does not say>
+    <step> <time.monotonic() after it> <samples it consumed on this rank, or -> <rank> <real tokens, or ->
 
 and, where a trainer's own printed figure covers a stretch the steps alone do not tell, marks of that stretch:
 
     train <begin> <end>    transformers' Trainer: the span its train_runtime times (speed_metrics' start to its call)
     epoch <time>           Lightning: an epoch began (its progress bars start again there)
 
+An update is every `step()` call until an optimizer steps a parameter group it already stepped since the update
+began (the group's first parameter tells): DeepSpeed ZeRO's call per group or sub-group, several optimizers after one
+backward (a GAN's discriminator and generator, an embedding's sparse optimizer), optimizer-in-backward's one
+optimizer per parameter, each make one update; it is stamped at its last call. The rank is torch.distributed's once
+a process group exists, before that the launcher's variables. The samples are counted, not assumed: the first
+dimension of each batch that went into the model since the last update (what a DataLoader yields with gradients
+on, as accelerate's loaders yield it: an evaluation loop under no_grad is not counted; transformers'
+`training_step` inputs; Lightning's batch; Keras' batches of an array, the short last one included); `-` where
+nothing was counted (tensors made inside the loop), which the parent takes as the declared batch and says so.
+Tokens: an `attention_mask`'s ones, else the `labels` not -100, where a batch holds them on the host.
+
 Where the script imports them, it hooks, after their own import:
 - torch: a global optimizer step post-hook (`torch.optim.optimizer.register_optimizer_step_post_hook`), so any
-  PyTorch loop, HF Trainer, Lightning, timm and nanoGPT are timed at each update (an accumulation boundary); only
-  the first optimizer that steps is counted (a GAN's second one would count every iteration twice); where its
-  parameters are on a GPU, a step's time is when the GPU finished it (CUDA events, `_dlperf_gpu_steps.py`), not
-  when `step()` returned having queued it; and GradScaler's steps skipped on inf/nan gradients count as steps;
-- transformers' Trainer: the samples of an update (its batch per device x accumulation x processes), and the span
-  of its train_runtime;
-- Lightning's Trainer: a callback noting the samples of an update (the batch's length x accumulation x processes)
-  and the start of each epoch;
-- Keras 3 `Model.fit` (any backend): a callback timing each batch, with fit's `batch_size`.
+  PyTorch loop, HF Trainer, Lightning, timm and nanoGPT are timed at each update (an accumulation boundary); where
+  the parameters are on a GPU, an update's time is when the GPU finished its last step (a CUDA event recorded at
+  that call, `_dlperf_gpu_steps.py`), not when `step()` returned having queued it; GradScaler's steps skipped on
+  inf/nan gradients are updates too; the DataLoader's iterator, counting each batch it yields;
+- accelerate's loaders: the batches they yield, not the one they fetch ahead;
+- DeepSpeed's engine: an update made inside `engine.step()` is stamped when it returns (after ZeRO's gathers);
+- transformers' Trainer: each micro-batch `training_step` takes, and the span of its train_runtime;
+- Lightning's Trainer: a callback counting each batch and marking the start of each epoch;
+- Keras 3 `Model.fit` (any backend): an async-safe callback timing each batch (Keras keeps its asynchronous
+  dispatch), with the batch's size where fit is given arrays.
 Any failure of the hook itself is written to the side file as a `#` line and the hook steps aside.
 Another `sitecustomize` later on sys.path (a site's own) is imported after this one, as it would have been.
 """
@@ -32,37 +45,110 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import math
 import os
 import sys
 import time
 
 PREFIX = os.environ.get("DLPERF_STEPS")
 FLUSH_S = 0.5  # what a SIGTERM (dlperf's stop rules) can cost: the last half second's lines
+IGNORED = -100  # the label torch's cross entropy (and HF, torchtune) leaves out: padding
+
+
+def _env_rank() -> int:
+    """The process's rank by its launcher's variables, until a process group says (Lightning's own children have
+    LOCAL_RANK and NODE_RANK only)."""
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    local = os.environ.get("LOCAL_RANK", "0")
+    node, per_node = os.environ.get("NODE_RANK", "0"), os.environ.get("LOCAL_WORLD_SIZE", "0")
+    if local.isdigit() and node.isdigit() and per_node.isdigit():
+        return int(node) * int(per_node) + int(local)
+    return 0
 
 
 class _Steps:
-    """The side file: lines buffered in memory, written with os.write (a forked child drops the buffer and never
-    writes its parent's lines twice)."""
+    """The side file: lines buffered in memory, written with os.write every FLUSH_S; an update is held open until a
+    call steps a group it already stepped (or the process ends), then written."""
 
     def __init__(self, prefix: str) -> None:
-        self.path = f"{prefix}.rank{os.environ.get('RANK', '0')}"
+        self.prefix = prefix
+        self.dead = False
+        self._start()
+
+    def _start(self) -> None:
+        self.path = f"{self.prefix}.{os.uname().nodename}.{os.getpid()}"
         self.fd: int | None = None
         self.lines: list[str] = []
         self.step = 0
-        self.samples: int | None = None  # the framework's own samples per update, where it tells
-        self.owner: int | None = None  # id() of the optimizer whose steps count
-        self.gpu = None  # _dlperf_gpu_steps.CudaStepClock where that optimizer's steps run on a GPU
+        self.rank: int | None = None  # torch.distributed's, once a process group exists
+        self.env_rank = _env_rank()
+        self.stepped: set[tuple[int, int]] = set()  # (optimizer, group's first parameter) stepped in the open update
+        self.open_at: float | None = None  # the open update's last call
+        self.open_event = None  # on a GPU: a CUDA event recorded at that call (None: host time)
+        self.gpu = None  # _dlperf_gpu_steps.CudaStepClock where the updates run on a GPU
+        self.gpu_checked = False  # the first optimizer to step said where its parameters are
+        self.calls = 0  # step() calls so far
+        self.open_samples = self.open_tokens = 0
+        self.samples = self.tokens = 0  # counted since the open update's last call
+        self.framework = False  # a trainer's own hook counts: the DataLoader's count (fetched ahead) is not used
+        self.quiet = 0  # inside a loader that fetches ahead: its inner DataLoader's batches are not counted
         self.flushed = time.monotonic()
-        self.dead = False
 
-    def record(self) -> None:
+    def count(self, batch, framework: bool = False) -> None:
+        """A batch went into the model: its first dimension, and its real tokens where it says."""
+        if framework and not self.framework:
+            self.framework, self.samples, self.tokens = True, 0, 0
+        elif self.framework and not framework:
+            return
+        n, tokens = _batch_size(batch)
+        self.samples += n
+        self.tokens += tokens
+
+    def stepped_groups(self, keys) -> None:
+        """An optimizer's step() returned, stepping the groups `keys`."""
         now = time.monotonic()
-        self.step += 1
-        entry = (self.step, self.samples)
-        if self.gpu is None or not self.gpu.stamp(entry):  # on a GPU: its time once the GPU has run it
-            self.lines.append(_line(entry, now))
+        self.calls += 1
+        if self.open_at is not None and not self.stepped.isdisjoint(keys):
+            self._close()
+        self.stepped.update(keys)
+        self.open_at = now
+        self.open_event = self.gpu.event() if self.gpu is not None else None
+        self.open_samples += self.samples
+        self.open_tokens += self.tokens
+        self.samples = self.tokens = 0
         if now - self.flushed >= FLUSH_S:
             self.flush()
+
+    def record(self, samples: int) -> None:
+        """One whole update (a Keras batch) of `samples` (0: not counted)."""
+        self.open_at, self.open_samples, self.open_tokens = time.monotonic(), samples, 0
+        self._close()
+        if time.monotonic() - self.flushed >= FLUSH_S:
+            self.flush()
+
+    def _close(self) -> None:
+        self.step += 1
+        entry = (self.step, self.open_samples, self._rank(), self.open_tokens)
+        if self.gpu is None:
+            self.lines.append(_line(entry, self.open_at))
+        else:  # written at a flush, once the GPU has run it
+            self.gpu.add(entry, self.open_event, self.open_at)
+        self.stepped, self.open_at, self.open_samples, self.open_tokens = set(), None, 0, 0
+        self.open_event = None
+
+    def _rank(self) -> int:
+        if self.rank is not None:
+            return self.rank
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                self.rank = dist.get_rank()
+                return self.rank
+        except Exception:  # noqa: BLE001 - a process group being torn down
+            pass
+        return self.env_rank
 
     def mark(self, name: str, *times: float) -> None:
         self.lines.append(" ".join([name, *(f"{t:.6f}" for t in times)]) + "\n")
@@ -87,16 +173,46 @@ class _Steps:
             self.dead = True  # a full disk or a gone folder: the run goes on untimed
         self.lines = []
 
+    def exit(self) -> None:
+        if self.open_at is not None:
+            self._close()
+        self.flush(final=True)
+
     def forked(self) -> None:
-        self.fd, self.lines, self.step, self.dead, self.gpu = None, [], 0, True, None  # a data-loader worker
+        """A forked child (a data-loader worker, Lightning's ddp_fork rank): a file of its own, none of its
+        parent's lines; it writes only where it steps an optimizer itself."""
+        self._start()
 
 
-def _line(entry: tuple[int, int | None], at: float) -> str:
-    step, samples = entry
-    return f"{step} {at:.6f} {samples if samples else '-'}\n"
+def _line(entry: tuple[int, int, int, int], at: float) -> str:
+    step, samples, rank, tokens = entry
+    return f"{step} {at:.6f} {samples or '-'} {rank} {tokens or '-'}\n"
 
 
 STEPS = _Steps(PREFIX) if PREFIX else None
+
+
+def _first_tensor(batch):
+    while isinstance(batch, (list, tuple)) and batch:
+        batch = batch[0]
+    if hasattr(batch, "keys") and hasattr(batch, "values"):  # a dict, HF's BatchEncoding (a UserDict)
+        batch = next((v for v in batch.values() if getattr(v, "shape", None)), None)
+    return batch
+
+
+def _batch_size(batch) -> tuple[int, int]:
+    """(samples, real tokens) of a batch: the first dimension of its first tensor; the ones of its
+    `attention_mask`, else its `labels` that are not -100, where those are on the host (0: not counted)."""
+    shape = getattr(_first_tensor(batch), "shape", None)
+    samples = int(shape[0]) if shape else 0
+    if not (hasattr(batch, "keys") and hasattr(batch, "get")):
+        return samples, 0
+    mask, labels = batch.get("attention_mask"), batch.get("labels")
+    for tensor, real in ((mask, lambda t: t.sum()), (labels, lambda t: (t != IGNORED).sum())):
+        device = getattr(tensor, "device", None)
+        if tensor is not None and getattr(device, "type", None) == "cpu" and getattr(tensor, "ndim", 0) >= 2:
+            return samples, int(real(tensor))  # a host tensor: no device synchronisation
+    return samples, 0
 
 
 def _guarded(what: str):
@@ -115,38 +231,151 @@ def _guarded(what: str):
     return wrap
 
 
-def _post_step(optimizer, _args, _kwargs) -> None:
-    if STEPS.owner is None:
-        STEPS.owner = id(optimizer)
+def _stepped(optimizer, _args, _kwargs) -> None:
+    """An optimizer's step() returned (or GradScaler skipped it): the groups it stepped."""
+    if not STEPS.gpu_checked:
+        STEPS.gpu_checked = True
         _guarded("GPU step clock")(_gpu_clock)(optimizer)
-    if id(optimizer) == STEPS.owner:
-        STEPS.record()
-
-
-@_guarded("torch")
-def _torch(module) -> None:
-    module.register_optimizer_step_post_hook(_post_step)
+    keys = [(id(optimizer), id(group["params"][0])) for group in optimizer.param_groups if group["params"]]
+    STEPS.stepped_groups(keys or [(id(optimizer), 0)])
 
 
 def _gpu_clock(optimizer) -> None:
     STEPS.gpu = importlib.import_module("_dlperf_gpu_steps").clock_for(optimizer)
 
 
+@_guarded("torch")
+def _torch(module) -> None:
+    module.register_optimizer_step_post_hook(_not_traced(_stepped))
+
+
 @_guarded("GradScaler")
 def _grad_scaler(module) -> None:
-    importlib.import_module("_dlperf_gpu_steps").count_skipped_steps(module, _post_step)
+    importlib.import_module("_dlperf_gpu_steps").count_skipped_steps(module, _stepped)
+
+
+def _not_traced(function):
+    """`function`, left out of torch.compile's graphs where dynamo is already loaded (a compiled step calls the
+    hook: dynamo would warn about its clock call into the script's output); called as is otherwise."""
+    state: dict = {}
+
+    def hook(*args):
+        if "run" not in state:
+            dynamo = sys.modules.get("torch._dynamo")
+            if dynamo is None:
+                return function(*args)
+            state["run"] = dynamo.disable(function, recursive=True)
+        return state["run"](*args)
+
+    return hook
+
+
+LAUNCHED = (os.environ.get("WORLD_SIZE", ""), "RANK" in os.environ)  # as the launcher started this process
+
+
+@_guarded("torch.distributed")
+def _distributed(module) -> None:
+    """A process group that cannot form with the processes launched waits forever: say so in one line, exit."""
+    init = module.init_process_group
+
+    def checked_init(*args, **kwargs):
+        world = kwargs.get("world_size", args[3] if len(args) > 3 else -1)
+        launched, per_rank = LAUNCHED
+        if isinstance(world, int) and world > 0 and launched.isdigit() and world != int(launched):
+            fix = (
+                "the script starts its own workers: run it once per node, add --command-per node"
+                if per_rank
+                else "set --nodes x --devices-per-node to the script's processes"
+            )
+            sys.stderr.write(
+                f"dlperf: the script forms a process group of {world} processes where {launched} were launched "
+                f"(WORLD_SIZE): {fix}\n"
+            )
+            sys.stderr.flush()
+            os._exit(2)
+        return init(*args, **kwargs)
+
+    module.init_process_group = checked_init
+
+
+@_guarded("torch DataLoader")
+def _dataloader(module) -> None:
+    base = module._BaseDataLoaderIter
+    fetch = base.__next__
+
+    grad = sys.modules["torch"].is_grad_enabled
+
+    def counted_next(self):
+        batch = fetch(self)
+        if not STEPS.quiet and grad():  # an evaluation loop under no_grad feeds no update
+            try:
+                STEPS.count(batch)
+            except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
+                STEPS.note(f"dlperf hook for the DataLoader: {type(error).__name__}: {error}")
+        return batch
+
+    base.__next__ = counted_next
+
+
+@_guarded("accelerate")
+def _accelerate(module) -> None:
+    """accelerate's loaders fetch one batch ahead of the one they yield: what they yield is counted."""
+    for name in ("DataLoaderShard", "DataLoaderDispatcher"):
+        cls = getattr(module, name, None)
+        if cls is not None:
+            cls.__iter__ = _yielded(cls.__iter__)
+
+
+def _yielded(iterate):
+    def counted_iter(self):
+        inner = iterate(self)
+        while True:
+            STEPS.quiet += 1
+            try:
+                batch = next(inner)
+            except StopIteration:
+                return
+            finally:
+                STEPS.quiet -= 1
+            try:
+                if sys.modules["torch"].is_grad_enabled():  # an evaluation loop under no_grad feeds no update
+                    STEPS.count(batch)
+            except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
+                STEPS.note(f"dlperf hook for accelerate: {type(error).__name__}: {error}")
+            yield batch
+
+    return counted_iter
+
+
+@_guarded("deepspeed")
+def _deepspeed(module) -> None:
+    """DeepSpeed's engine finishes an update after its optimizer's last call (ZeRO gathers the updated partitions):
+    an update made inside `engine.step()` is stamped when that returns."""
+    step = module.DeepSpeedEngine.step
+
+    def timed_step(self, *args, **kwargs):
+        calls = STEPS.calls
+        done = step(self, *args, **kwargs)
+        if STEPS.calls != calls and STEPS.open_at is not None:
+            STEPS.open_at = time.monotonic()
+            STEPS.open_event = STEPS.gpu.event() if STEPS.gpu is not None else None
+        return done
+
+    module.DeepSpeedEngine.step = timed_step
 
 
 @_guarded("transformers")
 def _transformers(module) -> None:
-    train = module.Trainer.train
+    step = module.Trainer.training_step
 
-    def timed_train(self, *args, **kwargs):
-        a = self.args
-        STEPS.samples = a.train_batch_size * a.gradient_accumulation_steps * max(1, a.world_size)
-        return train(self, *args, **kwargs)
+    def counted_step(self, model, inputs, *args, **kwargs):
+        try:
+            STEPS.count(inputs, framework=True)
+        except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
+            STEPS.note(f"dlperf hook for transformers: {type(error).__name__}: {error}")
+        return step(self, model, inputs, *args, **kwargs)
 
-    module.Trainer.train = timed_train
+    module.Trainer.training_step = counted_step
     metrics = module.speed_metrics
 
     def timed_metrics(split, start_time, *args, **kwargs):
@@ -160,16 +389,6 @@ def _transformers(module) -> None:
     module.speed_metrics = timed_metrics
 
 
-def _batch_length(batch) -> int | None:
-    """The samples in a batch: the first dimension of its first tensor."""
-    while isinstance(batch, (list, tuple)) and batch:
-        batch = batch[0]
-    if isinstance(batch, dict) and batch:
-        batch = next(iter(batch.values()))
-    shape = getattr(batch, "shape", None)
-    return int(shape[0]) if shape else None
-
-
 @_guarded("lightning")
 def _lightning(module) -> None:
     package = module.__name__.rsplit(".trainer.trainer", 1)[0]  # lightning.pytorch, or pytorch_lightning
@@ -181,8 +400,7 @@ def _lightning(module) -> None:
 
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:  # Lightning's own names
             try:
-                n = _batch_length(batch)
-                STEPS.samples = n * trainer.accumulate_grad_batches * trainer.world_size if n else None
+                STEPS.count(batch, framework=True)  # each micro-batch: its loader fetches one ahead
             except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
                 STEPS.note(f"dlperf hook for lightning: {type(error).__name__}: {error}")
 
@@ -198,29 +416,61 @@ def _lightning(module) -> None:
 @_guarded("keras")
 def _keras(module) -> None:
     class Steps(module.callbacks.Callback):
+        """Stamps each batch; async-safe (it only reads the clock and appends a line), so Keras 3 keeps its
+        asynchronous dispatch of batch callbacks: a worker thread calls it, in order, once the step's logs are
+        ready."""
+
+        async_safe = True
+
+        def __init__(self, sizes) -> None:
+            super().__init__()
+            self.sizes, self.last = sizes, -1
+
         def on_train_batch_end(self, batch, logs=None) -> None:  # Keras passes `logs=` by name
-            STEPS.record()
+            if batch <= self.last:
+                self.last = -1  # a new epoch
+            samples = sum(self.sizes(i) for i in range(self.last + 1, batch + 1))
+            self.last = batch
+            STEPS.record(samples)
 
     fit = module.Model.fit
 
     def timed_fit(self, *args, **kwargs):
-        x = kwargs.get("x", args[0] if args else None)
-        batch = kwargs.get("batch_size", args[2] if len(args) > 2 else None)
-        if batch is None and hasattr(x, "shape"):
-            batch = 32  # fit's default for arrays
-        STEPS.samples = batch
+        try:
+            sizes = _keras_batches(args, kwargs)
+        except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
+            STEPS.note(f"dlperf hook for keras: {type(error).__name__}: {error}")
+            sizes = lambda _i: 0  # noqa: E731 - not counted
         if len(args) > 5:  # callbacks given in place
-            args = (*args[:5], [*(args[5] or []), Steps()], *args[6:])
+            args = (*args[:5], [*(args[5] or []), Steps(sizes)], *args[6:])
         else:
-            kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), Steps()]
+            kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), Steps(sizes)]
         return fit(self, *args, **kwargs)
 
     module.Model.fit = timed_fit
 
 
+def _keras_batches(args, kwargs):
+    """The samples of fit's batch i where it is given arrays (its batch_size, 32 where not given; the epoch's
+    short last batch; validation_split's share left out), else 0 (a dataset or generator: not counted)."""
+    x = kwargs.get("x", args[0] if args else None)
+    batch = kwargs.get("batch_size", args[2] if len(args) > 2 else None) or 32
+    shape = getattr(_first_tensor(x), "shape", None)
+    if not shape or kwargs.get("steps_per_epoch") is not None:
+        return lambda _i: 0
+    split = kwargs.get("validation_split", args[6] if len(args) > 6 else 0.0) or 0.0
+    n = int(shape[0])
+    n = math.ceil(n * (1.0 - split)) if split else n  # keras' train_validation_split
+    return lambda i: max(0, min(batch, n - i * batch))
+
+
 PATCHES = {
     "torch.optim.optimizer": _torch,
     "torch.amp.grad_scaler": _grad_scaler,
+    "torch.utils.data.dataloader": _dataloader,
+    "torch.distributed.distributed_c10d": _distributed,
+    "accelerate.data_loader": _accelerate,
+    "deepspeed.runtime.engine": _deepspeed,
     "transformers.trainer": _transformers,
     "lightning.pytorch.trainer.trainer": _lightning,
     "pytorch_lightning.trainer.trainer": _lightning,
@@ -275,6 +525,6 @@ def _next_sitecustomize() -> None:
 
 if STEPS is not None:
     sys.meta_path.insert(0, _AfterImport())
-    atexit.register(STEPS.flush, True)
+    atexit.register(STEPS.exit)
     os.register_at_fork(after_in_child=STEPS.forked)
 _next_sitecustomize()

@@ -1,14 +1,14 @@
-"""The side file of dlperf's instrumentation hook (instrument/startup/sitecustomize.py), one line per optimizer
-step of one process:
+"""The run's stream of dlperf's instrumentation hook (instrument/startup/sitecustomize.py, merged from each
+process's side file by peers/hookranks.py), one line per update of the model:
 
-    <step> <monotonic seconds after it> <the step's global samples, or - where the framework does not say>
+    <step> <monotonic seconds after it> <the step's global samples, or - where none were counted> 0 <tokens, or ->
 
 and marks of the stretches a trainer's own figure covers (`train <begin> <end>`: transformers' train_runtime;
 `epoch <time>`: a Lightning epoch began), read by `trace` for the like-for-like comparison.
 
 Read by the timestamp rule with the run's own warm-up and window (`--warmup-iters`, `--iters`, as native runs):
-samples between the last warm-up step and the window's last, over the time between them. Steps whose framework
-says no samples count the case's global batch. Never detected in a log: a `--command` run names it.
+samples between the last warm-up step and the window's last, over the time between them. Steps where no samples
+were counted count the case's global batch (the record says so). Never detected in a log: a `--command` run names it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 
 from dlperf.peers.base import HookTrace, PeerFormat, Point, RunShape
 
-LINE = re.compile(r"^(\d+) (\d+\.\d+) (\d+|-)$")
+LINE = re.compile(r"^(\d+) (\d+\.\d+) (\d+|-)(?: \d+ (?:\d+|-))?$")  # a process's rank and tokens after
 MARK = re.compile(r"^(train|epoch)((?: \d+\.\d+)+)$")
 NAME = "dlperf-steps"
 

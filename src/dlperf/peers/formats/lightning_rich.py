@@ -3,6 +3,9 @@ the finished bar, one line per bar:
 
 Epoch 0/-2 ━━━━━━━━━━━━━━━━━━━━━━━━ 60/60 0:00:15 • 0:00:00 3.92it/s loss: 2.290
 
+(where its metrics are wide, Rich wraps the row at 80 columns: the remaining time and the metrics' rest go to the
+lines below, `... 1200/1200 0:01:35 •       15.52it/s loss: 2.311`).
+
 The `it/s` is Rich's `Task.speed`: the steps completed after the bar's first update over the time since it, within
 the last 30 s (rich/progress.py `speed_estimate_period`): samples over time, the bar's first step left out. Rule:
 the last bar's figure x the case's global batch (Lightning's batches are per process). In an instrumented run the
@@ -17,7 +20,9 @@ from collections.abc import Iterable, Iterator
 
 from dlperf.peers.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, StepCounter, to_float
 
-LINE = re.compile(rf"Epoch (?P<epoch>\d+)/-?\d+ ━+ (?P<n>\d+)/\S+ \d+:\d\d:\d\d • \S+ (?P<rate>{NUMBER})it/s")
+# The remaining time may be missing from the line: where the bar's metrics are wide, Rich wraps its row in an
+# 80-column pipe and the `0:00:00` after `•` goes to the next line.
+LINE = re.compile(rf"Epoch (?P<epoch>\d+)/-?\d+ ━+ (?P<n>\d+)/\S+ \d+:\d\d:\d\d •(?: \S+)? +(?P<rate>{NUMBER})it/s")
 SPEED_PERIOD_S = 30.0  # rich.progress.Progress(speed_estimate_period=30.0): older samples are dropped
 NOTE = "Rich's it/s: steps after the bar's first over the time since (its last 30 s) x the global batch"
 
@@ -58,7 +63,7 @@ FORMATS = (
         name="lightning-rich",
         description="Lightning's Rich progress bar (`Epoch 0/... ━━━ 60/60 0:00:15 • 0:00:00 3.92it/s`) x the "
         "global batch",
-        signature=re.compile(r"Epoch \d+/-?\d+ ━+ \d+/\S+ \d+:\d\d:\d\d • \S+ [\d.]+it/s"),
+        signature=re.compile(r"Epoch \d+/-?\d+ ━+ \d+/\S+ \d+:\d\d:\d\d •(?: \S+)? +[\d.]+it/s"),
         read=read,
         rules=("printed",),
         warmup=0,

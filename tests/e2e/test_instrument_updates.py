@@ -1,0 +1,149 @@
+"""The start-up hook's updates, samples and ranks against the script's own count and clock: plain-torch loops that
+make one update the ways real trainers do (tests/fixtures/scripts/update_shapes.py: DeepSpeed ZeRO's call per
+group and sub-group, a GAN's two optimizers, accumulation with a short last batch and a short last accumulation,
+Lightning's own launcher starting a second worker), run with the hook as dlperf places it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_dlperf
+
+from dlperf.instrument import STARTUP, STEPS_VARIABLE
+from dlperf.peers.hookranks import merge
+
+SCRIPT = Path(__file__).parents[1] / "fixtures" / "scripts" / "update_shapes.py"
+
+
+def hooked(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "PYTHONPATH")}
+    environment = {**base, "PYTHONPATH": str(STARTUP), STEPS_VARIABLE: str(tmp_path / "run.steps"), **(env or {})}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], env=environment, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def own(stderr: str) -> dict[int, tuple[int, float, int]]:
+    """The script's own clock: update -> (its samples, time.monotonic() after it, its real tokens)."""
+    rows = [line.split() for line in stderr.splitlines() if line.startswith("update ")]
+    return {int(n): (int(samples), float(t), int(tokens)) for _, n, samples, t, tokens in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("shape", "updates", "sizes"),
+    [
+        ("zero", 30, [8] * 9 + [5]),  # 2 groups + 5 sub-groups: 7 step() calls an update
+        ("gan", 30, [8] * 9 + [5]),  # the discriminator's and the generator's step: one update of one batch
+        ("accum", 9, [32, 32, 13]),  # 4 micro-batches of 8; the epoch's last update holds 2, one of them short
+        ("padded", 30, [8] * 9 + [5]),  # dicts with an attention mask: its ones are the tokens
+        ("inbackward", 30, [8] * 9 + [5]),  # 4 optimizers, one per parameter, stepped during backward
+    ],
+)
+def test_one_stamp_per_update_with_its_counted_samples(tmp_path, shape, updates, sizes):
+    done = hooked(tmp_path, "--shape", shape, "--own-clock")
+    assert done.returncode == 0, done.stderr[-2000:]
+    clock = own(done.stderr)
+    stream = merge(tmp_path / "run.steps", world_size=1)
+    assert stream is not None and stream.notes == ()
+    assert len(clock) == len(stream.samples) == updates
+    assert [stream.samples[k] for k in range(1, updates + 1)] == sizes * 3 == [clock[k][0] for k in clock]
+    real = [clock[k][2] or None for k in clock]  # the script's own count of its attention masks' ones
+    assert [stream.tokens[k] for k in range(1, updates + 1)] == real and (shape != "padded" or all(real))
+    rows = [line.split() for line in stream.text.splitlines()]
+    times = {int(r[0]): float(r[1]) for r in rows}
+    # each stamp follows the update's last step() call, before the script's own clock after it
+    assert all(0 <= clock[k][1] - times[k] < 0.05 for k in clock)
+    by_hand = sum(sizes * 3) - sizes[0]  # updates 2..N over the time from update 1 to N, as the record reads
+    figure = sum(stream.samples[k] for k in range(2, updates + 1)) / (times[updates] - times[1])
+    own_figure = by_hand / (clock[updates][1] - clock[1][1])
+    assert figure == pytest.approx(own_figure, rel=0.02)
+
+
+@pytest.mark.slow
+def test_a_script_that_starts_its_own_worker_gives_one_stream_per_rank(tmp_path):
+    """Lightning's launcher: RANK never set, both processes once took `rank0`; now each its own file, rank 1's
+    told by its process group, and the global samples are both ranks' (66 samples = 16 batches of 4 and one of 2,
+    each rank the whole set)."""
+    port = str(29500 + os.getpid() % 2000)
+    done = hooked(tmp_path, "--shape", "spawn", "--batch-size", "4", "--samples", "66", "--epochs", "1",
+                  env={"MASTER_PORT": port, "WORLD_SIZE": "2"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    files = sorted(tmp_path.glob("run.steps.*"))
+    assert len(files) == 2 and {f.read_text().split("\n")[0].split()[3] for f in files} == {"0", "1"}
+    stream = merge(tmp_path / "run.steps", world_size=2)
+    assert stream is not None and stream.notes == ()
+    assert list(stream.samples.values()) == [8] * 16 + [4]
+
+
+def test_a_worker_launched_per_rank_that_forms_a_bigger_group_exits_in_one_line(tmp_path):
+    """What hung 120 s (Lightning waiting for a rank 1 nobody starts) is one line naming --command-per node."""
+    done = hooked(tmp_path, "--shape", "spawn", env={"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"})
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "process group of 2 processes where 1 were launched" in line and "--command-per node" in line
+
+
+def test_a_launcher_started_per_rank_is_refused_before_anything_starts(tmp_path):
+    command = "torchrun --nproc-per-node 2 t.py"
+    done = run_dlperf(["run", "--batch-size", "4", "--devices-per-node", "2", "--command", command,
+                       "--out", str(tmp_path)])  # fmt: skip
+    assert done.returncode != 0 and not any(tmp_path.rglob("*.log"))
+    (line,) = done.stderr.strip().splitlines()
+    assert "starts `torchrun`, which starts its own workers" in line and "--command-per node" in line
+
+
+NANOGPT_LIKE = """
+import time
+print("tokens per iteration will be: 1,024", flush=True)
+t0 = time.time()
+for k in range(40):
+    time.sleep(0.02)
+    t1 = time.time()
+    print(f"iter {k}: loss 4.0000, time {(t1 - t0) * 1000:.2f}ms, mfu -100.00%", flush=True)
+    t0 = t1
+"""
+
+
+def test_a_tokens_reading_gives_its_derived_fields_from_samples(tmp_path):
+    """nanoGPT's `time` in tokens (1,024 an iteration = 16 sequences of 64): the record's throughput is tokens/s,
+    tokens_per_s the same figure (was 64x it) and TFLOP/s from the samples/s it holds."""
+    script = tmp_path / "nano.py"
+    script.write_text(NANOGPT_LIKE)
+    done = run_dlperf(["run", "--model", "gpt", "--seq-length", "64", "--global-batch-size", "16", "--instrument",
+                       "off", "--command", f"{sys.executable} {script}", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (path,) = [p for p in (tmp_path / "out").rglob("*.json") if p.parent != tmp_path / "out"]
+    record = json.loads(path.read_text())
+    assert record["unit"] == "tokens/s" and record["tokens_per_s"] == pytest.approx(record["throughput"])
+    seconds = 16 / (record["throughput"] / 64)  # one iteration's time from the samples/s
+    assert record["flops_per_iteration"] == pytest.approx(record["tflops_per_device"] * 1e12 * seconds)
+
+
+COMPILED_STEP = """
+import torch
+model = torch.nn.Linear(8, 8)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+step = torch.compile(optimizer.step, backend="eager")  # dynamo traces the step and the hooks it calls
+for _ in range(4):
+    model(torch.randn(2, 8)).sum().backward()
+    step()
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_step_prints_nothing_of_the_hook(tmp_path):
+    """Dynamo traced the hook's clock call and warned about `time.monotonic` into the script's stderr."""
+    script = tmp_path / "compiled.py"
+    script.write_text(COMPILED_STEP)
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {**base, "PYTHONPATH": str(STARTUP), STEPS_VARIABLE: str(tmp_path / "run.steps")}
+    hooked = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert hooked.stdout == "done\n" and "monotonic" not in hooked.stderr and "UserWarning" not in hooked.stderr
+    (side,) = tmp_path.glob("run.steps.*")
+    assert [line.split()[0] for line in side.read_text().splitlines()] == ["1", "2", "3", "4"]

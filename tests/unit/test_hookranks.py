@@ -1,0 +1,69 @@
+"""The hook's per-process side files made the run's stream (peers/hookranks.py) and the counted samples held
+against the declared batch (orchestration/external_run.samples_check): made-up files, hand sums."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlperf.orchestration.external_run import own_launcher, samples_check
+from dlperf.peers.hookranks import counted_tokens_per_s, merge
+
+
+def write(tmp, name: str, rows: list[str]) -> None:
+    (tmp / f"run.steps.{name}").write_text("".join(f"{r}\n" for r in rows))
+
+
+def test_ranks_are_summed_step_by_step_and_two_processes_of_one_rank_never_merged(tmp_path):
+    write(tmp_path, "a.10", ["epoch 0.500000", "1 1.000000 8 0 -", "2 2.000000 5 0 -", "# dlperf hook for x: E"])
+    write(tmp_path, "a.11", ["1 1.100000 8 1 -", "2 2.100000 5 1 -"])
+    write(tmp_path, "a.12", ["1 9.000000 8 0 -"])  # a stray process also calling itself rank 0: fewer steps
+    write(tmp_path, "a.13", ["# a data-loader worker's note only"])
+    stream = merge(tmp_path / "run.steps", world_size=2)
+    assert stream.samples == {1: 16, 2: 10} and stream.tokens == {1: None, 2: None}
+    assert stream.text == "epoch 0.500000\n1 1.000000 16 0 -\n2 2.000000 10 0 -\n"
+    assert any("2 processes stamped updates as rank 0" in n and "run.steps.a.10's 2 were read" in n
+               for n in stream.notes)  # fmt: skip
+    assert "the hook noted: dlperf hook for x: E" in stream.notes
+
+
+def test_a_rank_that_counted_nothing_leaves_the_step_uncounted_and_missing_ranks_are_scaled(tmp_path):
+    write(tmp_path, "a.1", ["1 1.000000 8 0 100", "2 2.000000 8 0 90", "3 3.000000 - 0 -"])
+    write(tmp_path, "a.2", ["1 1.000000 8 1 50", "2 2.000000 8 1 70"])  # its last step cut by a stop rule
+    stream = merge(tmp_path / "run.steps", world_size=4)  # two ranks' files on another node
+    assert stream.samples == {1: 32, 2: 32, 3: None} and stream.tokens == {1: 300, 2: 320, 3: None}
+    assert any("side files of 2 of the 4 ranks" in n for n in stream.notes)
+    assert merge(tmp_path / "none.steps", 1) is None
+
+
+def test_counted_samples_make_the_figure_and_the_declared_batch_is_a_check(tmp_path):
+    write(tmp_path, "a.1", [f"{k} {k}.000000 {8 if k % 3 else 5} 0 -" for k in range(1, 10)])
+    stream = merge(tmp_path / "run.steps", 1)
+    check = samples_check(stream, [4, 9], declared=8)
+    assert check["samples_per_step"] == {"counted": pytest.approx((8 * 4 + 5 * 2) / 6), "declared": 8}
+    assert "each 5-8" in check["note"] and "the samples of one optimizer update" in check["note"]
+    assert "note" not in samples_check(stream, [4, 5], declared=8)  # 8 and 8: they agree
+    write(tmp_path, "a.1", ["1 1.000000 - 0 -", "2 2.000000 - 0 -"])
+    check = samples_check(merge(tmp_path / "run.steps", 1), [2, 2], declared=8)
+    assert check["samples_per_step"]["counted"] is None and "on trust" in check["note"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "launcher"),
+    [
+        (["torchrun", "--nproc-per-node", "2", "t.py"], "`torchrun`"),
+        (["env", "A=1", "/v/bin/accelerate", "launch", "t.py"], "`accelerate launch`"),
+        (["python", "-m", "torch.distributed.run", "t.py"], "`python -m torch.distributed.run`"),
+        (["deepspeed", "t.py"], "`deepspeed`"),
+        (["python", "t.py"], None),
+        (["accelerate", "env"], None),
+    ],
+)
+def test_launchers_that_start_their_own_workers_are_named(argv, launcher):
+    assert own_launcher(argv) == launcher
+
+
+def test_counted_tokens_over_the_kept_updates_or_none_where_one_was_not_counted(tmp_path):
+    write(tmp_path, "a.1", ["1 1.000000 8 0 100", "2 1.500000 8 0 90", "3 3.000000 8 0 70", "4 4.000000 8 0 -"])
+    stream = merge(tmp_path / "run.steps", 1)
+    assert counted_tokens_per_s(stream, (2, 3)) == pytest.approx((90 + 70) / 2.0)
+    assert counted_tokens_per_s(stream, (3, 4)) is None and counted_tokens_per_s(stream, (1, 2)) is None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlperf.records.load import load_records
+from dlperf.records.schema import RunRecord
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, Verdict, compare_repeats
 
@@ -21,6 +22,8 @@ class CaseComparison:
     new_speeds: list[float]
     status: str  # "both", "only-base", "only-new"
     verdict: Verdict | None  # None unless both sides have good repeats
+    base_windows: list[list[float]] = field(default_factory=list)  # each good repeat's window throughputs
+    new_windows: list[list[float]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -55,10 +58,18 @@ class CaseComparison:
         }
 
 
-def repeats(root: str | Path) -> dict[tuple[str, str, str], list[float]]:
-    """Good repeats' throughputs per (model, group, case) of a results folder; empty where every repeat failed."""
+def windows(record: RunRecord) -> list[float]:
+    """A repeat's evidence: its timed windows' throughputs, or its throughput alone where it has no windows (a peer
+    log's one figure)."""
+    kept = [w for w in record.window_throughputs or [] if w is not None and w > 0]
+    return kept or ([record.throughput] if record.throughput else [])
+
+
+def repeats(root: str | Path) -> dict[tuple[str, str, str], tuple[list[float], list[list[float]]]]:
+    """Good repeats' throughputs and windows per (model, group, case) of a results folder; empty where every repeat
+    failed."""
     return {
-        (model, group, case.case): list(case.speeds)
+        (model, group, case.case): (list(case.speeds), [windows(r) for r in case.records])
         for (model, group), cases in summarise(load_records(root)).items()
         for case in cases
     }
@@ -69,7 +80,7 @@ def compare(base_root: str | Path, new_root: str | Path, threshold: float = DEFA
     rows = []
     for key in sorted(base.keys() | new.keys()):
         status = "both" if key in base and key in new else ("only-base" if key in base else "only-new")
-        b, n = base.get(key, []), new.get(key, [])
-        verdict = compare_repeats(b, n, threshold) if status == "both" and b and n else None
-        rows.append(CaseComparison(*key, b, n, status, verdict))
+        (b, bw), (n, nw) = base.get(key, ([], [])), new.get(key, ([], []))
+        verdict = compare_repeats(bw, nw, threshold) if status == "both" and b and n else None
+        rows.append(CaseComparison(*key, b, n, status, verdict, bw, nw))
     return rows

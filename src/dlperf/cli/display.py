@@ -149,6 +149,13 @@ def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
         rows.append(
             ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}")
         )
+    ablation = record.ablation
+    if ablation and ablation.get("throughput"):  # --ablate sync: the same steps without gradient synchronisation
+        step_ms = record.global_batch_size / record.throughput * 1000 if record.global_batch_size else None
+        gap = "" if step_ms is None else f"; communication {step_ms - ablation['step_ms']:.1f} ms a step"
+        rows.append(("without gradient sync (samples/s)", f"{ablation['throughput']:.2f}{gap}"))
+    elif ablation:
+        rows.append(("without gradient sync", f"not measured: {ablation['reason']}"))
     energy = record.energy or {}
     rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
     return rows

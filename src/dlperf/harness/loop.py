@@ -56,6 +56,9 @@ class Measurement:
     phase_ms: dict[str, list[float]] = field(default_factory=dict)
     model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
     compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
+    # `--ablate sync`: the same steps again without gradient synchronisation, after the timed window
+    ablation_window_throughputs: list[float] = field(default_factory=list)
+    ablation_elapsed_s: float | None = None
 
     @property
     def throughput(self) -> float:
@@ -86,6 +89,32 @@ def _auto_warmup(
     return output, done, windows, lengths, stable
 
 
+def _ablation_windows(
+    step: TrainStep, engine: Engine, iters: int, print_every: int, global_batch: int
+) -> tuple[list[float], float]:
+    """`iters` steps between barriers in windows of `print_every`, as the timed window: each window's samples/s and
+    the whole time. One untimed step first: the first step in a new mode may set up (DDP rebuilds nothing, but a
+    first step after a mode change is not the steady one)."""
+    output = step.run()
+    engine.sync(output)
+    engine.barrier()
+    t0 = window_start = time.perf_counter()
+    windows: list[float] = []
+    done = 0
+    for iteration in range(1, iters + 1):
+        output = step.run()
+        done += 1
+        if iteration % print_every and iteration != iters:
+            continue
+        engine.sync(output)
+        now = time.perf_counter()
+        windows.append(global_batch * done / (now - window_start))
+        window_start, done = now, 0
+    engine.sync(output)
+    engine.barrier()
+    return windows, time.perf_counter() - t0
+
+
 def timed_loop(
     step: TrainStep,
     engine: Engine,
@@ -98,6 +127,7 @@ def timed_loop(
     on_window: WindowCallback | None = None,
     on_warmup: WarmupCallback | None = None,
     probes: Sequence[WindowProbe] = (),
+    ablate: str = "off",
 ) -> Measurement:
     """Run the warm-up, then `iters` timed steps; each probe is started and stopped around the timed steps.
 
@@ -170,6 +200,10 @@ def timed_loop(
     elapsed = time.perf_counter() - t0
     for probe in reversed(probes):  # last started, first stopped: the energy meter sits closest to the window
         probe.stop()
+    ablation: tuple[list[float], float | None] = ([], None)
+    if ablate == "sync" and step.no_sync is not None:
+        with step.no_sync():
+            ablation = _ablation_windows(step, engine, iters, print_every, global_batch)
     return Measurement(
         iters=iters,
         global_batch=global_batch,
@@ -189,4 +223,6 @@ def timed_loop(
         phase_ms=own_clock.phases() if own_clock else {},
         model=dict(step.model),
         compile_s=step.compile_s,
+        ablation_window_throughputs=ablation[0],
+        ablation_elapsed_s=ablation[1],
     )

@@ -12,6 +12,7 @@ Built in the parent from rank 0's measurement and every rank's gathered facts, w
 - `step_phases` (metrics/step_phases.py): where the step's time went (data, collectives, compute, update), the
   exposed communication and the straggler wait, from every rank's step phases;
 - `energy` (metrics/energy.py): every node's devices over the timed window, summed;
+- `ablation` (`--ablate sync`): the same steps without gradient synchronisation, timed after the timed window;
 - `tf32` (whether fp32 matmuls and convolutions ran on TF32 tensor cores, from `--fp32-math` on CUDA),
   `flops_per_iteration` (counted, FlopCounterMode), `tflops_per_device`, `mfu`, `mfu_measured` and the peaks' fields
   (metrics/flops.py, metrics/peaks.py).
@@ -84,6 +85,34 @@ def phase_fields(measured: RunMeasurement) -> dict[str, Any]:
     return {"step_phases": phases.as_record("CUDA events" if measured.device_type == "cuda" else "host clock")}
 
 
+NO_SYNC = "no_sync: DDP's no_sync() every step, the gradient all-reduce skipped"
+
+
+def ablation_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
+    """`--ablate sync`'s windows as the record's `ablation` (None when not asked)."""
+    if spec.ablate == "off":
+        return {"ablation": None}
+    m = measured.measurement
+    if not m.ablation_window_throughputs or not m.ablation_elapsed_s:
+        reason = (
+            "one rank: no gradient synchronisation to skip"
+            if spec.world_size == 1
+            else "this step cannot skip its gradient synchronisation (only eager DDP steps can: not compiled steps, "
+            "TP/PP/FSDP layouts, JAX)"
+        )
+        return {"ablation": {"method": None, "reason": reason}}
+    throughput = m.global_batch * m.iters / m.ablation_elapsed_s
+    return {
+        "ablation": {
+            "method": NO_SYNC,
+            "throughput": throughput,
+            "window_throughputs": m.ablation_window_throughputs,
+            "iters": m.iters,
+            "step_ms": m.ablation_elapsed_s * 1000 / m.iters,
+        }
+    }
+
+
 def energy_fields(measured: RunMeasurement) -> dict[str, Any]:
     readings = [EnergyReading(**r.energy) for r in node_leaders(measured) if r.energy]
     m = measured.measurement
@@ -144,4 +173,5 @@ def evidence_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
         **straggler_fields(spec, measured),
         **phase_fields(measured),
         **energy_fields(measured),
+        **ablation_fields(spec, measured),
     }

@@ -152,6 +152,13 @@ class RunRecord:
         " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
         " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
     )
+    ablation: dict[str, Any] | None = doc(
+        "`--ablate sync`: the same steps on the same ranks without gradient synchronisation, timed after the timed"
+        " window: `method`, `throughput` (samples/s, between barriers), `window_throughputs`, `iters`, `step_ms`;"
+        " or `method` null with the `reason` where the step cannot skip it (one rank, a compiled step, TP/PP/FSDP,"
+        " JAX). Its step time is compute while the ranks share the machine; the timed window's step less it is"
+        " communication, exposed or slowing compute (docs/scaling.md)"
+    )
     energy: dict[str, Any] | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
         " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"

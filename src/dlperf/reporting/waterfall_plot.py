@@ -4,11 +4,12 @@ throughput; a negative part (faster than one device there) rises."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from dlperf.escape import plot as plot_text
-from dlperf.reporting.waterfall import PARTS, UNEXPLAINED, ScalingLoss
+from dlperf.reporting.waterfall import LABELS, UNEXPLAINED, ScalingLoss
 
 COLORS = {
     "exposed_communication": "#d62728",
@@ -16,9 +17,14 @@ COLORS = {
     "data_stall": "#9467bd",
     "compute_slowdown": "#8c564b",
     "host_overhead": "#e377c2",
+    "overlapped_communication": "#ff9896",
+    "communication": "#d62728",
+    "machine_sharing": "#8c564b",
     UNEXPLAINED: "#7f7f7f",
 }
-LABELS = {**{name: label for name, (label, _, _) in PARTS.items()}, UNEXPLAINED: UNEXPLAINED}
+
+
+TITLE_CHARS = 48  # a title line's characters that fit one 5.5-inch panel at 9-10 pt: longer ones wrap, not cut
 
 
 def steps(loss: ScalingLoss) -> list[tuple[str, float, float, str]]:
@@ -54,12 +60,11 @@ def plot_waterfall(model: str, group: str, losses: list[ScalingLoss], path: Path
         axis.set_xticks(list(xs), [plot_text(label) for label, *_ in bars], rotation=35, ha="right", fontsize=8)
         axis.set_ylabel("samples/s")
         axis.set_ylim(bottom=min(0.0, *(b for _, b, _, _ in bars)))
-        axis.set_title(plot_text(_title(loss)), fontsize=9)
+        axis.set_title(plot_text(textwrap.fill(_title(loss), TITLE_CHARS)), fontsize=9)
         if loss.note:
             axis.text(0.5, 0.5, "parts not measured", transform=axis.transAxes, ha="center", color="#555")
-    fig.suptitle(
-        plot_text(f"{model} {group}: where the scaling went (ideal = devices x the 1-device run)"), fontsize=10
-    )
+    heading = f"{model} {group}: where the scaling went (ideal = devices x the 1-device run)"
+    fig.suptitle(plot_text(textwrap.fill(heading, TITLE_CHARS * len(losses))), fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

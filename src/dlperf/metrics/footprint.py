@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dlperf.wording import magnitude
+
 GIB = 2**30
 
 # weights + gradients (fp32 masters under AMP too), + optimizer state per parameter
@@ -44,7 +46,7 @@ class Footprint:
 
     def describe(self) -> str:
         return (
-            f"{self.params_total / 1e6:.0f}M parameters, about {self.total_bytes / GIB:.1f} GiB per rank "
+            f"{magnitude(self.params_total)} parameters, about {self.total_bytes / GIB:.1f} GiB per rank "
             f"({self.state_bytes / GIB:.1f} GiB weights, gradients and optimizer state, "
             f"{self.activation_bytes / GIB:.1f} GiB activations)"
         )

@@ -38,6 +38,11 @@ CREATE INDEX IF NOT EXISTS runs_case ON runs (model, grp, case_name, label);
 
 def _connect(db: str | Path, create: bool = True) -> sqlite3.Connection:
     path = Path(db)
+    if path.is_dir():
+        raise ResultsError(
+            f"history database {db} is a folder, not a database file: give a file path (--db or DLPERF_HISTORY), "
+            "such as ~/.dlperf/history.sqlite"
+        )
     if not create and not path.is_file():
         raise ResultsError(f"history database {db} does not exist: store results first with `dlperf history add DIR`")
     try:

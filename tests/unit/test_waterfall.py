@@ -94,11 +94,12 @@ def test_scaling_loss_parts_by_hand(tmp_path, capsys):
 
 @pytest.mark.parametrize("step_phases", [True, False])
 def test_scaling_loss_split_by_ablation_by_hand(tmp_path, capsys, step_phases):
-    """1n2g with --ablate sync at 200 samples/s (20 / 200 = 100 ms a step, the 1-device step: sharing the machine
-    costs nothing, the CPU case of issue 39). Machine sharing 100 - 100 = 0 ms; communication 125 - 100 = 25 ms,
+    """1n2g with --ablate sync whose unsynchronised windows took 0.8 of their paired synchronised ones: 125 x 0.8 =
+    100 ms a step, the 1-device step (sharing the machine costs nothing, the CPU case of issue 39). Machine sharing
+    100 - 100 = 0 ms; communication 125 - 100 = 25 ms,
     of which exposed 15 (the phases, as above) and overlapped 10; at 1.6 samples/s a ms: 24 + 16 + 0 = 40, the
     whole loss, communication 100 % of it. Without phases, communication is one part of 25 ms = 40."""
-    ablation = {"method": "no_sync", "throughput": 200.0, "window_throughputs": [200.0], "iters": 20}
+    ablation = {"method": "no_sync", "ratio": 0.8, "step_ms": 80.0, "synced_step_ms": 100.0, "iters": 20}
     root = _waterfall_records(tmp_path, step_phases, ablation)
     losses = scaling_losses(summarise([json.loads(p.read_text()) for p in root.rglob("*.json")]))
     (loss,) = losses[("resnet50", "b10_fp32")]

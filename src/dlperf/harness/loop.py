@@ -56,9 +56,10 @@ class Measurement:
     phase_ms: dict[str, list[float]] = field(default_factory=dict)
     model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
     compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
-    # `--ablate sync`: the same steps again without gradient synchronisation, after the timed window
+    # `--ablate sync`: after the timed window, windows without gradient synchronisation and synchronised windows
+    # paired with them (alternating)
     ablation_window_throughputs: list[float] = field(default_factory=list)
-    ablation_elapsed_s: float | None = None
+    ablation_synced_window_throughputs: list[float] = field(default_factory=list)
 
     @property
     def throughput(self) -> float:
@@ -89,30 +90,37 @@ def _auto_warmup(
     return output, done, windows, lengths, stable
 
 
+def _window(step: TrainStep, engine: Engine, steps: int, global_batch: int) -> float:
+    """One window of `steps` steps between barriers, after one untimed step (the first after a change of mode:
+    DDP's first forward under no_sync() still broadcasts buffers, its first backward after it reduces what
+    accumulated): its samples/s."""
+    engine.sync(step.run())
+    engine.barrier()
+    started = time.perf_counter()
+    for _ in range(steps):
+        output = step.run()
+    engine.sync(output)
+    engine.barrier()
+    return global_batch * steps / (time.perf_counter() - started)
+
+
 def _ablation_windows(
     step: TrainStep, engine: Engine, iters: int, print_every: int, global_batch: int
-) -> tuple[list[float], float]:
-    """`iters` steps between barriers in windows of `print_every`, as the timed window: each window's samples/s and
-    the whole time. One untimed step first: the first step in a new mode may set up (DDP rebuilds nothing, but a
-    first step after a mode change is not the steady one)."""
-    output = step.run()
-    engine.sync(output)
-    engine.barrier()
-    t0 = window_start = time.perf_counter()
-    windows: list[float] = []
+) -> tuple[list[float], list[float]]:
+    """`iters` steps without gradient synchronisation and `iters` with it, in alternating windows of
+    `print_every`: a load that drifts meanwhile slows both alike, so their ratio holds where two runs at two times
+    would not. Returns the unsynchronised windows' and the paired synchronised windows' samples/s."""
+    assert step.no_sync is not None
+    unsynced: list[float] = []
+    synced: list[float] = []
     done = 0
-    for iteration in range(1, iters + 1):
-        output = step.run()
-        done += 1
-        if iteration % print_every and iteration != iters:
-            continue
-        engine.sync(output)
-        now = time.perf_counter()
-        windows.append(global_batch * done / (now - window_start))
-        window_start, done = now, 0
-    engine.sync(output)
-    engine.barrier()
-    return windows, time.perf_counter() - t0
+    while done < iters:
+        steps = min(print_every, iters - done)
+        with step.no_sync():
+            unsynced.append(_window(step, engine, steps, global_batch))
+        synced.append(_window(step, engine, steps, global_batch))
+        done += steps
+    return unsynced, synced
 
 
 def timed_loop(
@@ -200,10 +208,9 @@ def timed_loop(
     elapsed = time.perf_counter() - t0
     for probe in reversed(probes):  # last started, first stopped: the energy meter sits closest to the window
         probe.stop()
-    ablation: tuple[list[float], float | None] = ([], None)
+    ablation: tuple[list[float], list[float]] = ([], [])
     if ablate == "sync" and step.no_sync is not None:
-        with step.no_sync():
-            ablation = _ablation_windows(step, engine, iters, print_every, global_batch)
+        ablation = _ablation_windows(step, engine, iters, print_every, global_batch)
     return Measurement(
         iters=iters,
         global_batch=global_batch,
@@ -224,5 +231,5 @@ def timed_loop(
         model=dict(step.model),
         compile_s=step.compile_s,
         ablation_window_throughputs=ablation[0],
-        ablation_elapsed_s=ablation[1],
+        ablation_synced_window_throughputs=ablation[1],
     )

@@ -85,15 +85,20 @@ def phase_fields(measured: RunMeasurement) -> dict[str, Any]:
     return {"step_phases": phases.as_record("CUDA events" if measured.device_type == "cuda" else "host clock")}
 
 
-NO_SYNC = "no_sync: DDP's no_sync() every step, the gradient all-reduce skipped"
+NO_SYNC = (
+    "no_sync: DDP's no_sync() every step, the gradient all-reduce skipped, in windows alternating with synchronised"
+    " ones"
+)
 
 
 def ablation_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
-    """`--ablate sync`'s windows as the record's `ablation` (None when not asked)."""
+    """`--ablate sync`'s windows as the record's `ablation` (None when not asked): the unsynchronised steps' and
+    the paired synchronised steps' time, and their ratio, which the waterfall applies to the timed window's step."""
     if spec.ablate == "off":
         return {"ablation": None}
     m = measured.measurement
-    if not m.ablation_window_throughputs or not m.ablation_elapsed_s:
+    unsynced, synced = m.ablation_window_throughputs, m.ablation_synced_window_throughputs
+    if not unsynced or not synced:
         reason = (
             "one rank: no gradient synchronisation to skip"
             if spec.world_size == 1
@@ -101,16 +106,26 @@ def ablation_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
             "TP/PP/FSDP layouts, JAX)"
         )
         return {"ablation": {"method": None, "reason": reason}}
-    throughput = m.global_batch * m.iters / m.ablation_elapsed_s
+    lengths = [min(spec.window, m.iters - i * spec.window) for i in range(len(unsynced))]
+    step_ms = mean_step_ms(unsynced, lengths, m.global_batch)
+    synced_ms = mean_step_ms(synced, lengths, m.global_batch)
     return {
         "ablation": {
             "method": NO_SYNC,
-            "throughput": throughput,
-            "window_throughputs": m.ablation_window_throughputs,
+            "throughput": m.global_batch / step_ms * 1000,
+            "step_ms": step_ms,
+            "synced_step_ms": synced_ms,
+            "ratio": step_ms / synced_ms,
+            "window_throughputs": unsynced,
+            "synced_window_throughputs": synced,
             "iters": m.iters,
-            "step_ms": m.ablation_elapsed_s * 1000 / m.iters,
         }
     }
+
+
+def mean_step_ms(windows: list[float], lengths: list[int], global_batch: int) -> float:
+    """The mean step of windows given as samples/s over `lengths` steps each: their time over their steps."""
+    return sum(n * global_batch / w for w, n in zip(windows, lengths)) / sum(lengths) * 1000
 
 
 def energy_fields(measured: RunMeasurement) -> dict[str, Any]:

@@ -153,11 +153,12 @@ class RunRecord:
         " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
     )
     ablation: dict[str, Any] | None = doc(
-        "`--ablate sync`: the same steps on the same ranks without gradient synchronisation, timed after the timed"
-        " window: `method`, `throughput` (samples/s, between barriers), `window_throughputs`, `iters`, `step_ms`;"
-        " or `method` null with the `reason` where the step cannot skip it (one rank, a compiled step, TP/PP/FSDP,"
-        " JAX). Its step time is compute while the ranks share the machine; the timed window's step less it is"
-        " communication, exposed or slowing compute (docs/scaling.md)"
+        "`--ablate sync`: after the timed window, the same ranks' steps without gradient synchronisation (DDP's"
+        " no_sync()) in windows alternating with synchronised ones: `method`, `step_ms` and `throughput` without"
+        " synchronisation, `synced_step_ms` of the paired windows, their `ratio`, `window_throughputs`,"
+        " `synced_window_throughputs`, `iters`; or `method` null with the `reason` where the step cannot skip it"
+        " (one rank, a compiled step, TP/PP/FSDP, JAX). The waterfall's machine sharing and communication come from"
+        " `ratio` (docs/scaling.md)"
     )
     energy: dict[str, Any] | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"

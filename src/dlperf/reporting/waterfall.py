@@ -21,8 +21,9 @@ Cases without step phases (compiled steps, TP/PP/FSDP layouts, JAX, other framew
 unexplained, with the reason.
 
 Measured by ablation, where the case's runs carry one (`--ablate sync`: the same ranks, the same steps, DDP's
-no_sync() every step; the record's `ablation`), the split does not assume that overlapped communication is free:
-with TA the ablated step time (the median over repeats of its throughput),
+no_sync() every step, in windows alternating with synchronised ones; the record's `ablation`), the split does not
+assume that overlapped communication is free: with TA = TN x the median over repeats of the ablation's `ratio`
+(the unsynchronised windows' step over the paired synchronised windows', so a load that drifts cancels),
 - machine sharing = TA - T1: compute slower on N ranks than on one with no communication at all (cores, memory
   bandwidth, caches, power shared by the ranks; a straggler's pace too, as nothing waits for it in a collective);
 - communication = TN - TA, split where the step phases are timed into exposed communication (as above, at most the
@@ -160,9 +161,10 @@ def ablation_parts_ms(
     return {**parts, "machine_sharing": ablated_ms - one_device_ms}
 
 
-def ablated_throughput(case: CaseSummary) -> float | None:
-    """The median over the case's repeats of its ablation's throughput (`--ablate sync`), where measured."""
-    return median_of((r.ablation or {}).get("throughput") for r in case.records)
+def ablation_ratio(case: CaseSummary) -> float | None:
+    """The median over the case's repeats of its ablation's step time without gradient synchronisation over the
+    paired synchronised windows' (`--ablate sync`), where measured."""
+    return median_of((r.ablation or {}).get("ratio") for r in case.records)
 
 
 def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: float | None = None) -> ScalingLoss:
@@ -174,9 +176,9 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
     parts = _parts_ms(case, base)
     note = None if parts is not None else NO_PHASES
     method = PHASES_METHOD
-    if (ablated := ablated_throughput(case)) is not None:
+    if (ratio := ablation_ratio(case)) is not None:
         exposed = parts.get("exposed_communication") if parts is not None else None
-        parts, note, method = ablation_parts_ms(t1, tn, gn / ablated * 1000, exposed), None, ABLATION_METHOD
+        parts, note, method = ablation_parts_ms(t1, tn, tn * ratio, exposed), None, ABLATION_METHOD
     if gn != g1 * case.world_size:
         parts, note = None, f"not split: its global batch {gn:g} is not {case.world_size} x the 1-device run's {g1:g}"
     parts_ms = {**(parts or {}), UNEXPLAINED: extra_ms - sum((parts or {}).values())}

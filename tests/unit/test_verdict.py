@@ -60,6 +60,8 @@ def test_same_faster_and_too_few():
     assert faster.verdict == "faster" and faster.ci_low > 1.05
     few = compare_repeats(base[:2], base)
     assert few.verdict == "inconclusive" and "at least 3" in few.reason and few.p_value is None
+    one_each = compare_repeats([[100.0, 100.0]], [[50.0]])
+    assert one_each.verdict == "inconclusive" and one_each.ratio == pytest.approx(0.5)
     # 10 % slower with 3 repeats a side at 0.1 %: the rank test this replaced could never say so (p >= 0.1)
     three_a_side = compare_repeats(one_window([100.0, 100.1, 99.9]), one_window([90.0, 90.1, 89.9]))
     assert three_a_side.verdict == "slower" and three_a_side.p_value < 1e-5

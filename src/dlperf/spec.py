@@ -205,10 +205,10 @@ class RunSpec:
     )
     ablate: str = setting(
         "off",
-        "sync: after the timed window, time as many steps again on the same ranks without gradient "
-        "synchronisation (DDP's no_sync() every step): compute while the ranks share the machine; the "
-        "difference to the timed window is communication, exposed or slowing compute (the record's `ablation`, "
-        "the report's scaling waterfall)",
+        "sync: after the timed window, time the same ranks' steps without gradient synchronisation (DDP's "
+        "no_sync()) in windows alternating with synchronised ones: compute while the ranks share the machine; "
+        "the difference is communication, exposed or slowing compute (the record's `ablation`, the report's "
+        "scaling waterfall)",
         choices=ABLATIONS,
         group=TIMING_GROUP,
     )

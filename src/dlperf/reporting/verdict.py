@@ -24,7 +24,7 @@ Verdict at threshold t (a fraction) and alpha = 0.05:
 - `inconclusive` otherwise: the interval straddles a threshold.
 Under no change the chance of `slower` or `faster` is at most alpha (exactly alpha at t = 0, far less at 5 %);
 `benchmarks/compare_false_alarms.py` counts the verdicts over many compares of repeated runs of the same code, and
-docs/commands.md gives the power for 3 against 3 repeats.
+docs/compare.md gives the power for 3 against 3 repeats.
 """
 
 from __future__ import annotations

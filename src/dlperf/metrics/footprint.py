@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlperf.wording import magnitude
+from dlperf.wording import count, magnitude
 
 GIB = 2**30
 
@@ -69,7 +69,9 @@ def fit_problems(footprint: Footprint, ranks_per_node: int, on_gpu: bool, machin
         if smallest and footprint.total_bytes > smallest:
             problems.append(f"a rank needs more than the {smallest / GIB:.0f} GiB of its GPU")
         if machine.gpu_memory_bytes and ranks_per_node > len(machine.gpu_memory_bytes):
-            problems.append(f"{ranks_per_node} ranks per node for {len(machine.gpu_memory_bytes)} GPUs")
+            problems.append(
+                f"{count(ranks_per_node, 'rank')} per node for {count(len(machine.gpu_memory_bytes), 'GPU')}"
+            )
         return problems
     host_need = footprint.total_bytes * ranks_per_node
     if machine.memory_bytes and host_need > machine.memory_bytes:

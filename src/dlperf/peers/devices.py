@@ -12,6 +12,7 @@ from typing import Any
 from dlperf.errors import DataError
 from dlperf.metrics.peaks import device_key
 from dlperf.peers.textlines import log_lines
+from dlperf.wording import count
 
 TF_DEVICE = re.compile(r"pciBusID: (?P<bus>\S+) name: (?P<name>.+?) computeCapability: \d+\.\d+")
 SCANNED = 5000  # the discovery lines come at start-up: a long log is not read twice to its end for them
@@ -39,5 +40,5 @@ def logged_accelerator(path: Path, world_size: int, per_node: int) -> dict[str, 
         "count": world_size,
         "per_node": per_node,
         "interconnect": None,
-        "source": f"the log's TensorFlow device lines ({len(found)} devices listed on its host)",
+        "source": f"the log's TensorFlow device lines ({count(len(found), 'device')} listed on its host)",
     }

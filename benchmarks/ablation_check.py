@@ -5,7 +5,8 @@
 
 Each round runs, one after another: the quick case's 1n1g alone; its 1n2g with `--ablate sync` (the same two ranks
 then time their steps without gradient synchronisation); and two independent 1n1g runs side by side (started
-together, each one CPU thread as each 1n2g rank has). With T1 the 1n1g step, T2 the 1n2g step and the side-by-side
+together, each one CPU thread on a core of its own (taskset), as each 1n2g rank keeps to its own core; unpinned,
+both would keep to the first core). With T1 the 1n1g step, T2 the 1n2g step and the side-by-side
 runs' step TS (the mean of the two), the independent ablation's communication share of the scaling loss is
 (T2 - TS) / (T2 - T1): sharing the machine costs TS - T1, the rest is communication. The waterfall's share is
 (T2 - TA) / (T2 - T1) with TA = T2 x the same 1n2g run's ablation ratio (its unsynchronised windows' step over
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,8 +30,11 @@ QUICK = [
 ]  # fmt: skip
 
 
-def dlperf(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dlperf", "run", *QUICK, *args], stdout=subprocess.DEVNULL)
+def dlperf(args: list[str], core: int | None = None) -> subprocess.Popen:
+    """A quick-case run; `core`: on that core alone (taskset), as the 1n2g's rank of that local rank keeps to it."""
+    pinned = ["taskset", "-c", str(core)] if core is not None else []
+    command = [*pinned, sys.executable, "-m", "dlperf", "run", *QUICK, *args]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL)
 
 
 def run_round(out: Path, r: int) -> None:
@@ -39,7 +44,10 @@ def run_round(out: Path, r: int) -> None:
     ):
         if dlperf([*args, "--repeat", str(r)]).wait():
             raise SystemExit(f"a run failed: {args}")
-    side = [dlperf(["--repeat", str(r), "--out", str(out / name)]) for name in ("side_a", "side_b")]
+    cores = sorted(os.sched_getaffinity(0))[:2]  # each on its own core: a one-device run keeps to the first it may use
+    side = [
+        dlperf(["--repeat", str(r), "--out", str(out / name)], core) for name, core in zip(("side_a", "side_b"), cores)
+    ]
     if any(p.wait() for p in side):
         raise SystemExit("a side-by-side run failed")
 

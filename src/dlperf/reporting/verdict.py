@@ -106,7 +106,8 @@ def _centre(side: Sequence[Repeat]) -> float:
 
 
 def nested_test(base: Sequence[Repeat], new: Sequence[Repeat]) -> NestedTest:
-    """The nested-ANOVA test of NEW against BASE (each at least 2 repeats with a positive window)."""
+    """The nested-ANOVA test of NEW against BASE: each side at least one repeat with a positive window, three in
+    all (one degree of freedom)."""
     sides = [[_logs(r) for r in side] for side in (base, new)]
     sides = [[r for r in side if r] for side in sides]
     means = [[sum(r) / len(r) for r in side] for side in sides]

@@ -169,3 +169,26 @@ def test_report_html_draws_the_waterfall(tmp_path, capsys):
     page = (tmp_path / "html" / "report.html").read_text()
     assert "resnet50 b10_fp32, where the scaling went" in page and '"type":"waterfall"' in page
     assert "Where the scaling went" in page  # report.md's section, as a table
+
+
+def test_ablation_record_by_hand():
+    """Two ablation windows of 5 steps at global batch 32: unsynchronised 100 and 50 samples/s (1.6 + 3.2 s), the
+    paired synchronised 80 and 40 (2 + 4 s): 480 against 600 ms a step, ratio 0.8. One rank has nothing to skip."""
+    from dlperf.harness.loop import Measurement
+    from dlperf.harness.results import RunMeasurement
+    from dlperf.orchestration.evidence import ablation_fields
+    from dlperf.workloads import spec_from_mapping
+
+    keys = {"model": "resnet50", "ablate": "sync", "iters": 10, "print_every": 5, "devices_per_node": 2}
+    spec = spec_from_mapping(keys)
+    m = Measurement(iters=10, global_batch=32, elapsed_s=1.0, first_step_s=0.1)
+    m.ablation_window_throughputs, m.ablation_synced_window_throughputs = [100.0, 50.0], [80.0, 40.0]
+    ablation = ablation_fields(spec, RunMeasurement(m, [], "cpu", None, None, None))["ablation"]
+    assert ablation["step_ms"] == pytest.approx(480.0) and ablation["synced_step_ms"] == pytest.approx(600.0)
+    assert ablation["ratio"] == pytest.approx(0.8) and ablation["throughput"] == pytest.approx(32 / 0.48)
+    one = spec_from_mapping({**keys, "devices_per_node": 1})
+    alone = ablation_fields(one, RunMeasurement(Measurement(10, 16, 1.0, 0.1), [], "cpu", None, None, None))
+    assert alone["ablation"] == {"method": None, "reason": "one rank: no gradient synchronisation to skip"}
+    assert ablation_fields(spec.replace(ablate="off"), RunMeasurement(m, [], "cpu", None, None, None)) == {
+        "ablation": None
+    }

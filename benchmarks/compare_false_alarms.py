@@ -41,7 +41,7 @@ def main() -> None:
     print(f"{args.draws} draws of {k} vs {k} repeats, threshold {args.threshold:.0%}")
     print(f"{'case':<40} {'repeats':>8} " + " ".join(f"{v:>12}" for v in VERDICTS) + "  false alarms (95 % CI)")
     for key in sorted(base.keys() & new.keys()):
-        b, n = base[key][1], new[key][1]
+        b, n = base[key].windows, new[key].windows
         if (len(b) < 2 * k and not args.new) or min(len(b), len(n)) < k:
             print(f"{' '.join(key):<40} too few repeats ({len(b)}, {len(n)})")
             continue

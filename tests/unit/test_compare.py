@@ -105,3 +105,19 @@ def test_two_x_slowdown_of_three_repeats_fails_from_their_windows(tmp_path, caps
     assert (row["windows_base"], row["windows_new"]) == (9, 9) and row["df"] == 4 and row["ci_high"] < 0.95
     code, out, _ = run_cli(["compare", str(tmp_path / "new"), str(tmp_path / "base")], capsys)
     assert code == 0 and "faster" in out
+
+
+def test_a_change_measured_at_another_machine_load_is_named(tmp_path, capsys):
+    """7 % slower, but others kept 0.10 cores busy during BASE's runs and 0.80 during NEW's: the verdict stands
+    (the runs cannot tell code from machine) and the line says so; at one load, no note."""
+    for root, mean, load in ((tmp_path / "base", 100.0, 0.1), (tmp_path / "new", 93.0, 0.8)):
+        for i, speed in enumerate(known_noise(int(mean), 5, mean, 0.005), 1):
+            rec = record("1n1g", i, speed, machine_load=[{"other_cores": load}])
+            write_json_atomic(root / "resnet50" / "1n1g" / f"resnet50_b128_fp32_{i}.json", rec)
+    code, out, _ = run_cli(["compare", str(tmp_path / "base"), str(tmp_path / "new")], capsys)
+    assert code == 1 and "other processes kept 0.10 cores busy during BASE's runs and 0.80 during NEW's" in out
+    code, out, _ = run_cli(["compare", str(tmp_path / "base"), str(tmp_path / "new"), "--json"], capsys)
+    (row,) = json.loads(out)
+    assert (row["other_cores_base"], row["other_cores_new"]) == (0.1, 0.8) and "machine's" in row["load_note"]
+    code, out, _ = run_cli(["compare", str(tmp_path / "base"), str(tmp_path / "base"), "--json"], capsys)
+    assert json.loads(out)[0]["load_note"] is None

@@ -88,4 +88,6 @@ def run(args: argparse.Namespace) -> int:
         for r in rows:
             if r.label == "inconclusive":
                 say(f"  {r.model} {r.group} {r.case}: {r.verdict.reason}")
+            elif r.load_note:
+                say(f"  {r.model} {r.group} {r.case} ({r.label}): {r.load_note}")
     return 1 if regressed else 0

@@ -116,6 +116,18 @@ def test_scaling_loss_split_by_ablation_by_hand(tmp_path, capsys, step_phases):
     assert "communication 100% of the loss" in (root / "report.md").read_text()
 
 
+def test_an_ablation_no_faster_than_the_synchronised_steps_is_not_used(tmp_path):
+    """Unsynchronised windows 1.07 x the synchronised ones (this VM under load): no communication measured there, so
+    the phases' split stands (as in test_scaling_loss_parts_by_hand) and the method says why."""
+    ablation = {"method": "no_sync", "ratio": 1.07, "step_ms": 107.0, "synced_step_ms": 100.0, "iters": 20}
+    root = _waterfall_records(tmp_path, True, ablation)
+    (loss,) = scaling_losses(summarise([json.loads(p.read_text()) for p in root.rglob("*.json")]))[
+        ("resnet50", "b10_fp32")
+    ]
+    assert loss.components_ms["exposed_communication"] == pytest.approx(15) and "machine_sharing" not in loss.components
+    assert "took 1.07 x the synchronised ones beside them, no faster" in loss.method
+
+
 def test_cases_without_phases_keep_their_loss_unexplained(tmp_path, capsys):
     root = _waterfall_records(tmp_path, step_phases=False)
     losses = scaling_losses(summarise([json.loads(p.read_text()) for p in root.rglob("*.json")]))

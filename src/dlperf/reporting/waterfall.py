@@ -161,6 +161,15 @@ def ablation_parts_ms(
     return {**parts, "machine_sharing": ablated_ms - one_device_ms}
 
 
+def ablation_contradicts(ratio: float) -> str:
+    """Why an ablation whose unsynchronised steps were no faster is not used."""
+    return (
+        f"its ablation (--ablate sync) is not used: the steps without gradient synchronisation took {ratio:.2f} x "
+        "the synchronised ones beside them, no faster, so it did not isolate communication (a noisy machine: rerun "
+        "on a quiet one, or with more --iters)"
+    )
+
+
 def ablation_ratio(case: CaseSummary) -> float | None:
     """The median over the case's repeats of its ablation's step time without gradient synchronisation over the
     paired synchronised windows' (`--ablate sync`), where measured."""
@@ -176,7 +185,11 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
     parts = _parts_ms(case, base)
     note = None if parts is not None else NO_PHASES
     method = PHASES_METHOD
-    if (ratio := ablation_ratio(case)) is not None:
+    if (ratio := ablation_ratio(case)) is not None and ratio >= 1:
+        # the steps without communication were not faster: the ablation measured noise (or a machine that runs
+        # two ranks slower while neither waits), not communication; the phases' split stands, and says why
+        method = f"{PHASES_METHOD}; {ablation_contradicts(ratio)}"
+    elif ratio is not None:
         exposed = parts.get("exposed_communication") if parts is not None else None
         parts, note, method = ablation_parts_ms(t1, tn, tn * ratio, exposed), None, ABLATION_METHOD
     if gn != g1 * case.world_size:
@@ -314,6 +327,8 @@ def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
             lines.append(row)
             if loss.note:
                 notes.append(f"- {md(loss.case)}: {md(loss.note)}")
+            elif loss.method.startswith(f"{PHASES_METHOD}; "):
+                notes.append(f"- {md(loss.case)}: {md(loss.method.split('; ', 1)[1])}")
             elif loss.method == ABLATION_METHOD:
                 share = loss.communication_share
                 share_text = "" if share is None else f", communication {share:.0%} of the loss"

@@ -34,6 +34,7 @@ DEFAULT_PRINT_EVERY = 20
 EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
 COMMAND_PER = ("rank", "node")
 LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")  # whose launcher's variables a command's processes get
+ABLATIONS = ("off", "sync")  # `--ablate`: the ablation windows a run times after its timed window
 INSTRUMENT = ("auto", "off")  # dlperf's start-up hook on a Python command's PYTHONPATH (dlperf.instrument)
 LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,39}$")  # a label or framework name is a file-name token
 AUTO = "auto"
@@ -202,6 +203,15 @@ class RunSpec:
     straggler_pct: float = setting(
         5.0, "flag a rank this many percent slower than the median rank", bound="non-negative", group=TIMING_GROUP
     )
+    ablate: str = setting(
+        "off",
+        "sync: after the timed window, time the same ranks' steps without gradient synchronisation (DDP's "
+        "no_sync()) in windows alternating with synchronised ones: compute while the ranks share the machine; "
+        "the difference is communication, exposed or slowing compute (the record's `ablation`, the report's "
+        "scaling waterfall)",
+        choices=ABLATIONS,
+        group=TIMING_GROUP,
+    )
 
     @property
     def world_size(self) -> int:
@@ -288,6 +298,7 @@ class RunSpec:
         choose("fp32_math", self.fp32_math, FP32_MATHS)
         choose("device", self.device, DEVICES)
         choose("compile_mode", self.compile_mode, COMPILE_MODES)
+        choose("ablate", self.ablate, ABLATIONS)
         if not isinstance(self.compile, bool):
             raise ConfigError(f"{flag('compile')} must be true or false, got {self.compile!r}")
         if not isinstance(self.data, str) or not self.data:

@@ -185,7 +185,7 @@ def test_bad_adaptive_options_are_one_line(tmp_path, capsys):
     code, _, err = run_cli(["run", *TINY, "--warmup-iters", "auto", "--max-warmup-iters", "3", "--dry-run"], capsys)
     assert code != 0 and "raise --max-warmup-iters (now 3) to at least 6" in err and "Traceback" not in err
     code, _, err = run_cli(["run", *TINY, "--warmup-iters", "often"], capsys)
-    assert code == 2 and "must be a positive integer, got 'often'" in err
+    assert code == 2 and "must be a positive integer or auto, got 'often'" in err
     sweep = tmp_path / "s.yaml"
     sweep.write_text("model: resnet50\nimage_size: 32\nbatch_size: 2\ndevice: cpu\n")
     code, _, err = run_cli(["sweep", str(sweep), "--target-ci", "2", "--dry-run"], capsys)

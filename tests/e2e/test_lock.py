@@ -52,7 +52,9 @@ def test_sweep_on_a_locked_folder_is_refused_and_report_still_reads(tmp_path, he
     assert refused.stderr.strip().count("\n") == 0 and f"in use by dlperf pid {held.pid}" in refused.stderr
     assert not list((tmp_path / "out").rglob("*.json")), "the refused sweep wrote something"
     reading = run_dlperf(["report", str(tmp_path / "out")])
-    assert "in use" not in reading.stderr  # readers take no lock (this folder just holds no records yet)
+    # readers take no lock; a folder with no records yet names its writer (issue 39), not `dlperf extract`
+    assert reading.returncode == 2 and f"no run records under {tmp_path / 'out'} yet" in reading.stderr
+    assert f"in use by dlperf pid {held.pid}" in reading.stderr and "extract" not in reading.stderr
 
 
 def test_extract_and_report_out_into_a_held_folder_are_refused(tmp_path, held):

@@ -77,3 +77,20 @@ def test_planted_slow_rank_and_slow_loader(baseline, tmp_path):
     # summary.json rounds each part and the loss to 0.01: their sum is the loss within half a unit per figure
     rounding = 0.005 * (len(loss["components"]) + 1)
     assert sum(loss["components"].values()) == pytest.approx(loss["measured_loss"], abs=rounding)
+
+
+def test_ablate_sync_times_the_same_ranks_without_gradient_sync(tmp_path):
+    """`--ablate sync` on 2 gloo ranks of ResNet-50 at 32 px: after the timed window, windows under DDP's no_sync()
+    alternating with synchronised ones, between barriers, in the record's `ablation` that the waterfall reads."""
+    out = tmp_path / "records"
+    resnet = ["--model", "resnet50", "--device", "cpu", "--image-size", "32", "--num-classes", "10"]
+    timing = ["--batch-size", "2", "--warmup-iters", "1", "--iters", "2", "--print-every", "1"]
+    _dlperf(["run", *resnet, *timing, "--devices-per-node", "2", "--ablate", "sync", "--out", str(out)])
+    (path,) = (out / "resnet50" / "1n2g").glob("*.json")
+    record = json.loads(path.read_text())
+    ablation = record["ablation"]
+    assert ablation["method"].startswith("no_sync") and ablation["iters"] == 2
+    assert len(ablation["window_throughputs"]) == len(ablation["synced_window_throughputs"]) == 2
+    assert ablation["step_ms"] == pytest.approx(record["global_batch_size"] / ablation["throughput"] * 1000)
+    assert ablation["ratio"] == pytest.approx(ablation["step_ms"] / ablation["synced_step_ms"])
+    assert record["config"]["ablate"] == "sync" and record["group"] == "b2_fp32"

@@ -221,7 +221,7 @@ def test_report_predict_without_overlap(tmp_path, capsys):
 
 def test_help_has_no_doubled_percent(capsys):
     code, out, _ = run_cli(["compare", "--help"], capsys)
-    assert code == 0 and "95 % bootstrap" in out and "%%" not in out
+    assert code == 0 and "95 % interval" in out and "%%" not in out
 
 
 def test_a_sweep_speaks_before_the_environment_is_collected(tmp_path, capsys, monkeypatch):

@@ -57,5 +57,5 @@ def test_gpu_memory_and_device_count():
     _, _, big = footprint(model="gpt", case="DP_1x1x1_2_1536x16")
     small_gpu = Machine(cpu_cores=64, memory_bytes=512 * GIB, gpu_memory_bytes=(8 * GIB,))
     assert fit_problems(big, 1, True, small_gpu) == ["a rank needs more than the 8 GiB of its GPU"]
-    assert "2 ranks per node for 1 GPUs" in fit_problems(big, 2, True, small_gpu)
+    assert "2 ranks per node for 1 GPU" in fit_problems(big, 2, True, small_gpu)
     assert fit_problems(big, 1, True, Machine(64, 512 * GIB, (80 * GIB,))) == []

@@ -21,12 +21,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "compare",
         parents=[common],
         help="compare two results folders case by case: faster, slower, same or inconclusive",
-        description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio of median throughputs "
-        "NEW/BASE with its 95 % bootstrap interval, a Mann-Whitney U test on the repeats, and a verdict (faster, "
-        "slower, same, inconclusive) at --threshold. Exit status 1 only for a significant slowdown beyond the "
-        "threshold, or a case that fails in NEW where it ran in BASE, so CI can gate on it. With --db, BASE and NEW "
-        "are labels of a history (`dlperf history add --label`), a shared PostgreSQL one included: every machine's "
-        "records under each label.",
+        description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio NEW/BASE from every "
+        "timed window of every repeat (a two-level model, repeats and the windows inside them), its 95 % interval "
+        "and p-value, and a verdict (faster, slower, same, inconclusive) at --threshold; 3 repeats a side suffice. "
+        "Exit status 1 only for a significant slowdown beyond the threshold, or a case that fails in NEW where it "
+        "ran in BASE, so CI can gate on it. With --db, BASE and NEW are labels of a history (`dlperf history add "
+        "--label`), a shared PostgreSQL one included: every machine's records under each label.",
     )
     add_declared(parser, CompareOptions)
     parser.set_defaults(func=run)
@@ -59,6 +59,7 @@ def _row(r: CaseComparison) -> list[str]:
         "" if v is None or v.ci_low is None else f"[{v.ci_low:.3f}, {v.ci_high:.3f}]",
         "" if v is None or v.p_value is None else f"{v.p_value:.3g}",
         f"{len(r.base_speeds)}/{len(r.new_speeds)}",
+        "" if v is None else f"{v.windows_base}/{v.windows_new}",
         r.label.upper() if r.regressed else r.label,
     ]
 
@@ -81,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
-        columns = ("model", "group", "case", "base median", "new median", "new/base", "95 % interval", "p", "n")
+        columns = ("model", "group", "case", "base median", "new median", "new/base", "95 % interval", "p")
+        columns += ("repeats", "windows")
         title = f"{args.new} vs {args.base} (threshold {threshold:.0%})"
         print_table(title, (*columns, "verdict"), [_row(r) for r in rows])
         inconclusive = sum(r.label == "inconclusive" for r in rows)
@@ -92,4 +94,6 @@ def run(args: argparse.Namespace) -> int:
         for r in rows:
             if r.label == "inconclusive":
                 say(f"  {r.model} {r.group} {r.case}: {r.verdict.reason}")
+            elif r.load_note:
+                say(f"  {r.model} {r.group} {r.case} ({r.label}): {r.load_note}")
     return 1 if regressed else 0

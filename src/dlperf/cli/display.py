@@ -149,6 +149,18 @@ def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
         rows.append(
             ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}")
         )
+    ablation = record.ablation
+    if ablation and ablation.get("ratio"):  # --ablate sync: the same steps without gradient synchronisation
+        gap = ablation["synced_step_ms"] - ablation["step_ms"]
+        rows.append(
+            (
+                "step without / with gradient sync (ms)",
+                f"{ablation['step_ms']:.1f} / {ablation['synced_step_ms']:.1f} (alternating windows): "
+                f"communication {gap:.1f} ms a step",
+            )
+        )
+    elif ablation:
+        rows.append(("without gradient sync", f"not measured: {ablation['reason']}"))
     energy = record.energy or {}
     rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
     return rows

@@ -47,6 +47,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="dlperf",
         description="Benchmark deep-learning training speed and scaling, and report it like the published tables.",
         parents=[common],
+        every_command=build_parser,
     )
     parser.add_argument("--version", action="version", version=f"dlperf {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)

@@ -18,6 +18,7 @@ from dlperf.maxbatch.search import MaxBatchResult, Probe
 from dlperf.records.schema import batch_free_group
 from dlperf.records.store import check_writable, write_record
 from dlperf.spec import setting
+from dlperf.wording import count
 from dlperf.workloads import check_spec, spec_from_mapping
 
 BATCH_KEY = {"resnet50": "batch_size", "gpt": "micro_batch_size"}  # what a probe varies, per model
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         args.memory_cap, available = default_cpu_cap_gib(spec.devices_per_node)
         print(
             f"memory cap: {args.memory_cap:.1f} GiB of address space per process (default on a CPU: "
-            f"{CPU_CAP_SHARE:.0%} of the {available:.1f} GiB available, over {spec.devices_per_node} ranks; "
+            f"{CPU_CAP_SHARE:.0%} of the {available:.1f} GiB available, over {count(spec.devices_per_node, 'rank')}; "
             "--memory-cap GIB to change)"
         )
     with tempfile.TemporaryDirectory(prefix="dlperf-maxbatch-") as workdir:

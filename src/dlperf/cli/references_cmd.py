@@ -11,6 +11,7 @@ from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.references import figures, load
 from dlperf.spec import setting
+from dlperf.wording import count
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     for f in rows:
         say(
             f"{f['model']:<11} {f['accelerator']:<16} {f['precision']:<9} {f['value']:>9g} {f['metric']}  "
-            f"batch {f['batch_per_device']}, {f['devices']} devices, {f['framework']}"
+            f"batch {f['batch_per_device']}, {count(f['devices'], 'device')}, {f['framework']}"
         )
         say(f"{'':<11} source: {f['source']}; {f.get('url') or ''}")
     return 0

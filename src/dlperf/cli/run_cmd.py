@@ -63,8 +63,21 @@ def _follow(job: RunJob, launcher: Launcher, env: dict) -> Iterator[None]:
     if launcher.local and (estimate := single_run_estimate(spec, job.plan, env)):
         say(estimate)
     say(f"log: {job.paths.log}{launcher.log_note}")
-    with LogFollower(job.paths.log, say, window_extra(spec, job.plan, env), plain=spec.engine == EXTERNAL):
-        yield
+    try:
+        with LogFollower(job.paths.log, say, window_extra(spec, job.plan, env), plain=spec.engine == EXTERNAL):
+            yield
+    except KeyboardInterrupt:  # Ctrl-C (and SIGTERM): the same command again would be refused by the log it left
+        if job.paths.log.exists():
+            say(interrupted_hint(job))
+        raise
+
+
+def interrupted_hint(job: RunJob) -> str:
+    """What to run after an interrupted run, whose log stays where the same command would write again."""
+    return (
+        f"the interrupted run's log stays at {job.paths.log}: run again with --repeat {job.repeat + 1} to keep it "
+        "beside the new run, or with --overwrite to replace it"
+    )
 
 
 def window_extra(spec: RunSpec, plan: WorkloadPlan, env: dict) -> WindowExtra | None:

@@ -18,7 +18,7 @@ from dlperf.cli.live import LogFollower
 from dlperf.cli.options import add_launch_options, launch_options
 from dlperf.errors import ConfigError
 from dlperf.launch import RunJob
-from dlperf.orchestration.sweep import SweepOptions, SweepPlan, SweepStart, stored_sweep_fields
+from dlperf.orchestration.sweep import SweepOptions, SweepPlan, SweepStart, default_out, stored_sweep_fields
 from dlperf.orchestration.sweep_run import (
     Commands,
     Ended,
@@ -52,7 +52,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _resume_options(args: argparse.Namespace) -> None:
-    """With --resume, take the sweep file and options the folder stored at the sweep's start."""
+    """With --resume, take the sweep file and options the folder stored at the sweep's start; without --out, the
+    folder is results/<the sweep file's name>."""
+    if args.out is None and args.resume:
+        raise ConfigError("--resume needs --out: the folder of the sweep to finish (e.g. --out results/quick)")
     stored = load_sweep_options(args.out) if args.resume else None
     if stored is not None:
         given = {key: getattr(args, key) for key in args.stored_options}
@@ -64,6 +67,8 @@ def _resume_options(args: argparse.Namespace) -> None:
     if args.config is None:
         hint = " (this folder stored no sweep options to resume)" if args.resume else ""
         raise ConfigError(f"give the sweep file, e.g. `dlperf sweep configs/quick.yaml`{hint}")
+    if args.out is None:
+        args.out = default_out(args.config)
 
 
 def sweep_options(args: argparse.Namespace) -> SweepOptions:

@@ -13,6 +13,7 @@ import os
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,6 +88,9 @@ class TrainStep:
 
     `compile_s` is the compile time where the builder compiled the step ahead of time (JAX/XLA); else the
     first step measures it.
+
+    `no_sync`, where the step reduces gradients across data-parallel ranks and can skip that, gives a context under
+    which it does (DDP's no_sync()): `--ablate sync` times the step under it.
     """
 
     run: Callable[[], Any]
@@ -96,6 +100,7 @@ class TrainStep:
     count_flops: Callable[[], int] | None = None
     model: dict[str, int] = field(default_factory=dict)
     compile_s: float | None = None
+    no_sync: Callable[[], AbstractContextManager] | None = None
 
 
 class StepClock(ABC):

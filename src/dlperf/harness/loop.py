@@ -56,6 +56,10 @@ class Measurement:
     phase_ms: dict[str, list[float]] = field(default_factory=dict)
     model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
     compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
+    # `--ablate sync`: after the timed window, windows without gradient synchronisation and synchronised windows
+    # paired with them (alternating)
+    ablation_window_throughputs: list[float] = field(default_factory=list)
+    ablation_synced_window_throughputs: list[float] = field(default_factory=list)
 
     @property
     def throughput(self) -> float:
@@ -86,6 +90,39 @@ def _auto_warmup(
     return output, done, windows, lengths, stable
 
 
+def _window(step: TrainStep, engine: Engine, steps: int, global_batch: int) -> float:
+    """One window of `steps` steps between barriers, after one untimed step (the first after a change of mode:
+    DDP's first forward under no_sync() still broadcasts buffers, its first backward after it reduces what
+    accumulated): its samples/s."""
+    engine.sync(step.run())
+    engine.barrier()
+    started = time.perf_counter()
+    for _ in range(steps):
+        output = step.run()
+    engine.sync(output)
+    engine.barrier()
+    return global_batch * steps / (time.perf_counter() - started)
+
+
+def _ablation_windows(
+    step: TrainStep, engine: Engine, iters: int, print_every: int, global_batch: int
+) -> tuple[list[float], list[float]]:
+    """`iters` steps without gradient synchronisation and `iters` with it, in alternating windows of
+    `print_every`: a load that drifts meanwhile slows both alike, so their ratio holds where two runs at two times
+    would not. Returns the unsynchronised windows' and the paired synchronised windows' samples/s."""
+    assert step.no_sync is not None
+    unsynced: list[float] = []
+    synced: list[float] = []
+    done = 0
+    while done < iters:
+        steps = min(print_every, iters - done)
+        with step.no_sync():
+            unsynced.append(_window(step, engine, steps, global_batch))
+        synced.append(_window(step, engine, steps, global_batch))
+        done += steps
+    return unsynced, synced
+
+
 def timed_loop(
     step: TrainStep,
     engine: Engine,
@@ -98,6 +135,7 @@ def timed_loop(
     on_window: WindowCallback | None = None,
     on_warmup: WarmupCallback | None = None,
     probes: Sequence[WindowProbe] = (),
+    ablate: str = "off",
 ) -> Measurement:
     """Run the warm-up, then `iters` timed steps; each probe is started and stopped around the timed steps.
 
@@ -172,6 +210,9 @@ def timed_loop(
     elapsed = time.perf_counter() - t0
     for probe in reversed(probes):  # last started, first stopped: the energy meter sits closest to the window
         probe.stop()
+    ablation: tuple[list[float], list[float]] = ([], [])
+    if ablate == "sync" and step.no_sync is not None:
+        ablation = _ablation_windows(step, engine, iters, print_every, global_batch)
     return Measurement(
         iters=iters,
         global_batch=global_batch,
@@ -191,4 +232,6 @@ def timed_loop(
         phase_ms=own_clock.phases() if own_clock else {},
         model=dict(step.model),
         compile_s=step.compile_s,
+        ablation_window_throughputs=ablation[0],
+        ablation_synced_window_throughputs=ablation[1],
     )

@@ -41,6 +41,7 @@ def time_step(
         on_window=on_window,
         on_warmup=on_warmup,
         probes=probes or [],
+        ablate=spec.ablate,
     )
 
 

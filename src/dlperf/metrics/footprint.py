@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dlperf.wording import count, magnitude
+
 GIB = 2**30
 
 # weights + gradients (fp32 masters under AMP too), + optimizer state per parameter
@@ -44,7 +46,7 @@ class Footprint:
 
     def describe(self) -> str:
         return (
-            f"{self.params_total / 1e6:.0f}M parameters, about {self.total_bytes / GIB:.1f} GiB per rank "
+            f"{magnitude(self.params_total)} parameters, about {self.total_bytes / GIB:.1f} GiB per rank "
             f"({self.state_bytes / GIB:.1f} GiB weights, gradients and optimizer state, "
             f"{self.activation_bytes / GIB:.1f} GiB activations)"
         )
@@ -67,7 +69,9 @@ def fit_problems(footprint: Footprint, ranks_per_node: int, on_gpu: bool, machin
         if smallest and footprint.total_bytes > smallest:
             problems.append(f"a rank needs more than the {smallest / GIB:.0f} GiB of its GPU")
         if machine.gpu_memory_bytes and ranks_per_node > len(machine.gpu_memory_bytes):
-            problems.append(f"{ranks_per_node} ranks per node for {len(machine.gpu_memory_bytes)} GPUs")
+            problems.append(
+                f"{count(ranks_per_node, 'rank')} per node for {count(len(machine.gpu_memory_bytes), 'GPU')}"
+            )
         return problems
     host_need = footprint.total_bytes * ranks_per_node
     if machine.memory_bytes and host_need > machine.memory_bytes:

@@ -12,6 +12,7 @@ Built in the parent from rank 0's measurement and every rank's gathered facts, w
 - `step_phases` (metrics/step_phases.py): where the step's time went (data, collectives, compute, update), the
   exposed communication and the straggler wait, from every rank's step phases;
 - `energy` (metrics/energy.py): every node's devices over the timed window, summed;
+- `ablation` (`--ablate sync`): the same steps without gradient synchronisation, timed after the timed window;
 - `tf32` (whether fp32 matmuls and convolutions ran on TF32 tensor cores, from `--fp32-math` on CUDA),
   `flops_per_iteration` (counted, FlopCounterMode), `tflops_per_device`, `mfu`, `mfu_measured` and the peaks' fields
   (metrics/flops.py, metrics/peaks.py).
@@ -82,6 +83,49 @@ def phase_fields(measured: RunMeasurement) -> dict[str, Any]:
     except ValueError:
         return {"step_phases": None}
     return {"step_phases": phases.as_record("CUDA events" if measured.device_type == "cuda" else "host clock")}
+
+
+NO_SYNC = (
+    "no_sync: DDP's no_sync() every step, the gradient all-reduce skipped, in windows alternating with synchronised"
+    " ones"
+)
+
+
+def ablation_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
+    """`--ablate sync`'s windows as the record's `ablation` (None when not asked): the unsynchronised steps' and
+    the paired synchronised steps' time, and their ratio, which the waterfall applies to the timed window's step."""
+    if spec.ablate == "off":
+        return {"ablation": None}
+    m = measured.measurement
+    unsynced, synced = m.ablation_window_throughputs, m.ablation_synced_window_throughputs
+    if not unsynced or not synced:
+        reason = (
+            "one rank: no gradient synchronisation to skip"
+            if spec.world_size == 1
+            else "this step cannot skip its gradient synchronisation (only eager DDP steps can: not compiled steps, "
+            "TP/PP/FSDP layouts, JAX)"
+        )
+        return {"ablation": {"method": None, "reason": reason}}
+    lengths = [min(spec.window, m.iters - i * spec.window) for i in range(len(unsynced))]
+    step_ms = mean_step_ms(unsynced, lengths, m.global_batch)
+    synced_ms = mean_step_ms(synced, lengths, m.global_batch)
+    return {
+        "ablation": {
+            "method": NO_SYNC,
+            "throughput": m.global_batch / step_ms * 1000,
+            "step_ms": step_ms,
+            "synced_step_ms": synced_ms,
+            "ratio": step_ms / synced_ms,
+            "window_throughputs": unsynced,
+            "synced_window_throughputs": synced,
+            "iters": m.iters,
+        }
+    }
+
+
+def mean_step_ms(windows: list[float], lengths: list[int], global_batch: int) -> float:
+    """The mean step of windows given as samples/s over `lengths` steps each: their time over their steps."""
+    return sum(n * global_batch / w for w, n in zip(windows, lengths)) / sum(lengths) * 1000
 
 
 def energy_fields(measured: RunMeasurement) -> dict[str, Any]:
@@ -157,4 +201,5 @@ def evidence_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
         **straggler_fields(spec, measured),
         **phase_fields(measured),
         **energy_fields(measured),
+        **ablation_fields(spec, measured),
     }

@@ -22,7 +22,7 @@ from dlperf.records.load import Record, as_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import READABLE
-from dlperf.records.store import check_free_space, check_writable, claim_paths, write_record
+from dlperf.records.store import check_free_space, check_writable, claim_paths, removed_if_refused, write_record
 from dlperf.records.validate import read_record
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload, require_training, spec_from_mapping
@@ -184,11 +184,12 @@ def run_one(
         preflight([spec], launcher)
         hooks.commands(launcher.describe_all([job]))
         return None
-    check_writable(out)
-    refuse_early(job, overwrite)
-    preflight([spec], launcher)  # imports the framework: after the refusals that need none
-    env = {**collect_environment(), **engine_versions([spec.engine])}
-    if launcher.local and (warning := preflight_warning(spec, plan, env, force)):
+    with removed_if_refused(check_writable(out)):
+        refuse_early(job, overwrite)
+        preflight([spec], launcher)  # imports the framework: after the refusals that need none
+        env = {**collect_environment(), **engine_versions([spec.engine])}
+        warning = preflight_warning(spec, plan, env, force) if launcher.local else None
+    if warning:
         hooks.say(warning)
     with hooks.around(job, launcher, env):
         record = execute([job], launcher, env, overwrite=overwrite)[0]

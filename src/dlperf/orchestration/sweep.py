@@ -52,7 +52,12 @@ class SweepOptions:
         "sweep YAML file, e.g. configs/quick.yaml (with --resume: default the copy the folder keeps)",
         positional="?",
     )  # None for a matrix given as a mapping
-    out: str = setting("results", "results folder (default ./results)", bound="non-empty")
+    out: str | None = setting(
+        None,
+        "results folder (default results/<the sweep file's name>: results/quick for configs/quick.yaml, so two "
+        "sweep files never share a folder; --resume needs it given)",
+        bound="non-empty",
+    )
     # the repeat rule shapes the sweep, so --resume takes it from the folder (stored)
     repeats: int | str | None = setting(
         None,
@@ -79,6 +84,12 @@ class SweepOptions:
     retry_failed: bool = setting(False, "with --resume, also rerun failed runs")
     overwrite: bool = setting(False, "replace the records of an earlier sweep")
     force: bool = setting(False, FORCE_HELP)  # start cases over the machine's memory (preflight refuses them)
+
+
+def default_out(config: str | Path) -> str:
+    """A sweep's folder where --out is not given: results/<the file's stem> (results/quick for configs/quick.yaml),
+    one folder per sweep file, as `dlperf report` reads one sweep per folder."""
+    return str(Path("results") / Path(config).stem)
 
 
 def stored_sweep_fields() -> list[str]:

@@ -28,7 +28,7 @@ from dlperf.orchestration.sweep import (
 from dlperf.orchestration.sweep_state import save_sweep_options
 from dlperf.records.load import load_record
 from dlperf.records.lock import results_lock
-from dlperf.records.store import check_writable
+from dlperf.records.store import check_writable, removed_if_refused
 from dlperf.reporting.report import existing_report_files
 
 
@@ -121,15 +121,16 @@ def sweep(
         preflight_sweep(plan, options, launcher)
         on_event(Commands(launcher.describe_all(plan.jobs(options.out))))
         return None
-    check_writable(options.out)
+    created = check_writable(options.out)
     with results_lock(options.out):  # a second writer is refused now, not after the environment is collected
-        jobs = plan.jobs(options.out)
-        if not (options.resume or options.overwrite):
-            _refuse_finished(options.out, jobs)
-        sweep_id = sweep_id_for(jobs, options.resume)
-        on_event(Planned(sweep_id, plan, options.out))
-        save_sweep_options(options.out, str(options.config), spec_text, dict(given or {}))
-        start = start_sweep(plan, options, launcher, sweep_id)
+        with removed_if_refused(created):
+            jobs = plan.jobs(options.out)
+            if not (options.resume or options.overwrite):
+                _refuse_finished(options.out, jobs)
+            sweep_id = sweep_id_for(jobs, options.resume)
+            on_event(Planned(sweep_id, plan, options.out))
+            save_sweep_options(options.out, str(options.config), spec_text, dict(given or {}))
+            start = start_sweep(plan, options, launcher, sweep_id)
         on_event(Started(plan, start, options.out))
         failed_before: list[RunJob] = []
 

@@ -125,6 +125,7 @@ class PeerFormat:
     window: int | None
     printed_from: Literal["speed", "seconds"] = "speed"
     practice: str = ""  # the published rule and where it comes from
+    framework: str | None = None  # the framework whose logs these are, as the records and reports name it
     unit: str = "samples/s"
     printed: str = "global"  # what the printed figure is: "global" or "per device" (readers scale to global)
     last_only: bool = False

@@ -14,6 +14,7 @@ from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.peaks import lookup_peak, table_precision
 from dlperf.peers.base import RULES, PeerFormat, RunShape
 from dlperf.peers.crosscheck import cross_check
+from dlperf.peers.devices import logged_accelerator
 from dlperf.peers.display import path_text, shown
 from dlperf.peers.failures import FailureWatch
 from dlperf.peers.layout import LogInfo, Skipped, find_logs, parse_log_path
@@ -218,6 +219,8 @@ def _base(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str) -> 
         "precision": info.precision,
         "unit": fmt.unit if fmt else None,
         "printed_figure": fmt.printed if fmt else None,
+        "framework": fmt.framework if fmt else None,
+        "accelerator": logged_accelerator(info.path, info.world_size, info.devices_per_node),
     }
 
 

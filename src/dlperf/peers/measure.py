@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from dlperf.errors import DataError
 from dlperf.peers.base import PeerFormat, Point, RunShape
+from dlperf.wording import count as counted
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def _above_bound(fmt: PeerFormat, shape: RunShape) -> str:
     per_device = speed_bound(fmt, shape) / shape.world_size
     known = workload_class(fmt, shape)
     why = f" (1e16 FLOP/s per device over >= {known[1]:g} FLOPs for {known[0]})" if known else ""
-    return f"above the plausible {per_device:g} {fmt.unit} per device{why} x {shape.world_size} devices"
+    return f"above the plausible {per_device:g} {fmt.unit} per device{why} x {counted(shape.world_size, 'device')}"
 
 
 MAX_COUNT = 10**15  # iterations a run can count: far beyond any (and exact in a float, unlike a 400-digit counter)

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.records.lock import writer_of
 from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_fields, record_kind
 from dlperf.records.tree import find_named
 from dlperf.records.validate import check_file
@@ -84,10 +85,16 @@ def find_records(root: str | Path, schemas: tuple[str, ...] = READABLE, on_skip:
 def load_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[RunRecord]:
     """`find_records` for a folder the user named: a missing or empty folder is their error to fix."""
     folder = Path(root)
+    if folder.exists() and not folder.is_dir():
+        raise ResultsError(f"{root} is a file, not a results folder: pass a folder written by run, sweep or extract")
     if not folder.is_dir():
         raise ResultsError(f"results folder {root} does not exist: pass a folder written by run, sweep or extract")
     records = find_records(folder, on_skip=on_skip)
     if not records:
+        if writer := writer_of(folder):
+            raise ResultsError(
+                f"no run records under {root} yet: it is in use by {writer}; report it when that run finishes"
+            )
         logs = _log_files(folder)
         if logs:
             raise ResultsError(

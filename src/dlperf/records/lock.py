@@ -45,6 +45,22 @@ def holder(path: Path) -> str:
         return "another dlperf process"
 
 
+def writer_of(folder: str | Path) -> str | None:
+    """Who is writing `folder` now (`holder`), or None where no one holds its lock; takes nothing."""
+    path = Path(folder) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return holder(path)
+    finally:
+        os.close(fd)  # closing the descriptor drops a shared lock taken here
+    return None
+
+
 @contextlib.contextmanager
 def results_lock(folder: str | Path) -> Iterator[None]:
     """Hold the results folder's write lock for the block; another writer gets one ResultsError line."""

@@ -155,6 +155,14 @@ class RunRecord:
         " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
         " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
     )
+    ablation: dict[str, Any] | None = doc(
+        "`--ablate sync`: after the timed window, the same ranks' steps without gradient synchronisation (DDP's"
+        " no_sync()) in windows alternating with synchronised ones: `method`, `step_ms` and `throughput` without"
+        " synchronisation, `synced_step_ms` of the paired windows, their `ratio`, `window_throughputs`,"
+        " `synced_window_throughputs`, `iters`; or `method` null with the `reason` where the step cannot skip it"
+        " (one rank, a compiled step, TP/PP/FSDP, JAX). The waterfall's machine sharing and communication come from"
+        " `ratio` (docs/scaling.md)"
+    )
     energy: dict[str, Any] | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
         " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"

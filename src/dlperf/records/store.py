@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import json
@@ -10,10 +11,11 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ResultsError
+from dlperf.errors import DlperfError, ResultsError
 from dlperf.records.paths import RunPaths
 from dlperf.records.schema import record_kind, undeclared_fields
 
@@ -108,12 +110,15 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
-def check_writable(out: str | Path) -> None:
-    """Fail up front, not after an hour of measuring, when results cannot be written."""
+def check_writable(out: str | Path) -> Path | None:
+    """Fail up front, not after an hour of measuring, when results cannot be written (a file in the way, a name
+    longer than the file system takes, no permission). Returns the outermost folder it created (None where `out`
+    existed), which `removed_if_refused` takes away again when the command is then refused."""
     folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise ResultsError(f"--out {out} is a file, not a results folder: choose another --out")
     try:
+        if folder.exists() and not folder.is_dir():
+            raise ResultsError(f"--out {out} is a file, not a results folder: choose another --out")
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".dlperf-write-test-{uuid.uuid4().hex}"
         probe.write_text("", encoding="utf-8")
@@ -122,6 +127,20 @@ def check_writable(out: str | Path) -> None:
         raise ResultsError(
             f"cannot write results folder {out}: {error.strerror or error}; choose another --out"
         ) from None
+    return missing[-1] if missing else None
+
+
+@contextlib.contextmanager
+def removed_if_refused(created: Path | None) -> Iterator[None]:
+    """Remove the folder `check_writable` created when the block refuses the command (a DlperfError before any run
+    wrote there: amp-fp16 on a CPU, no CUDA device, a case over the machine's memory), so bad input leaves no empty
+    results folder behind. Only the refusals before the first run go in the block."""
+    try:
+        yield
+    except DlperfError:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 def claim_paths(paths: RunPaths, overwrite: bool) -> None:

@@ -14,6 +14,7 @@ from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import CommbenchRecord
 from dlperf.records.validate import record_problem
 from dlperf.reporting.figures import save_figure
+from dlperf.wording import count
 
 
 def read_commbench(path: str | Path) -> CommbenchRecord:
@@ -42,7 +43,7 @@ def _size(size_bytes: float) -> str:
 
 def title(record: CommbenchRecord) -> str:
     return (
-        f"{record.case} ({record.world_size} ranks), {record.backend} on {record.run.device_type}, "
+        f"{record.case} ({count(record.world_size, 'rank')}), {record.backend} on {record.run.device_type}, "
         f"{record.dtype}, {record.warmup} warm-up + {record.repeats} timed calls"
     )
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlperf.records.load import load_records
 from dlperf.records.schema import RunRecord
-from dlperf.reporting.aggregate import summarise
+from dlperf.reporting.aggregate import median_of, summarise
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, Verdict, compare_repeats
 
 
@@ -23,6 +23,23 @@ class CaseComparison:
     new_speeds: list[float]
     status: str  # "both", "only-base", "only-new"
     verdict: Verdict | None  # None unless both sides have good repeats
+    base_windows: list[list[float]] = field(default_factory=list)  # each good repeat's window throughputs
+    new_windows: list[list[float]] = field(default_factory=list)
+    base_load: float | None = None  # the median over repeats of the cores others kept busy (`machine_load`)
+    new_load: float | None = None
+
+    @property
+    def load_note(self) -> str | None:
+        """Where a change was found but the machine's other load differed between the sides by LOAD_GAP cores or
+        more: the change may be the machine's, not the code's (no test on the runs can tell them apart)."""
+        if self.label not in ("faster", "slower") or self.base_load is None or self.new_load is None:
+            return None
+        if abs(self.new_load - self.base_load) < LOAD_GAP:
+            return None
+        return (
+            f"other processes kept {self.base_load:.2f} cores busy during BASE's runs and {self.new_load:.2f} "
+            f"during NEW's: the change may be the machine's; compare runs made at the same load"
+        )
 
     @property
     def failed(self) -> bool:
@@ -53,30 +70,65 @@ class CaseComparison:
             "new_speeds": self.new_speeds,
             "verdict": self.label,
             "regressed": self.regressed,
+            "other_cores_base": self.base_load,
+            "other_cores_new": self.new_load,
+            "load_note": self.load_note,
             **({k: v for k, v in self.verdict.as_dict().items() if k != "verdict"} if self.verdict else {}),
         }
 
 
-Side = str | Path | Sequence[RunRecord]  # a results folder, or records in hand (a history's label)
+LOAD_GAP = 0.25  # cores of other load between the sides that make a change doubtful (noise.py flags 0.5 in a run)
 
 
-def repeats(side: Side) -> dict[tuple[str, str, str], list[float]]:
-    """Good repeats' throughputs per (model, group, case) of a results folder or of records; empty where every
-    repeat failed."""
-    records = load_records(side) if isinstance(side, (str, Path)) else side
+def other_cores(record: RunRecord) -> float | None:
+    """The cores other processes kept busy during a run's timed window (its busiest node), where it was metered."""
+    loads = [n.get("other_cores") for n in record.machine_load or [] if isinstance(n, dict)]
+    numbers = [float(x) for x in loads if isinstance(x, (int, float))]
+    return max(numbers) if numbers else None
+
+
+def windows(record: RunRecord) -> list[float]:
+    """A repeat's evidence: its timed windows' throughputs, or its throughput alone where it has no windows (a peer
+    log's one figure)."""
+    kept = [w for w in record.window_throughputs or [] if w is not None and w > 0]
+    return kept or ([record.throughput] if record.throughput else [])
+
+
+@dataclass(frozen=True)
+class Side:
+    """One folder's evidence for a case: its good repeats' throughputs, their windows, the machine's other load."""
+
+    speeds: list[float]
+    windows: list[list[float]]
+    load: float | None
+
+
+Source = str | Path | Sequence[RunRecord]  # a results folder, or records in hand (a history's label)
+
+
+def repeats(source: Source) -> dict[tuple[str, str, str], Side]:
+    """Good repeats' evidence per (model, group, case) of a results folder or of records; empty where every repeat
+    failed."""
+    records = load_records(source) if isinstance(source, (str, Path)) else source
     return {
-        (model, group, case.case): list(case.speeds)
+        (model, group, case.case): Side(
+            list(case.speeds), [windows(r) for r in case.records], median_of(other_cores(r) for r in case.records)
+        )
         for (model, group), cases in summarise(records).items()
         for case in cases
     }
 
 
-def compare(base_root: Side, new_root: Side, threshold: float = DEFAULT_THRESHOLD) -> list[CaseComparison]:
+EMPTY = Side([], [], None)
+
+
+def compare(base_root: Source, new_root: Source, threshold: float = DEFAULT_THRESHOLD) -> list[CaseComparison]:
     base, new = repeats(base_root), repeats(new_root)
     rows = []
     for key in sorted(base.keys() | new.keys()):
         status = "both" if key in base and key in new else ("only-base" if key in base else "only-new")
-        b, n = base.get(key, []), new.get(key, [])
-        verdict = compare_repeats(b, n, threshold) if status == "both" and b and n else None
-        rows.append(CaseComparison(*key, b, n, status, verdict))
+        b, n = base.get(key, EMPTY), new.get(key, EMPTY)
+        both = status == "both" and b.speeds and n.speeds
+        verdict = compare_repeats(b.windows, n.windows, threshold) if both else None
+        rows.append(CaseComparison(*key, b.speeds, n.speeds, status, verdict, b.windows, n.windows, b.load, n.load))
     return rows

@@ -13,6 +13,7 @@ from dlperf.reporting.aggregate import number_text, summarise
 from dlperf.reporting.figures import save_figure
 from dlperf.reporting.report import tables_markdown
 from dlperf.reporting.sources import Cell, Comparison, SeriesComparison
+from dlperf.wording import count
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -22,10 +23,6 @@ EXPLANATION = (
     "the summary shows each series at the largest topology every source measured, at the largest batch size per "
     "device they share (else each source's largest)."
 )
-
-
-def _devices(n: int) -> str:
-    return f"{n} device" if n == 1 else f"{n} devices"
 
 
 Table = tuple[list[str], list[list[str]]]  # header, rows of formatted cells
@@ -46,7 +43,7 @@ def summary_table(comparison: Comparison) -> Table:
 def _summary_head(series: SeriesComparison) -> list[str]:
     """A series' summary columns: at the largest common case, the largest batch where any source found one."""
     common = series.common_case
-    where = f"{_devices(series.world_size(common))} ({common})" if common else "no common topology"
+    where = f"{count(series.world_size(common), 'device')} ({common})" if common else "no common topology"
     largest = ["largest batch"] if any(series.max_batches.values()) else []
     return [f"{series.key.title} samples/s, {where}", "speedup", "batch", *largest, "flags"]
 

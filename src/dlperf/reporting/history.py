@@ -154,7 +154,8 @@ def _point(
     """One label's point, compared with the label before it (`before`: that label's speeds)."""
     median = statistics.median(speeds) if speeds else None
     change = median / statistics.median(before) if median is not None and before else None
-    verdict = compare_repeats(before, speeds) if before and speeds else None
+    # The history keeps each run's throughput, not its windows: each repeat is one figure to the test.
+    verdict = compare_repeats([[b] for b in before], [[s] for s in speeds]) if before and speeds else None
     return HistoryPoint(
         *key,
         min(t for t, _ in runs),

@@ -133,6 +133,11 @@ class _SqliteStore:
     def __init__(self, target: Target, create: bool) -> None:
         self.shown = target.shown
         path = Path(target.where)
+        if path.is_dir():
+            raise ResultsError(
+                f"history database {self.shown} is a folder, not a database file: give a file path (--db or "
+                "DLPERF_HISTORY), such as ~/.dlperf/history.sqlite"
+            )
         if not create and not path.is_file():
             raise ResultsError(
                 f"history database {self.shown} does not exist: store results first with `dlperf history add DIR`"

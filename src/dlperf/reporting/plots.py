@@ -21,6 +21,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from dlperf.records.schema import RunRecord  # noqa: E402
 from dlperf.reporting.aggregate import CaseSummary  # noqa: E402
 from dlperf.reporting.figures import save_figure  # noqa: E402
+from dlperf.reporting.measured_on import frameworks, where_measured  # noqa: E402
 
 SUPERLINEAR = "eff>100%"
 SWITCHES = {"compile": "torch.compile", "realdata": "real data", "channels-last": "channels-last"}
@@ -49,26 +50,6 @@ def _group_word(token: str) -> str:
     if "".join(numbers).isdigit() and len(numbers) in NUMBER_TOKENS:
         return NUMBER_TOKENS[len(numbers)].format(*numbers)
     return SWITCHES.get(token, token)
-
-
-def where_measured(records: list[RunRecord]) -> str:
-    """`NVIDIA H100 80GB HBM3, 1-8 devices, host gpu01`: device type, counts and hosts of the records."""
-    devices = sorted({_device_name(r) for r in records})
-    counts = sorted({int(r.world_size or 0) for r in records})
-    hosts = sorted({h for r in records for h in _hosts(r) if h})
-    span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    host_text = f"host {hosts[0]}" if len(hosts) == 1 else f"{len(hosts)} hosts ({', '.join(hosts[:3])}...)"
-    return f"{' / '.join(devices)}, {span} device{'' if span == '1' else 's'}, {host_text}"
-
-
-def _device_name(record: RunRecord) -> str:
-    """The first rank's device name, else the record's device type."""
-    return str((record.ranks or [{}])[0].get("device") or record.device_type or "?")
-
-
-def _hosts(record: RunRecord) -> list[str | None]:
-    """The hosts a record ran on, else the host its environment names."""
-    return record.hosts or [(record.env or {}).get("host")]
 
 
 def _case_records(cases: list[CaseSummary]) -> list[RunRecord]:
@@ -161,7 +142,9 @@ def plot_group(cases: list[CaseSummary], title: str, path: Path) -> Path | None:
 
 
 def scaling_title(model: str, group: str, cases: list[CaseSummary]) -> str:
-    return f"{plot(model)} {plot(describe_group(group))}\n{plot(where_measured(_case_records(cases)))}"
+    records = _case_records(cases)
+    framework = f"; {named}" if (named := frameworks(records)) else ""
+    return f"{plot(model)} {plot(describe_group(group))}\n{plot(where_measured(records) + framework)}"
 
 
 def layouts_figure(model: str, section: str, cases: list[CaseSummary]) -> plt.Figure | None:
@@ -203,20 +186,39 @@ def _tflops_bars(axis: Axes, measured: list[CaseSummary]) -> None:
         axis.annotate(label, (i, tflops[i]), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8)
 
 
+def engine_of(case: CaseSummary) -> str:
+    """The engine(s) a case's records ran on (`torch`, `jax`, an external label's framework): a scaling line joins
+    one engine's points only."""
+    engines = sorted({str(r.engine or "torch") for r in case.records + case.failed})
+    return "+".join(engines) or "torch"
+
+
 def _layout_scaling(axis: Axes, cases: list[CaseSummary]) -> None:
-    """Samples/s against devices, the ideal line drawn from the smallest case; efficiency on each point."""
-    base = cases[0]
-    xs = [c.world_size for c in cases]
-    ys = [c.stats["median"] for c in cases]
-    per_device = base.stats["median"] / base.world_size
-    axis.plot(xs, ys, "o", label="measured (efficiency on points)")
-    ideal = sorted(set(xs))
-    axis.plot(ideal, [per_device * x for x in ideal], "--", color="gray", label=f"ideal from {base.world_size} dev")
-    for x, y in zip(xs, ys):
-        axis.annotate(f"{y / (per_device * x):.0%}", (x, y), textcoords="offset points", xytext=(0, 8), ha="center")
+    """Samples/s against devices, one series per engine, each with its ideal line drawn from its own smallest case
+    and its efficiency on each point (another engine's points never sit on a line drawn from torch's baseline)."""
+    by_engine: dict[str, list[CaseSummary]] = {}
+    for case in cases:
+        by_engine.setdefault(engine_of(case), []).append(case)
+    several = len(by_engine) > 1
+    tops: list[float] = []
+    for color, (engine, series) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], sorted(by_engine.items())):
+        base = min(series, key=lambda c: c.world_size)
+        xs = [c.world_size for c in series]
+        ys = [c.stats["median"] for c in series]
+        per_device = base.stats["median"] / base.world_size
+        name = f"{engine}: " if several else ""
+        axis.plot(xs, ys, "o", color=color, label=f"{name}measured (efficiency on points)")
+        ideal = sorted(set(xs))
+        axis.plot(
+            ideal, [per_device * x for x in ideal], "--", color=color, alpha=0.6,
+            label=f"{name}ideal from {base.world_size} dev",
+        )  # fmt: skip
+        for x, y in zip(xs, ys):
+            axis.annotate(f"{y / (per_device * x):.0%}", (x, y), textcoords="offset points", xytext=(0, 8), ha="center")
+        tops += [*ys, per_device * ideal[-1]]
     axis.set(xlabel="devices", ylabel="samples/s (global)", title="Scaling")
-    axis.set_ylim(bottom=0, top=max(*ys, per_device * ideal[-1]) * 1.2)
-    axis.set_xticks(ideal)
+    axis.set_ylim(bottom=0, top=max(tops) * 1.2)
+    axis.set_xticks(sorted({c.world_size for c in cases}))
     axis.grid(True, alpha=0.3)
     axis.legend(loc="upper left", fontsize="small")
 

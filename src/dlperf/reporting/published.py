@@ -6,6 +6,7 @@ from __future__ import annotations
 from dlperf.escape import markdown as md
 from dlperf.references import Published, best_match
 from dlperf.reporting.aggregate import CaseSummary, GroupKey
+from dlperf.wording import count
 
 CaseKey = tuple[str, str, str]  # (model, group, case)
 COLUMN = "% of best published"
@@ -44,7 +45,7 @@ def published_lines(matches: dict[CaseKey, Published]) -> list[str]:
         seen.add(key)
         lines.append(
             f"- {md(model)} on {md(f['accelerator'])} at {md(f['precision'])}: {f['value']:g} {md(f['metric'])} "
-            f"({md(f['framework'])}, batch {f['batch_per_device']} per device, {f['devices']} devices): "
+            f"({md(f['framework'])}, batch {f['batch_per_device']} per device, {count(f['devices'], 'device')}): "
             f"{md(f['source'])}, {md(f.get('url') or '')}"
         )
     return lines + [""]

@@ -27,6 +27,7 @@ from dlperf.reporting.aggregate import (
 from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
 from dlperf.reporting.export import write_csv
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
+from dlperf.reporting.measured_on import frameworks, where_measured
 from dlperf.reporting.predicted import predicted_exposed_ms, predicted_speedups
 from dlperf.reporting.published import COLUMN as PUBLISHED
 from dlperf.reporting.published import published_lines, published_matches
@@ -179,8 +180,12 @@ def _table_head(
     unit = next((r.unit for case in cases for r in case.records if isinstance(r, PeerReading) and r.unit), "samples/s")
     extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
     threads = threads_text({cpu_threads(r) for case in cases for r in case.records})
+    records = [r for case in cases for r in case.records + case.failed]
+    framework = f"; {md(named)}" if (named := frameworks(records)) else ""
     return [
         f"### {md(model)}: batch {cases[0].batch_size} per device, {md(group.split('_', 1)[-1])}{threads}",
+        "",
+        f"Measured on {md(where_measured(records))}{framework}.",
         "",
         f"| node_num | gpu_num | {md(unit)} | speedup | {md(unit)} per device | devices per node | efficiency "
         f"| mean {md(unit)} | min | max | CV % | repeats | latency (ms) | peak memory (MiB) |"

@@ -26,6 +26,8 @@ BY_CHOICES = ("source", "engine", "framework")
 # Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
 MODEL_ALIASES = {"rn50": "resnet50", "resnet50v15": "resnet50", "resnet50v1": "resnet50"}
 BATCH_TOKEN = re.compile(r"^b\d+$")
+LAYOUT_PREFIXES = {"DP", "MP", "2D", "PP"}  # a GPT short name's layout kinds
+LAYOUT_NUMBERS = re.compile(r"^\d+(x\d+x\d+)?$")  # its dp x tp x pp and its global batch
 PUBLISHED_IMAGE_SIZE = 224
 
 
@@ -74,12 +76,27 @@ def _label(record: RunRecord) -> str | None:
 def series_of(record: RecordLike) -> tuple[SeriesKey, int]:
     """The series a record belongs to and its batch size per device: the group and its work (other image sizes,
     sequence lengths: other series) minus its `b<batch>` token and its engine's (`jax`, an external run's label),
-    so engines and frameworks meet in one series of the same work."""
+    so engines and frameworks meet in one series of the same work. A GPT layouts case's group names its whole
+    layout and global batch (`DP_2x1x1_8_64x2_fp32`): its series is the work of one data-parallel replica instead
+    (`tp1_pp1_64x2_fp32`, the per-replica batch), so its 1n1g and 1n2g runs are one series that scales."""
     record = as_record(record)
     who = {record.engine, _label(record)}  # an external run's group names its command by its label
     tokens = [t for t in group_with_work(record).split("_") if not BATCH_TOKEN.match(t) and t not in who]
+    if record.table == "layouts" and isinstance(record.parallel, dict):
+        tp, pp = record.parallel.get("tp", 1), record.parallel.get("pp", 1)
+        kept = [t for t in tokens if t not in LAYOUT_PREFIXES and not LAYOUT_NUMBERS.match(t)]
+        tokens = [f"tp{tp}", f"pp{pp}", *kept]
     variant = "_".join(tokens) or str(record.precision)
     return SeriesKey(canonical_model(str(record.model)), variant), int(record.batch_size)
+
+
+def pooled_group(record: RunRecord) -> str:
+    """The group a record is summarised under in a comparison: its group with its work, or for a GPT layouts case
+    its series and per-replica batch (one table across data-parallel sizes, so its speedup is against its 1n1g)."""
+    if record.table == "layouts" and isinstance(record.parallel, dict):
+        key, batch = series_of(record)
+        return f"b{batch}_{key.variant}"
+    return group_with_work(record)
 
 
 def engine_of(record: RunRecord) -> str:
@@ -124,7 +141,10 @@ class Source:
     def from_records(cls, label: str, records: Sequence[RecordLike]) -> Source:
         """Summarise under canonical model names, so `rn50` and `resnet50` runs pooled here are one table."""
         source = cls(label, [as_record(r) for r in records])
-        canonical = [replace(r, model=canonical_model(str(r.model)), group=group_with_work(r)) for r in source.records]
+        canonical = [
+            replace(r, model=canonical_model(str(r.model)), group=pooled_group(r), table="scaling")
+            for r in source.records
+        ]
         for (_model, _group), cases in summarise(canonical).items():
             key, batch = series_of(cases[0].records[0] if cases[0].records else cases[0].failed[0])
             source.series.setdefault(key, {})[batch] = cases

@@ -1,26 +1,35 @@
-"""Is NEW faster, slower or the same as BASE, given the noise of their repeats? One decision rule, seeded.
+"""Is NEW faster, slower or the same as BASE, given the noise of their repeats and of the windows inside them?
+One decision rule, deterministic.
 
-Evidence, from the throughputs of the good repeats of one case on each side:
-- the ratio r = median(NEW) / median(BASE), with a 95 % percentile-bootstrap interval [low, high] (each side
-  resampled on its own, scipy.stats.bootstrap, fixed seed, so the same inputs give the same verdict);
-- the two-sided Mann-Whitney U test of the two sets of repeats (scipy.stats.mannwhitneyu; exact for small
-  samples without ties), p-value p.
+The evidence is every timed window of every good repeat on both sides: y = log(samples/s of a window). The model is
+the two-level (mixed) model of a benchmark, y = side effect + repeat effect + window noise, with the repeat effect
+random (each run lands on its own machine state: clocks, placement, other load) and the window noise random within a
+run. Its test of the side effect is the nested-ANOVA t test (what a REML mixed model gives for balanced data):
+- each repeat's mean log throughput over its windows, so a repeat's figure is as precise as its windows make it;
+- d = mean of NEW's repeat means - mean of BASE's, the log of the ratio of geometric means, r = exp(d);
+- s^2 = the two sides' variance of repeat means about their side's mean, pooled (R_base + R_new - 2 degrees of
+  freedom): the noise between repeats, which already holds the windows' noise divided by their count;
+- se = s * sqrt(1/R_base + 1/R_new); t = d / se; two-sided p from Student's t; 95 % interval exp(d +- t_0.975 se).
+The degrees of freedom come from repeats, not windows: the windows of one run share its machine state, so they say
+how precise that run's mean is, not how far the next run's will fall (counting windows as independent evidence would
+call every machine-state change a regression). The windows also split the noise into its two levels: `cv_within`
+(between windows of one repeat) and `cv_between` (between repeats beyond what their windows explain), reported, so a
+user sees whether longer runs or more repeats would narrow the interval.
 
 Verdict at threshold t (a fraction) and alpha = 0.05:
 - `inconclusive` when a side has fewer than 3 repeats;
-- `slower` when high < 1 - t and p < alpha: the whole interval is beyond the threshold and the ranks differ;
-- `faster` when low > 1 + t and p < alpha;
+- `slower` when high < 1 - t (so also p < alpha): the whole interval is beyond the threshold;
+- `faster` when low > 1 + t;
 - `same` when the whole interval lies within [1 - t, 1 + t]: any change is smaller than the threshold;
-- `inconclusive` otherwise: the interval straddles a threshold, or the rank test cannot tell (note that 3 vs 3
-  or 3 vs 4 repeats can never reach p < 0.05 in a two-sided rank test; 4 vs 4 or 3 vs 5 can).
-
-So a 7 % slowdown measured 5 times a side at 0.5 % spread is `slower` at 5 %, while 3 repeats at 8 % spread give an
-interval too wide to say whether the change passes 5 %, and the verdict is `inconclusive`, not a false alarm.
+- `inconclusive` otherwise: the interval straddles a threshold.
+Under no change the chance of `slower` or `faster` is at most alpha (exactly alpha at t = 0, far less at 5 %);
+`benchmarks/compare_false_alarms.py` counts the verdicts over many compares of repeated runs of the same code, and
+docs/compare.md gives the power for 3 against 3 repeats.
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -29,8 +38,8 @@ DEFAULT_THRESHOLD = 0.05
 ALPHA = 0.05
 CONFIDENCE = 0.95
 MIN_REPEATS = 3
-SEED = 0
-RESAMPLES = 10_000
+
+Repeat = Sequence[float]  # one repeat's window throughputs (its throughput alone where it has no windows)
 
 
 @dataclass(frozen=True)
@@ -44,9 +53,39 @@ class Verdict:
     n_base: int
     n_new: int
     threshold: float
+    windows_base: int = 0
+    windows_new: int = 0
+    cv_within: float | None = None
+    cv_between: float | None = None
+    df: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class NestedTest:
+    """The side effect of the two-level model: log ratio, its standard error and degrees of freedom, and the
+    noise at each level (standard deviations of log throughput, about the CV)."""
+
+    log_ratio: float
+    se: float
+    df: int
+    sd_within: float | None
+    sd_between: float
+
+    def p_value(self) -> float:
+        from scipy.special import stdtr  # Student's t distribution function (scipy.stats.t's, without its overhead)
+
+        if self.se == 0:
+            return 1.0 if self.log_ratio == 0 else 0.0
+        return float(2 * stdtr(self.df, -abs(self.log_ratio) / self.se))
+
+    def interval(self) -> tuple[float, float]:
+        from scipy.special import stdtrit  # its inverse
+
+        half = float(stdtrit(self.df, 0.5 + CONFIDENCE / 2)) * self.se
+        return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
 
 
 def check_threshold(threshold: float) -> float:
@@ -56,60 +95,84 @@ def check_threshold(threshold: float) -> float:
     return threshold
 
 
-def ratio_interval(
-    base: Sequence[float], new: Sequence[float], seed: int = SEED, resamples: int = RESAMPLES
-) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of median(new) / median(base), each side resampled independently."""
-    import numpy as np
-    from scipy.stats import bootstrap
+def _logs(repeat: Repeat) -> list[float]:
+    return [math.log(w) for w in repeat if w is not None and math.isfinite(w) and w > 0]
 
-    def ratio(b: np.ndarray, n: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.median(n, axis=axis) / np.median(b, axis=axis)
 
-    result = bootstrap(
-        (np.asarray(base, dtype=float), np.asarray(new, dtype=float)),
-        ratio,
-        confidence_level=CONFIDENCE,
-        n_resamples=resamples,
-        method="percentile",
-        paired=False,
-        vectorized=True,
-        rng=np.random.default_rng(seed),
+def _centre(side: Sequence[Repeat]) -> float:
+    """The mean over repeats of each repeat's mean log throughput."""
+    means = [sum(logs) / len(logs) for r in side if (logs := _logs(r))]
+    return sum(means) / len(means)
+
+
+def nested_test(base: Sequence[Repeat], new: Sequence[Repeat]) -> NestedTest:
+    """The nested-ANOVA test of NEW against BASE: each side at least one repeat with a positive window, three in
+    all (one degree of freedom)."""
+    sides = [[_logs(r) for r in side] for side in (base, new)]
+    sides = [[r for r in side if r] for side in sides]
+    means = [[sum(r) / len(r) for r in side] for side in sides]
+    centres = [sum(m) / len(m) for m in means]
+    df = sum(len(m) for m in means) - 2
+    between_ss = sum((x - c) ** 2 for m, c in zip(means, centres) for x in m)
+    s = math.sqrt(between_ss / df)
+    se = s * math.sqrt(sum(1 / len(m) for m in means))
+    within = [(y - mu) ** 2 for side, m in zip(sides, means) for r, mu in zip(side, m) for y in r]
+    within_df = sum(len(r) - 1 for side in sides for r in side)
+    var_within = sum(within) / within_df if within_df else None
+    windows = [len(r) for side in sides for r in side]
+    harmonic = len(windows) / sum(1 / n for n in windows)
+    between = s**2 - (var_within or 0.0) / harmonic
+    return NestedTest(
+        centres[1] - centres[0],
+        se,
+        df,
+        None if var_within is None else math.sqrt(var_within),
+        math.sqrt(max(between, 0.0)),
     )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def rank_test(base: Sequence[float], new: Sequence[float]) -> float:
-    """Two-sided Mann-Whitney U p-value; 1.0 when every repeat is the same value (nothing to rank)."""
-    from scipy.stats import mannwhitneyu
-
-    if len(set(base) | set(new)) == 1:
-        return 1.0
-    return float(mannwhitneyu(new, base, alternative="two-sided").pvalue)
-
-
-def compare_repeats(
-    base: Sequence[float], new: Sequence[float], threshold: float = DEFAULT_THRESHOLD, seed: int = SEED
-) -> Verdict:
-    """The verdict for one case from its repeats' throughputs (higher is better) on both sides."""
+def compare_repeats(base: Sequence[Repeat], new: Sequence[Repeat], threshold: float = DEFAULT_THRESHOLD) -> Verdict:
+    """The verdict for one case from its repeats' window throughputs (higher is better) on both sides."""
     check_threshold(threshold)
+    base = [r for r in base if _logs(r)]
+    new = [r for r in new if _logs(r)]
     n_base, n_new = len(base), len(new)
-    ratio = statistics.median(new) / statistics.median(base) if base and new else None
+    counts = (sum(len(_logs(r)) for r in base), sum(len(_logs(r)) for r in new))
     if min(n_base, n_new) < MIN_REPEATS:
+        ratio = math.exp(_centre(new) - _centre(base)) if base and new else None
         reason = f"{n_base} vs {n_new} repeats: at least {MIN_REPEATS} a side are needed"
-        return Verdict("inconclusive", reason, ratio, None, None, None, n_base, n_new, threshold)
-    low, high = ratio_interval(base, new, seed)
-    p = rank_test(base, new)
-    interval = f"ratio {ratio:.3f}, 95 % interval [{low:.3f}, {high:.3f}], Mann-Whitney p = {p:.3g}"
-    significant = p < ALPHA
-    if high < 1 - threshold and significant:
+        return Verdict("inconclusive", reason, ratio, None, None, None, n_base, n_new, threshold, *counts)
+    test = nested_test(base, new)
+    ratio = math.exp(test.log_ratio)
+    low, high = test.interval()
+    p = test.p_value()
+    interval = (
+        f"ratio {ratio:.3f}, 95 % interval [{low:.3f}, {high:.3f}], p = {p:.3g} "
+        f"({n_base} vs {n_new} repeats, {counts[0]} vs {counts[1]} windows)"
+    )
+    if high < 1 - threshold:
         verdict, why = "slower", f"slower by more than {threshold:.0%}"
-    elif low > 1 + threshold and significant:
+    elif low > 1 + threshold:
         verdict, why = "faster", f"faster by more than {threshold:.0%}"
     elif low >= 1 - threshold and high <= 1 + threshold:
         verdict, why = "same", f"within ±{threshold:.0%}"
-    elif not significant:
-        verdict, why = "inconclusive", f"the rank test cannot tell them apart at {ALPHA:.0%} ({n_base} vs {n_new})"
+    elif p >= ALPHA:
+        reach = f"no significant difference at {ALPHA:.0%}, but the interval reaches past ±{threshold:.0%}"
+        verdict, why = "inconclusive", reach
     else:
         verdict, why = "inconclusive", f"the interval straddles the ±{threshold:.0%} threshold: more repeats needed"
-    return Verdict(verdict, f"{why}: {interval}", ratio, low, high, p, n_base, n_new, threshold)
+    return Verdict(
+        verdict,
+        f"{why}: {interval}",
+        ratio,
+        low,
+        high,
+        p,
+        n_base,
+        n_new,
+        threshold,
+        *counts,
+        test.sd_within,
+        test.sd_between,
+        test.df,
+    )

@@ -19,6 +19,18 @@ parts, each the median over the case's repeats (`step_phases`, metrics/step_phas
 
 Cases without step phases (compiled steps, TP/PP/FSDP layouts, JAX, other frameworks' logs) keep their whole loss
 unexplained, with the reason.
+
+Measured by ablation, where the case's runs carry one (`--ablate sync`: the same ranks, the same steps, DDP's
+no_sync() every step, in windows alternating with synchronised ones; the record's `ablation`), the split does not
+assume that overlapped communication is free: with TA = TN x the median over repeats of the ablation's `ratio`
+(the unsynchronised windows' step over the paired synchronised windows', so a load that drifts cancels),
+- machine sharing = TA - T1: compute slower on N ranks than on one with no communication at all (cores, memory
+  bandwidth, caches, power shared by the ranks; a straggler's pace too, as nothing waits for it in a collective);
+- communication = TN - TA, split where the step phases are timed into exposed communication (as above, at most the
+  whole) and overlapped communication (the rest: the all-reduce running beside backward yet slowing it, as gloo's
+  all-reduce on the cores that train, or NCCL's kernels taking SMs); without phases it stays one part;
+- unexplained = the rest: none by construction, both step times being measured (their noise is in the parts).
+The method is named in summary.json's `scaling_loss` (`method`).
 """
 
 from __future__ import annotations
@@ -39,6 +51,16 @@ PARTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "host_overhead": ("host overhead", ("phases_ms", "update"), ("update",)),
 }
 UNEXPLAINED = "unexplained"
+# the parts of a split measured by ablation (`--ablate sync`), in the order they are drawn
+ABLATION_PARTS = {
+    "exposed_communication": "exposed communication",
+    "overlapped_communication": "overlapped communication (slowing compute)",
+    "communication": "communication (exposed or overlapped)",
+    "machine_sharing": "machine sharing, stragglers (no communication)",
+}
+LABELS = {**{name: label for name, (label, _, _) in PARTS.items()}, **ABLATION_PARTS, UNEXPLAINED: UNEXPLAINED}
+PHASES_METHOD = "step phases (collective, data, compute and update times against the 1-device run)"
+ABLATION_METHOD = "ablation: the same ranks without gradient synchronisation (--ablate sync), and the step phases"
 NO_PHASES = (
     "not split: the runs carry no step phases (only eager torch runs of one whole model replica per rank time them:"
     " not compiled steps, TP/PP/FSDP layouts, JAX or other frameworks' logs)"
@@ -59,6 +81,15 @@ class ScalingLoss:
     components_ms: dict[str, float] = field(default_factory=dict)
     note: str | None = None
     predicted_exposed_ms: float | None = None  # `dlperf predict`'s model from commbench records, where given
+    method: str = PHASES_METHOD
+
+    @property
+    def communication_share(self) -> float | None:
+        """The share of the loss its communication parts take (exposed, overlapped), where measured."""
+        names = ("exposed_communication", "overlapped_communication", "communication")
+        if self.measured_loss <= 0 or not any(n in self.components for n in names):
+            return None
+        return sum(self.components.get(n, 0.0) for n in names) / self.measured_loss
 
     @property
     def measured_loss(self) -> float:
@@ -74,6 +105,7 @@ class ScalingLoss:
             "components": {k: round(v, 2) for k, v in self.components.items()},
             "components_ms": {k: round(v, 3) for k, v in self.components_ms.items()},
             "step_ms": {"one_device": round(self.one_device_step_ms, 3), "this_case": round(self.step_ms, 3)},
+            "method": self.method,
         }
         if self.predicted_exposed_ms is not None:
             out["predicted_exposed_communication_ms"] = round(self.predicted_exposed_ms, 3)
@@ -114,6 +146,36 @@ def _parts_ms(case: CaseSummary, base: CaseSummary) -> dict[str, float] | None:
     return parts
 
 
+def ablation_parts_ms(
+    one_device_ms: float, step_ms: float, ablated_ms: float, exposed_ms: float | None
+) -> dict[str, float]:
+    """The split by ablation (module docstring), in ms per step: machine sharing = ablated - one device;
+    communication = step - ablated, as exposed (the phases' figure, at most the whole, at least 0) and overlapped
+    (the rest), or one part where the phases are not timed."""
+    communication = step_ms - ablated_ms
+    if exposed_ms is None:
+        parts = {"communication": communication}
+    else:
+        exposed = min(max(exposed_ms, 0.0), max(communication, 0.0))
+        parts = {"exposed_communication": exposed, "overlapped_communication": communication - exposed}
+    return {**parts, "machine_sharing": ablated_ms - one_device_ms}
+
+
+def ablation_contradicts(ratio: float) -> str:
+    """Why an ablation whose unsynchronised steps were no faster is not used."""
+    return (
+        f"its ablation (--ablate sync) is not used: the steps without gradient synchronisation took {ratio:.2f} x "
+        "the synchronised ones beside them, no faster, so it did not isolate communication (a noisy machine: rerun "
+        "on a quiet one, or with more --iters)"
+    )
+
+
+def ablation_ratio(case: CaseSummary) -> float | None:
+    """The median over the case's repeats of its ablation's step time without gradient synchronisation over the
+    paired synchronised windows' (`--ablate sync`), where measured."""
+    return median_of((r.ablation or {}).get("ratio") for r in case.records)
+
+
 def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: float | None = None) -> ScalingLoss:
     """The case's loss against `base` (its group's 1n1g), both with successful repeats."""
     x1, xn = base.stats["median"], case.stats["median"]
@@ -122,6 +184,14 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
     extra_ms = tn - t1
     parts = _parts_ms(case, base)
     note = None if parts is not None else NO_PHASES
+    method = PHASES_METHOD
+    if (ratio := ablation_ratio(case)) is not None and ratio >= 1:
+        # the steps without communication were not faster: the ablation measured noise (or a machine that runs
+        # two ranks slower while neither waits), not communication; the phases' split stands, and says why
+        method = f"{PHASES_METHOD}; {ablation_contradicts(ratio)}"
+    elif ratio is not None:
+        exposed = parts.get("exposed_communication") if parts is not None else None
+        parts, note, method = ablation_parts_ms(t1, tn, tn * ratio, exposed), None, ABLATION_METHOD
     if gn != g1 * case.world_size:
         parts, note = None, f"not split: its global batch {gn:g} is not {case.world_size} x the 1-device run's {g1:g}"
     parts_ms = {**(parts or {}), UNEXPLAINED: extra_ms - sum((parts or {}).values())}
@@ -137,6 +207,7 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
         components_ms=parts_ms,
         note=note,
         predicted_exposed_ms=predicted_exposed_ms,
+        method=method,
     )
 
 
@@ -145,7 +216,11 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
 PLACEMENT_KEYS = frozenset(
     ("nodes", "devices_per_node", "dp", "tp", "pp", "global_batch_size", "dp_mode", "pp_schedule", "case")
     + ("warmup_iters", "max_warmup_iters", "iters", "print_every", "timeout", "seed", "straggler_pct")
-    + ("cpu_threads", "instrument")  # the threads asked for: the ranks' own count is what the speedup compares
+    + (
+        "cpu_threads",
+        "instrument",
+        "ablate",
+    )  # the threads asked for: the ranks' own count is what the speedup compares
 )
 
 
@@ -218,17 +293,21 @@ def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
         return []
     measured = measured_groups(losses)
     with_predicted = any(loss.predicted_exposed_ms is not None for group in measured.values() for loss in group)
-    labels = [label for label, _, _ in PARTS.values()] + [UNEXPLAINED]
     lines = [
         "## Where the scaling went",
         "",
         "Ideal = devices x the 1-device median (the group's 1n1g; for GPT the 1-device run of the same work); each "
         "part is the case's measured extra time per step over that run (median over repeats, `step_phases`), in "
         "samples/s: a part adding d ms to the step costs d x measured / the 1-device step time. Unexplained is the "
-        "loss less the measured parts, never forced to zero (docs/scaling.md).",
+        "loss less the measured parts, never forced to zero. Cases run with `--ablate sync` are split by that "
+        "ablation: machine sharing = the step without gradient synchronisation less the 1-device step; "
+        "communication = the step less the one without, exposed (step phases) and overlapped (the rest: "
+        "communication that slows compute) (docs/scaling.md).",
         "",
     ]
     for (model, group), group_losses in measured.items():
+        names = [n for n in LABELS if any(n in loss.components for loss in group_losses)]
+        labels = [LABELS[n] for n in names]
         predicted = " predicted exposed comm (ms/step) | measured exposed comm (ms/step) |" if with_predicted else ""
         lines += [
             f"### {md(model)} {md(group)}",
@@ -238,7 +317,7 @@ def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
         ]
         notes = []
         for loss in group_losses:
-            cells = [_cell(loss, name) for name in [*PARTS, UNEXPLAINED]]
+            cells = [_cell(loss, name) for name in names]
             row = (
                 f"| {md(loss.case)} | {loss.devices} | {loss.ideal:.2f} | {loss.measured:.2f} "
                 f"| {loss.measured_loss:.2f} |" + "".join(f" {c} |" for c in cells)
@@ -248,6 +327,12 @@ def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
             lines.append(row)
             if loss.note:
                 notes.append(f"- {md(loss.case)}: {md(loss.note)}")
+            elif loss.method.startswith(f"{PHASES_METHOD}; "):
+                notes.append(f"- {md(loss.case)}: {md(loss.method.split('; ', 1)[1])}")
+            elif loss.method == ABLATION_METHOD:
+                share = loss.communication_share
+                share_text = "" if share is None else f", communication {share:.0%} of the loss"
+                notes.append(f"- {md(loss.case)}: split by {md(loss.method)}{share_text}")
         lines += [""] + (notes + [""] if notes else [])
     unsplit = [f"{model} {group}" for model, group in losses if (model, group) not in measured]
     if unsplit:

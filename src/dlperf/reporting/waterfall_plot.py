@@ -4,11 +4,13 @@ throughput; a negative part (faster than one device there) rises."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from dlperf.escape import plot as plot_text
-from dlperf.reporting.waterfall import PARTS, UNEXPLAINED, ScalingLoss
+from dlperf.reporting.waterfall import LABELS, UNEXPLAINED, ScalingLoss
+from dlperf.wording import count
 
 COLORS = {
     "exposed_communication": "#d62728",
@@ -16,9 +18,14 @@ COLORS = {
     "data_stall": "#9467bd",
     "compute_slowdown": "#8c564b",
     "host_overhead": "#e377c2",
+    "overlapped_communication": "#ff9896",
+    "communication": "#d62728",
+    "machine_sharing": "#8c564b",
     UNEXPLAINED: "#7f7f7f",
 }
-LABELS = {**{name: label for name, (label, _, _) in PARTS.items()}, UNEXPLAINED: UNEXPLAINED}
+
+
+TITLE_CHARS = 48  # a title line's characters that fit one 5.5-inch panel at 9-10 pt: longer ones wrap, not cut
 
 
 def steps(loss: ScalingLoss) -> list[tuple[str, float, float, str]]:
@@ -34,11 +41,22 @@ def steps(loss: ScalingLoss) -> list[tuple[str, float, float, str]]:
 def _title(loss: ScalingLoss) -> str:
     verb = "lost" if loss.measured_loss >= 0 else "gained (superlinear)"
     share = f" ({abs(loss.measured_loss) / loss.ideal:.0%} of ideal)" if loss.ideal > 0 else ""
-    return f"{loss.case}: {loss.devices} devices, {verb} {abs(loss.measured_loss):.1f} samples/s{share}"
+    return f"{loss.case}: {count(loss.devices, 'device')}, {verb} {abs(loss.measured_loss):.1f} samples/s{share}"
 
 
 def plot_waterfall(model: str, group: str, losses: list[ScalingLoss], path: Path) -> Path:
     """One panel per case of the group; the PNG's path."""
+    import matplotlib.pyplot as plt
+
+    fig = waterfall_figure(model, group, losses)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def waterfall_figure(model: str, group: str, losses: list[ScalingLoss]) -> Any:
+    """The matplotlib figure of `plot_waterfall`, its titles wrapped to their panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,17 +72,19 @@ def plot_waterfall(model: str, group: str, losses: list[ScalingLoss], path: Path
         axis.set_xticks(list(xs), [plot_text(label) for label, *_ in bars], rotation=35, ha="right", fontsize=8)
         axis.set_ylabel("samples/s")
         axis.set_ylim(bottom=min(0.0, *(b for _, b, _, _ in bars)))
-        axis.set_title(plot_text(_title(loss)), fontsize=9)
+        axis.set_title(_wrapped(_title(loss), TITLE_CHARS), fontsize=9)
         if loss.note:
             axis.text(0.5, 0.5, "parts not measured", transform=axis.transAxes, ha="center", color="#555")
-    fig.suptitle(
-        plot_text(f"{model} {group}: where the scaling went (ideal = devices x the 1-device run)"), fontsize=10
-    )
+    heading = f"{model} {group}: where the scaling went (ideal = devices x the 1-device run)"
+    fig.suptitle(_wrapped(heading, TITLE_CHARS * len(losses)), fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _wrapped(text: str, width: int) -> str:
+    """`text` in lines of at most `width` characters, each escaped for matplotlib (which would show an escaped
+    line break as is)."""
+    return "\n".join(plot_text(line) for line in textwrap.wrap(text, width))
 
 
 def plotly_waterfall(title: str, losses: list[ScalingLoss]) -> Any:

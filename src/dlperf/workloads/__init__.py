@@ -6,6 +6,7 @@ step builder per engine in `builders`), and one line in WORKLOADS. Its flags com
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from dataclasses import fields
 from functools import cache
@@ -78,7 +79,10 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
                     f"key {key!r} applies to {flag('model')} {' or '.join(other)}, not {model}: remove it "
                     f"(the keys of {model} are {', '.join(COMMON_KEYS + tuple(own))})"
                 )
-            raise ConfigError(f"unknown key {key!r}: valid keys for {model} are {', '.join(COMMON_KEYS + tuple(own))}")
+            keys = COMMON_KEYS + tuple(own)
+            near = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6)
+            guess = f"did you mean {near[0]!r}? " if near else ""
+            raise ConfigError(f"unknown key {key!r}: {guess}(valid keys for {model}: {', '.join(keys)})")
     common["model"] = model
     return RunSpec(workload=workload.config_type(**specific), **common)
 

@@ -117,6 +117,8 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         own_measure=OWN_WORK if own_clock else "step",
         count_flops=count_flops,
         model=parameter_facts(wrapped),
+        # --ablate sync: pure data parallelism's all-reduce skipped (TP's and PP's collectives are the compute)
+        no_sync=wrapped.no_sync if isinstance(wrapped, nn.parallel.DistributedDataParallel) else None,
     )
 
 

@@ -31,9 +31,11 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     # the clock's forward pre-hook and its CUDA events (pytorch/pytorch#176486; CUDA graphs cannot hold them at
     # all): there the straggler evidence is the step time (`measure: step`), and nothing of ours is compiled.
     own_clock = None if spec.compile else OwnWorkClock(model, model.conv1.weight, device, rank.rank)
+    no_sync = None  # --ablate sync: DDP's no_sync(), on an eager step (a compiled one would recompile under it)
     if rank.distributed:
         device_ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+        no_sync = None if spec.compile else model.no_sync
     if spec.compile:
         model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
     kernels = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
@@ -108,4 +110,5 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         own_measure=OWN_WORK if own_clock else "step",
         count_flops=count_flops,
         model=parameter_facts(model),
+        no_sync=no_sync,
     )

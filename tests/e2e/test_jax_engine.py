@@ -59,6 +59,7 @@ def test_resnet50_sweep_record_and_report(tmp_path):
     None, never stops the sweep before its report."""
     config = tmp_path / "s.yaml"
     keys = dict(zip((flag.removeprefix("--").replace("-", "_") for flag in TINY[::2]), TINY[1::2], strict=True))
+    keys.update(iters=2, print_every=2)  # one timed window is a record; ResNet-50's steps cost a CPU-second each
     config.write_text("".join(f"{key}: {value}\n" for key, value in keys.items()) + "engine: jax\nrepeats: 1\n")
     done = run_dlperf(["sweep", str(config), "--out", str(tmp_path / "out")], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -241,12 +241,14 @@ def _teardown(cluster: Cluster) -> None:
 
 def remote_python(folder: Path) -> str:
     """This interpreter, importing this checkout's dlperf, for `--remote-python`: ssh passes no environment, so a
-    worktree's or a fresh clone's sources must be named; one thread per rank, as the local tests run."""
+    worktree's or a fresh clone's sources must be named, and the suite's XLA flags (conftest: XLA's cheap compile)
+    given again; one thread per rank, as the local tests run."""
     import dlperf
 
     source = Path(dlperf.__file__).resolve().parents[1]
     path = ":".join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)
+    env = f"PYTHONPATH={shlex.quote(path)} XLA_FLAGS={shlex.quote(os.environ.get('XLA_FLAGS', ''))} OMP_NUM_THREADS=1"
     wrapper = folder / "python"
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(path)} OMP_NUM_THREADS=1 exec {sys.executable} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\n{env} exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)

@@ -31,8 +31,11 @@ from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
 # What a peer record says about the file's place in the layout: the run's own record says it already.
+# The reader's record fields that a --command run states itself: its layout, and what it measured of the run
+# (the framework from the script's interpreter, the devices from the ranks), not what the log's format names.
 LAYOUT_KEYS = {"schema", "source", "file", "model", "case", "group", "repeat", "nodes", "devices_per_node",
-               "world_size", "batch_size", "global_batch_size", "precision", "status", "error"}  # fmt: skip
+               "world_size", "batch_size", "global_batch_size", "precision", "status", "error", "framework",
+               "accelerator"}  # fmt: skip
 
 
 def check_command(spec: RunSpec, plan: WorkloadPlan) -> None:

@@ -48,6 +48,7 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 import time
 
 PREFIX = os.environ.get("DLPERF_STEPS")
@@ -416,22 +417,28 @@ def _lightning(module) -> None:
 @_guarded("keras")
 def _keras(module) -> None:
     class Steps(module.callbacks.Callback):
-        """Stamps each batch; async-safe (it only reads the clock and appends a line), so Keras 3 keeps its
-        asynchronous dispatch of batch callbacks: a worker thread calls it, in order, once the step's logs are
-        ready."""
+        """Stamps each batch; async-safe, so Keras 3 keeps its asynchronous dispatch of batch callbacks. Keras runs
+        them on a thread pool, once each step's logs are ready, in no set order (a later batch's call may come
+        first): each call counts the batches its execution ran (`steps_per_execution` of them, ending at `batch`)
+        that no call of this epoch counted yet, under a lock, so no batch is counted twice or lost whatever the
+        order (Keras waits for every call of an epoch before its next begins)."""
 
         async_safe = True
 
         def __init__(self, sizes) -> None:
             super().__init__()
-            self.sizes, self.last = sizes, -1
+            self.sizes, self.counted, self.lock = sizes, set(), threading.Lock()
+
+        def on_epoch_begin(self, epoch, logs=None) -> None:
+            self.counted = set()
 
         def on_train_batch_end(self, batch, logs=None) -> None:  # Keras passes `logs=` by name
-            if batch <= self.last:
-                self.last = -1  # a new epoch
-            samples = sum(self.sizes(i) for i in range(self.last + 1, batch + 1))
-            self.last = batch
-            STEPS.record(samples)
+            per_call = getattr(self.model, "steps_per_execution", 1)
+            per_call = per_call if isinstance(per_call, int) and per_call > 0 else 1
+            with self.lock:
+                ran = [i for i in range(max(0, batch - per_call + 1), batch + 1) if i not in self.counted]
+                self.counted.update(ran)
+                STEPS.record(sum(self.sizes(i) for i in ran))
 
     fit = module.Model.fit
 

@@ -168,3 +168,17 @@ def test_steps_gradscaler_skips_are_counted_once_each(tmp_path: Path, impl: str)
     (side,) = tmp_path.glob("run.steps.*")  # the process's own file: run.steps.<host>.<pid>
     lines = side.read_text().splitlines()
     assert [line.split()[0] for line in lines] == ["1", "2", "3", "4", "5", "6"], lines
+
+
+def test_an_updates_later_calls_move_its_one_event():
+    """DeepSpeed steps each parameter group in turn: every call records the update's one event again (its time is
+    the last call's), none is made per call."""
+    gpu = FakeCuda()
+    clock = gpu_steps.CudaStepClock(gpu, clock=lambda: gpu.now)
+    gpu.queue(0.1)
+    first = clock.event()
+    gpu.queue(0.05)  # the next group's optimizer kernels
+    assert clock.event(first) is first
+    clock.add(1, first, gpu.now)
+    gpu.now = 1.0
+    assert clock.ready() == [(1, pytest.approx(0.15))]

@@ -37,9 +37,10 @@ class CudaStepClock:
         self.anchor: tuple[Any, float] | None = None
         self.problem: str | None = None
 
-    def event(self) -> Any:
-        """A CUDA event recorded now on the current stream, or None where the hook cannot record one (a CUDA graph
-        being captured, or CUDA failed before): that step keeps its host time."""
+    def event(self, again: Any = None) -> Any:
+        """A CUDA event recorded now on the current stream (`again` recorded anew where given: an update's later
+        step() calls move its one event), or None where the hook cannot record one (a CUDA graph being captured,
+        or CUDA failed before): that step keeps its host time."""
         if self.problem is not None:
             return None
         cuda = self.torch.cuda
@@ -48,7 +49,7 @@ class CudaStepClock:
                 return None
             if self.anchor is None:
                 self.anchor = self._anchored()
-            event = self.spare.pop() if self.spare else cuda.Event(enable_timing=True)
+            event = again if again is not None else self.spare.pop() if self.spare else cuda.Event(enable_timing=True)
             event.record()
         except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
             self.problem = f"CUDA step events failed, steps keep host times: {type(error).__name__}: {error}"

@@ -114,13 +114,19 @@ class _Steps:
         if self.open_at is not None and not self.stepped.isdisjoint(keys):
             self._close()
         self.stepped.update(keys)
-        self.open_at = now
-        self.open_event = self.gpu.event() if self.gpu is not None else None
+        self.last_call(now)
         self.open_samples += self.samples
         self.open_tokens += self.tokens
         self.samples = self.tokens = 0
         if now - self.flushed >= FLUSH_S:
             self.flush()
+
+    def last_call(self, now: float) -> None:
+        """The open update's last call so far: its host time and, on a GPU, its one event recorded there (a
+        DeepSpeed update's per-group calls move the same event, none made per call)."""
+        self.open_at = now
+        if self.gpu is not None:
+            self.open_event = self.gpu.event(self.open_event)
 
     def record(self, samples: int) -> None:
         """One whole update (a Keras batch) of `samples` (0: not counted)."""
@@ -358,8 +364,7 @@ def _deepspeed(module) -> None:
         calls = STEPS.calls
         done = step(self, *args, **kwargs)
         if STEPS.calls != calls and STEPS.open_at is not None:
-            STEPS.open_at = time.monotonic()
-            STEPS.open_event = STEPS.gpu.event() if STEPS.gpu is not None else None
+            STEPS.last_call(time.monotonic())
         return done
 
     module.DeepSpeedEngine.step = timed_step

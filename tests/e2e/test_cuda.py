@@ -101,3 +101,10 @@ def test_amp_fp16_steps_do_not_sync_the_host(model):
         step.run()
     per_step, first = host_syncs_per_step(step.run, steps=5)
     assert per_step == 0, first
+
+
+def test_fused_sgd_survives_a_skipped_first_step():
+    """fp16's first steps overflow routinely; fused SGD's buffers must come out of a skipped one as zeros."""
+    from fused_sgd import check_skipped_step_then_finite
+
+    check_skipped_step_then_finite("cuda")

@@ -206,7 +206,13 @@ def test_one_rank_commbench_reports_no_bandwidth():
 
 def test_jax_allocator_settings():
     one = allocator_env({"CUDA_VISIBLE_DEVICES": "3,1"}, 1, "cuda", None)
-    assert one == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "CUDA_VISIBLE_DEVICES": "3"}
+    assert one == {
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        "XLA_CLIENT_MEM_FRACTION": "0.95",  # XLA's 75 % default caps even an unpreallocated pool
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.95",
+        "CUDA_VISIBLE_DEVICES": "3",
+    }
+    assert allocator_env({"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}, 1, "cuda", None)["XLA_CLIENT_MEM_FRACTION"] == ".5"
     assert allocator_env({}, 1, "cuda", None)["CUDA_VISIBLE_DEVICES"] == "0"
     assert (
         allocator_env({"XLA_PYTHON_CLIENT_PREALLOCATE": "true"}, 1, "cuda", None)["XLA_PYTHON_CLIENT_PREALLOCATE"]

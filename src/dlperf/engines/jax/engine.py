@@ -20,6 +20,7 @@ from dlperf.errors import ConfigError
 from dlperf.spec import MEMORY_CAP_ENV, RunSpec
 
 MIB = 1024 * 1024
+UNCAPPED_FRACTION = "0.95"  # of the device for XLA's allocator when dlperf sets no cap: 4 GB of an H100 for the rest
 
 
 def allocator_env(environ: dict[str, str], world_size: int, device: str, cap_fraction: str | None) -> dict[str, str]:
@@ -30,7 +31,12 @@ def allocator_env(environ: dict[str, str], world_size: int, device: str, cap_fra
     workspaces. dlperf turns preallocation off unless the user set it; a maxbatch cap (`cap_fraction` of the
     device) becomes a preallocated pool of that size (both the current and the deprecated variable name). A
     one-process run sees only the first visible GPU, as a torch run uses one (without it JAX opens a context on
-    every visible GPU); several processes each take their local rank's through jax.distributed."""
+    every visible GPU); several processes each take their local rank's through jax.distributed.
+
+    Without preallocation the fraction still caps XLA's allocator (75 % by default), where torch's allocator may
+    take the whole device: the 1.3B GPT at micro-batch 8 ran on torch (60 GB reserved) and ran out of memory on
+    JAX asking for 40 GiB of temporaries on an H100. So the cap is raised to `UNCAPPED_FRACTION`, the room left
+    for cuDNN's and NCCL's workspaces, unless the user set a fraction."""
     env: dict[str, str] = {}
     if device != "cuda":
         return env
@@ -39,6 +45,8 @@ def allocator_env(environ: dict[str, str], world_size: int, device: str, cap_fra
         env["XLA_CLIENT_MEM_FRACTION"] = env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = cap_fraction
     else:
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        fraction = environ.get("XLA_CLIENT_MEM_FRACTION") or environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        env["XLA_CLIENT_MEM_FRACTION"] = env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = fraction or UNCAPPED_FRACTION
     if world_size == 1:
         listed = [item.strip() for item in environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")]
         env["CUDA_VISIBLE_DEVICES"] = listed[0]

@@ -10,7 +10,7 @@ from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock, data_phase
 from dlperf.engines.torch.parameters import parameter_facts
-from dlperf.engines.torch.precision import MixedPrecision, loss_value
+from dlperf.engines.torch.precision import MixedPrecision, loss_value, zero_momentum_buffers
 from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.resnet import ResNetConfig
@@ -49,6 +49,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         weight_decay=config.weight_decay,
         **kernels.get(impl, {}),
     )
+    zero_momentum_buffers(optimizer)
     graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
     criterion = nn.CrossEntropyLoss()
     amp = MixedPrecision(spec.precision, device)

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dlperf.peers.extract import Options, extract_dir, read_run
-from dlperf.peers.layout import parse_log_path
+from dlperf.framework_logs.extract import Options, extract_dir, read_run
+from dlperf.framework_logs.published_names import parse_log_path
 
 T0 = 1_700_000_000.0
 
@@ -111,7 +111,7 @@ def time_real(root: Path) -> None:
     print(f"reading only: {len(records)} records, {len(skipped)} skipped, {time.perf_counter() - started:.2f} s")
     probe = (
         "import sys, time; t = time.perf_counter(); from dlperf.cli import extract_cmd; "
-        "from dlperf.peers.registry import describe; describe(); "
+        "from dlperf.framework_logs.registry import describe; describe(); "
         "print(f'{time.perf_counter() - t:.3f} s, torch imported: {\"torch\" in sys.modules}')"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()

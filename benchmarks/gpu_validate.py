@@ -461,7 +461,7 @@ def check_imports() -> None:
     import importlib
     import importlib.util
 
-    modules = ["dlperf.cli.main", "dlperf.harness.worker", "dlperf.orchestration.sweep", "dlperf.reporting.report",
+    modules = ["dlperf.cli.main", "dlperf.harness.worker", "dlperf.orchestration.sweep_plan", "dlperf.reporting.report",
                "dlperf.engines.torch.engine", "dlperf.workloads.resnet.torch_step", "dlperf.workloads.gpt.torch_step",
                "dlperf.metrics.energy", "dlperf.metrics.noise"]  # fmt: skip
     for module in modules:

@@ -85,7 +85,7 @@ class RunSpec:
 
     model: str
     workload: Any
-    engine: str = "torch"  # its flag lists the registered engines (cli/options.py)
+    engine: str = "torch"  # its flag lists the registered engines (cli/run_flags.py)
     nodes: int = setting(1, "number of nodes (hosts)", bound="positive")
     devices_per_node: int = setting(1, "processes/devices per node, each a rank", bound="positive")
     precision: str = setting(

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import run_dlperf
 
+from dlperf.framework_logs.hookranks import merge
 from dlperf.instrument import STARTUP, STEPS_VARIABLE
-from dlperf.peers.hookranks import merge
 
 SCRIPT = Path(__file__).parents[1] / "fixtures" / "scripts" / "update_shapes.py"
 

@@ -177,8 +177,8 @@ def test_sweep_api_tells_its_events_in_order_and_returns_its_outcome(tmp_path):
     """orchestration.sweep, the call `dlperf sweep` makes: every event typed and in order, the kept runs skipped
     (one failed before), the report written, the outcome saying so; the folder keeps the options given."""
     from dlperf.launch import LaunchOptions
-    from dlperf.orchestration.sweep import SweepOptions
-    from dlperf.orchestration.sweep_run import Ended, Planned, Skipped, Started, sweep
+    from dlperf.orchestration.sweep import Ended, Planned, Skipped, Started, sweep
+    from dlperf.orchestration.sweep_plan import SweepOptions
     from dlperf.orchestration.sweep_state import load_sweep_options
 
     config = tmp_path / "sweep.yaml"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import run_dlperf
 
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import LogInfo
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import LogInfo
 
 # A CLU-style metric writer's line, as a JAX/Flax script prints it (no reader module knows it).
 SCRIPT = """

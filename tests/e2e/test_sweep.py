@@ -15,7 +15,7 @@ from tiny import tiny_sweep
 
 from dlperf.errors import ConfigError
 from dlperf.launch import LaunchOptions, launcher_for
-from dlperf.orchestration.sweep import plan_sweep
+from dlperf.orchestration.sweep_plan import plan_sweep
 
 LOCAL = launcher_for(LaunchOptions())
 
@@ -124,7 +124,7 @@ class FailingLauncher(type(LOCAL)):
 def test_repeats_decision_is_written_with_its_record(tmp_path, monkeypatch):
     """A SIGINT right after a record's write must not leave its `repeats_stop` null: one write holds both."""
     import dlperf.orchestration.run as run_module
-    from dlperf.orchestration.sweep import SweepOptions, run_sweep
+    from dlperf.orchestration.sweep_plan import SweepOptions, run_sweep
     from dlperf.records.store import write_record
 
     def write_then_interrupt(path, data):

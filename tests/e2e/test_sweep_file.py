@@ -10,7 +10,7 @@ import pytest
 
 from dlperf.errors import ConfigError
 from dlperf.launch import LaunchOptions, launcher_for
-from dlperf.orchestration.sweep import load_sweep_file, plan_sweep
+from dlperf.orchestration.sweep_plan import load_sweep_file, plan_sweep
 
 BASE = "model: resnet50\ndevice: cpu\nimage_size: 32\nnum_classes: 10\n"
 BOMB = (
@@ -77,7 +77,7 @@ def test_hostile_file_within_memory_and_time(tmp_path, name):
     path.write_text(CASES[name][0])
     code = (
         "import sys; from dlperf.cli.main import main; "
-        "from dlperf.orchestration.sweep import load_sweep_file, plan_sweep; "
+        "from dlperf.orchestration.sweep_plan import load_sweep_file, plan_sweep; "
         "from dlperf.launch import LaunchOptions, launcher_for; from dlperf.errors import ConfigError\n"
         "try: plan_sweep(load_sweep_file(sys.argv[1]), launcher_for(LaunchOptions()))\n"
         "except ConfigError: sys.exit(2)"

@@ -30,7 +30,7 @@ def no_environment(monkeypatch):
     def collect():
         raise AssertionError("the environment was collected before the refusal")
 
-    for module in ("dlperf.orchestration.sweep", "dlperf.orchestration.run"):
+    for module in ("dlperf.orchestration.sweep_plan", "dlperf.orchestration.run"):
         monkeypatch.setattr(f"{module}.collect_environment", collect)
 
 

@@ -20,7 +20,7 @@ from dlperf.external.template import (
     node_processes,
     rendezvous_env,
 )
-from dlperf.peers.extract import Options, extract_dir
+from dlperf.framework_logs.extract import Options, extract_dir
 
 SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
 RDZV = Rendezvous(nnodes=2, nproc_per_node=4, master_addr="10.0.0.1", master_port=29500, batch_size=128,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from dlperf.peers.registry import BY_NAME
+from dlperf.framework_logs.registry import BY_NAME
 
 KERAS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
 

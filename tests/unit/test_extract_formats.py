@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import ConfigError, DataError
-from dlperf.peers.base import RunShape
-from dlperf.peers.extract import Options, extract_dir, read_run
-from dlperf.peers.layout import parse_log_path
-from dlperf.peers.registry import BY_NAME, FORMATS
+from dlperf.framework_logs.base import RunShape
+from dlperf.framework_logs.extract import Options, extract_dir, read_run
+from dlperf.framework_logs.published_names import parse_log_path
+from dlperf.framework_logs.registry import BY_NAME, FORMATS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 KERAS = FIXTURES / "tf2-keras-resnet50"

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dlperf.errors import DataError
-from dlperf.peers.base import RunShape
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import parse_log_path
-from dlperf.peers.measure import measure
-from dlperf.peers.registry import FORMATS
+from dlperf.framework_logs.base import RunShape
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.measure import measure
+from dlperf.framework_logs.published_names import parse_log_path
+from dlperf.framework_logs.registry import FORMATS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 REAL_LINES = sorted(

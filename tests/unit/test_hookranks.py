@@ -1,12 +1,12 @@
-"""The hook's per-process side files made the run's stream (peers/hookranks.py) and the counted samples held
+"""The hook's per-process side files made the run's stream (framework_logs/hookranks.py) and the counted samples held
 against the declared batch (orchestration/external_run.samples_check): made-up files, hand sums."""
 
 from __future__ import annotations
 
 import pytest
 
+from dlperf.framework_logs.hookranks import counted_tokens_per_s, merge
 from dlperf.orchestration.external_run import own_launcher, samples_check
-from dlperf.peers.hookranks import counted_tokens_per_s, merge
 
 
 def write(tmp, name: str, rows: list[str]) -> None:

@@ -12,7 +12,7 @@ from tiny import as_flags, tiny_llama
 from dlperf.engines.torch.pipeline import stage_ids, stage_layers
 from dlperf.errors import ConfigError
 from dlperf.metrics.flops import llm_flops_per_token, mfu
-from dlperf.orchestration.evidence import flops_fields
+from dlperf.orchestration.evidence_fields import flops_fields
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.workloads import check_spec, get_workload, spec_from_mapping
 from dlperf.workloads.llama import flops_per_token

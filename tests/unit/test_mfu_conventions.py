@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import parse_log_path
 from dlperf.metrics.flops import LLM_FLOPS_FORMULA, LLM_FLOPS_FORMULA_CAUSAL
 from dlperf.metrics.peaks import lookup_peak
-from dlperf.orchestration.evidence import causal_mfu
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import parse_log_path
+from dlperf.orchestration.evidence_fields import causal_mfu
 from dlperf.workloads import spec_from_mapping
 from dlperf.workloads.llama import flops_per_token
 

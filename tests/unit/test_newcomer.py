@@ -86,7 +86,7 @@ def test_a_resumed_sweep_does_not_announce_an_interrupted_runs_old_log(tmp_path)
 
     from dlperf.cli.sweep_cmd import running_log
     from dlperf.launch import LaunchOptions, launcher_for
-    from dlperf.orchestration.sweep import plan_sweep
+    from dlperf.orchestration.sweep_plan import plan_sweep
 
     plan = plan_sweep(
         {"model": "resnet50", "device": "cpu", "image_size": 32, "repeats": 2}, launcher_for(LaunchOptions())

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import DataError
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import parse_log_path
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import parse_log_path
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 
@@ -142,9 +142,9 @@ def test_a_lower_bound_reading_refutes_a_slower_figure_and_only_a_much_faster_on
     """Arrival times hold what a script's own clock leaves out (its printing, a loaded machine's pauses): a keras-style
     script printing 385/s whose lines came at 156/s (2.47x, seen at load 2 on 2 cores) is kept with a note; 10x
     faster, or over 2x slower, contradicts them."""
-    from dlperf.peers.base import RunShape
-    from dlperf.peers.crosscheck import cross_check
-    from dlperf.peers.measure import Measured
+    from dlperf.framework_logs.base import RunShape
+    from dlperf.framework_logs.crosscheck import cross_check
+    from dlperf.framework_logs.measure import Measured
 
     shape = RunShape(32, 1, "gpt")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import ConfigError
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import LogInfo
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import LogInfo
 
 
 def read(tmp_path: Path, fmt: str, lines: list[str], batch: int = 8, devices: int = 1) -> dict:

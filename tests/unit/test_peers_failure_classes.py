@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import parse_log_path
-from dlperf.peers.textlines import strip_prefixes
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import parse_log_path
+from dlperf.framework_logs.textlines import strip_prefixes
 from dlperf.reporting.aggregate import summarise
 
 REAL = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "real"

@@ -14,11 +14,11 @@ import pytest
 from conftest import run_cli, run_dlperf
 
 from dlperf.errors import DataError, ResultsError
-from dlperf.peers.base import Point, RunShape
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import find_logs, parse_log_path
-from dlperf.peers.measure import MAX_SAMPLES_PER_S_PER_DEVICE, measure
-from dlperf.peers.registry import BY_NAME
+from dlperf.framework_logs.base import Point, RunShape
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.measure import MAX_SAMPLES_PER_S_PER_DEVICE, measure
+from dlperf.framework_logs.published_names import find_logs, parse_log_path
+from dlperf.framework_logs.registry import BY_NAME
 
 KERAS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "tf2-keras-resnet50"
 LINE = (

@@ -13,10 +13,10 @@ import pytest
 from conftest import run_cli
 
 from dlperf.errors import DataError
-from dlperf.peers.base import RunShape
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import parse_log_path
-from dlperf.peers.registry import detect, get_format
+from dlperf.framework_logs.base import RunShape
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import parse_log_path
+from dlperf.framework_logs.registry import detect, get_format
 
 LLM = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "llm"
 MAXTEXT = "maxtext/1n4g/guide-v5p8-deepseek2-16b_b24_bf16_1.log"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import LogInfo
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import LogInfo
 
 LINES = {
     "clas": "[2022/03/01 10:00:00] ppcls INFO: [Train][Epoch 1/120][Iter: {i}/5005]lr: 0.10000, top1: 0.00000, "

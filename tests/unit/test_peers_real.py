@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import parse_log_path
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import parse_log_path
 
 REAL = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "real"
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import DataError
-from dlperf.peers.base import RunShape
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.formats.tqdm_bar import bar_time
-from dlperf.peers.layout import parse_log_path
-from dlperf.peers.registry import FORMATS, detect, get_format
-from dlperf.peers.textlines import strip_prefixes
+from dlperf.framework_logs.base import RunShape
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.formats.tqdm_bar import bar_time
+from dlperf.framework_logs.published_names import parse_log_path
+from dlperf.framework_logs.registry import FORMATS, detect, get_format
+from dlperf.framework_logs.textlines import strip_prefixes
 from dlperf.reporting.doubts import case_flags
 
 PEER_LOGS = Path(__file__).parents[1] / "fixtures" / "peer-logs"

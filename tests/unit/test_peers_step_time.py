@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import LogInfo, parse_log_path
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import LogInfo, parse_log_path
 
 REAL = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "real"
 TIMES = {10: 0.1, 20: 0.1, 30: 0.4}  # the iteration each line ends -> seconds per iteration over its 10

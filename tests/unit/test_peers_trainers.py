@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import parse_log_path
-from dlperf.peers.measure import CoarseLines
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.measure import CoarseLines
+from dlperf.framework_logs.published_names import parse_log_path
 
 TRAINERS = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "trainers"
 
@@ -129,7 +129,7 @@ def test_too_coarse_a_log_is_refused_in_one_line(name):
 def test_the_coarse_refusal_says_what_else_times_it_where_the_user_has_not_done_it():
     """`dlperf extract` points to `dlperf run --command`; the reader itself (what a run already under dlperf's hook
     reads) does not tell the user to do what they did."""
-    from dlperf.peers.extract import extract_file
+    from dlperf.framework_logs.extract import extract_file
 
     name = next(iter(REFUSED))
     with pytest.raises(CoarseLines) as error:
@@ -153,7 +153,7 @@ def test_keras_running_means_and_the_rate_column_are_not_the_figure():
 def test_a_validation_bar_between_training_redraws_is_not_training(tmp_path):
     """Lightning's TQDM bar (rate = count / elapsed) paused by a validation bar: count / rate stamps the training
     bar (1.0 s at 10, 12.5 s at 100), the validation bar's 20 iterations are not counted."""
-    from dlperf.peers.layout import LogInfo
+    from dlperf.framework_logs.published_names import LogInfo
 
     log = tmp_path / "bars.log"
     log.write_text(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dlperf.errors import DataError
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.layout import LogInfo
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import LogInfo
 
 PYTORCH = [
     "DLL 2021-06-01 10:00:00.000000 - PARAMETER SEED : 42",

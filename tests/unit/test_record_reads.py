@@ -3,9 +3,10 @@ a string key (`x["throughput"]`, `x.get("mfu")`); it reads the loaded record's a
 misspelled field fails where it is read, as the strict writer fails where one is written.
 
 The scan is by name: every `x["name"]` and `x.get("name", ...)` whose key is a field some record kind declares
-(`records/schema.py`), in every module under src/dlperf but `records/` and `peers/`. Mappings that are no record but
-share a field's name (the published figures, a run's keys, the messages' codecs) and the writers that build a record
-are listed below, each with its reason; a listed key that no longer occurs fails too, so the lists only shrink.
+(`records/schema.py`), in every module under src/dlperf but `records/` and `framework_logs/`. Mappings that are no
+record but share a field's name (the published figures, a run's keys, the messages' codecs) and the writers that
+build a record are listed below, each with its reason; a listed key that no longer occurs fails too, so the lists
+only shrink.
 `python tests/unit/test_record_reads.py` prints the count per module.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from dlperf.records.schema import KINDS, declared_keys
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "dlperf"
-SKIPPED = ("records/", "peers/")  # the declaration and loader, and the readers of other frameworks' logs
+SKIPPED = ("records/", "framework_logs/")  # the declaration and loader, and the readers of other frameworks' logs
 FIELDS = frozenset().union(*(declared_keys(kind) for kind in KINDS))
 MOST = 60  # the issue's bound on what is left (#30)
 
@@ -30,11 +31,11 @@ FLAG = "a flag declaration's --help group (its metadata)"
 PEAKS = "the measured peaks file's own schema key"
 # Mappings that are no record but share a field's name: module -> (what the mapping is, the keys it reads).
 NOT_RECORDS: dict[str, tuple[str, str]] = {
-    "cli/flags.py": (FLAG, "group"),
+    "cli/declared_flags.py": (FLAG, "group"),
     "cli/predict_llama.py": (RUN_KEYS, "devices_per_node nodes"),
     "cli/live.py": ("the log's config event (the run's keys)", "world_size"),
     "cli/maxbatch_cmd.py": (RUN_KEYS, "model"),
-    "cli/options.py": (FLAG, "group"),
+    "cli/run_flags.py": (FLAG, "group"),
     "cli/references_cmd.py": (FIGURES, "accelerator framework model precision source"),
     "cli/sweep_cmd.py": ("sweep_options.json", "config"),
     "external/template.py": ("a --command template's placeholders", "batch_size precision repeat"),
@@ -70,7 +71,7 @@ RECORD_READS: dict[str, tuple[str, str]] = {
         " machine_load memory_note reading_notes rule status threads throughput unit warmup_iterations"
         " window_iterations window_throughputs",
     ),
-    "orchestration/evidence.py": (
+    "orchestration/evidence_fields.py": (
         WRITER + "; a window's figures, derived as a record's are",
         "flops_per_iteration_formula mfu mfu_peak_tflops tflops_per_device tokens_per_s",
     ),

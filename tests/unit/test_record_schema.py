@@ -7,7 +7,7 @@ from pathlib import Path
 
 from report_records import record
 
-from dlperf.records.reference import JSON_DIR, docs_with_reference, schema_files
+from dlperf.records.docgen import JSON_DIR, docs_with_reference, schema_files
 from dlperf.records.schema import RunRecord, declared_keys, record_kind, undeclared_fields
 from dlperf.records.validate import record_problem
 
@@ -18,12 +18,12 @@ def test_checked_in_json_schemas_equal_the_generated_ones():
     generated = schema_files()
     assert sorted(p.name for p in JSON_DIR.glob("*.json")) == sorted(generated)
     for name, text in generated.items():
-        assert (JSON_DIR / name).read_text(encoding="utf-8") == text, f"run python -m dlperf.records.reference ({name})"
+        assert (JSON_DIR / name).read_text(encoding="utf-8") == text, f"run python -m dlperf.records.docgen ({name})"
 
 
 def test_docs_reference_is_in_sync_with_the_declaration():
     docs = (ROOT / "docs" / "records.md").read_text(encoding="utf-8")
-    assert docs_with_reference(docs) == docs, "run python -m dlperf.records.reference"
+    assert docs_with_reference(docs) == docs, "run python -m dlperf.records.docgen"
     assert all(f"| `{key}` |" in docs for key in declared_keys(RunRecord))
 
 

@@ -155,7 +155,7 @@ def test_copied_record_counts_once_and_is_named(folder):
 
 def test_resume_measures_a_run_whose_file_holds_another_runs_record(tmp_path, capsys):
     from dlperf.orchestration.run import plan_jobs
-    from dlperf.orchestration.sweep import record_is_complete
+    from dlperf.orchestration.sweep_plan import record_is_complete
     from dlperf.workloads import check_spec, spec_from_mapping
 
     spec = spec_from_mapping({"model": "resnet50", "device": "cpu", "batch_size": 128, "iters": 2})

@@ -1,16 +1,16 @@
-"""The like-for-like reading of an instrumented run (peers/samestretch.py): the hook's figure over the stretch a
-script's own figure covers, each against a hand computation of that stretch from a made-up side file."""
+"""The like-for-like reading of an instrumented run (framework_logs/samestretch.py): the hook's figure over the
+stretch a script's own figure covers, each against a hand computation of that stretch from a made-up side file."""
 
 from __future__ import annotations
 
 import pytest
 
 from dlperf.errors import DataError
+from dlperf.framework_logs.base import Point, RunShape
+from dlperf.framework_logs.formats import hf_trainer, keras_fit, lightning_rich, nanogpt, timm
+from dlperf.framework_logs.formats.dlperf_steps import trace
+from dlperf.framework_logs.samestretch import hook_over_script_stretch
 from dlperf.orchestration.external_run import like_for_like
-from dlperf.peers.base import Point, RunShape
-from dlperf.peers.formats import hf_trainer, keras_fit, lightning_rich, nanogpt, timm
-from dlperf.peers.formats.dlperf_steps import trace
-from dlperf.peers.samestretch import hook_over_script_stretch
 
 
 def side_file(times: list[float], samples: int | None = 8, marks: tuple[str, ...] = ()) -> list[str]:

@@ -10,7 +10,7 @@ from conftest import run_cli
 from source_records import env, record, write_source
 
 from dlperf.errors import ConfigError
-from dlperf.peers.extract import Options, extract_dir
+from dlperf.framework_logs.extract import Options, extract_dir
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.comparison_files import case_table, series_notes, summary_table
 from dlperf.reporting.sources import SeriesKey, Source, build_comparison, load_sources

@@ -188,7 +188,7 @@ def test_ablation_record_by_hand():
     paired synchronised 80 and 40 (2 + 4 s): 480 against 600 ms a step, ratio 0.8. One rank has nothing to skip."""
     from dlperf.harness.loop import Measurement
     from dlperf.harness.results import RunMeasurement
-    from dlperf.orchestration.evidence import ablation_fields
+    from dlperf.orchestration.evidence_fields import ablation_fields
     from dlperf.workloads import spec_from_mapping
 
     keys = {"model": "resnet50", "ablate": "sync", "iters": 10, "print_every": 5, "devices_per_node": 2}

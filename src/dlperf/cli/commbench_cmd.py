@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from dlperf.cli.flags import add_declared
-from dlperf.cli.options import (
+from dlperf.cli.declared_flags import add_declared
+from dlperf.cli.run_flags import (
     add_launch_options,
     add_output_options,
     launch_options,

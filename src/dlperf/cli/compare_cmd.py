@@ -7,8 +7,8 @@ import json
 import statistics
 from dataclasses import dataclass
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table, say
-from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.reporting.compare import CaseComparison, compare
 from dlperf.reporting.history import label_records

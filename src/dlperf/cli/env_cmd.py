@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import say
-from dlperf.cli.flags import add_declared
 from dlperf.engines import engine_names, engine_versions
 from dlperf.machine.environment import collect_environment
 from dlperf.spec import setting

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import counted, say
-from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.spec import setting
 

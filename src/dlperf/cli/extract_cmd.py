@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.cli.flags import add_declared
+from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ResultsError
-from dlperf.peers.base import RULES
-from dlperf.peers.display import plain, shown
-from dlperf.peers.extract import Options, extract_dir, extract_file, record_target
-from dlperf.peers.layout import PLAIN_NAME, LogInfo, Skipped
-from dlperf.peers.registry import describe
+from dlperf.framework_logs.base import RULES
+from dlperf.framework_logs.display import plain, shown
+from dlperf.framework_logs.extract import Options, extract_dir, extract_file, record_target
+from dlperf.framework_logs.published_names import PLAIN_NAME, LogInfo, Skipped
+from dlperf.framework_logs.registry import describe
 from dlperf.records.load import as_record
 from dlperf.records.schema import ExtractedRecord
 from dlperf.spec import setting

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table, say
-from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.records.load import load_records
 from dlperf.reporting.history import add_records, history

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Sequence
 
 from dlperf import __version__
-from dlperf.cli.args import Parser
+from dlperf.cli.parser import Parser
 from dlperf.errors import DlperfError, clip
 
 # command -> its module, in the order `dlperf --help` lists them

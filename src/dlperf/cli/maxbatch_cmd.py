@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import say
-from dlperf.cli.flags import add_declared
-from dlperf.cli.options import add_run_options, explicit_run_values
+from dlperf.cli.run_flags import add_run_options, explicit_run_values
 from dlperf.errors import ConfigError
 from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
 from dlperf.maxbatch.search import MaxBatchResult, Probe

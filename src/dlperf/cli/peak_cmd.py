@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table
-from dlperf.cli.flags import add_declared
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES, measure_peaks, merge_stored, read_stored
 from dlperf.errors import ConfigError, clip
-from dlperf.files import read_user_file
 from dlperf.metrics.peaks import lookup_peak
 from dlperf.records.store import write_json_atomic
 from dlperf.spec import setting
+from dlperf.user_files import read_user_file
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

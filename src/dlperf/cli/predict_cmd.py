@@ -7,14 +7,14 @@ import argparse
 from dataclasses import dataclass
 
 from dlperf.cli import predict_llama
-from dlperf.cli.flags import add_declared
+from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ConfigError
-from dlperf.files import read_user_file
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
 from dlperf.predict.model import MAX_GRADIENT_BYTES, MIB
 from dlperf.records.validate import check_file
 from dlperf.reporting.commbench_table import read_commbench
 from dlperf.spec import setting
+from dlperf.user_files import read_user_file
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

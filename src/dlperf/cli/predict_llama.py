@@ -9,8 +9,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, get_type_hints
 
+from dlperf.cli.declared_flags import add_declared, declared_options, field_help, flag_kind
 from dlperf.cli.display import say
-from dlperf.cli.flags import add_declared, declared_options, field_help, flag_kind
 from dlperf.errors import ConfigError
 from dlperf.metrics.flops import LLM_FLOPS_FORMULA
 from dlperf.metrics.peaks import DEFAULT_PEAKS_FILE

@@ -6,8 +6,8 @@ import argparse
 import json
 from dataclasses import dataclass
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import say
-from dlperf.cli.flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.references import figures, load
 from dlperf.spec import setting

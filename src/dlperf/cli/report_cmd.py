@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.cli.flags import add_declared
+from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dlperf.cli.display import percent, say, show_record
 from dlperf.cli.estimate import single_run_estimate
 from dlperf.cli.live import LogFollower, WindowExtra
-from dlperf.cli.options import (
+from dlperf.cli.run_flags import (
     add_launch_options,
     add_output_options,
     add_run_options,
@@ -18,7 +18,7 @@ from dlperf.cli.options import (
 )
 from dlperf.errors import LaunchError
 from dlperf.launch import Launcher, RunJob
-from dlperf.orchestration.evidence import window_figures
+from dlperf.orchestration.evidence_fields import window_figures
 from dlperf.orchestration.preflight import FORCE_HELP
 from dlperf.orchestration.run import RunHooks, run_one, training_spec
 from dlperf.spec import EXTERNAL, RunSpec

@@ -11,15 +11,14 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import console, counted, eta_text, run_line, say
 from dlperf.cli.estimate import duration_estimates
-from dlperf.cli.flags import add_declared
 from dlperf.cli.live import LogFollower
-from dlperf.cli.options import add_launch_options, launch_options
+from dlperf.cli.run_flags import add_launch_options, launch_options
 from dlperf.errors import ConfigError
 from dlperf.launch import RunJob
-from dlperf.orchestration.sweep import SweepOptions, SweepPlan, SweepStart, default_out, stored_sweep_fields
-from dlperf.orchestration.sweep_run import (
+from dlperf.orchestration.sweep import (
     Commands,
     Ended,
     Interrupted,
@@ -30,6 +29,7 @@ from dlperf.orchestration.sweep_run import (
     SweepEvent,
     sweep,
 )
+from dlperf.orchestration.sweep_plan import SweepOptions, SweepPlan, SweepStart, default_out, stored_sweep_fields
 from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, stored_config
 
 

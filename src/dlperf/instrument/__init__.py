@@ -1,7 +1,7 @@
 """Zero-code instrumentation of a `--command` (docs/instrumentation.md): where its program is Python, dlperf puts
 `startup/` first on its PYTHONPATH, so that `startup/sitecustomize.py` notes every update of the model (or Keras
-batch) in a side file per process, which the parent merges (peers/hookranks.py) and reads as the run's primary
-figure (peers/formats/dlperf_steps.py). This module decides, per process, whether and how: it imports no
+batch) in a side file per process, which the parent merges (framework_logs/hookranks.py) and reads as the run's primary
+figure (framework_logs/formats/dlperf_steps.py). This module decides, per process, whether and how: it imports no
 framework."""
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ class Running:
 @dataclass
 class RunLog:
     """Node 0's log of the command's lines and, beside it, when each reached it: `<end offset> <monotonic s>` per
-    line written (`<run>.arrivals`, the arrival-time second reading, peers/arrivals.py)."""
+    line written (`<run>.arrivals`, the arrival-time second reading, framework_logs/arrivals.py)."""
 
     log: IO[bytes]
     arrivals: IO[bytes]

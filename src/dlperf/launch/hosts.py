@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.errors import ConfigError
-from dlperf.files import read_user_text
+from dlperf.user_files import read_user_text
 
 USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")

@@ -14,18 +14,18 @@ from typing import Any
 from dlperf.errors import ConfigError, DataError
 from dlperf.external.identity import command_line, framework_label
 from dlperf.external.template import case_values, check_template, node_processes, rendezvous_for
+from dlperf.framework_logs.arrivals import arrival_reading
+from dlperf.framework_logs.base import RunShape
+from dlperf.framework_logs.crosscheck import TOLERANCE, cross_check
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.formats.dlperf_steps import NAME as STEPS_FORMAT
+from dlperf.framework_logs.hookranks import Stream, counted_tokens_per_s, merge, write_stream
+from dlperf.framework_logs.measure import CoarseLines, Measured
+from dlperf.framework_logs.published_names import LogInfo
+from dlperf.framework_logs.registry import BY_NAME, FORMATS, get_format
+from dlperf.framework_logs.samestretch import hook_over_script_stretch
 from dlperf.launch.base import RunJob
 from dlperf.metrics.noise import MachineLoad, noise_verdict
-from dlperf.peers.arrivals import arrival_reading
-from dlperf.peers.base import RunShape
-from dlperf.peers.crosscheck import TOLERANCE, cross_check
-from dlperf.peers.extract import Options, read_run
-from dlperf.peers.formats.dlperf_steps import NAME as STEPS_FORMAT
-from dlperf.peers.hookranks import Stream, counted_tokens_per_s, merge, write_stream
-from dlperf.peers.layout import LogInfo
-from dlperf.peers.measure import CoarseLines, Measured
-from dlperf.peers.registry import BY_NAME, FORMATS, get_format
-from dlperf.peers.samestretch import hook_over_script_stretch
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
@@ -203,7 +203,7 @@ def _arrival_check(job: RunJob, script: dict[str, Any]) -> dict[str, Any]:
 
 
 def _steps(job: RunJob) -> Path:
-    """The run's stream of the hook's updates (peers/hookranks.py); its processes' files are `<it>.*`."""
+    """The run's stream of the hook's updates (framework_logs/hookranks.py); its processes' files are `<it>.*`."""
     return job.paths.log.with_suffix(".steps")
 
 

@@ -11,7 +11,7 @@ from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.accelerator import accelerator_identity
 from dlperf.metrics.stats import latency_summary
-from dlperf.orchestration.evidence import causal_mfu, evidence_fields, flops_fields
+from dlperf.orchestration.evidence_fields import causal_mfu, evidence_fields, flops_fields
 from dlperf.orchestration.external_run import command_fields, framework_of, log_tail, noise_of, read_figures
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from dlperf.errors import ConfigError
-from dlperf.files import read_user_text
+from dlperf.user_files import read_user_text
 
 MAX_FILE_BYTES = 1 << 20  # a real sweep file is a few hundred bytes
 MAX_NODES = 100_000  # scalars, lists and mappings, counting every alias as a copy

@@ -15,8 +15,8 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.records.lock import writer_of
 from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_fields, record_kind
-from dlperf.records.tree import find_named
 from dlperf.records.validate import check_file
+from dlperf.records.walk import find_named
 
 OnSkip = Callable[[Path, str], None]
 RecordLike = Record | Mapping[str, Any]  # a loaded record, or a record's JSON as a writer or a test builds it

@@ -9,11 +9,11 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.escape import plot
-from dlperf.files import read_user_text
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import CommbenchRecord
 from dlperf.records.validate import record_problem
 from dlperf.reporting.figures import save_figure
+from dlperf.user_files import read_user_text
 from dlperf.wording import count
 
 

@@ -103,7 +103,7 @@ class GPTWorkload(Workload):
 
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
         """Tokens/s and the published formula's FLOPs; where no count exists the formula is the MFU basis
-        (orchestration/evidence.py `flops_fields` computes MFU for every workload)."""
+        (orchestration/evidence_fields.py `flops_fields` computes MFU for every workload)."""
         config: GPTConfig = spec.workload
         layout: Layout = plan.layout
         vocab = padded_vocab(config.vocab_size, layout.tp)

@@ -1,0 +1,262 @@
+"""What every peer-log reader shares: the parsed point, the format's description, and small line helpers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from dlperf.errors import DataError
+
+RULES = ("printed", "timestamp")
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What a reader may need from the file's place in the layout to turn its lines into global figures."""
+
+    global_batch: int
+    world_size: int
+    workload: str = ""  # the model's name (from the path or --model), for its plausible speed
+
+
+@dataclass(frozen=True)
+class Point:
+    """One progress line of a log: the iteration it ends, what it printed, and when.
+
+    `step` counts iterations from the start of the run (epochs folded in); `start` is the iteration the line's
+    interval starts at when the line says so (else the previous line's step). `speed` is GLOBAL samples/s (a
+    reader scales a per-device figure by the world size); `seconds` is seconds per iteration; `samples` is a
+    cumulative sample count where the log prints one; `run` tells runs apart when a log prints it (e.g. the
+    planned iteration count); `memory_mib` is a printed peak memory; `metrics` are extra per-device figures.
+    `check` is the same interval's GLOBAL figure by a second reading the reader has (e.g. an MLPerf epoch's time
+    stamps x the data set's size), the cross-check of `speed`; `note` says how the reader decided a figure's scale
+    or unit, for the record. A `whole_run` point is a figure the framework computes for the run as a whole (DLLogger's
+    final `training_sequences_per_second`): it stands apart from the iterations.
+    """
+
+    step: int | None
+    speed: float | None = None
+    seconds: float | None = None
+    timestamp: float | None = None
+    samples: float | None = None
+    start: int | None = None
+    run: Hashable = None
+    memory_mib: float | None = None
+    metrics: tuple[tuple[str, float], ...] = ()
+    check: float | None = None
+    note: str | None = None
+    tokens: int | None = None  # tokens per sample where the log states it (a factor two readings may differ by)
+    unit: str | None = None  # the figure's unit where the reader infers it (MLPerf: the benchmark's samples)
+    batch: float | None = None  # GLOBAL samples per iteration where the line prints its own (else the run's)
+    whole_run: bool = False  # the run's own figure for all of it, used only where the rule's window gives none
+    paused: bool = False  # time the framework's step clock leaves out (evaluation, checkpoints) passed before it
+    # how far the printed time can be from the true one, from its rounding (Keras' `20ms/step` is +-0.5 ms): for
+    # `seconds` in the same unit, for `timestamp` in seconds; measure refuses a figure it leaves unknown to 2 %
+    resolution: float | None = None
+    # the GLOBAL figure the framework's own practice reads at this line (torchtitan's last step, DeepSpeed's running
+    # average): the window's last kept one is kept beside the rule's figure
+    own: float | None = None
+    disagreement: str | None = None  # ranks printing this iteration disagree beyond their noise (measure._combine)
+
+
+Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
+
+
+@dataclass(frozen=True)
+class HookTrace:
+    """One process's instrumentation side file (framework_logs/formats/dlperf_steps.py): each optimizer step's time and
+    global samples, and the stretches the trainer's own printed figure covers where the hook marked them."""
+
+    times: dict[int, float]  # step -> monotonic seconds after it
+    samples: dict[int, float]  # step -> its global samples
+    train: tuple[float, float] | None = None  # transformers' train_runtime span: (begin, end)
+    epochs: tuple[float, ...] = ()  # Lightning: when each epoch began
+
+
+def hook_over_steps(
+    trace: HookTrace, points: list[Point], kept: tuple[int, int] | None, steps: Callable[[Point], tuple[int, int]]
+) -> tuple[float, float, int] | None:
+    """The hook's samples/s and the script's own figure over the steps the reader's kept points timed
+    (`steps(point)`: the hook's steps (a, b] a point's printed time covers, each step that time), and how many
+    points; a point whose clock left out a pause before it (timm's first update of an epoch) is left out of both,
+    as the hook's stamps hold the pause. The script's samples per step: the line's own, else the hook's. None where
+    the trace lacks any of the steps."""
+    if kept is None:
+        return None
+    timed = [p for p in points if p.seconds and p.step is not None and kept[0] <= p.step <= kept[1] and not p.paused]
+    spans = [steps(p) for p in timed]
+    if not spans or any(a not in trace.times or b not in trace.times or b <= a for a, b in spans):
+        return None
+    hook_samples = [sum(trace.samples[s] for s in range(a + 1, b + 1)) for a, b in spans]
+    seconds = sum(trace.times[b] - trace.times[a] for a, b in spans)
+    own = [p.batch or (p.speed * p.seconds if p.speed else None) for p in timed]
+    script_samples = sum(n * (b - a) if n else h for n, (a, b), h in zip(own, spans, hook_samples))
+    script_seconds = sum(p.seconds * (b - a) for p, (a, b) in zip(timed, spans))  # type: ignore[operator]
+    if seconds <= 0 or script_seconds <= 0:
+        return None
+    return sum(hook_samples) / seconds, script_samples / script_seconds, len(spans)
+
+
+# The hook's figure (samples/s) over the stretch the script's own figure covers, the script's figure over it where
+# that is not its printed one (None: it is), and what that stretch is; None where the trace lacks it. Given the
+# trace, the reader's points of the log, and the steps its window kept.
+Stretch = Callable[[HookTrace, list[Point], tuple[int, int] | None], tuple[float, float | None, str] | None]
+
+
+@dataclass(frozen=True)
+class PeerFormat:
+    """A framework's log format: how to recognise it, read it, and the published way to measure it.
+
+    `warmup` and `window` count ITERATIONS: lines whose interval starts before iteration `warmup` are skipped,
+    and the window covers the `window` iterations from the first kept one (None: to the end of the run).
+    `last_only` keeps only the last printed line of the run (a whole-run figure such as HF Trainer's).
+    """
+
+    name: str
+    description: str
+    signature: re.Pattern[str]  # a line that matches it identifies the format (used by --format auto)
+    read: Reader
+    rules: tuple[str, ...]  # supported rules, the default first
+    warmup: int
+    window: int | None
+    printed_from: Literal["speed", "seconds"] = "speed"
+    practice: str = ""  # the published rule and where it comes from
+    framework: str | None = None  # the framework whose logs these are, as the records and reports name it
+    unit: str = "samples/s"
+    printed: str = "global"  # what the printed figure is: "global" or "per device" (readers scale to global)
+    last_only: bool = False
+    memory_kind: str = "reserved"  # what a printed memory figure is, as dlperf's records name it
+    steps_are_iterations: bool = True  # False: `step` numbers progress events, so the timestamp rule needs samples
+    record_start: re.Pattern[str] | None = None  # where one of its records begins, to part records merged on a line
+    check_reading: str = "the reader's second reading of each kept interval"  # what Point.check is
+    success: re.Pattern[str] | None = None  # a line saying the run ended well: failure markers after it are exit noise
+    fallback: bool = False  # recognised only where no other format recognises a line of the log (a tqdm bar)
+    # where the format's figure covers a whole run or a running stretch (not the run's window): the hook's figure
+    # over that same stretch, for a like-for-like comparison of an instrumented run (orchestration/external_run.py)
+    same_stretch: Stretch | None = None
+    # where the framework's own practice reads another figure than the rule (Point.own): what that figure is
+    own_reading: str = ""
+    # the default rule gives no figure where no line prints one (DeepSpeed's `step=` lines alone): the time stamps do
+    stamps_when_unprinted: bool = False
+    # printed rates combine as the window's samples over its time (each line's iterations at its rate), not as their
+    # arithmetic mean (the DLPerf reports' rule for MXNet, TF2 and DLLogger rates, kept for those formats)
+    rates_over_time: bool = False
+    flops_count: str = "the framework's own count"  # how the format's printed TFLOP/s counts FLOPs (for MFU)
+
+    def recognises(self, line: str) -> bool:
+        return self.signature.search(line) is not None
+
+    def records_in(self, line: str) -> list[str]:
+        """The records on one physical line. Processes sharing one output pipe (a launcher that starts its own
+        workers) can write one record's text and its line end in two writes, so another process's record lands
+        on the same line: `...Loss 5.3e-01 (1.1e+00)Epoch: [0][21/22]  Time 0.009 ...`. Each is read."""
+        if self.record_start is None:
+            return [line]
+        starts = [m.start() for m in self.record_start.finditer(line)]
+        if len(starts) < 2:
+            return [line]
+        cuts = [0, *starts[1:], len(line)]
+        return [line[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def to_float(text: str) -> float:
+    """A printed number, thousands separators allowed (torchtitan prints `tps: 6,213`)."""
+    return float(text.replace(",", ""))
+
+
+ISO_TIME = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?"
+
+
+ISO_PARTS = re.compile(r"^(\d{4}-\d\d-\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?$")
+
+
+@functools.lru_cache(maxsize=64)
+def _midnight(date: str) -> float:
+    try:
+        return dt.datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc).timestamp()
+    except ValueError as error:
+        raise DataError(f"bad date {date!r} in a time stamp: {error}") from None
+
+
+def iso_time(text: str) -> float:
+    """`2020-09-15 14:29:14.427490` or `2020-09-15 14:29:14,427` (logging's asctime) -> seconds.
+
+    Logs carry no time zone; only differences are used, so every stamp is read as UTC. Dates are cached:
+    a log holds few distinct days but millions of stamps.
+    """
+    m = ISO_PARTS.match(text.strip())
+    if not m:
+        raise DataError(f"bad time stamp {text!r}")
+    hours, minutes, seconds = int(m[2]), int(m[3]), int(m[4])
+    if hours > 23 or minutes > 59 or seconds > 60:
+        raise DataError(f"bad time of day in time stamp {text!r}")
+    fraction = float(f"0.{m[5]}") if m[5] else 0.0
+    return _midnight(m[1]) + hours * 3600 + minutes * 60 + seconds + fraction
+
+
+def glog_time(year: int, mmdd: str, clock: str) -> float:
+    """glog's `I0826 15:13:29.256277` prefix has no year: the caller supplies one."""
+    return iso_time(f"{year:04d}-{mmdd[:2]}-{mmdd[2:]} {clock}")
+
+
+class StepCounter:
+    """(epoch, iteration in epoch) -> one running iteration count; a step back inside an epoch restarts it.
+
+    Epoch lengths are not printed, so the last iteration seen in an epoch stands for its length.
+    """
+
+    def __init__(self) -> None:
+        self._offset = 0
+        self._epoch: int | None = None
+        self._last = 0
+
+    def __call__(self, epoch: int | None, iteration: int) -> int:
+        if self._epoch is not None and epoch is not None and epoch > self._epoch:
+            self._offset += self._last
+        elif (epoch is not None and self._epoch is not None and epoch < self._epoch) or iteration < self._last:
+            self._offset = 0  # a new run: its count starts again, so the measurer sees the restart
+        self._epoch, self._last = epoch, iteration
+        return self._offset + iteration
+
+
+def timed_step(
+    step: int,
+    seconds: float,
+    *,
+    batch: float | None = None,
+    start: int | None = None,
+    timestamp: float | None = None,
+    samples: float | None = None,
+    run: Hashable = None,
+    metrics: tuple[tuple[str, float], ...] = (),
+    check: float | None = None,
+    paused: bool = False,
+) -> Point:
+    """A line that prints the time of an iteration (one's, or the mean over the log interval), the one rule for
+    every format that prints a step time: the window's figure is its samples over the summed time of its
+    iterations (`measure.samples_over_time`), never a mean of per-line rates. `batch` is the line's own global
+    batch where it prints one."""
+    return Point(
+        step=step,
+        seconds=seconds,
+        batch=batch,
+        start=start,
+        timestamp=timestamp,
+        samples=samples,
+        run=run,
+        metrics=metrics,
+        check=check,
+        paused=paused,
+    )
+
+
+def per_device(value: float, shape: RunShape) -> float:
+    """A per-device printed figure -> the global one (every device of a synchronous job does the same work)."""
+    return value * shape.world_size

@@ -1,0 +1,278 @@
+"""Peer logs -> run records that `dlperf report` understands, one file at a time, skipping the unusable."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlperf.errors import ConfigError, DataError
+from dlperf.framework_logs.base import RULES, PeerFormat, RunShape
+from dlperf.framework_logs.crosscheck import cross_check
+from dlperf.framework_logs.devices import logged_accelerator
+from dlperf.framework_logs.display import path_text, shown
+from dlperf.framework_logs.failures import FailureWatch
+from dlperf.framework_logs.measure import CoarseLines, Measured, measure
+from dlperf.framework_logs.published_names import LogInfo, Skipped, find_logs, parse_log_path
+from dlperf.framework_logs.registry import detect, get_format
+from dlperf.framework_logs.textlines import UNTERMINATED, log_lines, open_regular, rejoin_wrapped, strip_prefixes
+from dlperf.metrics.peaks import lookup_peak, table_precision
+from dlperf.records.schema import SCHEMA
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to read: a format name or `auto`, a rule (None: the format's default), and line counts."""
+
+    format: str = "auto"
+    rule: str | None = None
+    warmup: int | None = None  # iterations; None: the format's default
+    window: int | None = None  # iterations; None: the format's default; 0: to the end of the run
+    format_flag: str = "--format"  # how the command that reads names the format option (`dlperf run`: --log-format)
+    accelerator: str | None = None  # the device the logs ran on (a peak-table name): MFU from their printed TFLOP/s
+
+    def check(self) -> None:
+        """Refuse combinations that can never work, before any file is read."""
+        if (self.warmup is not None and self.warmup < 0) or (self.window is not None and self.window < 0):
+            raise ConfigError("--warmup and --window count iterations and must be non-negative")
+        if self.rule is not None and self.rule not in RULES:
+            raise ConfigError(f"unknown rule {self.rule!r}: choose one of {', '.join(RULES)}")
+        if self.format != "auto":
+            fmt = get_format(self.format)
+            if self.rule is not None and self.rule not in fmt.rules:
+                raise ConfigError(
+                    f"format {fmt.name} supports only the {' and '.join(fmt.rules)} rule: pass --rule {fmt.rules[0]}"
+                )
+
+
+def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None, flag: str) -> tuple[PeerFormat, Iterator[str]]:
+    """The log's format (given, or the first line any format recognises) and the lines from there on."""
+    if forced is not None:
+        return forced, lines
+    seen, fallback = False, None
+    for line in lines:
+        seen = True
+        fmt = detect(line)
+        if fmt is not None and not fmt.fallback:
+            return fmt, itertools.chain([line], lines)
+        fallback = fallback or fmt
+    if fallback is not None:
+        return fallback, None
+    if not seen:
+        raise DataError("the file is empty")
+    raise DataError(f"no line of a known format: see `dlperf extract --list-formats`, or pass {flag} NAME")
+
+
+def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
+    """Whether the file holds an MLPerf event anywhere: a byte search, far cheaper than reading lines."""
+    marker, tail = b":::MLLOG ", b""
+    with open_regular(path) as f:
+        while block := f.read(chunk):
+            if marker in tail + block:
+                return True
+            tail = block[-len(marker) :]
+    return False
+
+
+def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
+    """One log's record: `status` ok with the figures, or failed with the reason; DataError for no record."""
+    forced = _forced_format(info, options)
+    shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
+    watch = FailureWatch()
+    with closing(log_lines(info.path)) as raw:
+        known: list[PeerFormat | None] = [forced]  # the log's format once known: what a wrapped record must be
+
+        def recognised(text: str) -> bool:
+            stripped = strip_prefixes(text)
+            return known[0].recognises(stripped) if known[0] else detect(stripped) is not None
+
+        lines = watch.watch(strip_prefixes(line) for line in rejoin_wrapped(raw, recognised))
+        try:
+            fmt, rest = _formatted_lines(lines, forced, options.format_flag)
+            known[0] = fmt
+        except DataError:
+            if watch.reason() is None:
+                raise
+            return _failed(info, shape, None, "printed", watch.reason() or "")
+        if rest is None:  # only a fallback format's lines: read the whole file again as that format
+            return read_run(info, dataclasses.replace(options, format=fmt.name))
+        watch.success = fmt.success
+        rest = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
+        rule, warmup, window = _reading(fmt, options)
+        try:
+            measured = measure(fmt.read(rest, shape), fmt, rule, warmup, window, shape, on_point=watch.progress)
+        except DataError:
+            for _ in rest:  # the failure that explains a missing figure may come later in the log
+                pass
+            if watch.reason() is None:
+                raise
+            return _failed(info, shape, fmt, rule, watch.reason() or "")
+        for _ in rest:  # read to the end: a failure after the last window line still fails the run
+            pass
+    reason = watch.reason()
+    if reason is not None:
+        return _failed(info, shape, fmt, rule, reason)
+    if raw.unterminated:
+        measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
+    record = _measured_record(info, shape, fmt, rule, measured, warmup, window)
+    if options.accelerator:
+        record.update(printed_mfu(measured.metrics.get("tflops_per_device"), fmt, options.accelerator, info.precision))
+    return record
+
+
+def printed_mfu(tflops: float | None, fmt: PeerFormat, accelerator: str, precision: str) -> dict[str, Any]:
+    """MFU of the log's own TFLOP/s per device (the mean of the window's printed figures, by the framework's own FLOPs
+    count, `PeerFormat.flops_count`) against the named device's datasheet peak at the run's precision; the record
+    names the peak, and says why where there is none."""
+    lookup = lookup_peak(accelerator, table_precision(precision))
+    fields: dict[str, Any] = {**lookup.as_record(), "mfu_peak_precision": table_precision(precision)}
+    if tflops is None:
+        return {**fields, "mfu": None, "mfu_note": f"the {fmt.name} log prints no TFLOP/s per device"}
+    fields.update(tflops_per_device=tflops, flops_source=f"the log's printed TFLOP/s per device: {fmt.flops_count}")
+    if lookup.tflops is None:
+        return {**fields, "mfu": None, "mfu_note": lookup.reason}
+    return {**fields, "mfu": tflops / lookup.tflops, "mfu_note": None}
+
+
+def _forced_format(info: LogInfo, options: Options) -> PeerFormat | None:
+    """The format asked for, or MLPerf's for a file holding MLLOG events (whatever it prints first); else None."""
+    if options.format != "auto":
+        return get_format(options.format)
+    return get_format("mlperf") if _holds_mllog(info.path) else None
+
+
+def _reading(fmt: PeerFormat, options: Options) -> tuple[str, int, int | None]:
+    """The rule, warm-up and window to read this format's log with: the options', else the format's own."""
+    rule = options.rule or fmt.rules[0]
+    if rule not in fmt.rules:
+        raise DataError(f"it is a {fmt.name} log, which supports only --rule {' or '.join(fmt.rules)}")
+    warmup = fmt.warmup if options.warmup is None else options.warmup
+    window = fmt.window if options.window is None else (options.window or None)
+    return rule, warmup, window
+
+
+def _measured_record(
+    info: LogInfo, shape: RunShape, fmt: PeerFormat, rule: str, measured: Measured, warmup: int, window: int | None
+) -> dict[str, Any]:
+    """An ok record: the figures the rule measured, with the second reading beside them."""
+    unit = measured.unit or fmt.unit
+    check = cross_check(measured, rule, unit, shape)
+    record = _base(info, shape, fmt, rule)
+    record["unit"] = unit
+    record.update(
+        status="ok",
+        error=None,
+        throughput=measured.throughput,
+        throughput_per_device=measured.throughput / info.world_size,
+        warmup_iterations=warmup,
+        window_iterations=window,
+        kept_lines=measured.kept,
+        kept_steps=[measured.first_step, measured.last_step],
+        window_note=measured.window_note,
+        rejected_lines=measured.rejected_lines,
+        rejected_reason=measured.rejected_reason,
+        cross_check=check,
+        reading_notes=list(measured.notes),
+    )
+    if measured.contradictions:
+        record["contradictions"] = list(measured.contradictions)
+    if measured.own is not None and fmt.own_reading:
+        record["own_reading"] = {
+            "figure": measured.own,
+            "ratio": measured.throughput / measured.own,
+            "reading": fmt.own_reading,
+        }
+    if measured.latency_ms is not None:
+        record["latency_ms"] = {"mean": measured.latency_ms}
+    if measured.memory_mib is not None:
+        record["peak_memory_mib"] = {fmt.memory_kind: measured.memory_mib}
+    if measured.metrics:
+        record["peer_metrics"] = measured.metrics
+    if measured.runs > 1:
+        record["warning"] = (
+            f"{shown(info.path)}: {measured.runs} runs in one file (the iteration counter restarts): "
+            f"measured the last one that gives a figure"
+        )
+    return record
+
+
+def _base(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "source": "extract",
+        "format": fmt.name if fmt else None,
+        "rule": rule,
+        "file": path_text(info.path),
+        "model": info.model,
+        "case": info.case,
+        "group": info.group,
+        "repeat": info.repeat,
+        "nodes": info.nodes,
+        "devices_per_node": info.devices_per_node,
+        "world_size": info.world_size,
+        "batch_size": info.batch_size,
+        "global_batch_size": shape.global_batch,
+        "precision": info.precision,
+        "unit": fmt.unit if fmt else None,
+        "printed_figure": fmt.printed if fmt else None,
+        "framework": fmt.framework if fmt else None,
+        "accelerator": logged_accelerator(info.path, info.world_size, info.devices_per_node),
+    }
+
+
+def _failed(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str, reason: str) -> dict[str, Any]:
+    record = _base(info, shape, fmt, rule)
+    record.update(status="failed", error=reason, throughput=None, throughput_per_device=None)
+    return record
+
+
+def extract_dir(root: Path, options: Options) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """Records of every usable log under `root`, and the logs skipped with the reason."""
+    if not root.is_dir():
+        raise DataError(f"log folder {shown(root)} does not exist or is not a folder")
+    options.check()
+    logs, skipped = find_logs(root)
+    if not logs and not skipped:
+        raise DataError(
+            f"no *.log files under {shown(root)}: expected <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log"
+        )
+    records = []
+    for path in logs:
+        try:
+            records.append(read_run(parse_log_path(path), options))
+        except DataError as error:
+            skipped.append(Skipped(path, _why(error)))
+        except OSError as error:
+            skipped.append(Skipped(path, f"cannot read it: {error.strerror or error}"))
+    return records, sorted(skipped, key=lambda s: s.path)
+
+
+def extract_file(path: Path, options: Options, info: LogInfo) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """One log read without the folder layout: its run's shape is given (`--nodes`, `--devices-per-node`,
+    `--batch-size`), not read from its path."""
+    options.check()
+    if not path.is_file():
+        raise DataError(f"log {shown(path)} does not exist or is not a regular file")
+    try:
+        return [read_run(info, options)], []
+    except DataError as error:
+        return [], [Skipped(path, _why(error))]
+    except OSError as error:
+        return [], [Skipped(path, f"cannot read it: {error.strerror or error}")]
+
+
+def _why(error: DataError) -> str:
+    """Why a log gave no record; for lines too coarse, what else times the script."""
+    if isinstance(error, CoarseLines):
+        return f"{error}, or under `dlperf run --command`, whose start-up hook times every step"
+    return str(error)
+
+
+def record_target(records_dir: Path, record: dict[str, Any]) -> Path:
+    """Where a record is written: records/<model>/<case>/<the log's stem>.json. parse_log_path accepted only plain
+    names for every part of the stem, so none of them can leave `records_dir` (the caller checks that too)."""
+    return records_dir / record["model"] / record["case"] / f"{Path(record['file']).stem}.json"

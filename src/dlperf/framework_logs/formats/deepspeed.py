@@ -1,0 +1,117 @@
+"""DeepSpeed engine logs: its ThroughputTimer lines and the `[Rank 0] step=` lines (an `[asctime]` prefix each):
+
+[2023-07-24 13:21:34,636] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=17, lr=[0.0001], mom=[...]
+[2023-07-24 13:21:34,636] [INFO] [timer.py:215:stop] epoch=0/micro_step=20/global_step=20,
+RunningAvgSamplesPerSec=175.20191347781497, CurrSamplesPerSec=119.40314143577992, MemAllocated=0.06GB, ...
+
+What the figures are (deepspeed/utils/timer.py, `ThroughputTimer`, v0.10-0.17: `stop()` and `avg_samples_per_sec()`;
+the engine makes it with `batch_size=train_batch_size()`, the GLOBAL batch, gradient accumulation included): the
+timer runs from each micro step's forward to the optimizer step, on every global step after `start_step` = 2, and
+adds each stretch to `total_elapsed_time`; `RunningAvgSamplesPerSec` = batch x (global_step - 2) /
+total_elapsed_time, `CurrSamplesPerSec` = batch / the printed step's own time (one step of every `steps_per_print`).
+Older DeepSpeed printed `E/S, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=...` (2022) and `E/S,
+SamplesPerSec=...` (2020-21, the running average alone), S counting steps within the epoch; read where E is 0.
+
+So the timer's own clock at a printed step is total_elapsed_time = batch x (step - 2) / RunningAvg, and the
+samples between two printed steps a < b over their timer time are (b - a) / ((b - 2)/R_b - (a - 2)/R_a): no
+batch is needed. Rule (the seeds' method): the first printed interval (steps 3-10 at the default
+`steps_per_print` 10: allocation, autotuning) skipped, the samples of the later printed intervals over the timer's
+time for them. The timer leaves out what happens between steps (data loading, checkpoint saving), which the time
+stamps hold: the second reading is the stamps x steps x the global batch over the intervals without a checkpoint
+save. DeepSpeed's own figure, the last RunningAvgSamplesPerSec (every step after step 2), is kept beside it.
+A log of `[Rank 0] step=` lines alone (no timer lines: DeepSpeed-Chat, HF Trainer + DeepSpeed) is read by their
+time stamps x steps x the global batch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from dlperf.framework_logs.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, to_float
+
+START_STEP = 2  # ThroughputTimer's default start_step: steps 1-2 are never timed
+STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
+STEP = re.compile(r"\[Rank 0\] step=(\d+), skipped=\d+, lr=")
+TIMER = re.compile(
+    rf"(?:\bepoch=(?P<epoch>\d+)/micro_step=\d+/global_step=(?P<global>\d+)|\] (?P<e>\d+)/(?P<s>\d+)), "
+    rf"(?:RunningAvgSamplesPerSec|SamplesPerSec)=(?P<avg>{NUMBER})"
+)
+CURRENT = re.compile(rf"\bCurrSamplesPerSec=({NUMBER})")
+MEMORY = re.compile(rf"\bMaxMemAllocated=({NUMBER})GB")
+SAVE = re.compile(r"Saving model checkpoint|Checkpoint global_step\d+ is about to be saved|\bsaving checkpoint", re.I)
+
+
+def _stamp(line: str) -> float | None:
+    m = STAMP.match(line)
+    return iso_time(m[1]) if m else None
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    previous: tuple[int, float] | None = None  # (printed step, the timer's clock there in steps / (samples/s))
+    pending: tuple[int, float | None] | None = None  # a `step=` line no timer line has followed yet
+    saved = False  # a checkpoint was saved since the last point: the stamps hold it, the timer does not
+    for line in lines:
+        if (s := STEP.search(line)) is not None:
+            if pending is not None:
+                yield Point(step=pending[0], timestamp=pending[1], paused=saved)
+                saved = False
+            pending = (int(s[1]), _stamp(line))
+            continue
+        m = TIMER.search(line) if "SamplesPerSec=" in line else None
+        if m is None:
+            saved = saved or SAVE.search(line) is not None
+            continue
+        epoch = int(m["epoch"] if m["epoch"] is not None else m["e"])
+        step = int(m["global"] if m["global"] is not None else m["s"])
+        if m["global"] is None and epoch > 0:
+            continue  # an old line of epoch E > 0 counts steps within its epoch, the timer's clock all of them
+        pending = None
+        average = to_float(m["avg"])
+        if step <= START_STEP or not average > 0:
+            continue
+        clock = (step - START_STEP) / average
+        start, before = previous if previous is not None and previous[0] < step else (START_STEP, 0.0)
+        previous = (step, clock)
+        seconds = shape.global_batch * (clock - before) / (step - start) if clock > before else 0.0
+        memory = MEMORY.search(line)
+        current = CURRENT.search(line)
+        yield Point(
+            step=step,
+            start=start,
+            seconds=seconds,
+            timestamp=_stamp(line),
+            paused=saved,
+            own=average,
+            memory_mib=to_float(memory[1]) * 1024 if memory else None,
+            metrics=(("curr_samples_per_s", to_float(current[1])),) if current else (),
+        )
+        saved = False
+    if pending is not None:
+        yield Point(step=pending[0], timestamp=pending[1], paused=saved)
+
+
+FORMATS = (
+    PeerFormat(
+        name="deepspeed",
+        description="DeepSpeed's ThroughputTimer `epoch=E/micro_step=M/global_step=G, RunningAvgSamplesPerSec=R, "
+        "CurrSamplesPerSec=C` (and older `E/S, SamplesPerSec=R`) lines, or its `[Rank 0] step=G, skipped=...` lines",
+        signature=re.compile(
+            r"\[Rank 0\] step=\d+, skipped=\d+, lr="
+            r"|\bepoch=\d+/micro_step=\d+/global_step=\d+, RunningAvgSamplesPerSec="
+            r"|\] \d+/\d+, (?:RunningAvg)?SamplesPerSec="
+        ),
+        read=read,
+        rules=("printed", "timestamp"),
+        warmup=10,
+        window=None,
+        printed_from="seconds",
+        unit="samples/s",
+        printed="global",
+        memory_kind="allocated",
+        stamps_when_unprinted=True,
+        own_reading="DeepSpeed's own RunningAvgSamplesPerSec at the last kept step (every step after step 2)",
+        practice="deepspeed/utils/timer.py ThroughputTimer: the timer's own clock, batch x (step - 2) / "
+        "RunningAvgSamplesPerSec; samples of the printed intervals after step 10 over its time for them",
+    ),
+)

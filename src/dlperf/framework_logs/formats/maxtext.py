@@ -1,0 +1,98 @@
+"""MaxText step lines (metric_logger.py; a glog prefix such as `I0601 22:14:54 metric_logger.py:181] ` is allowed):
+
+completed step: 9, seconds: 5.667, TFLOP/s/device: 134.924, Tokens/s/device: 8672.758, total_weights: 196608,
+loss: 10.374
+completed step: 9, seconds: 4.110, TFLOP/s/device: 251.368, loss: 1.898           (MaxText before July 2024)
+
+`seconds` is the step's measured time, `Tokens/s/device` the step's tokens per device over it (MaxText
+metric_logger.py, `Tokens/s/device` = per_device_tokens / step_time, added by PR 761 in July 2024),
+`TFLOP/s/device` MaxText's model FLOPs per device over the same time, `total_weights` the step's tokens that count
+toward the loss, over all devices. The older line has no token figure: its tokens per device per step are
+`per_device_batch_size` x `max_target_length`, read from the run's `Config param ...` lines (a log without them is
+refused: its token count is unknown).
+
+Rule (the seeds' method): steps 0 (compiling) and 1 (dispatched before step 0's time was taken) skipped; the
+later steps' tokens over their summed time, global = per device x devices. MaxText's own practice (its guide
+"Understand logs and metrics": "we usually read them from the last step") is kept beside it: the last step's figure
+(`own_reading`). A step printing more than 1e16 FLOP/s per device (maxtest's step 2: 0.002 s, 917,442 TFLOP/s/device,
+timed while only dispatched) is no step time and is left out. The second reading is total_weights / seconds:
+global tokens per second without the device count; MaxText counts only real tokens in total_weights (padding
+carries no weight), so on a real data set it is lower than the tokens the figure counts (the guide's C4 run:
+1.26x); synthetic data pads nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from dlperf.errors import DataError
+from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, per_device, to_float
+
+LINE = re.compile(
+    rf"\bcompleted step: (?P<step>\d+), seconds: (?P<seconds>{NUMBER}), TFLOP/s/device: (?P<tflops>{NUMBER}), "
+    rf"(?:Tokens/s/device: (?P<tokens>{NUMBER})|loss: )"
+)
+WEIGHTS = re.compile(rf"\btotal_weights: ({NUMBER})")
+LOSS = re.compile(rf"\bloss: ({NUMBER})")
+CONFIG = re.compile(rf"\bConfig param (per_device_batch_size|max_target_length): ({NUMBER})\s*$")
+OLD_LINE = "MaxText's older line: Tokens/s/device = per_device_batch_size x max_target_length (its config) / seconds"
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    config: dict[str, float] = {}
+    for line in lines:
+        if "completed step:" not in line or not (m := LINE.search(line)):
+            if "Config param" in line and (c := CONFIG.search(line)):
+                config[c[1]] = to_float(c[2])
+            continue
+        seconds = to_float(m["seconds"])
+        if m["tokens"] is not None:
+            tokens, note = to_float(m["tokens"]), None
+        elif len(config) == 2:
+            per_step = config["per_device_batch_size"] * config["max_target_length"]
+            tokens, note = (per_step / seconds if seconds > 0 else 0.0), OLD_LINE
+        else:
+            raise DataError(
+                "its MaxText lines print no Tokens/s/device (MaxText before July 2024) and the log holds no "
+                "`Config param per_device_batch_size` and `max_target_length` lines: its tokens are unknown"
+            )
+        weights = WEIGHTS.search(line)
+        loss = LOSS.search(line)
+        speed = per_device(tokens, shape)
+        yield Point(
+            step=int(m["step"]),
+            start=int(m["step"]),  # the line times its own step
+            speed=speed,
+            seconds=seconds,
+            own=speed,
+            note=note,
+            check=to_float(weights[1]) / seconds if weights and seconds > 0 else None,
+            metrics=(("tflops_per_device", to_float(m["tflops"])),) + ((("loss", to_float(loss[1])),) if loss else ()),
+        )
+
+
+FORMATS = (
+    PeerFormat(
+        name="maxtext",
+        description="MaxText `completed step: i, seconds: s, TFLOP/s/device: f, Tokens/s/device: t, ...` lines (and "
+        "the older line without Tokens/s/device, with its config lines)",
+        # the config lines come first, and the older line needs them
+        signature=re.compile(
+            rf"\bcompleted step: \d+, seconds: {NUMBER}, TFLOP/s/device: "
+            r"|\bConfig param (?:max_target_length|per_device_batch_size): "
+        ),
+        read=read,
+        rules=("printed",),
+        warmup=2,
+        window=None,
+        unit="tokens/s",
+        printed="per device",
+        rates_over_time=True,
+        flops_count="MaxText's calculate_tflops_training_per_device (the attention term halved for causality since "
+        "July 2025, and before May 2024)",
+        own_reading="MaxText's own practice (its guide: read the last step): the last step's Tokens/s/device x devices",
+        check_reading="total_weights / seconds (the step's real tokens over its time: lower where padding is)",
+        practice="MaxText metric_logger.py: the steps after step 1, their tokens over their summed seconds, x devices",
+    ),
+)

@@ -1,0 +1,106 @@
+"""Megatron-LM `training_log` lines (the time stamp in brackets is printed by recent versions):
+
+[2024-05-01 10:00:05] iteration       20/     100 | consumed samples:         2560 | elapsed time per
+iteration (ms): 812.4 | throughput per GPU (TFLOP/s/GPU): 181.2 | ... | global batch size:   128 | ...
+
+Rule (the published Megatron-LM-Attention-Benchmark figures, gdn_carry_throughput_bench.md): drop the first 20
+iterations, average `elapsed time per iteration` and TFLOP/s/GPU over the rest of the run. Elapsed time is per
+iteration, averaged over the log interval; throughput = global batch size / that time (global sequences/s), i.e. the
+kept iterations' samples over their summed time. Megatron logs a run's first iteration without resetting its
+interval timer (`is_first_iteration`: "to document initialization overhead"), so the next line averages over every
+iteration since the start: its interval starts at iteration 0. Its timer stops during evaluation and checkpoint
+saving, which the time stamps include. The planned length (`iteration i/ N`) tells runs apart; Slurm and torchrun
+prefixes are stripped beforehand.
+
+Megatron-Bridge (NeMo's trainer on Megatron-core, `megatron.bridge.training.utils.train_utils.training_log`) prints
+the same line from its own loop, and on rank 0 before it `Step Time : 4.65s GPU utilization: 59892.5TFLOP/s/GPU`
+(`MODEL_TFLOP/s/GPU` since late 2025): the same interval's time in seconds, and FLOPs the model's configured
+`seq_length` gives, which need not be the data's (the fixture's 59,892.5 TFLOP/s per H100 is none a device can do).
+That line is not read. Bridge has no first-iteration exception: its interval timer is reset at every line, so where
+the log holds a `Step Time` line the line after iteration 1 times that interval alone, not the run from its start.
+
+Megatron-DeepSpeed (Microsoft's, BigScience's BLOOM) prints the same line with `elapsed time per iteration (s)` in
+seconds and `samples per second` (training.py `training_log`: the global batch over the same elapsed time): that is
+each line's second reading, so a printed rate that contradicts its own step time (or the batch given) shows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from dlperf.framework_logs.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, timed_step, to_float
+
+ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
+STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
+PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
+BRIDGE = re.compile(r"\bStep Time : \d+(?:\.\d+)?s GPU utilization: ")  # Megatron-Bridge's rank-0 line
+FIELDS = {
+    name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
+    for name in (
+        "elapsed time per iteration (ms)",
+        "elapsed time per iteration (s)",
+        "global batch size",
+        "samples per second",
+        "consumed samples",
+        "throughput per GPU (TFLOP/s/GPU)",
+    )
+}
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    after_first: tuple[int, int | None] | None = None  # (run, the step after its iteration 1): timed from the start
+    paused = bridge = False
+    for line in lines:
+        iteration = ITERATION.search(line)
+        if not iteration:
+            paused = paused or PAUSE.search(line) is not None
+            bridge = bridge or BRIDGE.search(line) is not None
+            continue
+        fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
+        ms = fields.get("elapsed time per iteration (ms)")
+        if ms is None and "elapsed time per iteration (s)" in fields:  # Megatron-DeepSpeed (BLOOM's) prints seconds
+            ms = fields["elapsed time per iteration (s)"] * 1000
+        if ms is None:
+            continue
+        step, run = int(iteration[1]), int(iteration[2])
+        if step == 1:
+            after_first = (run, None)
+        elif after_first is not None and after_first[0] == run and after_first[1] in (None, step):
+            after_first = (run, step)
+        else:
+            after_first = None
+        stamp = STAMP.match(line)
+        tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
+        yield timed_step(
+            step,
+            ms / 1000,
+            batch=fields.get("global batch size"),
+            start=0 if after_first is not None and after_first[1] == step and not bridge else None,
+            timestamp=iso_time(stamp[1]) if stamp else None,
+            samples=fields.get("consumed samples"),
+            run=run,
+            metrics=() if tflops is None else (("tflops_per_device", tflops),),
+            paused=paused,
+            check=fields.get("samples per second"),
+        )
+        paused = False
+
+
+FORMATS = (
+    PeerFormat(
+        name="megatron",
+        description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
+        "TFLOP/s/GPU` lines",
+        signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \((?:ms|s)\): "),
+        read=read,
+        rules=("printed", "timestamp"),
+        warmup=20,
+        window=None,
+        printed_from="seconds",
+        unit="sequences/s",
+        check_reading="printed samples per second (Megatron-DeepSpeed: the global batch over the same time)",
+        practice="Megatron-LM-Attention-Benchmark docs: first 20 iterations dropped, the rest of the run averaged; "
+        "sequences/s = global batch size / elapsed time per iteration",
+    ),
+)

@@ -1,0 +1,42 @@
+"""PyTorch examples ImageNet `ProgressMeter` lines, every rank printing into one file:
+
+Epoch: [0][ 4/13]  Time  0.359 ( 3.064)  Data  0.108 ( 0.059)  Loss 1.1616e+01 ...
+
+`Time` is the time of that one batch (its running mean in brackets). Rule (DLPerf's PyTorch scripts): skip
+the first 20 iterations, global images/s = global batch / the mean batch time over the next 100; every rank
+prints the same iteration, so the median over ranks is taken first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, timed_step, to_float
+
+LINE = re.compile(rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<batch>\d+)/\s*(?P<total>\d+)\]\s+Time\s+(?P<time>{NUMBER})")
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    for line in lines:
+        m = LINE.search(line)
+        if m:
+            step = int(m["epoch"]) * int(m["total"]) + int(m["batch"])
+            yield timed_step(step, to_float(m["time"]), start=step - 1, run=int(m["total"]))
+
+
+FORMATS = (
+    PeerFormat(
+        name="pytorch-imagenet",
+        description="PyTorch examples ImageNet `Epoch: [e][i/n] Time t (avg)` lines (median across ranks)",
+        signature=re.compile(r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+\S+ \("),
+        record_start=re.compile(r"Epoch: \[\d+\]\["),
+        read=read,
+        rules=("printed",),
+        warmup=20,
+        window=100,
+        printed_from="seconds",
+        unit="images/s",
+        practice="DLPerf: skip 20 iterations, global batch / mean batch time over the next 100",
+    ),
+)

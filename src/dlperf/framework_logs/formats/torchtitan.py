@@ -1,0 +1,65 @@
+"""torchtitan metric lines (colour escapes and `[rankN]:` tags are stripped beforehand):
+
+[titan] 2025-01-10 12:00:00,123 - root - INFO - step: 10  loss:  9.1234  memory: 30.12GiB(38.07%)  tps: 6,213
+tflops: 359.84  mfu: 36.38%
+
+`tps` is tokens per second PER DEVICE over the last log interval (torchtitan train.py: the tokens seen since the
+last log over the time since it), `memory` the device's peak reserved memory. Rule (the seeds' method): step 1
+(compiling, start-up) skipped; the later log intervals' tokens over their time (each interval's steps at its
+`tps`, every step the same tokens), global = x devices. torchtitan's own practice (its published autoresearch
+results, `results.tsv` / `learnings.md`: the `tps` of the last printed step, step 10 of a 10-step run) is kept
+beside it (`own_reading`): on 10-step runs printed every step it differs from the window's by 2-4 %. When several
+ranks print, their lines for one step are combined (median).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, per_device, to_float
+
+LINE = re.compile(r"\bstep:\s*(?P<step>\d+)\s+loss:.*?\btps:\s*(?P<tps>[\d,]+(?:\.\d+)?)")
+MEMORY = re.compile(rf"\bmemory:\s*({NUMBER})GiB")
+EXTRA = {
+    "tflops_per_device": re.compile(rf"\btflops:\s*({NUMBER})"),
+    "mfu_percent": re.compile(rf"\bmfu:\s*({NUMBER})%"),
+}
+
+
+def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    for line in lines:
+        if "tps:" not in line:
+            continue
+        m = LINE.search(line)
+        if not m:
+            continue
+        metrics = tuple((name, to_float(x[1])) for name, pattern in EXTRA.items() if (x := pattern.search(line)))
+        memory = MEMORY.search(line)
+        speed = per_device(to_float(m["tps"]), shape)
+        yield Point(
+            step=int(m["step"]),
+            speed=speed,
+            own=speed,
+            memory_mib=to_float(memory[1]) * 1024 if memory else None,
+            metrics=metrics,
+        )
+
+
+FORMATS = (
+    PeerFormat(
+        name="torchtitan",
+        description="torchtitan `step: i loss: ... memory: M GiB ... tps: N tflops: F mfu: M%` lines",
+        signature=re.compile(r"step:\s*\d+\b.*loss:.*tps:\s*[\d,]"),
+        read=read,
+        rules=("printed",),
+        warmup=1,
+        window=None,
+        unit="tokens/s",
+        printed="per device",
+        rates_over_time=True,
+        flops_count="torchtitan's 6N + 12·L·H·Q·T per token (PaLM; no causal halving)",
+        own_reading="torchtitan's own practice (autoresearch results.tsv): the last printed step's tps x devices",
+        practice="torchtitan train.py tps: the log intervals after step 1, their tokens over their time, x devices",
+    ),
+)

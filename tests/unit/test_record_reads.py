@@ -37,7 +37,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "cli/maxbatch_cmd.py": (RUN_KEYS, "model"),
     "cli/run_flags.py": (FLAG, "group"),
     "cli/references_cmd.py": (FIGURES, "accelerator framework model precision source"),
-    "cli/sweep_cmd.py": ("sweep_options.json", "config"),
+    "orchestration/sweep_state.py": ("sweep_options.json", "config"),
     "external/template.py": ("a --command template's placeholders", "batch_size precision repeat"),
     "engines/torch/peak.py": (PEAKS, "schema"),
     "harness/results.py": (CODEC, "device_type flops_per_iteration ranks"),

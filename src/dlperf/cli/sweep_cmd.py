@@ -5,18 +5,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.declared_flags import add_declared
+from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import console, counted, eta_text, run_line, say
 from dlperf.cli.estimate import duration_estimates
 from dlperf.cli.live import LogFollower
 from dlperf.cli.run_flags import add_launch_options, launch_options
-from dlperf.errors import ConfigError
 from dlperf.launch import RunJob
 from dlperf.orchestration.sweep import (
     Commands,
@@ -29,8 +27,8 @@ from dlperf.orchestration.sweep import (
     SweepEvent,
     sweep,
 )
-from dlperf.orchestration.sweep_plan import SweepOptions, SweepPlan, SweepStart, default_out, stored_sweep_fields
-from dlperf.orchestration.sweep_state import load_sweep_options, merge_options, stored_config
+from dlperf.orchestration.sweep_plan import SweepOptions, SweepPlan, SweepStart, stored_sweep_fields
+from dlperf.orchestration.sweep_state import resolve_sweep
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -51,35 +49,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
 
 
-def _resume_options(args: argparse.Namespace) -> None:
-    """With --resume, take the sweep file and options the folder stored at the sweep's start; without --out, the
-    folder is results/<the sweep file's name>."""
-    if args.out is None and args.resume:
-        raise ConfigError("--resume needs --out: the folder of the sweep to finish (e.g. --out results/quick)")
-    stored = load_sweep_options(args.out) if args.resume else None
-    if stored is not None:
-        given = {key: getattr(args, key) for key in args.stored_options}
-        for key, value in merge_options(stored["options"], given, args.option_defaults).items():
-            setattr(args, key, value)
-        if args.config is None:
-            copy = stored_config(args.out)
-            args.config = str(copy) if copy.is_file() else stored.get("config")
-    if args.config is None:
-        hint = " (this folder stored no sweep options to resume)" if args.resume else ""
-        raise ConfigError(f"give the sweep file, e.g. `dlperf sweep configs/quick.yaml`{hint}")
-    if args.out is None:
-        args.out = default_out(args.config)
-
-
-def sweep_options(args: argparse.Namespace) -> SweepOptions:
-    return SweepOptions(**{f.name: getattr(args, f.name) for f in fields(SweepOptions)})
-
-
 def run(args: argparse.Namespace) -> int:
-    _resume_options(args)
     given = {key: getattr(args, key) for key in args.stored_options}
+    options = declared_options(SweepOptions, args)
+    resolved = resolve_sweep(options, given, args.option_defaults)
+    launch = launch_options(argparse.Namespace(**{**vars(args), **resolved.flags}))
     with SweepView() as view:
-        outcome = sweep(sweep_options(args), launch_options(args), view.show, given)
+        outcome = sweep(resolved.options, launch, view.show, resolved.flags)
     if outcome is None:  # --dry-run: the commands were printed
         return 0
     failed = len(outcome.failed)

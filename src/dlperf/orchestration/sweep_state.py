@@ -8,10 +8,13 @@ sweep file; `OUT/sweep.yaml` a copy of the file, so a resumed sweep plans from w
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.orchestration.sweep_plan import SweepOptions, default_out
 from dlperf.records.store import write_json_atomic, write_text_atomic
 
 OPTIONS_FILE = "sweep_options.json"
@@ -44,7 +47,7 @@ def stored_config(out: str | Path) -> Path:
     return Path(out) / CONFIG_COPY
 
 
-def merge_options(stored: dict[str, Any], given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+def merge_options(stored: Mapping[str, Any], given: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The stored options, with every flag given now that leaves them unchanged; a flag given now with another
     value would change the sweep half-way, so it is refused by name."""
     merged = dict(stored)
@@ -59,3 +62,34 @@ def merge_options(stored: dict[str, Any], given: dict[str, Any], defaults: dict[
             "or start again with --overwrite"
         )
     return merged
+
+
+@dataclass(frozen=True)
+class ResolvedSweep:
+    """A sweep's options once --resume filled them in: the file and folder decided, and the flags that shape the
+    sweep (flag -> value: the repeat rule and where it runs) as the folder keeps them for the next --resume."""
+
+    options: SweepOptions
+    flags: dict[str, Any]
+
+
+def resolve_sweep(options: SweepOptions, given: Mapping[str, Any], defaults: Mapping[str, Any]) -> ResolvedSweep:
+    """The sweep `options` and the shaping flags `given` (with their `defaults`) ask for: with --resume, the sweep
+    file and flags the folder stored at the sweep's start, a flag given now with another value refused; without
+    --out, the folder is results/<the sweep file's name>."""
+    if options.out is None and options.resume:
+        raise ConfigError("--resume needs --out: the folder of the sweep to finish (e.g. --out results/quick)")
+    stored = load_sweep_options(options.out) if options.resume and options.out is not None else None
+    flags = dict(given)
+    config = options.config
+    if stored is not None:
+        flags.update(merge_options(stored["options"], given, defaults))
+        flags = {key: flags[key] for key in given}  # only the flags this command knows
+        options = replace(options, **{f.name: flags[f.name] for f in fields(SweepOptions) if f.name in flags})
+        if config is None:
+            copy = stored_config(options.out)
+            config = str(copy) if copy.is_file() else stored.get("config")
+    if config is None:
+        hint = " (this folder stored no sweep options to resume)" if options.resume else ""
+        raise ConfigError(f"give the sweep file, e.g. `dlperf sweep configs/quick.yaml`{hint}")
+    return ResolvedSweep(replace(options, config=config, out=options.out or default_out(config)), flags)

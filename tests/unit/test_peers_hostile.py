@@ -180,11 +180,12 @@ def test_a_dotdot_model_is_skipped_and_nothing_leaves_the_records_folder(tmp_pat
 
 
 def test_a_record_target_outside_the_records_folder_is_refused(tmp_path):
-    from dlperf.cli.extract_cmd import _targets
+    from dlperf.framework_logs.extract import record_target
+    from dlperf.reporting.results_writes import record_files
 
     forged = {"source": "extract", "model": "..", "case": "..", "file": "/logs/1n1g/escape_b1_fp32_1.log"}
     with pytest.raises(ResultsError, match="would be written outside"):
-        _targets(tmp_path / "out" / "records", [forged])
+        record_files(tmp_path / "out" / "records", [forged], record_target)
 
 
 # --- 4. *.log entries that are not regular files ------------------------------------------------------------

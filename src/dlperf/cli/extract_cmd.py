@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"dlperf: skipped {shown(item.path)}: {plain(item.reason)}", file=sys.stderr)
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {shown(root)} gave a result (reasons above)")
-    _write_extract(_out_dir(root, args), records, args)
+    _report_extracted(_out_dir(root, args), records, args)
     print(f"dlperf: extracted {len(records)} logs, skipped {len(skipped)}", file=sys.stderr)
     return SKIPPED_EXIT if skipped else 0
 
@@ -128,28 +128,17 @@ def _out_dir(root: Path, args: argparse.Namespace) -> Path:
     return root.resolve().parent / f"{name}-extract"
 
 
-def _write_extract(out: Path, records: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """The records and the report, under the results lock, nothing replaced without --overwrite."""
+def _report_extracted(out: Path, records: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The records and their report; then each record's warning or failure, and the report's paths."""
     # Imported here so that `--list-formats` and usage errors start without the report's writers.
-    from dlperf.records.lock import results_lock
-    from dlperf.records.store import check_writable, write_record
-    from dlperf.reporting.report import refuse_to_replace, write_report
+    from dlperf.reporting.results_writes import write_records_and_report
 
-    with results_lock(out):  # a sweep writing into --out holds it: refused in one line, nothing mixed
-        formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
-        targets = _targets(out / "records", records)
-        if not args.overwrite:
-            refuse_to_replace(out, formats)
-            if taken := [t for t in targets if t.exists()]:
-                raise ResultsError(
-                    f"{shown(taken[0])} already exists: pass --overwrite to replace it, or another --out"
-                )
-        check_writable(out)
-        for record, target in zip(records, targets):
-            _say_trouble(as_record(record))
-            write_record(target, record)
-        for path in write_report(records, out, formats, min_plot_cases=2):
-            print(shown(path))
+    formats = {"md", "json"} if args.no_plots else {"md", "json", "png"}
+    written = write_records_and_report(out, records, record_target, formats, args.overwrite)
+    for record in records:
+        _say_trouble(as_record(record))
+    for path in written:
+        print(shown(path))
 
 
 def _say_trouble(record: ExtractedRecord) -> None:
@@ -173,15 +162,3 @@ def _file_info(path: Path, args: argparse.Namespace) -> LogInfo:
         if not PLAIN_NAME.fullmatch(value):
             raise ResultsError(f"{label} {value!r} is not a plain name (letters, digits, '.', '_', '-'): pass {label}")
     return LogInfo(path, model, args.nodes, args.devices_per_node, args.batch_size, args.precision, 1)
-
-
-def _targets(records_dir: Path, records: list[dict]) -> list[Path]:
-    """Each record's file, refused unless it lies inside `records_dir`: names come from logs, not from dlperf."""
-    inside = records_dir.resolve()
-    targets = [record_target(records_dir, r) for r in records]
-    for target, record in zip(targets, records):
-        if not target.resolve().is_relative_to(inside):
-            raise ResultsError(
-                f"the record of {shown(as_record(record).file)} would be written outside {shown(records_dir)}"
-            )
-    return targets

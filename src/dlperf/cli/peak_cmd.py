@@ -5,17 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table
-from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES, measure_peaks, merge_stored, read_stored
+from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES
 from dlperf.errors import ConfigError, clip
 from dlperf.metrics.peaks import lookup_peak
-from dlperf.records.store import write_json_atomic
+from dlperf.orchestration.peak import measure_and_store
 from dlperf.spec import setting
-from dlperf.user_files import read_user_file
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -76,20 +74,6 @@ def _device(choice: str) -> str:
     return choice
 
 
-def _is_out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, MemoryError) or "alloc" in str(error) or "out of memory" in str(error)
-
-
-def _measure(device: str, dtypes: list[str], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Measures, turning an allocation failure into advice to pick smaller shapes."""
-    try:
-        return measure_peaks(device, dtypes, shapes=_shapes(args.shapes), iters=args.iters)
-    except (RuntimeError, MemoryError) as error:
-        if not _is_out_of_memory(error):
-            raise
-        raise ConfigError("the GEMM shapes do not fit in the device's memory: choose smaller --shapes") from None
-
-
 def _peak_row(device_name: str, dtype: str, result: dict[str, Any]) -> tuple[str, ...]:
     """One table row: the measured rate beside the datasheet's, blank where either is unknown."""
     sheet = lookup_peak(device_name, dtype)
@@ -108,11 +92,7 @@ def run(args: argparse.Namespace) -> int:
     dtypes = _dtypes(args.dtypes)
     if args.iters < 1:
         raise ConfigError(f"--iters must be at least 1, got {args.iters}")
-    device = _device(args.device)
-    if Path(args.out).exists():  # checked before measuring: a FIFO or folder here would hang or fail at the end
-        read_user_file(args.out, "peaks file")
-    results = _measure(device, dtypes, args)
-    write_json_atomic(args.out, merge_stored(read_stored(args.out), results))
+    results = measure_and_store(_device(args.device), dtypes, _shapes(args.shapes), args.iters, args.out)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,15 +10,12 @@ from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
-from dlperf.records.lock import results_lock
 from dlperf.records.schema import COMMBENCH_SCHEMA, MAXBATCH_SCHEMA, Record, RunRecord
-from dlperf.records.store import check_writable
-from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.commbench_table import read_commbench
-from dlperf.reporting.comparison_files import write_comparison
-from dlperf.reporting.export import TENSORBOARD_HINT, require_tensorboard, write_tensorboard
-from dlperf.reporting.report import check_one_sweep, refuse_to_replace, write_report
-from dlperf.reporting.sources import BY_CHOICES, Comparison, Source, build_comparison, load_sources
+from dlperf.reporting.export import TENSORBOARD_HINT
+from dlperf.reporting.report import check_one_sweep
+from dlperf.reporting.results_writes import FolderReport, write_cross_source, write_folder_report
+from dlperf.reporting.sources import BY_CHOICES, build_comparison, load_sources
 from dlperf.spec import setting
 
 FORMAT_CHOICES = {
@@ -92,28 +88,19 @@ class ReportOptions:
 
 def run(args: argparse.Namespace) -> int:
     several = len(args.dir) > 1 or args.label or args.by != "source"
-    if not several:
-        return _single(args)
-    if args.tensorboard or args.predict:
-        raise ConfigError("--tensorboard and --predict apply to one folder's report: give one DIR")
-    out, own = _comparison_out(args)
-    formats = FORMAT_CHOICES[args.format]
-    comparison = build_comparison(load_sources(args.dir, args.label, args.by))
-    for path in _write_cross_source(comparison, out, formats, replace=args.overwrite or own):
+    written = _cross_source(args) if several else _single(args)
+    for path in written:
         print(terminal(path))
     return 0
 
 
-def _write_cross_source(comparison: Comparison, out: Path, formats: set[str], replace: bool) -> list[Path]:
-    """The cross-source report's files, under the results lock; others' files kept unless `replace`."""
-    with results_lock(out):  # a sweep writing into --out holds it: refused in one line, nothing replaced
-        if not replace:
-            refuse_to_replace(out, formats)
-        check_writable(out)
-        written = write_comparison(comparison, out, formats)
-        if "html" in formats:
-            written.append(_write_html(comparison, out))
-    return written
+def _cross_source(args: argparse.Namespace) -> list[Path]:
+    """Several folders (or one folder's engines or frameworks) side by side."""
+    if args.tensorboard or args.predict:
+        raise ConfigError("--tensorboard and --predict apply to one folder's report: give one DIR")
+    out, own = _comparison_out(args)
+    comparison = build_comparison(load_sources(args.dir, args.label, args.by))
+    return write_cross_source(comparison, out, FORMAT_CHOICES[args.format], replace=args.overwrite or own)
 
 
 def _comparison_out(args: argparse.Namespace) -> tuple[Path, bool]:
@@ -126,28 +113,18 @@ def _comparison_out(args: argparse.Namespace) -> tuple[Path, bool]:
     raise ConfigError("several folders (or --label) need --out DIR for the cross-source report")
 
 
-def _single(args: argparse.Namespace) -> int:
+def _single(args: argparse.Namespace) -> list[Path]:
+    """One folder's report, in the folder itself or in --out."""
     root = Path(args.dir[0])
     records, others = _folder_records(root, args.merge)
     predict = [read_commbench(path) for path in args.predict]
-    out = Path(args.out) if args.out else root
-    formats = FORMAT_CHOICES[args.format]
-    # DIR's own report is derived from DIR's records: rebuilding it loses nothing. Another folder (--out) may be
-    # a running sweep's: its lock refuses us; DIR's own report is a reader's view.
     if not args.overlap and not predict:
         raise ConfigError("--no-overlap changes the --predict column: add --predict COMMBENCH_RECORD")
-    if args.tensorboard:
-        require_tensorboard()
-    with results_lock(out) if args.out else contextlib.nullcontext():
-        if args.out and not args.overwrite and out.resolve() != root.resolve():
-            refuse_to_replace(out, formats)
-        check_writable(out)
-        for path in write_report(
-            records, out, formats - {"html"}, others=others, predict=predict, overlap=args.overlap
-        ):
-            print(terminal(path))
-        _write_extras(args, root, records, out, formats)
-    return 0
+    out = Path(args.out) if args.out else None
+    formats = FORMAT_CHOICES[args.format]
+    return write_folder_report(
+        FolderReport(root, records, others, out, formats, predict, args.overlap, args.tensorboard, args.overwrite)
+    )
 
 
 def _folder_records(root: Path, merge: bool) -> tuple[list[RunRecord], list[Record]]:
@@ -158,19 +135,3 @@ def _folder_records(root: Path, merge: bool) -> tuple[list[RunRecord], list[Reco
     if not merge:
         check_one_sweep(records, root)
     return records, others
-
-
-def _write_extras(args: argparse.Namespace, root: Path, records: list[RunRecord], out: Path, formats: set[str]) -> None:
-    """Beside one folder's report: TensorBoard scalars and the HTML page, where asked for."""
-    if args.tensorboard:
-        print(write_tensorboard(summarise(records), args.tensorboard))
-    if "html" in formats:
-        comparison = build_comparison([Source.from_records(root.resolve().name, records)])
-        print(terminal(_write_html(comparison, out)))
-
-
-def _write_html(comparison: Comparison, out: Path) -> Path:
-    """Imported here: plotly takes a third of a second to import, which every other command would pay."""
-    from dlperf.reporting.html import write_html_report
-
-    return write_html_report(comparison, out)

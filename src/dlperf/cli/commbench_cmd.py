@@ -14,7 +14,7 @@ from dlperf.cli.run_flags import (
 from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
 from dlperf.metrics.bandwidth import OPS
-from dlperf.orchestration.run import RunHooks, run_one
+from dlperf.orchestration import RunHooks, run_one
 from dlperf.reporting.commbench_table import commbench_lines
 from dlperf.spec import setting
 from dlperf.workloads import spec_from_mapping

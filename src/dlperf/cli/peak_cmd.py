@@ -12,7 +12,7 @@ from dlperf.cli.display import print_table
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES
 from dlperf.errors import ConfigError, clip
 from dlperf.metrics.peaks import lookup_peak
-from dlperf.orchestration.peak import measure_and_store
+from dlperf.orchestration import measure_and_store
 from dlperf.spec import setting
 
 

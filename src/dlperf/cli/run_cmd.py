@@ -18,9 +18,7 @@ from dlperf.cli.run_flags import (
 )
 from dlperf.errors import LaunchError
 from dlperf.launch import Launcher, RunJob
-from dlperf.orchestration.evidence_fields import window_figures
-from dlperf.orchestration.preflight import FORCE_HELP
-from dlperf.orchestration.run import RunHooks, run_one, training_spec
+from dlperf.orchestration import FORCE_HELP, RunHooks, run_one, training_spec, window_figures
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 

@@ -16,7 +16,7 @@ from dlperf.cli.estimate import duration_estimates
 from dlperf.cli.live import LogFollower
 from dlperf.cli.run_flags import add_launch_options, launch_options
 from dlperf.launch import RunJob
-from dlperf.orchestration.sweep import (
+from dlperf.orchestration import (
     Commands,
     Ended,
     Interrupted,
@@ -25,10 +25,13 @@ from dlperf.orchestration.sweep import (
     Skipped,
     Started,
     SweepEvent,
+    SweepOptions,
+    SweepPlan,
+    SweepStart,
+    resolve_sweep,
+    stored_sweep_fields,
     sweep,
 )
-from dlperf.orchestration.sweep_plan import SweepOptions, SweepPlan, SweepStart, stored_sweep_fields
-from dlperf.orchestration.sweep_state import resolve_sweep
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

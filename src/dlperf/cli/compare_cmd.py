@@ -69,6 +69,16 @@ def run(args: argparse.Namespace) -> int:
         threshold = check_threshold(args.threshold)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    rows = _compared(args, threshold)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=2))
+    else:
+        _show(rows, f"{args.new} vs {args.base} (threshold {threshold:.0%})", threshold)
+    return 1 if any(r.regressed for r in rows) else 0
+
+
+def _compared(args: argparse.Namespace, threshold: float) -> list[CaseComparison]:
+    """Each case of base against new (folders, or labels in the history database); refused where they share none."""
     if args.db:
         rows = compare(label_records(args.db, args.base), label_records(args.db, args.new), threshold)
     else:
@@ -78,22 +88,22 @@ def run(args: argparse.Namespace) -> int:
             f"{args.base} and {args.new} share no case (model, group and topology): nothing was compared; "
             "check the folders, or that both ran the same sweep"
         )
-    regressed = [r for r in rows if r.regressed]
-    if args.json:
-        print(json.dumps([r.as_dict() for r in rows], indent=2))
-    else:
-        columns = ("model", "group", "case", "base median", "new median", "new/base", "95 % interval", "p")
-        columns += ("repeats", "windows")
-        title = f"{args.new} vs {args.base} (threshold {threshold:.0%})"
-        print_table(title, (*columns, "verdict"), [_row(r) for r in rows])
-        inconclusive = sum(r.label == "inconclusive" for r in rows)
-        say(
-            f"{len(regressed)} of {len(rows)} cases slower by more than {threshold:.0%} (significant) or failing; "
-            f"{inconclusive} inconclusive (more repeats or a quieter machine would tell)"
-        )
-        for r in rows:
-            if r.label == "inconclusive":
-                say(f"  {r.model} {r.group} {r.case}: {r.verdict.reason}")
-            elif r.load_note:
-                say(f"  {r.model} {r.group} {r.case} ({r.label}): {r.load_note}")
-    return 1 if regressed else 0
+    return rows
+
+
+def _show(rows: list[CaseComparison], title: str, threshold: float) -> None:
+    """The table, the count of slower and inconclusive cases, and why each is inconclusive or doubtful."""
+    columns = ("model", "group", "case", "base median", "new median", "new/base", "95 % interval", "p")
+    columns += ("repeats", "windows")
+    print_table(title, (*columns, "verdict"), [_row(r) for r in rows])
+    regressed = sum(r.regressed for r in rows)
+    inconclusive = sum(r.label == "inconclusive" for r in rows)
+    say(
+        f"{regressed} of {len(rows)} cases slower by more than {threshold:.0%} (significant) or failing; "
+        f"{inconclusive} inconclusive (more repeats or a quieter machine would tell)"
+    )
+    for r in rows:
+        if r.label == "inconclusive":
+            say(f"  {r.model} {r.group} {r.case}: {r.verdict.reason}")
+        elif r.load_note:
+            say(f"  {r.model} {r.group} {r.case} ({r.label}): {r.load_note}")

@@ -61,17 +61,22 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
     title, headers = terminal(title), [terminal(h) for h in headers]
     rows = [[terminal(cell) for cell in row] for row in rows]
     if console.is_terminal:
-        table = Table(title=Text(title))  # Text: a `[/x]` in a record is shown, not read as rich markup
-        for header in headers:
-            table.add_column(Text(header), overflow="fold")
-        for row in rows:
-            table.add_row(*(Text(cell) for cell in row))
-        console.print(table)
+        console.print(_rich_table(title, headers, rows))
         return
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     say(title)
     for row in (headers, *rows):
         say("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def _rich_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    """Every text a Text: a `[/x]` in a record is shown, not read as rich markup."""
+    table = Table(title=Text(title))
+    for header in headers:
+        table.add_column(Text(header), overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    return table
 
 
 def run_line(record: RecordLike) -> str:
@@ -119,8 +124,20 @@ def show_record(record: RecordLike, path: str) -> None:
 
 
 def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
+    return [
+        *_speed_rows(record),
+        *_figure_rows(record),
+        *_phase_rows(record),
+        *_ablation_rows(record),
+        _energy_row(record),
+    ]
+
+
+def _speed_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """What every native run measures: throughput, windows, latency, memory, loss, start-up, size, steadiness."""
     latency = record.latency_ms or {}
-    rows: list[tuple[str, str]] = [
+    steady = record.throughput_steady
+    return [
         ("throughput (samples/s)", f"{record.throughput:.2f}"),
         ("per device (samples/s)", f"{record.throughput_per_device:.2f}"),
         ("window throughputs", ", ".join(f"{w:.1f}" for w in record.window_throughputs or [])),
@@ -129,41 +146,58 @@ def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
         ("loss first -> last", f"{_number(record.loss_first)} -> {_number(record.loss_last)}"),
         ("first step (s)", f"{record.first_step_s:.2f}"),
         ("world size", str(record.world_size) + threads_text({cpu_threads(record)})),
+        ("steady throughput (samples/s)", f"{steady:.2f}" if steady else "never stable"),
     ]
-    steady = record.throughput_steady
-    rows.append(("steady throughput (samples/s)", f"{steady:.2f}" if steady else "never stable"))
-    if record.tokens_per_s is not None:
-        rows.append(("tokens/s", f"{record.tokens_per_s:.1f}"))
-    if record.flops_per_iteration is not None:
-        rows.append(("FLOPs per iteration", f"{record.flops_per_iteration:.4g}"))
-    if record.tflops_per_device is not None:  # None where the step counts no FLOPs (e.g. JAX's ResNet)
-        rows.append(("TFLOP/s per device", f"{record.tflops_per_device:.4g}"))
+
+
+def _figure_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """The derived figures a workload counts (none of them where the step counts no FLOPs, e.g. JAX's ResNet);
+    MFU always, with why it is missing."""
+    optional = (
+        ("tokens/s", record.tokens_per_s, ".1f"),
+        ("FLOPs per iteration", record.flops_per_iteration, ".4g"),
+        ("TFLOP/s per device", record.tflops_per_device, ".4g"),
+    )
+    rows = [(label, f"{value:{spec}}") for label, value, spec in optional if value is not None]
     mfu = percent(record.mfu)
     rows.append(("MFU", mfu if record.mfu is not None else f"{mfu} ({record.mfu_note})"))
     if record.window_cv is not None:
         rows.append(("window CV", percent(record.window_cv)))
-    phases = record.step_phases
-    if phases:  # where the step went (metrics/step_phases.py); the report sets it against the 1-device run
-        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in phases["phases_ms"].items())
-        rows.append(("step phases (ms)", parts))
-        rows.append(
-            ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}")
-        )
-    ablation = record.ablation
-    if ablation and ablation.get("ratio"):  # --ablate sync: the same steps without gradient synchronisation
-        gap = ablation["synced_step_ms"] - ablation["step_ms"]
-        rows.append(
-            (
-                "step without / with gradient sync (ms)",
-                f"{ablation['step_ms']:.1f} / {ablation['synced_step_ms']:.1f} (alternating windows): "
-                f"communication {gap:.1f} ms a step",
-            )
-        )
-    elif ablation:
-        rows.append(("without gradient sync", f"not measured: {ablation['reason']}"))
-    energy = record.energy or {}
-    rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
     return rows
+
+
+def _phase_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """Where the step went (metrics/step_phases.py); the report sets it against the 1-device run."""
+    phases = record.step_phases
+    if not phases:
+        return []
+    parts = ", ".join(f"{name} {ms:.1f}" for name, ms in phases["phases_ms"].items())
+    return [
+        ("step phases (ms)", parts),
+        ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}"),
+    ]
+
+
+def _ablation_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """--ablate sync: the same steps without gradient synchronisation, or why they were not measured."""
+    ablation = record.ablation
+    if not ablation:
+        return []
+    if not ablation.get("ratio"):
+        return [("without gradient sync", f"not measured: {ablation['reason']}")]
+    gap = ablation["synced_step_ms"] - ablation["step_ms"]
+    return [
+        (
+            "step without / with gradient sync (ms)",
+            f"{ablation['step_ms']:.1f} / {ablation['synced_step_ms']:.1f} (alternating windows): "
+            f"communication {gap:.1f} ms a step",
+        )
+    ]
+
+
+def _energy_row(record: RunRecord) -> tuple[str, str]:
+    energy = record.energy or {}
+    return ("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}")
 
 
 def _external_rows(record: ExternalRunRecord) -> list[tuple[str, str]]:

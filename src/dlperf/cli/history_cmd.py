@@ -56,15 +56,26 @@ class HistoryOptions:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "add":
-        if not args.dir:
-            raise ConfigError("`dlperf history add` needs a results folder: dlperf history add DIR")
-        outcome = add_records(args.db, load_records(args.dir), args.label)
-        say(f"{len(outcome.stored)} new records stored in {parse_target(args.db).shown}")
-        if outcome.duplicates:
-            say(f"{len(outcome.duplicates)} records were already stored with identical content, not stored again:")
-            for record in outcome.duplicates:
-                say(f"  {record.origin.path or f'{record.model} {record.case}'}")
-        return 0
+        _add(args)
+    else:
+        _show(args)
+    return 0
+
+
+def _add(args: argparse.Namespace) -> None:
+    """Store a folder's records, each once; name those already stored with the same content."""
+    if not args.dir:
+        raise ConfigError("`dlperf history add` needs a results folder: dlperf history add DIR")
+    outcome = add_records(args.db, load_records(args.dir), args.label)
+    say(f"{len(outcome.stored)} new records stored in {parse_target(args.db).shown}")
+    if outcome.duplicates:
+        say(f"{len(outcome.duplicates)} records were already stored with identical content, not stored again:")
+        for record in outcome.duplicates:
+            say(f"  {record.origin.path or f'{record.model} {record.case}'}")
+
+
+def _show(args: argparse.Namespace) -> None:
+    """Each case across the stored labels, oldest first."""
     points = history(args.db, args.model, args.case)
     columns = ("model", "group", "case", "label", "first measured", "runs", "median samples/s", "change", "verdict")
     rows = [
@@ -82,4 +93,3 @@ def run(args: argparse.Namespace) -> int:
         for p in points
     ]
     print_table(f"history in {parse_target(args.db).shown}", columns, rows)
-    return 0

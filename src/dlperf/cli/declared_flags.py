@@ -30,15 +30,23 @@ def field_help(f: Field) -> str:
     return f"{text} [--engine {' or '.join(engines)} only]" if engines else text
 
 
+# a number's argparse type by its bound
+BOUNDED = {
+    (int, "positive"): positive_int,
+    (int, "non-negative"): non_negative_int,
+    (float, "positive"): positive_float,
+    (float, "non-negative"): non_negative_float,
+}
+
+
 def flag_kind(f: Field, hint: Any) -> dict[str, Any]:
     """argparse's type, action or choices for a field's annotation (None allowed: the flag sets a value)."""
-    options = [arg for arg in get_args(hint) if arg is not type(None)] if get_origin(hint) in (Union, UnionType) else []
-    base = options[0] if len(options) == 1 else hint
     bound = f.metadata.get("bound")
     if f.metadata.get("choices"):
         return {"choices": f.metadata["choices"]}
     if bound == "positive or auto":
         return {"type": positive_int_or_auto}
+    base = _without_none(hint)
     if base is bool:  # a switch; one that is on by default can be turned off (--no-overlap)
         return {"action": argparse.BooleanOptionalAction if f.default is True else "store_true"}
     if get_origin(base) is tuple:  # a repeatable flag, each value one item
@@ -48,11 +56,13 @@ def flag_kind(f: Field, hint: Any) -> dict[str, Any]:
         return {"type": non_empty}
     if get_origin(base) is Literal:
         return {"choices": get_args(base)}
-    if base is int:
-        return {"type": {"positive": positive_int, "non-negative": non_negative_int}.get(bound, int)}
-    if base is float:
-        return {"type": {"positive": positive_float, "non-negative": non_negative_float}.get(bound, float)}
-    return {"type": str}
+    return {"type": BOUNDED.get((base, bound), base if base in (int, float) else str)}
+
+
+def _without_none(hint: Any) -> Any:
+    """`X | None` -> X; any other annotation as it is."""
+    options = [arg for arg in get_args(hint) if arg is not type(None)] if get_origin(hint) in (Union, UnionType) else []
+    return options[0] if len(options) == 1 else hint
 
 
 def add_declared(
@@ -65,32 +75,30 @@ def add_declared(
     its `--help` group (`groups`: titled groups made before); `choices` where a registry, not the declaration,
     holds them. Returns the dests. The options object comes back from the parsed flags with `declared_options`."""
     groups = {} if groups is None else groups
-    choices = choices or {}
     hints = get_type_hints(cls)
     dests = []
-    for f in fields(cls):
-        meta = f.metadata
-        if "help" not in meta:
-            continue
-        title = meta["group"]
+    for f in (f for f in fields(cls) if "help" in f.metadata):
+        title = f.metadata["group"]
         where = parser if title is None else groups.setdefault(title, parser.add_argument_group(title))
-        kind = {"choices": choices[f.name]} if f.name in choices else flag_kind(f, hints[f.name])
-        kind.update({"metavar": meta["metavar"]} if meta["metavar"] else {})
-        default = None if f.default is MISSING else [] if isinstance(f.default, tuple) else f.default
-        text = field_help(f).replace("%", "%%")
-        if meta["positional"]:
-            if kind.get("action") == "append":  # several values of one argument (nargs): no flag to repeat
-                kind = {"type": kind["type"]}
-            nargs = {} if meta["positional"] == "1" else {"nargs": meta["positional"]}
-            action = where.add_argument(f.name, default=default, help=text, **nargs, **kind)
-        else:
-            names = meta["flag"] or flag(f.name)
-            names = (names,) if isinstance(names, str) else names
-            action = where.add_argument(
-                *names, dest=f.name, default=default, required=meta["required"], help=text, **kind
-            )
-        dests.append(action.dest)
+        kind = {"choices": choices[f.name]} if choices and f.name in choices else flag_kind(f, hints[f.name])
+        dests.append(_add_field(where, f, kind).dest)
     return dests
+
+
+def _add_field(where: Any, f: Field, kind: dict[str, Any]) -> argparse.Action:
+    """One declared field's flag, or its positional argument, in `where` (the parser or one of its groups)."""
+    meta = f.metadata
+    kind.update({"metavar": meta["metavar"]} if meta["metavar"] else {})
+    default = None if f.default is MISSING else [] if isinstance(f.default, tuple) else f.default
+    text = field_help(f).replace("%", "%%")
+    if meta["positional"]:
+        if kind.get("action") == "append":  # several values of one argument (nargs): no flag to repeat
+            kind = {"type": kind["type"]}
+        nargs = {} if meta["positional"] == "1" else {"nargs": meta["positional"]}
+        return where.add_argument(f.name, default=default, help=text, **nargs, **kind)
+    names = meta["flag"] or flag(f.name)
+    names = (names,) if isinstance(names, str) else names
+    return where.add_argument(*names, dest=f.name, default=default, required=meta["required"], help=text, **kind)
 
 
 def declared_options(cls: type, args: argparse.Namespace, **given: Any) -> Any:

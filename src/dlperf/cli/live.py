@@ -54,6 +54,10 @@ class LogFollower:
         self._started = time.time()
         self._phase = "starting the ranks"
         self._phase_since = time.monotonic()
+        self._last_news = self._phase_since  # the last line shown: after quiet_s without one, the phase is said
+        # the log followed now, and the start of its last line while that line is not yet complete
+        self._handle: TextIO | None = None
+        self._pending = ""
 
     def __enter__(self) -> LogFollower:
         self._thread.start()
@@ -78,45 +82,56 @@ class LogFollower:
             return None
 
     def _follow(self) -> None:
-        handle: TextIO | None = None
-        pending = ""
-        last_news = time.monotonic()
+        self._last_news = time.monotonic()
         try:
             while True:
-                stopping = self._stop.is_set()
-                if self.locate is not None and (found := self.locate()) is not None and found[0] != self.path:
-                    if handle is not None:
-                        handle.close()
-                    handle, pending = None, ""
-                    self.path = found[0]
-                    self._phase, self._phase_since = "starting the ranks", time.monotonic()
-                    self.emit(found[1])
-                    last_news = time.monotonic()
-                elif self.locate is not None and found is None and self.path is not None:  # that run ended
-                    if handle is not None:
-                        handle.close()
-                    handle, pending, self.path = None, "", None
-                    self._phase, self._phase_since = "between runs", time.monotonic()
-                if handle is None:
-                    handle = self._open()
-                elif self._replaced(handle):
-                    handle.close()
-                    handle, pending = self._open(), ""
-                if handle is not None:
-                    pending += handle.read()
-                    *lines, pending = pending.split("\n")
-                    for line in lines:
-                        if self._event(line):
-                            last_news = time.monotonic()
+                stopping = self._stop.is_set()  # read before the last read: what the run wrote is all shown
+                self._switch_run()
+                self._read_events()
                 if stopping:
                     return
-                if time.monotonic() - last_news >= self.quiet_s:
+                if time.monotonic() - self._last_news >= self.quiet_s:
                     self.emit(f"... {self._phase}: {time.monotonic() - self._phase_since:.0f} s")
-                    last_news = time.monotonic()
+                    self._last_news = time.monotonic()
                 self._stop.wait(self.poll_s)
         finally:
-            if handle is not None:
-                handle.close()
+            self._close()
+
+    def _switch_run(self) -> None:
+        """With `locate` (a sweep): move to the log of the run going now, or to none between runs."""
+        if self.locate is None:
+            return
+        found = self.locate()
+        if found is not None and found[0] != self.path:
+            self._close()
+            self.path = found[0]
+            self._phase, self._phase_since = "starting the ranks", time.monotonic()
+            self.emit(found[1])
+            self._last_news = time.monotonic()
+        elif found is None and self.path is not None:  # that run ended
+            self._close()
+            self.path = None
+            self._phase, self._phase_since = "between runs", time.monotonic()
+
+    def _read_events(self) -> None:
+        """Show the events of the lines written since the last read (the log opened, or opened again where the
+        file was replaced)."""
+        if self._handle is not None and self._replaced(self._handle):
+            self._close()
+        if self._handle is None:
+            self._handle = self._open()
+        if self._handle is None:
+            return
+        self._pending += self._handle.read()
+        *lines, self._pending = self._pending.split("\n")
+        for line in lines:
+            if self._event(line):
+                self._last_news = time.monotonic()
+
+    def _close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+        self._handle, self._pending = None, ""
 
     def _replaced(self, handle: TextIO) -> bool:
         if self.path is None:

@@ -27,7 +27,7 @@ class Parser(argparse.ArgumentParser):
         """`; --batchsize: did you mean --batch-size?` for each unknown `--flag`, from the flags of this parser and its
         command (argparse reports a command's unknown flags from the top parser); where none is close, the other
         commands that take the flag (`--resume` is sweep's, not run's), and for a sweep a key of its file."""
-        commands = self._commands()
+        commands = subcommands(self)
         known = set(self._option_string_actions).union(*(sub._option_string_actions for sub in commands.values()))
         guesses = []
         for word in message.removeprefix("unrecognized arguments:").split():
@@ -41,10 +41,11 @@ class Parser(argparse.ArgumentParser):
                 guesses.append(f"{name}: {hint}")
         return "".join(f"; {guess}" for guess in guesses)
 
-    def _commands(self) -> dict[str, argparse.ArgumentParser]:
-        """The commands registered on this parser (only the one named, where the arguments name one)."""
-        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
-        return {name: sub for action in subs for name, sub in action.choices.items()}
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The commands registered on `parser` (only the one named, where the arguments name one), by name."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: sub for action in subs for name, sub in action.choices.items()}
 
 
 CLOSE = 0.75  # difflib's ratio for a misspelling (--batchsize: 0.87); --resume and --repeat (0.62) are not one
@@ -53,13 +54,8 @@ CLOSE = 0.75  # difflib's ratio for a misspelling (--batchsize: 0.87); --resume 
 def _elsewhere(name: str, named: list[str], everyone: argparse.ArgumentParser) -> str | None:
     """Where an unknown flag of the named command belongs: other commands' flag; for a sweep, a run flag is a key
     of its file (every run setting is one)."""
-    owners = [
-        command
-        for action in everyone._actions
-        if isinstance(action, argparse._SubParsersAction)
-        for command, sub in action.choices.items()
-        if command not in named and name in sub._option_string_actions
-    ]
+    others = {command: sub for command, sub in subcommands(everyone).items() if command not in named}
+    owners = [command for command, sub in others.items() if name in sub._option_string_actions]
     if not owners:
         return None
     if named == ["sweep"] and "run" in owners:

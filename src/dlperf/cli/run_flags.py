@@ -51,16 +51,26 @@ def add_workload_options(parser: argparse.ArgumentParser) -> None:
     share is one flag, its help naming each model's meaning."""
     groups: dict[str, Any] = {}
     for name, owned in _training_fields().items():
-        workload, f, hint = owned[0]
+        workload = owned[0][0]
         title = (workload.title or f"--model {workload.name}") if len(owned) == 1 else "shared by several models"
         if title not in groups:
             groups[title] = _group(parser, title)
-        helps = [field_help(g) for _, g, _ in owned]
-        text = helps[0] if len(owned) == 1 else "; ".join(f"{w.name}: {h}" for (w, _, _), h in zip(owned, helps))
-        kind = flag_kind(f, hint)
-        if "choices" in kind:  # a key several models share takes any model's choice; the model's checks refuse
-            kind["choices"] = list(dict.fromkeys(c for _, g, h in owned for c in flag_kind(g, h).get("choices", ())))
-        groups[title](flag(name), help=text.replace("%", "%%"), **kind)
+        groups[title](flag(name), help=_shared_help(owned).replace("%", "%%"), **_shared_kind(owned))
+
+
+def _shared_help(owned: list[tuple[Workload, Field, Any]]) -> str:
+    """A key's help: its one model's, or each model's meaning by name."""
+    helps = [field_help(f) for _, f, _ in owned]
+    return helps[0] if len(owned) == 1 else "; ".join(f"{w.name}: {h}" for (w, _, _), h in zip(owned, helps))
+
+
+def _shared_kind(owned: list[tuple[Workload, Field, Any]]) -> dict[str, Any]:
+    """A key's argparse kind; one that several models share takes any model's choice (the model's checks refuse)."""
+    _, f, hint = owned[0]
+    kind = flag_kind(f, hint)
+    if "choices" in kind:
+        kind["choices"] = list(dict.fromkeys(c for _, g, h in owned for c in flag_kind(g, h).get("choices", ())))
+    return kind
 
 
 def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:

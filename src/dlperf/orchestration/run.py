@@ -71,7 +71,7 @@ def preflight(specs: list[RunSpec], launcher: Launcher) -> None:
 
 
 def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | Path) -> list[RunJob]:
-    patterns = line_patterns(spec)
+    patterns = line_patterns(spec) if spec.engine == EXTERNAL else ()  # a native run ends after its iterations
     return [RunJob(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r), patterns) for r in repeats]
 
 

@@ -79,17 +79,24 @@ def resolve_sweep(options: SweepOptions, given: Mapping[str, Any], defaults: Map
     --out, the folder is results/<the sweep file's name>."""
     if options.out is None and options.resume:
         raise ConfigError("--resume needs --out: the folder of the sweep to finish (e.g. --out results/quick)")
-    stored = load_sweep_options(options.out) if options.resume and options.out is not None else None
     flags = dict(given)
-    config = options.config
-    if stored is not None:
-        flags.update(merge_options(stored["options"], given, defaults))
-        flags = {key: flags[key] for key in given}  # only the flags this command knows
-        options = replace(options, **{f.name: flags[f.name] for f in fields(SweepOptions) if f.name in flags})
-        if config is None:
-            copy = stored_config(options.out)
-            config = str(copy) if copy.is_file() else stored.get("config")
-    if config is None:
+    if options.resume and (stored := load_sweep_options(str(options.out))) is not None:
+        options, flags = _resumed(options, stored, given, defaults)
+    if options.config is None:
         hint = " (this folder stored no sweep options to resume)" if options.resume else ""
         raise ConfigError(f"give the sweep file, e.g. `dlperf sweep configs/quick.yaml`{hint}")
-    return ResolvedSweep(replace(options, config=config, out=options.out or default_out(config)), flags)
+    return ResolvedSweep(replace(options, out=options.out or default_out(options.config)), flags)
+
+
+def _resumed(
+    options: SweepOptions, stored: dict[str, Any], given: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> tuple[SweepOptions, dict[str, Any]]:
+    """The options and flags an earlier start `stored`, each flag given now checked against them; the sweep file
+    is the folder's copy of it unless one is given."""
+    merged = merge_options(stored["options"], given, defaults)
+    flags = {key: merged.get(key, value) for key, value in given.items()}
+    options = replace(options, **{f.name: flags[f.name] for f in fields(SweepOptions) if f.name in flags})
+    if options.config is None:
+        copy = stored_config(str(options.out))
+        options = replace(options, config=str(copy) if copy.is_file() else stored.get("config"))
+    return options, flags

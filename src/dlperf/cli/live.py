@@ -77,7 +77,7 @@ class LogFollower:
         try:
             if os.stat(self.path).st_mtime < self._started - 1:
                 return None  # an earlier run's log, about to be replaced
-            return open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in _follow
+            return open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in _close
         except OSError:
             return None
 

@@ -60,7 +60,7 @@ class Point:
     # the GLOBAL figure the framework's own practice reads at this line (torchtitan's last step, DeepSpeed's running
     # average): the window's last kept one is kept beside the rule's figure
     own: float | None = None
-    disagreement: str | None = None  # ranks printing this iteration disagree beyond their noise (measure._combine)
+    disagreement: str | None = None  # ranks printing this iteration disagree beyond their noise (ranks.combine)
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]

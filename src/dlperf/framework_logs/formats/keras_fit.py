@@ -14,7 +14,7 @@ is read: its mean over steps 2..N, one figure per epoch. The epoch's last `N/N` 
 after validation where fit validates (`val_` metrics): then the bar's last redraw before it is read (verbose=1),
 or the figure includes validation, as Keras' own does (verbose=2, said in the record). Whichever of the printed
 step time and the epoch's elapsed `Ts` / N (whole seconds, every step) is known more precisely is used; a figure
-the rounding leaves unknown to 2 % is refused (measure.PRECISION).
+the rounding leaves unknown to 2 % is refused (rules.PRECISION).
 
 tf.keras 2's verbose=2 line (keras/utils/generic_utils.py `Progbar.update`, verbose == 2, tf.keras 2.9-2.15) is
 another clock: `- Ns` is the time since the epoch began at the line (validation included), `T/epoch` the time from
@@ -25,7 +25,7 @@ epoch's steps are then its samples / the global batch.
 
 Rule: the first epoch (compilation, start-up) is skipped; global batch / the mean step time of every later epoch.
 The batch is the case's: fit's `batch_size` is the global batch of a data-parallel job. Most tutorials' epochs
-are a few seconds of millisecond steps: printed so, they are refused as too coarse (measure.PRECISION).
+are a few seconds of millisecond steps: printed so, they are refused as too coarse (rules.PRECISION).
 """
 
 from __future__ import annotations

@@ -76,7 +76,8 @@ def distribution(framework: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class CommandLine:
-    """A command's program and arguments, and what its leading `env` / `VAR=value` words do to its environment."""
+    """A `--command` process's program and arguments (its argument list, or the shell line it runs, split), and what
+    its leading `env` / `VAR=value` words do to its environment."""
 
     words: list[str]
     assigned: dict[str, str] = field(default_factory=dict)

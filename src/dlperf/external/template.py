@@ -179,7 +179,7 @@ def _values(rdzv: Rendezvous, node_rank: int, rank: int | None, local_rank: int 
     return values
 
 
-def command_argv(
+def template_argv(
     template: str,
     rdzv: Rendezvous,
     node_rank: int,
@@ -187,9 +187,9 @@ def command_argv(
     local_rank: int | None = None,
     shell: bool = False,
 ) -> list[str]:
-    """The argument list of one process: split first, then expand each word, so a value never splits a word
-    (a word that is exactly `{framework_launcher}` becomes the launcher's own words); with `shell`, the line for
-    `/bin/sh -c`, each value quoted (the launcher's words each quoted)."""
+    """The `--command` template filled in as one process's argument list: split first, then expand each word, so a
+    value never splits a word (a word that is exactly `{framework_launcher}` becomes the launcher's own words); with
+    `shell`, the line for `/bin/sh -c`, each value quoted (the launcher's words each quoted)."""
     check_template(template, "rank" if rank is not None else "node", rdzv.extra)
     values = _values(rdzv, node_rank, rank, local_rank)
     try:
@@ -344,13 +344,13 @@ def node_processes(
                 node_rank,
                 None,
                 None,
-                command_argv(template, rdzv, node_rank, shell=shell),
+                template_argv(template, rdzv, node_rank, shell=shell),
                 process_env(rdzv, node_rank),
             )
         ]
     processes = []
     for local_rank in range(rdzv.nproc_per_node):
         rank = node_rank * rdzv.nproc_per_node + local_rank
-        argv = command_argv(template, rdzv, node_rank, rank, local_rank, shell=shell)
+        argv = template_argv(template, rdzv, node_rank, rank, local_rank, shell=shell)
         processes.append(Process(node_rank, rank, local_rank, argv, process_env(rdzv, node_rank, local_rank)))
     return processes

@@ -32,7 +32,7 @@ class Options:
     rule: str | None = None
     warmup: int | None = None  # iterations; None: the format's default
     window: int | None = None  # iterations; None: the format's default; 0: to the end of the run
-    format_flag: str = "--format"  # how the command that reads names the format option (`dlperf run`: --log-format)
+    format_flag: str = "--format"  # how the CLI command that reads names the format option (`dlperf run`: --log-format)
     accelerator: str | None = None  # the device the logs ran on (a peak-table name): MFU from their printed TFLOP/s
 
     def check(self) -> None:

@@ -11,8 +11,8 @@ The steps, the same for every format:
    iterations are kept; where the log is shorter than the rule asks for, what the rule allows is used and
    `window_note` says so.
    The framework's own practice (`Point.own`: its last printed step, its running average) is kept beside the
-   window's figure, and ranks of one iteration printing figures more than RANK_SPREAD apart are a contradiction the
-   record names.
+   window's figure, and ranks of one iteration printing figures more than ranks.RANK_SPREAD apart are a
+   contradiction the record names.
 4. rule (rules.py): the window's figure by the rule asked for, and by the other reading beside it.
 """
 

@@ -16,9 +16,9 @@ from dlperf.external.template import (
     PLACEHOLDERS,
     Rendezvous,
     check_template,
-    command_argv,
     node_processes,
     rendezvous_env,
+    template_argv,
 )
 from dlperf.framework_logs.extract import Options, extract_dir
 
@@ -29,7 +29,7 @@ RDZV = Rendezvous(nnodes=2, nproc_per_node=4, master_addr="10.0.0.1", master_por
 
 def test_every_placeholder_expands_in_its_own_word():
     template = "python 'my train.py' " + " ".join(f"--{name}={{{name}}}" for name in PLACEHOLDERS)
-    argv = command_argv(template, RDZV, node_rank=1, rank=6, local_rank=2)
+    argv = template_argv(template, RDZV, node_rank=1, rank=6, local_rank=2)
     assert argv == [
         "python", "my train.py", "--nnodes=2", "--nproc_per_node=4", "--node_rank=1", "--master_addr=10.0.0.1",
         "--master_port=29500", "--world_size=8", "--batch_size=128", "--precision=amp-fp16", "--repeat=3",
@@ -42,16 +42,16 @@ def test_every_placeholder_expands_in_its_own_word():
 
 def test_values_never_split_words_and_braces_escape():
     rdzv = Rendezvous(1, 1, "host with space", 1, 8, "fp32", 1)
-    assert command_argv("run --addr {master_addr} {{literal}} --amp {amp}", rdzv, 0) == [
+    assert template_argv("run --addr {master_addr} {{literal}} --amp {amp}", rdzv, 0) == [
         "run", "--addr", "host with space", "{literal}", "--amp", "0",
     ]  # fmt: skip
 
 
 def test_shell_only_when_asked_and_values_quoted():
     rdzv = Rendezvous(1, 1, "a;b", 1, 8, "fp32", 1)
-    argv = command_argv("echo {master_addr} | tee out.txt", rdzv, 0, shell=True)
+    argv = template_argv("echo {master_addr} | tee out.txt", rdzv, 0, shell=True)
     assert argv == ["/bin/sh", "-c", "echo 'a;b' | tee out.txt"]
-    assert command_argv("echo {master_addr} | tee out.txt", rdzv, 0) == ["echo", "a;b", "|", "tee", "out.txt"]
+    assert template_argv("echo {master_addr} | tee out.txt", rdzv, 0) == ["echo", "a;b", "|", "tee", "out.txt"]
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_refused_before_launch_with_one_line(template, per, message):
 
 def test_unclosed_quote_refused():
     with pytest.raises(ConfigError, match="close its quotes"):
-        command_argv("python 'train.py", RDZV, 0, 0, 0)
+        template_argv("python 'train.py", RDZV, 0, 0, 0)
 
 
 def test_per_rank_processes_and_environment():

@@ -16,7 +16,8 @@ from conftest import run_cli, run_dlperf
 from dlperf.errors import DataError, ResultsError
 from dlperf.framework_logs.base import Point, RunShape
 from dlperf.framework_logs.extract import Options, read_run
-from dlperf.framework_logs.measure import MAX_SAMPLES_PER_S_PER_DEVICE, measure
+from dlperf.framework_logs.measure import measure
+from dlperf.framework_logs.plausibility import MAX_SAMPLES_PER_S_PER_DEVICE
 from dlperf.framework_logs.published_names import find_logs, parse_log_path
 from dlperf.framework_logs.registry import BY_NAME
 

@@ -76,7 +76,8 @@ def distribution(framework: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class CommandLine:
-    """A command's program and arguments, and what its leading `env` / `VAR=value` words do to its environment."""
+    """A `--command` process's program and arguments (its argument list, or the shell line it runs, split), and what
+    its leading `env` / `VAR=value` words do to its environment."""
 
     words: list[str]
     assigned: dict[str, str] = field(default_factory=dict)
@@ -100,50 +101,57 @@ def command_line(argv: list[str]) -> CommandLine:
             argv = shlex.split(argv[2])
         except ValueError:
             return CommandLine([])
-    words, assigned, unset, cleared, chdir = list(argv), {}, [], False, None
+    words, env = list(argv), _EnvWords()
     while words:
         if m := ASSIGNMENT.match(words[0]):
-            assigned[m[1]] = m[2]
+            env.assigned[m[1]] = m[2]
             words.pop(0)
         elif os.path.basename(words[0]) == "env":
             words.pop(0)
-            cleared, chdir = _env_options(words, assigned, unset, cleared, chdir)
+            env.read_options(words)
         else:
             break
-    return CommandLine(words, assigned, tuple(unset), cleared, chdir)
+    return CommandLine(words, env.assigned, tuple(env.unset), env.cleared, env.chdir)
 
 
-def _env_options(
-    words: list[str], assigned: dict[str, str], unset: list[str], cleared: bool, chdir: str | None
-) -> tuple[bool, str | None]:
-    """Consume `env`'s options from `words` (GNU and BSD spellings), noting what they do."""
-    while words and words[0].startswith("-") and not ASSIGNMENT.match(words[0]):
-        option = words.pop(0)
-        if option == "--":
-            break
+@dataclass
+class _EnvWords:
+    """What the leading `env` and `VAR=value` words read so far do to the program's environment."""
+
+    assigned: dict[str, str] = field(default_factory=dict)
+    unset: list[str] = field(default_factory=list)
+    cleared: bool = False
+    chdir: str | None = None
+
+    def read_options(self, words: list[str]) -> None:
+        """Consume `env`'s options from `words` (GNU and BSD spellings), noting what they do."""
+        while words and words[0].startswith("-") and not ASSIGNMENT.match(words[0]):
+            option = words.pop(0)
+            if option == "--":
+                break
+            self._option(option, words)
+
+    def _option(self, option: str, words: list[str]) -> None:
+        """One option; its value is the next word, after `=`, or (short spellings) joined to it."""
         if option in ("-", "-i", "--ignore-environment"):
-            cleared = True
-            assigned.clear()
-            unset.clear()
+            self.cleared = True
+            self.assigned.clear()
+            self.unset.clear()
         elif option in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string") and words:
-            value = words.pop(0)
-            chdir = _option_value(option, value, words, unset, chdir)
+            self._value(option, words.pop(0), words)
         elif option.startswith(("--unset=", "--chdir=", "--split-string=")):
             name, value = option.split("=", 1)
-            chdir = _option_value(name, value, words, unset, chdir)
+            self._value(name, value, words)
         elif option[:2] in ("-u", "-C", "-S") and len(option) > 2:
-            chdir = _option_value(option[:2], option[2:], words, unset, chdir)
-    return cleared, chdir
+            self._value(option[:2], option[2:], words)
 
-
-def _option_value(option: str, value: str, words: list[str], unset: list[str], chdir: str | None) -> str | None:
-    if option in ("-u", "--unset"):
-        unset.append(value)
-    elif option in ("-S", "--split-string"):
-        words[:0] = shlex.split(value)
-    else:
-        chdir = value
-    return chdir
+    def _value(self, option: str, value: str, words: list[str]) -> None:
+        if option in ("-u", "--unset"):
+            self.unset.append(value)
+        elif option in ("-S", "--split-string"):
+            words[:0] = shlex.split(value)
+        else:
+            self.chdir = value
 
 
 def interpreter(argv: list[str], cwd: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
@@ -158,8 +166,11 @@ def interpreter(argv: list[str], cwd: str | None = None, env: Mapping[str, str] 
     local = os.path.join(cwd or ".", first)
     search = line.environment(env if env is not None else os.environ).get("PATH")
     path = local if os.sep in first and os.path.isfile(local) else shutil.which(first, path=search)
-    if not path:
-        return None
+    return _shebang_python(path) if path else None
+
+
+def _shebang_python(path: str) -> str | None:
+    """The Python interpreter a program's `#!` line names (None: it names none, or the file cannot be read)."""
     try:
         with open(path, "rb") as f:
             shebang = f.readline(400).decode("utf-8", "replace")
@@ -181,18 +192,23 @@ def framework_version(
     python = interpreter(argv, cwd, base)
     if python is None:
         return None
-    where = os.path.join(cwd or ".", line.chdir) if line.chdir else cwd
     program_env = line.environment(base)
     if "PATH" not in program_env and os.sep not in python:  # `env -i python`: env itself finds it on its PATH
         python = shutil.which(python, path=base.get("PATH")) or python
+    where = os.path.join(cwd or ".", line.chdir) if line.chdir else cwd
+    return _probe(python, framework, where, program_env)
+
+
+def _probe(python: str, framework: str, cwd: str | None, env: dict[str, str]) -> str | None:
+    """PROBE's answer from `python` started in `cwd` with `env` (None: it gives none)."""
     try:
         done = subprocess.run(
             [python, "-c", PROBE, *distribution(framework)],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
-            cwd=where,
-            env=program_env,
+            cwd=cwd,
+            env=env,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):

@@ -13,7 +13,7 @@ import re
 import shlex
 import string
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,14 +107,19 @@ def placeholders_in(template: str) -> list[str]:
             "{{ or }}"
         ) from None
     for name, spec in fields:
-        if "{" in (spec or ""):
-            raise ConfigError(f"--command placeholder {{{name}:{spec}}} nests a placeholder in its format: remove it")
-        if any(int(number) > MAX_FORMAT_WIDTH for number in re.findall(r"\d+", spec or "")):
-            raise ConfigError(
-                f"--command placeholder {{{clip(name, 40)}:{clip(spec, 40)}}} asks for a width or precision over "
-                f"{MAX_FORMAT_WIDTH}: use a smaller one"
-            )
+        _check_spec(name, spec or "")
     return [name for name, _ in fields]
+
+
+def _check_spec(name: str, spec: str) -> None:
+    """A placeholder's format spec: no nested placeholder, no width or precision over MAX_FORMAT_WIDTH."""
+    if "{" in spec:
+        raise ConfigError(f"--command placeholder {{{name}:{spec}}} nests a placeholder in its format: remove it")
+    if any(int(number) > MAX_FORMAT_WIDTH for number in re.findall(r"\d+", spec)):
+        raise ConfigError(
+            f"--command placeholder {{{clip(name, 40)}:{clip(spec, 40)}}} asks for a width or precision over "
+            f"{MAX_FORMAT_WIDTH}: use a smaller one"
+        )
 
 
 def check_template(template: str, per: str = "rank", extra: Iterable[str] = ()) -> None:
@@ -174,7 +179,7 @@ def _values(rdzv: Rendezvous, node_rank: int, rank: int | None, local_rank: int 
     return values
 
 
-def command_argv(
+def template_argv(
     template: str,
     rdzv: Rendezvous,
     node_rank: int,
@@ -182,9 +187,9 @@ def command_argv(
     local_rank: int | None = None,
     shell: bool = False,
 ) -> list[str]:
-    """The argument list of one process: split first, then expand each word, so a value never splits a word
-    (a word that is exactly `{framework_launcher}` becomes the launcher's own words); with `shell`, the line for
-    `/bin/sh -c`, each value quoted (the launcher's words each quoted)."""
+    """The `--command` template filled in as one process's argument list: split first, then expand each word, so a
+    value never splits a word (a word that is exactly `{framework_launcher}` becomes the launcher's own words); with
+    `shell`, the line for `/bin/sh -c`, each value quoted (the launcher's words each quoted)."""
     check_template(template, "rank" if rank is not None else "node", rdzv.extra)
     values = _values(rdzv, node_rank, rank, local_rank)
     try:
@@ -239,41 +244,86 @@ def framework_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = Non
     kind = rdzv.launch_env
     if kind not in LAUNCH_ENVS:
         raise ConfigError(f"unknown --launch-env {kind!r}: choose one of {', '.join(LAUNCH_ENVS)}")
-    if kind == "torch":
-        return {}
-    per_node = 1 if local_rank is None else rdzv.nproc_per_node
-    count = rdzv.nnodes * per_node
-    index = node_rank * per_node + (local_rank or 0)
-    endpoints = [f"{rdzv.addr(n)}:{rdzv.master_port + lr}" for n in range(rdzv.nnodes) for lr in range(per_node)]
-    local = str(local_rank or 0)
-    if kind == "tf":
-        config = {"cluster": {"worker": endpoints}, "task": {"type": "worker", "index": index}}
-        return {"TF_CONFIG": json.dumps(config)}
-    if kind == "paddle":
-        return {
-            "PADDLE_TRAINER_ID": str(index),
-            "PADDLE_TRAINERS_NUM": str(count),
-            "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints),
-            "PADDLE_CURRENT_ENDPOINT": endpoints[index],
-            "PADDLE_LOCAL_RANK": local,
-            "FLAGS_selected_gpus": local,
-        }
-    if kind == "jax":
-        env = {
-            "JAX_COORDINATOR_ADDRESS": f"{rdzv.master_addr}:{rdzv.master_port}",
-            "JAX_NUM_PROCESSES": str(count),
-            "JAX_PROCESS_ID": str(index),
-        }
-        return env if local_rank is None else {**env, "JAX_LOCAL_DEVICE_IDS": local}
+    return _FRAMEWORK_ENVS[kind](_Place(rdzv, node_rank, local_rank))
+
+
+@dataclass(frozen=True)
+class _Place:
+    """One process's place among the launch's processes, as a framework's own launcher numbers them."""
+
+    rdzv: Rendezvous
+    node_rank: int
+    local_rank: int | None  # None: the process is its node's one
+
+    @property
+    def per_node(self) -> int:
+        return 1 if self.local_rank is None else self.rdzv.nproc_per_node
+
+    @property
+    def count(self) -> int:
+        return self.rdzv.nnodes * self.per_node
+
+    @property
+    def index(self) -> int:
+        return self.node_rank * self.per_node + (self.local_rank or 0)
+
+    @property
+    def local(self) -> str:
+        return str(self.local_rank or 0)
+
+    @property
+    def endpoints(self) -> list[str]:
+        """Every process's address: its node's, on the master port plus its local rank."""
+        rdzv = self.rdzv
+        return [f"{rdzv.addr(n)}:{rdzv.master_port + lr}" for n in range(rdzv.nnodes) for lr in range(self.per_node)]
+
+
+def _tf_env(place: _Place) -> dict[str, str]:
+    config = {"cluster": {"worker": place.endpoints}, "task": {"type": "worker", "index": place.index}}
+    return {"TF_CONFIG": json.dumps(config)}
+
+
+def _paddle_env(place: _Place) -> dict[str, str]:
+    endpoints = place.endpoints
     return {
-        "OMPI_COMM_WORLD_RANK": str(index),
-        "OMPI_COMM_WORLD_SIZE": str(count),
-        "OMPI_COMM_WORLD_LOCAL_RANK": local,
-        "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
-        "OMPI_COMM_WORLD_NODE_RANK": str(node_rank),
-        "PMI_RANK": str(index),
-        "PMI_SIZE": str(count),
+        "PADDLE_TRAINER_ID": str(place.index),
+        "PADDLE_TRAINERS_NUM": str(place.count),
+        "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints),
+        "PADDLE_CURRENT_ENDPOINT": endpoints[place.index],
+        "PADDLE_LOCAL_RANK": place.local,
+        "FLAGS_selected_gpus": place.local,
     }
+
+
+def _jax_env(place: _Place) -> dict[str, str]:
+    env = {
+        "JAX_COORDINATOR_ADDRESS": f"{place.rdzv.master_addr}:{place.rdzv.master_port}",
+        "JAX_NUM_PROCESSES": str(place.count),
+        "JAX_PROCESS_ID": str(place.index),
+    }
+    return env if place.local_rank is None else {**env, "JAX_LOCAL_DEVICE_IDS": place.local}
+
+
+def _mpi_env(place: _Place) -> dict[str, str]:
+    return {
+        "OMPI_COMM_WORLD_RANK": str(place.index),
+        "OMPI_COMM_WORLD_SIZE": str(place.count),
+        "OMPI_COMM_WORLD_LOCAL_RANK": place.local,
+        "OMPI_COMM_WORLD_LOCAL_SIZE": str(place.per_node),
+        "OMPI_COMM_WORLD_NODE_RANK": str(place.node_rank),
+        "PMI_RANK": str(place.index),
+        "PMI_SIZE": str(place.count),
+    }
+
+
+# --launch-env -> the variables its launcher gives a process (torch: torchrun's, given to every process anyway)
+_FRAMEWORK_ENVS: dict[str, Callable[[_Place], dict[str, str]]] = {
+    "torch": lambda place: {},
+    "tf": _tf_env,
+    "paddle": _paddle_env,
+    "jax": _jax_env,
+    "mpi": _mpi_env,
+}
 
 
 def process_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:
@@ -294,13 +344,13 @@ def node_processes(
                 node_rank,
                 None,
                 None,
-                command_argv(template, rdzv, node_rank, shell=shell),
+                template_argv(template, rdzv, node_rank, shell=shell),
                 process_env(rdzv, node_rank),
             )
         ]
     processes = []
     for local_rank in range(rdzv.nproc_per_node):
         rank = node_rank * rdzv.nproc_per_node + local_rank
-        argv = command_argv(template, rdzv, node_rank, rank, local_rank, shell=shell)
+        argv = template_argv(template, rdzv, node_rank, rank, local_rank, shell=shell)
         processes.append(Process(node_rank, rank, local_rank, argv, process_env(rdzv, node_rank, local_rank)))
     return processes

@@ -60,7 +60,7 @@ class Point:
     # the GLOBAL figure the framework's own practice reads at this line (torchtitan's last step, DeepSpeed's running
     # average): the window's last kept one is kept beside the rule's figure
     own: float | None = None
-    disagreement: str | None = None  # ranks printing this iteration disagree beyond their noise (measure._combine)
+    disagreement: str | None = None  # ranks printing this iteration disagree beyond their noise (ranks.combine)
 
 
 Reader = Callable[[Iterable[str], RunShape], Iterator[Point]]
@@ -85,20 +85,43 @@ def hook_over_steps(
     points; a point whose clock left out a pause before it (timm's first update of an epoch) is left out of both,
     as the hook's stamps hold the pause. The script's samples per step: the line's own, else the hook's. None where
     the trace lacks any of the steps."""
-    if kept is None:
-        return None
-    timed = [p for p in points if p.seconds and p.step is not None and kept[0] <= p.step <= kept[1] and not p.paused]
+    timed = _timed_in(points, kept)
     spans = [steps(p) for p in timed]
-    if not spans or any(a not in trace.times or b not in trace.times or b <= a for a, b in spans):
+    if not spans or not all(_traced(trace, span) for span in spans):
         return None
     hook_samples = [sum(trace.samples[s] for s in range(a + 1, b + 1)) for a, b in spans]
     seconds = sum(trace.times[b] - trace.times[a] for a, b in spans)
-    own = [p.batch or (p.speed * p.seconds if p.speed else None) for p in timed]
-    script_samples = sum(n * (b - a) if n else h for n, (a, b), h in zip(own, spans, hook_samples))
-    script_seconds = sum(p.seconds * (b - a) for p, (a, b) in zip(timed, spans))  # type: ignore[operator]
+    script_samples = sum(map(_script_samples, timed, spans, hook_samples))
+    script_seconds = sum(map(_script_seconds, timed, spans))
     if seconds <= 0 or script_seconds <= 0:
         return None
     return sum(hook_samples) / seconds, script_samples / script_seconds, len(spans)
+
+
+def _timed_in(points: list[Point], kept: tuple[int, int] | None) -> list[Point]:
+    """The points in the kept steps that print a time and whose clock left out no pause before them."""
+    if kept is None:
+        return []
+    first, last = kept
+    return [p for p in points if p.seconds and p.step is not None and first <= p.step <= last and not p.paused]
+
+
+def _traced(trace: HookTrace, span: tuple[int, int]) -> bool:
+    """The trace holds both ends of the hook's steps (a, b], and they go forward."""
+    a, b = span
+    return a in trace.times and b in trace.times and b > a
+
+
+def _script_seconds(point: Point, span: tuple[int, int]) -> float:
+    """The script's printed time over the hook's steps (a, b], each step that time."""
+    assert point.seconds is not None  # only timed points are held to the hook
+    return point.seconds * (span[1] - span[0])
+
+
+def _script_samples(point: Point, span: tuple[int, int], hook_samples: float) -> float:
+    """The samples the script counts over its steps (a, b]: its line's own per step, else the hook's."""
+    own = point.batch or (point.speed * point.seconds if point.speed and point.seconds else None)
+    return own * (span[1] - span[0]) if own else hook_samples
 
 
 # The hook's figure (samples/s) over the stretch the script's own figure covers, the script's figure over it where

@@ -48,24 +48,10 @@ def cross_check(
     }
     if check["agree"]:
         return check
-    if measured.second_reading and "the given global batch" in measured.second_reading and measured.batch_free:
-        # the printed figure needs no batch; the log's own stamps say the batch given for it is wrong
-        check["note"] = (
-            f"the log's time stamps imply a global batch of about {shape.global_batch * ratio:.4g} per iteration, "
-            f"not the {shape.global_batch} given: the printed figure does not depend on it"
-        )
-        return check
-    about = [
-        name
-        for name, factor in _factors(shape, measured).items()
-        if abs(ratio / factor - 1) <= TOLERANCE or abs(ratio * factor - 1) <= TOLERANCE
-    ]
-    if second_is_lower_bound and not about and FLAG_WITHIN < ratio <= LOWER_BOUND_WITHIN:
-        check["note"] = (
-            f"{ratio:.3g}x faster than the {measured.second_reading}, which also hold what the script's own clock "
-            "leaves out (its printing, callbacks, pauses of a loaded machine): a lower bound, kept as such"
-        )
-        return check
+    about = _factors_near(ratio, shape, measured)
+    note = _batch_note(measured, shape, ratio) or _lower_bound_note(measured, ratio, about, second_is_lower_bound)
+    if note is not None:
+        return {**check, "note": note}
     if about or not (1 / FLAG_WITHIN <= ratio <= FLAG_WITHIN):
         why = f"about {' or '.join(about)}" if about else "by no factor of the run's shape"
         raise DataError(
@@ -74,3 +60,32 @@ def cross_check(
             f"path) or read it with --rule, and say which is right"
         )
     return check
+
+
+def _factors_near(ratio: float, shape: RunShape, measured: Measured) -> list[str]:
+    """The factors of the run's shape the two readings differ by (within TOLERANCE), either way."""
+    return [
+        name
+        for name, factor in _factors(shape, measured).items()
+        if abs(ratio / factor - 1) <= TOLERANCE or abs(ratio * factor - 1) <= TOLERANCE
+    ]
+
+
+def _batch_note(measured: Measured, shape: RunShape, ratio: float) -> str | None:
+    """The printed figure needs no batch; the log's own stamps say the batch given for it is wrong."""
+    if not (measured.second_reading and "the given global batch" in measured.second_reading and measured.batch_free):
+        return None
+    return (
+        f"the log's time stamps imply a global batch of about {shape.global_batch * ratio:.4g} per iteration, "
+        f"not the {shape.global_batch} given: the printed figure does not depend on it"
+    )
+
+
+def _lower_bound_note(measured: Measured, ratio: float, about: list[str], lower_bound: bool) -> str | None:
+    """A figure faster than a lower-bound second reading by no factor of the shape, up to LOWER_BOUND_WITHIN."""
+    if not (lower_bound and not about and FLAG_WITHIN < ratio <= LOWER_BOUND_WITHIN):
+        return None
+    return (
+        f"{ratio:.3g}x faster than the {measured.second_reading}, which also hold what the script's own clock "
+        "leaves out (its printing, callbacks, pauses of a loaded machine): a lower bound, kept as such"
+    )

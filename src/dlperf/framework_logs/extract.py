@@ -32,17 +32,17 @@ class Options:
     rule: str | None = None
     warmup: int | None = None  # iterations; None: the format's default
     window: int | None = None  # iterations; None: the format's default; 0: to the end of the run
-    format_flag: str = "--format"  # how the command that reads names the format option (`dlperf run`: --log-format)
+    format_flag: str = "--format"  # how the CLI command that reads names the format option (`dlperf run`: --log-format)
     accelerator: str | None = None  # the device the logs ran on (a peak-table name): MFU from their printed TFLOP/s
 
     def check(self) -> None:
         """Refuse combinations that can never work, before any file is read."""
-        if (self.warmup is not None and self.warmup < 0) or (self.window is not None and self.window < 0):
+        if any(count is not None and count < 0 for count in (self.warmup, self.window)):
             raise ConfigError("--warmup and --window count iterations and must be non-negative")
         if self.rule is not None and self.rule not in RULES:
             raise ConfigError(f"unknown rule {self.rule!r}: choose one of {', '.join(RULES)}")
         if self.format != "auto":
-            fmt = get_format(self.format)
+            fmt = get_format(self.format)  # an unknown name is refused here
             if self.rule is not None and self.rule not in fmt.rules:
                 raise ConfigError(
                     f"format {fmt.name} supports only the {' and '.join(fmt.rules)} rule: pass --rule {fmt.rules[0]}"
@@ -84,44 +84,66 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
     with closing(log_lines(info.path)) as raw:
-        known: list[PeerFormat | None] = [forced]  # the log's format once known: what a wrapped record must be
-
-        def recognised(text: str) -> bool:
-            stripped = strip_prefixes(text)
-            return known[0].recognises(stripped) if known[0] else detect(stripped) is not None
-
+        recognised = _Recognised(forced)
         lines = watch.watch(strip_prefixes(line) for line in rejoin_wrapped(raw, recognised))
         try:
             fmt, rest = _formatted_lines(lines, forced, options.format_flag)
-            known[0] = fmt
-        except DataError:
-            if watch.reason() is None:
-                raise
-            return _failed(info, shape, None, "printed", watch.reason() or "")
+        except DataError as error:
+            return _failed(info, shape, None, "printed", _failure_or(error, watch))
+        recognised.fmt = fmt
         if rest is None:  # only a fallback format's lines: read the whole file again as that format
             return read_run(info, dataclasses.replace(options, format=fmt.name))
         watch.success = fmt.success
-        rest = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
         rule, warmup, window = _reading(fmt, options)
-        try:
-            measured = measure(fmt.read(rest, shape), fmt, rule, warmup, window, shape, on_point=watch.progress)
-        except DataError:
-            for _ in rest:  # the failure that explains a missing figure may come later in the log
-                pass
-            if watch.reason() is None:
-                raise
-            return _failed(info, shape, fmt, rule, watch.reason() or "")
-        for _ in rest:  # read to the end: a failure after the last window line still fails the run
-            pass
+        measured = _measure(fmt, rest, shape, (rule, warmup, window), watch)
     reason = watch.reason()
     if reason is not None:
         return _failed(info, shape, fmt, rule, reason)
+    assert measured is not None  # a log gives no figure only where it says why its run failed
     if raw.unterminated:
         measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
     record = _measured_record(info, shape, fmt, rule, measured, warmup, window)
     if options.accelerator:
         record.update(printed_mfu(measured.metrics.get("tflops_per_device"), fmt, options.accelerator, info.precision))
     return record
+
+
+class _Recognised:
+    """Whether a line is a record of the log's format once it is known, of any format before."""
+
+    def __init__(self, fmt: PeerFormat | None) -> None:
+        self.fmt = fmt
+
+    def __call__(self, text: str) -> bool:
+        stripped = strip_prefixes(text)
+        return self.fmt.recognises(stripped) if self.fmt else detect(stripped) is not None
+
+
+def _failure_or(error: DataError, watch: FailureWatch) -> str:
+    """Why the run failed, where the log says; else `error`, raised: the log gives no record."""
+    reason = watch.reason()
+    if reason is None:
+        raise error
+    return reason
+
+
+def _measure(
+    fmt: PeerFormat, rest: Iterator[str], shape: RunShape, reading: tuple[str, int, int | None], watch: FailureWatch
+) -> Measured | None:
+    """The rule's figure over the format's lines, read to the end: a failure after the last window line still fails
+    the run; None where no figure came and the log says why its run failed."""
+    rule, warmup, window = reading
+    records = (strip_prefixes(record) for line in rest for record in fmt.records_in(line))
+    try:
+        measured = measure(fmt.read(records, shape), fmt, rule, warmup, window, shape, on_point=watch.progress)
+    except DataError as error:
+        for _ in records:  # the failure that explains a missing figure may come later in the log
+            pass
+        _failure_or(error, watch)
+        return None
+    for _ in records:
+        pass
+    return measured
 
 
 def printed_mfu(tflops: float | None, fmt: PeerFormat, accelerator: str, precision: str) -> dict[str, Any]:

@@ -25,6 +25,10 @@ KEYWORDS = re.compile(
 NAN_LOSS = re.compile(r"\bloss\b(?:[^|,]{0,40}?[:=]\s*|\s+)[-+]?nan\b", re.IGNORECASE)
 
 
+def _nan_loss(line: str) -> bool:
+    return ("nan" in line or "NaN" in line) and NAN_LOSS.search(line) is not None
+
+
 class FailureWatch:
     """Passes lines through while noting failure markers; `progress()` is called for every training line."""
 
@@ -36,21 +40,27 @@ class FailureWatch:
 
     def watch(self, lines: Iterable[str]) -> Iterator[str]:
         for line in lines:
-            if self.ended_well:  # exit noise after a run that said it ended well (multiprocessing's tracebacks)
-                yield line
-                continue
-            if self.success is not None and self.success.search(line):
-                self.ended_well = True
-                self._pending.clear()
-                yield line
-                continue
-            if self.nan_line is None and ("nan" in line or "NaN" in line) and NAN_LOSS.search(line):
-                self.nan_line = line
-            if KEYWORDS.search(line):
-                for reason, pattern in MARKERS:
-                    if reason not in self._pending and pattern.search(line):
-                        self._pending[reason] = line
+            self._note(line)
             yield line
+
+    def _note(self, line: str) -> None:
+        """What the line says of the run's end: it ended well, a NaN loss, a failure marker."""
+        if self.ended_well or self._ends_well(line):  # after it, exit noise (multiprocessing's tracebacks)
+            return
+        if self.nan_line is None and _nan_loss(line):
+            self.nan_line = line
+        if KEYWORDS.search(line):
+            self._pending.update(
+                (reason, line) for reason, pattern in MARKERS if reason not in self._pending and pattern.search(line)
+            )
+
+    def _ends_well(self, line: str) -> bool:
+        """The format's line saying the run ended well: the failure markers seen so far were not the run's end."""
+        if self.success is None or not self.success.search(line):
+            return False
+        self.ended_well = True
+        self._pending.clear()
+        return True
 
     def progress(self) -> None:
         self._pending.clear()

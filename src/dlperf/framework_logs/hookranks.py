@@ -68,6 +68,36 @@ def merge(prefix: Path, world_size: int) -> Stream | None:
     processes = [p for path in sorted(prefix.parent.glob(f"{prefix.name}.*")) if (p := read_process(path))]
     if not processes:
         return None
+    ranks, notes = _ranks(processes)
+    notes += [f"the hook noted: {n}" for n in dict.fromkeys(n for p in processes for n in p.notes)]
+    notes += _coverage(ranks, world_size)
+    lead = ranks.get(0) or ranks[min(ranks)]
+    samples = _global(lead, ranks, world_size, "samples", notes)
+    tokens = _global(lead, ranks, world_size, "tokens", notes)
+    return Stream(_stream_text(lead, samples, tokens), dict(lead.times), samples, tokens, tuple(notes))
+
+
+def _coverage(ranks: dict[int, Process], world_size: int) -> list[str]:
+    """What the side files found leave out: rank 0, or some ranks (their counts are scaled)."""
+    notes = []
+    if 0 not in ranks:
+        notes.append(f"no process stamped rank 0: rank {min(ranks)}'s updates are the run's")
+    if len(ranks) < world_size:
+        notes.append(
+            f"side files of {len(ranks)} of the {world_size} ranks found (each node writes its own beside its log): "
+            f"their counts x {world_size}/{len(ranks)}"
+        )
+    return notes
+
+
+def _stream_text(lead: Process, samples: dict[int, int | None], tokens: dict[int, int | None]) -> str:
+    """The stream's file: the lead's marks, then `<step> <time> <global samples|-> 0 <global tokens|->` rows."""
+    rows = [f"{s} {t:.6f} {samples[s] or '-'} 0 {tokens[s] or '-'}" for s, t in lead.times.items()]
+    return "\n".join([*lead.marks, *rows]) + "\n"
+
+
+def _ranks(processes: list[Process]) -> tuple[dict[int, Process], list[str]]:
+    """Each rank's process (the one with most steps where several stamped it), and a note for each such rank."""
     notes: list[str] = []
     ranks: dict[int, Process] = {}
     for rank in sorted({p.rank for p in processes}):
@@ -79,21 +109,7 @@ def merge(prefix: Path, world_size: int) -> Stream | None:
                 f"{claim[0].name}'s {len(claim[0].times)} were read, never merged with "
                 f"{', '.join(f'{p.name} ({len(p.times)})' for p in claim[1:])}"
             )
-    hook_notes = dict.fromkeys(n for p in processes for n in p.notes)
-    notes += [f"the hook noted: {n}" for n in hook_notes]
-    if 0 not in ranks:
-        notes.append(f"no process stamped rank 0: rank {min(ranks)}'s updates are the run's")
-    lead = ranks.get(0) or ranks[min(ranks)]
-    if len(ranks) < world_size:
-        notes.append(
-            f"side files of {len(ranks)} of the {world_size} ranks found (each node writes its own beside its log): "
-            f"their counts x {world_size}/{len(ranks)}"
-        )
-    samples = _global(lead, ranks, world_size, "samples", notes)
-    tokens = _global(lead, ranks, world_size, "tokens", notes)
-    rows = [f"{s} {t:.6f} {samples[s] or '-'} 0 {tokens[s] or '-'}" for s, t in lead.times.items()]
-    text = "\n".join([*lead.marks, *rows]) + "\n"
-    return Stream(text, dict(lead.times), samples, tokens, tuple(notes))
+    return ranks, notes
 
 
 def _global(lead: Process, ranks: dict[int, Process], world_size: int, what: str, notes: list[str]) -> dict:
@@ -103,16 +119,19 @@ def _global(lead: Process, ranks: dict[int, Process], world_size: int, what: str
     scaled = 0
     for step in lead.times:
         counts = [getattr(p, what).get(step) for p in ranks.values() if step in p.times]
-        if getattr(lead, what)[step] is None or any(c is None for c in counts):
-            out[step] = None
-            continue
-        total = sum(c for c in counts if c is not None)
-        if len(counts) < len(ranks):
-            scaled += 1
-        out[step] = round(total * max(world_size, len(ranks)) / len(counts))
+        out[step] = _step_total(getattr(lead, what)[step], counts, max(world_size, len(ranks)))
+        scaled += out[step] is not None and len(counts) < len(ranks)
     if scaled and what == "samples":
         notes.append(f"{scaled} updates of rank 0 are missing on another rank (cut by a stop rule): scaled")
     return out
+
+
+def _step_total(lead_count: int | None, counts: list[int | None], ranks: int) -> int | None:
+    """One step's count over `ranks` ranks from the counts of those that have the step (None: one counted
+    nothing)."""
+    if lead_count is None or None in counts:
+        return None
+    return round(sum(c for c in counts if c is not None) * ranks / len(counts))
 
 
 def counted_tokens_per_s(stream: Stream, kept: tuple[int, int]) -> float | None:

@@ -111,26 +111,41 @@ def rejoin_wrapped(lines: Iterable[str], recognises: Callable[[str], bool]) -> I
     """The lines with records that a terminal or a post wrapped at a fixed width put back together: a line that no
     format recognises, followed by lines of its very length (the width) and one shorter, is joined when the whole
     is a record `recognises`; anything else passes unchanged."""
-    it = iter(lines)
-    held: list[str] = []
-    while True:
-        line = held.pop(0) if held else next(it, None)
-        if line is None:
-            return
+    source = _Pushback(lines)
+    while (line := source.next()) is not None:
         if len(line) < WRAP_MIN or recognises(line):
             yield line
             continue
-        parts = [line]
-        while len(parts) < WRAP_MAX_PARTS and len(parts[-1]) == len(line):
-            nxt = held.pop(0) if held else next(it, None)
-            if nxt is None:
-                break
-            parts.append(nxt)
-            if len(nxt) != len(line):
-                break
+        parts = _wrapped_parts(line, source)
         whole = "".join(parts)
         if len(parts) > 1 and recognises(whole) and not recognises(parts[-1]):
             yield whole
         else:
             yield line
-            held = parts[1:] + held
+            source.give_back(parts[1:])
+
+
+class _Pushback:
+    """Lines one by one; lines given back are read again first."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines = iter(lines)
+        self._held: list[str] = []
+
+    def next(self) -> str | None:
+        return self._held.pop(0) if self._held else next(self._lines, None)
+
+    def give_back(self, lines: list[str]) -> None:
+        self._held = lines + self._held
+
+
+def _wrapped_parts(line: str, source: _Pushback) -> list[str]:
+    """`line` and the lines after it of its very length, up to the first of another length (at most
+    WRAP_MAX_PARTS in all)."""
+    parts = [line]
+    while len(parts) < WRAP_MAX_PARTS and len(parts[-1]) == len(line):
+        following = source.next()
+        if following is None:
+            break
+        parts.append(following)
+    return parts

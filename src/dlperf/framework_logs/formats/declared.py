@@ -152,14 +152,19 @@ class _LineReader:
             if not (m and m["iteration"] is not None):
                 continue
             found = m.groupdict()
-            iteration = int(found["iteration"])
-            if self.per_epoch:
-                iteration *= int(found.get("steps") or self.steps_per_epoch or 1)
-            if shape.world_size == 1 and found.get("epoch") is None and last is not None and iteration <= last:
+            iteration = self._iteration(found)
+            epoch = _optional_int(found, "epoch")
+            if shape.world_size == 1 and epoch is None and last is not None and iteration <= last:
                 epochs_of_one += last
             last = iteration
-            epoch = int(found["epoch"]) if found.get("epoch") is not None else None
             yield self._point(found, epochs_of_one + steps(epoch, iteration), shape)
+
+    def _iteration(self, found: dict[str, str | None]) -> int:
+        """The line's iteration; where it counts epochs, the steps of that many epochs."""
+        iteration = int(found["iteration"])  # type: ignore[arg-type]
+        if self.per_epoch:
+            iteration *= int(found.get("steps") or self.steps_per_epoch or 1)
+        return iteration
 
     def _point(self, found: dict[str, str | None], step: int, shape: RunShape) -> Point:
         speed = seconds = None
@@ -173,6 +178,11 @@ class _LineReader:
         loss = (("loss", to_float(found["loss"])),) if found.get("loss") is not None else ()
         stamp = iso_time(found["time"]) if found.get("time") is not None else None
         return Point(step=step, speed=speed, seconds=seconds, timestamp=stamp, metrics=loss)
+
+
+def _optional_int(found: dict[str, str | None], group: str) -> int | None:
+    text = found.get(group)
+    return int(text) if text is not None else None
 
 
 def is_declared(name: str) -> bool:

@@ -48,47 +48,71 @@ def _stamp(line: str) -> float | None:
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    previous: tuple[int, float] | None = None  # (printed step, the timer's clock there in steps / (samples/s))
-    pending: tuple[int, float | None] | None = None  # a `step=` line no timer line has followed yet
-    saved = False  # a checkpoint was saved since the last point: the stamps hold it, the timer does not
+    timer = _TimerLines(shape.global_batch)
     for line in lines:
+        yield from timer.feed(line)
+    yield from timer.flush_step_line()
+
+
+class _TimerLines:
+    """The timer's printed intervals as its lines come; `step=` lines stand alone where no timer line follows."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.previous: tuple[int, float] | None = None  # (printed step, the timer's clock there in steps / (samples/s))
+        self.pending: tuple[int, float | None] | None = None  # a `step=` line no timer line has followed yet
+        self.saved = False  # a checkpoint was saved since the last point: the stamps hold it, the timer does not
+
+    def feed(self, line: str) -> Iterator[Point]:
         if (s := STEP.search(line)) is not None:
-            if pending is not None:
-                yield Point(step=pending[0], timestamp=pending[1], paused=saved)
-                saved = False
-            pending = (int(s[1]), _stamp(line))
-            continue
+            yield from self.flush_step_line()
+            self.pending = (int(s[1]), _stamp(line))
+            return
         m = TIMER.search(line) if "SamplesPerSec=" in line else None
         if m is None:
-            saved = saved or SAVE.search(line) is not None
-            continue
-        epoch = int(m["epoch"] if m["epoch"] is not None else m["e"])
-        step = int(m["global"] if m["global"] is not None else m["s"])
-        if m["global"] is None and epoch > 0:
-            continue  # an old line of epoch E > 0 counts steps within its epoch, the timer's clock all of them
-        pending = None
+            self.saved = self.saved or SAVE.search(line) is not None
+            return
+        step = _timer_step(m)
+        if step is None:
+            return
+        self.pending = None
         average = to_float(m["avg"])
-        if step <= START_STEP or not average > 0:
-            continue
+        if step > START_STEP and average > 0:
+            yield self._interval(step, average, line)
+            self.saved = False
+
+    def flush_step_line(self) -> Iterator[Point]:
+        """The `step=` line no timer line followed: a point of its time stamp alone."""
+        if self.pending is not None:
+            yield Point(step=self.pending[0], timestamp=self.pending[1], paused=self.saved)
+            self.saved = False
+
+    def _interval(self, step: int, average: float, line: str) -> Point:
+        """The printed interval ending at `step`: the batch over the timer's time per step since the last print."""
         clock = (step - START_STEP) / average
-        start, before = previous if previous is not None and previous[0] < step else (START_STEP, 0.0)
-        previous = (step, clock)
-        seconds = shape.global_batch * (clock - before) / (step - start) if clock > before else 0.0
+        start, before = self.previous if self.previous is not None and self.previous[0] < step else (START_STEP, 0.0)
+        self.previous = (step, clock)
+        seconds = self.batch * (clock - before) / (step - start) if clock > before else 0.0
         memory = MEMORY.search(line)
         current = CURRENT.search(line)
-        yield Point(
+        return Point(
             step=step,
             start=start,
             seconds=seconds,
             timestamp=_stamp(line),
-            paused=saved,
+            paused=self.saved,
             own=average,
             memory_mib=to_float(memory[1]) * 1024 if memory else None,
             metrics=(("curr_samples_per_s", to_float(current[1])),) if current else (),
         )
-        saved = False
-    if pending is not None:
-        yield Point(step=pending[0], timestamp=pending[1], paused=saved)
+
+
+def _timer_step(m: re.Match[str]) -> int | None:
+    """The global step of a timer line; None for an old line of epoch E > 0, which counts steps within its epoch
+    (the timer's clock all of them)."""
+    if m["global"] is not None:
+        return int(m["global"])
+    return int(m["s"]) if int(m["e"]) == 0 else None
 
 
 FORMATS = (

@@ -14,7 +14,7 @@ is read: its mean over steps 2..N, one figure per epoch. The epoch's last `N/N` 
 after validation where fit validates (`val_` metrics): then the bar's last redraw before it is read (verbose=1),
 or the figure includes validation, as Keras' own does (verbose=2, said in the record). Whichever of the printed
 step time and the epoch's elapsed `Ts` / N (whole seconds, every step) is known more precisely is used; a figure
-the rounding leaves unknown to 2 % is refused (measure.PRECISION).
+the rounding leaves unknown to 2 % is refused (rules.PRECISION).
 
 tf.keras 2's verbose=2 line (keras/utils/generic_utils.py `Progbar.update`, verbose == 2, tf.keras 2.9-2.15) is
 another clock: `- Ns` is the time since the epoch began at the line (validation included), `T/epoch` the time from
@@ -25,7 +25,7 @@ epoch's steps are then its samples / the global batch.
 
 Rule: the first epoch (compilation, start-up) is skipped; global batch / the mean step time of every later epoch.
 The batch is the case's: fit's `batch_size` is the global batch of a data-parallel job. Most tutorials' epochs
-are a few seconds of millisecond steps: printed so, they are refused as too coarse (measure.PRECISION).
+are a few seconds of millisecond steps: printed so, they are refused as too coarse (rules.PRECISION).
 """
 
 from __future__ import annotations
@@ -67,19 +67,30 @@ class _Epoch:
             return None
         if m.re is LINE_2:
             return _keras2_point(m, offset, batch, samples)
-        steps, unit = int(m["total"]), SECONDS[m["unit"]]
-        seconds, resolution = int(m["time"]) * unit, unit / 2
-        per_sample = m["per"] == "sample"  # TensorFlow 2.0/2.1 given arrays: the count and the time are of samples
-        note = f"Keras' printed `{m['unit']}/{m['per']}`: the epoch's mean {m['per']} time after its first update"
-        final = m is self.last  # its clock is the epoch's elapsed time (verbose=2 always, verbose=1 at the end)
-        elapsed = int(m["elapsed"] or m["bar"] or (m["clock"] if final and m["clock"].isdigit() else 0))
-        if final and not validated and elapsed and 0.5 / elapsed < (resolution / seconds if seconds else 1.0):
-            seconds, resolution = elapsed / steps, 0.5 / steps
-            note = f"{EPOCH_TIME} (whole seconds) / the epoch's steps, where finer than its step time"
-        if m is self.last and validated:
-            note += "; it includes the validation after the epoch (Keras' own figure)"
-        return Point(step=offset + steps, start=offset, seconds=seconds, resolution=resolution, note=note,
-                     batch=1 if per_sample else None)  # fmt: skip
+        # the last line's clock is the epoch's elapsed time (verbose=2 always, verbose=1 at the end)
+        return _progbar_point(m, offset, final=m is self.last, validated=validated)
+
+
+def _progbar_point(m: re.Match[str], offset: int, final: bool, validated: bool) -> Point:
+    """An epoch's `LINE`: its printed mean step time, or its elapsed whole seconds / its steps where finer."""
+    steps, unit = int(m["total"]), SECONDS[m["unit"]]
+    seconds, resolution = int(m["time"]) * unit, unit / 2
+    note = f"Keras' printed `{m['unit']}/{m['per']}`: the epoch's mean {m['per']} time after its first update"
+    elapsed = _elapsed_seconds(m, final)
+    if final and not validated and elapsed and 0.5 / elapsed < (resolution / seconds if seconds else 1.0):
+        seconds, resolution = elapsed / steps, 0.5 / steps
+        note = f"{EPOCH_TIME} (whole seconds) / the epoch's steps, where finer than its step time"
+    if final and validated:
+        note += "; it includes the validation after the epoch (Keras' own figure)"
+    per_sample = m["per"] == "sample"  # TensorFlow 2.0/2.1 given arrays: the count and the time are of samples
+    return Point(step=offset + steps, start=offset, seconds=seconds, resolution=resolution, note=note,
+                 batch=1 if per_sample else None)  # fmt: skip
+
+
+def _elapsed_seconds(m: re.Match[str], final: bool) -> int:
+    """The epoch's elapsed whole seconds at the line (0: not printed): verbose=2's `- Ns -`, tf.keras 2's bar's,
+    Keras 3's bar clock where the line is the epoch's last."""
+    return int(m["elapsed"] or m["bar"] or (m["clock"] if final and m["clock"].isdigit() else 0))
 
 
 def _keras2_point(m: re.Match[str], offset: int, batch: int, samples: bool) -> Point:
@@ -101,32 +112,61 @@ def _keras2_point(m: re.Match[str], offset: int, batch: int, samples: bool) -> P
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    offset, epoch, previous, samples, total = 0, _Epoch(), 0, False, ""
+    fit = _FitLines(shape.global_batch)
     for line in lines:
-        header = EPOCH.match(line) if "Epoch" in line else None
-        m = LINE.match(line) if header is None and ("/step" in line or "/sample" in line) else None
-        if header is None and m is None and "s - " in line:
-            m = LINE_2.match(line)
-        if header is None and m is None:
-            samples = samples or SAMPLES.match(line) is not None
-            continue
-        n = int(m["n"]) if m else 0
-        if m is not None and header is None and n < previous and m["total"] != total:
-            continue  # another bar (model.evaluate, predict) after the epoch's, no `Epoch k/N` before it: not training
-        if header is not None or n < previous:  # a new epoch: the one before is complete
-            if (point := epoch.point(offset, shape.global_batch, samples)) is not None:
-                yield point
-                offset = point.step or offset
-            epoch, previous = _Epoch(), 0
-        if m is None:
-            continue
-        previous, total = n, m["total"]
-        if n == int(m["total"]):
-            epoch.last = m
-            if "val_" not in m["rest"]:
-                epoch.before_validation = m
-    if (point := epoch.point(offset, shape.global_batch, samples)) is not None:
+        if (point := fit.feed(line)) is not None:
+            yield point
+    if (point := fit.close_epoch()) is not None:
         yield point
+
+
+def _match(line: str) -> tuple[re.Match[str] | None, re.Match[str] | None]:
+    """(an `Epoch k/N` header, a progress line): at most one of them."""
+    if "Epoch" in line and (header := EPOCH.match(line)) is not None:
+        return header, None
+    m = LINE.match(line) if "/step" in line or "/sample" in line else None
+    if m is None and "s - " in line:
+        m = LINE_2.match(line)
+    return None, m
+
+
+class _FitLines:
+    """The epochs of one log as its lines come: an epoch's figure is known when the next one begins."""
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+        self.offset = 0  # the steps of the epochs before this one
+        self.epoch = _Epoch()
+        self.previous = 0  # the step count of the epoch's last progress line
+        self.total = ""  # the epoch's printed total steps
+        self.samples = False  # TensorFlow 2.0/2.1 counts samples (`Train on N samples`)
+
+    def feed(self, line: str) -> Point | None:
+        """The figure of the epoch the line closes, if it closes one."""
+        header, m = _match(line)
+        if m is None:
+            if header is None:
+                self.samples = self.samples or SAMPLES.match(line) is not None
+                return None
+            return self.close_epoch()
+        n = int(m["n"])
+        if n < self.previous and m["total"] != self.total:  # another bar (model.evaluate, predict) after the
+            return None  # epoch's, no `Epoch k/N` before it: not training
+        closed = self.close_epoch() if n < self.previous else None  # a new epoch: the one before is complete
+        self.previous, self.total = n, m["total"]
+        if n == int(m["total"]):
+            self.epoch.last = m
+            if "val_" not in m["rest"]:
+                self.epoch.before_validation = m
+        return closed
+
+    def close_epoch(self) -> Point | None:
+        """The current epoch's figure (None: it has none); the next epoch begins."""
+        point = self.epoch.point(self.offset, self.batch, self.samples)
+        if point is not None:
+            self.offset = point.step or self.offset
+        self.epoch, self.previous = _Epoch(), 0
+        return point
 
 
 def _timed_steps(point: Point) -> tuple[int, int]:

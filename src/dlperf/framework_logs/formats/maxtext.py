@@ -42,34 +42,42 @@ OLD_LINE = "MaxText's older line: Tokens/s/device = per_device_batch_size x max_
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     config: dict[str, float] = {}
     for line in lines:
-        if "completed step:" not in line or not (m := LINE.search(line)):
-            if "Config param" in line and (c := CONFIG.search(line)):
-                config[c[1]] = to_float(c[2])
-            continue
-        seconds = to_float(m["seconds"])
-        if m["tokens"] is not None:
-            tokens, note = to_float(m["tokens"]), None
-        elif len(config) == 2:
-            per_step = config["per_device_batch_size"] * config["max_target_length"]
-            tokens, note = (per_step / seconds if seconds > 0 else 0.0), OLD_LINE
-        else:
-            raise DataError(
-                "its MaxText lines print no Tokens/s/device (MaxText before July 2024) and the log holds no "
-                "`Config param per_device_batch_size` and `max_target_length` lines: its tokens are unknown"
-            )
-        weights = WEIGHTS.search(line)
-        loss = LOSS.search(line)
-        speed = per_device(tokens, shape)
-        yield Point(
-            step=int(m["step"]),
-            start=int(m["step"]),  # the line times its own step
-            speed=speed,
-            seconds=seconds,
-            own=speed,
-            note=note,
-            check=to_float(weights[1]) / seconds if weights and seconds > 0 else None,
-            metrics=(("tflops_per_device", to_float(m["tflops"])),) + ((("loss", to_float(loss[1])),) if loss else ()),
-        )
+        if "completed step:" in line and (m := LINE.search(line)):
+            yield _point(m, line, config, shape)
+        elif "Config param" in line and (c := CONFIG.search(line)):
+            config[c[1]] = to_float(c[2])
+
+
+def _point(m: re.Match[str], line: str, config: dict[str, float], shape: RunShape) -> Point:
+    seconds = to_float(m["seconds"])
+    tokens, note = _tokens_per_device(m, seconds, config)
+    weights = WEIGHTS.search(line)
+    loss = LOSS.search(line)
+    speed = per_device(tokens, shape)
+    return Point(
+        step=int(m["step"]),
+        start=int(m["step"]),  # the line times its own step
+        speed=speed,
+        seconds=seconds,
+        own=speed,
+        note=note,
+        check=to_float(weights[1]) / seconds if weights and seconds > 0 else None,
+        metrics=(("tflops_per_device", to_float(m["tflops"])),) + ((("loss", to_float(loss[1])),) if loss else ()),
+    )
+
+
+def _tokens_per_device(m: re.Match[str], seconds: float, config: dict[str, float]) -> tuple[float, str | None]:
+    """The line's tokens/s per device, printed or (older lines) from the config's batch and length; how, for the
+    record."""
+    if m["tokens"] is not None:
+        return to_float(m["tokens"]), None
+    if len(config) == 2:
+        per_step = config["per_device_batch_size"] * config["max_target_length"]
+        return (per_step / seconds if seconds > 0 else 0.0), OLD_LINE
+    raise DataError(
+        "its MaxText lines print no Tokens/s/device (MaxText before July 2024) and the log holds no "
+        "`Config param per_device_batch_size` and `max_target_length` lines: its tokens are unknown"
+    )
 
 
 FORMATS = (

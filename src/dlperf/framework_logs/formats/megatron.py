@@ -58,33 +58,56 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             bridge = bridge or BRIDGE.search(line) is not None
             continue
         fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
-        ms = fields.get("elapsed time per iteration (ms)")
-        if ms is None and "elapsed time per iteration (s)" in fields:  # Megatron-DeepSpeed (BLOOM's) prints seconds
-            ms = fields["elapsed time per iteration (s)"] * 1000
+        ms = _iteration_ms(fields)
         if ms is None:
             continue
         step, run = int(iteration[1]), int(iteration[2])
-        if step == 1:
-            after_first = (run, None)
-        elif after_first is not None and after_first[0] == run and after_first[1] in (None, step):
-            after_first = (run, step)
-        else:
-            after_first = None
-        stamp = STAMP.match(line)
-        tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
-        yield timed_step(
-            step,
-            ms / 1000,
-            batch=fields.get("global batch size"),
-            start=0 if after_first is not None and after_first[1] == step and not bridge else None,
-            timestamp=iso_time(stamp[1]) if stamp else None,
-            samples=fields.get("consumed samples"),
-            run=run,
-            metrics=() if tflops is None else (("tflops_per_device", tflops),),
-            paused=paused,
-            check=fields.get("samples per second"),
-        )
+        after_first = _after_first(after_first, step, run)
+        from_start = after_first is not None and after_first[1] == step and not bridge
+        yield _point(line, fields, step, ms, run, from_start, paused)
         paused = False
+
+
+def _point(
+    line: str, fields: dict[str, float], step: int, ms: float, run: int, from_start: bool, paused: bool
+) -> Point:
+    """An iteration line's point; `from_start`: its time is timed from the run's start (the line after iteration 1)."""
+    tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
+    return timed_step(
+        step,
+        ms / 1000,
+        batch=fields.get("global batch size"),
+        start=0 if from_start else None,
+        timestamp=_stamp(line),
+        samples=fields.get("consumed samples"),
+        run=run,
+        metrics=() if tflops is None else (("tflops_per_device", tflops),),
+        paused=paused,
+        check=fields.get("samples per second"),
+    )
+
+
+def _iteration_ms(fields: dict[str, float]) -> float | None:
+    """The printed time per iteration in ms (Megatron-DeepSpeed, BLOOM's, prints seconds)."""
+    if "elapsed time per iteration (ms)" in fields:
+        return fields["elapsed time per iteration (ms)"]
+    seconds = fields.get("elapsed time per iteration (s)")
+    return seconds * 1000 if seconds is not None else None
+
+
+def _after_first(held: tuple[int, int | None] | None, step: int, run: int) -> tuple[int, int | None] | None:
+    """(run, the step after its iteration 1) while the run's lines are its iteration 1 and the one after it: that
+    line's time is timed from the run's start."""
+    if step == 1:
+        return (run, None)
+    if held is not None and held[0] == run and held[1] in (None, step):
+        return (run, step)
+    return None
+
+
+def _stamp(line: str) -> float | None:
+    stamp = STAMP.match(line)
+    return iso_time(stamp[1]) if stamp else None
 
 
 FORMATS = (

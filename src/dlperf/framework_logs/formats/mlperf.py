@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -201,21 +201,32 @@ class _Log:
         if stamp is None:
             return
         self._count(key, metadata, stamp)
-        if key == "epoch_start":
-            self._epoch_start(metadata, stamp)
-        elif key == "block_start":
-            self.blocks = True
-            self._block_start(metadata, stamp)
-        elif key == "block_stop":
-            yield from self._block_stop(metadata, stamp)
-        elif key == "epoch_stop" and self._epoch_timed() and (epoch := self._interval(metadata, stamp)) is not None:
+        if (on := _ON_EVENT.get(key)) is not None:  # type: ignore[arg-type]
+            yield from on(self, value, metadata, stamp)
+
+    def _on_epoch_start(self, value: Any, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        self._epoch_start(metadata, stamp)
+        return iter(())
+
+    def _on_block_start(self, value: Any, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        self.blocks = True
+        self._block_start(metadata, stamp)
+        return iter(())
+
+    def _on_block_stop(self, value: Any, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        return self._block_stop(metadata, stamp)
+
+    def _on_epoch_stop(self, value: Any, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        if self._epoch_timed() and (epoch := self._interval(metadata, stamp)) is not None:
             self.epochs.append(epoch)  # the log's figure only where it has no other (finish)
-        if key == "epoch_stop":
-            self._epoch_stop(metadata, stamp)
-        elif key == "throughput":
-            yield from self._throughput(value, stamp)
-        elif key == "tracked_stats" and isinstance(value, dict):
-            yield from self._tracked(value, metadata, stamp)
+        self._epoch_stop(metadata, stamp)
+        return iter(())
+
+    def _on_throughput(self, value: Any, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        return self._throughput(value, stamp)
+
+    def _on_tracked_stats(self, value: Any, metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        return self._tracked(value, metadata, stamp) if isinstance(value, dict) else iter(())
 
     def _throughput(self, value: Any, stamp: float) -> Iterator[Point]:
         """A throughput event of its own joins the tracked step before it (maskrcnn's); in a log with no tracked
@@ -251,12 +262,7 @@ class _Log:
     def _count(self, key: Any, metadata: dict[str, Any], stamp: float) -> None:
         """Samples trained so far, where the event's count says (bert's epoch_num, samples_count, step_num); inside
         an open block, whether it rose and the evaluations' counts (MLPerf counts a run by its evaluations)."""
-        count: float | None = None
-        if (count := _number(metadata.get("samples_count"))) is None:
-            if (steps := _number(metadata.get("step_num"))) is not None:
-                count = steps * self.batch
-            elif (epochs := _number(metadata.get("epoch_num"))) is not None and self.counts_samples():
-                count, _ = self.samples(epochs)
+        count = self._event_count(metadata)
         if count is None:
             return
         rose = self.cumulative is None or count > self.cumulative
@@ -266,6 +272,17 @@ class _Log:
         self.counted_in_block = self.counted_in_block or rose
         if key in EVALUATIONS and (not self.marks or count > self.marks[-1][1]):
             self.marks.append((stamp, count))
+
+    def _event_count(self, metadata: dict[str, Any]) -> float | None:
+        """The samples trained so far by the event's own count: samples, steps x the batch, or sample-counting
+        epochs (None: it counts none)."""
+        if (count := _number(metadata.get("samples_count"))) is not None:
+            return count
+        if (steps := _number(metadata.get("step_num"))) is not None:
+            return steps * self.batch
+        if (epochs := _number(metadata.get("epoch_num"))) is not None and self.counts_samples():
+            return self.samples(epochs)[0]
+        return None
 
     def _epoch_start(self, metadata: dict[str, Any], stamp: float) -> None:
         number = _number(metadata.get("epoch_num"))
@@ -321,15 +338,34 @@ class _Log:
             )
 
     def _tracked(self, value: dict[str, Any], metadata: dict[str, Any], stamp: float) -> Iterator[Point]:
+        point = self._tracked_point(value, metadata, stamp)
+        if point is None:
+            return
+        if self.stopped or isinstance(metadata.get("step"), list):  # a whole-run summary after the run
+            if self.summary is None:
+                self.summary = self._whole_run(point, value)
+            return
+        printed = point.speed is not None
+        point = self._progress(point)
+        if printed:
+            self.throughputs, self.timed = True, []
+            yield from self._emit(point)
+        elif not self.throughputs:
+            self.timed.append(point)
+            if len(self.timed) >= MAX_HELD:  # a log this long that printed no throughput yet: its step times
+                yield from self._release()
+
+    def _tracked_point(self, value: dict[str, Any], metadata: dict[str, Any], stamp: float) -> Point | None:
+        """A `tracked_stats` event's point: its throughput (scaled to global) or step time (None: neither)."""
         speed = _number(value.get("throughput"))
         step_key = _step_key(value)
         seconds = _number(value.get(step_key)) if step_key else None
         if speed is None and seconds is None:
-            return
+            return None
         check = self._epoch_check(speed)
         done, count_note = self._progress_samples(metadata) or (None, None)
         speed, note = (speed * self._scale(), self.scale_note) if speed is not None else (None, None)
-        point = Point(
+        return Point(
             step=self.index + 1,
             speed=speed,
             seconds=seconds,
@@ -340,18 +376,6 @@ class _Log:
             note=count_note or note,
             tokens=self.tokens_per_sample(),
         )
-        if self.stopped or isinstance(metadata.get("step"), list):  # a whole-run summary after the run
-            if self.summary is None:
-                self.summary = self._whole_run(point, value)
-            return
-        point = self._progress(point)
-        if speed is not None:
-            self.throughputs, self.timed = True, []
-            yield from self._emit(point)
-        elif not self.throughputs:
-            self.timed.append(point)
-            if len(self.timed) >= MAX_HELD:  # a log this long that printed no throughput yet: its step times
-                yield from self._release()
 
     def _epoch_check(self, speed: float | None) -> float | None:
         """The last finished epoch's own figure checks the next printed throughput (and decides its scale)."""
@@ -500,10 +524,17 @@ class _Log:
         if self.counted_in_block and self.cumulative is not None:  # counted inside it (bert's epoch_num, evaluations)
             begin, end = _first_known(before, block and block.before), self.cumulative
             return begin, end, self._overruled(stated, end - begin)
-        done = _number(metadata.get("first_epoch_num"))
-        if block and (span := stated or block.iterations_span(done, self.batch)):
-            return *span, None
-        return None, None, None
+        return self._stated_span(metadata, block, stated)
+
+    def _stated_span(
+        self, metadata: dict[str, Any], block: _Block | None, stated: tuple[float, float] | None
+    ) -> tuple[float | None, float | None, str | None]:
+        """What the block states it covers: `first_epoch_num` + `epoch_count`, the planned length up to the next
+        evaluation, or Habana's iteration counters."""
+        if block is None:
+            return None, None, None
+        span = stated or block.iterations_span(_number(metadata.get("first_epoch_num")), self.batch)
+        return (*span, None) if span else (None, None, None)
 
     def _overruled(self, stated: tuple[float, float] | None, counted: float) -> str | None:
         if stated is None or _close(stated[1] - stated[0], counted):
@@ -552,6 +583,17 @@ class _Log:
         if point.note:
             parts.append(point.note)
         return replace(point, step=1, start=1, note="; ".join(parts))
+
+
+# what each event does beyond the counts and declarations every event is read for
+_ON_EVENT: dict[str, Callable[[_Log, Any, dict[str, Any], float], Iterator[Point]]] = {
+    "epoch_start": _Log._on_epoch_start,
+    "block_start": _Log._on_block_start,
+    "block_stop": _Log._on_block_stop,
+    "epoch_stop": _Log._on_epoch_stop,
+    "throughput": _Log._on_throughput,
+    "tracked_stats": _Log._on_tracked_stats,
+}
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:

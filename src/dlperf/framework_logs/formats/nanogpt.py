@@ -34,18 +34,20 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         elif line.startswith("step ") and (e := EVAL.match(line)):
             evaluated = int(e[1])
         elif line.startswith("iter ") and (m := LINE.match(line)):
-            if tokens is None:
-                raise DataError(
-                    "no `tokens per iteration will be:` line before the first iteration: its work is unknown"
-                )
-            step = int(m["iter"])
-            if step == evaluated:
-                yield Point(step=step, note=AFTER_EVAL)
-                continue
-            seconds = to_float(m["ms"]) / 1000
-            loss = () if m["loss"] == "nan" else (("loss", to_float(m["loss"])),)
-            yield Point(step=step, seconds=seconds, batch=tokens, speed=tokens / seconds if seconds > 0 else None,
-                        resolution=0.000005, metrics=loss)  # fmt: skip
+            yield _point(m, tokens, evaluated)
+
+
+def _point(m: re.Match[str], tokens: int | None, evaluated: int | None) -> Point:
+    """An `iter` line's point; the iteration right after an evaluation carries no time of its own."""
+    if tokens is None:
+        raise DataError("no `tokens per iteration will be:` line before the first iteration: its work is unknown")
+    step = int(m["iter"])
+    if step == evaluated:
+        return Point(step=step, note=AFTER_EVAL)
+    seconds = to_float(m["ms"]) / 1000
+    loss = () if m["loss"] == "nan" else (("loss", to_float(m["loss"])),)
+    return Point(step=step, seconds=seconds, batch=tokens, speed=tokens / seconds if seconds > 0 else None,
+                 resolution=0.000005, metrics=loss)  # fmt: skip
 
 
 def same_stretch(

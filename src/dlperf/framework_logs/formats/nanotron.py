@@ -72,25 +72,35 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             continue
         if (m := LINE.search(line)) is None:
             continue
-        seconds, rate, per_gpu = human(m["ms"]) / 1000, human(m["tps"]), human(m["gpu"])
-        if per_gpu > 0 and rate > 0 and abs(rate / per_gpu / shape.world_size - 1) > 0.02:
-            raise DataError(
-                f"its tokens_per_sec / tokens_per_sec_per_gpu ({m['tps']} / {m['gpu']}) say {rate / per_gpu:.3g} "
-                f"devices, not the {shape.world_size} given: check --nodes/--devices-per-node (the file's path)"
-            )
-        tokens, counted = _tokens(human(m["batch"]), sequence, rate * seconds)
-        metrics = tuple(
-            (name, human(x[1])) for name, pattern in (("tflops_per_device", FLOPS), ("loss", LOSS))
-            if (x := pattern.search(line))
-        )  # fmt: skip
-        yield Point(
-            step=int(m["step"]),
-            seconds=seconds,
-            batch=tokens,
-            check=rate if counted and seconds > 0 else None,
-            resolution=seconds * _resolution(m["ms"]),
-            tokens=sequence,
-            metrics=metrics,
+        yield _point(m, line, sequence, shape)
+
+
+def _point(m: re.Match[str], line: str, sequence: int | None, shape: RunShape) -> Point:
+    seconds, rate = human(m["ms"]) / 1000, human(m["tps"])
+    _check_devices(m, rate, shape)
+    tokens, counted = _tokens(human(m["batch"]), sequence, rate * seconds)
+    metrics = tuple(
+        (name, human(x[1])) for name, pattern in (("tflops_per_device", FLOPS), ("loss", LOSS))
+        if (x := pattern.search(line))
+    )  # fmt: skip
+    return Point(
+        step=int(m["step"]),
+        seconds=seconds,
+        batch=tokens,
+        check=rate if counted and seconds > 0 else None,
+        resolution=seconds * _resolution(m["ms"]),
+        tokens=sequence,
+        metrics=metrics,
+    )
+
+
+def _check_devices(m: re.Match[str], rate: float, shape: RunShape) -> None:
+    """The line's global and per-GPU rates must say the devices the file's path gives."""
+    per_gpu = human(m["gpu"])
+    if per_gpu > 0 and rate > 0 and abs(rate / per_gpu / shape.world_size - 1) > 0.02:
+        raise DataError(
+            f"its tokens_per_sec / tokens_per_sec_per_gpu ({m['tps']} / {m['gpu']}) say {rate / per_gpu:.3g} "
+            f"devices, not the {shape.world_size} given: check --nodes/--devices-per-node (the file's path)"
         )
 
 

@@ -46,26 +46,28 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         seconds = fields.get("train_step_timing in s")
         if seconds is None:
             continue
-        batch = fields.get("global_batch_size", float(shape.global_batch))
-        reserved = fields.get("max_memory_reserved")
-        metrics = tuple(
-            (key, fields[name])
-            for name, key in (
-                ("TFLOPS_per_GPU", "tflops_per_device"),
-                ("tokens_per_sec_per_gpu", "tokens_per_s_per_device"),
-                ("reduced_train_loss", "loss"),
-            )
-            if name in fields
-        )
-        yield Point(
-            step=int(iteration[1]),
-            speed=batch / seconds if seconds > 0 else None,  # a time that is no time is refused, and counted
-            seconds=seconds,
-            samples=fields.get("consumed_samples"),
-            run=int(iteration[2]),
-            memory_mib=reserved / MIB if reserved is not None else None,
-            metrics=metrics,
-        )
+        yield _point(int(iteration[1]), int(iteration[2]), seconds, fields, shape)
+
+
+METRICS = (  # (NeMo's name, the record's)
+    ("TFLOPS_per_GPU", "tflops_per_device"),
+    ("tokens_per_sec_per_gpu", "tokens_per_s_per_device"),
+    ("reduced_train_loss", "loss"),
+)
+
+
+def _point(step: int, run: int, seconds: float, fields: dict[str, float], shape: RunShape) -> Point:
+    batch = fields.get("global_batch_size", float(shape.global_batch))
+    reserved = fields.get("max_memory_reserved")
+    return Point(
+        step=step,
+        speed=batch / seconds if seconds > 0 else None,  # a time that is no time is refused, and counted
+        seconds=seconds,
+        samples=fields.get("consumed_samples"),
+        run=run,
+        memory_mib=reserved / MIB if reserved is not None else None,
+        metrics=tuple((key, fields[name]) for name, key in METRICS if name in fields),
+    )
 
 
 FORMATS = (

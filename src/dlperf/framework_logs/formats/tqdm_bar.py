@@ -10,7 +10,7 @@ put it (count / rate, or count x rate for a slow bar's `s/it`, to the hundredth 
 second), else the clock's second (+-0.5 s). Bars one after another (an epoch each) are laid end
 to end: the time between them (an epoch's end) is not counted; evaluation bars (`Validation ...`, `Sanity
 Checking`, `Testing`) are not training and are skipped, while a training bar's own clock runs on through them. A
-figure the clock's rounding leaves unknown to 2 % is refused (measure.PRECISION): a short run needs dlperf run's
+figure the clock's rounding leaves unknown to 2 % is refused (rules.PRECISION): a short run needs dlperf run's
 instrumentation.
 
 Rule: the first 5 iterations skipped; samples (iterations x the global batch) over the bars' time after them.

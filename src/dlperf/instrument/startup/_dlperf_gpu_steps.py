@@ -52,7 +52,7 @@ class CudaStepClock:
             event = again if again is not None else self.spare.pop() if self.spare else cuda.Event(enable_timing=True)
             event.record()
         except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
-            self.problem = f"CUDA step events failed, steps keep host times: {type(error).__name__}: {error}"
+            self._failed(error)
             return None
         return event
 
@@ -66,30 +66,47 @@ class CudaStepClock:
         `final` (the script's exit) every pending one, waiting for the GPU."""
         done: list[tuple[Any, float]] = []
         try:
-            recorded = [event for _, event, _ in self.pending if event is not None]
-            if final and recorded:
-                recorded[-1].synchronize()
-            while self.pending and (self.pending[0][1] is None or self.pending[0][1].query()):
-                entry, event, queued = self.pending.popleft()
-                if event is None:
-                    done.append((entry, queued))
-                    continue
-                anchor, at = self.anchor  # type: ignore[misc]
-                done.append((entry, at + anchor.elapsed_time(event) / 1000))
-                self.spare.append(event)
+            if final:
+                self._wait_for_last()
+            while self.pending and _reached(self.pending[0][1]):
+                done.append(self._finished(*self.pending.popleft()))
             if not self.pending and not final and self.torch.cuda.current_stream().query():
                 self.anchor = self._anchored()  # the stream is idle: anchoring again waits for nothing
         except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
-            self.problem = f"CUDA step events failed, steps keep host times: {type(error).__name__}: {error}"
+            self._failed(error)
             done += [(entry, queued) for entry, _, queued in self.pending]
             self.pending.clear()
         return done
+
+    def _wait_for_last(self) -> None:
+        """Wait until the GPU has run the last recorded event (the script's exit)."""
+        last = next((event for _, event, _ in reversed(self.pending) if event is not None), None)
+        if last is not None:
+            last.synchronize()
+
+    def _finished(self, entry: Any, event: Any, queued: float) -> tuple[Any, float]:
+        """A finished step's entry with its host time: the anchor's plus the GPU's time from the anchor to its
+        event (None: its enqueue time); the event is kept to be recorded again."""
+        if event is None:
+            return entry, queued
+        anchor, at = self.anchor  # type: ignore[misc]
+        stamped = (entry, at + anchor.elapsed_time(event) / 1000)
+        self.spare.append(event)
+        return stamped
+
+    def _failed(self, error: Exception) -> None:
+        self.problem = f"CUDA step events failed, steps keep host times: {type(error).__name__}: {error}"
 
     def _anchored(self) -> tuple[Any, float]:
         event = self.torch.cuda.Event(enable_timing=True)
         event.record()
         event.synchronize()
         return event, self.clock()
+
+
+def _reached(event: Any) -> bool:
+    """The GPU has run the step's event (None: a step with its host time, done when the steps before it are)."""
+    return event is None or event.query()
 
 
 def clock_for(optimizer: Any) -> CudaStepClock | None:

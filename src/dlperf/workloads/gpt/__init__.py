@@ -1,6 +1,6 @@
 """GPT pre-training with data, tensor and pipeline parallelism (the published GPT report's cases): the
-definition, torch-free. The steps are torch_step.py (model.py, parallel.py, data.py) and jax_step.py
-(jax_model.py); both read the plan's layout."""
+definition, torch-free. The steps are torch_step.py (model.py, parallel.py) and jax_step.py (jax_model.py), over
+the language models' shared parts (workloads/language_model/); both read the plan's layout."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
 from dlperf.workloads.gpt.layout import Layout, layout_of, padded_vocab
-from dlperf.workloads.gpt.tokens import open_token_file
+from dlperf.workloads.language_model.tokens import open_token_file
 
 __all__ = ["GPTConfig", "GPTWorkload"]
 

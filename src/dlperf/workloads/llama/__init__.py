@@ -13,7 +13,7 @@ from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, choose, require_non_negative_number, require_positive_number
 from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
-from dlperf.workloads.gpt.tokens import open_token_file
+from dlperf.workloads.language_model.tokens import open_token_file
 from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, SIZES_NAMES, LlamaConfig, parameter_counts
 from dlperf.workloads.llama.layout import LlamaLayout, layout_of
 

@@ -98,7 +98,7 @@ class Llama(nn.Module):
     vocab_size: int
     rope_theta: float
     dtype: Any = jnp.float32
-    attention: str | None = None  # jax.nn.dot_product_attention's implementation (gpt/jax_model.py)
+    attention: str | None = None  # jax.nn.dot_product_attention's implementation (language_model/jax_parts.py)
     remat: str = "none"
 
     @nn.compact

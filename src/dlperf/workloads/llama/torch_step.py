@@ -15,8 +15,7 @@ from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.errors import ConfigError
 from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
-from dlperf.workloads.gpt.data import Batches, file_batches, synthetic_batches
-from dlperf.workloads.gpt.torch_step import cross_entropy
+from dlperf.workloads.language_model.torch_data import Batches, cross_entropy, file_batches, synthetic_batches
 from dlperf.workloads.llama import FLOAT8_NEEDS_GPU, parallel
 from dlperf.workloads.llama.config import ADAMW_BETAS, LlamaConfig
 from dlperf.workloads.llama.layout import LlamaLayout

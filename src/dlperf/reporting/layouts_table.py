@@ -107,13 +107,10 @@ def _notes(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
     return notes + ([f"- {case}: MFU left empty: {note}."] if note else [])
 
 
-def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
-    """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
-    if not records_by_case:
-        return []
-    models = sorted({r.model or "gpt" for records in records_by_case.values() for r in records})
+def _heading(models: list[str]) -> list[str]:
+    """The section's title (the workloads' report titles) and what its columns mean (their FLOPs formulas)."""
     formulas = "; ".join(f"{title(m)}: {formula(m)}" for m in models if formula(m))
-    lines = [
+    return [
         f"## {', '.join(title(m) for m in models)}",
         "",
         "Latency is ms per iteration (one global batch); memory the peak of any device; throughput global "
@@ -122,6 +119,13 @@ def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
         "",
         *HEADER,
     ]
+
+
+def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
+    """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
+    if not records_by_case:
+        return []
+    lines = _heading(sorted({r.model or "gpt" for records in records_by_case.values() for r in records}))
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         flags = case_flags([r for r in records if r.status == "ok"])

@@ -79,9 +79,7 @@ def workload_keys(name: str) -> tuple[str, ...]:
 def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None) -> RunSpec:
     """A RunSpec from YAML-style keys (dashes or underscores) over `base`; a key that is unknown, or that
     belongs to another model, is refused in one line."""
-    given: dict[str, Any] = {}
-    for raw_key, value in values.items():
-        given[str(raw_key).replace("-", "_")] = value
+    given = {str(raw_key).replace("-", "_"): value for raw_key, value in values.items()}
     merged = {**(base or {}), **given}
     if merged.get("command") is not None:
         merged.setdefault("engine", EXTERNAL)  # a command is another framework's script: no need to say so twice
@@ -90,7 +88,7 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
         raise ConfigError(f"key 'model' must be a model name, got {model!r}")
     workload = get_workload(model)
     merged = workload.expand(merged, set(given))
-    own = {f.name: f for f in fields(workload.config_type)}
+    own = workload_keys(model)
     common: dict[str, Any] = {}
     specific: dict[str, Any] = {}
     for key, value in merged.items():
@@ -99,18 +97,23 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
         elif key in own:
             specific[key] = coerce(workload.config_type, key, value)
         else:
-            other = [w.name for w in all_workloads() if key in {f.name for f in fields(w.config_type)}]
-            if other:
-                raise ConfigError(
-                    f"key {key!r} applies to {flag('model')} {' or '.join(other)}, not {model}: remove it "
-                    f"(the keys of {model} are {', '.join(COMMON_KEYS + tuple(own))})"
-                )
-            keys = COMMON_KEYS + tuple(own)
-            near = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6)
-            guess = f"did you mean {near[0]!r}? " if near else ""
-            raise ConfigError(f"unknown key {key!r}: {guess}(valid keys for {model}: {', '.join(keys)})")
+            raise ConfigError(_unknown_key(key, model, own))
     common["model"] = model
     return RunSpec(workload=workload.config_type(**specific), **common)
+
+
+def _unknown_key(key: str, model: str, own: tuple[str, ...]) -> str:
+    """Why `key` is refused for `model`: another model's key, or a near miss of one of its own."""
+    keys = COMMON_KEYS + own
+    other = [w.name for w in all_workloads() if key in {f.name for f in fields(w.config_type)}]
+    if other:
+        return (
+            f"key {key!r} applies to {flag('model')} {' or '.join(other)}, not {model}: remove it "
+            f"(the keys of {model} are {', '.join(keys)})"
+        )
+    near = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6)
+    guess = f"did you mean {near[0]!r}? " if near else ""
+    return f"unknown key {key!r}: {guess}(valid keys for {model}: {', '.join(keys)})"
 
 
 def decode_spec(data: dict[str, Any]) -> RunSpec:

@@ -1,6 +1,8 @@
 """A new workload is one folder and one registry line: a toy (tests/fixtures/toy_workload) copied into a copy of
-the dlperf under test and registered with one line gets its flags from its config dataclass and runs on both
-engines, each writing a record with a throughput. No other file of dlperf changes."""
+the dlperf under test and registered with one line gets its flags from its config dataclass, runs on both engines
+(each writing a record with a throughput, reported under its title), sweeps with its CPU estimate said, has its
+batch searched by maxbatch, and lends its names and speed bound to the reports and extract. No other file of
+dlperf changes."""
 
 from __future__ import annotations
 
@@ -87,3 +89,49 @@ def test_the_toy_runs_on_both_engines(toy_tree, tmp_path, engine):
     assert record["status"] == "ok" and record["model"] == "toy" and record["engine"] == engine
     assert record["config"]["toy_width"] == 16 and record["global_batch_size"] == 4 and record["throughput"] > 0
     assert record["loss_last"] < record["loss_first"]  # SGD at lr 0.05 on least squares: the loss falls
+    report = toy_dlperf(toy_tree, ["report", str(tmp_path), "--format", "md"])
+    assert report.returncode == 0, report.stderr[-3000:]
+    text = (tmp_path / "report.md").read_text()
+    assert "## Toy least squares" in text and "(Toy least squares: 2·w per sample, forward)" in text
+
+
+def test_the_toy_declares_its_names_and_speed_bound(toy_tree):
+    """What reports and extract read through the registry, without running anything: the batch maxbatch varies,
+    the names other frameworks give the toy, and its plausible speed."""
+    code = (
+        "from dlperf.reporting.sources import canonical_model; from dlperf.workloads import plausible_work, "
+        "searched_batch; print(searched_batch('toy'), canonical_model('Toy-Model'), canonical_model('toyV1'), "
+        "plausible_work())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(toy_tree)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(" ", 3)[:3] == ["toy_batch", "toy", "toy"]
+    assert "PlausibleWork(what='a toy sample', name_parts=('toy',), flops_per_sample=1000.0)" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_toy_sweeps_with_its_estimate(toy_tree, tmp_path):
+    config = tmp_path / "toy.yaml"
+    config.write_text(
+        "model: toy\ndevice: cpu\nwarmup_iters: 1\niters: 4\nprint_every: 2\nrepeats: 1\ntoy_width: [4]\n"
+    )
+    done = toy_dlperf(toy_tree, ["sweep", str(config), "--out", str(tmp_path / "out")], timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "estimate: toy 1n1g w4_fp32_torch at width 4 takes about" in done.stdout
+    assert "for a quick look use --toy-width 2" in done.stdout
+    (path,) = (tmp_path / "out").rglob("toy_w4_fp32_torch*.json")
+    assert json.loads(path.read_text())["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_maxbatch_searches_the_toy_batch(toy_tree, tmp_path):
+    """Two real probes, each a fresh `dlperf run` at --toy-batch 2 and 4: both fit, the ceiling is said."""
+    args = ["maxbatch", "--model", "toy", "--device", "cpu", "--warmup-iters", "1", "--iters", "2",
+            "--print-every", "1", "--start", "2", "--max-batch", "4", "--out", str(tmp_path)]  # fmt: skip
+    done = toy_dlperf(toy_tree, args, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "| 2 | yes | ok |" in done.stdout and "| 4 | yes | ok |" in done.stdout
+    saved = json.loads((tmp_path / "toy" / "1n1g" / "maxbatch_w8_fp32_torch.json").read_text())
+    assert (saved["batch_flag"], saved["max_batch"]) == ("--toy-batch", 4)

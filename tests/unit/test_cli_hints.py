@@ -16,8 +16,8 @@ from test_maxbatch import fake
 from test_maxbatch_cli import CASE
 from test_predict_cli import commbench_record, single_run, write
 
-from dlperf.cli import maxbatch_cmd
 from dlperf.cli.live import LogFollower
+from dlperf.orchestration import maxbatch as maxbatch_search
 from dlperf.records.lock import results_lock
 from dlperf.records.store import write_json_atomic
 
@@ -140,7 +140,7 @@ def test_maxbatch_prints_each_probe_as_it_ends(tmp_path, capsys, monkeypatch):
         before_probe.append(capsys.readouterr().out)
         return fake(batch)
 
-    monkeypatch.setattr(maxbatch_cmd, "make_probe", lambda *a: probe)
+    monkeypatch.setattr(maxbatch_search, "make_probe", lambda *a: probe)
     code, out, err = run_cli(["maxbatch", *CASE, "--start", "8", "--max-batch", "64", "--out", str(tmp_path)], capsys)
     assert code == 0, err
     assert "| 8 | yes | ok |" in before_probe[1]  # batch 8's row was out before batch 16 started

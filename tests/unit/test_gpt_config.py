@@ -13,7 +13,7 @@ from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.workloads import check_spec, spec_from_mapping
 from dlperf.workloads.gpt.cases import REPORT_CASES, case_values
 from dlperf.workloads.gpt.layout import layout_of, padded_vocab
-from dlperf.workloads.gpt.tokens import open_token_file
+from dlperf.workloads.language_model.tokens import open_token_file
 
 TINY = ["run", "--model", "gpt", "--num-layers", "2", "--hidden-size", "64", "--num-heads", "4", "--seq-length",
         "32", "--vocab-size", "512", "--device", "cpu", "--iters", "2", "--print-every", "1"]  # fmt: skip

@@ -10,7 +10,7 @@ from conftest import run_cli
 from source_records import record
 from test_maxbatch import fake
 
-from dlperf.cli import maxbatch_cmd
+from dlperf.orchestration import maxbatch as maxbatch_search
 from dlperf.records.store import write_json_atomic
 
 CASE = ["--model", "resnet50", "--image-size", "32", "--num-classes", "10", "--device", "cpu"]
@@ -25,7 +25,7 @@ def probes(monkeypatch: pytest.MonkeyPatch) -> list:
         asked.append((case_args, batch_flag, args.memory_cap))
         return fake
 
-    monkeypatch.setattr(maxbatch_cmd, "make_probe", make_probe)
+    monkeypatch.setattr(maxbatch_search, "make_probe", make_probe)
     return asked
 
 
@@ -65,10 +65,46 @@ def test_the_searched_flag_is_refused(tmp_path, capsys, probes):
 
 def test_a_cpu_search_gets_a_memory_cap_by_default(tmp_path, capsys, probes, monkeypatch):
     """No --memory-cap on a CPU: 80 % of the available memory over the ranks, said in the output."""
-    monkeypatch.setattr(maxbatch_cmd, "available_gib", lambda: 10.0)
+    monkeypatch.setattr(maxbatch_search, "available_gib", lambda: 10.0)
     args = ["maxbatch", *CASE, "--devices-per-node", "2", "--start", "8", "--max-batch", "16", "--out", str(tmp_path)]
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
     ((_, _, cap),) = probes
     assert cap == pytest.approx(0.8 * 10.0 / 2)
     assert "memory cap: 4.0 GiB of address space per process (default on a CPU: 80% of the 10.0 GiB available" in out
+
+
+LLAMA = ["--model", "llama", "--size", "debug", "--seq-length", "16", "--device", "cpu"]
+
+
+def test_llama_searches_its_micro_batch(tmp_path, capsys, probes):
+    """The probe varies what the workload declares (`batch_key`): Llama's micro-batch per data-parallel rank."""
+    args = ["maxbatch", *LLAMA, "--start", "8", "--max-batch", "128", "--memory-cap", "1", "--out", str(tmp_path)]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    ((case_args, batch_flag, _),) = probes
+    assert batch_flag == "--micro-batch-size" and sorted(case_args) == sorted(LLAMA)
+    assert "largest batch that fits: 90" in out
+    (path,) = (tmp_path / "llama" / "1n1g").glob("maxbatch_*.json")
+    saved = json.loads(path.read_text())
+    assert (saved["model"], saved["batch_flag"], saved["max_batch"]) == ("llama", "--micro-batch-size", 90)
+    assert saved["variant"] == "llama3-debug_single_s16_gbs8_fp32"  # the first probe's group, as GPT's
+
+
+def test_a_model_without_a_batch_is_refused(tmp_path, capsys, probes):
+    code, _, err = run_cli(["maxbatch", "--model", "commbench", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "searches the batch of resnet50 or gpt or llama, not commbench" in err and not probes
+    code, _, err = run_cli(["maxbatch", *LLAMA, "--micro-batch-size", "2", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "--micro-batch-size is what maxbatch varies" in err and not probes
+
+
+@pytest.mark.slow
+def test_llama_debug_real_probes(tmp_path, capsys):
+    """Two real probes of the Llama debug size (sequence 16) on the CPU, each a fresh `dlperf run`: both fit."""
+    args = ["maxbatch", *LLAMA, "--warmup-iters", "1", "--iters", "1", "--print-every", "1",
+            "--start", "1", "--max-batch", "2", "--out", str(tmp_path)]  # fmt: skip
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, out + err
+    assert "| 1 | yes | ok |" in out and "| 2 | yes | ok |" in out
+    saved = json.loads(next((tmp_path / "llama" / "1n1g").glob("maxbatch_*.json")).read_text())
+    assert saved["max_batch"] == 2 and saved["best_throughput"] > 0

@@ -34,7 +34,6 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "cli/declared_flags.py": (FLAG, "group"),
     "cli/predict_llama.py": (RUN_KEYS, "devices_per_node nodes"),
     "cli/live.py": ("the log's config event (the run's keys)", "world_size"),
-    "cli/maxbatch_cmd.py": (RUN_KEYS, "model"),
     "cli/run_flags.py": (FLAG, "group"),
     "cli/references_cmd.py": (FIGURES, "accelerator framework model precision source"),
     "orchestration/sweep_state.py": ("sweep_options.json", "config"),
@@ -50,6 +49,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
         FIGURES + "; an accelerator's own `model`",
         "accelerator framework model precision schema source",
     ),
+    "orchestration/maxbatch.py": (RUN_KEYS, "model"),
     "orchestration/llama_predict.py": (
         RUN_KEYS + "; a published Llama run's point (predict/llama_published.json)",
         "accelerator devices_per_node micro_batch_size nodes tokens_per_s_per_device",

@@ -14,11 +14,27 @@ from collections.abc import Sequence
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import RunRecord
 from dlperf.reporting.aggregate import latency, median_of, number_text
-from dlperf.reporting.doubts import case_flags
+from dlperf.reporting.doubts import Flag, case_flags
+from dlperf.workloads import known_workload
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
-TITLES = {"gpt": "GPT", "llama": "Llama"}
-FORMULAS = {"gpt": "72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) where not counted", "llama": "(6N + 12·L·H·Q·T) per token"}
+HEADER = (
+    "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
+    "| tokens/s | TFLOP/s per device | MFU | repeats | flags |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+)
+
+
+def title(model: str) -> str:
+    """The workload's report title (`Llama`), or the record's model name where no workload declares one."""
+    workload = known_workload(model)
+    return (workload.report_title if workload else "") or model
+
+
+def formula(model: str) -> str:
+    """The workload's words for its FLOPs, empty where it declares none."""
+    workload = known_workload(model)
+    return workload.flops_formula if workload else ""
 
 
 def group_by_case(records: Sequence[RecordLike]) -> dict[str, list[RunRecord]]:
@@ -54,45 +70,65 @@ def _row_key(case: str, records: list[RunRecord]) -> tuple[int, int, str]:
     return rank, max(int(r.world_size or 0) for r in records), case
 
 
-def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
-    """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
-    if not records_by_case:
-        return []
-    models = sorted({r.model or "gpt" for records in records_by_case.values() for r in records})
-    formulas = "; ".join(f"{TITLES.get(m, m)}: {FORMULAS[m]}" for m in models if m in FORMULAS)
-    lines = [
-        f"## {', '.join(TITLES.get(m, m) for m in models)}",
+def _mfu_text(ok: list[RunRecord]) -> str:
+    mfu = median_of(r.mfu for r in ok)
+    return "" if mfu is None else f"{number_text(mfu * 100, '.1f')}%"
+
+
+def _cells(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
+    """One case's row: who ran it, then the medians over its successful repeats, then its repeats and flags."""
+    ok = [r for r in records if r.status == "ok"]
+    group = _row_key(case, records)[0]
+    # GPT's report groups by name; other layouts (Llama's FSDP+TP, ...) by their record's own group
+    group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else _report_group(records)
+    failed = len(records) - len(ok)
+    first = records[0]
+    return [
+        group_name,
+        case,
+        _text(first.nodes),
+        _text(first.devices_per_node),
+        _text(first.world_size),
+        number_text(median_of(map(latency("mean"), ok)), ".2f"),
+        number_text(_peak_mib(ok), ".0f"),
+        number_text(median_of(r.throughput for r in ok), ".2f"),
+        number_text(median_of(r.tokens_per_s for r in ok), ".0f"),
+        number_text(median_of(r.tflops_per_device for r in ok), ".2f"),
+        _mfu_text(ok),
+        f"{len(ok)}" + (f" (+{failed} failed)" if failed else ""),
+        ", ".join(flag.label for flag in flags),
+    ]
+
+
+def _notes(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
+    """The case's footnotes: each flag's, then why its MFU is empty where a record says."""
+    notes = [f"- {case} [{flag.label}]: {flag.note}" for flag in flags]
+    note = next((r.mfu_note for r in records if r.status == "ok" and r.mfu_note), None)
+    return notes + ([f"- {case}: MFU left empty: {note}."] if note else [])
+
+
+def _heading(models: list[str]) -> list[str]:
+    """The section's title (the workloads' report titles) and what its columns mean (their FLOPs formulas)."""
+    formulas = "; ".join(f"{title(m)}: {formula(m)}" for m in models if formula(m))
+    return [
+        f"## {', '.join(title(m) for m in models)}",
         "",
         "Latency is ms per iteration (one global batch); memory the peak of any device; throughput global "
         f"samples/s; TFLOP/s per device from the model's FLOPs ({formulas}); MFU against the device's "
         "dense peak for the precision (src/dlperf/metrics/flops.py).",
         "",
-        "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
-        "| tokens/s | TFLOP/s per device "
-        "| MFU | repeats | flags |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        *HEADER,
     ]
+
+
+def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
+    """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
+    if not records_by_case:
+        return []
+    lines = _heading(sorted({r.model or "gpt" for records in records_by_case.values() for r in records}))
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
-        ok = [r for r in records if r.status == "ok"]
-        group = _row_key(case, records)[0]
-        # GPT's report groups by name; other layouts (Llama's FSDP+TP, ...) by their record's own group
-        group_name = GROUP_ORDER[group] if group < len(GROUP_ORDER) else _report_group(records)
-        mfu = median_of(r.mfu for r in ok)
-        repeats = f"{len(ok)}" + (f" (+{len(records) - len(ok)} failed)" if len(ok) < len(records) else "")
-        first = records[0]
-        flags = case_flags(ok)
-        lines.append(
-            f"| {group_name} | {case} | {_text(first.nodes)} | {_text(first.devices_per_node)} "
-            f"| {_text(first.world_size)} | {number_text(median_of(map(latency('mean'), ok)), '.2f')} "
-            f"| {number_text(_peak_mib(ok), '.0f')} | {number_text(median_of(r.throughput for r in ok), '.2f')} "
-            f"| {number_text(median_of(r.tokens_per_s for r in ok), '.0f')} "
-            f"| {number_text(median_of(r.tflops_per_device for r in ok), '.2f')} "
-            f"| {number_text(None if mfu is None else mfu * 100, '.1f')}{'%' if mfu is not None else ''} | {repeats} "
-            f"| {', '.join(flag.label for flag in flags)} |"
-        )
-        notes += [f"- {case} [{flag.label}]: {flag.note}" for flag in flags]
-        note = next((r.mfu_note for r in ok if r.mfu_note), None)
-        if note:
-            notes.append(f"- {case}: MFU left empty: {note}.")
+        flags = case_flags([r for r in records if r.status == "ok"])
+        lines.append(f"| {' | '.join(_cells(case, records, flags))} |")
+        notes += _notes(case, records, flags)
     return lines + [""] + (notes + [""] if notes else [])

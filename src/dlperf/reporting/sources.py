@@ -21,10 +21,9 @@ from dlperf.records.load import RecordLike, as_record, load_records
 from dlperf.records.schema import ExternalRunRecord, ExtractedRecord, RunRecord
 from dlperf.reporting.aggregate import CaseSummary, summarise
 from dlperf.reporting.doubts import Flag
+from dlperf.workloads import model_aliases
 
 BY_CHOICES = ("source", "engine", "framework")
-# Names peers give ResNet-50 in their log files; one model must meet itself across frameworks.
-MODEL_ALIASES = {"rn50": "resnet50", "resnet50v15": "resnet50", "resnet50v1": "resnet50"}
 BATCH_TOKEN = re.compile(r"^b\d+$")
 LAYOUT_PREFIXES = {"DP", "MP", "2D", "PP"}  # a GPT short name's layout kinds
 LAYOUT_NUMBERS = re.compile(r"^\d+(x\d+x\d+)?$")  # its dp x tp x pp and its global batch
@@ -48,9 +47,10 @@ class SeriesKey:
 
 
 def canonical_model(name: str) -> str:
-    """Lower-case letters and digits, then the alias table: `ResNet-50`, `rn50` and `resnet50` meet."""
+    """Lower-case letters and digits, then the workloads' aliases (`Workload.aliases`): `ResNet-50`, `rn50` and
+    `resnet50` meet."""
     key = re.sub(r"[^a-z0-9]", "", name.lower())
-    return MODEL_ALIASES.get(key, key)
+    return model_aliases().get(key, key)
 
 
 def work_of(record: RunRecord) -> str:

@@ -1,20 +1,22 @@
 """Workload registry (model name -> definition), and the one way a RunSpec is built from flat keys.
 
-Adding a workload: a folder under workloads/ with a `Workload` subclass (its config dataclass, checks, plan, and a
-step builder per engine in `builders`), and one line in WORKLOADS. Its flags come from its config's fields.
+Adding a workload: a folder under workloads/ with a `Workload` subclass (its config dataclass, checks, plan, a
+step builder per engine in `builders`, and its declarations: the batch maxbatch varies, report title and formula,
+aliases, plausible speed, CPU estimate), and one line in WORKLOADS. Its flags come from its config's fields; every
+other part of dlperf reads the rest through the functions below (docs/architecture.md, "Add a workload").
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
+import pkgutil
 from dataclasses import fields
 from functools import cache
 from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, coerce, flag
-from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.base import CpuEstimate, PlausibleWork, Workload, WorkloadPlan
 
 # model name -> "module:Workload subclass"; the definitions are torch-free, imported on first use
 WORKLOADS: dict[str, str] = {
@@ -34,12 +36,36 @@ def get_workload(name: str) -> Workload:
 
 @cache
 def _load(target: str) -> Workload:
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)()
+    return pkgutil.resolve_name(target)()
 
 
 def all_workloads() -> list[Workload]:
     return [get_workload(name) for name in WORKLOADS]
+
+
+def known_workload(name: str) -> Workload | None:
+    """The registered workload of a record's model name, or None (a model from another framework's log)."""
+    return get_workload(name) if name in WORKLOADS else None
+
+
+def searched_batch(name: str) -> str:
+    """The config field `dlperf maxbatch` varies for this model; ConfigError for a model with none."""
+    key = get_workload(name).batch_key
+    if key is None:
+        searchable = [w.name for w in all_workloads() if w.batch_key]
+        raise ConfigError(f"dlperf maxbatch searches the batch of {' or '.join(searchable)}, not {name}")
+    return key
+
+
+@cache
+def model_aliases() -> dict[str, str]:
+    """Other frameworks' names of the registered models (`rn50`), each to its model name."""
+    return {alias: w.name for w in all_workloads() for alias in w.aliases}
+
+
+def plausible_work() -> tuple[PlausibleWork, ...]:
+    """The registered workloads' speed bounds for extract, in registry order (`for what, parts, flops in ...`)."""
+    return tuple(w.plausible for w in all_workloads() if w.plausible is not None)
 
 
 def model_names() -> list[str]:
@@ -53,9 +79,7 @@ def workload_keys(name: str) -> tuple[str, ...]:
 def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None) -> RunSpec:
     """A RunSpec from YAML-style keys (dashes or underscores) over `base`; a key that is unknown, or that
     belongs to another model, is refused in one line."""
-    given: dict[str, Any] = {}
-    for raw_key, value in values.items():
-        given[str(raw_key).replace("-", "_")] = value
+    given = {str(raw_key).replace("-", "_"): value for raw_key, value in values.items()}
     merged = {**(base or {}), **given}
     if merged.get("command") is not None:
         merged.setdefault("engine", EXTERNAL)  # a command is another framework's script: no need to say so twice
@@ -64,7 +88,7 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
         raise ConfigError(f"key 'model' must be a model name, got {model!r}")
     workload = get_workload(model)
     merged = workload.expand(merged, set(given))
-    own = {f.name: f for f in fields(workload.config_type)}
+    own = workload_keys(model)
     common: dict[str, Any] = {}
     specific: dict[str, Any] = {}
     for key, value in merged.items():
@@ -73,18 +97,23 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
         elif key in own:
             specific[key] = coerce(workload.config_type, key, value)
         else:
-            other = [w.name for w in all_workloads() if key in {f.name for f in fields(w.config_type)}]
-            if other:
-                raise ConfigError(
-                    f"key {key!r} applies to {flag('model')} {' or '.join(other)}, not {model}: remove it "
-                    f"(the keys of {model} are {', '.join(COMMON_KEYS + tuple(own))})"
-                )
-            keys = COMMON_KEYS + tuple(own)
-            near = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6)
-            guess = f"did you mean {near[0]!r}? " if near else ""
-            raise ConfigError(f"unknown key {key!r}: {guess}(valid keys for {model}: {', '.join(keys)})")
+            raise ConfigError(_unknown_key(key, model, own))
     common["model"] = model
     return RunSpec(workload=workload.config_type(**specific), **common)
+
+
+def _unknown_key(key: str, model: str, own: tuple[str, ...]) -> str:
+    """Why `key` is refused for `model`: another model's key, or a near miss of one of its own."""
+    keys = COMMON_KEYS + own
+    other = [w.name for w in all_workloads() if key in {f.name for f in fields(w.config_type)}]
+    if other:
+        return (
+            f"key {key!r} applies to {flag('model')} {' or '.join(other)}, not {model}: remove it "
+            f"(the keys of {model} are {', '.join(keys)})"
+        )
+    near = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6)
+    guess = f"did you mean {near[0]!r}? " if near else ""
+    return f"unknown key {key!r}: {guess}(valid keys for {model}: {', '.join(keys)})"
 
 
 def decode_spec(data: dict[str, Any]) -> RunSpec:
@@ -125,14 +154,20 @@ def check_engine_settings(spec: RunSpec) -> None:
 
 
 __all__ = [
+    "CpuEstimate",
+    "PlausibleWork",
     "Workload",
     "WorkloadPlan",
     "all_workloads",
     "check_spec",
     "decode_spec",
     "get_workload",
+    "known_workload",
+    "model_aliases",
     "model_names",
+    "plausible_work",
     "require_training",
+    "searched_batch",
     "spec_from_mapping",
     "workload_keys",
 ]

@@ -3,11 +3,11 @@ per engine (loaded only inside the rank that runs it)."""
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from dlperf.errors import ConfigError
 from dlperf.metrics.footprint import Footprint
@@ -35,6 +35,26 @@ class WorkloadPlan:
     lr: float | None = None
 
 
+class PlausibleWork(NamedTuple):
+    """What bounds a plausible speed in another framework's log of this workload (dlperf extract): a sample in
+    words, the name fragments that say a log ran it, and its training FLOPs per sample, a low estimate (3 x forward
+    at the smallest usual input) so the bound stays loose."""
+
+    what: str
+    name_parts: tuple[str, ...]
+    flops_per_sample: float
+
+
+@dataclass(frozen=True)
+class CpuEstimate:
+    """A rough figure for a run on CPUs, said before a long one starts: the training FLOPs of one sample, the work
+    in words (`at 224 px`), and the flags of a quick look."""
+
+    flop_per_sample: float
+    work: str
+    quick_look: str
+
+
 class Workload(ABC):
     """A model plus its data and optimizer, benchmarked by the engine-agnostic timed loop."""
 
@@ -47,6 +67,13 @@ class Workload(ABC):
     # JSON-able dict (rank 0's is kept); such a workload turns that output into its record with `task_record`
     tasks: ClassVar[dict[str, str]] = {}
     record_schema: ClassVar[str | None] = None  # None: a run record (dlperf.records.schema.SCHEMA)
+    # the config field `dlperf maxbatch` varies: the batch per device (None: the workload has none to search)
+    batch_key: ClassVar[str | None] = None
+    report_title: ClassVar[str] = ""  # its name in the report's headings; empty: the model name
+    flops_formula: ClassVar[str] = ""  # the report's short words for where its FLOPs come from; empty: none said
+    # the names other frameworks' logs give it, as lower-case letters and digits: one model meets itself in reports
+    aliases: ClassVar[tuple[str, ...]] = ()
+    plausible: ClassVar[PlausibleWork | None] = None  # extract's speed bound for its logs; None: the generic one
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """Fill values the user did not give from a named case; none by default."""
@@ -67,6 +94,10 @@ class Workload(ABC):
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint | None:
         """One rank's estimated memory, for the pre-flight warning; None where the workload cannot tell."""
+        return None
+
+    def cpu_estimate(self, spec: RunSpec) -> CpuEstimate | None:
+        """The work of one sample for the CPU duration estimate; None (the default) where no estimate applies."""
         return None
 
     def task_record(self, spec: RunSpec, plan: WorkloadPlan, output: dict[str, Any], device_type: str) -> dict:
@@ -91,5 +122,4 @@ class Workload(ABC):
 
     def _load(self, targets: dict[str, str], engine: str) -> Callable[..., Any]:
         self.require_engine(engine)
-        module, function = targets[engine].split(":")
-        return getattr(importlib.import_module(module), function)
+        return pkgutil.resolve_name(targets[engine])

@@ -77,15 +77,21 @@ def measure_collectives(
     for op in ops:
         for size in sizes_bytes:
             actual_bytes, call = _collective(op, size, device, dtype)
-            for _ in range(warmup):
-                call()
-            _sync(device)
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(repeats):
-                call()
-            _sync(device)
-            elapsed = torch.tensor([(time.perf_counter() - start) / repeats], dtype=torch.float64, device=device)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-            timings.append(Timing(op=op, size_bytes=actual_bytes, world_size=world, seconds=float(elapsed.item())))
+            seconds = _slowest_mean(call, warmup, repeats, device)
+            timings.append(Timing(op=op, size_bytes=actual_bytes, world_size=world, seconds=seconds))
     return timings
+
+
+def _slowest_mean(call: Callable[[], None], warmup: int, repeats: int, device: torch.device) -> float:
+    """Seconds per call over `repeats` calls after `warmup`, synchronised only at the edges; the slowest rank's."""
+    for _ in range(warmup):
+        call()
+    _sync(device)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        call()
+    _sync(device)
+    elapsed = torch.tensor([(time.perf_counter() - start) / repeats], dtype=torch.float64, device=device)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return float(elapsed.item())

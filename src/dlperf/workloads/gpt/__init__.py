@@ -1,6 +1,6 @@
 """GPT pre-training with data, tensor and pipeline parallelism (the published GPT report's cases): the
-definition, torch-free. The steps are torch_step.py (model.py, parallel.py, data.py) and jax_step.py
-(jax_model.py); both read the plan's layout."""
+definition, torch-free. The steps are torch_step.py (model.py, parallel.py) and jax_step.py (jax_model.py), over
+the language models' shared parts (workloads/language_model/); both read the plan's layout."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, flag, require_non_negative_number, require_positive_number
-from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
 from dlperf.workloads.gpt.layout import Layout, layout_of, padded_vocab
-from dlperf.workloads.gpt.tokens import open_token_file
+from dlperf.workloads.language_model.tokens import open_token_file
 
 __all__ = ["GPTConfig", "GPTWorkload"]
 
@@ -53,6 +53,10 @@ class GPTWorkload(Workload):
     config_type = GPTConfig
     title = "GPT (--model gpt)"
     builders = {"torch": "dlperf.workloads.gpt.torch_step:build", "jax": "dlperf.workloads.gpt.jax_step:build"}
+    batch_key = "micro_batch_size"
+    report_title = "GPT"
+    flops_formula = "72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) where not counted"
+    plausible = PlausibleWork("a 175B GPT-3 sequence (2048 tokens)", ("gpt3", "gpt-3"), 1e15)
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """A named case fills every value the user did not give explicitly."""

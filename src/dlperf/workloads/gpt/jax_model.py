@@ -27,14 +27,6 @@ TP_PLAN: dict[tuple[str, str], P] = {
 }
 
 
-def attention_implementation(backend: str, dtype: Any, head_dim: int) -> str | None:
-    """cuDNN's fused flash attention where it applies (GPU, 16-bit, head dim a multiple of 8 up to 128), as
-    PyTorch's SDPA picks its flash kernel there; XLA's own attention elsewhere (None)."""
-    if backend == "gpu" and dtype != jnp.float32 and head_dim % 8 == 0 and head_dim <= 128:
-        return "cudnn"
-    return None
-
-
 class Block(nn.Module):
     hidden_size: int
     num_heads: int
@@ -69,7 +61,7 @@ class GPT(nn.Module):
     seq_length: int
     vocab_size: int
     dtype: Any = jnp.float32
-    attention: str | None = None  # jax.nn.dot_product_attention's implementation; see attention_implementation
+    attention: str | None = None  # jax.nn.dot_product_attention's implementation; see language_model/jax_parts.py
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:

@@ -54,22 +54,7 @@ def layout_of(spec: RunSpec) -> Layout:
     config: GPTConfig = spec.workload
     for name in ("tp", "pp", "micro_batch_size", "num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size"):
         require_positive_int(name, getattr(config, name))
-    world = spec.world_size
-    if config.dp is None:
-        if world % (config.tp * config.pp):
-            raise ConfigError(
-                f"world size {world} ({spec.topology}) is not divisible by tp x pp = {config.tp} x {config.pp}: "
-                f"change {flag('devices_per_node')}, {flag('tp')} or {flag('pp')}"
-            )
-        dp = world // (config.tp * config.pp)
-    else:
-        require_positive_int("dp", config.dp)
-        dp = config.dp
-        if dp * config.tp * config.pp != world:
-            raise ConfigError(
-                f"world size {world} ({spec.topology}) does not equal dp x tp x pp = "
-                f"{dp} x {config.tp} x {config.pp} = {dp * config.tp * config.pp}: change the topology or the layout"
-            )
+    dp = _dp(spec, config)
     global_batch = config.global_batch_size if config.global_batch_size is not None else config.micro_batch_size * dp
     require_positive_int("global_batch_size", global_batch)
     if global_batch % (config.micro_batch_size * dp):
@@ -77,6 +62,31 @@ def layout_of(spec: RunSpec) -> Layout:
             f"{flag('global_batch_size')} {global_batch} is not divisible by micro batch x dp = "
             f"{config.micro_batch_size} x {dp} = {config.micro_batch_size * dp}"
         )
+    _check_shape(config)
+    return Layout(dp, config.tp, config.pp, config.micro_batch_size, global_batch, config.pp_schedule, config.dp_mode)
+
+
+def _dp(spec: RunSpec, config: GPTConfig) -> int:
+    """The data-parallel size: --dp, or what the world leaves over tp x pp; refused where they do not match."""
+    world = spec.world_size
+    if config.dp is None:
+        if world % (config.tp * config.pp):
+            raise ConfigError(
+                f"world size {world} ({spec.topology}) is not divisible by tp x pp = {config.tp} x {config.pp}: "
+                f"change {flag('devices_per_node')}, {flag('tp')} or {flag('pp')}"
+            )
+        return world // (config.tp * config.pp)
+    require_positive_int("dp", config.dp)
+    if config.dp * config.tp * config.pp != world:
+        raise ConfigError(
+            f"world size {world} ({spec.topology}) does not equal dp x tp x pp = {config.dp} x {config.tp} x "
+            f"{config.pp} = {config.dp * config.tp * config.pp}: change the topology or the layout"
+        )
+    return config.dp
+
+
+def _check_shape(config: GPTConfig) -> None:
+    """The model's dimensions against the split asked for, and the schedule and data-parallel mode by name."""
     if config.hidden_size % config.num_heads:
         raise ConfigError(
             f"{flag('hidden_size')} {config.hidden_size} is not divisible by {flag('num_heads')} {config.num_heads}"
@@ -93,7 +103,6 @@ def layout_of(spec: RunSpec) -> Layout:
         )
     if config.dp_mode not in DP_MODES:
         raise ConfigError(f"unknown {flag('dp_mode')} {config.dp_mode!r}: choose one of {', '.join(DP_MODES)}")
-    return Layout(dp, config.tp, config.pp, config.micro_batch_size, global_batch, config.pp_schedule, config.dp_mode)
 
 
 def padded_vocab(vocab_size: int, tp: int) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from dlperf.engines.base import TrainStep
@@ -19,19 +18,15 @@ from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.gpt import parallel
 from dlperf.workloads.gpt.config import ADAMW_BETAS, GPTConfig
-from dlperf.workloads.gpt.data import Batches, file_batches, synthetic_batches
 from dlperf.workloads.gpt.layout import Layout, padded_vocab
 from dlperf.workloads.gpt.model import GPT, GPTShape
+from dlperf.workloads.language_model.torch_data import Batches, cross_entropy, file_batches, synthetic_batches
 
 
 def model_shape(config: GPTConfig, tp: int) -> GPTShape:
     return GPTShape(
         config.num_layers, config.hidden_size, config.num_heads, config.seq_length, padded_vocab(config.vocab_size, tp)
     )
-
-
-def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
 
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:

@@ -12,8 +12,8 @@ from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, choose, require_non_negative_number, require_positive_number
-from dlperf.workloads.base import Workload, WorkloadPlan
-from dlperf.workloads.gpt.tokens import open_token_file
+from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
+from dlperf.workloads.language_model.tokens import open_token_file
 from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, SIZES_NAMES, LlamaConfig, parameter_counts
 from dlperf.workloads.llama.layout import LlamaLayout, layout_of
 
@@ -89,6 +89,10 @@ class LlamaWorkload(Workload):
     config_type = LlamaConfig
     title = "Llama 3 (--model llama)"
     builders = {"torch": "dlperf.workloads.llama.torch_step:build", "jax": "dlperf.workloads.llama.jax_step:build"}
+    batch_key = "micro_batch_size"
+    report_title = "Llama"
+    flops_formula = "(6N + 12·L·H·Q·T) per token"
+    plausible = PlausibleWork("a Llama-2-70B sequence", ("llama2_70b", "llama2-70b", "llama-2-70b"), 5e14)
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """The size fills every shape value the user did not give explicitly."""

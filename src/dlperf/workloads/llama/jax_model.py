@@ -38,16 +38,21 @@ def param_spec(shards: int, tp: int, names: tuple[str, ...], shape: tuple[int, .
     """A parameter's split: the TP plan's dimension over "tp", and FSDP's shard over ("fsdp", "cp") (`shards`
     ranks: context-parallel ranks hold shards too, as FSDP2 shards over dp_shard x cp in the PyTorch step) on the
     first other dimension that divides; a vector, a norm's scale, stays whole."""
-    axes: list = list(TP_PLAN.get(names[-2:], (None,) * len(shape))) if tp > 1 else [None] * len(shape)
     if names[-2:] == ("tok_embeddings", "embedding") and shards > 1 and shape[0] % (shards * tp) == 0:
         # the vocabulary over every split, so that the looked-up rows come out whole in the hidden dimension (split
         # there, XLA would have to re-gather each row to the batch's sharding)
         return P((*(("tp",) if tp > 1 else ()), "fsdp", "cp"), None)
+    axes: list = list(TP_PLAN.get(names[-2:], (None,) * len(shape))) if tp > 1 else [None] * len(shape)
     if shards > 1 and len(shape) == 2:
-        free = next((d for d in range(2) if axes[d] is None and shape[d] % shards == 0), None)
+        free = _shardable_dimension(axes, shape, shards)
         if free is not None:
             axes[free] = ("fsdp", "cp")
     return P(*axes)
+
+
+def _shardable_dimension(axes: list, shape: tuple[int, ...], shards: int) -> int | None:
+    """The first dimension of a matrix that tp leaves whole and `shards` divides, or None."""
+    return next((d for d in range(2) if axes[d] is None and shape[d] % shards == 0), None)
 
 
 def rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
@@ -98,7 +103,7 @@ class Llama(nn.Module):
     vocab_size: int
     rope_theta: float
     dtype: Any = jnp.float32
-    attention: str | None = None  # jax.nn.dot_product_attention's implementation (gpt/jax_model.py)
+    attention: str | None = None  # jax.nn.dot_product_attention's implementation (language_model/jax_parts.py)
     remat: str = "none"
 
     @nn.compact

@@ -1,14 +1,13 @@
 """Llama pre-training on the JAX engine under the planned layout: the Flax model of jax_model.py over a
 (dp, fsdp, cp, tp) mesh (dp_replicate, dp_shard, cp and tp of the plan), AdamW as torch_step.py sets it, random token
-windows drawn per sample (the GPT's), compiled by engines/jax/step.py. The batch splits over dp x fsdp and its
-sequence over cp; XLA's partitioner derives every collective, attention over the split sequence included."""
+windows drawn per sample (language_model/jax_parts.py), compiled by engines/jax/step.py. The batch splits over
+dp x fsdp and its sequence over cp; XLA's partitioner derives every collective, attention over the split sequence
+included."""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
-import jax
 from jax.sharding import PartitionSpec as P
 
 from dlperf.engines.base import TrainStep
@@ -17,8 +16,7 @@ from dlperf.engines.jax.engine import JaxEngine
 from dlperf.engines.jax.step import Recipe, compile_step
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
-from dlperf.workloads.gpt.jax_model import attention_implementation
-from dlperf.workloads.gpt.jax_step import token_rows
+from dlperf.workloads.language_model.jax_parts import attention_for, next_token_recipe
 from dlperf.workloads.llama.config import ADAMW_BETAS, LlamaConfig
 from dlperf.workloads.llama.jax_model import Llama, param_spec
 from dlperf.workloads.llama.layout import LlamaLayout
@@ -37,24 +35,14 @@ def recipe(spec: RunSpec, plan: WorkloadPlan) -> Recipe:
         config.vocab_size,
         config.rope_theta,
         dtype,
-        attention_implementation(jax.default_backend(), dtype, config.hidden_size // config.num_heads),
+        attention_for(spec, dtype),
         config.activation_checkpoint,
     )
-
-    def loss_fn(params: Any, extra: Any, micro: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, Any]:
-        inputs, labels = micro
-        return train.cross_entropy(module.apply({"params": params}, inputs), labels), extra
-
-    return Recipe(
-        module=module,
-        sample_input=jax.ShapeDtypeStruct((1, config.seq_length), jax.numpy.int32),
-        loss_fn=loss_fn,
-        tx=train.adamw(plan.lr, ADAMW_BETAS, config.weight_decay),
-        rows=token_rows(spec.seed, config.seq_length, config.vocab_size),
-        global_batch=layout.global_batch_size,
-        dp=layout.dp,
-        tp=layout.tp,
-        accumulation_steps=layout.accumulation_steps,
+    return next_token_recipe(
+        spec,
+        plan,
+        module,
+        ADAMW_BETAS,
         axes=(("dp", layout.dp_replicate), ("fsdp", layout.dp_shard), ("cp", layout.cp), ("tp", layout.tp)),
         batch_spec=P(None, ("dp", "fsdp"), "cp"),
         param_spec=partial(param_spec, layout.dp_shard * layout.cp, layout.tp),

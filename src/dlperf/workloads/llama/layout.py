@@ -105,17 +105,18 @@ def _stages_per_rank(config: LlamaConfig) -> int:
     multi = config.pp_schedule in MULTI_STAGE_SCHEDULES
     stages = config.stages_per_rank if config.stages_per_rank is not None else (2 if multi else 1)
     require_positive_int("stages_per_rank", stages)
-    if multi and stages < 2 or not multi and stages != 1:
-        raise ConfigError(
-            f"{flag('pp_schedule')} {config.pp_schedule} runs {'2 or more stages' if multi else 'one stage'} per "
-            f"rank, not {flag('stages_per_rank')} {stages}: "
-            + ("drop it" if not multi else f"use {flag('stages_per_rank')} 2 or more")
-        )
+    if (stages >= 2) != multi:
+        raise ConfigError(_stages_refusal(config.pp_schedule, multi, stages))
     if config.pp_schedule == "zbv" and stages != 2:
         raise ConfigError(
             f"{flag('pp_schedule')} zbv runs exactly 2 stages per rank (a V): drop {flag('stages_per_rank')}"
         )
     return stages
+
+
+def _stages_refusal(schedule: str, multi: bool, stages: int) -> str:
+    runs, fix = ("2 or more stages", f"use {flag('stages_per_rank')} 2 or more") if multi else ("one stage", "drop it")
+    return f"{flag('pp_schedule')} {schedule} runs {runs} per rank, not {flag('stages_per_rank')} {stages}: {fix}"
 
 
 def layout_of(spec: RunSpec) -> LlamaLayout:
@@ -142,12 +143,13 @@ def layout_of(spec: RunSpec) -> LlamaLayout:
             f"{flag('global_batch_size')} {global_batch} is not divisible by micro batch x data-parallel size = "
             f"{config.micro_batch_size} x {dp} = {config.micro_batch_size * dp}"
         )
+    _check_heads(config)
     _check_shape(config, layout)
     return layout
 
 
-def _check_shape(config: LlamaConfig, layout: LlamaLayout) -> None:
-    """The model's dimensions against the split asked for."""
+def _check_heads(config: LlamaConfig) -> None:
+    """An even head size, and whole query-head groups per key/value head."""
     if config.hidden_size % config.num_heads or (config.hidden_size // config.num_heads) % 2:
         raise ConfigError(
             f"{flag('hidden_size')} {config.hidden_size} / {flag('num_heads')} {config.num_heads} must be an even "
@@ -157,6 +159,10 @@ def _check_shape(config: LlamaConfig, layout: LlamaLayout) -> None:
         raise ConfigError(
             f"{flag('num_heads')} {config.num_heads} is not divisible by {flag('num_kv_heads')} {config.num_kv_heads}"
         )
+
+
+def _check_shape(config: LlamaConfig, layout: LlamaLayout) -> None:
+    """The model's dimensions against the split asked for."""
     for name in ("num_kv_heads", "ffn_hidden_size", "vocab_size"):
         if getattr(config, name) % layout.tp:
             raise ConfigError(f"{flag(name)} {getattr(config, name)} is not divisible by {flag('tp')} {layout.tp}")

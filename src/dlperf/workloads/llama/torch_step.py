@@ -15,8 +15,7 @@ from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.errors import ConfigError
 from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
-from dlperf.workloads.gpt.data import Batches, file_batches, synthetic_batches
-from dlperf.workloads.gpt.torch_step import cross_entropy
+from dlperf.workloads.language_model.torch_data import Batches, cross_entropy, file_batches, synthetic_batches
 from dlperf.workloads.llama import FLOAT8_NEEDS_GPU, parallel
 from dlperf.workloads.llama.config import ADAMW_BETAS, LlamaConfig
 from dlperf.workloads.llama.layout import LlamaLayout
@@ -57,14 +56,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     if rank.distributed:
         amp.shard()  # the model is split over ranks: one inf/nan verdict for all
     batches = _replica_batches(spec, plan, layout.dp_rank(rank.rank), device)
-    cp = parallel.context_parallel(mesh["cp"] if layout.cp > 1 else None, modules)
-    if layout.pp > 1:
-        scale = amp.scaler.scale if amp.scaler else None
-        pipeline = Pipeline(modules, ids, layout.stages, layout.pp_schedule, layout.accumulation_steps, cross_entropy,
-                            device, mesh["pp"].get_group(), scale=scale, context=amp.autocast)  # fmt: skip
-        run_batch = _pipelined(pipeline, cp, layout.cp > 1)
-    else:
-        run_batch = _accumulated(modules[0], layout.accumulation_steps, amp, cp, layout.cp > 1, device)
+    run_batch = _batch_runner(layout, modules, ids, amp, mesh, device)
     float8_gathers = config.float8 and parallel.uses_fsdp(layout)
     graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
     iteration = 0
@@ -82,19 +74,35 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         return loss
 
     holds_loss = layout.stages - 1 in ids and at["tp"] == 0
+    read_loss = _global_loss(layout, holds_loss, device) if rank.distributed else loss_value
+    return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(held))
 
-    def read_loss(loss: torch.Tensor | None) -> float | None:
-        """The global batch's mean loss: one all-reduce at window edges, where each data- and context-parallel rank
-        of the last stage (one tp rank each) contributes its share and every other rank zero."""
-        if not rank.distributed:
-            return loss_value(loss)
+
+def _global_loss(layout: LlamaLayout, holds_loss: bool, device: torch.device):
+    """The global batch's mean loss: one all-reduce at window edges, where each data- and context-parallel rank of
+    the last stage (one tp rank each) contributes its share and every other rank zero."""
+
+    def read_loss(loss: torch.Tensor | None) -> float:
         share = torch.zeros((), device=device)
         if loss is not None and holds_loss:
             share += loss.float() / (layout.dp * layout.cp)
         dist.all_reduce(share)
         return float(share.item())
 
-    return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(held))
+    return read_loss
+
+
+def _batch_runner(layout: LlamaLayout, modules: list[Llama], ids: list[int], amp: MixedPrecision, mesh,
+                  device: torch.device):  # fmt: skip
+    """One global batch through this rank's stages: a pipeline schedule, or micro-batches accumulated; under
+    context parallelism where planned."""
+    cp = parallel.context_parallel(mesh["cp"] if layout.cp > 1 else None, modules)
+    if layout.pp == 1:
+        return _accumulated(modules[0], layout.accumulation_steps, amp, cp, layout.cp > 1, device)
+    scale = amp.scaler.scale if amp.scaler else None
+    pipeline = Pipeline(modules, ids, layout.stages, layout.pp_schedule, layout.accumulation_steps, cross_entropy,
+                        device, mesh["pp"].get_group(), scale=scale, context=amp.autocast)  # fmt: skip
+    return _pipelined(pipeline, cp, layout.cp > 1)
 
 
 def _owned(batch: tuple[torch.Tensor, ...], copy: bool) -> tuple[torch.Tensor, ...]:

@@ -20,7 +20,7 @@ from dlperf.spec import (
     require_positive_number,
     setting,
 )
-from dlperf.workloads.base import Workload, WorkloadPlan
+from dlperf.workloads.base import CpuEstimate, PlausibleWork, Workload, WorkloadPlan
 from dlperf.workloads.resnet.dali_data import require_dali
 
 # torchvision's resnet50 without its 1000-class head (2048 x 1000 weights + 1000 biases): 25,557,032 in all
@@ -28,6 +28,8 @@ BACKBONE_PARAMS = 25_557_032 - 2048 * 1000 - 1000
 # outputs of every layer for one 224 x 224 image (counted once with forward hooks on torchvision's resnet50):
 # what the backward pass keeps, an upper bound since in-place ReLUs share their input's memory
 ACTIVATIONS_PER_IMAGE_224 = 32_040_424
+# ResNet-50 forward: 4.1 G multiply-adds = 8.2 GFLOP per 224 px image; a training step is about 3 forwards.
+TRAIN_FLOP_224 = 3 * 8.2e9
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 DataLoader = Literal["torchvision", "dali"]
@@ -107,6 +109,10 @@ class ResNet50Workload(Workload):
     config_type = ResNetConfig
     title = "ResNet-50 (--model resnet50)"
     builders = {"torch": "dlperf.workloads.resnet.torch_step:build", "jax": "dlperf.workloads.resnet.jax_step:build"}
+    batch_key = "batch_size"
+    report_title = "ResNet-50"
+    aliases = ("rn50", "resnet50v15", "resnet50v1")
+    plausible = PlausibleWork("a ResNet image", ("resnet", "rn50", "rn101"), 1e9)
 
     def validate(self, spec: RunSpec) -> None:
         config: ResNetConfig = spec.workload
@@ -141,6 +147,12 @@ class ResNet50Workload(Workload):
             lr=config.lr if config.lr is not None else 0.1 * config.batch_size * spec.world_size / 256,
             record_fields={"work": work_tag(spec)},
         )
+
+    def cpu_estimate(self, spec: RunSpec) -> CpuEstimate:
+        """On CPUs the defaults (224 px, batch 128) mean hours: the FLOPs scale with the image's area."""
+        size = spec.workload.image_size
+        quick = "--image-size 32 --batch-size 8 --iters 40"
+        return CpuEstimate(TRAIN_FLOP_224 * (size / 224) ** 2, f"at {size} px", quick)
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
         config: ResNetConfig = spec.workload

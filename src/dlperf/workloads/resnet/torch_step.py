@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -15,7 +18,7 @@ from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.resnet import ResNetConfig
 from dlperf.workloads.resnet.dali_data import dali_batches
-from dlperf.workloads.resnet.data import folder_batches, synthetic_batches
+from dlperf.workloads.resnet.data import Batch, folder_batches, synthetic_batches
 
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
@@ -31,55 +34,12 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     # the clock's forward pre-hook and its CUDA events (pytorch/pytorch#176486; CUDA graphs cannot hold them at
     # all): there the straggler evidence is the step time (`measure: step`), and nothing of ours is compiled.
     own_clock = None if spec.compile else OwnWorkClock(model, model.conv1.weight, device, rank.rank)
-    no_sync = None  # --ablate sync: DDP's no_sync(), on an eager step (a compiled one would recompile under it)
-    if rank.distributed:
-        device_ids = [device.index] if device.type == "cuda" else None
-        model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
-        no_sync = None if spec.compile else model.no_sync
-    if spec.compile:
-        model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
-    kernels = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
-    impl = config.optimizer_impl
-    if impl == "auto" and spec.precision == "amp-fp16" and device.type == "cuda":
-        impl = "fused"  # the loss scaler skips an inf step on the device only with a fused optimizer (no sync)
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=plan.lr,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-        **kernels.get(impl, {}),
-    )
-    zero_momentum_buffers(optimizer)
+    model, no_sync = _parallel(model, spec, engine)
+    optimizer = _optimizer(model, spec, plan, device)
     graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
     criterion = nn.CrossEntropyLoss()
     amp = MixedPrecision(spec.precision, device)
-    if spec.data == "synthetic":
-        next_batch = synthetic_batches(config.batch_size, config.image_size, config.num_classes, device, memory_format)
-    elif config.data_loader == "dali":
-        next_batch = dali_batches(
-            spec.data,
-            config.batch_size,
-            config.image_size,
-            device,
-            memory_format,
-            rank.rank,
-            rank.world_size,
-            spec.seed,
-            config.workers,
-        )
-    else:
-        next_batch = folder_batches(
-            spec.data,
-            config.batch_size,
-            config.image_size,
-            config.workers,
-            device,
-            memory_format,
-            rank.rank,
-            rank.world_size,
-            spec.seed,
-        )
-    next_batch = data_phase(own_clock, next_batch)
+    next_batch = data_phase(own_clock, _batches(spec, engine, memory_format))
     model.train()
 
     def step() -> torch.Tensor:
@@ -112,4 +72,53 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         count_flops=count_flops,
         model=parameter_facts(model),
         no_sync=no_sync,
+    )
+
+
+def _parallel(model: nn.Module, spec: RunSpec, engine: TorchEngine) -> tuple[nn.Module, Any]:
+    """The model as it trains: DDP over several ranks, compiled under --compile; and DDP's no_sync() for --ablate
+    sync, on an eager step only (a compiled one would recompile under it)."""
+    no_sync = None
+    if engine.rank.distributed:
+        device_ids = [engine.device.index] if engine.device.type == "cuda" else None
+        model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+        no_sync = None if spec.compile else model.no_sync
+    if spec.compile:
+        model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    return model, no_sync
+
+
+OPTIMIZER_KERNELS = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}
+
+
+def _optimizer(model: nn.Module, spec: RunSpec, plan: WorkloadPlan, device: torch.device) -> torch.optim.SGD:
+    """SGD with momentum in the asked implementation, its momentum buffers zeroed."""
+    config: ResNetConfig = spec.workload
+    impl = config.optimizer_impl
+    if impl == "auto" and spec.precision == "amp-fp16" and device.type == "cuda":
+        impl = "fused"  # the loss scaler skips an inf step on the device only with a fused optimizer (no sync)
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=plan.lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+        **OPTIMIZER_KERNELS.get(impl, {}),
+    )
+    zero_momentum_buffers(optimizer)
+    return optimizer
+
+
+def _batches(spec: RunSpec, engine: TorchEngine, memory_format: torch.memory_format) -> Callable[[], Batch]:
+    """This rank's batches: one synthetic batch, or the image folder through DALI or torchvision's loader."""
+    config: ResNetConfig = spec.workload
+    device, rank = engine.device, engine.rank
+    if spec.data == "synthetic":
+        return synthetic_batches(config.batch_size, config.image_size, config.num_classes, device, memory_format)
+    shape = (config.batch_size, config.image_size)
+    if config.data_loader == "dali":
+        return dali_batches(
+            spec.data, *shape, device, memory_format, rank.rank, rank.world_size, spec.seed, config.workers
+        )
+    return folder_batches(
+        spec.data, *shape, config.workers, device, memory_format, rank.rank, rank.world_size, spec.seed
     )

@@ -1,4 +1,4 @@
-"""GPT token files, checked before a run starts (numpy only).
+"""Language-model token files, checked before a run starts (numpy only).
 
 Token file format (`--data PATH`): a headerless array of token ids, little-endian, `uint16` when
 --vocab-size is at most 65536 and `uint32` above (the layout nanoGPT's and many tokenizer scripts' `.bin`

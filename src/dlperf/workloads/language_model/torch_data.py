@@ -1,4 +1,5 @@
-"""GPT training batches: a fixed random batch, or contiguous windows of a flat token file (format: tokens.py)."""
+"""Language-model training batches in PyTorch, a fixed random batch or contiguous windows of a flat token file
+(format: tokens.py), and their next-token loss."""
 
 from __future__ import annotations
 
@@ -6,10 +7,16 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
-from dlperf.workloads.gpt.tokens import open_token_file
+from dlperf.workloads.language_model.tokens import open_token_file
 
 Batches = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The next-token loss in fp32 over every position of the batch."""
+    return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten())
 
 
 def synthetic_batches(

@@ -177,7 +177,7 @@ def test_sweep_api_tells_its_events_in_order_and_returns_its_outcome(tmp_path):
     """orchestration.sweep, the call `dlperf sweep` makes: every event typed and in order, the kept runs skipped
     (one failed before), the report written, the outcome saying so; the folder keeps the options given."""
     from dlperf.launch import LaunchOptions
-    from dlperf.orchestration.sweep import Ended, Planned, Skipped, Started, sweep
+    from dlperf.orchestration.sweep import Ended, Planned, Skipped, Started, sweep_to_report
     from dlperf.orchestration.sweep_plan import SweepOptions
     from dlperf.orchestration.sweep_state import load_sweep_options
 
@@ -189,7 +189,7 @@ def test_sweep_api_tells_its_events_in_order_and_returns_its_outcome(tmp_path):
     write_json_atomic(folder / f"resnet50_{group}_2.json", record("1n1g", 2, None, group=group, sweep_id="s1"))
     events: list = []
     options = SweepOptions(config=str(config), out=str(out), resume=True)
-    outcome = sweep(options, LaunchOptions(), events.append, {"repeats": None})
+    outcome = sweep_to_report(options, LaunchOptions(), events.append, {"repeats": None})
     assert [type(e) for e in events] == [Planned, Started, Skipped, Skipped, Ended]
     assert events[0].sweep_id == "s1" and [e.failed_before for e in events[2:4]] == [False, True]
     assert outcome is not None and outcome.ran == [] and outcome.skipped == 2 and outcome.failed == []

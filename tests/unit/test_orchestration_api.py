@@ -1,5 +1,5 @@
-"""The orchestration package's API: every exported name loads from its module, `sweep` stays the function once its
-module is imported, and sweep resume takes typed options in and gives typed options out."""
+"""The orchestration package's API: every exported name loads from its module, none is shadowed by a submodule
+of the same name, and sweep resume takes typed options in and gives typed options out."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from dlperf.orchestration import SweepOptions, resolve_sweep
 from dlperf.orchestration.sweep_state import save_sweep_options
 
 
-def test_every_exported_name_loads_and_sweep_is_the_function():
-    import dlperf.orchestration.sweep  # noqa: F401  the module of the same name, imported first
+def test_every_exported_name_loads_and_none_is_a_submodule():
+    import dlperf.orchestration.sweep  # noqa: F401  a submodule imported first sets its name on the package
 
     assert all(getattr(orchestration, name) is not None for name in orchestration.__all__)
-    assert callable(orchestration.sweep) and orchestration.sweep.__name__ == "sweep"
+    assert callable(orchestration.sweep_to_report) and not set(orchestration.__all__) & set(
+        orchestration._HOMES.values()
+    )
     with pytest.raises(AttributeError):
         orchestration.no_such_name  # noqa: B018
 

@@ -43,7 +43,7 @@ def test_aliases_name_a_registered_model():
 
 
 def test_plausible_work_is_extracts_table():
-    """The entries of extract's table (framework_logs/measure.py's FLOPS_PER_SAMPLE) that are dlperf workloads,
+    """The entries of extract's table (framework_logs/plausibility.py's flops_per_sample()) that are dlperf workloads,
     in the same `(what, name parts, FLOPs per sample)` shape."""
     assert plausible_work() == (
         ("a ResNet image", ("resnet", "rn50", "rn101"), 1e9),

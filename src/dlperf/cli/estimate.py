@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.cli.display import duration
-from dlperf.orchestration.sweep_plan import SweepPlan
+from dlperf.orchestration import SweepPlan
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import CpuEstimate, WorkloadPlan, get_workload
 

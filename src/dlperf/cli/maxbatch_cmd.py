@@ -9,7 +9,7 @@ from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_run_options, explicit_run_values
 from dlperf.maxbatch.search import MaxBatchResult, Probe
-from dlperf.orchestration.maxbatch import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
+from dlperf.orchestration import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
 from dlperf.wording import count
 
 

@@ -30,7 +30,7 @@ from dlperf.orchestration import (
     SweepStart,
     resolve_sweep,
     stored_sweep_fields,
-    sweep,
+    sweep_to_report,
 )
 
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     resolved = resolve_sweep(options, given, args.option_defaults)
     launch = launch_options(argparse.Namespace(**{**vars(args), **resolved.flags}))
     with SweepView() as view:
-        outcome = sweep(resolved.options, launch, view.show, resolved.flags)
+        outcome = sweep_to_report(resolved.options, launch, view.show, resolved.flags)
     if outcome is None:  # --dry-run: the commands were printed
         return 0
     failed = len(outcome.failed)

@@ -104,7 +104,7 @@ def resume_command(out: str) -> str:
     return shlex.join(["dlperf", "sweep", "--resume", "--out", out])
 
 
-def sweep(
+def sweep_to_report(
     options: SweepOptions,
     launch: LaunchOptions,
     on_event: Callable[[SweepEvent], None],
@@ -170,4 +170,4 @@ def _refuse_finished(out: str, jobs: list[RunJob]) -> None:
         )
 
 
-__all__ = ["Outcome", "SweepEvent", "resume_command", "sweep"]
+__all__ = ["Outcome", "SweepEvent", "resume_command", "sweep_to_report"]

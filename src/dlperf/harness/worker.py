@@ -45,13 +45,6 @@ def time_step(
     )
 
 
-def time_spec(
-    spec: RunSpec, plan: WorkloadPlan, engine: Engine, on_window: WindowCallback | None = None
-) -> Measurement:
-    """Build the workload's step and time it (the benchmarks' entry)."""
-    return time_step(build_step(spec, plan, engine), spec, plan, engine, on_window=on_window)
-
-
 def count_flops(step: TrainStep) -> tuple[int | None, str | None]:
     """The step's counted FLOPs per iteration, or None with the reason; a count that fails never fails the run."""
     if step.count_flops is None:

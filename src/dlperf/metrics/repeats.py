@@ -80,6 +80,13 @@ class StopDecision:
         return asdict(self)
 
 
+def _check_rule(target_ci: float, max_repeats: int, min_repeats: int) -> None:
+    if not 0 < target_ci < 1:
+        raise ValueError(f"--target-ci must be a fraction in (0, 1), got {target_ci}")
+    if max_repeats < min_repeats:
+        raise ValueError(f"--max-repeats must be at least {min_repeats}, got {max_repeats}")
+
+
 def should_stop(
     values: Sequence[float],
     target_ci: float = DEFAULT_TARGET_CI,
@@ -88,10 +95,7 @@ def should_stop(
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> StopDecision:
     """The adaptive-repeat rule, given the throughputs of the good repeats so far."""
-    if not 0 < target_ci < 1:
-        raise ValueError(f"--target-ci must be a fraction in (0, 1), got {target_ci}")
-    if max_repeats < min_repeats:
-        raise ValueError(f"--max-repeats must be at least {min_repeats}, got {max_repeats}")
+    _check_rule(target_ci, max_repeats, min_repeats)
     n = len(values)
     interval = median_ci_exact(values, confidence) if n else None
     half = interval.half_width if interval else None

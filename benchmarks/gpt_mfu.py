@@ -15,7 +15,7 @@ import torch
 
 from dlperf.engines.base import RankEnv
 from dlperf.engines.torch.engine import TorchEngine
-from dlperf.harness.worker import time_spec
+from dlperf.harness.worker import build_step, time_step
 from dlperf.spec import PRECISIONS
 from dlperf.workloads import check_spec, get_workload, spec_from_mapping
 from dlperf.workloads.gpt import GPTConfig
@@ -42,7 +42,7 @@ def main() -> None:
     engine = TorchEngine()
     engine.setup(spec, RankEnv(0, 1, 0, 1))
     device = engine.device
-    measured = time_spec(spec, plan, engine)
+    measured = time_step(build_step(spec, plan, engine), spec, plan, engine)
     name = engine.device_name()
     metrics = get_workload("gpt").derived_metrics(
         spec, plan, {"throughput": measured.throughput, "ranks": [{"device": name}], "device_type": device.type}

@@ -22,7 +22,7 @@ from torchvision.models import resnet50
 
 from dlperf.engines.base import RankEnv
 from dlperf.engines.torch.engine import TorchEngine
-from dlperf.harness.worker import time_spec
+from dlperf.harness.worker import build_step, time_step
 from dlperf.records.runlog import RunLogWriter
 from dlperf.workloads import check_spec, spec_from_mapping
 
@@ -77,7 +77,8 @@ def dlperf_loop(args: argparse.Namespace, engine: TorchEngine, log_path: Path) -
     )
     log = RunLogWriter(log_path)
     try:
-        measured = time_spec(spec, check_spec(spec), engine, on_window=log.window)
+        plan = check_spec(spec)
+        measured = time_step(build_step(spec, plan, engine), spec, plan, engine, on_window=log.window)
     finally:
         log.close()
     return measured.throughput

@@ -14,7 +14,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Any
@@ -252,22 +252,8 @@ class RunSpec:
 
     def validate(self) -> None:
         """Check the values every workload shares; the workload checks its own afterwards."""
-        for name in ("nodes", "devices_per_node", "iters"):
-            require_positive_int(name, getattr(self, name))
-        for name, bound in (("nodes", MAX_NODES), ("devices_per_node", MAX_DEVICES_PER_NODE)):
-            if getattr(self, name) > bound:
-                raise ConfigError(
-                    f"{flag(name)} {getattr(self, name)} is more than any cluster has (at most {bound}): "
-                    "every rank is planned and started"
-                )
-        if self.print_every is not None:
-            require_positive_int("print_every", self.print_every)
-        if not self.auto_warmup and (not _is_int(self.warmup_iters) or self.warmup_iters < 1):
-            raise ConfigError(
-                f"{flag('warmup_iters')} must be `auto` or at least 1 (the first step holds start-up and compiling), "
-                f"got {self.warmup_iters!r}"
-            )
-        require_positive_int("max_warmup_iters", self.max_warmup_iters)
+        self._validate_sizes()
+        self._validate_warmup_steps()
         if self.cpu_threads != AUTO:
             require_positive_int("cpu_threads", self.cpu_threads)
         if self.auto_warmup and self.max_warmup_iters < 3 * self.window:
@@ -286,6 +272,28 @@ class RunSpec:
         if self.peak_tflops is not None:
             require_positive_number("peak_tflops", self.peak_tflops)
         self._validate_command()
+
+    def _validate_sizes(self) -> None:
+        """Nodes, devices per node and iterations: positive counts, the first two within what a cluster has."""
+        for name in ("nodes", "devices_per_node", "iters"):
+            require_positive_int(name, getattr(self, name))
+        for name, bound in (("nodes", MAX_NODES), ("devices_per_node", MAX_DEVICES_PER_NODE)):
+            if getattr(self, name) > bound:
+                raise ConfigError(
+                    f"{flag(name)} {getattr(self, name)} is more than any cluster has (at most {bound}): "
+                    "every rank is planned and started"
+                )
+        if self.print_every is not None:
+            require_positive_int("print_every", self.print_every)
+
+    def _validate_warmup_steps(self) -> None:
+        """A fixed warm-up of at least one step, or `auto`, and a positive cap on the automatic one."""
+        if not self.auto_warmup and (not _is_int(self.warmup_iters) or self.warmup_iters < 1):
+            raise ConfigError(
+                f"{flag('warmup_iters')} must be `auto` or at least 1 (the first step holds start-up and compiling), "
+                f"got {self.warmup_iters!r}"
+            )
+        require_positive_int("max_warmup_iters", self.max_warmup_iters)
 
     def _validate_choices(self) -> None:
         """The keys that take one of a few values, a flag or a non-negative number."""
@@ -332,12 +340,11 @@ class RunSpec:
         if not isinstance(self.log_format, str) or not self.log_format:
             raise ConfigError(f"{flag('log_format')} must be `auto` or a format name, got {self.log_format!r}")
         for name in ("framework", "label"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, str) and LABEL_RE.match(value)):
-                raise ConfigError(
-                    f"{flag(name)} must be a short lower-case name (letters, digits, . + -; e.g. tensorflow), "
-                    f"got {str(value)[:60]!r}"
-                )
+            _require_label(name, getattr(self, name))
+        self._validate_log_reading()
+
+    def _validate_log_reading(self) -> None:
+        """Where reading a command's log stops, and the warm-up iterations it skips."""
         if self.stop_after_lines is not None:
             require_positive_int("stop_after_lines", self.stop_after_lines)
         if self.stop_after_seconds is not None:
@@ -375,6 +382,15 @@ def file_keys() -> Iterator[None]:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require_label(name: str, value: Any) -> None:
+    """A framework or label: null, or a short lower-case name."""
+    if value is not None and not (isinstance(value, str) and LABEL_RE.match(value)):
+        raise ConfigError(
+            f"{flag(name)} must be a short lower-case name (letters, digits, . + -; e.g. tensorflow), "
+            f"got {str(value)[:60]!r}"
+        )
 
 
 def require_positive_int(name: str, value: Any) -> None:
@@ -443,12 +459,28 @@ def coerce(owner: type, key: str, value: Any) -> Any:
         return "auto" if value else "off"
     if float in kinds and _is_int(value):
         return float(value)
-    if hint is bool and not isinstance(value, bool):
-        raise ConfigError(f"key {key!r} must be true or false, got {value!r}")
-    if int in kinds and value is not None and not _is_int(value):  # `int | str`: an integer or `auto`
-        raise ConfigError(f"key {key!r} must be an integer, got {value!r}")
-    if kinds == {str} and value is not None and not isinstance(value, str):
-        raise ConfigError(f"key {key!r} must be a string, got {value!r}")
-    if float in kinds and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise ConfigError(f"key {key!r} must be a number, got {value!r}")
+    need = _needed_type(hint, kinds, value)
+    if need is not None:
+        raise ConfigError(f"key {key!r} must be {need}, got {value!r}")
     return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# (the field's types hold it, the value is of it, what the message asks for), checked in order
+_TYPE_CHECKS: tuple[tuple[Callable[[set[Any]], bool], Callable[[Any], bool], str], ...] = (
+    (lambda kinds: int in kinds, _is_int, "an integer"),  # `int | str`: an integer or `auto`
+    (lambda kinds: kinds == {str}, lambda value: isinstance(value, str), "a string"),
+    (lambda kinds: float in kinds, _is_number, "a number"),
+)
+
+
+def _needed_type(hint: Any, kinds: set[Any], value: Any) -> str | None:
+    """What a value of the wrong type should have been (`an integer`); None for a right one or null."""
+    if hint is bool:
+        return None if isinstance(value, bool) else "true or false"
+    if value is None:
+        return None
+    return next((need for holds, fits, need in _TYPE_CHECKS if holds(kinds) and not fits(value)), None)

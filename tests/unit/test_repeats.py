@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dlperf.metrics.repeats import median_ci_bootstrap, median_ci_exact, outliers, should_stop
+from dlperf.metrics.repeats import median_ci_exact, outliers, should_stop
 
 
 def test_exact_interval_ranks_by_hand():
@@ -20,15 +20,6 @@ def test_exact_interval_ranks_by_hand():
     five = median_ci_exact([1.0, 2.0, 3.0, 4.0, 5.0])  # [min, max] covers only 93.75 %
     assert five.low is None and five.half_width is None and "too few" in five.reason
     assert median_ci_exact([1.0, 2.0, 3.0, 4.0, 5.0], confidence=0.9).low == 1.0
-
-
-def test_bootstrap_interval_is_seeded_and_brackets_the_median():
-    values = [100.0, 101.0, 99.0, 100.5, 99.5]
-    a, b = median_ci_bootstrap(values, seed=3), median_ci_bootstrap(values, seed=3)
-    assert (a.low, a.high) == (b.low, b.high)
-    assert 99.0 <= a.low <= a.median == 100.0 <= a.high <= 101.0
-    three = median_ci_bootstrap([1.0, 2.0, 3.0])  # with 3 values the percentile interval is [min, max]
-    assert (three.low, three.high) == (1.0, 3.0)
 
 
 def _run_until_stop(rng: np.random.Generator, cv: float, **rule) -> tuple[int, str]:

@@ -8,7 +8,7 @@ import pytest
 from conftest import run_cli
 from report_records import record
 
-from dlperf.metrics.stats import percentile, spread
+from dlperf.metrics.stats import percentile, spread, t95
 from dlperf.records.store import write_json_atomic
 
 
@@ -82,7 +82,8 @@ def test_spread_and_percentiles():
     assert stats["median"] == 12.0 and stats["mean"] == 12.0
     assert stats["stdev"] == pytest.approx(2.0)
     assert stats["cv"] == pytest.approx(2.0 / 12.0)
-    assert stats["ci95"] == pytest.approx(4.303 * 2.0 / 3**0.5)
+    assert stats["ci95"] == pytest.approx(4.303 * 2.0 / 3**0.5, rel=1e-4)  # t(2 dof) = 4.303 in the printed tables
+    assert [round(t95(dof), 3) for dof in (1, 5, 30, 10_000)] == [12.706, 2.571, 2.042, 1.960]
     assert spread([5.0])["ci95"] is None
     assert percentile([1, 2, 3, 4], 50) == 2.5
     assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == pytest.approx(9.1)

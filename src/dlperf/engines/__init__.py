@@ -7,7 +7,7 @@ workload names its step builder for the engine in its `builders`.
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from typing import Any, cast
 
 from dlperf.engines.base import Engine, EngineHost
@@ -32,7 +32,7 @@ def _entry(name: str) -> tuple[str, str]:
 
 def engine_host(name: str) -> EngineHost:
     """The parent's side of engine `name`: importing it loads no framework."""
-    return cast(EngineHost, importlib.import_module(_entry(name)[0]))
+    return cast(EngineHost, pkgutil.resolve_name(_entry(name)[0]))
 
 
 def engine_versions(names: list[str]) -> dict[str, Any]:
@@ -46,5 +46,4 @@ def engine_versions(names: list[str]) -> dict[str, Any]:
 
 def get_engine(name: str) -> Engine:
     """A fresh engine object for a rank; the framework is imported here, not before."""
-    module, cls = _entry(name)[1].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    return pkgutil.resolve_name(_entry(name)[1])()

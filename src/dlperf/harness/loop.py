@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dlperf.engines.base import Engine, TrainStep
+from dlperf.engines.base import Engine, StepClock, TrainStep
 from dlperf.metrics.steady import DEFAULT_TOLERANCE, DEFAULT_WINDOWS, is_stable
 from dlperf.records.runlog import WarmupLine, WindowLine
 
@@ -123,6 +123,90 @@ def _ablation_windows(
     return unsynced, synced
 
 
+@dataclass
+class _Warmup:
+    """What the warm-up did: its steps (the first included) and, for `auto`, its windows and whether they settled."""
+
+    done: int
+    windows: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    stable: bool | None = None
+
+
+def _warm_up(
+    step: TrainStep, engine: Engine, output: Any, warmup_iters: int | str, window: int, max_iters: int, batch: int
+) -> tuple[Any, _Warmup]:
+    """The warm-up after the first step: `auto` windows until stable, or the given count of untimed steps."""
+    if warmup_iters == "auto":
+        output, done, windows, lengths, stable = _auto_warmup(step, engine, output, window, max_iters, batch)
+        return output, _Warmup(1 + done, windows, lengths, stable)
+    for _ in range(int(warmup_iters) - 1):
+        output = step.run()
+    return output, _Warmup(int(warmup_iters))
+
+
+@dataclass
+class _Timed:
+    """The timed steps' windows (samples/s and steps each), per-step times by both clocks, the last loss read."""
+
+    windows: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    step_ms: list[float] = field(default_factory=list)
+    own_ms: list[float] = field(default_factory=list)
+    loss_last: Any = None
+    elapsed_s: float = 0.0
+
+
+def _timed_steps(
+    step: TrainStep,
+    engine: Engine,
+    clock: StepClock,
+    iters: int,
+    print_every: int,
+    global_batch: int,
+    on_window: WindowCallback | None,
+) -> tuple[Any, _Timed]:
+    """`iters` steps, the device synchronised only at window edges (every `print_every` steps and the last)."""
+    own_clock = step.own_clock
+    timed = _Timed()
+    t0 = window_start = time.perf_counter()
+    clock.start()
+    if own_clock:
+        own_clock.start()
+    output = None
+    done_in_window = 0
+    for iteration in range(1, iters + 1):
+        output = step.run()
+        clock.mark()
+        if own_clock:
+            own_clock.mark()
+        done_in_window += 1
+        if iteration % print_every and iteration != iters:
+            continue
+        timed.loss_last = step.read_loss(output)
+        engine.sync(output)
+        window_s = time.perf_counter() - window_start
+        _close_window(timed, clock, own_clock, done_in_window, global_batch * done_in_window / window_s)
+        if on_window:
+            ms_per_step = window_s * 1000 / done_in_window
+            on_window(WindowLine(iteration, iters, timed.loss_last, timed.windows[-1], ms_per_step, time.time()))
+        window_start, done_in_window = time.perf_counter(), 0
+    engine.sync(output)
+    engine.barrier()
+    timed.elapsed_s = time.perf_counter() - t0
+    return output, timed
+
+
+def _close_window(
+    timed: _Timed, clock: StepClock, own_clock: StepClock | None, steps: int, samples_per_s: float
+) -> None:
+    timed.windows.append(samples_per_s)
+    timed.lengths.append(steps)
+    timed.step_ms.extend(clock.collect())
+    if own_clock:
+        timed.own_ms.extend(own_clock.collect())
+
+
 def timed_loop(
     step: TrainStep,
     engine: Engine,
@@ -149,19 +233,7 @@ def timed_loop(
     loss_first = step.read_loss(output)  # reading the loss waits for the first step: start-up and compiling
     engine.sync(output)
     first_step_s = time.perf_counter() - started
-    warm_windows: list[float] = []
-    warm_lengths: list[int] = []
-    warm_stable: bool | None = None
-    if warmup_iters == "auto":
-        output, done, warm_windows, warm_lengths, warm_stable = _auto_warmup(
-            step, engine, output, print_every, max_warmup_iters, global_batch
-        )
-        warmup_done = 1 + done
-    else:
-        for _ in range(int(warmup_iters) - 1):
-            output = step.run()
-        warmup_done = int(warmup_iters)
-
+    output, warm = _warm_up(step, engine, output, warmup_iters, print_every, max_warmup_iters, global_batch)
     clock = engine.clock()
     own_clock = step.own_clock
     engine.sync(output)
@@ -169,45 +241,11 @@ def timed_loop(
     # benchmarking or autotuning workspaces
     engine.reset_peak_memory()
     if on_warmup:  # the live view tells start-up and compiling apart from the timed windows
-        on_warmup(WarmupLine(warmup_done, first_step_s, time.perf_counter() - started, time.time(), step.compile_s))
+        on_warmup(WarmupLine(warm.done, first_step_s, time.perf_counter() - started, time.time(), step.compile_s))
     for probe in probes:  # before the barrier, so no rank's timed window holds another's snapshot
         probe.start()
     engine.barrier()
-    t0 = window_start = time.perf_counter()
-    clock.start()
-    if own_clock:
-        own_clock.start()
-    windows: list[float] = []
-    lengths: list[int] = []
-    step_ms: list[float] = []
-    own_ms: list[float] = []
-    loss_now = None
-    done_in_window = 0
-    for iteration in range(1, iters + 1):
-        output = step.run()
-        clock.mark()
-        if own_clock:
-            own_clock.mark()
-        done_in_window += 1
-        if iteration % print_every and iteration != iters:
-            continue
-        loss_now = step.read_loss(output)
-        engine.sync(output)
-        now = time.perf_counter()
-        window_s = now - window_start
-        windows.append(global_batch * done_in_window / window_s)
-        lengths.append(done_in_window)
-        step_ms.extend(clock.collect())
-        if own_clock:
-            own_ms.extend(own_clock.collect())
-        if on_window:
-            on_window(
-                WindowLine(iteration, iters, loss_now, windows[-1], window_s * 1000 / done_in_window, time.time())
-            )
-        window_start, done_in_window = time.perf_counter(), 0
-    engine.sync(output)
-    engine.barrier()
-    elapsed = time.perf_counter() - t0
+    _, timed = _timed_steps(step, engine, clock, iters, print_every, global_batch, on_window)
     for probe in reversed(probes):  # last started, first stopped: the energy meter sits closest to the window
         probe.stop()
     ablation: tuple[list[float], list[float]] = ([], [])
@@ -216,18 +254,18 @@ def timed_loop(
     return Measurement(
         iters=iters,
         global_batch=global_batch,
-        elapsed_s=elapsed,
+        elapsed_s=timed.elapsed_s,
         first_step_s=first_step_s,
-        window_throughputs=windows,
-        step_ms=step_ms,
+        window_throughputs=timed.windows,
+        step_ms=timed.step_ms,
         loss_first=loss_first,
-        loss_last=loss_now,  # the last iteration always closes a window
-        window_iters=lengths,
-        warmup_iters=warmup_done,
-        warmup_window_throughputs=warm_windows,
-        warmup_window_iters=warm_lengths,
-        warmup_stable=warm_stable,
-        own_step_ms=own_ms if own_clock else step_ms,
+        loss_last=timed.loss_last,  # the last iteration always closes a window
+        window_iters=timed.lengths,
+        warmup_iters=warm.done,
+        warmup_window_throughputs=warm.windows,
+        warmup_window_iters=warm.lengths,
+        warmup_stable=warm.stable,
+        own_step_ms=timed.own_ms if own_clock else timed.step_ms,
         own_step_measure=step.own_measure if own_clock else "step",
         phase_ms=own_clock.phases() if own_clock else {},
         model=dict(step.model),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from dlperf.engines import get_engine
@@ -45,13 +46,6 @@ def time_step(
     )
 
 
-def time_spec(
-    spec: RunSpec, plan: WorkloadPlan, engine: Engine, on_window: WindowCallback | None = None
-) -> Measurement:
-    """Build the workload's step and time it (the benchmarks' entry)."""
-    return time_step(build_step(spec, plan, engine), spec, plan, engine, on_window=on_window)
-
-
 def count_flops(step: TrainStep) -> tuple[int | None, str | None]:
     """The step's counted FLOPs per iteration, or None with the reason; a count that fails never fails the run."""
     if step.count_flops is None:
@@ -75,46 +69,72 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     engine.setup(spec, rank)
     engine.reset_peak_memory()
     log = RunLogWriter(log_path) if rank.rank == 0 else None
-    load = energy = None
-    if rank.local_rank == 0:
-        devices = visible_gpu_ids(rank.local_world_size, engine.device_uuids()) if engine.device_type == "cuda" else []
-        load, energy = LoadProbe(devices), EnergyProbe(engine.device_type, devices)
+    load, energy = _node_probes(rank, engine)
     try:
         if log:
             log.config({**spec.to_dict(), "global_batch_size": plan.global_batch, "world_size": rank.world_size})
-        workload = get_workload(spec.model)
-        measurement, output, flops, flops_note = None, None, None, None
-        if workload.tasks:  # a rank task of its own instead of the timed loop (commbench)
-            output = workload.task(spec.engine)(spec, plan, engine)
-        else:
-            step = build_step(spec, plan, engine)
-            measurement = time_step(
-                step,
-                spec,
-                plan,
-                engine,
-                log.window if log else None,
-                log.warmup if log else None,
-                [load, energy] if load else [],
-            )
-            flops, flops_note = count_flops(step) if rank.rank == 0 else (None, None)
-        facts = RankFacts(
-            rank.rank,
-            node_name(),
-            engine.device_name(),
-            engine.peak_memory_mib(),
-            local_rank=rank.local_rank,
-            own_step_ms=measurement.own_step_ms if measurement else [],
-            phase_ms=measurement.phase_ms if measurement else {},
-            machine_load=load.result if load else None,
-            energy=energy.result if energy else None,
-            cpu_threads=engine.cpu_threads(),
-        )
-        ranks = engine.gather(facts)
+        work = _work(spec, plan, engine, rank, log, [load, energy] if load else [])
+        ranks = engine.gather(_facts(rank, engine, work.measurement, load, energy))
     finally:
         if log:
             log.close()
         engine.shutdown()
     if rank.rank != 0:
         return None
-    return RunMeasurement(measurement, ranks, engine.device_type, flops, flops_note, output).to_dict()
+    return RunMeasurement(
+        work.measurement, ranks, engine.device_type, work.flops, work.flops_note, work.output
+    ).to_dict()
+
+
+def _node_probes(rank: RankEnv, engine: Engine) -> tuple[LoadProbe | None, EnergyProbe | None]:
+    """The node's machine-load and energy meters, on its local rank 0 only."""
+    if rank.local_rank != 0:
+        return None, None
+    devices = visible_gpu_ids(rank.local_world_size, engine.device_uuids()) if engine.device_type == "cuda" else []
+    return LoadProbe(devices), EnergyProbe(engine.device_type, devices)
+
+
+@dataclass(frozen=True)
+class _RankWork:
+    """What this rank's work gave: the timed loop's measurement, or a rank task's output; rank 0's FLOP count."""
+
+    measurement: Measurement | None = None
+    output: Any = None
+    flops: int | None = None
+    flops_note: str | None = None
+
+
+def _work(
+    spec: RunSpec, plan: WorkloadPlan, engine: Engine, rank: RankEnv, log: RunLogWriter | None, probes: list
+) -> _RankWork:
+    """The workload's rank task where it has one (commbench), else its step built and timed."""
+    workload = get_workload(spec.model)
+    if workload.tasks:
+        return _RankWork(output=workload.task(spec.engine)(spec, plan, engine))
+    step = build_step(spec, plan, engine)
+    on_window, on_warmup = (log.window, log.warmup) if log else (None, None)
+    measurement = time_step(step, spec, plan, engine, on_window, on_warmup, probes)
+    flops, note = count_flops(step) if rank.rank == 0 else (None, None)
+    return _RankWork(measurement, None, flops, note)
+
+
+def _facts(
+    rank: RankEnv,
+    engine: Engine,
+    measurement: Measurement | None,
+    load: LoadProbe | None,
+    energy: EnergyProbe | None,
+) -> RankFacts:
+    """This rank's facts for the gather: where it ran, its memory, its own step times and its node's meters."""
+    return RankFacts(
+        rank.rank,
+        node_name(),
+        engine.device_name(),
+        engine.peak_memory_mib(),
+        local_rank=rank.local_rank,
+        own_step_ms=measurement.own_step_ms if measurement else [],
+        phase_ms=measurement.phase_ms if measurement else {},
+        machine_load=load.result if load else None,
+        energy=energy.result if energy else None,
+        cpu_threads=engine.cpu_threads(),
+    )

@@ -3,7 +3,7 @@ LAUNCHERS; `--launcher` takes its choices from this registry, and a launcher's m
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 
 from dlperf.errors import ConfigError
 from dlperf.launch.base import Launcher, RunJob
@@ -25,8 +25,7 @@ def launcher_names() -> list[str]:
 
 
 def launcher_class(name: str) -> type[Launcher]:
-    module, _, cls = LAUNCHERS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)
+    return pkgutil.resolve_name(LAUNCHERS[name])
 
 
 def launcher_for(options: LaunchOptions) -> Launcher:

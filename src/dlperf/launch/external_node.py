@@ -224,15 +224,23 @@ def _start(
 def last_words(lines: list[str]) -> str:
     """The line that says why a process failed: its last line that is no banner, and above a launcher's own
     failure report (torchrun's traceback and `=====` block name no cause) where one follows the error."""
+    cut = _report_start(lines)
+    if cut < len(lines) and (error := next((line for line in reversed(lines[:cut]) if ERROR_LINE.match(line)), None)):
+        return error.strip()
+    return next((said for part in (lines[:cut], lines) if (said := _last_said(part))), "")
+
+
+def _report_start(lines: list[str]) -> int:
+    """Where a launcher's own failure report starts (at its traceback where it has one); len(lines) without one."""
     cut = next((i for i, line in enumerate(lines) if LAUNCHER_REPORT.search(line)), len(lines))
     if cut < len(lines) and "ChildFailedError" in lines[cut]:  # the report's traceback starts above this line
         cut = next((i for i in range(cut, -1, -1) if lines[i].startswith("Traceback (most recent call last)")), cut)
-    if cut < len(lines) and (error := next((line for line in reversed(lines[:cut]) if ERROR_LINE.match(line)), None)):
-        return error.strip()
-    for part in (lines[:cut], lines):
-        if said := next((line.strip() for line in reversed(part) if not RULE_LINE.match(line)), ""):
-            return said
-    return ""
+    return cut
+
+
+def _last_said(lines: list[str]) -> str:
+    """The last line that is no banner (`=====`), stripped; "" without one."""
+    return next((line.strip() for line in reversed(lines) if not RULE_LINE.match(line)), "")
 
 
 def _failure(running: Running, code: int, host: str) -> NodeResult:

@@ -86,16 +86,20 @@ class LaunchOptions:
             raise ConfigError(f"--master-port must be between 1 and 65535, got {self.master_port}")
         if self.master_addr is not None:
             check_host_name(self.master_addr, "--master-addr")
-        for name, pattern in SLURM_VALUE_RE.items():
-            value = getattr(self, name)
-            if value is not None and not pattern.fullmatch(value):
-                raise ConfigError(
-                    f"--{name} {ascii(value)[:80]} is not a Slurm {name} (letters, digits, . _ + -; e.g. "
-                    f"{SLURM_EXAMPLES[name]}): control characters and spaces would change the sbatch script"
-                )
+        for name in SLURM_VALUE_RE:
+            _check_slurm_value(name, getattr(self, name))
 
     def worker_env(self) -> dict[str, str]:
         """Environment for every worker: the socket interface NCCL and Gloo should use."""
         if not self.ifname:
             return {}
         return {"NCCL_SOCKET_IFNAME": self.ifname, "GLOO_SOCKET_IFNAME": self.ifname}
+
+
+def _check_slurm_value(name: str, value: str | None) -> None:
+    """A Slurm value (partition, account, ...) that cannot change the sbatch script it goes into."""
+    if value is not None and not SLURM_VALUE_RE[name].fullmatch(value):
+        raise ConfigError(
+            f"--{name} {ascii(value)[:80]} is not a Slurm {name} (letters, digits, . _ + -; e.g. "
+            f"{SLURM_EXAMPLES[name]}): control characters and spaces would change the sbatch script"
+        )

@@ -77,6 +77,13 @@ class Node:
         )
 
 
+def _note_ends(nodes: list[Node]) -> None:
+    """When each agent that has ended was first seen ended."""
+    for node in nodes:
+        if node.proc.returncode is not None and not node.ended_at:
+            node.ended_at = time.monotonic()
+
+
 class SshLauncher(Launcher):
     """Starts one agent per host over ssh and merges their results into one."""
 
@@ -212,9 +219,7 @@ class SshLauncher(Launcher):
         """Wait for every agent; after the first failure stop the others. False when the time ran out."""
         while time.monotonic() < deadline:
             running = [n for n in nodes if n.proc.poll() is None]
-            for node in nodes:
-                if node.proc.returncode is not None and not node.ended_at:
-                    node.ended_at = time.monotonic()
+            _note_ends(nodes)
             if not running:
                 return True
             if any(n.proc.returncode not in (None, 0) for n in nodes):

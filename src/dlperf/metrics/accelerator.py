@@ -13,6 +13,8 @@ from typing import Any
 from dlperf.machine.env_diff import env_nodes
 from dlperf.metrics.peaks import device_key
 
+FIELDS = ("kind", "name", "model", "memory_gib", "count", "per_node", "interconnect", "source")  # the record's order
+
 
 def accelerator_identity(
     device_type: str | None, device_name: str | None, env: dict[str, Any], count: int, per_node: int
@@ -22,29 +24,46 @@ def accelerator_identity(
     node = env_nodes(env)[0]  # rank 0's node
     gpus = node.get("gpus") or []
     if device_type == "cuda" or (device_type is None and gpus):
-        gpu = next((g for g in gpus if device_name in (None, g.get("name"))), None)
-        name = device_name or (gpu or {}).get("name")
-        return {
-            "kind": "cuda",
-            "name": name,
-            "model": device_key(name) if name else None,
-            "memory_gib": round(gpu["memory_mib"] / 1024, 1) if gpu and gpu.get("memory_mib") else None,
-            "count": count,
-            "per_node": per_node,
-            "interconnect": (gpu or {}).get("interconnect"),
-            "source": "NVML" if gpu else "the framework's device name (NVML did not list it)",
-        }
-    if device_type not in (None, "cpu"):  # a device NVML does not know (a TPU under JAX): the framework's name
-        return {"kind": device_type, "name": device_name, "model": device_key(device_name or "") or None,
-                "memory_gib": None, "count": count, "per_node": per_node, "interconnect": None,
-                "source": "the framework's device name"}  # fmt: skip
+        facts = _gpu(device_name, gpus)
+    elif device_type not in (None, "cpu"):  # a device NVML does not know (a TPU under JAX): the framework's name
+        facts = _named(device_type, device_name)
+    else:
+        facts = _cpu(node)
+    facts |= {"count": count, "per_node": per_node}
+    return {key: facts[key] for key in FIELDS}
+
+
+def _gpu(device_name: str | None, gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """The GPU of that name as NVML lists it (the first GPU where no name is given)."""
+    facts = next((g for g in gpus if device_name in (None, g.get("name"))), None) or {}
+    name = device_name or facts.get("name")
+    return {
+        "kind": "cuda",
+        "name": name,
+        "model": device_key(name) if name else None,
+        "memory_gib": round(facts["memory_mib"] / 1024, 1) if facts.get("memory_mib") else None,
+        "interconnect": facts.get("interconnect"),
+        "source": "NVML" if facts else "the framework's device name (NVML did not list it)",
+    }
+
+
+def _named(device_type: str, device_name: str | None) -> dict[str, Any]:
+    return {
+        "kind": device_type,
+        "name": device_name,
+        "model": device_key(device_name or "") or None,
+        "memory_gib": None,
+        "interconnect": None,
+        "source": "the framework's device name",
+    }
+
+
+def _cpu(node: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": "cpu",
         "name": node.get("cpu"),
         "model": None,
         "memory_gib": node.get("memory_gib"),
-        "count": count,
-        "per_node": per_node,
         "interconnect": None,
         "source": "/proc/cpuinfo (the host's memory)",
     }

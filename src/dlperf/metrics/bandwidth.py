@@ -180,14 +180,21 @@ def _checked_fit(fit: Any, op: str) -> AlphaBetaFit:
     got = fit if isinstance(fit, dict) else {}
     for name, kind in fields.items():
         value = got.get(name)
-        ok = _is_number(value) if kind is float else isinstance(value, kind) and not isinstance(value, bool)
-        if not ok or (kind is float and not math.isfinite(value)) or (kind is int and not 1 <= value <= 2**31):
+        if not _valid(value, kind):
             raise ConfigError(
                 f"the commbench record's {op} fit has {name} = {clip(repr(value), 80)}, not a finite "
                 f"{'count' if kind is int else kind.__name__}: measure again with dlperf commbench"
             )
     quality = {name: float(got[name]) if _is_number(got.get(name)) else math.nan for name in ("r2", "max_rel_error")}
     return AlphaBetaFit(**quality, **{name: got[name] for name in fields})
+
+
+def _valid(value: Any, kind: type) -> bool:
+    """A finite number for a float field, a count in [1, 2^31] for an int, else of the type (no bool as a number)."""
+    if kind is float:
+        return _is_number(value) and math.isfinite(value)
+    ok = isinstance(value, kind) and not isinstance(value, bool)
+    return ok and (kind is not int or 1 <= value <= 2**31)
 
 
 def _is_number(value: Any) -> bool:

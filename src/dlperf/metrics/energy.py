@@ -199,13 +199,26 @@ class EnergyMeter:
 
 def energy_result(readings: Sequence[EnergyReading], samples: float) -> EnergyResult:
     """All nodes' readings summed over the window; null with the reasons if any node could not be metered."""
-    missing = [r.reason or "not metered" for r in readings if r.joules is None]
-    if not readings or missing:
-        reason = "; ".join(dict.fromkeys(missing)) or "no energy readings"
+    reason = _unmetered(readings)
+    if reason is not None:
         return EnergyResult(None, None, None, None, reason)
     joules = sum(r.joules for r in readings)
+    method = " + ".join(dict.fromkeys(r.method for r in readings))
+    return EnergyResult(
+        joules, joules / samples if samples else None, _watts_per_device(joules, readings), method, None
+    )
+
+
+def _unmetered(readings: Sequence[EnergyReading]) -> str | None:
+    """Why the window has no energy figure (a node not metered, or no readings); None where every node was."""
+    missing = [r.reason or "not metered" for r in readings if r.joules is None]
+    if readings and not missing:
+        return None
+    return "; ".join(dict.fromkeys(missing)) or "no energy readings"
+
+
+def _watts_per_device(joules: float, readings: Sequence[EnergyReading]) -> float | None:
+    """The mean power per device over the longest node's window."""
     devices = sum(r.devices for r in readings)
     seconds = max(r.seconds for r in readings)
-    method = " + ".join(dict.fromkeys(r.method for r in readings))
-    watts = joules / seconds / devices if seconds > 0 and devices else None
-    return EnergyResult(joules, joules / samples if samples else None, watts, method, None)
+    return joules / seconds / devices if seconds > 0 and devices else None

@@ -1,12 +1,9 @@
 """How well the median of a case's repeats is known, when to stop repeating, and which repeats are outliers.
 
-Confidence interval of a median:
-- `exact`: the distribution-free order-statistic interval [x_(k), x_(n+1-k)] with the largest k whose coverage
-  1 - 2 P(Binom(n, 1/2) <= k - 1) is at least the confidence. It assumes nothing about the spread, but needs
-  enough repeats: at 95 % the smallest n is 6 (n = 5 reaches 93.75 % with [min, max]).
-- `bootstrap`: percentile bootstrap of the median (scipy.stats.bootstrap, seeded), for showing an interval where
-  the exact one does not exist yet. With 3 to 5 repeats it is narrower than the truth (with 3 it is [min, max],
-  which holds the median 75 % of the time), so the stopping rule never uses it.
+Confidence interval of a median: the distribution-free order-statistic interval [x_(k), x_(n+1-k)] with the
+largest k whose coverage 1 - 2 P(Binom(n, 1/2) <= k - 1) is at least the confidence. It assumes nothing about the
+spread, but needs enough repeats: at 95 % the smallest n is 6 (n = 5 reaches 93.75 % with [min, max]). (A
+percentile bootstrap would give an interval with 3 to 5 repeats, but a narrower one than the truth, so none is.)
 
 Adaptive repeats (`--repeats auto --target-ci PCT --max-repeats N`): repeat until the exact 95 % interval's
 half-width, (high - low) / 2 over the median, is within the target, after at least 3 repeats; stop at N otherwise.
@@ -35,8 +32,8 @@ class MedianInterval:
     low: float | None
     high: float | None
     confidence: float
-    coverage: float | None  # the exact interval's achieved coverage; None for the bootstrap
-    method: str  # "exact" or "bootstrap"
+    coverage: float | None  # the interval's achieved coverage
+    method: str  # "exact" (the order-statistic interval; recorded so a reader knows which)
     n: int
     reason: str | None = None  # why there is no interval
 
@@ -68,29 +65,6 @@ def median_ci_exact(values: Sequence[float], confidence: float = DEFAULT_CONFIDE
     return MedianInterval(median, ordered[k - 1], ordered[n - k], confidence, coverage, "exact", n)
 
 
-def median_ci_bootstrap(
-    values: Sequence[float], confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, resamples: int = 10_000
-) -> MedianInterval:
-    """Percentile-bootstrap interval of the median (deterministic for a seed)."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    data = np.asarray(values, dtype=float)
-    median = float(np.median(data))
-    if len(data) < 2:
-        return MedianInterval(median, None, None, confidence, None, "bootstrap", len(data), "one value: no interval")
-    result = bootstrap(
-        (data,),
-        np.median,
-        confidence_level=confidence,
-        n_resamples=resamples,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    ci = result.confidence_interval
-    return MedianInterval(median, float(ci.low), float(ci.high), confidence, None, "bootstrap", len(data))
-
-
 @dataclass(frozen=True)
 class StopDecision:
     """Whether to run another repeat; `reason` is what the case's record says about why it stopped."""
@@ -106,6 +80,13 @@ class StopDecision:
         return asdict(self)
 
 
+def _check_rule(target_ci: float, max_repeats: int, min_repeats: int) -> None:
+    if not 0 < target_ci < 1:
+        raise ValueError(f"--target-ci must be a fraction in (0, 1), got {target_ci}")
+    if max_repeats < min_repeats:
+        raise ValueError(f"--max-repeats must be at least {min_repeats}, got {max_repeats}")
+
+
 def should_stop(
     values: Sequence[float],
     target_ci: float = DEFAULT_TARGET_CI,
@@ -114,10 +95,7 @@ def should_stop(
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> StopDecision:
     """The adaptive-repeat rule, given the throughputs of the good repeats so far."""
-    if not 0 < target_ci < 1:
-        raise ValueError(f"--target-ci must be a fraction in (0, 1), got {target_ci}")
-    if max_repeats < min_repeats:
-        raise ValueError(f"--max-repeats must be at least {min_repeats}, got {max_repeats}")
+    _check_rule(target_ci, max_repeats, min_repeats)
     n = len(values)
     interval = median_ci_exact(values, confidence) if n else None
     half = interval.half_width if interval else None

@@ -6,23 +6,21 @@ import math
 import statistics
 from collections.abc import Sequence
 
-# Two-sided 95 % Student t quantiles for 1..30 degrees of freedom; beyond, the normal 1.96 is close enough.
-_T95 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
+import numpy as np
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default), q in [0, 100]."""
+    """Linear-interpolated percentile (numpy's "linear" method), q in [0, 100]."""
     if not values:
         raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lower = math.floor(pos)
-    upper = min(lower + 1, len(ordered) - 1)
-    return ordered[lower] + (ordered[upper] - ordered[lower]) * (pos - lower)
+    return float(np.percentile(values, q, method="linear"))
+
+
+def t95(dof: int) -> float:
+    """The two-sided 95 % Student t quantile for `dof` degrees of freedom (scipy loads on use: reports start fast)."""
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(0.975, dof))
 
 
 def latency_summary(step_ms: Sequence[float]) -> dict[str, float]:
@@ -38,8 +36,7 @@ def spread(values: Sequence[float]) -> dict[str, float | None]:
     n = len(values)
     mean = statistics.fmean(values)
     stdev = statistics.stdev(values) if n > 1 else 0.0
-    t95 = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    ci95 = t95 * stdev / math.sqrt(n) if n > 1 else None
+    ci95 = t95(n - 1) * stdev / math.sqrt(n) if n > 1 else None
     return {
         "median": statistics.median(values),
         "mean": mean,

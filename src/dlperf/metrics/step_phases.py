@@ -41,8 +41,8 @@ class StepPhases:
         return {"measure": measure, **asdict(self), "step_ms": self.step_ms}
 
 
-def summarise_phases(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> StepPhases:
-    """The run's step phases from each rank's phase times per step (index = rank; milliseconds, PHASES as keys)."""
+def _checked_steps(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> int:
+    """The number of timed steps, the same on every rank for every phase; ValueError otherwise."""
     if not per_rank:
         raise ValueError("no rank timed its step phases")
     steps = len(per_rank[0].get("data") or ())
@@ -51,6 +51,12 @@ def summarise_phases(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> StepP
             raise ValueError(f"rank {rank} timed other phases or another number of steps than rank 0 ({steps})")
     if not steps:
         raise ValueError("no timed step has its phases")
+    return steps
+
+
+def summarise_phases(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> StepPhases:
+    """The run's step phases from each rank's phase times per step (index = rank; milliseconds, PHASES as keys)."""
+    steps = _checked_steps(per_rank)
     means = [{name: statistics.fmean(phases[name]) for name in PHASES} for phases in per_rank]
     collective = [sum(m[name] for name in COLLECTIVE) for m in means]
     fastest = max(range(len(means)), key=collective.__getitem__)

@@ -4,6 +4,7 @@ ranked search over layouts; the published points' check."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from collections.abc import Iterator, Mapping
@@ -104,23 +105,24 @@ def _powers(limit: int) -> list[int]:
 def _layouts(values: Mapping[str, Any], world: int, per_node: int) -> Iterator[dict[str, Any]]:
     """tp within a node, cp and pp up to 8 and 32, HSDP replicas over whole nodes, both 1F1B schedules, every
     checkpointing policy, micro-batches of 1 to 8 samples and the one given."""
-    micros = {int(values.get("micro_batch_size") or 1), 1, 2, 4, 8}
-    for tp in _powers(per_node):
-        for cp in _powers(8):
-            for pp in _powers(32):
-                if world % (tp * cp * pp):
-                    continue
-                dp = world // (tp * cp * pp)
-                shards = {dp} | {s for s in (per_node // (tp * cp), per_node) if s >= 1 and dp % s == 0}
-                for shard in sorted(shards):
-                    schedules = [("1f1b", 1), ("interleaved-1f1b", 2)] if pp > 1 else [("1f1b", 1)]
-                    for schedule, v in schedules:
-                        for ac in ("none", "selective", "full"):
-                            for micro in sorted(micros):
-                                yield {**values, "tp": tp, "cp": cp, "pp": pp, "dp_shard": shard,
-                                       "dp_replicate": dp // shard, "pp_schedule": schedule,
-                                       "stages_per_rank": v if pp > 1 else None, "activation_checkpoint": ac,
-                                       "micro_batch_size": micro}  # fmt: skip
+    micros = sorted({int(values.get("micro_batch_size") or 1), 1, 2, 4, 8})
+    for tp, cp, pp in itertools.product(_powers(per_node), _powers(8), _powers(32)):
+        if world % (tp * cp * pp):
+            continue
+        for split in _splits(world, per_node, tp, cp, pp):
+            for ac, micro in itertools.product(("none", "selective", "full"), micros):
+                yield {**values, **split, "activation_checkpoint": ac, "micro_batch_size": micro}
+
+
+def _splits(world: int, per_node: int, tp: int, cp: int, pp: int) -> Iterator[dict[str, Any]]:
+    """Each data-parallel split (FSDP shards within a node or all, HSDP replicas over the rest) and pipeline
+    schedule of one tp x cp x pp."""
+    dp = world // (tp * cp * pp)
+    shards = {dp} | {s for s in (per_node // (tp * cp), per_node) if s >= 1 and dp % s == 0}
+    schedules = [("1f1b", 1), ("interleaved-1f1b", 2)] if pp > 1 else [("1f1b", 1)]
+    for shard, (schedule, v) in itertools.product(sorted(shards), schedules):
+        yield {"tp": tp, "cp": cp, "pp": pp, "dp_shard": shard, "dp_replicate": dp // shard, "pp_schedule": schedule,
+               "stages_per_rank": v if pp > 1 else None}  # fmt: skip
 
 
 def search(values: Mapping[str, Any], setting: Setting) -> tuple[list[Candidate], list[Candidate], int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.metrics.footprint import GIB, Machine, fit_problems, over_memory
+from dlperf.metrics.footprint import GIB, Footprint, Machine, fit_problems, over_memory
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload
 
@@ -40,18 +40,27 @@ def preflight_warning(spec: RunSpec, plan: WorkloadPlan, env: dict[str, Any], fo
     machine = machine_from_env(env)
     on_gpu = spec.device == "cuda" or (spec.device == "auto" and bool(env.get("gpus")))
     footprint = get_workload(spec.model).footprint(spec, plan)
-    problems = fit_problems(footprint, spec.devices_per_node, on_gpu, machine) if footprint else []
-    # an external script's model is only the case's label: dlperf's memory estimate of it warns, it does not refuse
-    fatal = footprint is not None and over_memory(footprint, spec.devices_per_node, on_gpu, machine)
-    fatal = fatal and spec.engine != EXTERNAL
-    if not on_gpu and spec.devices_per_node > MAX_RANKS_PER_CORE * machine.cpu_cores:
-        fatal = True
-        if footprint is None:
-            problems.append(f"{spec.devices_per_node} CPU ranks share {machine.cpu_cores} cores")
+    crowded = not on_gpu and spec.devices_per_node > MAX_RANKS_PER_CORE * machine.cpu_cores
+    problems = _problems(spec, footprint, on_gpu, machine, crowded)
     if not problems:
         return None
     line = f"{spec.model} {spec.topology} {plan.group}: {'; '.join(problems)}"
     line += f"; needs {footprint.describe()}" if footprint else ""
-    if fatal and not force:
+    if (crowded or _refused_memory(spec, footprint, on_gpu, machine)) and not force:
         raise ConfigError(f"{line}: refused (pass --force to start it anyway)")
     return f"warning: {line}"
+
+
+def _problems(spec: RunSpec, footprint: Footprint | None, on_gpu: bool, machine: Machine, crowded: bool) -> list[str]:
+    """What will not fit, by the workload's estimate; without one, too many CPU ranks per core."""
+    if footprint is not None:
+        return fit_problems(footprint, spec.devices_per_node, on_gpu, machine)
+    return [f"{spec.devices_per_node} CPU ranks share {machine.cpu_cores} cores"] if crowded else []
+
+
+def _refused_memory(spec: RunSpec, footprint: Footprint | None, on_gpu: bool, machine: Machine) -> bool:
+    """An estimate above the machine's memory; an external script's model is only the case's label: dlperf's
+    memory estimate of it warns, it does not refuse."""
+    if footprint is None or spec.engine == EXTERNAL:
+        return False
+    return over_memory(footprint, spec.devices_per_node, on_gpu, machine)

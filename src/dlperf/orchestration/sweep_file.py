@@ -115,6 +115,12 @@ def load_sweep_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _cases(spec: dict[str, Any], variant: dict[str, Any]) -> int:
+    """How many cases one sub-matrix expands to: the product of its lists' lengths."""
+    merged = {k: v for k, v in {**spec, **variant}.items() if k != "matrix"}
+    return math.prod(len(v) for v in merged.values() if isinstance(v, list))
+
+
 def check_run_count(spec: dict[str, Any], repeats: Any) -> None:
     """Refuse, before expanding anything, a matrix whose cases x repeats exceed MAX_RUNS."""
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats <= 0:
@@ -122,11 +128,7 @@ def check_run_count(spec: dict[str, Any], repeats: Any) -> None:
     variants = spec.get("matrix", [{}])
     if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants):
         return  # plan_sweep names this fault
-    cases = 0
-    for variant in variants:
-        merged = {**spec, **variant}
-        merged.pop("matrix", None)
-        cases += math.prod(len(v) for v in merged.values() if isinstance(v, list))
+    cases = sum(_cases(spec, variant) for variant in variants)
     if cases * repeats > MAX_RUNS:
         raise ConfigError(
             f"the sweep expands to {cases} cases x {repeats} repeats = {cases * repeats} runs, more than "

@@ -204,13 +204,7 @@ def _cases(spec: dict[str, Any], repeats: int, launcher: Launcher) -> list[tuple
 
 def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec, WorkloadPlan]]:
     """One sub-matrix: the cartesian product of its list-valued keys, each case checked."""
-    spec = dict(spec)
-    topologies = spec.pop("topology", None)
-    if topologies is not None:
-        if {"nodes", "devices_per_node", "devices-per-node"} & set(spec):
-            raise ConfigError("give either `topology` or `nodes`/`devices_per_node` in a sweep file, not both")
-        topologies = topologies if isinstance(topologies, list) else [topologies]
-        spec["_topology"] = [parse_topology(t) for t in topologies]
+    spec = _topology_axis(dict(spec))
     axes = {k: v for k, v in spec.items() if isinstance(v, list)}
     for key, values in axes.items():
         if not values:
@@ -223,6 +217,17 @@ def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec,
         run_spec = spec_from_mapping(values)
         require_training(run_spec)
         yield run_spec, check_run(run_spec, launcher)
+
+
+def _topology_axis(spec: dict[str, Any]) -> dict[str, Any]:
+    """`topology` (one or a list) as the axis `_topology` of (nodes, devices per node); refused beside `nodes`."""
+    topologies = spec.pop("topology", None)
+    if topologies is None:
+        return spec
+    if {"nodes", "devices_per_node", "devices-per-node"} & set(spec):
+        raise ConfigError("give either `topology` or `nodes`/`devices_per_node` in a sweep file, not both")
+    topologies = topologies if isinstance(topologies, list) else [topologies]
+    return spec | {"_topology": [parse_topology(t) for t in topologies]}
 
 
 def new_sweep_id() -> str:

@@ -58,29 +58,43 @@ def device_model(acc: Accelerator, precision: str, stack: str, measured: Measure
     peak = acc.peak_tflops(table)
     if peak is None:
         raise ConfigError(f"{acc.name} has no {table} units: pick another --precision")
-    efficiency, fp8_efficiency = STACK_EFFICIENCY[stack]
-    scale = 1.0 if acc.name == REFERENCE_DEVICE else DEVICE_SCALE[DEVICE_CLASS.get(acc.name, "hopper")]
-    efficiency, fp8_efficiency = efficiency * scale, fp8_efficiency * scale
-    source = {"peak": f"datasheet {peak:g} TFLOP/s ({acc.source})"}
-    where = f"fitted to published {stack} runs (predict/calibration.py)"
-    if acc.name not in CHECKED_DEVICES:
-        where += f"; {acc.name} takes full-power Hopper's, no published run of it checked"
-    if measured.efficiency is not None:
-        efficiency, where = measured.efficiency, "given (--efficiency)"
-    elif measured.run_tflops is not None:
-        achieved = measured.run_tflops
-        if not math.isfinite(achieved) or achieved <= 0:
-            raise ConfigError("the calibration record has no tflops_per_device: give a successful Llama run record")
-        efficiency, where = achieved / peak, f"measured: a one-device run record, {achieved:.1f} TFLOP/s"
-    elif measured.peaks_file:
-        rate = measured_peak(read_stored(measured.peaks_file), measured.device_name or acc.name, table)
-        if rate is not None and rate / peak < efficiency:
-            efficiency, where = rate / peak, f"capped by the measured matmul peak, {rate:.1f} TFLOP/s (dlperf peak)"
+    fitted, fp8_efficiency, where = _fitted_efficiency(acc, stack)
+    efficiency, where = _efficiency(acc, table, peak, measured, (fitted, where))
     fp8_peak = acc.peak_tflops("fp8")
     if float8 and fp8_peak is None:
         raise ConfigError(f"{acc.name} has no fp8 units: drop --float8")
-    source["efficiency"] = f"{efficiency:.3f}, {where}"
+    source = {"peak": f"datasheet {peak:g} TFLOP/s ({acc.source})", "efficiency": f"{efficiency:.3f}, {where}"}
     return Device(peak, efficiency, acc.memory_bytes, acc.memory_tbs * 1e12, fp8_peak, fp8_efficiency, source)
+
+
+def _fitted_efficiency(acc: Accelerator, stack: str) -> tuple[float, float, str]:
+    """(efficiency, fp8 efficiency, where from): the stack's fit to published runs, scaled to the device's class."""
+    efficiency, fp8_efficiency = STACK_EFFICIENCY[stack]
+    scale = 1.0 if acc.name == REFERENCE_DEVICE else DEVICE_SCALE[DEVICE_CLASS.get(acc.name, "hopper")]
+    where = f"fitted to published {stack} runs (predict/calibration.py)"
+    if acc.name not in CHECKED_DEVICES:
+        where += f"; {acc.name} takes full-power Hopper's, no published run of it checked"
+    return efficiency * scale, fp8_efficiency * scale, where
+
+
+def _efficiency(
+    acc: Accelerator, table: str, peak: float, measured: Measured, fitted: tuple[float, str]
+) -> tuple[float, str]:
+    """(efficiency, where from): given outright, else a one-device run record's achieved TFLOP/s over the peak,
+    else the `fitted` one capped by `dlperf peak`'s measured matmul rate over the peak where that is lower."""
+    if measured.efficiency is not None:
+        return measured.efficiency, "given (--efficiency)"
+    if measured.run_tflops is not None:
+        achieved = measured.run_tflops
+        if not math.isfinite(achieved) or achieved <= 0:
+            raise ConfigError("the calibration record has no tflops_per_device: give a successful Llama run record")
+        return achieved / peak, f"measured: a one-device run record, {achieved:.1f} TFLOP/s"
+    if not measured.peaks_file:
+        return fitted
+    rate = measured_peak(read_stored(measured.peaks_file), measured.device_name or acc.name, table)
+    if rate is not None and rate / peak < fitted[0]:
+        return rate / peak, f"capped by the measured matmul peak, {rate:.1f} TFLOP/s (dlperf peak)"
+    return fitted
 
 
 def links(

@@ -230,67 +230,19 @@ def predict_llama(
 ) -> LlamaPrediction:
     """Step time, its parts, MFU and memory per device (the model in the module's docstring)."""
     tp, cp, pp, v = layout.tp, layout.cp, layout.pp, layout.stages_per_rank
-    fs, dpr, m = layout.dp_shard * cp, layout.dp_replicate, layout.accumulation_steps
-    h, act = shape.hidden, training.act_bytes
+    dpr, m = layout.dp_replicate, layout.accumulation_steps
     layers = math.ceil(shape.layers / pp)
     tokens = layout.micro_batch_size * shape.seq / cp  # this rank's tokens of one micro-batch
-
-    # compute per micro-batch on the last stage (the slowest: it holds the output layer)
-    block_mm = tokens * layers * 6 * shape.block_params / tp
-    attention = tokens * layers * 12 * shape.hidden * shape.seq / tp  # H·Q = h
-    output = tokens * 6 * shape.vocab * h / tp
-    if training.checkpointing == "full":
-        block_mm, attention = block_mm * 4 / 3, attention * 4 / 3
-    elif training.checkpointing == "selective":
-        block_mm *= 1 + training.recompute_mm_share / 3
-    linear_rate = device.fp8_rate if training.float8 else device.rate
-    block_mm_s = block_mm / linear_rate
-    compute_last = block_mm_s + (attention + output) / device.rate
-    forward_share = 1 / 4 if training.checkpointing == "full" else 1 / 3
-
-    # tensor parallelism, per micro-batch
-    gathered = tokens * h * act
-    per_block = {"none": 4, "selective": 6, "full": 8}[training.checkpointing]  # all-gathers fwd+bwd(+recompute)
-    ag = net.collective_s("all_gather", gathered / (2 if training.float8 and act == 2 else 1), tp, 1)
-    rs = net.collective_s("reduce_scatter", gathered, tp, 1)
-    tp_s = layers * (per_block * ag + (4 if training.checkpointing != "full" else 6) * rs) + 2 * (ag + rs)
-    if not training.loss_parallel:  # the logits gathered whole for the loss
-        tp_s += net.collective_s("all_gather", tokens * shape.vocab * act, tp, 1)
-    if training.async_tp:
-        tp_s *= 1 - ASYNC_TP_HIDDEN
-
-    # context parallelism, per micro-batch: cp-1 rounds per block forward (and recomputation), backward twice the bytes
-    cp_s = 0.0
-    if cp > 1:
-        chunk = 2 * tokens * h / tp * act  # keys and values, expanded to the query heads
-        round_attention = attention / layers / cp / device.rate  # one local chunk and cp-1 passed ones
-        forward_rounds = 2 if training.checkpointing == "full" else 1
-        hides = 1.0 if training.overlap else 0.0
-        hidden_fwd = max(0.0, net.send_s(chunk, tp) - hides * round_attention * forward_share)
-        hidden_bwd = max(0.0, net.send_s(2 * chunk, tp) - hides * round_attention * (1 - forward_share))
-        cp_s = layers * (cp - 1) * (forward_rounds * hidden_fwd + hidden_bwd)
-
+    compute_last, attention, forward_share = _compute_s(shape, training, device, layers, tokens, tp)
+    tp_s = _tp_s(shape, training, net, layers, tokens, tp)
+    cp_s = _cp_s(shape, training, device, net, layers, tokens, layout, attention, forward_share)
     # pipeline point-to-point, per micro-batch
-    p2p_s = 2 * v * net.send_s(tokens * h / tp * act, tp * cp * layout.dp_shard * dpr) if pp > 1 else 0.0
-
+    p2p_s = 2 * v * net.send_s(tokens * shape.hidden / tp * training.act_bytes, tp * cp * layout.dp_shard * dpr)
+    p2p_s = p2p_s if pp > 1 else 0.0
     slot = compute_last + tp_s + cp_s + p2p_s  # the last stage, the slowest, paces the pipeline
-
-    # FSDP / HSDP
     local = _stage_params(shape, layers, pp == 1, True) / tp  # the last stage's parameters on this rank
-    param_bytes = 4 if training.precision == "fp32" else (1.5 if training.float8 else 2)  # float8: weights 8-bit
-    gather = net.collective_s("all_gather", local * param_bytes, fs, tp)
-    reduce = net.collective_s("reduce_scatter", local * 4, fs, tp)
-    reduce += net.collective_s("all_reduce", local * 4 / fs, dpr, tp * fs)
-    fwd_compute, bwd_compute = compute_last * forward_share, compute_last * (1 - forward_share)
-    if not training.overlap:  # every gather (forward and backward of each micro-batch, or once under PP) and reduce
-        fsdp_s = (2 * m if pp == 1 else 1) * gather + reduce
-    elif pp == 1:  # gathered forward and backward each micro-batch, reduced during the last one's backward
-        fsdp_s = m * (max(0.0, gather - fwd_compute) + gather / layers) + (m - 1) * max(0.0, gather - bwd_compute)
-        fsdp_s += max(0.0, gather + reduce - bwd_compute) + reduce / layers
-    else:
-        fsdp_s = max(0.0, gather - m * fwd_compute) + max(0.0, reduce - bwd_compute) + (gather + reduce) / layers
-    optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / fs / device.memory_bytes_per_s
-
+    fsdp_s = _fsdp_s(training, net, layout, layers, local, compute_last, forward_share)
+    optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / (layout.dp_shard * cp) / device.memory_bytes_per_s
     work = m * slot
     bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / (v * m) * work if pp > 1 else 0.0
     step = work + bubble_s + fsdp_s + optimizer_s
@@ -311,45 +263,142 @@ def predict_llama(
                            device.memory_bytes)  # fmt: skip
 
 
+def _compute_s(
+    shape: ModelShape, training: Training, device: Device, layers: int, tokens: float, tp: int
+) -> tuple[float, float, float]:
+    """(compute seconds per micro-batch on the last stage, the slowest: it holds the output layer; its attention
+    FLOPs; the forward's share of the compute)."""
+    block_mm = tokens * layers * 6 * shape.block_params / tp
+    attention = tokens * layers * 12 * shape.hidden * shape.seq / tp  # H·Q = h
+    output = tokens * 6 * shape.vocab * shape.hidden / tp
+    if training.checkpointing == "full":
+        block_mm, attention = block_mm * 4 / 3, attention * 4 / 3
+    elif training.checkpointing == "selective":
+        block_mm *= 1 + training.recompute_mm_share / 3
+    linear_rate = device.fp8_rate if training.float8 else device.rate
+    compute_last = block_mm / linear_rate + (attention + output) / device.rate
+    return compute_last, attention, 1 / 4 if training.checkpointing == "full" else 1 / 3
+
+
+def _tp_s(shape: ModelShape, training: Training, net: Network, layers: int, tokens: float, tp: int) -> float:
+    """Tensor parallelism's collectives per micro-batch."""
+    act = training.act_bytes
+    gathered = tokens * shape.hidden * act
+    per_block = {"none": 4, "selective": 6, "full": 8}[training.checkpointing]  # all-gathers fwd+bwd(+recompute)
+    ag = net.collective_s("all_gather", gathered / (2 if training.float8 and act == 2 else 1), tp, 1)
+    rs = net.collective_s("reduce_scatter", gathered, tp, 1)
+    tp_s = layers * (per_block * ag + (4 if training.checkpointing != "full" else 6) * rs) + 2 * (ag + rs)
+    if not training.loss_parallel:  # the logits gathered whole for the loss
+        tp_s += net.collective_s("all_gather", tokens * shape.vocab * act, tp, 1)
+    return tp_s * (1 - ASYNC_TP_HIDDEN) if training.async_tp else tp_s
+
+
+def _cp_s(
+    shape: ModelShape,
+    training: Training,
+    device: Device,
+    net: Network,
+    layers: int,
+    tokens: float,
+    layout: Layout,
+    attention: float,
+    forward_share: float,
+) -> float:
+    """Context parallelism per micro-batch: cp-1 rounds per block forward (and recomputation), backward twice the
+    bytes, each hidden behind a round's attention where communication overlaps."""
+    cp, tp = layout.cp, layout.tp
+    if cp <= 1:
+        return 0.0
+    chunk = 2 * tokens * shape.hidden / tp * training.act_bytes  # keys and values, expanded to the query heads
+    round_attention = attention / layers / cp / device.rate  # one local chunk and cp-1 passed ones
+    forward_rounds = 2 if training.checkpointing == "full" else 1
+    hides = 1.0 if training.overlap else 0.0
+    hidden_fwd = max(0.0, net.send_s(chunk, tp) - hides * round_attention * forward_share)
+    hidden_bwd = max(0.0, net.send_s(2 * chunk, tp) - hides * round_attention * (1 - forward_share))
+    return layers * (cp - 1) * (forward_rounds * hidden_fwd + hidden_bwd)
+
+
+def _fsdp_s(
+    training: Training,
+    net: Network,
+    layout: Layout,
+    layers: int,
+    local: float,
+    compute_last: float,
+    forward_share: float,
+) -> float:
+    """FSDP's (HSDP's) gathers and reduces per step that no compute hides."""
+    tp, fs, dpr, m = layout.tp, layout.dp_shard * layout.cp, layout.dp_replicate, layout.accumulation_steps
+    param_bytes = 4 if training.precision == "fp32" else (1.5 if training.float8 else 2)  # float8: weights 8-bit
+    gather = net.collective_s("all_gather", local * param_bytes, fs, tp)
+    reduce = net.collective_s("reduce_scatter", local * 4, fs, tp)
+    reduce += net.collective_s("all_reduce", local * 4 / fs, dpr, tp * fs)
+    fwd_compute, bwd_compute = compute_last * forward_share, compute_last * (1 - forward_share)
+    if not training.overlap:  # every gather (forward and backward of each micro-batch, or once under PP) and reduce
+        return (2 * m if layout.pp == 1 else 1) * gather + reduce
+    if layout.pp == 1:  # gathered forward and backward each micro-batch, reduced during the last one's backward
+        fsdp_s = m * (max(0.0, gather - fwd_compute) + gather / layers) + (m - 1) * max(0.0, gather - bwd_compute)
+        return fsdp_s + (max(0.0, gather + reduce - bwd_compute) + reduce / layers)
+    return max(0.0, gather - m * fwd_compute) + max(0.0, reduce - bwd_compute) + (gather + reduce) / layers
+
+
 def _memory(
     shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float
 ) -> tuple[dict[str, float], float]:
     """(bytes per device by part, the peak) at the worse of the first and the last stage; the peak is the largest
     of three moments of the step (see `_peak`)."""
-    tp, fs, pp = layout.tp, layout.dp_shard * layout.cp, layout.pp
-    act = training.act_bytes
-    kept, whole = _activations_per_token(shape, tp, training)
-    compute_bytes = 4 if training.precision == "fp32" else 2
-    fsdp = fs * layout.dp_replicate > 1  # FSDP2 holds the parameters wherever gradients are averaged
     worst: tuple[dict[str, float], float] = ({}, -1.0)
-    for first, last in {(True, pp == 1), (pp == 1, True)}:
-        local = _stage_params(shape, layers, first, last) / tp
-        sharded = local / fs
-        parts = {"parameters": 4 * sharded, "gradients": 4 * sharded, "optimizer": 8 * sharded}
-        largest = max(shape.vocab * shape.hidden, shape.hidden * shape.ffn) / (tp * fs)
-        parts["optimizer_step"] = 0.0 if training.fused_optimizer else 2 * 4 * largest
-        if pp > 1 and fsdp:
-            buffers = local * (compute_bytes + 4)  # the stage unsharded between micro-batches, and its gradients
-        elif fsdp:
-            buffers = 2 * shape.block_params / tp * (compute_bytes + 4)
-            # gradients accumulate unsharded until the last micro-batch reduces them
-            buffers += local * compute_bytes if layout.accumulation_steps > 1 else 0.0
-        else:
-            buffers = 0.0
-        parts["fsdp_buffers"] = buffers
-        root = (2 * shape.embedding + shape.hidden) / tp if pp == 1 and fs > 1 else 0.0
-        parts["fsdp_root"] = root * (compute_bytes + 4)  # embedding, norm, output: unsharded, their gradients too
-        parts["autocast_copies"] = local * 2 if not fsdp and training.precision != "fp32" else 0.0
-        parts["float8_copies"] = 2 * shape.block_params / tp if training.float8 else 0.0
-        in_flight = _in_flight(layout, layers) if first else layers
-        parts["activations"] = tokens * act * (kept * in_flight + whole)
-        vocab = shape.vocab / tp if training.loss_parallel else shape.vocab
-        parts["logits"] = tokens * vocab * LOGIT_BYTES[act] if last else 0.0
-        parts["comm_buffers"] = tokens * shape.hidden / tp * act * (2 * (layout.cp > 1) + 2 * (pp > 1))
+    for first, last in {(True, layout.pp == 1), (layout.pp == 1, True)}:
+        parts = _stage_memory(shape, layout, training, layers, tokens, first, last)
         peak = _peak(parts, layout.accumulation_steps)
         if peak > worst[1]:
             worst = (parts, peak)
     return worst
+
+
+def _stage_memory(
+    shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float, first: bool, last: bool
+) -> dict[str, float]:
+    """Bytes per device by part on a stage (the first, the last, or both)."""
+    tp, fs, pp = layout.tp, layout.dp_shard * layout.cp, layout.pp
+    compute_bytes = 4 if training.precision == "fp32" else 2
+    fsdp = fs * layout.dp_replicate > 1  # FSDP2 holds the parameters wherever gradients are averaged
+    local = _stage_params(shape, layers, first, last) / tp
+    sharded = local / fs
+    parts = {"parameters": 4 * sharded, "gradients": 4 * sharded, "optimizer": 8 * sharded}
+    largest = max(shape.vocab * shape.hidden, shape.hidden * shape.ffn) / (tp * fs)
+    parts["optimizer_step"] = 0.0 if training.fused_optimizer else 2 * 4 * largest
+    parts["fsdp_buffers"] = _fsdp_buffers(shape, layout, local, compute_bytes) if fsdp else 0.0
+    root = (2 * shape.embedding + shape.hidden) / tp if pp == 1 and fs > 1 else 0.0
+    parts["fsdp_root"] = root * (compute_bytes + 4)  # embedding, norm, output: unsharded, their gradients too
+    parts["autocast_copies"] = local * 2 if not fsdp and training.precision != "fp32" else 0.0
+    parts["float8_copies"] = 2 * shape.block_params / tp if training.float8 else 0.0
+    return parts | _activation_memory(shape, layout, training, layers, tokens, first, last)
+
+
+def _activation_memory(
+    shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float, first: bool, last: bool
+) -> dict[str, float]:
+    """A stage's activations (the first holds the most micro-batches in flight), logits (the last) and the
+    CP and PP communication buffers."""
+    tp, act = layout.tp, training.act_bytes
+    kept, whole = _activations_per_token(shape, tp, training)
+    in_flight = _in_flight(layout, layers) if first else layers
+    vocab = shape.vocab / tp if training.loss_parallel else shape.vocab
+    return {
+        "activations": tokens * act * (kept * in_flight + whole),
+        "logits": tokens * vocab * LOGIT_BYTES[act] if last else 0.0,
+        "comm_buffers": tokens * shape.hidden / tp * act * (2 * (layout.cp > 1) + 2 * (layout.pp > 1)),
+    }
+
+
+def _fsdp_buffers(shape: ModelShape, layout: Layout, local: float, compute_bytes: int) -> float:
+    """FSDP's unsharded parameters and gradients: under PP the stage between micro-batches; else two blocks, and
+    the gradients accumulating unsharded until the last micro-batch reduces them."""
+    if layout.pp > 1:
+        return local * (compute_bytes + 4)
+    buffers = 2 * shape.block_params / layout.tp * (compute_bytes + 4)
+    return buffers + (local * compute_bytes if layout.accumulation_steps > 1 else 0.0)
 
 
 def _peak(parts: dict[str, float], micro_batches: int) -> float:

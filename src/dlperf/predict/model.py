@@ -48,6 +48,7 @@ class Link:
 
     @classmethod
     def from_bandwidth(cls, bytes_per_s: float, latency_s: float = 0.0) -> Link:
+        """A link from a datasheet or given rate and latency (calibration's fallback when no commbench fit)."""
         return cls(alpha_s=latency_s, beta_s_per_byte=1.0 / bytes_per_s)
 
     @classmethod

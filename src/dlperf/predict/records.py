@@ -39,19 +39,21 @@ def run_from_record(
 def _number(value: Any, name: str, whole: bool = False, positive: bool = True) -> Any:
     """A record's figure as the model needs it: a finite number (whole for counts), above 0 unless `positive` is
     False; a record edited or written by hand names the wrong field instead of crashing."""
-    ok = isinstance(value, int if whole else (int, float)) and not isinstance(value, bool)
-    ok = (
-        ok
-        and not (isinstance(value, float) and not math.isfinite(value))
-        and (value > 0 or not positive and value == 0)
-    )
-    if not ok:
+    if not _usable(value, whole, positive):
         kind = "a whole number" if whole else "a finite number"
         raise ConfigError(
             f"{name} is {clip(repr(value), 80)}, not {kind} {'above' if positive else 'of at least'} 0: "
             "give the record of a successful 1n1g `dlperf run`"
         )
     return value
+
+
+def _usable(value: Any, whole: bool, positive: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return value > 0 or (not positive and value == 0)
 
 
 def links_from_records(
@@ -64,15 +66,20 @@ def links_from_records(
     for given, forced in [(r, False) for r in records] + [(r, True) for r in inter_records]:
         record = as_record(given)
         link = Link.from_fit(read_fit(record, "all_reduce"))
-        run = record.run  # read_fit refused any other kind
-        across = forced or (run.nodes or 1) > 1
-        if across and not forced and (run.devices_per_node or 1) > 1:
-            raise ConfigError(
-                "a commbench record across nodes with several ranks per node mixes both links: measure the "
-                "inter-node link with --devices-per-node 1"
-            )
-        if across:
+        if forced or _across_nodes(record.run):  # read_fit refused any other kind than commbench
             inter = link
         else:
             intra = link
     return intra, inter
+
+
+def _across_nodes(run: RunRecord) -> bool:
+    """Whether a commbench record measured the inter-node link: across nodes, one rank per node."""
+    if (run.nodes or 1) <= 1:
+        return False
+    if (run.devices_per_node or 1) > 1:
+        raise ConfigError(
+            "a commbench record across nodes with several ranks per node mixes both links: measure the "
+            "inter-node link with --devices-per-node 1"
+        )
+    return True

@@ -85,17 +85,25 @@ def best_match(
 ) -> Published | None:
     """The best published throughput per device of `model` on the records' accelerator at their precision (every
     record must agree on both), and `per_device` as a percentage of it; None without an exact match."""
-    accelerators = {(r.accelerator or {}).get("model") for r in records}
-    precisions = {comparable_precision(r) for r in records}
-    if per_device is None or len(accelerators) != 1 or len(precisions) != 1 or None in accelerators | precisions:
+    setting = _one_setting(records)
+    if per_device is None or setting is None:
         return None
-    (accelerator,), (precision,) = accelerators, precisions
-    same = [
-        f
-        for f in (figures() if table is None else table)
-        if (f["model"], f["accelerator"], f["precision"], f["metric"]) == (model, accelerator, precision, THROUGHPUT)
-    ]
+    wanted = (model, *setting, THROUGHPUT)
+    same = [f for f in (figures() if table is None else table) if _key(f) == wanted]
     if not same:
         return None
     best = max(same, key=lambda f: f["value"])
     return Published(best, 100.0 * per_device / best["value"])
+
+
+def _one_setting(records: Sequence[RunRecord]) -> tuple[str, str] | None:
+    """(accelerator model, comparable precision) that every record shares; None where they differ or one is unknown."""
+    accelerators = {(r.accelerator or {}).get("model") for r in records}
+    precisions = {comparable_precision(r) for r in records}
+    if len(accelerators) != 1 or len(precisions) != 1 or None in accelerators | precisions:
+        return None
+    return accelerators.pop(), precisions.pop()
+
+
+def _key(figure: dict[str, Any]) -> tuple[str, str, str, str]:
+    return figure["model"], figure["accelerator"], figure["precision"], figure["metric"]

@@ -12,6 +12,7 @@ from dlperf.escape import plot
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import CommbenchRecord
 from dlperf.records.validate import record_problem
+from dlperf.reporting import markdown
 from dlperf.reporting.figures import save_figure
 from dlperf.user_files import read_user_text
 from dlperf.wording import count
@@ -69,31 +70,36 @@ def commbench_lines(records: Sequence[RecordLike]) -> list[str]:
         "",
     ]
     for record in ok:
-        lines += [
-            f"### {title(record)}",
-            "",
-            "| collective | size | time (us) | algbw (GB/s) | busbw (GB/s) |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {r['op']} | {_size(r['size_bytes'])} | {r['seconds'] * 1e6:.1f} | {_gbps(r['algbw_gbps'])} "
-            f"| {_gbps(r['busbw_gbps'])} |"
-            for r in record.results or []
-        ]
-        lines += [
-            "",
-            "| collective | alpha (us) | beta (ns/byte) | large-message busbw (GB/s) | r2 | worst error |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {op} | {_alpha(f)} | {f['beta_s_per_byte'] * 1e9:.4f} | {_gbps(f['busbw_gbps'])} "
-            f"| {f['r2']:.4f} | {f['max_rel_error']:.1%} |"
-            for op, f in (record.fits or {}).items()
-        ]
-        if record.note:
-            lines += ["", record.note]
-        lines.append("")
+        lines += [f"### {title(record)}", "", *_results_table(record), "", *_fits_table(record)]
+        lines += ["", record.note, ""] if record.note else [""]
     return lines
+
+
+def _results_table(record: CommbenchRecord) -> list[str]:
+    """Each measured collective and size: its time and bandwidths."""
+    header = ["collective", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"]
+    rows = [
+        [r["op"], _size(r["size_bytes"]), f"{r['seconds'] * 1e6:.1f}", _gbps(r["algbw_gbps"]), _gbps(r["busbw_gbps"])]
+        for r in record.results or []
+    ]
+    return markdown.table(header, rows, "lrrrr")
+
+
+def _fits_table(record: CommbenchRecord) -> list[str]:
+    """Each collective's fit time = alpha + beta x bytes."""
+    header = ["collective", "alpha (us)", "beta (ns/byte)", "large-message busbw (GB/s)", "r2", "worst error"]
+    rows = [
+        [
+            op,
+            _alpha(f),
+            f"{f['beta_s_per_byte'] * 1e9:.4f}",
+            _gbps(f["busbw_gbps"]),
+            f"{f['r2']:.4f}",
+            f"{f['max_rel_error']:.1%}",
+        ]
+        for op, f in (record.fits or {}).items()
+    ]
+    return markdown.table(header, rows, "lrrrrr")
 
 
 def _gbps(value: float | None) -> str:

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dlperf.escape import markdown, plot
+from dlperf.escape import markdown as md
+from dlperf.escape import plot
 from dlperf.records.store import write_json_atomic, write_text_atomic
+from dlperf.reporting import markdown
 from dlperf.reporting.aggregate import number_text, summarise
 from dlperf.reporting.figures import save_figure
 from dlperf.reporting.report import tables_markdown
@@ -100,22 +102,17 @@ def markdown_table(table: Table, marked: Sequence[bool] = (), numeric: bool = Tr
     """A markdown table, first column left-aligned, the others right-aligned when `numeric`; a marked row's first
     cell is bold and says `(differs)`."""
     header, rows = table
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(markdown(c) for c in cells) + " |"  # a `|` or newline in a label ends no cell
-
-    lines = [line(header), "|---|" + ("---:|" if numeric else "---|") * (len(header) - 1)]
-    for i, row in enumerate(rows):
-        first = f"**{row[0]}** (differs)" if i < len(marked) and marked[i] else row[0]
-        lines.append(line([first, *row[1:]]))
-    return lines
+    rows = [
+        [f"**{row[0]}** (differs)", *row[1:]] if i < len(marked) and marked[i] else row for i, row in enumerate(rows)
+    ]
+    return markdown.table(header, rows, "l" + ("r" if numeric else "l") * (len(header) - 1))
 
 
 def comparison_markdown(comparison: Comparison) -> str:
     lines = [
         "# dlperf cross-source report",
         "",
-        f"Sources: {', '.join(markdown(label) for label in comparison.labels)}. {EXPLANATION}",
+        f"Sources: {', '.join(md(label) for label in comparison.labels)}. {EXPLANATION}",
         "",
         "## Summary",
         "",
@@ -127,9 +124,9 @@ def comparison_markdown(comparison: Comparison) -> str:
         "",
     ]
     for series in comparison.series:
-        lines += [f"## {markdown(series.key.title)}", "", *markdown_table(case_table(series)), ""]
+        lines += [f"## {md(series.key.title)}", "", *markdown_table(case_table(series)), ""]
         notes = series_notes(series)
-        lines += [f"- {markdown(note)}" for note in notes] + ([""] if notes else [])
+        lines += [f"- {md(note)}" for note in notes] + ([""] if notes else [])
     return "\n".join(lines + source_tables_markdown(comparison))
 
 
@@ -138,7 +135,7 @@ def source_tables_markdown(comparison: Comparison) -> list[str]:
     their headings one level down under the source's name."""
     lines = ["## Each source's tables", ""]
     for source in comparison.sources:
-        lines += [f"### {markdown(source.label)}", ""]
+        lines += [f"### {md(source.label)}", ""]
         for line in tables_markdown(summarise(source.records), source.records):
             lines.append("##" + line if line.startswith("#") else line)
     return lines

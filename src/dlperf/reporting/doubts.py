@@ -221,25 +221,34 @@ def _run_doubt_flags(row: _Row) -> list[Flag]:
 
 def _reading_flags(row: _Row) -> list[Flag]:
     peers = [r for r in row.records if isinstance(r, PeerReading)]
+    return _contradiction_flags(peers, row.n) + _cross_check_flags(peers, row.n)
+
+
+def _contradiction_flags(peers: list[PeerReading], n: int) -> list[Flag]:
+    """Logs whose lines contradict each other."""
     contradicting = [r for r in peers if r.contradictions]
-    flags = []
-    if contradicting:
-        first = contradicting[0].contradictions[0]  # type: ignore[index]
-        flags.append(
-            Flag(
-                "contradicts",
-                f"{len(contradicting)} of {row.n} logs contradict themselves: {first}. Check the log (ranks of "
-                "different shapes or speeds, a rank printing its own figure).",
-            )
+    if not contradicting:
+        return []
+    first = contradicting[0].contradictions[0]  # type: ignore[index]
+    return [
+        Flag(
+            "contradicts",
+            f"{len(contradicting)} of {n} logs contradict themselves: {first}. Check the log (ranks of "
+            "different shapes or speeds, a rank printing its own figure).",
         )
+    ]
+
+
+def _cross_check_flags(peers: list[PeerReading], n: int) -> list[Flag]:
+    """Logs whose rule's figure and their own readings disagree beyond the tolerance."""
     split = [r for r in peers if (r.cross_check or {}).get("agree") is False]
     if not split:
-        return flags
+        return []
     c = split[0].cross_check
-    return flags + [
+    return [
         Flag(
             "readings",
-            f"{len(split)} of {row.n} logs disagree with themselves: the {split[0].rule} rule gives "
+            f"{len(split)} of {n} logs disagree with themselves: the {split[0].rule} rule gives "
             f"{c['ratio']:.3g}x what {c['reading']} give (beyond {c['tolerance']:.0%}). "
             f"{c.get('note') or 'Check the log and the shape its path declares.'}",
         )

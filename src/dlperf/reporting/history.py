@@ -16,7 +16,7 @@ from dlperf.records.schema import RunRecord
 from dlperf.records.validate import is_number, record_problem
 from dlperf.reporting.history_db import open_store, parse_target
 from dlperf.reporting.sources import canonical_model
-from dlperf.reporting.verdict import compare_repeats
+from dlperf.reporting.verdict import Verdict, compare_repeats
 
 
 def default_label(record: RunRecord) -> str:
@@ -48,29 +48,34 @@ def add_records(db: str | Path, records: Sequence[RecordLike], label: str | None
     refused before anything is stored: one stored text in the REAL column would break every later `history show`."""
     records = [as_record(r) for r in records]
     for r in records:
-        problem = record_problem(as_json(r))
-        if problem:
-            raise ResultsError(f"not adding {r.origin.path or 'a record'} to the history: {problem}")
-    rows = [
-        (
-            record_key(r),
-            label or default_label(r),
-            r.model,
-            r.group,
-            r.case,
-            r.repeat,
-            r.status,
-            r.throughput if r.status == "ok" else None,
-            r.started_at,
-            _record_text(r),
-        )
-        for r in records
-    ]
+        _refuse_invalid(r)
     with open_store(db) as store:
-        added = store.add(rows)
+        added = store.add([_row(r, label) for r in records])
     stored = [r for r, new in zip(records, added) if new]
     duplicates = [r for r, new in zip(records, added) if not new]
     return AddOutcome(stored, duplicates)
+
+
+def _refuse_invalid(record: RunRecord) -> None:
+    problem = record_problem(as_json(record))
+    if problem:
+        raise ResultsError(f"not adding {record.origin.path or 'a record'} to the history: {problem}")
+
+
+def _row(r: RunRecord, label: str | None) -> tuple:
+    """A record's row in the store: its key, label, case, status, throughput (where ok), start and text."""
+    return (
+        record_key(r),
+        label or default_label(r),
+        r.model,
+        r.group,
+        r.case,
+        r.repeat,
+        r.status,
+        r.throughput if r.status == "ok" else None,
+        r.started_at,
+        _record_text(r),
+    )
 
 
 @dataclass(frozen=True)
@@ -154,8 +159,7 @@ def _point(
     """One label's point, compared with the label before it (`before`: that label's speeds)."""
     median = statistics.median(speeds) if speeds else None
     change = median / statistics.median(before) if median is not None and before else None
-    # The history keeps each run's throughput, not its windows: each repeat is one figure to the test.
-    verdict = compare_repeats([[b] for b in before], [[s] for s in speeds]) if before and speeds else None
+    verdict = _verdict(before or [], speeds)
     return HistoryPoint(
         *key,
         min(t for t, _ in runs),
@@ -165,3 +169,9 @@ def _point(
         verdict.verdict if verdict else None,
         verdict.reason if verdict else None,
     )
+
+
+def _verdict(before: list[float], speeds: list[float]) -> Verdict | None:
+    """Compare's verdict of a label's runs against the label before, where both have some. The history keeps each
+    run's throughput, not its windows: each repeat is one figure to the test."""
+    return compare_repeats([[b] for b in before], [[s] for s in speeds]) if before and speeds else None

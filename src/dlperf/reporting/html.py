@@ -110,17 +110,8 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Throughput (samples/s)", "Speedup vs own 1n1g"))
     devices = {1}
     for i, (label, points) in enumerate(series_points(series).items()):
-        if not points:
-            continue
-        xs = [p[0] for p in points]
-        devices.update(xs)
-        style = {"mode": "lines+markers", "legendgroup": label, "line": {"color": PALETTE[i % len(PALETTE)]}}
-        name = escape.html(f"{label} (b{series.batches[label]})")  # plotly reads tags in labels: <a>, <b>
-        fig.add_trace(go.Scatter(x=xs, y=[p[1] for p in points], name=name, **style), row=1, col=1)
-        speedups = [(x, s) for x, _t, s in points if s is not None]
-        if speedups:
-            xy = {"x": [x for x, _ in speedups], "y": [s for _, s in speedups]}
-            fig.add_trace(go.Scatter(**xy, name=name, showlegend=False, **style), row=1, col=2)
+        devices.update(p[0] for p in points)
+        _add_source(fig, label, f"{label} (b{series.batches[label]})", points, PALETTE[i % len(PALETTE)])
     ideal = sorted(devices)
     fig.add_trace(
         go.Scatter(x=ideal, y=ideal, mode="lines", name="ideal (linear)", line={"dash": "dash", "color": "gray"}),
@@ -134,28 +125,38 @@ def _series_figure(series: SeriesComparison) -> go.Figure:
     return fig
 
 
+def _add_source(fig: go.Figure, label: str, title: str, points: list[tuple], color: str) -> None:
+    """One source's throughput trace, and its speedup trace where it has speedups, named `title`."""
+    if not points:
+        return
+    style = {"mode": "lines+markers", "legendgroup": label, "line": {"color": color}}
+    name = escape.html(title)  # plotly reads tags in labels: <a>, <b>
+    fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], name=name, **style), row=1, col=1)
+    speedups = [(x, s) for x, _t, s in points if s is not None]
+    if speedups:
+        xy = {"x": [x for x, _ in speedups], "y": [s for _, s in speedups]}
+        fig.add_trace(go.Scatter(**xy, name=name, showlegend=False, **style), row=1, col=2)
+
+
 def _run_rows(records: list[RunRecord]) -> tuple[Table, list[str]]:
     header = ["case", "repeat", "status", "samples/s", "windows", "error"]
-    rows, classes = [], []
     ordered = sorted(records, key=lambda r: (int(r.world_size or 0), str(r.case), r.repeat or 0))
-    for r in ordered:
-        speed = r.throughput
-        windows = r.window_throughputs or []
-        error = r.error or ""
-        if r.failure:
-            error += " " + ", ".join(f"{k} {v}" for k, v in r.failure.items())
-        rows.append(
-            [
-                str(r.case),
-                str(r.repeat),
-                str(r.status),
-                "" if not isinstance(speed, (int, float)) else f"{speed:.2f}",
-                str(len(windows)) if windows else "",
-                error.strip(),
-            ]
-        )
-        classes.append("" if r.status == "ok" else "failed")
-    return (header, rows), classes
+    rows = [_run_row(r) for r in ordered]
+    return (header, rows), ["" if r.status == "ok" else "failed" for r in ordered]
+
+
+def _run_row(r: RunRecord) -> list[str]:
+    """A run's case, repeat, status, throughput, window count and error with its failure's facts."""
+    failure = ", ".join(f"{k} {v}" for k, v in (r.failure or {}).items())
+    error = (r.error or "") + (" " + failure if r.failure else "")
+    return [
+        str(r.case),
+        str(r.repeat),
+        str(r.status),
+        "" if not isinstance(r.throughput, (int, float)) else f"{r.throughput:.2f}",
+        str(len(r.window_throughputs)) if r.window_throughputs else "",
+        error.strip(),
+    ]
 
 
 def _windows_figure(title: str, records: list[RunRecord]) -> go.Figure | None:

@@ -23,22 +23,27 @@ def where_measured(records: list[RunRecord]) -> str:
     """`NVIDIA H100 80GB HBM3, 1-8 devices, host gpu01`; `Tesla V100-SXM2-16GB, 1-16 devices, 1-2 nodes (hosts not
     recorded)` for logs; `device not recorded` where no record names its device."""
     devices = sorted({name for r in records if (name := device_name(r))})
+    return f"{' / '.join(devices) or 'device not recorded'}, {_device_span(records)}, {_hosts_text(records)}"
+
+
+def _device_span(records: list[RunRecord]) -> str:
+    """`1 device`, `8 devices`, `1-8 devices`."""
     counts = sorted({int(r.world_size or 0) for r in records})
-    span = (
-        f"{counts[0]} device{'' if counts[0] == 1 else 's'}"
-        if len(counts) == 1
-        else f"{counts[0]}-{counts[-1]} devices"
-    )
+    if len(counts) > 1:
+        return f"{counts[0]}-{counts[-1]} devices"
+    return f"{counts[0]} device{'' if counts[0] == 1 else 's'}"
+
+
+def _hosts_text(records: list[RunRecord]) -> str:
+    """`host gpu01`, `3 hosts (a, b, c)`, the first three named; the nodes where no record names a host."""
     known = sorted({h for r in records for h in hosts(r)})
     if len(known) == 1:
-        host_text = f"host {known[0]}"
-    elif known:
-        host_text = f"{len(known)} hosts ({', '.join(known[:3])}{'...' if len(known) > 3 else ''})"
-    else:
-        nodes = sorted({int(r.nodes or 1) for r in records})
-        spread = count(nodes[0], "node") if len(nodes) == 1 else f"{nodes[0]}-{nodes[-1]} nodes"
-        host_text = f"{spread} (hosts not recorded)"
-    return f"{' / '.join(devices) or 'device not recorded'}, {span}, {host_text}"
+        return f"host {known[0]}"
+    if known:
+        return f"{len(known)} hosts ({', '.join(known[:3])}{'...' if len(known) > 3 else ''})"
+    nodes = sorted({int(r.nodes or 1) for r in records})
+    spread = count(nodes[0], "node") if len(nodes) == 1 else f"{nodes[0]}-{nodes[-1]} nodes"
+    return f"{spread} (hosts not recorded)"
 
 
 def frameworks(records: list[RunRecord]) -> str | None:

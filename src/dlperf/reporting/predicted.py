@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dlperf.errors import ConfigError
-from dlperf.predict import Prediction, links_from_records, predict_data_parallel, run_from_record
+from dlperf.predict import (
+    Link,
+    Prediction,
+    SingleDeviceRun,
+    links_from_records,
+    predict_data_parallel,
+    run_from_record,
+)
 from dlperf.records.schema import CommbenchRecord
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey
 
@@ -41,17 +48,28 @@ def predictions(
     intra, inter = links_from_records(commbench)
     out: dict[CaseKey, Prediction] = {}
     for (model, group), cases in summary.items():
-        base = next((c for c in cases if c.case == BASELINE_CASE and c.speeds and c.table == "scaling"), None)
-        record = next((r for r in base.records if r.gradient_bytes), None) if base else None
-        if record is None:
-            continue
-        single = run_from_record(record, throughput=base.stats["median"])
-        for case in cases:
-            if case.world_size == 1:
-                continue
-            try:
-                got = predict_data_parallel(single, case.devices_per_node, case.nodes, intra, inter, overlap)
-            except ConfigError:  # a link this case crosses was not measured
-                continue
-            out[(model, group, case.case)] = got
+        single = _single_run(cases)
+        for case in cases if single else []:
+            got = _predict_case(single, case, intra, inter, overlap)
+            if got is not None:
+                out[(model, group, case.case)] = got
     return out
+
+
+def _single_run(cases: list[CaseSummary]) -> SingleDeviceRun | None:
+    """The scaling table's 1n1g at its median throughput, from a repeat that counted its gradient bytes."""
+    base = next((c for c in cases if c.case == BASELINE_CASE and c.speeds and c.table == "scaling"), None)
+    record = next((r for r in base.records if r.gradient_bytes), None) if base else None
+    return None if record is None else run_from_record(record, throughput=base.stats["median"])
+
+
+def _predict_case(
+    single: SingleDeviceRun, case: CaseSummary, intra: Link | None, inter: Link | None, overlap: bool
+) -> Prediction | None:
+    """The model's prediction for a multi-device case; None for 1 device or a link the case crosses unmeasured."""
+    if case.world_size == 1:
+        return None
+    try:
+        return predict_data_parallel(single, case.devices_per_node, case.nodes, intra, inter, overlap)
+    except ConfigError:
+        return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from dlperf.escape import markdown as md
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import CommbenchRecord, MaxbatchRecord, PeerReading, Record, RunRecord, batch_free_group
 from dlperf.records.store import write_json_atomic, write_text_atomic
+from dlperf.reporting import markdown
 from dlperf.reporting.aggregate import (
     BASELINE_CASE,
     CaseSummary,
@@ -113,19 +114,23 @@ def _compile_lines(summary: dict[GroupKey, list[CaseSummary]]) -> list[str]:
     payoffs = compile_payoffs(summary)
     if not payoffs:
         return []
-    lines = [
-        "## Compiler cost",
-        "",
-        "| model | group | case | extra time to first step (s) | saved per step (ms) | pays off after (steps) |",
-        "|---|---|---|---:|---:|---:|",
+    header = ["model", "group", "case", "extra time to first step (s)", "saved per step (ms)", "pays off after (steps)"]
+    rows = [
+        [
+            p.model,
+            p.group,
+            p.case,
+            f"{p.extra_first_step_s:.2f}",
+            f"{p.saved_ms_per_step:.2f}",
+            "never" if p.payoff_steps is None else p.payoff_steps,
+        ]
+        for p in payoffs
     ]
-    for p in payoffs:
-        steps = "never" if p.payoff_steps is None else str(p.payoff_steps)
-        lines.append(
-            f"| {md(p.model)} | {md(p.group)} | {md(p.case)} | {p.extra_first_step_s:.2f} "
-            f"| {p.saved_ms_per_step:.2f} | {steps} |"
-        )
-    return lines + [""]
+    return ["## Compiler cost", "", *markdown.table(header, rows, "lllrrr"), ""]
+
+
+def _steps(steps: int | None) -> str:
+    return "never" if steps is None else str(steps)
 
 
 def memory_text(peaks: dict[str, float]) -> str:
@@ -158,27 +163,39 @@ def group_table(
     devices as DLPerf prints it: 16 for 2n8g), then ours: per device, devices per node, efficiency, spread,
     latency, memory, `columns` (header -> case -> text; bsz=max, predicted speedup) where any case has a value,
     MFU % and samples/J where any row has them, and flags whose footnotes follow the table."""
-    columns = {name: cells for name, cells in (columns or {}).items() if any(c.case in cells for c in cases)}
-    with_mfu = any(c.median(lambda r: r.mfu) is not None for c in cases)
-    with_energy = any(c.samples_per_joule() is not None for c in cases)
-    lines = _table_head(model, group, cases, list(columns), with_mfu, with_energy)
-    notes = []
-    for case in cases:
-        lines.append(_case_row(case, columns) + _extra_cells(case, with_mfu, with_energy))
-        notes += case_notes(case)
-    lines.append("")
-    if notes:
-        lines += notes + [""]
-    return lines
+    columns, extras = _shown_columns(cases, columns or {})
+    header = _header(_unit(cases), [*columns, *(name for name, _, _ in extras)])
+    rows = [_row(case, columns, extras) for case in cases]
+    notes = [note for case in cases for note in case_notes(case)]
+    table = markdown.table(header, rows, "r" * (len(header) - 1))
+    return [*_table_title(model, group, cases), *table, "", *notes] + ([""] if notes else [])
 
 
-def _table_head(
-    model: str, group: str, cases: list[CaseSummary], columns: list[str], with_mfu: bool, with_energy: bool
-) -> list[str]:
-    """The table's title, header and alignment row, in the unit of its records."""
-    # extracted peer logs name their unit (tokens/s, images/s, records/s); dlperf's own records count samples
-    unit = next((r.unit for case in cases for r in case.records if isinstance(r, PeerReading) and r.unit), "samples/s")
-    extra = (" MFU % |" if with_mfu else "") + (" samples/J |" if with_energy else "")
+def _shown_columns(
+    cases: list[CaseSummary], columns: dict[str, dict[str, str]]
+) -> tuple[dict[str, dict[str, str]], list[ExtraColumn]]:
+    """The given columns and the extra columns where any of the cases has a value."""
+    given = {name: cells for name, cells in columns.items() if any(c.case in cells for c in cases)}
+    extras = [column for column in EXTRA_COLUMNS if any(column[1](c) is not None for c in cases)]
+    return given, extras
+
+
+def _header(unit: str, extra: list[str]) -> list[str]:
+    """The scaling table's header in the records' unit, `extra` columns before the flags."""
+    return [
+        "node_num", "gpu_num", unit, "speedup", f"{unit} per device", "devices per node", "efficiency",
+        f"mean {unit}", "min", "max", "CV %", "repeats", "latency (ms)", "peak memory (MiB)", *extra, "flags",
+    ]  # fmt: skip
+
+
+def _unit(cases: list[CaseSummary]) -> str:
+    """The table's throughput unit: extracted peer logs name theirs (tokens/s, images/s, records/s); dlperf's own
+    records count samples."""
+    return next((r.unit for case in cases for r in case.records if isinstance(r, PeerReading) and r.unit), "samples/s")
+
+
+def _table_title(model: str, group: str, cases: list[CaseSummary]) -> list[str]:
+    """The table's title and where its records were measured."""
     threads = threads_text({cpu_threads(r) for case in cases for r in case.records})
     records = [r for case in cases for r in case.records + case.failed]
     framework = f"; {md(named)}" if (named := frameworks(records)) else ""
@@ -187,29 +204,51 @@ def _table_head(
         "",
         f"Measured on {md(where_measured(records))}{framework}.",
         "",
-        f"| node_num | gpu_num | {md(unit)} | speedup | {md(unit)} per device | devices per node | efficiency "
-        f"| mean {md(unit)} | min | max | CV % | repeats | latency (ms) | peak memory (MiB) |"
-        + "".join(f" {md(name)} |" for name in columns)
-        + f"{extra} flags |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        + "---:|" * (len(columns) + with_mfu + with_energy)
-        + "---|",
     ]
 
 
-def _case_row(case: CaseSummary, columns: dict[str, dict[str, str]]) -> str:
-    """A case's row up to the `columns` cells (MFU, energy and flags follow)."""
+def _case_cells(case: CaseSummary) -> list[str]:
+    """A case's cells up to the `columns` cells (theirs, MFU, energy and flags follow)."""
     stats = case.stats if case.speeds else {}
     cv = stats.get("cv")
     repeats = f"{len(case.speeds)}" + (f" (+{len(case.failed)} failed)" if case.failed else "")
-    return (
-        f"| {case.nodes} | {case.world_size} | {number_text(stats.get('median'))} | {number_text(case.speedup)} "
-        f"| {number_text(per_device(stats.get('median'), case.world_size))} | {case.devices_per_node} "
-        f"| {number_text(case.efficiency, '.1%')} | {number_text(stats.get('mean'))} | {number_text(stats.get('min'))} "
-        f"| {number_text(stats.get('max'))} | {number_text(None if cv is None else cv * 100, '.1f')} | {repeats} "
-        f"| {latency_text(case)} | {memory_text(case.peak_memory())} |"
-        + "".join(f" {md(cells.get(case.case, ''))} |" for cells in columns.values())
-    )
+    return [
+        str(case.nodes),
+        str(case.world_size),
+        number_text(stats.get("median")),
+        number_text(case.speedup),
+        number_text(per_device(stats.get("median"), case.world_size)),
+        str(case.devices_per_node),
+        number_text(case.efficiency, ".1%"),
+        number_text(stats.get("mean")),
+        number_text(stats.get("min")),
+        number_text(stats.get("max")),
+        number_text(None if cv is None else cv * 100, ".1f"),
+        repeats,
+        latency_text(case),
+        memory_text(case.peak_memory()),
+    ]
+
+
+def _mfu_percent(case: CaseSummary) -> float | None:
+    mfu = case.median(lambda r: r.mfu)
+    return None if mfu is None else mfu * 100
+
+
+ExtraColumn = tuple[str, Callable[[CaseSummary], float | None], str]  # header, the case's value, its format
+
+# the columns a table shows where any of its cases has a value
+EXTRA_COLUMNS: tuple[ExtraColumn, ...] = (
+    ("MFU %", _mfu_percent, ".1f"),
+    ("samples/J", CaseSummary.samples_per_joule, ".3g"),
+)
+
+
+def _row(case: CaseSummary, columns: dict[str, dict[str, str]], extras: list[ExtraColumn]) -> list[str]:
+    """A case's row: its own cells, the given `columns`' and the extra columns', then its flags."""
+    given = [cells.get(case.case, "") for cells in columns.values()]
+    extra = [number_text(value(case), spec) for _, value, spec in extras]
+    return [*_case_cells(case), *given, *extra, ", ".join(flag.label for flag in case.flags())]
 
 
 def case_notes(case: CaseSummary) -> list[str]:
@@ -223,17 +262,6 @@ def case_notes(case: CaseSummary) -> list[str]:
         notes.append(f"- {name}: speedup left empty: {md(case.speedup_note)}.")
     notes += [f"- {name}: WARNING, nodes differ: {md(line)}" for line in case.node_differences()]
     return notes
-
-
-def _extra_cells(case: CaseSummary, with_mfu: bool, with_energy: bool) -> str:
-    mfu = case.median(lambda r: r.mfu)
-    cells = []
-    if with_mfu:
-        cells.append(number_text(None if mfu is None else mfu * 100, ".1f"))
-    if with_energy:
-        cells.append(number_text(case.samples_per_joule(), ".3g"))
-    cells.append(md(", ".join(flag.label for flag in case.flags())))
-    return "".join(f" {cell} |" for cell in cells)
 
 
 def _environment_lines(records: Sequence[Record]) -> list[str]:
@@ -304,18 +332,20 @@ def extra_columns(
     published = published_matches(summary)
     out: dict[GroupKey, dict[str, dict[str, str]]] = {}
     for (model, group), cases in summary.items():
+        variant = batch_free_group(group)
         out[(model, group)] = {
-            "bsz=max": {
-                c.case: str(fits[key]) for c in cases if (key := (model, c.case, batch_free_group(group))) in fits
-            },
-            "predicted speedup": {
-                c.case: f"{predicted[key]:.2f}" for c in cases if (key := (model, group, c.case)) in predicted
-            },
-            PUBLISHED: {
-                c.case: f"{published[key].percent:.1f}" for c in cases if (key := (model, group, c.case)) in published
-            },
+            "bsz=max": {c.case: str(fits[(model, c.case, variant)]) for c in cases if (model, c.case, variant) in fits},
+            "predicted speedup": _by_case(model, group, cases, predicted, "{:.2f}".format),
+            PUBLISHED: _by_case(model, group, cases, published, lambda match: f"{match.percent:.1f}"),
         }
     return out
+
+
+def _by_case(
+    model: str, group: str, cases: list[CaseSummary], found: dict[tuple[str, str, str], Any], text: Callable[[Any], str]
+) -> dict[str, str]:
+    """case -> `text` of what `found` holds for the case."""
+    return {c.case: text(found[key]) for c in cases if (key := (model, group, c.case)) in found}
 
 
 def tables_markdown(

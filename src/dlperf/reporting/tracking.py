@@ -90,27 +90,33 @@ def _params(prefix: str, values: dict[str, Any] | None) -> dict[str, str]:
     }
 
 
-def _run(record: RunRecord, losses: dict[tuple[str, str, str], ScalingLoss]) -> TrackedRun:
+def _numbers(prefix: str, values: dict[str, Any] | None) -> dict[str, float]:
+    """A mapping's finite numbers as metrics `prefix.key`."""
+    return {f"{prefix}.{k}": v for k, raw in (values or {}).items() if (v := _number(raw)) is not None}
+
+
+def _loss_metrics(prefix: str, loss: ScalingLoss) -> dict[str, float]:
+    """A case's scaling loss against its ideal, in its measured parts, as metrics `prefix.part`."""
+    return {f"{prefix}.measured_loss": loss.measured_loss} | {f"{prefix}.{k}": v for k, v in loss.components.items()}
+
+
+def _run_params(record: RunRecord) -> dict[str, str]:
     params = {k: str(getattr(record, k))[:PARAM_TEXT] for k in CASE_KEYS if getattr(record, k, None) is not None}
     params |= _params("parallel", record.parallel) | _params("config", record.config)
     params |= _params("accelerator", record.accelerator) | _params("env", record.env)
-    params |= _params("env.git", (record.env or {}).get("git"))
+    return params | _params("env.git", (record.env or {}).get("git"))
+
+
+def _run_metrics(record: RunRecord, loss: ScalingLoss | None) -> dict[str, float]:
     metrics = {k: v for k in RUN_METRICS if (v := _number(getattr(record, k, None))) is not None}
-    metrics |= {f"latency_ms.{k}": v for k, raw in (record.latency_ms or {}).items() if (v := _number(raw)) is not None}
-    metrics |= {
-        f"peak_memory_mib.{k}": v
-        for k, raw in (record.peak_memory_mib or {}).items()
-        if (v := _number(raw)) is not None
-    }
-    energy = _number((record.energy or {}).get("joules_per_sample"))
-    if energy is not None:
-        metrics["energy.joules_per_sample"] = energy
-    loss = losses.get((record.model, record.group, record.case))
-    if loss is not None and record.status == "ok":  # the case's loss against its ideal, in its measured parts
-        metrics["case_scaling_loss.measured_loss"] = loss.measured_loss
-        metrics |= {f"case_scaling_loss.{k}": v for k, v in loss.components.items()}
-    windows = [v for raw in record.window_throughputs or [] if (v := _number(raw)) is not None]
-    key = record_key(record)
+    metrics |= _numbers("latency_ms", record.latency_ms) | _numbers("peak_memory_mib", record.peak_memory_mib)
+    metrics |= _numbers("energy", {"joules_per_sample": (record.energy or {}).get("joules_per_sample")})
+    if loss is not None and record.status == "ok":
+        metrics |= _loss_metrics("case_scaling_loss", loss)
+    return metrics
+
+
+def _run_tags(record: RunRecord, key: str) -> dict[str, str]:
     flags = [d.label for d in run_doubts(record)] if record.status == "ok" else []
     tags = {
         RECORD_TAG: key,
@@ -123,20 +129,36 @@ def _run(record: RunRecord, losses: dict[tuple[str, str, str], ScalingLoss]) -> 
         tags["dlperf.error"] = record.error[:PARAM_TEXT]
     if record.hosts:
         tags["dlperf.hosts"] = ",".join(str(h) for h in record.hosts)[:PARAM_TEXT]
-    files = [Path(record.origin.path)] if record.origin.path else []
-    if record.log and files and (files[0].parent / Path(record.log).name).is_file():
-        files.append(files[0].parent / Path(record.log).name)
+    return tags
+
+
+def _run_files(record: RunRecord) -> list[Path]:
+    """The record's file and its run log beside it, where there."""
+    if not record.origin.path:
+        return []
+    path = Path(record.origin.path)
+    log = path.parent / Path(record.log).name if record.log else None
+    return [path, log] if log and log.is_file() else [path]
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)
+
+
+def _run(record: RunRecord, losses: dict[tuple[str, str, str], ScalingLoss]) -> TrackedRun:
+    windows = [v for raw in record.window_throughputs or [] if (v := _number(raw)) is not None]
+    key = record_key(record)
     return TrackedRun(
         key=key,
         name=f"{record.model} {record.group} {record.case} r{record.repeat}",
-        params=params,
-        metrics=metrics,
+        params=_run_params(record),
+        metrics=_run_metrics(record, losses.get((record.model, record.group, record.case))),
         steps={"window_throughput": windows} if windows else {},
-        tags=tags,
+        tags=_run_tags(record, key),
         status=record.status,
-        started_ms=None if record.started_at is None else int(record.started_at * 1000),
-        finished_ms=None if record.finished_at is None else int(record.finished_at * 1000),
-        files=files,
+        started_ms=_ms(record.started_at),
+        finished_ms=_ms(record.finished_at),
+        files=_run_files(record),
     )
 
 
@@ -162,31 +184,47 @@ def tracked_sweeps(folder: str | Path) -> Iterator[list[TrackedSweep]]:
         yield sweeps
 
 
-def _sweep(root: Path, sweep_id: str | None, records: list[RunRecord], report_dir: Path) -> TrackedSweep:
-    summary = summarise(records)
-    losses = {(model, group, x.case): x for (model, group), found in scaling_losses(summary).items() for x in found}
-    runs = [_run(r, losses) for r in records]
-    key = sweep_id or hashlib.sha256("".join(sorted(r.key for r in runs)).encode()).hexdigest()
+def _sweep_metrics(summary: dict, losses: dict[tuple[str, str, str], ScalingLoss]) -> dict[str, float]:
+    """Each case's figures and scaling loss, as metrics `model/group/case/name`."""
     metrics: dict[str, float] = {}
-    for cases in summary.values():
-        for case in cases:
-            row = case_row(case)
-            prefix = f"{case.model}/{case.group}/{case.case}"
-            metrics |= {f"{prefix}/{k}": v for k in CASE_METRICS if (v := _number(row[k])) is not None}
+    for case in (case for cases in summary.values() for case in cases):
+        row = case_row(case)
+        prefix = f"{case.model}/{case.group}/{case.case}"
+        metrics |= {f"{prefix}/{k}": v for k in CASE_METRICS if (v := _number(row[k])) is not None}
     for (model, group, case_name), loss in losses.items():
-        metrics[f"{model}/{group}/{case_name}/scaling_loss.measured_loss"] = loss.measured_loss
-        metrics |= {f"{model}/{group}/{case_name}/scaling_loss.{k}": v for k, v in loss.components.items()}
-    first = records[0]
+        metrics |= _loss_metrics(f"{model}/{group}/{case_name}/scaling_loss", loss)
+    return metrics
+
+
+def _sweep_params(first: RunRecord) -> dict[str, str]:
     params = {k: str(v) for k in ("model", "framework", "dlperf_version") if (v := getattr(first, k, None))}
-    params |= _params("accelerator", first.accelerator) | _params("env", first.env)
-    tags = {
+    return params | _params("accelerator", first.accelerator) | _params("env", first.env)
+
+
+def _sweep_tags(root: Path, sweep_id: str | None, records: list[RunRecord], key: str) -> dict[str, str]:
+    return {
         SWEEP_TAG: key,
         "dlperf.sweep_id": sweep_id or "none",
         "dlperf.folder": str(root.resolve())[:PARAM_TEXT],
         "dlperf.records": str(len(records)),
         "dlperf.failed_runs": str(sum(r.status != "ok" for r in records)),
     }
+
+
+def _sweep(root: Path, sweep_id: str | None, records: list[RunRecord], report_dir: Path) -> TrackedSweep:
+    summary = summarise(records)
+    losses = {(model, group, x.case): x for (model, group), found in scaling_losses(summary).items() for x in found}
+    runs = [_run(r, losses) for r in records]
+    key = sweep_id or hashlib.sha256("".join(sorted(r.key for r in runs)).encode()).hexdigest()
     files = [report_dir / f for f in REPORT_FILES if (report_dir / f).is_file()]
     files += sorted((report_dir / "plots").glob("*.png"))
     name = f"sweep {sweep_id}" if sweep_id else f"single runs in {root.name}"
-    return TrackedSweep(key, name, params, metrics, tags, files, runs)
+    return TrackedSweep(
+        key,
+        name,
+        _sweep_params(records[0]),
+        _sweep_metrics(summary, losses),
+        _sweep_tags(root, sweep_id, records, key),
+        files,
+        runs,
+    )

@@ -105,30 +105,58 @@ def _centre(side: Sequence[Repeat]) -> float:
     return sum(means) / len(means)
 
 
+def _between(means: list[list[float]]) -> tuple[float, int]:
+    """The pooled variance of repeat means about their side's mean, and its degrees of freedom."""
+    centres = [sum(m) / len(m) for m in means]
+    df = sum(len(m) for m in means) - 2
+    return sum((x - c) ** 2 for m, c in zip(means, centres) for x in m) / df, df
+
+
+def _within(sides: list[list[list[float]]], means: list[list[float]]) -> float | None:
+    """The pooled variance of windows about their repeat's mean; None where every repeat has one window."""
+    within = [(y - mu) ** 2 for side, m in zip(sides, means) for r, mu in zip(side, m) for y in r]
+    within_df = sum(len(r) - 1 for side in sides for r in side)
+    return sum(within) / within_df if within_df else None
+
+
+def _harmonic_windows(sides: list[list[list[float]]]) -> float:
+    """The harmonic mean of the repeats' window counts: how many windows a repeat's mean averages."""
+    windows = [len(r) for side in sides for r in side]
+    return len(windows) / sum(1 / n for n in windows)
+
+
 def nested_test(base: Sequence[Repeat], new: Sequence[Repeat]) -> NestedTest:
     """The nested-ANOVA test of NEW against BASE: each side at least one repeat with a positive window, three in
     all (one degree of freedom)."""
-    sides = [[_logs(r) for r in side] for side in (base, new)]
-    sides = [[r for r in side if r] for side in sides]
+    sides = [[logs for r in side if (logs := _logs(r))] for side in (base, new)]
     means = [[sum(r) / len(r) for r in side] for side in sides]
-    centres = [sum(m) / len(m) for m in means]
-    df = sum(len(m) for m in means) - 2
-    between_ss = sum((x - c) ** 2 for m, c in zip(means, centres) for x in m)
-    s = math.sqrt(between_ss / df)
-    se = s * math.sqrt(sum(1 / len(m) for m in means))
-    within = [(y - mu) ** 2 for side, m in zip(sides, means) for r, mu in zip(side, m) for y in r]
-    within_df = sum(len(r) - 1 for side in sides for r in side)
-    var_within = sum(within) / within_df if within_df else None
-    windows = [len(r) for side in sides for r in side]
-    harmonic = len(windows) / sum(1 / n for n in windows)
-    between = s**2 - (var_within or 0.0) / harmonic
+    var_between, df = _between(means)
+    var_within = _within(sides, means)
+    s = math.sqrt(var_between)
+    excess = s**2 - (var_within or 0.0) / _harmonic_windows(sides)  # between repeats beyond their windows' noise
     return NestedTest(
-        centres[1] - centres[0],
-        se,
+        _centre(new) - _centre(base),
+        s * math.sqrt(sum(1 / len(m) for m in means)),
         df,
         None if var_within is None else math.sqrt(var_within),
-        math.sqrt(max(between, 0.0)),
+        math.sqrt(max(excess, 0.0)),
     )
+
+
+def _decide(low: float, high: float, p: float, threshold: float) -> tuple[str, str]:
+    """(verdict, why) from the ratio's interval and p value at `threshold`."""
+    if high < 1 - threshold:
+        return "slower", f"slower by more than {threshold:.0%}"
+    if low > 1 + threshold:
+        return "faster", f"faster by more than {threshold:.0%}"
+    if low >= 1 - threshold and high <= 1 + threshold:
+        return "same", f"within ±{threshold:.0%}"
+    if p >= ALPHA:
+        return (
+            "inconclusive",
+            f"no significant difference at {ALPHA:.0%}, but the interval reaches past ±{threshold:.0%}",
+        )
+    return "inconclusive", f"the interval straddles the ±{threshold:.0%} threshold: more repeats needed"
 
 
 def compare_repeats(base: Sequence[Repeat], new: Sequence[Repeat], threshold: float = DEFAULT_THRESHOLD) -> Verdict:
@@ -150,17 +178,7 @@ def compare_repeats(base: Sequence[Repeat], new: Sequence[Repeat], threshold: fl
         f"ratio {ratio:.3f}, 95 % interval [{low:.3f}, {high:.3f}], p = {p:.3g} "
         f"({n_base} vs {n_new} repeats, {counts[0]} vs {counts[1]} windows)"
     )
-    if high < 1 - threshold:
-        verdict, why = "slower", f"slower by more than {threshold:.0%}"
-    elif low > 1 + threshold:
-        verdict, why = "faster", f"faster by more than {threshold:.0%}"
-    elif low >= 1 - threshold and high <= 1 + threshold:
-        verdict, why = "same", f"within ±{threshold:.0%}"
-    elif p >= ALPHA:
-        reach = f"no significant difference at {ALPHA:.0%}, but the interval reaches past ±{threshold:.0%}"
-        verdict, why = "inconclusive", reach
-    else:
-        verdict, why = "inconclusive", f"the interval straddles the ±{threshold:.0%} threshold: more repeats needed"
+    verdict, why = _decide(low, high, p, threshold)
     return Verdict(
         verdict,
         f"{why}: {interval}",

@@ -40,6 +40,7 @@ from typing import Any
 
 from dlperf.escape import markdown as md
 from dlperf.records.schema import RunRecord
+from dlperf.reporting import markdown
 from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey, like_devices, median_of
 
 # part -> (its label, the step_phases figure of the case, the 1n1g phases it is measured against)
@@ -239,20 +240,24 @@ def _work(case: CaseSummary) -> str | None:
 def baselines(summary: dict[GroupKey, list[CaseSummary]]) -> dict[GroupKey, CaseSummary]:
     """Each group's 1-device case: a scaling table's own 1n1g; for a GPT layouts case (each its own group), the
     measured 1-device layouts case of the same work per replica."""
-    single = {}
-    for cases in summary.values():
-        for case in cases:
-            if case.table == "layouts" and case.world_size == 1 and case.speeds and (work := _work(case)):
-                single.setdefault((case.model, work), case)
-    out = {}
-    for key, cases in summary.items():
-        if cases[0].table == "scaling":
-            base = next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
-        else:
-            base = next((single.get((c.model, work)) for c in cases if (work := _work(c))), None)
-        if base is not None:
-            out[key] = base
-    return out
+    single = _single_device_layouts(summary)
+    found = {key: _baseline(cases, single) for key, cases in summary.items()}
+    return {key: base for key, base in found.items() if base is not None}
+
+
+def _single_device_layouts(summary: dict[GroupKey, list[CaseSummary]]) -> dict[tuple[str, str], CaseSummary]:
+    """(model, work per replica) -> the first measured 1-device layouts case of it."""
+    single: dict[tuple[str, str], CaseSummary] = {}
+    for case in (case for cases in summary.values() for case in cases):
+        if case.table == "layouts" and case.world_size == 1 and case.speeds and (work := _work(case)):
+            single.setdefault((case.model, work), case)
+    return single
+
+
+def _baseline(cases: list[CaseSummary], single: dict[tuple[str, str], CaseSummary]) -> CaseSummary | None:
+    if cases[0].table == "scaling":
+        return next((c for c in cases if c.case == BASELINE_CASE and c.speeds), None)
+    return next((single.get((c.model, work)) for c in cases if (work := _work(c))), None)
 
 
 def scaling_losses(
@@ -285,6 +290,18 @@ def measured_groups(losses: dict[GroupKey, list[ScalingLoss]]) -> dict[GroupKey,
     return {key: group for key, group in losses.items() if any(loss.note is None for loss in group)}
 
 
+WATERFALL_INTRO = (
+    "Ideal = devices x the 1-device median (the group's 1n1g; for GPT the 1-device run of the same work); each "
+    "part is the case's measured extra time per step over that run (median over repeats, `step_phases`), in "
+    "samples/s: a part adding d ms to the step costs d x measured / the 1-device step time. Unexplained is the "
+    "loss less the measured parts, never forced to zero. Cases run with `--ablate sync` are split by that "
+    "ablation: machine sharing = the step without gradient synchronisation less the 1-device step; "
+    "communication = the step less the one without, exposed (step phases) and overlapped (the rest: "
+    "communication that slows compute) (docs/scaling.md)."
+)
+PREDICTED_HEADER = ["predicted exposed comm (ms/step)", "measured exposed comm (ms/step)"]
+
+
 def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
     """report.md's section "Where the scaling went": per group with measured parts, each case's ideal, measured, loss
     and its parts in samples/s (share of the loss), and the predicted exposed communication beside the measured
@@ -293,51 +310,48 @@ def waterfall_lines(losses: dict[GroupKey, list[ScalingLoss]]) -> list[str]:
         return []
     measured = measured_groups(losses)
     with_predicted = any(loss.predicted_exposed_ms is not None for group in measured.values() for loss in group)
-    lines = [
-        "## Where the scaling went",
-        "",
-        "Ideal = devices x the 1-device median (the group's 1n1g; for GPT the 1-device run of the same work); each "
-        "part is the case's measured extra time per step over that run (median over repeats, `step_phases`), in "
-        "samples/s: a part adding d ms to the step costs d x measured / the 1-device step time. Unexplained is the "
-        "loss less the measured parts, never forced to zero. Cases run with `--ablate sync` are split by that "
-        "ablation: machine sharing = the step without gradient synchronisation less the 1-device step; "
-        "communication = the step less the one without, exposed (step phases) and overlapped (the rest: "
-        "communication that slows compute) (docs/scaling.md).",
-        "",
-    ]
+    lines = ["## Where the scaling went", "", WATERFALL_INTRO, ""]
     for (model, group), group_losses in measured.items():
-        names = [n for n in LABELS if any(n in loss.components for loss in group_losses)]
-        labels = [LABELS[n] for n in names]
-        predicted = " predicted exposed comm (ms/step) | measured exposed comm (ms/step) |" if with_predicted else ""
-        lines += [
-            f"### {md(model)} {md(group)}",
-            "",
-            "| case | devices | ideal | measured | measured loss |" + "".join(f" {n} |" for n in labels) + predicted,
-            "|---|---:|---:|---:|---:|" + "---:|" * (len(labels) + 2 * with_predicted),
-        ]
-        notes = []
-        for loss in group_losses:
-            cells = [_cell(loss, name) for name in names]
-            row = (
-                f"| {md(loss.case)} | {loss.devices} | {loss.ideal:.2f} | {loss.measured:.2f} "
-                f"| {loss.measured_loss:.2f} |" + "".join(f" {c} |" for c in cells)
-            )
-            if with_predicted:
-                row += f" {_ms(loss.predicted_exposed_ms)} | {_ms(loss.components_ms.get('exposed_communication'))} |"
-            lines.append(row)
-            if loss.note:
-                notes.append(f"- {md(loss.case)}: {md(loss.note)}")
-            elif loss.method.startswith(f"{PHASES_METHOD}; "):
-                notes.append(f"- {md(loss.case)}: {md(loss.method.split('; ', 1)[1])}")
-            elif loss.method == ABLATION_METHOD:
-                share = loss.communication_share
-                share_text = "" if share is None else f", communication {share:.0%} of the loss"
-                notes.append(f"- {md(loss.case)}: split by {md(loss.method)}{share_text}")
-        lines += [""] + (notes + [""] if notes else [])
-    unsplit = [f"{model} {group}" for model, group in losses if (model, group) not in measured]
-    if unsplit:
-        lines += [f"Losses {NO_PHASES}: {md(', '.join(unsplit))} (their `scaling_loss` in summary.json).", ""]
-    return lines
+        lines += [f"### {md(model)} {md(group)}", "", *_loss_table(group_losses, with_predicted), ""]
+        notes = [note for loss in group_losses if (note := _loss_note(loss))]
+        lines += notes + [""] if notes else []
+    return lines + _unsplit_lines([key for key in losses if key not in measured])
+
+
+def _unsplit_lines(groups: list[GroupKey]) -> list[str]:
+    """One line naming the groups without measured parts, where there are any."""
+    if not groups:
+        return []
+    names = ", ".join(f"{model} {group}" for model, group in groups)
+    return [f"Losses {NO_PHASES}: {md(names)} (their `scaling_loss` in summary.json).", ""]
+
+
+def _loss_table(losses: list[ScalingLoss], with_predicted: bool) -> list[str]:
+    """One group's cases: ideal, measured, loss, the parts any case has, and the predicted exposed communication
+    beside the measured."""
+    names = [n for n in LABELS if any(n in loss.components for loss in losses)]
+    header = ["case", "devices", "ideal", "measured", "measured loss", *(LABELS[n] for n in names)]
+    rows = []
+    for loss in losses:
+        row = [loss.case, loss.devices, f"{loss.ideal:.2f}", f"{loss.measured:.2f}", f"{loss.measured_loss:.2f}"]
+        row += [_cell(loss, name) for name in names]
+        predicted = [_ms(loss.predicted_exposed_ms), _ms(loss.components_ms.get("exposed_communication"))]
+        rows.append(row + predicted if with_predicted else row)
+    header += PREDICTED_HEADER if with_predicted else []
+    return markdown.table(header, rows, "l" + "r" * (len(header) - 1))
+
+
+def _loss_note(loss: ScalingLoss) -> str | None:
+    """A case's footnote: why it has no measured parts, or how it was split."""
+    if loss.note:
+        return f"- {md(loss.case)}: {md(loss.note)}"
+    if loss.method.startswith(f"{PHASES_METHOD}; "):
+        return f"- {md(loss.case)}: {md(loss.method.split('; ', 1)[1])}"
+    if loss.method == ABLATION_METHOD:
+        share = loss.communication_share
+        share_text = "" if share is None else f", communication {share:.0%} of the loss"
+        return f"- {md(loss.case)}: split by {md(loss.method)}{share_text}"
+    return None
 
 
 def _ms(value: float | None) -> str:

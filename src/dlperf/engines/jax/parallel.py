@@ -91,11 +91,6 @@ def param_shardings(mesh: Mesh, abstract_params: Any, spec_of: SpecOf) -> Any:
     return jax.tree_util.tree_map_with_path(sharding, abstract_params)
 
 
-def global_array(mesh: Mesh, spec: P, host: np.ndarray) -> jax.Array:
-    """One global array from the same host array on every process; each process places only its own shards."""
-    return jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda index: host[index])
-
-
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, P())
 

@@ -1,6 +1,9 @@
 """Host syncs per training step on CUDA: every time the host waits for the device inside a step, the queue drains
 and the GPU idles while Python catches up. dlperf's steps are meant to have none (the loss is read at window
-edges only); this counts them with PyTorch's sync debug mode, which warns at each synchronizing call."""
+edges only); this counts them with PyTorch's sync debug mode, which warns at each synchronizing call.
+
+No run path calls it, and that is on purpose: it is the GPU validation's check (benchmarks/gpu_validate.py and the
+CUDA tests) that the steps keep no host sync, run on real devices, where such faults show."""
 
 from __future__ import annotations
 

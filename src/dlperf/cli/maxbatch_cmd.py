@@ -10,6 +10,7 @@ from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_run_options, explicit_run_values
 from dlperf.maxbatch.search import MaxBatchResult, Probe
 from dlperf.orchestration import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
+from dlperf.reporting import markdown as markdown_table
 from dlperf.wording import count
 
 
@@ -29,14 +30,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.set_defaults(func=run)
 
 
-TABLE_HEADER = ("| batch | fits | status | samples/s | peak memory (MiB) | reason |", "|---:|---|---|---:|---:|---|")
+TABLE_HEADER = markdown_table.header(("batch", "fits", "status", "samples/s", "peak memory (MiB)", "reason"), "rllrrl")
 
 
 def probe_line(p: Probe) -> str:
     """One probe's table row, printed as soon as the probe ends."""
     speed = f"{p.throughput:.2f}" if p.throughput is not None else ""
     peak = f"{p.peak_memory_mib:.0f}" if p.peak_memory_mib is not None else ""
-    return f"| {p.batch} | {'yes' if p.fits else 'no'} | {p.status} | {speed} | {peak} | {p.reason or ''} |"
+    return markdown_table.row((p.batch, "yes" if p.fits else "no", p.status, speed, peak, p.reason or ""))
 
 
 def largest_text(result: MaxBatchResult, ceiling: int, headroom: float) -> str:

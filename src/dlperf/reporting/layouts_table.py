@@ -13,16 +13,19 @@ from collections.abc import Sequence
 
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import RunRecord
+from dlperf.reporting import markdown as markdown_table
 from dlperf.reporting.aggregate import latency, median_of, number_text
 from dlperf.reporting.doubts import Flag, case_flags
 from dlperf.workloads import known_workload
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
-HEADER = (
-    "| group | case | nodes | devices per node | devices | latency (ms) | memory (MiB) | throughput (samples/s) "
-    "| tokens/s | TFLOP/s per device | MFU | repeats | flags |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-)
+HEADER = markdown_table.header(
+    (
+        "group", "case", "nodes", "devices per node", "devices", "latency (ms)", "memory (MiB)",
+        "throughput (samples/s)", "tokens/s", "TFLOP/s per device", "MFU", "repeats", "flags",
+    ),
+    "llrrrrrrrrrrl",
+)  # fmt: skip
 
 
 def title(model: str) -> str:
@@ -129,6 +132,6 @@ def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         flags = case_flags([r for r in records if r.status == "ok"])
-        lines.append(f"| {' | '.join(_cells(case, records, flags))} |")
+        lines.append(markdown_table.row(_cells(case, records, flags)))
         notes += _notes(case, records, flags)
     return lines + [""] + (notes + [""] if notes else [])

@@ -58,7 +58,7 @@ def record_problem(record: dict[str, Any]) -> str | None:
         return "status is missing"
     shared = getattr(kind, "SHARES", None)  # the common fields a kind carries besides its own, where present
     own = {spec.name for spec in declared_fields(kind)}
-    others = [spec for spec in declared_fields(shared) if spec.name in record and spec.name not in own] if shared else []
+    others = [s for s in declared_fields(shared) if s.name in record and s.name not in own] if shared else []
     for spec in [*declared_fields(kind), *others]:
         problem = _declared_problem(record, spec)
         if problem:

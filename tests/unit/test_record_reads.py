@@ -55,7 +55,6 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
         "accelerator devices_per_node micro_batch_size nodes tokens_per_s_per_device",
     ),
     "predict/llama.py": ("a predicted step's memory parts (bytes by name)", "parameters"),
-    "reporting/doubts.py": ("keys inside a record's `stragglers` and `cross_check`", "note stragglers"),
     "reporting/published.py": (FIGURES, "accelerator framework model precision source"),
     "workloads/__init__.py": (RUN_KEYS, "command model"),
     "workloads/commbench/__init__.py": ("the commbench rank task's output", "backend"),

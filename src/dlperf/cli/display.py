@@ -14,6 +14,7 @@ from rich.text import Text
 
 from dlperf.escape import terminal
 from dlperf.records.load import RecordLike, as_record
+from dlperf.records.parts import Energy
 from dlperf.records.schema import ExternalRunRecord, PeerReading, RunRecord
 from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
@@ -144,25 +145,23 @@ def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
         rows.append(("window CV", percent(record.window_cv)))
     phases = record.step_phases
     if phases:  # where the step went (metrics/step_phases.py); the report sets it against the 1-device run
-        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in phases["phases_ms"].items())
+        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in vars(phases.phases_ms).items() if ms is not None)
         rows.append(("step phases (ms)", parts))
-        rows.append(
-            ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}")
-        )
+        rows.append(("exposed comm / straggler wait (ms)", f"{phases.exposed_ms:.1f} / {phases.straggler_wait_ms:.1f}"))
     ablation = record.ablation
-    if ablation and ablation.get("ratio"):  # --ablate sync: the same steps without gradient synchronisation
-        gap = ablation["synced_step_ms"] - ablation["step_ms"]
+    if ablation and ablation.ratio:  # --ablate sync: the same steps without gradient synchronisation
+        gap = ablation.synced_step_ms - ablation.step_ms
         rows.append(
             (
                 "step without / with gradient sync (ms)",
-                f"{ablation['step_ms']:.1f} / {ablation['synced_step_ms']:.1f} (alternating windows): "
+                f"{ablation.step_ms:.1f} / {ablation.synced_step_ms:.1f} (alternating windows): "
                 f"communication {gap:.1f} ms a step",
             )
         )
     elif ablation:
-        rows.append(("without gradient sync", f"not measured: {ablation['reason']}"))
-    energy = record.energy or {}
-    rows.append(("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}"))
+        rows.append(("without gradient sync", f"not measured: {ablation.reason}"))
+    energy = record.energy or Energy()
+    rows.append(("energy (J)", f"{energy.joules:.1f}" if energy.joules else f"n/a: {energy.reason}"))
     return rows
 
 

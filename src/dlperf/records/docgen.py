@@ -90,8 +90,23 @@ def _type_text(hint: Any) -> str:
         return f"list of {_type_text(args[0])}"
     if origin is dict:
         return "mapping" if args[1] is Any else f"mapping of {_type_text(args[1])}"
+    if dataclasses.is_dataclass(hint):
+        return f"[{hint.__name__}](#{hint.__name__.lower()})"
     names = {str: "text", int: "integer", float: "number", bool: "bool", type(None): "null"}
     return names.get(hint, "any")
+
+
+def _parts(kind: type) -> list[type]:
+    """The part dataclasses a kind's fields hold, at any depth, in the order first met."""
+    found: list[type] = []
+    stack = [typing.get_type_hints(kind)[f.name] for f in reversed(declared_fields(kind))]
+    while stack:
+        hint = stack.pop()
+        if dataclasses.is_dataclass(hint) and hint not in found:
+            found.append(hint)
+            stack += [typing.get_type_hints(hint)[f.name] for f in reversed(dataclasses.fields(hint))]
+        stack += reversed(typing.get_args(hint))
+    return found
 
 
 def reference_table() -> str:
@@ -109,6 +124,12 @@ def reference_table() -> str:
             for f in declared_fields(kind)
             if f.name not in inherited
         ]
+    parts = list(dict.fromkeys(part for kind in KINDS for part in _parts(kind)))
+    for part in parts:
+        hints = typing.get_type_hints(part)
+        lines += ["", f"#### {part.__name__}", "", (part.__doc__ or "").strip(), ""]
+        lines += ["| key | type |", "|---|---|"]
+        lines += [f"| `{f.name}` | {_type_text(hints[f.name])} |" for f in dataclasses.fields(part)]
     return "\n".join([*lines, "", DOCS_END]) + "\n"
 
 

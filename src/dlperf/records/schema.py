@@ -22,6 +22,26 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
+from dlperf.records.parts import (
+    Ablation,
+    Accelerator,
+    CrossCheck,
+    Energy,
+    Failure,
+    FreeForm,
+    MachineLoad,
+    OwnReading,
+    Parallel,
+    Rank,
+    RepeatsStop,
+    SamplesPerStep,
+    SteadyState,
+    StepPhases,
+    Stragglers,
+    Threads,
+    Warmup,
+)
+
 SCHEMA = "dlperf.run/2"
 READABLE = ("dlperf.run/1", SCHEMA)
 MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
@@ -75,17 +95,17 @@ class RunRecord:
     )
     micro_batch_size: int | None = doc("the micro batch where the step splits its batch (GPT), else null", "count")
     global_batch_size: int | None = doc("samples per iteration", "count")
-    config: dict[str, Any] | None = doc(
+    config: FreeForm | None = doc(
         "the run's keys: the shared ones and the model's own (a GPT record has no `batch_size` key there)"
     )
     status: Literal["ok", "failed", "diverged"] = doc("`ok`, `failed` or `diverged`", default="ok")
     error: str | None = doc("the reason in one line, when not ok")
-    failure: dict[str, Any] | None = doc("rank, host, exit code and signal of a dead worker")
+    failure: Failure | None = doc("rank, host, exit code and signal of a dead worker")
     started_at: float | None = doc("Unix time the run started")
     finished_at: float | None = doc("Unix time the run finished")
     log: str | None = doc("the run's log file, beside the record")
-    env: dict[str, Any] | None = doc("the environment, as `dlperf env --json` prints it")
-    accelerator: dict[str, Any] | None = doc(
+    env: FreeForm | None = doc("the environment, as `dlperf env --json` prints it")
+    accelerator: Accelerator | None = doc(
         "the devices the run used (`metrics/accelerator.py`): `kind` (`cuda`, `cpu`, ...), `name` (rank 0's device as"
         " the framework reports it; the CPU model on CPUs), `model` (that name in dlperf's device table, e.g."
         " `H100 SXM`; null for a name it does not know exactly), `memory_gib` (per GPU; the host's on CPUs), `count`,"
@@ -95,7 +115,7 @@ class RunRecord:
     sweep_id: str | None = doc(
         "the sweep that made the record (absent for a single `dlperf run`); report keeps sweeps apart"
     )
-    repeats_stop: dict[str, Any] | None = doc(
+    repeats_stop: RepeatsStop | None = doc(
         "with `--repeats auto`: the decision after this repeat (`stop`, `reason`, `half_width`, `target`)"
     )
     throughput: float | None = doc("global samples/s over the timed iterations", "throughput")
@@ -111,7 +131,7 @@ class RunRecord:
         "(the process's, warm-up included)"
     )
     device_type: str | None = doc("`cuda`, `cpu`, ...")
-    ranks: list[dict[str, Any]] | None = doc(
+    ranks: list[Rank] | None = doc(
         "each rank's host, device, peak memory and, on a CPU device, `cpu_threads`: the threads it computed with "
         "(its device's share of the machine, `--cpu-threads`)"
     )
@@ -123,13 +143,13 @@ class RunRecord:
     loss_last: float | None = doc("loss of the last timed step")
     parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
     gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
-    steady_state: dict[str, Any] | None = doc(
+    steady_state: SteadyState | None = doc(
         "where the window throughputs become stationary (3 windows within ±5 % of their median; `metrics/steady.py`);"
         " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"
     )
     steady_state_iter: int | None = doc("the iteration the steady state starts at")
     throughput_steady: float | None = doc("samples/s from the steady state on")
-    warmup: dict[str, Any] | None = doc(
+    warmup: Warmup | None = doc(
         "`mode` (`fixed` or `auto`), `iters` run; for auto its `window_throughputs`, `max_iters`, `stable` and, when"
         " not stable, the `reason`"
     )
@@ -139,23 +159,23 @@ class RunRecord:
     )
     noise_reasons: list[str] | None = doc("why the run is noisy")
     window_cv: float | None = doc("coefficient of variation of the windows")
-    machine_load: list[dict[str, Any]] | None = doc(
+    machine_load: list[MachineLoad] | None = doc(
         "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
         " load averages, others' CPU seconds and cores (the machine's busy time less the run's own tree), of them"
         " `steal_cores` (a VM host's other guests), other GPU processes (NVML)"
     )
-    stragglers: dict[str, Any] | None = doc(
+    stragglers: Stragglers | None = doc(
         "per-rank median of each rank's own work per step (`measure` says what), the median rank, slowest rank and"
         " host, spread, `stragglers` (ranks above `--straggler-pct`) and `flagged`; null for one rank"
     )
-    step_phases: dict[str, Any] | None = doc(
+    step_phases: StepPhases | None = doc(
         "where the mean step's time went (`metrics/step_phases.py`): `phases_ms` (`data`, `sync_in`, `compute`,"
         " `sync_out`, `update` on the rank that waits most in collectives), `exposed_ms` (collective time of the"
         " slowest rank: communication no compute hid), `straggler_wait_ms` (the fastest rank's wait for the"
         " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
         " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
     )
-    ablation: dict[str, Any] | None = doc(
+    ablation: Ablation | None = doc(
         "`--ablate sync`: after the timed window, the same ranks' steps without gradient synchronisation (DDP's"
         " no_sync()) in windows alternating with synchronised ones: `method`, `step_ms` and `throughput` without"
         " synchronisation, `synced_step_ms` of the paired windows, their `ratio`, `window_throughputs`,"
@@ -163,7 +183,7 @@ class RunRecord:
         " (one rank, a compiled step, TP/PP/FSDP, JAX). The waterfall's machine sharing and communication come from"
         " `ratio` (docs/scaling.md)"
     )
-    energy: dict[str, Any] | None = doc(
+    energy: Energy | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
         " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"
     )
@@ -183,7 +203,7 @@ class RunRecord:
     mfu_peak_device: str | None = doc("the device name the peak table matched")
     mfu_peak_note: str | None = doc("why no peak")
     flops_convention: str | None = doc("which FLOPs the peak counts")
-    parallel: dict[str, Any] | None = doc(
+    parallel: Parallel | None = doc(
         "GPT: the layout (`dp`, `tp`, `pp`, ..., `global_batch_size`); Llama: the mesh (`pp`, `dp_replicate`,"
         " `dp_shard`, `cp`, `tp`), `dp`, the batches and the pipeline schedule"
     )
@@ -252,8 +272,8 @@ class PeerReading:
     warmup_iterations: int | None = doc("iterations the reader skipped as warm-up")
     window_iterations: int | None = doc("iterations in the timed window, when the rule fixes one")
     kept_lines: int | None = doc("the log lines the reader kept")
-    kept_steps: list[Any] | None = doc("the first and last step the kept lines cover")
-    samples_per_step: dict[str, Any] | None = doc(
+    kept_steps: list[int] | None = doc("the first and last step the kept lines cover")
+    samples_per_step: SamplesPerStep | None = doc(
         "an instrumented --command: the kept updates' samples as the hook counted them, summed over ranks "
         "(`counted`, mean per update; None: not counted, `declared` taken) and the declared global batch"
     )
@@ -264,7 +284,7 @@ class PeerReading:
     window_note: str | None = doc("why the window is shorter than the rule asks for (a short log)")
     rejected_lines: int | None = doc("lines whose figures cannot be a speed, left out")
     rejected_reason: str | None = doc("why the first rejected line was left out")
-    cross_check: dict[str, Any] | None = doc(
+    cross_check: CrossCheck | None = doc(
         "the second reading of the same log (time stamps and counts) beside the printed-rule figure: `agree`,"
         " `ratio`, `reading`, `tolerance` and a `note` saying which reading is right and why (docs/peer-logs.md);"
         " an instrumented run whose script prints a whole-run or running figure adds `like_for_like`: the hook's"
@@ -272,7 +292,7 @@ class PeerReading:
         " `stretch` (docs/instrumentation.md)"
     )
     reading_notes: list[str] | None = doc("what the reader noticed on the way (restarts, gaps, merged lines)")
-    own_reading: dict[str, Any] | None = doc(
+    own_reading: OwnReading | None = doc(
         "the framework's own practice beside the rule's figure, where they differ (torchtitan's and MaxText's last"
         " printed step, DeepSpeed's running average): `figure` (global, the record's unit), `ratio` (throughput /"
         " figure), `reading`"
@@ -281,7 +301,7 @@ class PeerReading:
         "what in the log disagrees with itself beyond its noise (ranks of one run printing different figures, a"
         " printed rate against the same lines' step times): the figure is kept and the row flagged"
     )
-    peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
+    peer_metrics: FreeForm | None = doc("other figures the log gives")
     warning: str | None = doc("what to know about the file (several runs in one log)")
 
 
@@ -296,7 +316,7 @@ class ExternalRunRecord(RunRecord, PeerReading):
     host_memory_mib_sampled: float | None = doc("peak memory of the command's process tree, sampled every 0.5 s")
     gpu_memory_mib_sampled: float | None = doc("its GPU memory, sampled the same way (NVML; else `memory_note`)")
     memory_note: str | None = doc("why a sampled memory figure is missing")
-    threads: list[dict[str, Any]] | None = doc(
+    threads: list[Threads] | None = doc(
         "per node: the command processes' OMP_NUM_THREADS (`value`), who set it (`set_by`: dlperf, the run's CPU"
         " share, as torchrun's usable cores / processes for a run alone; the environment; or a per-node command's own"
         " launcher), `cores`, `processes`"
@@ -348,7 +368,7 @@ class MaxbatchRecord:
     variant: str | None = doc("the report group without its batch (`fp32`): what the report matches runs on")
     precision: str | None = doc("precision")
     batch_flag: str | None = doc("the flag the search varied (`--batch-size`, `--micro-batch-size`)")
-    config: dict[str, Any] | None = doc("the case's other keys, as given")
+    config: FreeForm | None = doc("the case's other keys, as given")
     headroom_pct: float | None = doc("memory kept free below the device's capacity, in percent")
     memory_cap_gib: float | None = doc("the memory cap each probe ran under (GiB of address space on a CPU)")
     max_batch: int | None = doc("the largest batch per device that ran", "count")

@@ -85,7 +85,7 @@ def best_match(
 ) -> Published | None:
     """The best published throughput per device of `model` on the records' accelerator at their precision (every
     record must agree on both), and `per_device` as a percentage of it; None without an exact match."""
-    accelerators = {(r.accelerator or {}).get("model") for r in records}
+    accelerators = {r.accelerator.model if r.accelerator else None for r in records}
     precisions = {comparable_precision(r) for r in records}
     if per_device is None or len(accelerators) != 1 or len(precisions) != 1 or None in accelerators | precisions:
         return None

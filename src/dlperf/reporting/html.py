@@ -143,7 +143,7 @@ def _run_rows(records: list[RunRecord]) -> tuple[Table, list[str]]:
         windows = r.window_throughputs or []
         error = r.error or ""
         if r.failure:
-            error += " " + ", ".join(f"{k} {v}" for k, v in r.failure.items())
+            error += " " + ", ".join(f"{k} {v}" for k, v in vars(r.failure).items() if v is not None)
         rows.append(
             [
                 str(r.case),

@@ -81,11 +81,11 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _params(prefix: str, values: dict[str, Any] | None) -> dict[str, str]:
-    """A mapping's scalar values as parameters `prefix.key`."""
+def _params(prefix: str, values: Any) -> dict[str, str]:
+    """A mapping's (or a record part's) scalar values as parameters `prefix.key`."""
     return {
         f"{prefix}.{k}": str(v)[:PARAM_TEXT]
-        for k, v in (values or {}).items()
+        for k, v in (values if isinstance(values, dict) else vars(values) if values else {}).items()
         if isinstance(v, (str, int, float, bool)) and k != "topology"
     }
 
@@ -102,7 +102,7 @@ def _run(record: RunRecord, losses: dict[tuple[str, str, str], ScalingLoss]) -> 
         for k, raw in (record.peak_memory_mib or {}).items()
         if (v := _number(raw)) is not None
     }
-    energy = _number((record.energy or {}).get("joules_per_sample"))
+    energy = _number(record.energy.joules_per_sample if record.energy else None)
     if energy is not None:
         metrics["energy.joules_per_sample"] = energy
     loss = losses.get((record.model, record.group, record.case))

@@ -25,7 +25,9 @@ from dlperf.framework_logs.published_names import LogInfo
 from dlperf.framework_logs.registry import BY_NAME, FORMATS, get_format
 from dlperf.framework_logs.samestretch import hook_over_script_stretch
 from dlperf.launch.base import RunJob
+from dlperf.launch.messages import CommandFacts
 from dlperf.metrics.noise import MachineLoad, noise_verdict
+from dlperf.records.codec import dump
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
@@ -85,33 +87,31 @@ def line_patterns(spec: RunSpec) -> tuple[str, ...]:
     return tuple(f.signature.pattern for f in formats)
 
 
-def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[dict[str, Any]]) -> str:
+def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[CommandFacts]) -> str:
     """`name version`: a native run's engine and its version from the environment; an external run's
     `--framework` and the version its interpreter reported (external.identity), else `unknown`."""
     if spec.engine != EXTERNAL:
         return framework_label(spec.engine, env.get(spec.engine))
     name = spec.framework or "unknown"
-    version = next((c.get("framework_version") for c in commands if c.get("framework_version")), None)
+    version = next((c.framework_version for c in commands if c.framework_version), None)
     return framework_label(name, version)
 
 
-def command_fields(spec: RunSpec, commands: list[dict[str, Any]]) -> dict[str, Any]:
+def command_fields(spec: RunSpec, commands: list[CommandFacts]) -> dict[str, Any]:
     """An external record's evidence beside its log's figures: why the command ended, the sampled memory of
     every node's process tree (peak of the nodes), and each node's machine load with the noise verdict."""
     if not commands:
         return {}
-    hosts = [c.get("host_memory_mib_sampled") for c in commands if c.get("host_memory_mib_sampled") is not None]
-    gpus = [c.get("gpu_memory_mib_sampled") for c in commands if c.get("gpu_memory_mib_sampled") is not None]
-    loads = [c["machine_load"] for c in commands if c.get("machine_load")]
-    fields: dict[str, Any] = {
-        "ended_by": next((c["ended_by"] for c in commands if c.get("ended_by")), "the command exited"),
+    hosts = [c.host_memory_mib_sampled for c in commands if c.host_memory_mib_sampled is not None]
+    gpus = [c.gpu_memory_mib_sampled for c in commands if c.gpu_memory_mib_sampled is not None]
+    return {
+        "ended_by": next((c.ended_by for c in commands if c.ended_by), "the command exited"),
         "host_memory_mib_sampled": max(hosts) if hosts else None,
         "gpu_memory_mib_sampled": max(gpus) if gpus else None,
-        "memory_note": next((c["memory_note"] for c in commands if c.get("memory_note")), None),
-        "machine_load": loads,
-        "threads": [c["threads"] for c in commands if c.get("threads")],
+        "memory_note": next((c.memory_note for c in commands if c.memory_note), None),
+        "machine_load": [dump(c.machine_load) for c in commands if c.machine_load],
+        "threads": [dump(c.threads) for c in commands if c.threads],
     }
-    return fields
 
 
 def noise_of(record: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +125,7 @@ class ScriptFailed(DataError):
     """The script's log says its run failed (a NaN loss, an error after training): no timing makes that a figure."""
 
 
-def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def read_figures(job: RunJob, commands: list[CommandFacts] | None = None) -> dict[str, Any]:
     """The run's figures: from dlperf's instrumentation side file where the hook timed the steps (the script's
     own printed figure beside it as the second reading), else the reader's from the run's log (throughput, latency
     where printed, format, rule, lines kept); DataError says why neither gives one."""
@@ -151,11 +151,10 @@ def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> d
     return timed
 
 
-def _script_only(job: RunJob, script: dict[str, Any], commands: list[dict[str, Any]]) -> dict[str, Any]:
+def _script_only(job: RunJob, script: dict[str, Any], commands: list[CommandFacts]) -> dict[str, Any]:
     """The reader's figures alone, checked against the arrival times of its lines; why the hook did not time it."""
     script["cross_check"] = _arrival_check(job, script)
-    found = (c.get("instrument") or {} for c in commands)
-    unplaced = next((i["not_placed"] for i in found if i.get("not_placed")), None)
+    unplaced = next((c.instrument.not_placed for c in commands if c.instrument and c.instrument.not_placed), None)
     if unplaced:
         script["reading_notes"] = [*(script.get("reading_notes") or []), f"not timed by dlperf's hook: {unplaced}"]
     return script

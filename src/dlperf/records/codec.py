@@ -30,25 +30,24 @@ class DecodeError(ResultsError):
     (`energy.joules 'x' is not a finite number`)."""
 
 
-def decode(kind: type[T], data: Any) -> T:
+def decode(kind: type[T], data: Any, strict: bool = True) -> T:
     """`data` (a JSON value: parsed, or as a writer built it) as `kind`, checked; DecodeError says what is wrong."""
-    try:
-        return adapter(kind).validate_json(json.dumps(data), strict=True)
-    except pydantic.ValidationError as error:
-        raise DecodeError(problem_line(error)) from None
+    return decode_json(kind, json.dumps(data), strict)
 
 
-def decode_json(kind: type[T], text: str | bytes) -> T:
-    """A message's JSON text as `kind`, checked."""
+def decode_json(kind: type[T], text: str | bytes, strict: bool = False) -> T:
+    """JSON text as `kind`, checked. A message between dlperf's own processes is read laxly (an integral float
+    where an integer is declared passes, as `json` would have kept it); a record, which a user may edit, strictly."""
     try:
-        return adapter(kind).validate_json(text, strict=True)
+        return adapter(kind).validate_json(text, strict=strict)
     except pydantic.ValidationError as error:
         raise DecodeError(problem_line(error)) from None
 
 
 def dump(value: Any) -> Any:
-    """A dataclass (or a list or mapping of them) as plain JSON values, every field kept."""
-    return adapter(type(value)).dump_python(value, mode="json")
+    """A dataclass (or a list or mapping of them) as plain values for `json`, every field kept (a NaN stays NaN: a
+    diverged loss must cross a process as one)."""
+    return adapter(type(value)).dump_python(value)
 
 
 def dump_json(value: Any) -> str:

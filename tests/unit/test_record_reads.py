@@ -26,7 +26,7 @@ MOST = 60  # the issue's bound on what is left (#30)
 
 FIGURES = "published.json's figures (dlperf.references/1): their own keys"
 RUN_KEYS = "a run's keys (flags, YAML, RunSpec.to_dict)"
-CODEC = "a typed message's JSON codec (launch/messages.py, harness/results.py)"
+CODEC = "a typed message's hand JSON codec (harness/results.py: a rank's measurement as the elastic launcher returns it)"
 FLAG = "a flag declaration's --help group (its metadata)"
 PEAKS = "the measured peaks file's own schema key"
 # Mappings that are no record but share a field's name: module -> (what the mapping is, the keys it reads).
@@ -43,7 +43,6 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "harness/results.py": (CODEC, "device_type flops_per_iteration ranks"),
     "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size world_size"),
     "launch/agent.py": (RUN_KEYS, "engine"),
-    "launch/messages.py": (CODEC, "command env failure"),
     "machine/env_diff.py": ("an environment's `nodes` (dlperf env)", "nodes"),
     "metrics/peaks.py": (PEAKS, "schema"),
     "references/__init__.py": (
@@ -66,9 +65,8 @@ WRITER = "a writer: fields of the record it is building"
 RECORD_READS: dict[str, tuple[str, str]] = {
     "orchestration/external_run.py": (
         WRITER + " from the peer reader's readings of the command's log and of the hook's side file",
-        "cross_check ended_by error format gpu_memory_mib_sampled host_memory_mib_sampled kept_lines kept_steps"
-        " machine_load memory_note reading_notes rule status threads throughput unit warmup_iterations"
-        " window_iterations window_throughputs",
+        "cross_check error format kept_lines kept_steps machine_load reading_notes rule status throughput unit"
+        " warmup_iterations window_iterations window_throughputs",
     ),
     "orchestration/evidence_fields.py": (
         WRITER + "; a window's figures, derived as a record's are",

@@ -26,7 +26,7 @@ MOST = 60  # the issue's bound on what is left (#30)
 
 FIGURES = "published.json's figures (dlperf.references/1): their own keys"
 RUN_KEYS = "a run's keys (flags, YAML, RunSpec.to_dict)"
-CODEC = "a typed message's hand JSON codec (harness/results.py: a rank's measurement as the elastic launcher returns it)"
+CODEC = "a hand JSON codec (harness/results.py: a rank's measurement as the elastic launcher returns it)"
 FLAG = "a flag declaration's --help group (its metadata)"
 PEAKS = "the measured peaks file's own schema key"
 # Mappings that are no record but share a field's name: module -> (what the mapping is, the keys it reads).

@@ -76,9 +76,7 @@ def problem_line(error: pydantic.ValidationError) -> str:
     path = path.replace(".[", "[")
     kind = first["type"]
     words = _WORDS.get(kind) or (
-        "is not one of " + ", ".join(map(str, first["ctx"]["expected"].split(", ")))
-        if kind == "literal_error"
-        else str(first["msg"]).lower()
+        f"is not one of {first['ctx']['expected']}" if kind == "literal_error" else str(first["msg"]).lower()
     )
     return f"{path} {short(first.get('input'))} {words}"
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
+from pydantic import ConfigDict
+
 from dlperf.records.parts import (
     Ablation,
     Accelerator,
@@ -67,6 +69,11 @@ class Origin:
     data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
+# The codec's rule for every record kind and its parts (records/codec.py): a number is finite. NaN and the
+# infinities are no JSON; a writer's NaN becomes null (orchestration/record.strict_json) and a reader refuses one.
+FINITE = ConfigDict(allow_inf_nan=False)
+
+
 def loaded(factory: Any) -> Any:
     """An attribute of a loaded record that is no key of its JSON (`records.load` sets it): not in the docs, the
     JSON Schema or the validator, not compared."""
@@ -76,6 +83,8 @@ def loaded(factory: Any) -> Any:
 @dataclass(frozen=True)
 class RunRecord:
     """A run of `dlperf run`/`sweep` (ok, failed or diverged); the keys every run record kind shares."""
+
+    __pydantic_config__ = FINITE
 
     schema: str = doc("`dlperf.run/2`; `dlperf.run/1` records are still read (`upgrade`)", "name")
     dlperf_version: str | None = doc("the dlperf that wrote the record")
@@ -265,6 +274,8 @@ class PeerReading:
     """What a peer-log reader adds to a record, for `dlperf extract` and a `--command` run alike
     (docs/peer-logs.md)."""
 
+    __pydantic_config__ = FINITE
+
     format: str | None = doc("the peer reader that read the log")
     rule: str | None = doc("the rule that read it")
     unit: str | None = doc("what the throughput counts (`samples/s`, `tokens/s`)")
@@ -335,6 +346,8 @@ class ExtractedRecord(RunRecord, PeerReading):
 class CommbenchRecord:
     """`dlperf commbench`: collective bandwidth per message size."""
 
+    __pydantic_config__ = FINITE
+
     schema: str = doc("`dlperf.commbench/1`", "name", default=COMMBENCH_SCHEMA)
     status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
     case: str | None = doc("topology (`1n2g`)")
@@ -359,6 +372,8 @@ class CommbenchRecord:
 @dataclass(frozen=True)
 class MaxbatchRecord:
     """`dlperf maxbatch`: the largest batch that fits, per variant."""
+
+    __pydantic_config__ = FINITE
 
     schema: str = doc("`dlperf.maxbatch/1`", "name", default=MAXBATCH_SCHEMA)
     status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")

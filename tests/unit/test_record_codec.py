@@ -63,3 +63,10 @@ def test_a_node_result_crosses_a_process_with_its_nan_loss_and_typed_facts():
         isinstance(got.command.machine_load, MachineLoad) and got.command.machine_load.gpu_other_processes[0].pid == 7
     )
     assert got.command == facts and got.env == {"node": "h"}
+
+
+def test_the_strict_writer_names_an_undeclared_key_inside_a_part():
+    from dlperf.records.schema import undeclared_fields
+
+    record = {**GOOD, "energy": {"joules": 1.0, "kwh": 2}, "ranks": [{"rank": 0, "gpu_temp": 60}], "mystery": 1}
+    assert undeclared_fields(record) == ["mystery", "energy.kwh", "ranks[].gpu_temp"]

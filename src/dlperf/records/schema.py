@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -414,8 +415,31 @@ def record_kind(record: dict[str, Any]) -> type:
 
 
 def undeclared_fields(record: dict[str, Any]) -> list[str]:
-    """The record's keys that its kind does not declare, sorted: what no reader or docs know."""
-    return sorted(set(record) - declared_keys(record_kind(record)))
+    """The record's keys that its kind does not declare, sorted, and then those inside its parts that their
+    dataclass does not (`energy.new_key`, `ranks[].new_key`): what no reader or docs know, which loading leaves out."""
+    kind = record_kind(record)
+    shared = getattr(kind, "SHARES", None)
+    hints = {**(typing.get_type_hints(shared) if shared else {}), **typing.get_type_hints(kind)}
+    inside = [key for name, value in record.items() if name in hints for key in _undeclared(name, value, hints[name])]
+    return sorted(set(record) - declared_keys(kind)) + sorted(set(inside))
+
+
+def _undeclared(path: str, value: Any, hint: Any) -> list[str]:
+    """The keys under `path` that its declared type `hint` does not declare, at any depth."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        inner = typing.get_type_hints(hint)
+        return [f"{path}.{key}" for key in value if key not in inner] + [
+            found
+            for key, item in value.items()
+            if key in inner
+            for found in _undeclared(f"{path}.{key}", item, inner[key])
+        ]
+    if origin is list and isinstance(value, list):
+        return [found for item in value for found in _undeclared(f"{path}[]", item, args[0])]
+    if origin is dict and isinstance(value, dict):
+        return [found for key, item in value.items() for found in _undeclared(f"{path}.{key}", item, args[1])]
+    return [found for arg in args if not isinstance(arg, str) for found in _undeclared(path, value, arg)]
 
 
 def declared_fields(kind: type) -> tuple[dataclasses.Field, ...]:

@@ -35,9 +35,10 @@ def as_record(data: RecordLike, path: str | Path | None = None) -> Record:
     kind = record_kind(data)
     loaded: dict[str, Any] = {"origin": Origin(None if path is None else str(path), MappingProxyType(dict(data)))}
     shared = getattr(kind, "SHARES", None)
-    if shared:
-        loaded["run"] = decode(shared, _declared_values(shared, data))
-    return dataclasses.replace(decode(kind, _declared_values(kind, data)), **loaded)
+    own = _declared_values(kind, data)
+    if shared:  # the run fields a kind shares, but those it declares itself (a commbench record's `warmup`)
+        loaded["run"] = decode(shared, {k: v for k, v in _declared_values(shared, data).items() if k not in own})
+    return dataclasses.replace(decode(kind, own), **loaded)
 
 
 def _declared_values(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -256,3 +256,45 @@ class Threads:
     set_by: str | None = None
     cores: int | None = None
     processes: int | None = None
+
+
+@dataclass(frozen=True)
+class CollectiveTime:
+    """One collective at one message size, the slowest rank's mean call (`metrics/bandwidth.commbench_record`);
+    the bandwidths None on one rank."""
+
+    op: str | None = None
+    size_bytes: int | None = None
+    world_size: int | None = None
+    seconds: float | None = None
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
+    bus_factor: float | None = None
+
+
+@dataclass(frozen=True)
+class CollectiveFit:
+    """One collective's latency-bandwidth line over its sizes (`metrics/bandwidth.AlphaBetaFit`) and its
+    large-message bus bandwidth."""
+
+    op: str | None = None
+    world_size: int | None = None
+    alpha_s: float | None = None
+    beta_s_per_byte: float | None = None
+    r2: float | None = None
+    max_rel_error: float | None = None
+    points: int | None = None
+    alpha_clamped: bool | None = None
+    busbw_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One run of a max-batch search at one batch (`maxbatch/search.Probe`)."""
+
+    batch: int | None = None
+    fits: bool | None = None
+    status: str | None = None
+    throughput: float | None = None
+    peak_memory_mib: float | None = None
+    reason: str | None = None

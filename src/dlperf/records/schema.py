@@ -28,6 +28,8 @@ from pydantic import ConfigDict
 from dlperf.records.parts import (
     Ablation,
     Accelerator,
+    CollectiveFit,
+    CollectiveTime,
     CrossCheck,
     Energy,
     Failure,
@@ -35,6 +37,7 @@ from dlperf.records.parts import (
     MachineLoad,
     OwnReading,
     Parallel,
+    Probe,
     Rank,
     RepeatsStop,
     SamplesPerStep,
@@ -356,10 +359,12 @@ class CommbenchRecord:
     error: str | None = doc("the reason in one line, when failed")
     backend: str | None = doc("the collective backend (`nccl`, `gloo`)")
     dtype: str | None = doc("the element type of the messages")
-    results: list[dict[str, Any]] | None = doc(
+    results: list[CollectiveTime] | None = doc(
         "per collective and message size: time, algbw_gbps, busbw_gbps (null on one rank) and bus_factor"
     )
-    fits: dict[str, Any] | None = doc("per collective: the latency-bandwidth fit (alpha, beta) of its timings")
+    fits: dict[str, CollectiveFit] | None = doc(
+        "per collective: the latency-bandwidth fit (alpha, beta) of its timings"
+    )
     note: str | None = doc("why the bandwidths are null (one rank: no link was crossed)")
     warmup: int | str | None = doc("untimed repeats per size")
     repeats: int | None = doc("timed repeats per size")
@@ -390,7 +395,7 @@ class MaxbatchRecord:
     max_batch: int | None = doc("the largest batch per device that ran", "count")
     best_batch: int | None = doc("the batch with the highest throughput")
     best_throughput: float | None = doc("that batch's throughput")
-    probes: list[dict[str, Any]] | None = doc("every probe: batch, status, throughput, peak memory, reason")
+    probes: list[Probe] | None = doc("every probe: batch, status, throughput, peak memory, reason")
     finished_at: float | None = doc("when the search ended (Unix time)")
     origin: Origin = loaded(Origin)
 

@@ -10,7 +10,7 @@ import dataclasses
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.external.identity import command_line, framework_label
@@ -292,11 +292,9 @@ def _script_check(
     script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length). Where the
     script's figure covers another stretch than the run's window, `same` is the hook's figure over that stretch:
     the pair is held like for like (`like_for_like`), DataError where they differ by more than TOLERANCE."""
-    printed, unit = script.throughput, str(script.unit)
+    printed, unit = cast(float, script.throughput), str(script.unit)  # a reader's figure is never None
     reading = f"the script's own figure ({script.format}, {script.rule} rule, {unit})"
-    first, scale = timed.throughput, 1
-    if printed is None or first is None:
-        raise DataError("the script's own figure or the hook's is missing")  # a reader's figure is never None
+    first, scale = cast(float, timed.throughput), 1
     if unit == "tokens/s" and tokens_per_sample:
         scale, reading = tokens_per_sample, f"{reading}, against the case's samples x {tokens_per_sample}"
     elif unit not in SAMPLE_UNITS:
@@ -308,11 +306,13 @@ def _script_check(
     if same is not None:
         hook, stretch_printed, stretch = same
         return like_for_like(check, hook * scale, stretch_printed or printed, stretch, unit)
-    if check.agree:
-        return check
+    return check if check.agree else dataclasses.replace(check, note=_other_steps(script))
+
+
+def _other_steps(script: ExternalRunRecord) -> str:
+    """Why the script's own figure differs from the hook's window: what its reader noticed, else its format."""
     notes = "; ".join(script.reading_notes or []) or "see its format in docs/peer-logs.md"
-    why = "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "
-    return dataclasses.replace(check, note=why + notes)
+    return "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): " + notes
 
 
 def like_for_like(check: CrossCheck, hook: float, printed: float, stretch: str, unit: str) -> CrossCheck:

@@ -124,13 +124,18 @@ def reference_table() -> str:
             for f in declared_fields(kind)
             if f.name not in inherited
         ]
-    parts = list(dict.fromkeys(part for kind in KINDS for part in _parts(kind)))
-    for part in parts:
+    return "\n".join([*lines, *_parts_tables(), "", DOCS_END]) + "\n"
+
+
+def _parts_tables() -> list[str]:
+    """One table per record part (`records/parts.py`), in the order the kinds first hold them."""
+    lines: list[str] = []
+    for part in dict.fromkeys(part for kind in KINDS for part in _parts(kind)):
         hints = typing.get_type_hints(part)
         lines += ["", f"#### {part.__name__}", "", (part.__doc__ or "").strip(), ""]
         lines += ["| key | type |", "|---|---|"]
         lines += [f"| `{f.name}` | {_type_text(hints[f.name])} |" for f in dataclasses.fields(part)]
-    return "\n".join([*lines, "", DOCS_END]) + "\n"
+    return lines
 
 
 def docs_with_reference(text: str) -> str:

@@ -429,22 +429,28 @@ def undeclared_fields(record: dict[str, Any]) -> list[str]:
     return sorted(set(record) - declared_keys(kind)) + sorted(set(inside))
 
 
+def _undeclared_in_part(path: str, value: dict[str, Any], declared: dict[str, Any]) -> list[str]:
+    """A part's keys its dataclass does not declare, then those inside its declared keys."""
+    inside = [found for key, item in value.items() for found in _undeclared(f"{path}.{key}", item, declared.get(key))]
+    return [f"{path}.{key}" for key in value if key not in declared] + inside
+
+
 def _undeclared(path: str, value: Any, hint: Any) -> list[str]:
     """The keys under `path` that its declared type `hint` does not declare, at any depth."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        inner = typing.get_type_hints(hint)
-        return [f"{path}.{key}" for key in value if key not in inner] + [
-            found
-            for key, item in value.items()
-            if key in inner
-            for found in _undeclared(f"{path}.{key}", item, inner[key])
-        ]
+        return _undeclared_in_part(path, value, typing.get_type_hints(hint))
+    return [found for place in _inside(path, value, hint) for found in _undeclared(*place)]
+
+
+def _inside(path: str, value: Any, hint: Any) -> list[tuple[str, Any, Any]]:
+    """(path, value, declared type) of what `value` holds: a list's items, a mapping's values, or itself as each
+    member of a union (a Literal's members are its values: no type)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is list and isinstance(value, list):
-        return [found for item in value for found in _undeclared(f"{path}[]", item, args[0])]
+        return [(f"{path}[]", item, args[0]) for item in value]
     if origin is dict and isinstance(value, dict):
-        return [found for key, item in value.items() for found in _undeclared(f"{path}.{key}", item, args[1])]
-    return [found for arg in args if not isinstance(arg, str) for found in _undeclared(path, value, arg)]
+        return [(f"{path}.{key}", item, args[1]) for key, item in value.items()]
+    return [(path, value, arg) for arg in args if not isinstance(arg, str)]
 
 
 def declared_fields(kind: type) -> tuple[dataclasses.Field, ...]:

@@ -56,21 +56,34 @@ def record_problem(record: dict[str, Any]) -> str | None:
     kind = record_kind(record)
     if "status" not in record:
         return "status is missing"
-    shared = getattr(kind, "SHARES", None)  # the common fields a kind carries besides its own, where present
-    own = {spec.name for spec in declared_fields(kind)}
-    others = [s for s in declared_fields(shared) if s.name in record and s.name not in own] if shared else []
-    for spec in [*declared_fields(kind), *others]:
+    for spec in [*declared_fields(kind), *_shared_fields(kind, record)]:
         problem = _declared_problem(record, spec)
         if problem:
             return problem
     if record.get("status") == "ok" and issubclass(kind, RunRecord) and record.get("throughput") is None:
         return "throughput None is not a positive finite number"  # an ok run without its figure
-    try:
-        decode(kind, {k: v for k, v in record.items() if k in own})
-        if shared:
-            decode(shared, {spec.name: record[spec.name] for spec in others})
-    except DecodeError as error:
-        return str(error)
+    return _type_problem(kind, record)
+
+
+def _shared_fields(kind: type, record: dict[str, Any]) -> list[dataclasses.Field]:
+    """The common fields a kind carries besides its own (a commbench record's run fields), where present."""
+    shared = getattr(kind, "SHARES", None)
+    own = {spec.name for spec in declared_fields(kind)}
+    return [spec for spec in declared_fields(shared) if spec.name in record and spec.name not in own] if shared else []
+
+
+def _type_problem(kind: type, record: dict[str, Any]) -> str | None:
+    """Why a record's values are not of their declared types, at every depth (the codec): its kind's own fields,
+    then those it shares; None when they are."""
+    own = {spec.name for spec in declared_fields(kind)}
+    checks = [(kind, {k: v for k, v in record.items() if k in own})]
+    if shared := getattr(kind, "SHARES", None):
+        checks.append((shared, {spec.name: record[spec.name] for spec in _shared_fields(kind, record)}))
+    for checked, values in checks:
+        try:
+            decode(checked, values)
+        except DecodeError as error:
+            return str(error)
     return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -105,16 +106,29 @@ def command_fields(spec: RunSpec, commands: list[CommandFacts]) -> dict[str, Any
     every node's process tree (peak of the nodes), and each node's machine load with the noise verdict."""
     if not commands:
         return {}
-    hosts = [c.host_memory_mib_sampled for c in commands if c.host_memory_mib_sampled is not None]
-    gpus = [c.gpu_memory_mib_sampled for c in commands if c.gpu_memory_mib_sampled is not None]
     return {
-        "ended_by": next((c.ended_by for c in commands if c.ended_by), "the command exited"),
-        "host_memory_mib_sampled": max(hosts) if hosts else None,
-        "gpu_memory_mib_sampled": max(gpus) if gpus else None,
-        "memory_note": next((c.memory_note for c in commands if c.memory_note), None),
-        "machine_load": [dump(c.machine_load) for c in commands if c.machine_load],
-        "threads": [dump(c.threads) for c in commands if c.threads],
+        "ended_by": _first(c.ended_by for c in commands) or "the command exited",
+        "host_memory_mib_sampled": _peak(c.host_memory_mib_sampled for c in commands),
+        "gpu_memory_mib_sampled": _peak(c.gpu_memory_mib_sampled for c in commands),
+        "memory_note": _first(c.memory_note for c in commands),
+        "machine_load": _dumped(c.machine_load for c in commands),
+        "threads": _dumped(c.threads for c in commands),
     }
+
+
+def _first(values: Iterable[str | None]) -> str | None:
+    """The first node's value that says something."""
+    return next((value for value in values if value), None)
+
+
+def _peak(values: Iterable[float | None]) -> float | None:
+    """The largest of the nodes' sampled peaks, where any was sampled."""
+    return max((value for value in values if value is not None), default=None)
+
+
+def _dumped(parts: Iterable[Any]) -> list[Any]:
+    """The nodes' parts that exist, as the record's JSON."""
+    return [dump(part) for part in parts if part]
 
 
 def noise_of(figures: ExternalRunRecord, commands: list[CommandFacts]) -> dict[str, Any]:

@@ -252,7 +252,7 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     kept = figures_of(figures).kept_steps
     counted, note = samples_check(stream, kept, job.plan.global_batch)
     figures["samples_per_step"] = dump(counted)
-    figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, (kept[0], kept[1])) if kept else None
+    figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, tuple(kept)) if kept else None
     hook = "timed by dlperf's start-up hook: every update"
     figures["reading_notes"] = [hook, *stream.notes, *([note] if note else [])]
     return figures

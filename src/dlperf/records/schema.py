@@ -287,7 +287,7 @@ class PeerReading:
     warmup_iterations: int | None = doc("iterations the reader skipped as warm-up")
     window_iterations: int | None = doc("iterations in the timed window, when the rule fixes one")
     kept_lines: int | None = doc("the log lines the reader kept")
-    kept_steps: list[int] | None = doc("the first and last step the kept lines cover")
+    kept_steps: list[int | None] | None = doc("the first and last step the kept lines cover")
     samples_per_step: SamplesPerStep | None = doc(
         "an instrumented --command: the kept updates' samples as the hook counted them, summed over ranks "
         "(`counted`, mean per update; None: not counted, `declared` taken) and the declared global batch"

@@ -53,8 +53,17 @@ def json_schema(kind: type) -> dict[str, Any]:
         "required": [f.name for f in fields if f.metadata["check"] == "name"],
         "properties": properties,
     }
-    used = _referenced(properties, generated.get("$defs", {}))
+    used = {name: _part_schema(part) for name, part in _referenced(properties, generated.get("$defs", {})).items()}
     return {**schema, "$defs": used} if used else schema
+
+
+def _part_schema(part: dict[str, Any]) -> dict[str, Any]:
+    """A part's generated schema without pydantic's per-key titles and null defaults: every key is optional."""
+    keys = part["properties"].items()
+    return {
+        **part,
+        "properties": {name: {k: v for k, v in key.items() if k not in ("title", "default")} for name, key in keys},
+    }
 
 
 def _referenced(value: Any, defs: dict[str, Any]) -> dict[str, Any]:

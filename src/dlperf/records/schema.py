@@ -1,10 +1,13 @@
 """The JSON records dlperf writes, declared once: one dataclass per record kind, with each field's type and meaning.
 
-The validator (`records/validate.py`), the JSON Schema files (`records/json/*.json`, `json_schema`) and the
-record reference in `docs/records.md` (`reference_table`) are all derived from these classes, so a field is spelled
-in its declaration and its readers, nowhere else. The classes describe the on-disk JSON; writers emit plain dicts
-(the shape readers and users' scripts already know), and `records.store.write_record` holds every record to its
-kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test suite sets it. Readers get instances of these
+A record's nested parts are dataclasses too (`records/parts.py`). One codec, pydantic's TypeAdapter over these
+classes (`records/codec.py`), checks a record's types at every depth (`records/validate.py` adds the ranges), loads
+it and generates the JSON Schema files (`records/json/*.json`, `docgen.json_schema`); the record reference in
+`docs/records.md` (`docgen.reference_table`) is derived from them too, so a field is spelled in its declaration and
+its readers, nowhere else (docs/architecture.md, "Add a record field"). The classes describe the on-disk JSON;
+writers emit plain dicts (the shape readers and users' scripts already know), and `records.store.write_record`
+holds every record, parts included, to its kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test
+suite sets it. Readers get instances of these
 classes (`records.load`), so a misspelled field fails where it is read, as the strict writer fails where it is
 written; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
 

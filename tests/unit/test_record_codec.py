@@ -13,7 +13,7 @@ from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.messages import CommandFacts, NodeResult
 from dlperf.records.codec import DecodeError, decode
 from dlperf.records.load import as_record
-from dlperf.records.parts import Energy, MachineLoad, StepPhases
+from dlperf.records.parts import Energy, MachineLoad, StepPhases, given
 from dlperf.records.validate import record_problem
 
 GOOD = {"schema": "dlperf.run/2", "model": "resnet50", "case": "1n1g", "group": "b128_fp32", "precision": "fp32",
@@ -45,6 +45,7 @@ def test_parts_load_as_dataclasses_and_unknown_keys_stay_in_origin():
     assert record.energy == Energy(joules=12.0) and record.energy.reason is None
     assert isinstance(record.step_phases, StepPhases) and record.step_phases.phases_ms.data == 1.5
     assert record.origin.data["energy"]["later"] == 1 and record.origin.data["mystery"] == 2
+    assert given(as_record({**GOOD, "failure": {"rank": 0, "signal": None}}).failure) == {"rank": 0}
     with pytest.raises(DecodeError):
         as_record({**GOOD, "energy": {"joules": "x"}})
 

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from dlperf.escape import terminal
 from dlperf.records.load import RecordLike, as_record
-from dlperf.records.parts import Energy
+from dlperf.records.parts import Energy, given
 from dlperf.records.schema import ExternalRunRecord, PeerReading, RunRecord
 from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
@@ -145,7 +145,7 @@ def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
         rows.append(("window CV", percent(record.window_cv)))
     phases = record.step_phases
     if phases:  # where the step went (metrics/step_phases.py); the report sets it against the 1-device run
-        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in vars(phases.phases_ms).items() if ms is not None)
+        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in given(phases.phases_ms).items())
         rows.append(("step phases (ms)", parts))
         rows.append(("exposed comm / straggler wait (ms)", f"{phases.exposed_ms:.1f} / {phases.straggler_wait_ms:.1f}"))
     ablation = record.ablation

@@ -16,6 +16,11 @@ from typing import Any
 FreeForm = dict[str, Any]
 
 
+def given(part: Any) -> dict[str, Any]:
+    """A part's keys that hold a value (absent and null alike are None), in declaration order: what a reader lists."""
+    return {key: value for key, value in vars(part).items() if value is not None}
+
+
 @dataclass(frozen=True)
 class Failure:
     """Where a dead worker failed (`launch/messages.Failure.facts`)."""

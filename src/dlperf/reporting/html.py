@@ -14,6 +14,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from dlperf import escape
+from dlperf.records.parts import given
 from dlperf.records.schema import RunRecord
 from dlperf.records.store import write_text_atomic
 from dlperf.reporting.aggregate import summarise
@@ -143,7 +144,7 @@ def _run_rows(records: list[RunRecord]) -> tuple[Table, list[str]]:
         windows = r.window_throughputs or []
         error = r.error or ""
         if r.failure:
-            error += " " + ", ".join(f"{k} {v}" for k, v in vars(r.failure).items() if v is not None)
+            error += " " + ", ".join(f"{k} {v}" for k, v in given(r.failure).items())
         rows.append(
             [
                 str(r.case),

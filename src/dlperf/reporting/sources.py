@@ -83,7 +83,7 @@ def series_of(record: RecordLike) -> tuple[SeriesKey, int]:
     who = {record.engine, _label(record)}  # an external run's group names its command by its label
     tokens = [t for t in group_with_work(record).split("_") if not BATCH_TOKEN.match(t) and t not in who]
     if record.table == "layouts" and record.parallel is not None:
-        tp, pp = record.parallel.tp or 1, record.parallel.pp or 1
+        tp, pp = record.parallel.tp, record.parallel.pp  # a layout names both
         kept = [t for t in tokens if t not in LAYOUT_PREFIXES and not LAYOUT_NUMBERS.match(t)]
         tokens = [f"tp{tp}", f"pp{pp}", *kept]
     variant = "_".join(tokens) or str(record.precision)

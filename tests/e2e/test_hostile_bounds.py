@@ -73,7 +73,7 @@ def _predict(tmp_path: Path, run: dict, fit: dict, *flags: str, timeout: float =
         ({k: v for k, v in RUN.items() if k != "global_batch_size"}, FIT, [], "global_batch_size is None"),
         ({**RUN, "gradient_bytes": "many"}, FIT, [], "gradient_bytes 'many' is not an integer"),
         (RUN, {"op": "all_reduce", "world_size": 2}, [], "fit has points = None"),
-        (RUN, {**FIT, "beta_s_per_byte": "x"}, [], "beta_s_per_byte = 'x'"),
+        (RUN, {**FIT, "beta_s_per_byte": "x"}, [], "beta_s_per_byte 'x' is not a finite number"),
         (RUN, FIT, ["--bucket-mb", "inf"], "must be a positive finite number"),
         (RUN, FIT, ["--bucket-mb", "1e-9"], "--bucket-mb 1e-09 is no bucket size"),
     ],

@@ -184,6 +184,7 @@ def test_commbench_fit_never_shows_a_negative_latency():
     from scipy.stats import linregress
 
     from dlperf.metrics.bandwidth import fit_alpha_beta
+    from dlperf.records.parts import CollectiveFit
     from dlperf.reporting.commbench_table import _alpha
 
     sizes = [1e3, 1e5, 1e6, 1e7]
@@ -192,7 +193,7 @@ def test_commbench_fit_never_shows_a_negative_latency():
     fit = fit_alpha_beta("all_reduce", 2, sizes, seconds)
     assert fit.alpha_s == 0 and fit.alpha_clamped
     assert fit.beta_s_per_byte == pytest.approx(sum(x * y for x, y in zip(sizes, seconds)) / sum(x * x for x in sizes))
-    assert _alpha({"alpha_s": 0.0, "alpha_clamped": True}).startswith("0 (fit below 0: clamped")
+    assert _alpha(CollectiveFit(alpha_s=0.0, alpha_clamped=True)).startswith("0 (fit below 0: clamped")
 
 
 def test_report_predict_without_overlap(tmp_path, capsys):

@@ -199,8 +199,8 @@ def test_keras_logs_name_their_device_and_framework(tmp_path, capsys):
     code, _, err = run_cli(["extract", "tests/fixtures/peer-logs/tf2-keras-resnet50", "--out", str(out)], capsys)
     assert code == 0, err
     records = load_records(out)
-    assert {(r.accelerator or {}).get("name") for r in records} == {"Tesla V100-SXM2-16GB"}
-    assert {(r.accelerator or {}).get("model") for r in records} == {"V100 SXM2"}
+    assert {r.accelerator.name for r in records if r.accelerator} == {"Tesla V100-SXM2-16GB"}
+    assert {r.accelerator.model for r in records if r.accelerator} == {"V100 SXM2"}
     assert {r.framework for r in records} == {"TF2 Keras"}
     subtitle = where_measured(records)
     assert subtitle == "Tesla V100-SXM2-16GB, 1-16 devices, 1-2 nodes (hosts not recorded)"

@@ -7,6 +7,7 @@ import pytest
 
 from dlperf.framework_logs.hookranks import counted_tokens_per_s, merge
 from dlperf.orchestration.external_run import own_launcher, samples_check
+from dlperf.records.parts import SamplesPerStep
 
 
 def write(tmp, name: str, rows: list[str]) -> None:
@@ -38,13 +39,13 @@ def test_a_rank_that_counted_nothing_leaves_the_step_uncounted_and_missing_ranks
 def test_counted_samples_make_the_figure_and_the_declared_batch_is_a_check(tmp_path):
     write(tmp_path, "a.1", [f"{k} {k}.000000 {8 if k % 3 else 5} 0 -" for k in range(1, 10)])
     stream = merge(tmp_path / "run.steps", 1)
-    check = samples_check(stream, [4, 9], declared=8)
-    assert check["samples_per_step"] == {"counted": pytest.approx((8 * 4 + 5 * 2) / 6), "declared": 8}
-    assert "each 5-8" in check["note"] and "the samples of one optimizer update" in check["note"]
-    assert "note" not in samples_check(stream, [4, 5], declared=8)  # 8 and 8: they agree
+    counted, note = samples_check(stream, [4, 9], declared=8)
+    assert counted == SamplesPerStep(counted=pytest.approx((8 * 4 + 5 * 2) / 6), declared=8)
+    assert "each 5-8" in note and "the samples of one optimizer update" in note
+    assert samples_check(stream, [4, 5], declared=8)[1] is None  # 8 and 8: they agree
     write(tmp_path, "a.1", ["1 1.000000 - 0 -", "2 2.000000 - 0 -"])
-    check = samples_check(merge(tmp_path / "run.steps", 1), [2, 2], declared=8)
-    assert check["samples_per_step"]["counted"] is None and "on trust" in check["note"]
+    counted, note = samples_check(merge(tmp_path / "run.steps", 1), [2, 2], declared=8)
+    assert counted.counted is None and "on trust" in note
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from dlperf.framework_logs.formats import hf_trainer, keras_fit, lightning_rich,
 from dlperf.framework_logs.formats.dlperf_steps import trace
 from dlperf.framework_logs.samestretch import hook_over_script_stretch
 from dlperf.orchestration.external_run import like_for_like
+from dlperf.records.parts import CrossCheck
 
 
 def side_file(times: list[float], samples: int | None = 8, marks: tuple[str, ...] = ()) -> list[str]:
@@ -75,13 +76,13 @@ def test_keras_epochs_are_their_steps_after_the_first_or_all_where_the_epoch_tim
 
 @pytest.mark.parametrize(("hook", "agree", "said"), [(101.0, True, "agree (1.0100x)"), (105.0, False, "+5.0%")])
 def test_a_like_for_like_pair_agrees_within_2_percent_and_is_noted_up_to_10(hook, agree, said):
-    check = like_for_like({"ratio": 1.2}, hook, 100.0, "a span", "samples/s")
-    assert check["agree"] is agree and said in check["note"] and check["like_for_like"]["ratio"] == hook / 100
+    check = like_for_like(CrossCheck(ratio=1.2), hook, 100.0, "a span", "samples/s")
+    assert check.agree is agree and said in check.note and check.like_for_like.ratio == hook / 100
 
 
 def test_a_like_for_like_pair_beyond_10_percent_contradicts_itself():
     with pytest.raises(DataError, match="contradicts itself: over a span the script prints 100 samples/s"):
-        like_for_like({"ratio": 1.0}, 115.0, 100.0, "a span", "samples/s")
+        like_for_like(CrossCheck(ratio=1.0), 115.0, 100.0, "a span", "samples/s")
 
 
 def test_timm_leaves_a_later_epochs_first_interval_out_of_both():

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from dlperf.escape import terminal
 from dlperf.records.load import RecordLike, as_record
+from dlperf.records.parts import Energy, given
 from dlperf.records.schema import ExternalRunRecord, PeerReading, RunRecord
 from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
@@ -171,10 +172,10 @@ def _phase_rows(record: RunRecord) -> list[tuple[str, str]]:
     phases = record.step_phases
     if not phases:
         return []
-    parts = ", ".join(f"{name} {ms:.1f}" for name, ms in phases["phases_ms"].items())
+    parts = ", ".join(f"{name} {ms:.1f}" for name, ms in given(phases.phases_ms).items())
     return [
         ("step phases (ms)", parts),
-        ("exposed comm / straggler wait (ms)", f"{phases['exposed_ms']:.1f} / {phases['straggler_wait_ms']:.1f}"),
+        ("exposed comm / straggler wait (ms)", f"{phases.exposed_ms:.1f} / {phases.straggler_wait_ms:.1f}"),
     ]
 
 
@@ -183,21 +184,21 @@ def _ablation_rows(record: RunRecord) -> list[tuple[str, str]]:
     ablation = record.ablation
     if not ablation:
         return []
-    if not ablation.get("ratio"):
-        return [("without gradient sync", f"not measured: {ablation['reason']}")]
-    gap = ablation["synced_step_ms"] - ablation["step_ms"]
+    if not ablation.ratio:
+        return [("without gradient sync", f"not measured: {ablation.reason}")]
+    gap = ablation.synced_step_ms - ablation.step_ms
     return [
         (
             "step without / with gradient sync (ms)",
-            f"{ablation['step_ms']:.1f} / {ablation['synced_step_ms']:.1f} (alternating windows): "
+            f"{ablation.step_ms:.1f} / {ablation.synced_step_ms:.1f} (alternating windows): "
             f"communication {gap:.1f} ms a step",
         )
     ]
 
 
 def _energy_row(record: RunRecord) -> tuple[str, str]:
-    energy = record.energy or {}
-    return ("energy (J)", f"{energy['joules']:.1f}" if energy.get("joules") else f"n/a: {energy.get('reason')}")
+    energy = record.energy or Energy()
+    return ("energy (J)", f"{energy.joules:.1f}" if energy.joules else f"n/a: {energy.reason}")
 
 
 def _external_rows(record: ExternalRunRecord) -> list[tuple[str, str]]:

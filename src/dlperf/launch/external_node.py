@@ -30,9 +30,10 @@ from dlperf.engines.base import node_name
 from dlperf.external.identity import command_line, framework_version
 from dlperf.external.template import Process, node_processes, rendezvous_for
 from dlperf.instrument import Placement, place
-from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeResult
+from dlperf.launch.messages import AgentSpec, CommandFacts, CommandLaunch, NodeResult
 from dlperf.machine.process_tree import TreeMemory
 from dlperf.metrics.noise import machine_load, take_snapshot
+from dlperf.records.codec import decode
 
 POLL_S = 0.1
 STOP_GRACE_S = 5.0  # below the local launcher's grace, so the agent always cleans up before it is killed
@@ -357,7 +358,7 @@ def launch(spec: AgentSpec) -> NodeResult:
         result = _launch(spec, command, processes, host, node_rank, rule, threads, steps)
         load = machine_load(start, take_snapshot()).as_record()
     facts = command_facts(command, processes, rule, memory, load, threads, steps)
-    return dataclasses.replace(result, command=facts)
+    return dataclasses.replace(result, command=decode(CommandFacts, facts, strict=False))
 
 
 def _launch(

@@ -1,17 +1,20 @@
-"""The typed messages between the parent and the node agents, each with one JSON codec shared by every launcher.
+"""The typed messages between the parent and the node agents, in JSON by the one codec of records and messages
+(`records/codec.py`), shared by every launcher.
 
 AgentSpec goes to every node agent (a file, stdin over ssh, or a shared folder under Slurm); NodeResult comes
-back from each; RunResult is what the launcher makes of all of them for the record.
+back from each, with an external command's CommandFacts; RunResult is what the launcher makes of all of them for
+the record.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dlperf.harness.results import RunMeasurement
+from dlperf.records.codec import decode_json, dump_json
+from dlperf.records.parts import MachineLoad, Threads
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,11 @@ class AgentSpec:
         return dataclasses.replace(self, launch=dataclasses.replace(self.launch, **changes))
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return dump_json(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> AgentSpec:
-        data = json.loads(text)
-        command = CommandLaunch(**data["command"]) if data.get("command") else None
-        return cls(run=data["run"], log_path=data["log_path"], launch=NodeLaunch(**data["launch"]), command=command)
+        return decode_json(cls, text)
 
 
 @dataclass(frozen=True)
@@ -89,14 +90,38 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Instrumented:
+    """Where a node's command processes' start-up hook writes its steps, and why it could not be placed."""
+
+    steps: str
+    not_placed: str | None = None
+
+
+@dataclass(frozen=True)
+class CommandFacts:
+    """What one node's agent saw of its external command, beside the command's log: why it ended, the sampled
+    memory of its process tree, the machine's other load meanwhile, its processes' threads, the start-up hook, and
+    the framework version its interpreter reports (`launch/external_node.command_facts`)."""
+
+    ended_by: str | None = None
+    host_memory_mib_sampled: float | None = None
+    gpu_memory_mib_sampled: float | None = None
+    memory_note: str | None = None
+    machine_load: MachineLoad | None = None
+    threads: Threads | None = None
+    instrument: Instrumented | None = None
+    framework_version: str | None = None
+
+
+@dataclass(frozen=True)
 class NodeResult:
     """One node's outcome: rank 0's measurement when it held rank 0, or the failure; its environment."""
 
     host: str | None = None
     measured: RunMeasurement | None = None
     failure: Failure | None = None
-    env: dict[str, Any] | None = None
-    command: dict[str, Any] | None = None  # an external command's facts: version, stop reason, memory, load
+    env: dict[str, Any] | None = None  # `dlperf env --json` of the node, as it gathers it
+    command: CommandFacts | None = None  # an external command's
 
     @property
     def ok(self) -> bool:
@@ -107,26 +132,11 @@ class NodeResult:
         return cls(host=facts.get("host"), failure=Failure(error=error, **facts))
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "host": self.host,
-                "measured": self.measured.to_dict() if self.measured else None,
-                "failure": asdict(self.failure) if self.failure else None,
-                "env": self.env,
-                "command": self.command,
-            }
-        )
+        return dump_json(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> NodeResult:
-        data = json.loads(text)
-        return cls(
-            host=data.get("host"),
-            measured=RunMeasurement.from_dict(data["measured"]) if data.get("measured") else None,
-            failure=Failure(**data["failure"]) if data.get("failure") else None,
-            env=data.get("env"),
-            command=data.get("command"),
-        )
+        return decode_json(cls, text)
 
 
 @dataclass(frozen=True)
@@ -139,7 +149,7 @@ class RunResult:
     measured: RunMeasurement | None = None
     failure: Failure | None = None
     node_envs: list[dict[str, Any]] = field(default_factory=list)
-    commands: list[dict[str, Any]] = field(default_factory=list)  # each node's external command facts
+    commands: list[CommandFacts] = field(default_factory=list)  # each node's external command's
 
     @classmethod
     def failed(cls, error: str, **facts: Any) -> RunResult:

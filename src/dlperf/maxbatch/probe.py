@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dlperf.maxbatch.search import ProbeOutcome
 from dlperf.records.load import RecordLike, as_record, load_record
+from dlperf.records.parts import Failure
 from dlperf.records.schema import RunRecord
 from dlperf.spec import MEMORY_CAP_ENV
 
@@ -78,9 +79,9 @@ def classify(returncode: int, record: RecordLike | None, console: str, capped: b
 
 def _failed(returncode: int, record: RunRecord, console: str, capped: bool) -> ProbeOutcome:
     """oom where the run was killed or its words say an allocation failed; else error, with its last words."""
-    failure = record.failure or {}
+    failure = record.failure or Failure()
     error = record.error or ""
-    if returncode == -signal.SIGKILL or failure.get("signal") == "SIGKILL":
+    if returncode == -signal.SIGKILL or failure.signal == "SIGKILL":
         return ProbeOutcome("oom", reason=f"killed by SIGKILL (out of memory) {error}".strip())
     oom = _oom_line(error, console, capped)
     if oom is not None:

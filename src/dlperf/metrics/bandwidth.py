@@ -170,7 +170,7 @@ def read_fit(record: RecordLike, op: str = "all_reduce") -> AlphaBetaFit:
         raise ConfigError(
             f"the commbench record has no {op} fit: run dlperf commbench with --ops {op} and two sizes or more"
         )
-    return _checked_fit(fit, op)
+    return _checked_fit(vars(fit), op)
 
 
 def _checked_fit(fit: Any, op: str) -> AlphaBetaFit:

@@ -6,10 +6,12 @@ from its plan instead of a file name, so an external run and an extracted log gi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.external.identity import command_line, framework_label
@@ -25,7 +27,11 @@ from dlperf.framework_logs.published_names import LogInfo
 from dlperf.framework_logs.registry import BY_NAME, FORMATS, get_format
 from dlperf.framework_logs.samestretch import hook_over_script_stretch
 from dlperf.launch.base import RunJob
+from dlperf.launch.messages import CommandFacts
 from dlperf.metrics.noise import MachineLoad, noise_verdict
+from dlperf.records.codec import decode, dump
+from dlperf.records.parts import CrossCheck, LikeForLike, SamplesPerStep
+from dlperf.records.schema import ExternalRunRecord
 from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
@@ -85,47 +91,57 @@ def line_patterns(spec: RunSpec) -> tuple[str, ...]:
     return tuple(f.signature.pattern for f in formats)
 
 
-def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[dict[str, Any]]) -> str:
+def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[CommandFacts]) -> str:
     """`name version`: a native run's engine and its version from the environment; an external run's
     `--framework` and the version its interpreter reported (external.identity), else `unknown`."""
     if spec.engine != EXTERNAL:
         return framework_label(spec.engine, env.get(spec.engine))
     name = spec.framework or "unknown"
-    version = next((c.get("framework_version") for c in commands if c.get("framework_version")), None)
+    version = next((c.framework_version for c in commands if c.framework_version), None)
     return framework_label(name, version)
 
 
-def command_fields(spec: RunSpec, commands: list[dict[str, Any]]) -> dict[str, Any]:
+def command_fields(spec: RunSpec, commands: list[CommandFacts]) -> dict[str, Any]:
     """An external record's evidence beside its log's figures: why the command ended, the sampled memory of
     every node's process tree (peak of the nodes), and each node's machine load with the noise verdict."""
     if not commands:
         return {}
-    hosts = [c.get("host_memory_mib_sampled") for c in commands if c.get("host_memory_mib_sampled") is not None]
-    gpus = [c.get("gpu_memory_mib_sampled") for c in commands if c.get("gpu_memory_mib_sampled") is not None]
-    loads = [c["machine_load"] for c in commands if c.get("machine_load")]
-    fields: dict[str, Any] = {
-        "ended_by": next((c["ended_by"] for c in commands if c.get("ended_by")), "the command exited"),
-        "host_memory_mib_sampled": max(hosts) if hosts else None,
-        "gpu_memory_mib_sampled": max(gpus) if gpus else None,
-        "memory_note": next((c["memory_note"] for c in commands if c.get("memory_note")), None),
-        "machine_load": loads,
-        "threads": [c["threads"] for c in commands if c.get("threads")],
+    return {
+        "ended_by": _first(c.ended_by for c in commands) or "the command exited",
+        "host_memory_mib_sampled": _peak(c.host_memory_mib_sampled for c in commands),
+        "gpu_memory_mib_sampled": _peak(c.gpu_memory_mib_sampled for c in commands),
+        "memory_note": _first(c.memory_note for c in commands),
+        "machine_load": _dumped(c.machine_load for c in commands),
+        "threads": _dumped(c.threads for c in commands),
     }
-    return fields
 
 
-def noise_of(record: dict[str, Any]) -> dict[str, Any]:
+def _first(values: Iterable[str | None]) -> str | None:
+    """The first node's value that says something."""
+    return next((value for value in values if value), None)
+
+
+def _peak(values: Iterable[float | None]) -> float | None:
+    """The largest of the nodes' sampled peaks, where any was sampled."""
+    return max((value for value in values if value is not None), default=None)
+
+
+def _dumped(parts: Iterable[Any]) -> list[Any]:
+    """The nodes' parts that exist, as the record's JSON."""
+    return [dump(part) for part in parts if part]
+
+
+def noise_of(figures: ExternalRunRecord, commands: list[CommandFacts]) -> dict[str, Any]:
     """The same `noisy` verdict as a native run's: the reader's kept windows and every node's load."""
-    loads = [MachineLoad(**load) for load in record.get("machine_load") or []]
-    windows = record.get("window_throughputs") or []
-    return noise_verdict(windows, loads).as_record()
+    loads = [MachineLoad(**dump(c.machine_load)) for c in commands if c.machine_load]
+    return noise_verdict(figures.window_throughputs or [], loads).as_record()
 
 
 class ScriptFailed(DataError):
     """The script's log says its run failed (a NaN loss, an error after training): no timing makes that a figure."""
 
 
-def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def read_figures(job: RunJob, commands: list[CommandFacts] | None = None) -> dict[str, Any]:
     """The run's figures: from dlperf's instrumentation side file where the hook timed the steps (the script's
     own printed figure beside it as the second reading), else the reader's from the run's log (throughput, latency
     where printed, format, rule, lines kept); DataError says why neither gives one."""
@@ -142,22 +158,29 @@ def read_figures(job: RunJob, commands: list[dict[str, Any]] | None = None) -> d
             raise DataError(script_error)
         return _script_only(job, script, commands or [])
     if script is not None:
-        timed["unit"] = script["unit"] if script.get("unit") in SAMPLE_UNITS else timed["unit"]
+        reading = figures_of(script)
+        if reading.unit in SAMPLE_UNITS:  # the script's counting unit, where it counts samples
+            timed["unit"] = reading.unit
         tokens = getattr(job.spec.workload, "seq_length", None)
-        timed["cross_check"] = _script_check(timed, script, tokens, _same_stretch(job, script))
+        check = _script_check(figures_of(timed), reading, tokens, _same_stretch(job, reading))
     else:
-        timed["cross_check"] = {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE,
-                                "note": f"the script's own output gives no figure: {script_error}"}  # fmt: skip
+        check = CrossCheck(tolerance=TOLERANCE, note=f"the script's own output gives no figure: {script_error}")
+    timed["cross_check"] = dump(check)
     return timed
 
 
-def _script_only(job: RunJob, script: dict[str, Any], commands: list[dict[str, Any]]) -> dict[str, Any]:
+def figures_of(figures: dict[str, Any]) -> ExternalRunRecord:
+    """A reading's fields (the peer reader's, the hook's) as the record's types, for reading them."""
+    return decode(ExternalRunRecord, figures)
+
+
+def _script_only(job: RunJob, script: dict[str, Any], commands: list[CommandFacts]) -> dict[str, Any]:
     """The reader's figures alone, checked against the arrival times of its lines; why the hook did not time it."""
-    script["cross_check"] = _arrival_check(job, script)
-    found = (c.get("instrument") or {} for c in commands)
-    unplaced = next((i["not_placed"] for i in found if i.get("not_placed")), None)
+    reading = figures_of(script)
+    script["cross_check"] = dump(_arrival_check(job, reading))
+    unplaced = next((c.instrument.not_placed for c in commands if c.instrument and c.instrument.not_placed), None)
     if unplaced:
-        script["reading_notes"] = [*(script.get("reading_notes") or []), f"not timed by dlperf's hook: {unplaced}"]
+        script["reading_notes"] = [*(reading.reading_notes or []), f"not timed by dlperf's hook: {unplaced}"]
     return script
 
 
@@ -176,30 +199,32 @@ def _script_figures(job: RunJob) -> dict[str, Any]:
         if spec.instrument == "auto":
             raise  # the hook timed it, or says in the record why it could not
         raise DataError(f"{error}, or with --instrument auto, whose start-up hook times every step") from None
-    if peer.get("status", "ok") != "ok":
-        raise ScriptFailed(str(peer.get("error")))
+    reading = figures_of(peer)
+    if reading.status != "ok":
+        raise ScriptFailed(str(reading.error))
     return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
 
 
-def _arrival_check(job: RunJob, script: dict[str, Any]) -> dict[str, Any]:
+def _arrival_check(job: RunJob, script: ExternalRunRecord) -> CrossCheck:
     """The reader's figure against the arrival times of its own lines, where the log gives no other second reading;
     DataError where they disagree by a factor of the run's shape, or the figure is over 2x slower or 4x faster
     than its lines came (the log contradicts itself); a figure 2x to 4x faster is kept with a note (the arrivals
     also time what the script's clock leaves out: crosscheck.LOWER_BOUND_WITHIN)."""
-    check = script.get("cross_check") or {}
-    if check.get("second") is not None:
+    check = script.cross_check or CrossCheck()
+    if check.second is not None:
         return check
     named = job.spec.log_format
-    fmt = get_format(named if named != "auto" else script["format"])  # a declared format by its file, not its name
+    fmt = get_format(named if named != "auto" else str(script.format))  # a declared format by its file, not its name
     shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
-    second = arrival_reading(job.paths.log, fmt, script["warmup_iterations"], script["window_iterations"], shape)
+    second = arrival_reading(job.paths.log, fmt, script.warmup_iterations, script.window_iterations, shape)
     if second is None:
         return check
     reading = "arrival times of its lines (dlperf's stamps) x the samples between them"
-    measured = Measured(throughput=script["throughput"], kept=script["kept_lines"], first_step=None, last_step=None,
+    measured = Measured(throughput=script.throughput, kept=script.kept_lines, first_step=None, last_step=None,
                         latency_ms=None, memory_mib=None, metrics={}, window_note=None, runs=1, second=second,
                         second_reading=reading)  # fmt: skip
-    return cross_check(measured, script["rule"], script["unit"], shape, second_is_lower_bound=True)
+    found = cross_check(measured, str(script.rule), str(script.unit), shape, second_is_lower_bound=True)
+    return decode(CrossCheck, found)
 
 
 def _steps(job: RunJob) -> Path:
@@ -224,50 +249,47 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     except DataError:
         return None  # too few steps for a figure: the script's own reading stands alone
     figures = {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
-    kept = figures.get("kept_steps")
-    counted = samples_check(stream, kept, job.plan.global_batch)
-    figures["samples_per_step"] = counted.pop("samples_per_step")
+    kept = figures_of(figures).kept_steps
+    counted, note = samples_check(stream, kept, job.plan.global_batch)
+    figures["samples_per_step"] = dump(counted)
     figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, tuple(kept)) if kept else None
     hook = "timed by dlperf's start-up hook: every update"
-    figures["reading_notes"] = [hook, *stream.notes, *counted.values()]
+    figures["reading_notes"] = [hook, *stream.notes, *([note] if note else [])]
     return figures
 
 
-def samples_check(stream: Stream, kept: list[int] | None, declared: int) -> dict[str, Any]:
-    """The samples per update of the kept steps as counted (summed over ranks) against the declared global batch:
-    `samples_per_step` {counted, declared} (counted None: not counted, the declared taken), and a note where they
-    differ or nothing was counted."""
+def samples_check(stream: Stream, kept: list[int] | None, declared: int) -> tuple[SamplesPerStep, str | None]:
+    """The samples per update of the kept steps as counted (summed over ranks) against the declared global batch
+    (counted None: not counted, the declared taken), and a note where they differ or nothing was counted."""
     if not kept:
-        return {"samples_per_step": {"counted": None, "declared": declared}}
+        return SamplesPerStep(None, declared), None
     steps = range(kept[0], kept[1] + 1)
     missing = [s for s in steps if stream.samples.get(s) is None]
     if missing:
-        return {
-            "samples_per_step": {"counted": None, "declared": declared},
-            "note": f"samples not counted at {len(missing)} of the window's {len(steps)} updates (no DataLoader or "
+        return SamplesPerStep(None, declared), (
+            f"samples not counted at {len(missing)} of the window's {len(steps)} updates (no DataLoader or "
             f"trainer batch went into the model: tensors made in the loop): the declared {declared} per update "
-            "(--global-batch-size, or --batch-size x devices) was taken on trust",
-        }
-    counted = sum(stream.samples[s] or 0 for s in steps) / len(steps)
-    check: dict[str, Any] = {"samples_per_step": {"counted": counted, "declared": declared}}
-    if counted != declared:
-        sizes = sorted({stream.samples[s] for s in steps})
-        each = f"{sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"{sizes[0]}"
-        check["note"] = (
-            f"counted {counted:.6g} samples per update (each {each}, all ranks) where {declared} is declared "
-            f"(--global-batch-size, or --batch-size x devices: the samples of one optimizer update): the counted "
-            "samples make the figure"
+            "(--global-batch-size, or --batch-size x devices) was taken on trust"
         )
-    return check
+    counted = sum(stream.samples[s] or 0 for s in steps) / len(steps)
+    if counted == declared:
+        return SamplesPerStep(counted, declared), None
+    sizes = sorted({stream.samples[s] for s in steps})
+    each = f"{sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"{sizes[0]}"
+    return SamplesPerStep(counted, declared), (
+        f"counted {counted:.6g} samples per update (each {each}, all ranks) where {declared} is declared "
+        f"(--global-batch-size, or --batch-size x devices: the samples of one optimizer update): the counted "
+        "samples make the figure"
+    )
 
 
-def _same_stretch(job: RunJob, script: dict[str, Any]) -> tuple[float, float | None, str] | None:
+def _same_stretch(job: RunJob, script: ExternalRunRecord) -> tuple[float, float | None, str] | None:
     """The hook's figure over the stretch the script's own figure covers, where its format says which."""
     named = job.spec.log_format
-    fmt = get_format(named if named != "auto" else script["format"])
+    fmt = get_format(named if named != "auto" else str(script.format))
     shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
     steps = _steps(job)
-    kept = tuple(script["kept_steps"]) if script.get("kept_steps") else None
+    kept = tuple(script.kept_steps) if script.kept_steps else None
     return hook_over_script_stretch(job.paths.log, steps, fmt, shape, kept)  # type: ignore[arg-type]
 
 
@@ -275,57 +297,58 @@ SAME_STRETCH_AGREE = 0.02  # the hook and the script over one stretch: within 2 
 
 
 def _script_check(
-    timed: dict[str, Any],
-    script: dict[str, Any],
+    timed: ExternalRunRecord,
+    script: ExternalRunRecord,
     tokens_per_sample: int | None,
     same: tuple[float, float | None, str] | None,
-) -> dict[str, Any]:
+) -> CrossCheck:
     """The script's own printed figure as the second reading of the instrumented one: both in samples, or the
     script's tokens against the case's samples x its tokens per sample (a GPT case's seq_length). Where the
     script's figure covers another stretch than the run's window, `same` is the hook's figure over that stretch:
     the pair is held like for like (`like_for_like`), DataError where they differ by more than TOLERANCE."""
-    printed, unit = script["throughput"], script["unit"]
-    reading = f"the script's own figure ({script['format']}, {script['rule']} rule, {unit})"
-    first, scale = timed["throughput"], 1
+    printed, unit = cast(float, script.throughput), str(script.unit)  # a reader's figure is never None
+    reading = f"the script's own figure ({script.format}, {script.rule} rule, {unit})"
+    first, scale = cast(float, timed.throughput), 1
     if unit == "tokens/s" and tokens_per_sample:
         scale, reading = tokens_per_sample, f"{reading}, against the case's samples x {tokens_per_sample}"
     elif unit not in SAMPLE_UNITS:
-        return {"agree": None, "second": printed, "reading": reading, "tolerance": TOLERANCE,
-                "note": "the script counts another unit: not compared"}  # fmt: skip
+        return CrossCheck(second=printed, reading=reading, tolerance=TOLERANCE,
+                          note="the script counts another unit: not compared")  # fmt: skip
     ratio = first * scale / printed
-    check = {"agree": abs(ratio - 1) <= TOLERANCE, "second": printed, "ratio": ratio,
-             "reading": reading, "tolerance": TOLERANCE}  # fmt: skip
+    check = CrossCheck(agree=abs(ratio - 1) <= TOLERANCE, second=printed, ratio=ratio, reading=reading,
+                       tolerance=TOLERANCE)  # fmt: skip
     if same is not None:
         hook, stretch_printed, stretch = same
         return like_for_like(check, hook * scale, stretch_printed or printed, stretch, unit)
-    if not check["agree"]:
-        check["note"] = (
-            "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): "
-            f"{'; '.join(script.get('reading_notes') or []) or 'see its format in docs/peer-logs.md'}"
-        )
-    return check
+    return check if check.agree else dataclasses.replace(check, note=_other_steps(script))
 
 
-def like_for_like(check: dict[str, Any], hook: float, printed: float, stretch: str, unit: str) -> dict[str, Any]:
+def _other_steps(script: ExternalRunRecord) -> str:
+    """Why the script's own figure differs from the hook's window: what its reader noticed, else its format."""
+    notes = "; ".join(script.reading_notes or []) or "see its format in docs/peer-logs.md"
+    return "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): " + notes
+
+
+def like_for_like(check: CrossCheck, hook: float, printed: float, stretch: str, unit: str) -> CrossCheck:
     """`check` judged by the hook's and the script's figures over one stretch: they agree within
     SAME_STRETCH_AGREE; a gap up to TOLERANCE is the noise of where each clock stamps a step, noted; beyond it the
     log contradicts itself."""
     like = hook / printed
-    check["like_for_like"] = {"hook": hook, "script": printed, "ratio": like, "stretch": stretch}
-    check["agree"] = abs(like - 1) <= SAME_STRETCH_AGREE
+    agree = abs(like - 1) <= SAME_STRETCH_AGREE
     if abs(like - 1) > TOLERANCE:
         raise DataError(
             f"the log contradicts itself: over {stretch} the script prints {printed:.6g} {unit} but dlperf's "
             f"hook timed {hook:.6g} ({like:.3g}x); check --batch-size/--global-batch-size and --log-format"
         )
-    covers = f"the record's window and the script's figure cover other steps ({check['ratio']:.3g}x); "
-    check["note"] = covers + (
+    covers = f"the record's window and the script's figure cover other steps ({check.ratio:.3g}x); "
+    note = covers + (
         f"over {stretch} the hook and the script agree ({like:.4f}x)"
-        if check["agree"]
+        if agree
         else f"over {stretch} they differ by {like - 1:+.1%}, beyond 2 % but within the noise of where each clock "
         "stamps a step"
     )
-    return check
+    pair = LikeForLike(hook=hook, script=printed, ratio=like, stretch=stretch)
+    return dataclasses.replace(check, agree=agree, note=note, like_for_like=pair)
 
 
 def log_tail(job: RunJob, lines: int = TAIL_LINES) -> list[str]:

@@ -12,7 +12,14 @@ from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.accelerator import accelerator_identity
 from dlperf.metrics.stats import latency_summary
 from dlperf.orchestration.evidence_fields import causal_mfu, evidence_fields, flops_fields
-from dlperf.orchestration.external_run import command_fields, framework_of, log_tail, noise_of, read_figures
+from dlperf.orchestration.external_run import (
+    command_fields,
+    figures_of,
+    framework_of,
+    log_tail,
+    noise_of,
+    read_figures,
+)
 from dlperf.records.schema import SCHEMA
 from dlperf.spec import EXTERNAL
 from dlperf.workloads import get_workload
@@ -122,11 +129,12 @@ def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figu
     start from samples/s whatever the reading's unit."""
     spec = job.spec
     record.update(figures)
-    throughput, unit = figures["throughput"], figures.get("unit")
+    reading = figures_of(figures)
+    throughput, unit = reading.throughput, reading.unit
     record["throughput_per_device"] = throughput / spec.world_size
     record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [record["env"].get("host")]
-    record.update(noise_of(record))
-    notes = list(figures.get("reading_notes") or [])
+    record.update(noise_of(reading, result.commands))
+    notes = list(reading.reading_notes or [])
     tokens = getattr(spec.workload, "seq_length", None)
     samples_per_s = throughput if unit != "tokens/s" else throughput / tokens if tokens else None
     if samples_per_s is None:
@@ -135,7 +143,7 @@ def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figu
         derived = _flops(job, record, None, "an external command: its FLOPs are not counted", samples_per_s)
         record.update(derived)
         if unit != "tokens/s" and tokens:  # a tokens/s reading is the script's own count of its tokens
-            counted = figures.get("tokens_per_s_counted")
+            counted = reading.tokens_per_s_counted
             record.update(_counted_tokens(samples_per_s * tokens, counted, spec.world_size, notes))
     if notes:
         record["reading_notes"] = notes

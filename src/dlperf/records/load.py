@@ -4,6 +4,7 @@ report, compare, history and predict: readers read attributes, so a misspelled f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -13,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.records.codec import decode
 from dlperf.records.lock import writer_of
 from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_fields, record_kind
 from dlperf.records.validate import check_file
@@ -23,18 +25,20 @@ RecordLike = Record | Mapping[str, Any]  # a loaded record, or a record's JSON a
 
 
 def as_record(data: RecordLike, path: str | Path | None = None) -> Record:
-    """A record's JSON as its declared kind (`record_kind`): each declared key an attribute, absent ones None; a
-    commbench record's run fields as its `run`. The JSON is kept as read in `origin`, where an absent key differs
-    from a null one and the keys its kind does not declare stay, unread. A loaded record is returned as it is.
-    Types are the validator's to check (`records/validate.py`): this only maps keys to fields."""
+    """A record's JSON as its declared kind (`record_kind`), decoded by the codec: each declared key an attribute
+    of its declared type (a part its dataclass), absent ones None; a commbench record's run fields as its `run`.
+    The JSON is kept as read in `origin`, where an absent key differs from a null one and the keys its kind does
+    not declare stay, unread. A loaded record is returned as it is; a value not of its declared type is a
+    DecodeError naming the field (a loader has checked the file first: `records/validate.py`)."""
     if isinstance(data, KINDS):
         return data
     kind = record_kind(data)
     loaded: dict[str, Any] = {"origin": Origin(None if path is None else str(path), MappingProxyType(dict(data)))}
     shared = getattr(kind, "SHARES", None)
-    if shared:
-        loaded["run"] = shared(**_declared_values(shared, data))
-    return kind(**_declared_values(kind, data), **loaded)
+    own = _declared_values(kind, data)
+    if shared:  # the run fields a kind shares, but those it declares itself (a commbench record's `warmup`)
+        loaded["run"] = decode(shared, {k: v for k, v in _declared_values(shared, data).items() if k not in own})
+    return dataclasses.replace(decode(kind, own), **loaded)
 
 
 def _declared_values(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,13 @@
 """The JSON records dlperf writes, declared once: one dataclass per record kind, with each field's type and meaning.
 
-The validator (`records/validate.py`), the JSON Schema files (`records/json/*.json`, `json_schema`) and the
-record reference in `docs/records.md` (`reference_table`) are all derived from these classes, so a field is spelled
-in its declaration and its readers, nowhere else. The classes describe the on-disk JSON; writers emit plain dicts
-(the shape readers and users' scripts already know), and `records.store.write_record` holds every record to its
-kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test suite sets it. Readers get instances of these
+A record's nested parts are dataclasses too (`records/parts.py`). One codec, pydantic's TypeAdapter over these
+classes (`records/codec.py`), checks a record's types at every depth (`records/validate.py` adds the ranges), loads
+it and generates the JSON Schema files (`records/json/*.json`, `docgen.json_schema`); the record reference in
+`docs/records.md` (`docgen.reference_table`) is derived from them too, so a field is spelled in its declaration and
+its readers, nowhere else (docs/architecture.md, "Add a record field"). The classes describe the on-disk JSON;
+writers emit plain dicts (the shape readers and users' scripts already know), and `records.store.write_record`
+holds every record, parts included, to its kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test
+suite sets it. Readers get instances of these
 classes (`records.load`), so a misspelled field fails where it is read, as the strict writer fails where it is
 written; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
 
@@ -17,10 +20,36 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict
+
+from dlperf.records.parts import (
+    Ablation,
+    Accelerator,
+    CollectiveFit,
+    CollectiveTime,
+    CrossCheck,
+    Energy,
+    Failure,
+    FreeForm,
+    MachineLoad,
+    OwnReading,
+    Parallel,
+    Probe,
+    Rank,
+    RepeatsStop,
+    SamplesPerStep,
+    SteadyState,
+    StepPhases,
+    Stragglers,
+    Threads,
+    Warmup,
+)
 
 SCHEMA = "dlperf.run/2"
 READABLE = ("dlperf.run/1", SCHEMA)
@@ -47,6 +76,11 @@ class Origin:
     data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
+# The codec's rule for every record kind and its parts (records/codec.py): a number is finite. NaN and the
+# infinities are no JSON; a writer's NaN becomes null (orchestration/record.strict_json) and a reader refuses one.
+FINITE = ConfigDict(allow_inf_nan=False)
+
+
 def loaded(factory: Any) -> Any:
     """An attribute of a loaded record that is no key of its JSON (`records.load` sets it): not in the docs, the
     JSON Schema or the validator, not compared."""
@@ -56,6 +90,8 @@ def loaded(factory: Any) -> Any:
 @dataclass(frozen=True)
 class RunRecord:
     """A run of `dlperf run`/`sweep` (ok, failed or diverged); the keys every run record kind shares."""
+
+    __pydantic_config__ = FINITE
 
     schema: str = doc("`dlperf.run/2`; `dlperf.run/1` records are still read (`upgrade`)", "name")
     dlperf_version: str | None = doc("the dlperf that wrote the record")
@@ -75,17 +111,17 @@ class RunRecord:
     )
     micro_batch_size: int | None = doc("the micro batch where the step splits its batch (GPT), else null", "count")
     global_batch_size: int | None = doc("samples per iteration", "count")
-    config: dict[str, Any] | None = doc(
+    config: FreeForm | None = doc(
         "the run's keys: the shared ones and the model's own (a GPT record has no `batch_size` key there)"
     )
     status: Literal["ok", "failed", "diverged"] = doc("`ok`, `failed` or `diverged`", default="ok")
     error: str | None = doc("the reason in one line, when not ok")
-    failure: dict[str, Any] | None = doc("rank, host, exit code and signal of a dead worker")
+    failure: Failure | None = doc("rank, host, exit code and signal of a dead worker")
     started_at: float | None = doc("Unix time the run started")
     finished_at: float | None = doc("Unix time the run finished")
     log: str | None = doc("the run's log file, beside the record")
-    env: dict[str, Any] | None = doc("the environment, as `dlperf env --json` prints it")
-    accelerator: dict[str, Any] | None = doc(
+    env: FreeForm | None = doc("the environment, as `dlperf env --json` prints it")
+    accelerator: Accelerator | None = doc(
         "the devices the run used (`metrics/accelerator.py`): `kind` (`cuda`, `cpu`, ...), `name` (rank 0's device as"
         " the framework reports it; the CPU model on CPUs), `model` (that name in dlperf's device table, e.g."
         " `H100 SXM`; null for a name it does not know exactly), `memory_gib` (per GPU; the host's on CPUs), `count`,"
@@ -95,7 +131,7 @@ class RunRecord:
     sweep_id: str | None = doc(
         "the sweep that made the record (absent for a single `dlperf run`); report keeps sweeps apart"
     )
-    repeats_stop: dict[str, Any] | None = doc(
+    repeats_stop: RepeatsStop | None = doc(
         "with `--repeats auto`: the decision after this repeat (`stop`, `reason`, `half_width`, `target`)"
     )
     throughput: float | None = doc("global samples/s over the timed iterations", "throughput")
@@ -111,7 +147,7 @@ class RunRecord:
         "(the process's, warm-up included)"
     )
     device_type: str | None = doc("`cuda`, `cpu`, ...")
-    ranks: list[dict[str, Any]] | None = doc(
+    ranks: list[Rank] | None = doc(
         "each rank's host, device, peak memory and, on a CPU device, `cpu_threads`: the threads it computed with "
         "(its device's share of the machine, `--cpu-threads`)"
     )
@@ -123,13 +159,13 @@ class RunRecord:
     loss_last: float | None = doc("loss of the last timed step")
     parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
     gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
-    steady_state: dict[str, Any] | None = doc(
+    steady_state: SteadyState | None = doc(
         "where the window throughputs become stationary (3 windows within ±5 % of their median; `metrics/steady.py`);"
         " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"
     )
     steady_state_iter: int | None = doc("the iteration the steady state starts at")
     throughput_steady: float | None = doc("samples/s from the steady state on")
-    warmup: dict[str, Any] | None = doc(
+    warmup: Warmup | None = doc(
         "`mode` (`fixed` or `auto`), `iters` run; for auto its `window_throughputs`, `max_iters`, `stable` and, when"
         " not stable, the `reason`"
     )
@@ -139,23 +175,23 @@ class RunRecord:
     )
     noise_reasons: list[str] | None = doc("why the run is noisy")
     window_cv: float | None = doc("coefficient of variation of the windows")
-    machine_load: list[dict[str, Any]] | None = doc(
+    machine_load: list[MachineLoad] | None = doc(
         "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
         " load averages, others' CPU seconds and cores (the machine's busy time less the run's own tree), of them"
         " `steal_cores` (a VM host's other guests), other GPU processes (NVML)"
     )
-    stragglers: dict[str, Any] | None = doc(
+    stragglers: Stragglers | None = doc(
         "per-rank median of each rank's own work per step (`measure` says what), the median rank, slowest rank and"
         " host, spread, `stragglers` (ranks above `--straggler-pct`) and `flagged`; null for one rank"
     )
-    step_phases: dict[str, Any] | None = doc(
+    step_phases: StepPhases | None = doc(
         "where the mean step's time went (`metrics/step_phases.py`): `phases_ms` (`data`, `sync_in`, `compute`,"
         " `sync_out`, `update` on the rank that waits most in collectives), `exposed_ms` (collective time of the"
         " slowest rank: communication no compute hid), `straggler_wait_ms` (the fastest rank's wait for the"
         " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
         " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
     )
-    ablation: dict[str, Any] | None = doc(
+    ablation: Ablation | None = doc(
         "`--ablate sync`: after the timed window, the same ranks' steps without gradient synchronisation (DDP's"
         " no_sync()) in windows alternating with synchronised ones: `method`, `step_ms` and `throughput` without"
         " synchronisation, `synced_step_ms` of the paired windows, their `ratio`, `window_throughputs`,"
@@ -163,7 +199,7 @@ class RunRecord:
         " (one rank, a compiled step, TP/PP/FSDP, JAX). The waterfall's machine sharing and communication come from"
         " `ratio` (docs/scaling.md)"
     )
-    energy: dict[str, Any] | None = doc(
+    energy: Energy | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
         " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"
     )
@@ -183,7 +219,7 @@ class RunRecord:
     mfu_peak_device: str | None = doc("the device name the peak table matched")
     mfu_peak_note: str | None = doc("why no peak")
     flops_convention: str | None = doc("which FLOPs the peak counts")
-    parallel: dict[str, Any] | None = doc(
+    parallel: Parallel | None = doc(
         "GPT: the layout (`dp`, `tp`, `pp`, ..., `global_batch_size`); Llama: the mesh (`pp`, `dp_replicate`,"
         " `dp_shard`, `cp`, `tp`), `dp`, the batches and the pipeline schedule"
     )
@@ -245,6 +281,8 @@ class PeerReading:
     """What a peer-log reader adds to a record, for `dlperf extract` and a `--command` run alike
     (docs/peer-logs.md)."""
 
+    __pydantic_config__ = FINITE
+
     format: str | None = doc("the peer reader that read the log")
     rule: str | None = doc("the rule that read it")
     unit: str | None = doc("what the throughput counts (`samples/s`, `tokens/s`)")
@@ -252,8 +290,8 @@ class PeerReading:
     warmup_iterations: int | None = doc("iterations the reader skipped as warm-up")
     window_iterations: int | None = doc("iterations in the timed window, when the rule fixes one")
     kept_lines: int | None = doc("the log lines the reader kept")
-    kept_steps: list[Any] | None = doc("the first and last step the kept lines cover")
-    samples_per_step: dict[str, Any] | None = doc(
+    kept_steps: list[int | None] | None = doc("the first and last step the kept lines cover")
+    samples_per_step: SamplesPerStep | None = doc(
         "an instrumented --command: the kept updates' samples as the hook counted them, summed over ranks "
         "(`counted`, mean per update; None: not counted, `declared` taken) and the declared global batch"
     )
@@ -264,7 +302,7 @@ class PeerReading:
     window_note: str | None = doc("why the window is shorter than the rule asks for (a short log)")
     rejected_lines: int | None = doc("lines whose figures cannot be a speed, left out")
     rejected_reason: str | None = doc("why the first rejected line was left out")
-    cross_check: dict[str, Any] | None = doc(
+    cross_check: CrossCheck | None = doc(
         "the second reading of the same log (time stamps and counts) beside the printed-rule figure: `agree`,"
         " `ratio`, `reading`, `tolerance` and a `note` saying which reading is right and why (docs/peer-logs.md);"
         " an instrumented run whose script prints a whole-run or running figure adds `like_for_like`: the hook's"
@@ -272,7 +310,7 @@ class PeerReading:
         " `stretch` (docs/instrumentation.md)"
     )
     reading_notes: list[str] | None = doc("what the reader noticed on the way (restarts, gaps, merged lines)")
-    own_reading: dict[str, Any] | None = doc(
+    own_reading: OwnReading | None = doc(
         "the framework's own practice beside the rule's figure, where they differ (torchtitan's and MaxText's last"
         " printed step, DeepSpeed's running average): `figure` (global, the record's unit), `ratio` (throughput /"
         " figure), `reading`"
@@ -281,7 +319,7 @@ class PeerReading:
         "what in the log disagrees with itself beyond its noise (ranks of one run printing different figures, a"
         " printed rate against the same lines' step times): the figure is kept and the row flagged"
     )
-    peer_metrics: dict[str, Any] | None = doc("other figures the log gives")
+    peer_metrics: FreeForm | None = doc("other figures the log gives")
     warning: str | None = doc("what to know about the file (several runs in one log)")
 
 
@@ -296,7 +334,7 @@ class ExternalRunRecord(RunRecord, PeerReading):
     host_memory_mib_sampled: float | None = doc("peak memory of the command's process tree, sampled every 0.5 s")
     gpu_memory_mib_sampled: float | None = doc("its GPU memory, sampled the same way (NVML; else `memory_note`)")
     memory_note: str | None = doc("why a sampled memory figure is missing")
-    threads: list[dict[str, Any]] | None = doc(
+    threads: list[Threads] | None = doc(
         "per node: the command processes' OMP_NUM_THREADS (`value`), who set it (`set_by`: dlperf, the run's CPU"
         " share, as torchrun's usable cores / processes for a run alone; the environment; or a per-node command's own"
         " launcher), `cores`, `processes`"
@@ -315,6 +353,8 @@ class ExtractedRecord(RunRecord, PeerReading):
 class CommbenchRecord:
     """`dlperf commbench`: collective bandwidth per message size."""
 
+    __pydantic_config__ = FINITE
+
     schema: str = doc("`dlperf.commbench/1`", "name", default=COMMBENCH_SCHEMA)
     status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
     case: str | None = doc("topology (`1n2g`)")
@@ -322,10 +362,12 @@ class CommbenchRecord:
     error: str | None = doc("the reason in one line, when failed")
     backend: str | None = doc("the collective backend (`nccl`, `gloo`)")
     dtype: str | None = doc("the element type of the messages")
-    results: list[dict[str, Any]] | None = doc(
+    results: list[CollectiveTime] | None = doc(
         "per collective and message size: time, algbw_gbps, busbw_gbps (null on one rank) and bus_factor"
     )
-    fits: dict[str, Any] | None = doc("per collective: the latency-bandwidth fit (alpha, beta) of its timings")
+    fits: dict[str, CollectiveFit] | None = doc(
+        "per collective: the latency-bandwidth fit (alpha, beta) of its timings"
+    )
     note: str | None = doc("why the bandwidths are null (one rank: no link was crossed)")
     warmup: int | str | None = doc("untimed repeats per size")
     repeats: int | None = doc("timed repeats per size")
@@ -340,6 +382,8 @@ class CommbenchRecord:
 class MaxbatchRecord:
     """`dlperf maxbatch`: the largest batch that fits, per variant."""
 
+    __pydantic_config__ = FINITE
+
     schema: str = doc("`dlperf.maxbatch/1`", "name", default=MAXBATCH_SCHEMA)
     status: Literal["ok", "failed", "diverged"] = doc("`ok` or `failed`", default="ok")
     error: str | None = doc("why the search stopped, when it did")
@@ -348,13 +392,13 @@ class MaxbatchRecord:
     variant: str | None = doc("the report group without its batch (`fp32`): what the report matches runs on")
     precision: str | None = doc("precision")
     batch_flag: str | None = doc("the flag the search varied (`--batch-size`, `--micro-batch-size`)")
-    config: dict[str, Any] | None = doc("the case's other keys, as given")
+    config: FreeForm | None = doc("the case's other keys, as given")
     headroom_pct: float | None = doc("memory kept free below the device's capacity, in percent")
     memory_cap_gib: float | None = doc("the memory cap each probe ran under (GiB of address space on a CPU)")
     max_batch: int | None = doc("the largest batch per device that ran", "count")
     best_batch: int | None = doc("the batch with the highest throughput")
     best_throughput: float | None = doc("that batch's throughput")
-    probes: list[dict[str, Any]] | None = doc("every probe: batch, status, throughput, peak memory, reason")
+    probes: list[Probe] | None = doc("every probe: batch, status, throughput, peak memory, reason")
     finished_at: float | None = doc("when the search ended (Unix time)")
     origin: Origin = loaded(Origin)
 
@@ -379,8 +423,37 @@ def record_kind(record: dict[str, Any]) -> type:
 
 
 def undeclared_fields(record: dict[str, Any]) -> list[str]:
-    """The record's keys that its kind does not declare, sorted: what no reader or docs know."""
-    return sorted(set(record) - declared_keys(record_kind(record)))
+    """The record's keys that its kind does not declare, sorted, and then those inside its parts that their
+    dataclass does not (`energy.new_key`, `ranks[].new_key`): what no reader or docs know, which loading leaves out."""
+    kind = record_kind(record)
+    shared = getattr(kind, "SHARES", None)
+    hints = {**(typing.get_type_hints(shared) if shared else {}), **typing.get_type_hints(kind)}
+    inside = [key for name, value in record.items() if name in hints for key in _undeclared(name, value, hints[name])]
+    return sorted(set(record) - declared_keys(kind)) + sorted(set(inside))
+
+
+def _undeclared_in_part(path: str, value: dict[str, Any], declared: dict[str, Any]) -> list[str]:
+    """A part's keys its dataclass does not declare, then those inside its declared keys."""
+    inside = [found for key, item in value.items() for found in _undeclared(f"{path}.{key}", item, declared.get(key))]
+    return [f"{path}.{key}" for key in value if key not in declared] + inside
+
+
+def _undeclared(path: str, value: Any, hint: Any) -> list[str]:
+    """The keys under `path` that its declared type `hint` does not declare, at any depth."""
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        return _undeclared_in_part(path, value, typing.get_type_hints(hint))
+    return [found for place in _inside(path, value, hint) for found in _undeclared(*place)]
+
+
+def _inside(path: str, value: Any, hint: Any) -> list[tuple[str, Any, Any]]:
+    """(path, value, declared type) of what `value` holds: a list's items, a mapping's values, or itself as each
+    member of a union (a Literal's members are its values: no type)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list and isinstance(value, list):
+        return [(f"{path}[]", item, args[0]) for item in value]
+    if origin is dict and isinstance(value, dict):
+        return [(f"{path}.{key}", item, args[1]) for key, item in value.items()]
+    return [(path, value, arg) for arg in args if not isinstance(arg, str)]
 
 
 def declared_fields(kind: type) -> tuple[dataclasses.Field, ...]:

@@ -9,15 +9,13 @@ them, readers may trust every declared field's type.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import re
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
+from dlperf.records.codec import DecodeError, decode, short
 from dlperf.records.schema import READABLE, THROUGHPUT_RANGE, RunRecord, declared_fields, record_kind, upgrade
 
 CASE_FOLDER = re.compile(r"\d+n\d+g")
@@ -32,70 +30,11 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-@functools.cache
-def _hints(kind: type) -> dict[str, Any]:
-    return typing.get_type_hints(kind)
-
-
-# The plain types: how a value is one, and what the message says when it is not.
-_PLAIN: dict[Any, tuple[Any, str]] = {
-    type(None): (lambda v: v is None, "is not null"),
-    str: (lambda v: isinstance(v, str), "is not text"),
-    bool: (lambda v: isinstance(v, bool), "is not true or false"),
-    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "is not an integer"),
-    float: (is_number, "is not a finite number"),
-}
-
-
-def type_problem(value: Any, hint: Any) -> str | None:
-    """Why `value` is not of the declared type `hint`, or None."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return None
-    if hint in _PLAIN:
-        accepts, problem = _PLAIN[hint]
-        return None if accepts(value) else problem
-    if origin in (typing.Union, types.UnionType):
-        return _union_problem(value, args)
-    if origin is typing.Literal:
-        return None if value in args else "is not one of " + ", ".join(map(str, args))
-    if origin is list:
-        return _items_problem(value, list, args[0], "is not a list", "has an item that")
-    if origin is dict:
-        return _items_problem(value, dict, args[1], "is not a mapping", "has a value that")
-    raise TypeError(f"undeclared type {hint!r}")  # a declaration this checker cannot read: a bug in schema.py
-
-
-def _union_problem(value: Any, args: tuple[Any, ...]) -> str | None:
-    if any(type_problem(value, arg) is None for arg in args):
-        return None
-    others = [arg for arg in args if arg is not type(None)]
-    if len(others) == 1:  # `X | None` holding a bad X: say what is wrong inside it
-        return type_problem(value, others[0])
-    return "is not " + " or ".join(_type_name(a) for a in args)
-
-
-def _items_problem(value: Any, container: type, item: Any, not_one: str, inside: str) -> str | None:
-    """A list's items or a mapping's values, each of the declared `item` type."""
-    if not isinstance(value, container):
-        return not_one
-    items = value.values() if isinstance(value, dict) else value
-    return next((f"{inside} {p}" for v in items if (p := type_problem(v, item))), None)
-
-
-def _type_name(hint: Any) -> str:
-    if hint is type(None):
-        return "null"
-    names = {str: "text", int: "an integer", float: "a finite number", bool: "true or false", list: "a list"}
-    return names.get(hint, names.get(typing.get_origin(hint), "a mapping"))
-
-
-def field_problem(key: str, value: Any, hint: Any, check: str) -> str | None:
-    """The declared check of one field: its type, then a name, count or positive range."""
+def field_problem(key: str, value: Any, check: str) -> str | None:
+    """The declared check of one field beyond its type: a name, a count, a positive number or a throughput."""
     if check == "name":
         return None if isinstance(value, str) and value else f"{key} {short(value)} is not a name"
     problem = _range_problem(value, check) if value is not None else None
-    problem = problem or type_problem(value, hint)
     return f"{key} {short(value)} {problem}" if problem else None
 
 
@@ -112,27 +51,43 @@ def _range_problem(value: Any, check: str) -> str | None:
 
 
 def record_problem(record: dict[str, Any]) -> str | None:
-    """Why a (readable) record cannot be used, or None when it can: every declared field of its kind checked."""
+    """Why a (readable) record cannot be used, or None when it can: every declared field of its kind checked, its
+    range first (`records/schema.py`'s checks), then its type (the codec, at every depth)."""
     kind = record_kind(record)
-    hints = _hints(kind)
     if "status" not in record:
         return "status is missing"
-    for spec in declared_fields(kind):
-        problem = _declared_problem(record, spec, hints[spec.name])
+    for spec in [*declared_fields(kind), *_shared_fields(kind, record)]:
+        problem = _declared_problem(record, spec)
         if problem:
             return problem
-    shared = getattr(kind, "SHARES", None)  # the common fields a kind carries besides its own, where present
-    for spec in declared_fields(shared) if shared else ():
-        if spec.name in record and spec.name not in hints:
-            problem = _declared_problem(record, spec, _hints(shared)[spec.name])
-            if problem:
-                return problem
     if record.get("status") == "ok" and issubclass(kind, RunRecord) and record.get("throughput") is None:
         return "throughput None is not a positive finite number"  # an ok run without its figure
+    return _type_problem(kind, record)
+
+
+def _shared_fields(kind: type, record: dict[str, Any]) -> list[dataclasses.Field]:
+    """The common fields a kind carries besides its own (a commbench record's run fields), where present."""
+    shared = getattr(kind, "SHARES", None)
+    own = {spec.name for spec in declared_fields(kind)}
+    return [spec for spec in declared_fields(shared) if spec.name in record and spec.name not in own] if shared else []
+
+
+def _type_problem(kind: type, record: dict[str, Any]) -> str | None:
+    """Why a record's values are not of their declared types, at every depth (the codec): its kind's own fields,
+    then those it shares; None when they are."""
+    own = {spec.name for spec in declared_fields(kind)}
+    checks = [(kind, {k: v for k, v in record.items() if k in own})]
+    if shared := getattr(kind, "SHARES", None):
+        checks.append((shared, {spec.name: record[spec.name] for spec in _shared_fields(kind, record)}))
+    for checked, values in checks:
+        try:
+            decode(checked, values)
+        except DecodeError as error:
+            return str(error)
     return None
 
 
-def _declared_problem(record: dict[str, Any], spec: dataclasses.Field, hint: Any) -> str | None:
+def _declared_problem(record: dict[str, Any], spec: dataclasses.Field) -> str | None:
     """One declared field: missing where the record needs it, else checked (a failed run's throughput may be
     null)."""
     if spec.name not in record:
@@ -141,7 +96,7 @@ def _declared_problem(record: dict[str, Any], spec: dataclasses.Field, hint: Any
     value = record[spec.name]
     if spec.name.startswith("throughput") and record.get("status") != "ok" and value is None:
         return None
-    return field_problem(spec.name, value, hint, spec.metadata["check"])
+    return field_problem(spec.name, value, spec.metadata["check"])
 
 
 def upgrade_problem(record: dict[str, Any]) -> str | None:
@@ -157,11 +112,6 @@ def upgrade_problem(record: dict[str, Any]) -> str | None:
         if not is_count(parallel.get(key)):
             return f"parallel.{key} {short(parallel.get(key))} is not a positive integer"
     return None
-
-
-def short(value: Any) -> str:
-    text = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def depth_problem(text: str | bytes) -> str | None:

@@ -98,7 +98,7 @@ def best_match(
 
 def _one_setting(records: Sequence[RunRecord]) -> tuple[str, str] | None:
     """(accelerator model, comparable precision) that every record shares; None where they differ or one is unknown."""
-    accelerators = {(r.accelerator or {}).get("model") for r in records}
+    accelerators = {r.accelerator.model if r.accelerator else None for r in records}
     precisions = {comparable_precision(r) for r in records}
     if len(accelerators) != 1 or len(precisions) != 1 or None in accelerators | precisions:
         return None

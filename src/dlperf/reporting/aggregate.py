@@ -12,6 +12,7 @@ from dlperf.machine.env_diff import env_differences, env_nodes
 from dlperf.metrics.repeats import outliers
 from dlperf.metrics.stats import spread
 from dlperf.records.load import RecordLike, as_record
+from dlperf.records.parts import RepeatsStop
 from dlperf.records.schema import RunRecord
 from dlperf.reporting.doubts import BASELINE_CASE, Flag, case_flags
 
@@ -37,7 +38,7 @@ def latency(quantile: str) -> Figure:
 def cpu_threads(record: RunRecord) -> int | None:
     """The threads each rank of a run on CPU devices computed with, as the ranks reported them: its device's share
     of the machine (None off the CPU, or where ranks differ, which `threads_text` of their set names)."""
-    counts = {rank.get("cpu_threads") for rank in record.ranks or [] if isinstance(rank, dict)}
+    counts = {rank.cpu_threads for rank in record.ranks or []}
     return counts.pop() if len(counts) == 1 and isinstance(next(iter(counts)), int) else None
 
 
@@ -99,15 +100,13 @@ class CaseSummary:
         """Repeat numbers more than 3 scaled MADs from the median (metrics/repeats.outliers): flagged, kept."""
         return [r.repeat for r, out in zip(self.records, outliers(self.speeds)) if out]
 
-    def repeats_stop(self) -> dict[str, Any] | None:
+    def repeats_stop(self) -> RepeatsStop | None:
         """Why `--repeats auto` stopped this case: the decision on its last repeat, where it has one."""
         decided = [r for r in self.records + self.failed if r.repeats_stop]
         return max(decided, key=lambda r: r.repeat or 0).repeats_stop if decided else None
 
     def samples_per_joule(self) -> float | None:
-        values = [
-            1 / (r.energy or {})["joules_per_sample"] for r in self.records if (r.energy or {}).get("joules_per_sample")
-        ]
+        values = [1 / r.energy.joules_per_sample for r in self.records if r.energy and r.energy.joules_per_sample]
         return statistics.median(values) if values else None
 
     def flags(self) -> list[Flag]:

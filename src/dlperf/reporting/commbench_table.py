@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.escape import plot
+from dlperf.records.codec import DecodeError
 from dlperf.records.load import RecordLike, as_record
+from dlperf.records.parts import CollectiveFit
 from dlperf.records.schema import CommbenchRecord
 from dlperf.records.validate import record_problem
 from dlperf.reporting import markdown
@@ -24,7 +25,12 @@ def read_commbench(path: str | Path) -> CommbenchRecord:
         data = json.loads(read_user_text(path, "commbench record"))
     except (ValueError, RecursionError) as error:
         raise ConfigError(f"cannot read commbench record {path}: {error}") from None
-    record = as_record(data, path) if isinstance(data, dict) else None
+    try:
+        record = as_record(data, path) if isinstance(data, dict) else None
+    except DecodeError as error:  # a part's type: an edited record is named, never a crash
+        raise ConfigError(
+            f"commbench record {path} is not usable: {error}; measure again with dlperf commbench"
+        ) from None
     if not isinstance(record, CommbenchRecord):
         raise ConfigError(f"{path} is not a commbench record: give the JSON `dlperf commbench` wrote")
     problem = record_problem(data)  # its declared fields' types: an edited record is named, never a crash
@@ -49,11 +55,11 @@ def title(record: CommbenchRecord) -> str:
     )
 
 
-def _alpha(fit: dict[str, Any]) -> str:
+def _alpha(fit: CollectiveFit) -> str:
     """The fitted latency in us; a least-squares latency below zero is shown as what it is: none measurable."""
-    if fit.get("alpha_clamped") or fit["alpha_s"] < 0:
+    if fit.alpha_clamped or fit.alpha_s < 0:
         return "0 (fit below 0: clamped, line refitted through 0)"
-    return f"{fit['alpha_s'] * 1e6:.1f}"
+    return f"{fit.alpha_s * 1e6:.1f}"
 
 
 def commbench_lines(records: Sequence[RecordLike]) -> list[str]:
@@ -79,7 +85,7 @@ def _results_table(record: CommbenchRecord) -> list[str]:
     """Each measured collective and size: its time and bandwidths."""
     header = ["collective", "size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"]
     rows = [
-        [r["op"], _size(r["size_bytes"]), f"{r['seconds'] * 1e6:.1f}", _gbps(r["algbw_gbps"]), _gbps(r["busbw_gbps"])]
+        [r.op, _size(r.size_bytes), f"{r.seconds * 1e6:.1f}", _gbps(r.algbw_gbps), _gbps(r.busbw_gbps)]
         for r in record.results or []
     ]
     return markdown.table(header, rows, "lrrrr")
@@ -92,10 +98,10 @@ def _fits_table(record: CommbenchRecord) -> list[str]:
         [
             op,
             _alpha(f),
-            f"{f['beta_s_per_byte'] * 1e9:.4f}",
-            _gbps(f["busbw_gbps"]),
-            f"{f['r2']:.4f}",
-            f"{f['max_rel_error']:.1%}",
+            f"{f.beta_s_per_byte * 1e9:.4f}",
+            _gbps(f.busbw_gbps),
+            f"{f.r2:.4f}",
+            f"{f.max_rel_error:.1%}",
         ]
         for op, f in (record.fits or {}).items()
     ]
@@ -115,11 +121,11 @@ def plot_commbench(record: CommbenchRecord, path: Path) -> Path:
 
     fig, axis = plt.subplots(figsize=(7, 4.2))
     results = record.results or []
-    for op in dict.fromkeys(r["op"] for r in results):
-        rows = [r for r in results if r["op"] == op and r["busbw_gbps"] is not None]
+    for op in dict.fromkeys(r.op for r in results):
+        rows = [r for r in results if r.op == op and r.busbw_gbps is not None]
         if not rows:
             continue
-        axis.plot([r["size_bytes"] for r in rows], [r["busbw_gbps"] for r in rows], "o-", label=op)
+        axis.plot([r.size_bytes for r in rows], [r.busbw_gbps for r in rows], "o-", label=op)
     axis.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)")
     axis.set_title(plot(title(record)), fontsize=9)
     axis.grid(True, which="both", alpha=0.3)

@@ -82,7 +82,7 @@ LOAD_GAP = 0.25  # cores of other load between the sides that make a change doub
 
 def other_cores(record: RunRecord) -> float | None:
     """The cores other processes kept busy during a run's timed window (its busiest node), where it was metered."""
-    loads = [n.get("other_cores") for n in record.machine_load or [] if isinstance(n, dict)]
+    loads = [n.other_cores for n in record.machine_load or []]
     numbers = [float(x) for x in loads if isinstance(x, (int, float))]
     return max(numbers) if numbers else None
 

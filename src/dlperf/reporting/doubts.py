@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from dlperf.metrics.noise import WINDOW_CV_LIMIT
 from dlperf.metrics.repeats import MIN_REPEATS, outliers
 from dlperf.metrics.stats import spread
 from dlperf.metrics.steady import DEFAULT_WINDOWS
 from dlperf.records.load import RecordLike, as_record
+from dlperf.records.parts import SteadyState, Stragglers, Warmup
 from dlperf.records.schema import ExtractedRecord, PeerReading, RunRecord
 
 BASELINE_CASE = "1n1g"
@@ -62,12 +62,12 @@ def _noise_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
 
 def _steady_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
     """A warm-up that never settled, too few windows to tell, or no steady state in the timed windows."""
-    steady = record.steady_state or {}
-    warmup = record.warmup or {}
-    if warmup.get("stable") is False:
-        seen = warmup.get("reason") or "the warm-up never became stable"
+    steady = record.steady_state or SteadyState()
+    warmup = record.warmup or Warmup()
+    if warmup.stable is False:
+        seen = warmup.reason or "the warm-up never became stable"
         return RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted))
-    if steady.get("stable") is not False:
+    if steady.stable is not False:
         return None
     few = _too_few_windows(record, steady)
     if few:
@@ -75,23 +75,23 @@ def _steady_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
         seen = f"{windows} timing window{'s' if windows != 1 else ''}, fewer than the {required} a steady state needs"
         advice = EXTRACTED_ADVICE if extracted else f"Run at least {required} windows (more --iters)."
         return RunDoubt("few windows", "FEW WINDOWS", seen, advice)
-    seen = (steady.get("reason") or "no steady state").removeprefix("never stable: ")
+    seen = (steady.reason or "no steady state").removeprefix("never stable: ")
     return RunDoubt("unstable", "NEVER STABLE", seen, _unstable_advice(extracted))
 
 
-def _too_few_windows(record: RunRecord, steady: dict[str, Any]) -> tuple[int, int] | None:
+def _too_few_windows(record: RunRecord, steady: SteadyState) -> tuple[int, int] | None:
     """(windows, required) when the run had fewer timing windows than a steady state needs: too few to tell
     (None where the record holds no windows: another framework's log)."""
     if record.window_throughputs is None:
         return None
     windows = len(record.window_throughputs)
-    required = int(steady.get("windows_required") or DEFAULT_WINDOWS)
+    required = int(steady.windows_required or DEFAULT_WINDOWS)
     return (windows, required) if windows < required else None
 
 
 def _straggler_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
-    stragglers = record.stragglers or {}
-    if not stragglers.get("flagged"):
+    stragglers = record.stragglers or Stragglers()
+    if not stragglers.flagged:
         return None
     return RunDoubt("straggler", "STRAGGLER", _straggler_text(stragglers), _straggler_advice(extracted))
 
@@ -108,15 +108,15 @@ def _straggler_advice(extracted: bool) -> str:
     return EXTRACTED_ADVICE if extracted else "Check that host and device (clocks, other load, thermal throttling)."
 
 
-def _straggler_text(s: dict[str, Any]) -> str:
+def _straggler_text(s: Stragglers) -> str:
     try:
-        pct = s["rank_median_ms"][s["slowest_rank"]] / s["median_rank_ms"] - 1
+        pct = s.rank_median_ms[s.slowest_rank] / s.median_rank_ms - 1  # type: ignore[index,operator]
         return (
-            f"rank(s) {s['stragglers']}; rank {s['slowest_rank']} on {s['slowest_host']} {pct:.0%} slower than "
-            f"the median rank (limit {s['straggler_pct']:.0%})"
+            f"rank(s) {s.stragglers}; rank {s.slowest_rank} on {s.slowest_host} {pct:.0%} slower than "
+            f"the median rank (limit {s.straggler_pct:.0%})"
         )
     except (KeyError, IndexError, TypeError, ZeroDivisionError):
-        return f"rank(s) {s.get('stragglers')} (slowest on {s.get('slowest_host')})"
+        return f"rank(s) {s.stragglers} (slowest on {s.slowest_host})"
 
 
 def console_flags(record: RecordLike) -> str:
@@ -125,7 +125,7 @@ def console_flags(record: RecordLike) -> str:
     texts = [f"{d.shout}: {d.seen}" for d in run_doubts(record)]
     stop = record.repeats_stop
     if stop:
-        texts.append(f"repeats {'stopped' if stop.get('stop') else 'go on'}: {stop['reason']}")
+        texts.append(f"repeats {'stopped' if stop.stop else 'go on'}: {stop.reason}")
     return "".join(f" [{text}]" for text in texts)
 
 
@@ -241,7 +241,7 @@ def _contradiction_flags(peers: list[PeerReading], n: int) -> list[Flag]:
 
 def _cross_check_flags(peers: list[PeerReading], n: int) -> list[Flag]:
     """Logs whose rule's figure and their own readings disagree beyond the tolerance."""
-    split = [r for r in peers if (r.cross_check or {}).get("agree") is False]
+    split = [r for r in peers if r.cross_check and r.cross_check.agree is False]
     if not split:
         return []
     c = split[0].cross_check
@@ -249,8 +249,8 @@ def _cross_check_flags(peers: list[PeerReading], n: int) -> list[Flag]:
         Flag(
             "readings",
             f"{len(split)} of {n} logs disagree with themselves: the {split[0].rule} rule gives "
-            f"{c['ratio']:.3g}x what {c['reading']} give (beyond {c['tolerance']:.0%}). "
-            f"{c.get('note') or 'Check the log and the shape its path declares.'}",
+            f"{c.ratio:.3g}x what {c.reading} give (beyond {c.tolerance:.0%}). "
+            f"{c.note or 'Check the log and the shape its path declares.'}",
         )
     ]
 

@@ -14,6 +14,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from dlperf import escape
+from dlperf.records.parts import given
 from dlperf.records.schema import RunRecord
 from dlperf.records.store import write_text_atomic
 from dlperf.reporting.aggregate import summarise
@@ -147,7 +148,7 @@ def _run_rows(records: list[RunRecord]) -> tuple[Table, list[str]]:
 
 def _run_row(r: RunRecord) -> list[str]:
     """A run's case, repeat, status, throughput, window count and error with its failure's facts."""
-    failure = ", ".join(f"{k} {v}" for k, v in (r.failure or {}).items())
+    failure = ", ".join(f"{k} {v}" for k, v in given(r.failure).items()) if r.failure else ""
     error = (r.error or "") + (" " + failure if r.failure else "")
     return [
         str(r.case),

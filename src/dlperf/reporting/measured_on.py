@@ -10,7 +10,8 @@ from dlperf.wording import count
 def device_name(record: RunRecord) -> str | None:
     """The first rank's device name, else the accelerator the record names (a peer log's device lines), else the
     record's device type; None where nothing says."""
-    name = (record.ranks or [{}])[0].get("device") or (record.accelerator or {}).get("name") or record.device_type
+    name = (record.ranks[0].device if record.ranks else None) or (record.accelerator and record.accelerator.name)
+    name = name or record.device_type
     return str(name) if name else None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.escape import file_name
 from dlperf.escape import markdown as md
+from dlperf.records.codec import dump
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import CommbenchRecord, MaxbatchRecord, PeerReading, Record, RunRecord, batch_free_group
 from dlperf.records.store import write_json_atomic, write_text_atomic
@@ -81,7 +82,7 @@ def case_fields(case: CaseSummary) -> dict[str, Any]:
             "samples_per_joule": _r(case.samples_per_joule(), 4),
             "noisy_repeats": [r.repeat for r in case.records if r.noisy],
             "outlier_repeats": case.outlier_repeats(),
-            "repeats_stop": case.repeats_stop(),
+            "repeats_stop": dump(case.repeats_stop()),
             "flags": [flag.label for flag in case.flags()],
             "flag_notes": [flag.note for flag in case.flags()],
         }
@@ -257,7 +258,7 @@ def case_notes(case: CaseSummary) -> list[str]:
     notes = [f"- {name} [{flag.label}]: {md(flag.note)}" for flag in case.flags()]
     stop = case.repeats_stop()
     if stop:
-        notes.append(f"- {name}: repeats {'stopped' if stop.get('stop') else 'not finished'}: {md(stop['reason'])}")
+        notes.append(f"- {name}: repeats {'stopped' if stop.stop else 'not finished'}: {md(stop.reason)}")
     if case.speedup_note:
         notes.append(f"- {name}: speedup left empty: {md(case.speedup_note)}.")
     notes += [f"- {name}: WARNING, nodes differ: {md(line)}" for line in case.node_differences()]

@@ -82,8 +82,8 @@ def series_of(record: RecordLike) -> tuple[SeriesKey, int]:
     record = as_record(record)
     who = {record.engine, _label(record)}  # an external run's group names its command by its label
     tokens = [t for t in group_with_work(record).split("_") if not BATCH_TOKEN.match(t) and t not in who]
-    if record.table == "layouts" and isinstance(record.parallel, dict):
-        tp, pp = record.parallel.get("tp", 1), record.parallel.get("pp", 1)
+    if record.table == "layouts" and record.parallel is not None:
+        tp, pp = record.parallel.tp, record.parallel.pp  # a layout names both
         kept = [t for t in tokens if t not in LAYOUT_PREFIXES and not LAYOUT_NUMBERS.match(t)]
         tokens = [f"tp{tp}", f"pp{pp}", *kept]
     variant = "_".join(tokens) or str(record.precision)
@@ -93,7 +93,7 @@ def series_of(record: RecordLike) -> tuple[SeriesKey, int]:
 def pooled_group(record: RunRecord) -> str:
     """The group a record is summarised under in a comparison: its group with its work, or for a GPT layouts case
     its series and per-replica batch (one table across data-parallel sizes, so its speedup is against its 1n1g)."""
-    if record.table == "layouts" and isinstance(record.parallel, dict):
+    if record.table == "layouts" and record.parallel is not None:
         key, batch = series_of(record)
         return f"b{batch}_{key.variant}"
     return group_with_work(record)

@@ -81,11 +81,11 @@ def _number(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _params(prefix: str, values: dict[str, Any] | None) -> dict[str, str]:
-    """A mapping's scalar values as parameters `prefix.key`."""
+def _params(prefix: str, values: Any) -> dict[str, str]:
+    """A mapping's (or a record part's) scalar values as parameters `prefix.key`."""
     return {
         f"{prefix}.{k}": str(v)[:PARAM_TEXT]
-        for k, v in (values or {}).items()
+        for k, v in (values if isinstance(values, dict) else vars(values) if values else {}).items()
         if isinstance(v, (str, int, float, bool)) and k != "topology"
     }
 
@@ -110,7 +110,7 @@ def _run_params(record: RunRecord) -> dict[str, str]:
 def _run_metrics(record: RunRecord, loss: ScalingLoss | None) -> dict[str, float]:
     metrics = {k: v for k in RUN_METRICS if (v := _number(getattr(record, k, None))) is not None}
     metrics |= _numbers("latency_ms", record.latency_ms) | _numbers("peak_memory_mib", record.peak_memory_mib)
-    metrics |= _numbers("energy", {"joules_per_sample": (record.energy or {}).get("joules_per_sample")})
+    metrics |= _numbers("energy", {"joules_per_sample": record.energy.joules_per_sample if record.energy else None})
     if loss is not None and record.status == "ok":
         metrics |= _loss_metrics("case_scaling_loss", loss)
     return metrics

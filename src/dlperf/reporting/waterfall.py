@@ -122,7 +122,7 @@ def _phase(records: list[RunRecord], keys: tuple[str, ...]) -> float | None:
 
 def _inside(value: Any, keys: tuple[str, ...]) -> Any:
     for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
+        value = getattr(value, key, None)
     return value
 
 
@@ -174,7 +174,7 @@ def ablation_contradicts(ratio: float) -> str:
 def ablation_ratio(case: CaseSummary) -> float | None:
     """The median over the case's repeats of its ablation's step time without gradient synchronisation over the
     paired synchronised windows' (`--ablate sync`), where measured."""
-    return median_of((r.ablation or {}).get("ratio") for r in case.records)
+    return median_of(r.ablation.ratio for r in case.records if r.ablation)
 
 
 def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: float | None = None) -> ScalingLoss:

@@ -1,8 +1,9 @@
-"""What a rank-0 worker hands back: the measurement and every rank's facts, as a typed value with a JSON form."""
+"""What a rank-0 worker hands back: the measurement and every rank's facts, as a typed value (it crosses to the
+parent through the records' codec, `records/codec.py`, like every message)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.harness.loop import Measurement
@@ -46,24 +47,3 @@ class RunMeasurement:
         """The peak a device had to hold is the largest of any rank's."""
         keys = sorted({k for r in self.ranks for k in r.peak_memory_mib})
         return {k: round(max(r.peak_memory_mib.get(k, 0.0) for r in self.ranks), 1) for k in keys}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "measurement": asdict(self.measurement) if self.measurement else None,
-            "ranks": [asdict(r) for r in self.ranks],
-            "device_type": self.device_type,
-            "flops_per_iteration": self.flops_per_iteration,
-            "flops_note": self.flops_note,
-            "output": self.output,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunMeasurement:
-        return cls(
-            measurement=Measurement(**data["measurement"]) if data.get("measurement") else None,
-            ranks=[RankFacts(**r) for r in data["ranks"]],
-            device_type=data["device_type"],
-            flops_per_iteration=data.get("flops_per_iteration"),
-            flops_note=data.get("flops_note"),
-            output=data.get("output"),
-        )

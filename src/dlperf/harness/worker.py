@@ -11,6 +11,7 @@ from dlperf.harness.loop import Measurement, WarmupCallback, WindowCallback, Win
 from dlperf.harness.probes import EnergyProbe, LoadProbe
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.machine.gpus import visible_gpu_ids
+from dlperf.records.codec import dump
 from dlperf.records.runlog import RunLogWriter
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, decode_spec, get_workload
@@ -57,7 +58,8 @@ def count_flops(step: TrainStep) -> tuple[int | None, str | None]:
 
 
 def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
-    """Run one benchmark on this rank; rank 0 returns the measurement (RunMeasurement.to_dict()), others None.
+    """Run one benchmark on this rank; rank 0 returns the measurement (a RunMeasurement as the codec's plain
+    values), others None.
 
     Each node's local rank 0 meters the node (machine load, energy) over the timed window; every rank times its
     own work per step, gathered with the other facts once at the end.
@@ -81,9 +83,7 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
         engine.shutdown()
     if rank.rank != 0:
         return None
-    return RunMeasurement(
-        work.measurement, ranks, engine.device_type, work.flops, work.flops_note, work.output
-    ).to_dict()
+    return dump(RunMeasurement(work.measurement, ranks, engine.device_type, work.flops, work.flops_note, work.output))
 
 
 def _node_probes(rank: RankEnv, engine: Engine) -> tuple[LoadProbe | None, EnergyProbe | None]:

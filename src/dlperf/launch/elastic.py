@@ -20,6 +20,7 @@ from dlperf.engines.base import node_name
 from dlperf.harness.results import RunMeasurement
 from dlperf.harness.worker import run_rank
 from dlperf.launch.messages import AgentSpec, NodeResult
+from dlperf.records.codec import decode
 
 RANKS_DIR_ENV = "DLPERF_RANKS_DIR"
 
@@ -106,4 +107,4 @@ def launch(spec: AgentSpec) -> NodeResult:
         name = signal.Signals(error.sigval).name
         return NodeResult.failed(f"{node_name()} stopped by {name}", host=node_name(), stopped=True)
     rank0 = outputs.get(0) if isinstance(outputs, dict) else None
-    return NodeResult(host=node_name(), measured=RunMeasurement.from_dict(rank0) if rank0 else None)
+    return NodeResult(host=node_name(), measured=decode(RunMeasurement, rank0, strict=False) if rank0 else None)

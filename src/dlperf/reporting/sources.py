@@ -316,7 +316,11 @@ class EnvRow:
 
     @property
     def differs(self) -> bool:
-        return len({v for v in self.values.values() if v is not None}) > 1
+        return len(self.known) > 1
+
+    @property
+    def known(self) -> set[str]:
+        return {v for v in self.values.values() if v is not None}
 
 
 def environment_rows(sources: list[Source]) -> list[EnvRow]:
@@ -328,14 +332,20 @@ def environment_rows(sources: list[Source]) -> list[EnvRow]:
         EnvRow("engine / format", {s.label: s.kind() for s in sources}),
         EnvRow("framework", {s.label: s.frameworks() for s in sources}),
     ]
+    rows += _fact_rows(envs)
+    return [row for row in rows if row.known]
+
+
+def _fact_rows(envs: dict[str, dict[str, Any] | None]) -> list[EnvRow]:
+    """A row per machine fact of the first source that has an environment."""
     facts = next((list(e) for e in envs.values() if e), [])
-    for fact in facts:
-        values = {}
-        for label, env in envs.items():
-            value = env.get(fact) if env else None
-            values[label] = None if value in (None, "") else str(value)
-        rows.append(EnvRow(fact, values))
-    return [row for row in rows if any(v is not None for v in row.values.values())]
+    return [EnvRow(fact, {label: _fact(env, fact) for label, env in envs.items()}) for fact in facts]
+
+
+def _fact(env: dict[str, Any] | None, fact: str) -> str | None:
+    """One source's value of a machine fact as text; unknown or empty is None."""
+    value = env.get(fact) if env else None
+    return None if value in (None, "") else str(value)
 
 
 @dataclass

@@ -5,10 +5,11 @@ achieved efficiency fitted to published runs of the same software stack; every f
 The default efficiencies are fitted (benchmarks/predict_llama_fit.py), one point per stack, precision and device
 class, to the 6 published runs in `llama_published.json` marked `fit`: torchtitan's 8-GPU FSDP rows (eager,
 compiled, compiled float8) on its reference H100s (96 GB HBM2e at 500 W), the H200 4-node row (the scale of
-full-power Hopper), the A100 8B row (the A100's scale) and NeMo's 8-GPU Llama 2 7B row (Megatron's float8 figure; its bf16 one keeps
-torchtitan-compile's bf16-to-fp8 ratio, as eager torchtitan's float8 does). The other 45 published points, 14 of
-them at 576 to 2,304 GPUs, are held out and checked (tests/unit/test_predict_llama.py, docs/scaling.md). They are fractions
-of the dense datasheet peak on the records' FLOPs (recomputation and communication modelled apart).
+full-power Hopper), the A100 8B row (the A100's scale) and NeMo's 8-GPU Llama 2 7B row (Megatron's float8 figure;
+its bf16 one keeps torchtitan-compile's bf16-to-fp8 ratio, as eager torchtitan's float8 does). The other 49
+published points, 18 of them at 576 to 2,304 GPUs, are held out and checked (tests/unit/test_predict_llama.py,
+docs/scaling.md). They are fractions of the dense datasheet peak on the records' FLOPs (recomputation and
+communication modelled apart).
 """
 
 from __future__ import annotations

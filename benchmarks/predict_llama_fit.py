@@ -17,7 +17,7 @@ FITS = (
     ("tt-h100-t1-float8", ("torchtitan-compile", 1)),
     ("trainy-h200-32", ("hopper", "scale")),
     ("tt-a100-8b", ("A100", "scale")),
-    ("nemo-llama2-7b", ("megatron", None)),
+    ("nemo-llama2-7b", ("megatron", 1)),
 )
 
 
@@ -27,10 +27,10 @@ def _set(target: tuple, value: float) -> None:
         calibration.DEVICE_SCALE[name] = value
         return
     eff = list(calibration.STACK_EFFICIENCY[name])
-    if which is None:  # one efficiency for both peaks (no bf16-only Megatron point to split them)
-        eff = [value, value]
-    else:
-        eff[which] = value
+    eff[which] = value
+    if name == "megatron":  # no bf16-only Megatron point: its bf16 figure keeps compile's bf16-to-fp8 ratio
+        compiled = calibration.STACK_EFFICIENCY["torchtitan-compile"]
+        eff[0] = value * compiled[0] / compiled[1]
     calibration.STACK_EFFICIENCY[name] = tuple(eff)
     if name == "torchtitan-compile" and which == 1:  # eager float8 keeps compile's fp8-to-bf16 ratio
         base = calibration.STACK_EFFICIENCY["torchtitan"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.predict.accelerators import Accelerator, accelerator
-from dlperf.predict.calibration import Measured, device_model, links
+from dlperf.predict.calibration import CP_KV_HEADS_STACKS, Measured, device_model, links
 from dlperf.predict.llama import Device, LlamaPrediction, ModelShape, Network, Training, predict_llama
 from dlperf.spec import RunSpec
 from dlperf.workloads import get_workload, spec_from_mapping
@@ -73,6 +73,7 @@ def setting_for(
     o = dict(overrides or {})
     acc = accelerator(acc_name)
     acc = replace(acc, **{k: o[k] for k in ("memory_gib", "memory_tbs") if o.get(k) is not None})
+    training = replace(training, cp_kv_heads=stack in CP_KV_HEADS_STACKS)
     device = device_model(acc, precision, stack, measured or Measured(), training.float8)
     intra, inter, sources = links(acc, o.get("intra_node_gbs"), o.get("inter_node_gbit"), o.get("intra_latency_us"),
                                   o.get("inter_latency_us"), o.get("intra_fit"), o.get("inter_fit"))  # fmt: skip

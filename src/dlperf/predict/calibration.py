@@ -5,9 +5,11 @@ achieved efficiency fitted to published runs of the same software stack; every f
 The default efficiencies are fitted (benchmarks/predict_llama_fit.py), one point per stack, precision and device
 class, to the 6 published runs in `llama_published.json` marked `fit`: torchtitan's 8-GPU FSDP rows (eager,
 compiled, compiled float8) on its reference H100s (96 GB HBM2e at 500 W), the H200 4-node row (the scale of
-full-power Hopper), the A100 8B row (the A100's scale) and NeMo's 8-GPU Llama 2 7B row (Megatron). The other 31
-published points are held out and checked (tests/unit/test_predict_llama.py, docs/scaling.md). They are fractions
-of the dense datasheet peak on the records' FLOPs (recomputation and communication modelled apart).
+full-power Hopper), the A100 8B row (the A100's scale) and NeMo's 8-GPU Llama 2 7B row (Megatron's float8 figure;
+its bf16 one keeps torchtitan-compile's bf16-to-fp8 ratio, as eager torchtitan's float8 does). The other 49
+published points, 18 of them at 576 to 2,304 GPUs, are held out and checked (tests/unit/test_predict_llama.py,
+docs/scaling.md). They are fractions of the dense datasheet peak on the records' FLOPs (recomputation and
+communication modelled apart).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dlperf.predict.model import Link
 STACK_EFFICIENCY: dict[str, tuple[float, float]] = {
     "torchtitan": (0.38, 0.2684),  # eager float8 keeps compile's fp8-to-bf16 ratio (no eager float8 point)
     "torchtitan-compile": (0.44, 0.3108),
-    "megatron": (0.3588, 0.3588),  # one figure for both peaks: no bf16-only Megatron point to split them
+    "megatron": (0.4675, 0.3302),  # no bf16-only Megatron point: bf16 keeps compile's bf16-to-fp8 ratio
 }
 # device -> scale on the stack's efficiencies: full-power Hopper from the H200 point, A100 from its 8B point; the
 # other devices take full-power Hopper's, unchecked (the output says so)
@@ -35,6 +37,7 @@ DEVICE_SCALE: dict[str, float] = {"hopper": 1.2786, "A100": 1.6365}
 DEVICE_CLASS = {"A100 SXM 40GB": "A100", "A100 SXM 80GB": "A100", "A100 PCIe 80GB": "A100"}
 CHECKED_DEVICES = ("H100 SXM 96GB 500W", "H100 SXM", "H200 SXM", "A100 SXM 80GB")
 STACKS = tuple(STACK_EFFICIENCY)
+CP_KV_HEADS_STACKS = ("megatron",)  # Transformer Engine's CP ring passes keys and values at their own (GQA) heads
 LINK_EFFICIENCY = 0.8  # achieved share of a datasheet link rate (assumed, not fitted): commbench fits replace it
 INTRA_LATENCY_US = 5.0  # per ring step inside a node (assumed)
 INTER_LATENCY_US = 10.0  # per ring step between nodes (assumed)

@@ -27,8 +27,9 @@ there, as Megatron does; earlier ones accumulate unsharded) and HSDP then all-re
 replicas. They overlap compute (prefetch), so what is exposed is the first layer's gather, the last layer's
 reduction and whatever the communication exceeds the forward or backward compute by. Under PP the stage gathers
 once and reduces once per step (torchtitan keeps parameters unsharded between micro-batches), the reduction behind
-the last micro-batch's backward. CP: ring attention passes the key/value chunk (expanded to the query heads) cp-1
-times per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention.
+the last micro-batch's backward. CP: ring attention passes the key/value chunk (repeated to the query heads, as
+dlperf and torchtitan give it to attention; at the key/value heads under Megatron's Transformer Engine) cp-1 times
+per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention.
 PP: each micro-batch sends activations forward and gradients back at each of the rank's stage boundaries, not
 hidden. The bubble, in micro-batch slots of the slowest stage: (pp-1)/m of the step's work for gpipe and 1f1b,
 (pp-1)/(v·m) interleaved over v stages per rank, a third of that for the zero-bubble schedules (ZB-H1's bubble,
@@ -127,6 +128,8 @@ class Training:
     overlap: bool = True  # False: communication hides behind nothing (gloo on CPUs runs it on the computing cores)
     loss_parallel: bool = False  # torchtitan's: the loss on the vocabulary shards; dlperf gathers the logits
     fused_optimizer: bool = True  # AdamW's fused kernel (dlperf on CUDA, torchtitan); unfused (CPU) makes temporaries
+    cp_kv_heads: bool = False  # the CP ring passes keys and values at their own (GQA) heads (Megatron's Transformer
+    # Engine); dlperf and torchtitan repeat them to the query heads before attention, and the ring passes those
 
     @property
     def act_bytes(self) -> int:
@@ -309,7 +312,8 @@ def _cp_s(
     cp, tp = layout.cp, layout.tp
     if cp <= 1:
         return 0.0
-    chunk = 2 * tokens * shape.hidden / tp * training.act_bytes  # keys and values, expanded to the query heads
+    width = shape.kv_width if training.cp_kv_heads else shape.hidden  # keys' and values' heads as passed
+    chunk = 2 * tokens * width / tp * training.act_bytes
     round_attention = attention / layers / cp / device.rate  # one local chunk and cp-1 passed ones
     forward_rounds = 2 if training.checkpointing == "full" else 1
     hides = 1.0 if training.overlap else 0.0

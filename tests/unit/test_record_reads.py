@@ -22,11 +22,10 @@ from dlperf.records.schema import KINDS, declared_keys
 SRC = Path(__file__).resolve().parents[2] / "src" / "dlperf"
 SKIPPED = ("records/", "framework_logs/")  # the declaration and loader, and the readers of other frameworks' logs
 FIELDS = frozenset().union(*(declared_keys(kind) for kind in KINDS))
-MOST = 14  # the bound on what is left: 59 under #30, 13 once the parts were typed and the messages decoded (#40)
+MOST = 13  # the bound on what is left: 59 under #30, 13 once the parts were typed and the messages decoded (#40)
 
 FIGURES = "published.json's figures (dlperf.references/1): their own keys"
 RUN_KEYS = "a run's keys (flags, YAML, RunSpec.to_dict)"
-CODEC = "a hand JSON codec (harness/results.py: a rank's measurement as the elastic launcher returns it)"
 FLAG = "a flag declaration's --help group (its metadata)"
 PEAKS = "the measured peaks file's own schema key"
 # Mappings that are no record but share a field's name: module -> (what the mapping is, the keys it reads).
@@ -39,7 +38,6 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
     "orchestration/sweep_state.py": ("sweep_options.json", "config"),
     "external/template.py": ("a --command template's placeholders", "batch_size precision repeat"),
     "engines/torch/peak.py": (PEAKS, "schema"),
-    "harness/results.py": (CODEC, "device_type flops_per_iteration ranks"),
     "instrument/startup/sitecustomize.py": ("a hooked training call's keyword arguments", "batch_size world_size"),
     "launch/agent.py": (RUN_KEYS, "engine"),
     "machine/env_diff.py": ("an environment's `nodes` (dlperf env)", "nodes"),

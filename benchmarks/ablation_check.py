@@ -12,6 +12,12 @@ runs' step TS (the mean of the two), the independent ablation's communication sh
 (T2 - TA) / (T2 - T1) with TA = T2 x the same 1n2g run's ablation ratio (its unsynchronised windows' step over
 the synchronised windows alternating with them). Prints each round's step times and shares,
 the machine's other load during each run, and the medians over rounds.
+
+Each round also runs, beside the 1n2g run (before it in odd rounds, after it in even ones), a minimal standalone
+DDP loop with the same model and shapes (`torch.nn.parallel.DistributedDataParallel` around torchvision's
+ResNet-50, SGD, one synthetic batch; 2 gloo ranks, each one thread on a core of its own) timing windows of the
+same length under no_sync() and synchronised, pairs in both orders: its ratio says whether dlperf's ablation
+measures what plain DDP shows on the machine at that time, its load average beside it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import os
 import statistics
 import subprocess
 import sys
+import time
+from contextlib import nullcontext
 from pathlib import Path
 
 QUICK = [
@@ -37,13 +45,78 @@ def dlperf(args: list[str], core: int | None = None) -> subprocess.Popen:
     return subprocess.Popen(command, stdout=subprocess.DEVNULL)
 
 
+STANDALONE = {"batch": 16, "image_size": 32, "num_classes": 100, "warmup": 3, "window": 5, "pairs": 4}
+
+
+def standalone_rank(rank: int, port: int, result: Path) -> None:
+    """One rank of the standalone DDP loop: pinned to its own core, one thread, windows under no_sync() and
+    synchronised between barriers, pairs in both orders; rank 0 writes both step times (ms) to `result`."""
+    import torch
+    import torch.distributed as dist
+    from torchvision.models import resnet50
+
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[rank % len(cores)]})
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    c = STANDALONE
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(resnet50(num_classes=c["num_classes"]))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    images = torch.randn(c["batch"], 3, c["image_size"], c["image_size"])
+    labels = torch.randint(0, c["num_classes"], (c["batch"],))
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(images), labels).backward()
+        optimizer.step()
+
+    def window() -> float:
+        step()  # untimed: the first step after a change of mode
+        dist.barrier()
+        started = time.perf_counter()
+        for _ in range(c["window"]):
+            step()
+        dist.barrier()
+        return (time.perf_counter() - started) * 1000 / c["window"]
+
+    for _ in range(c["warmup"]):
+        step()
+    times: dict[str, list[float]] = {"unsynced": [], "synced": []}
+    load_start = os.getloadavg()[0]
+    for pair in range(c["pairs"]):
+        for unsynced in (pair % 2 == 0, pair % 2 == 1):
+            with model.no_sync() if unsynced else nullcontext():
+                times["unsynced" if unsynced else "synced"].append(window())
+    if rank == 0:
+        result.write_text(json.dumps({**times, "load_avg": [load_start, os.getloadavg()[0]]}))
+    dist.destroy_process_group()
+
+
+def standalone(result: Path) -> None:
+    """The standalone DDP loop on 2 ranks (torch.multiprocessing), its figures in `result`."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result.parent.mkdir(parents=True, exist_ok=True)
+    mp.spawn(standalone_rank, args=(port, result), nprocs=2)
+
+
 def run_round(out: Path, r: int) -> None:
-    for args in (
-        ["--out", str(out / "main")],
-        ["--devices-per-node", "2", "--ablate", "sync", "--out", str(out / "main")],
-    ):
-        if dlperf([*args, "--repeat", str(r)]).wait():
-            raise SystemExit(f"a run failed: {args}")
+    if dlperf(["--out", str(out / "main"), "--repeat", str(r)]).wait():
+        raise SystemExit("the 1n1g run failed")
+    two = ["--devices-per-node", "2", "--ablate", "sync", "--out", str(out / "main"), "--repeat", str(r)]
+    loop = [sys.executable, __file__, "--standalone", str(out / "standalone" / f"round_{r}.json")]
+    for command in [loop, None] if r % 2 else [None, loop]:
+        if command and subprocess.run(command, stdout=subprocess.DEVNULL).returncode:
+            raise SystemExit("the standalone DDP loop failed")
+        if command is None and dlperf(two).wait():
+            raise SystemExit(f"a run failed: {two}")
     cores = sorted(os.sched_getaffinity(0))[:2]  # each on its own core: a one-device run keeps to the first it may use
     side = [
         dlperf(["--repeat", str(r), "--out", str(out / name)], core) for name, core in zip(("side_a", "side_b"), cores)
@@ -62,6 +135,27 @@ def step_ms(record: dict) -> float:
 
 def other_cores(record: dict) -> float:
     return max((node.get("other_cores") or 0.0 for node in record.get("machine_load") or []), default=float("nan"))
+
+
+def standalone_rows(out: Path) -> None:
+    """Each round's ratios side by side: dlperf's ablation (unsynchronised over synchronised step) and the
+    standalone loop's, with the load average during the loop."""
+    print("round   dlperf ratio (pairs)            standalone ratio (pairs)        load avg")
+    for path in sorted((out / "standalone").glob("round_*.json")):
+        r = int(path.stem.split("_")[1])
+        loop = load(path)
+        two = sorted((out / "main" / "resnet50" / "1n2g").glob(f"*_{r}.json"))
+        ours = load(two[0])["ablation"] if two else {}
+        pairs = [
+            round(1 / u * s, 2)
+            for u, s in zip(ours.get("window_throughputs", []), ours.get("synced_window_throughputs", []))
+        ]
+        theirs = [round(u / s, 2) for u, s in zip(loop["unsynced"], loop["synced"])]
+        ratio = statistics.fmean(loop["unsynced"]) / statistics.fmean(loop["synced"])
+        print(
+            f"{r:<7} {ours.get('ratio', float('nan')):5.2f} {str(pairs):<25} {ratio:5.2f} {str(theirs):<25}"
+            f" {loop['load_avg'][0]:.1f}-{loop['load_avg'][1]:.1f}"
+        )
 
 
 def report(out: Path) -> None:
@@ -83,6 +177,7 @@ def report(out: Path) -> None:
         print(
             f"median shares: waterfall {ours:.0%}, independent {theirs:.0%}, difference {abs(ours - theirs):.0%} points"
         )
+    standalone_rows(out)
 
 
 def main() -> None:
@@ -90,7 +185,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("ablation-check"))
     parser.add_argument("--read", type=Path, help="print the figures of an earlier --out without running")
+    parser.add_argument("--standalone", type=Path, help=argparse.SUPPRESS)  # one standalone DDP loop, to this file
     args = parser.parse_args()
+    if args.standalone:
+        standalone(args.standalone)
+        return
     if args.read:
         report(args.read)
         return

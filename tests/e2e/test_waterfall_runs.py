@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,19 @@ def test_ablate_sync_times_the_same_ranks_without_gradient_sync(tmp_path):
     assert ablation["step_ms"] == pytest.approx(record["global_batch_size"] / ablation["throughput"] * 1000)
     assert ablation["ratio"] == pytest.approx(ablation["step_ms"] / ablation["synced_step_ms"])
     assert record["config"]["ablate"] == "sync" and record["group"] == "b2_fp32"
+
+
+def test_unsynchronised_steps_all_reduce_nothing():
+    """Under the loop's `--ablate sync` windows, 2 gloo ranks of dlperf's ResNet-50 step: a DDP comm hook counts
+    the gradient buckets each step all-reduces; no step inside no_sync() reduces any, every step outside does."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    helper = Path(__file__).parent.parent / "helpers" / "ablation_allreduces.py"
+    done = subprocess.run([sys.executable, str(helper), str(port)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(steps) == 2 * (4 + 2)  # 4 steps of each mode in windows of 2, an untimed step before each window
+    assert sorted({buckets for inside, buckets in steps if inside}) == [0]
+    assert all(buckets > 0 for inside, buckets in steps if not inside)
+    assert [inside for inside, _ in steps[::3]] == [True, False, False, True]  # pairs in both orders

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -107,19 +108,18 @@ def _window(step: TrainStep, engine: Engine, steps: int, global_batch: int) -> f
 def _ablation_windows(
     step: TrainStep, engine: Engine, iters: int, print_every: int, global_batch: int
 ) -> tuple[list[float], list[float]]:
-    """`iters` steps without gradient synchronisation and `iters` with it, in alternating windows of
-    `print_every`: a load that drifts meanwhile slows both alike, so their ratio holds where two runs at two times
-    would not. Returns the unsynchronised windows' and the paired synchronised windows' samples/s."""
+    """`iters` steps without gradient synchronisation and `iters` with it, in pairs of windows of `print_every`,
+    the unsynchronised window first in every other pair: a load that drifts meanwhile slows both alike, and
+    neither mode always follows the other, so their ratio holds where two runs at two times would not. Returns
+    the unsynchronised windows' and the paired synchronised windows' samples/s, pair by pair."""
     assert step.no_sync is not None
     unsynced: list[float] = []
     synced: list[float] = []
-    done = 0
-    while done < iters:
+    for pair, done in enumerate(range(0, iters, print_every)):
         steps = min(print_every, iters - done)
-        with step.no_sync():
-            unsynced.append(_window(step, engine, steps, global_batch))
-        synced.append(_window(step, engine, steps, global_batch))
-        done += steps
+        for unsynchronised in (pair % 2 == 0, pair % 2 == 1):
+            with step.no_sync() if unsynchronised else nullcontext():
+                (unsynced if unsynchronised else synced).append(_window(step, engine, steps, global_batch))
     return unsynced, synced
 
 

@@ -12,6 +12,13 @@ from dlperf.maxbatch.search import MaxBatchResult, Probe
 from dlperf.orchestration import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
 from dlperf.reporting import markdown as markdown_table
 from dlperf.wording import count
+from dlperf.workloads import all_workloads
+
+
+def _batch_flags() -> str:
+    """Each workload's batch flag as its declaration names it (`Workload.batch_key`)."""
+    keys = [(w.name, w.batch_key) for w in all_workloads() if w.batch_key]
+    return ", ".join(f"--{key.replace('_', '-')} for {name}" for name, key in keys)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -23,7 +30,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "bisect to within --step), each probe a fresh `dlperf run` process; print every probe's throughput and "
         "peak memory, the largest batch that fits and the fastest one, and write a dlperf.maxbatch/1 record to "
         "OUT/<model>/<N>n<G>g/ for the report's bsz=max column. The batch is the model's batch per device: "
-        "--batch-size for resnet50, --micro-batch-size for gpt and llama.",
+        f"{_batch_flags()}.",
     )
     add_run_options(parser)
     add_declared(parser, SearchOptions)

@@ -19,11 +19,27 @@ from dlperf.spec import RunSpec
 KILL_GRACE_S = 10.0
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on now, for the c10d rendezvous store."""
+def free_port(host: str = "127.0.0.1", count: int = 1) -> int:
+    """A TCP port nobody listens on now, with the `count - 1` ports above it free too: the c10d rendezvous store
+    takes the port, a JAX run's jax.distributed coordinator the next one (engines/jax/engine.py). A port the
+    kernel hands out is often next to one in use by another connection: a taken coordinator port made
+    jax.distributed crash the rank with SIGSEGV (seen under the test suite's parallel runs)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port + count <= 65536 and all(_bindable(host, port + k) for k in range(1, count)):
+            return port
+    raise OSError(f"no {count} consecutive free TCP ports found on {host}")
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def stop_process_group(proc: subprocess.Popen) -> None:
@@ -113,7 +129,7 @@ class LocalLauncher(Launcher):
             )
 
     def _spec(self, job: RunJob, workdir: Path) -> AgentSpec:
-        port = self.options.master_port or free_port()
+        port = self.options.master_port or free_port(count=2)  # and port + 1: JAX's coordinator
         return job.agent_spec(self.options).with_launch(
             rdzv_endpoint=f"127.0.0.1:{port}", log_dir=str(workdir / "elastic")
         )

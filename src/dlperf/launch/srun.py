@@ -78,7 +78,9 @@ class SrunLauncher(Launcher):
         shared = self._shared_dir(job.paths)
         shared.mkdir(parents=True, exist_ok=True)
         nodes = job.spec.nodes
-        write_text_atomic(shared / "spec.json", self._spec(job, self.options.master_port or free_port()).to_json())
+        write_text_atomic(
+            shared / "spec.json", self._spec(job, self.options.master_port or free_port(count=2)).to_json()
+        )
         proc = subprocess.Popen(self.srun_command(nodes, job.paths), start_new_session=True, stdin=subprocess.DEVNULL)
         try:
             proc.wait(timeout=job.spec.timeout)

@@ -8,8 +8,10 @@ over the axes as in PyTorch's mesh: the innermost axis (TP) groups neighbouring 
 
 from __future__ import annotations
 
+import errno
 import math
 import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,10 +40,31 @@ def initialize(coordinator: str | None, world_size: int, rank: int, local_rank: 
     if not coordinator:
         raise ConfigError(f"a {world_size}-process JAX run needs a coordinator address (host:port)")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if rank == 0:
+        check_coordinator_port(coordinator)
     local_ids = None if device == "cpu" else [local_rank]
     jax.distributed.initialize(coordinator, num_processes=world_size, process_id=rank, local_device_ids=local_ids)
     if device == "cpu" and os.environ.get("GLOO_SOCKET_IFNAME"):
         gloo_on_interface(os.environ["GLOO_SOCKET_IFNAME"])
+
+
+def check_coordinator_port(coordinator: str) -> None:
+    """Rank 0 serves jax.distributed's coordinator on every interface; where its port is taken, JAX's gRPC server
+    fails to add it and the process dies with SIGSEGV (jax 0.10.2) rather than raising: say so in one line."""
+    port = int(coordinator.rsplit(":", 1)[1])
+    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((address, port))
+            return
+        except OSError as error:
+            if family == socket.AF_INET6 and error.errno == errno.EAFNOSUPPORT:
+                continue  # no IPv6 on this host: check IPv4's wildcard instead
+            raise ConfigError(
+                f"jax.distributed's coordinator port {port} (the rendezvous port + 1) is in use on this host: "
+                f"pass --master-port with a free port P and P + 1 ({error.strerror})"
+            ) from None
 
 
 def gloo_on_interface(interface: str) -> None:

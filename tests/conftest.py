@@ -72,6 +72,8 @@ LONGEST_FIRST = (
     "test_run_faults.py",  # 63 s
     "test_instrument.py",  # 28 s, and the trainers' tests where CI has their interpreter
     "test_frameworks.py",  # 56 s
+    "test_add_workload.py",  # 55 s at load 1 (both engines, a real maxbatch)
+    "test_waterfall_runs.py",  # 39 s at load 1
     "test_gpt_layouts.py",  # 53 s
     "test_trackers.py",  # 19 s at load 5, 61 s at load 12 (an mlflow server's start-up: 12 s and 31 s of it)
 )

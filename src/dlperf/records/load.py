@@ -16,7 +16,7 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.records.codec import decode
 from dlperf.records.lock import writer_of
-from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_fields, record_kind
+from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_values, record_kind
 from dlperf.records.validate import check_file
 from dlperf.records.walk import find_named
 
@@ -34,15 +34,10 @@ def as_record(data: RecordLike, path: str | Path | None = None) -> Record:
         return data
     kind = record_kind(data)
     loaded: dict[str, Any] = {"origin": Origin(None if path is None else str(path), MappingProxyType(dict(data)))}
-    shared = getattr(kind, "SHARES", None)
-    own = _declared_values(kind, data)
+    (_, own), *shared = declared_values(kind, data)
     if shared:  # the run fields a kind shares, but those it declares itself (a commbench record's `warmup`)
-        loaded["run"] = decode(shared, {k: v for k, v in _declared_values(shared, data).items() if k not in own})
+        loaded["run"] = decode(*shared[0])
     return dataclasses.replace(decode(kind, own), **loaded)
-
-
-def _declared_values(kind: type, data: Mapping[str, Any]) -> dict[str, Any]:
-    return {f.name: data[f.name] for f in declared_fields(kind) if f.name in data}
 
 
 def as_json(record: RecordLike) -> dict[str, Any]:

@@ -461,6 +461,20 @@ def declared_fields(kind: type) -> tuple[dataclasses.Field, ...]:
     return tuple(f for f in dataclasses.fields(kind) if not f.metadata.get("loaded"))
 
 
+def declared_values(kind: type, record: Mapping[str, Any]) -> list[tuple[type, dict[str, Any]]]:
+    """A record's values split by the dataclass that decodes them: those its kind declares, then (for a kind that
+    shares the run fields, `SHARES`) the shared ones it does not declare itself (a commbench record's `warmup` is
+    its own). Validation checks and loading decodes these same groups."""
+    own = {f.name: record[f.name] for f in declared_fields(kind) if f.name in record}
+    shared = getattr(kind, "SHARES", None)
+    if not shared:
+        return [(kind, own)]
+    return [
+        (kind, own),
+        (shared, {f.name: record[f.name] for f in declared_fields(shared) if f.name in record and f.name not in own}),
+    ]
+
+
 def declared_keys(kind: type) -> set[str]:
     """The fields a record of this kind may carry: its own, and those of the kind it shares fields with."""
     shared = getattr(kind, "SHARES", None)

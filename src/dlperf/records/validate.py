@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.records.codec import DecodeError, decode, short
-from dlperf.records.schema import READABLE, THROUGHPUT_RANGE, RunRecord, declared_fields, record_kind, upgrade
+from dlperf.records.schema import (
+    READABLE,
+    THROUGHPUT_RANGE,
+    RunRecord,
+    declared_fields,
+    declared_values,
+    record_kind,
+    upgrade,
+)
 
 CASE_FOLDER = re.compile(r"\d+n\d+g")
 MAX_DEPTH = 64  # no record dlperf writes nests deeper than ~6; deeper input is hostile or broken
@@ -75,11 +83,7 @@ def _shared_fields(kind: type, record: dict[str, Any]) -> list[dataclasses.Field
 def _type_problem(kind: type, record: dict[str, Any]) -> str | None:
     """Why a record's values are not of their declared types, at every depth (the codec): its kind's own fields,
     then those it shares; None when they are."""
-    own = {spec.name for spec in declared_fields(kind)}
-    checks = [(kind, {k: v for k, v in record.items() if k in own})]
-    if shared := getattr(kind, "SHARES", None):
-        checks.append((shared, {spec.name: record[spec.name] for spec in _shared_fields(kind, record)}))
-    for checked, values in checks:
+    for checked, values in declared_values(kind, record):
         try:
             decode(checked, values)
         except DecodeError as error:

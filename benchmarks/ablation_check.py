@@ -3,11 +3,13 @@
     python benchmarks/ablation_check.py --rounds 3            # runs, then prints every figure
     python benchmarks/ablation_check.py --read OUT            # prints the figures of an earlier OUT
 
-Each round runs, one after another: the quick case's 1n1g alone; its 1n2g with `--ablate sync` (the same two ranks
-then time their steps without gradient synchronisation); and two independent 1n1g runs side by side (started
+Each round runs, one after another (which goes first turns with the round): the quick case's 1n1g alone; its 1n2g
+with `--ablate sync` (the same two ranks then time their steps without gradient synchronisation); and two
+independent 1n1g runs side by side (started
 together, each one CPU thread on a core of its own (taskset), as each 1n2g rank keeps to its own core; unpinned,
 both would keep to the first core). With T1 the 1n1g step, T2 the 1n2g step and the side-by-side
-runs' step TS (the mean of the two), the independent ablation's communication share of the scaling loss is
+runs' step TS (the mean of the two; in brackets the share from the slower of the two, the pace a synchronous job
+keeps), the independent ablation's communication share of the scaling loss is
 (T2 - TS) / (T2 - T1): sharing the machine costs TS - T1, the rest is communication. The waterfall's share is
 (T2 - TA) / (T2 - T1) with TA = T2 x the same 1n2g run's ablation ratio (its unsynchronised windows' step over
 the synchronised windows alternating with them). Prints each round's step times and shares,
@@ -108,21 +110,33 @@ def standalone(result: Path) -> None:
 
 
 def run_round(out: Path, r: int) -> None:
-    if dlperf(["--out", str(out / "main"), "--repeat", str(r)]).wait():
-        raise SystemExit("the 1n1g run failed")
-    two = ["--devices-per-node", "2", "--ablate", "sync", "--out", str(out / "main"), "--repeat", str(r)]
-    loop = [sys.executable, __file__, "--standalone", str(out / "standalone" / f"round_{r}.json")]
-    for command in [loop, None] if r % 2 else [None, loop]:
-        if command and subprocess.run(command, stdout=subprocess.DEVNULL).returncode:
-            raise SystemExit("the standalone DDP loop failed")
-        if command is None and dlperf(two).wait():
-            raise SystemExit(f"a run failed: {two}")
-    cores = sorted(os.sched_getaffinity(0))[:2]  # each on its own core: a one-device run keeps to the first it may use
-    side = [
-        dlperf(["--repeat", str(r), "--out", str(out / name)], core) for name, core in zip(("side_a", "side_b"), cores)
-    ]
-    if any(p.wait() for p in side):
-        raise SystemExit("a side-by-side run failed")
+    """One round's runs; which of the three goes first turns with the round (the 1n1g, the 1n2g with the standalone
+    loop beside it, the side-by-side pair), so that a machine whose speed drifts over minutes slows none of them
+    always: the shares compare runs minutes apart."""
+
+    def alone() -> None:
+        if dlperf(["--out", str(out / "main"), "--repeat", str(r)]).wait():
+            raise SystemExit("the 1n1g run failed")
+
+    def two_ranks() -> None:
+        two = ["--devices-per-node", "2", "--ablate", "sync", "--out", str(out / "main"), "--repeat", str(r)]
+        loop = [sys.executable, __file__, "--standalone", str(out / "standalone" / f"round_{r}.json")]
+        for command in [loop, None] if r % 2 else [None, loop]:
+            if command and subprocess.run(command, stdout=subprocess.DEVNULL).returncode:
+                raise SystemExit("the standalone DDP loop failed")
+            if command is None and dlperf(two).wait():
+                raise SystemExit(f"a run failed: {two}")
+
+    def side_by_side() -> None:
+        cores = sorted(os.sched_getaffinity(0))[:2]  # each on its own core: a one-device run keeps to the first
+        names = ("side_a", "side_b")
+        side = [dlperf(["--repeat", str(r), "--out", str(out / name)], core) for name, core in zip(names, cores)]
+        if any(p.wait() for p in side):
+            raise SystemExit("a side-by-side run failed")
+
+    parts = [alone, two_ranks, side_by_side]
+    for part in parts[r % 3 :] + parts[: r % 3]:
+        part()
 
 
 def load(path: Path) -> dict:
@@ -167,15 +181,24 @@ def report(out: Path) -> None:
         t1, t2 = step_ms(load(one)), step_ms(two)
         ta = t2 * two["ablation"]["ratio"]  # as the waterfall takes it: the paired windows' ratio
         ts = statistics.fmean(step_ms(s) for s in sides)
+        slower = max(step_ms(s) for s in sides)  # a synchronous job's pace: its slower rank's
         loss = t2 - t1
-        rows.append((name, t1, t2, ta, ts, (t2 - ta) / loss, (t2 - ts) / loss, other_cores(two)))
-    print("round                          T1 ms   T2 ms   TA ms   TS ms  waterfall comm  independent comm  others")
-    for name, t1, t2, ta, ts, ours, theirs, load_ in rows:
-        print(f"{name:<30} {t1:7.1f} {t2:7.1f} {ta:7.1f} {ts:7.1f}  {ours:14.0%}  {theirs:16.0%}  {load_:.2f}")
+        rows.append((name, t1, t2, ta, ts, (t2 - ta) / loss, (t2 - ts) / loss, other_cores(two), (t2 - slower) / loss))
+    print("round                          T1 ms   T2 ms   TA ms   TS ms  waterfall comm  independent (slower)  others")
+    for name, t1, t2, ta, ts, ours, theirs, load_, slower_share in rows:
+        print(
+            f"{name:<30} {t1:7.1f} {t2:7.1f} {ta:7.1f} {ts:7.1f}  {ours:14.0%}  {theirs:12.0%} ({slower_share:4.0%})"
+            f"  {load_:.2f}"
+        )
     if rows:
         ours, theirs = statistics.median(r[5] for r in rows), statistics.median(r[6] for r in rows)
         print(
             f"median shares: waterfall {ours:.0%}, independent {theirs:.0%}, difference {abs(ours - theirs):.0%} points"
+        )
+        t1, t2, ta, ts = (statistics.median(r[i] for r in rows) for i in range(1, 5))
+        print(
+            f"shares of the median step times (T1 {t1:.1f}, T2 {t2:.1f}, TA {ta:.1f}, TS {ts:.1f} ms): waterfall"
+            f" {(t2 - ta) / (t2 - t1):.0%}, independent {(t2 - ts) / (t2 - t1):.0%}"
         )
     standalone_rows(out)
 

@@ -1,16 +1,18 @@
 """`dlperf predict --model llama`'s model against Llama runs measured here, on the CPU (gloo, 1 thread per rank).
 
-Runs a 2-rank commbench (the link: its all-reduce fit), then for each 2-rank layout a one-rank run just before it
-(the calibration: its achieved FLOP rate becomes the device's rate, efficiency 1, the optimizer folded in; taken
-beside each layout because this machine's load drifts), the layout with the model (step time, peak RSS), and the
-layout with a minimal model (layers 2, hidden 64, vocabulary 256: the process's own memory — torch, gloo, the
-interpreter — which the prediction does not count). Predicted against measured: the step time, and the peak memory
-above the minimal model's (predicted likewise as the difference). A CPU's peak is the process's peak RSS, so glibc
-is told to map every allocation above 64 KiB on its own and to return freed memory at once
-(MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_): the RSS then follows the live tensors, as a GPU's allocated peak
-does. Gloo runs its collectives on the cores that compute, so nothing is hidden (Training(overlap=False)).
+Runs a 2-rank commbench (the links: each collective's own fit) and measures one core's copy rate (the memory
+bandwidth: the optimizer and FSDP's copies), then for each layout a one-rank run just before it (the calibration:
+its FLOPs over its step less the optimizer become the device's rate, efficiency 1; taken beside each layout because
+this machine's load drifts; a layout of 4 ranks shares the 2 cores, so half of each rate), the layout with the model
+(step time), the layout again for its peak RSS, and the layout with a minimal model (layers 2, hidden 64, vocabulary
+256: the process's own memory — torch, gloo, the interpreter — which the prediction does not count). Predicted
+against measured: the step time, and the peak memory above the minimal model's (predicted likewise as the
+difference). A CPU's peak is the process's peak RSS, so glibc is told to map every allocation above 64 KiB on its
+own and to return freed memory at once (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_): the RSS then follows the
+live tensors, as a GPU's allocated peak does. Gloo runs its collectives on the cores that compute, so nothing is
+hidden (Training(overlap=False)).
 
-    nice python benchmarks/predict_llama_cpu.py --out /tmp/llama_cpu   # ~20 minutes on 2 cores
+    nice python benchmarks/predict_llama_cpu.py --out /tmp/llama_cpu [--shape held-out]   # ~12 min, 2 quiet cores
 """
 
 from __future__ import annotations
@@ -23,14 +25,19 @@ import sys
 from pathlib import Path
 
 from dlperf.orchestration import llama_predict
-from dlperf.predict import links_from_records
-from dlperf.predict.llama import Device, Network, Training, predict_llama
+from dlperf.predict import links_from_records, op_links_from_records
+from dlperf.predict.llama import OPTIMIZER_BYTES_PER_PARAM, Device, Network, Training, predict_llama
 from dlperf.reporting.commbench_table import read_commbench
 
 MIB = 1024 * 1024
-SHAPE = {"size": "debug", "num_layers": 4, "hidden_size": 512, "num_heads": 8, "num_kv_heads": 4,
-         "ffn_hidden_size": 1536, "vocab_size": 16384, "seq_length": 256, "micro_batch_size": 2}  # fmt: skip
-MINIMAL = {**SHAPE, "num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 128, "vocab_size": 256}
+SHAPES = {
+    "check": {"size": "debug", "num_layers": 4, "hidden_size": 512, "num_heads": 8, "num_kv_heads": 4,
+              "ffn_hidden_size": 1536, "vocab_size": 16384, "seq_length": 256, "micro_batch_size": 2},
+    # held out: a shape no change to the model was made for (every layout divides its 8 blocks)
+    "held-out": {"size": "debug", "num_layers": 8, "hidden_size": 384, "num_heads": 8, "num_kv_heads": 2,
+                 "ffn_hidden_size": 1024, "vocab_size": 8192, "seq_length": 512, "micro_batch_size": 1},
+}  # fmt: skip
+MINIMAL = {"num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 128, "vocab_size": 256}
 LAYOUTS = {
     "single": {},
     "fsdp2": {"dp_shard": 2},
@@ -38,8 +45,14 @@ LAYOUTS = {
     "ddp2": {"dp_replicate": 2, "dp_shard": 1},
     "tp2": {"tp": 2, "dp_shard": 1},
     "cp2": {"cp": 2, "dp_shard": 1},
+    "fsdp2 ac-selective": {"dp_shard": 2, "activation_checkpoint": "selective"},
     "pp2 1f1b": {"pp": 2, "dp_shard": 1, "global_batch_size": 4},
+    "pp2 gpipe": {"pp": 2, "dp_shard": 1, "global_batch_size": 4, "pp_schedule": "gpipe"},
+    "pp2 interleaved-1f1b": {"pp": 2, "dp_shard": 1, "global_batch_size": 4, "pp_schedule": "interleaved-1f1b"},
+    "pp2 zbv": {"pp": 2, "dp_shard": 1, "global_batch_size": 4, "pp_schedule": "zbv"},
     "hsdp2x2 (4 ranks)": {"dp_replicate": 2, "dp_shard": 2},
+    "tp2 fsdp2 (4 ranks)": {"tp": 2, "dp_shard": 2},
+    "pp2 fsdp2 (4 ranks)": {"pp": 2, "dp_shard": 2, "global_batch_size": 8},
 }
 RUN = ["--model", "llama", "--device", "cpu", "--cpu-threads", "1", "--precision", "fp32", "--warmup-iters", "1",
        "--iters", "4", "--print-every", "2", "--overwrite"]  # fmt: skip
@@ -50,17 +63,31 @@ def flags(values: dict) -> list[str]:
     return [x for k, v in values.items() for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
-def dlperf_run(values: dict, devices: int, out: Path) -> dict:
+def dlperf_run(values: dict, devices: int, out: Path, rss: bool = False) -> dict:
     """The run's record; one already in `out` is read, not run again (--out of an earlier call: the predictions
-    again from the same measurements)."""
+    again from the same measurements). `rss`: glibc set so that the RSS follows the live tensors (ENV), for the
+    memory; each large allocation then faults its pages in afresh, which slows a step (HSDP 2 x 1: 1.86 s against
+    1.28-1.35 s), so step times come from runs without it."""
     found = list(out.glob("llama/*/*.json"))
     if found:
         return json.loads(found[0].read_text())
     out.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "dlperf", "run", *RUN, *flags(values), "--devices-per-node", str(devices),
-                    "--out", str(out)], check=True, capture_output=True, env=ENV)  # fmt: skip
+                    "--out", str(out)], check=True, capture_output=True, env=ENV if rss else None)  # fmt: skip
     (record,) = out.glob("llama/*/*.json")
     return json.loads(record.read_text())
+
+
+def copy_bandwidth() -> float:
+    """Bytes read and written per second by one thread copying 256 MiB (the best of 5), in a process of its own
+    on one core: the rate of memory-bound work (the optimizer, FSDP's copies) for a rank with a core of its own."""
+    code = (
+        "import os, time, torch; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); torch.set_num_threads(1)\n"
+        "a = torch.ones(64 * 2**20); b = torch.empty_like(a); best = 1e9\n"
+        "for _ in range(5):\n t = time.perf_counter(); b.copy_(a); best = min(best, time.perf_counter() - t)\n"
+        "print(2 * a.numel() * 4 / best)"
+    )
+    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
 
 
 def predicted(values: dict, devices: int, device: Device, net: Network) -> tuple[float, float]:
@@ -73,37 +100,56 @@ def predicted(values: dict, devices: int, device: Device, net: Network) -> tuple
     return got.step_s, got.memory_bytes
 
 
+def optimizer_s(bandwidth: float, shape: dict) -> float:
+    """The one-rank step's optimizer as the model times it (the calibration takes it out of the rate)."""
+    spec, _ = llama_predict.llama_spec({**shape, "nodes": 1, "devices_per_node": 1, "precision": "fp32"})
+    return OPTIMIZER_BYTES_PER_PARAM * llama_predict.model_shape(spec.workload).params / bandwidth
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    out = parser.parse_args().out
+    parser.add_argument("--shape", choices=SHAPES, default="check", help="the model's shape (default check)")
+    args = parser.parse_args()
+    out, shape = args.out, SHAPES[args.shape]
     bench = out / "commbench"
     if not list(bench.glob("commbench/*/*.json")):
         subprocess.run([sys.executable, "-m", "dlperf", "commbench", "--device", "cpu", "--cpu-threads", "1",
-                        "--devices-per-node", "2", "--sizes", "256K,1M,4M,16M", "--ops", "all_reduce", "--out",
-                        str(bench)], check=True, capture_output=True)  # fmt: skip
+                        "--devices-per-node", "2", "--sizes", "256K,1M,4M,16M,32M", "--out", str(bench)],
+                       check=True, capture_output=True)  # fmt: skip
     (bench_record,) = bench.glob("commbench/*/*.json")
-    intra, _ = links_from_records([read_commbench(str(bench_record))])
-    print(f"link: {intra.alpha_s * 1e6:.0f} us + {1 / intra.beta_s_per_byte / 1e6:.0f} MB/s per ring step")
+    bench_read = read_commbench(str(bench_record))
+    intra, _ = links_from_records([bench_read])
+    ops, _ = op_links_from_records([bench_read])
+    for op, link in ops.items():
+        print(f"{op}: {link.alpha_s * 1e6:.0f} us + {1 / link.beta_s_per_byte / 1e6:.0f} MB/s per ring step")
+    bandwidth = copy_bandwidth()
+    print(f"memory: {bandwidth / 1e9:.1f} GB/s read and written by one core")
     print(
         "| layout | one rank (GFLOP/s) | measured step (s) | predicted | error | measured MiB above minimal | "
         "predicted | error |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, layout in LAYOUTS.items():
-        values = {**SHAPE, **layout}
+        values = {**shape, **layout}
         slug = name.split(" (")[0].replace(" ", "_")
-        rate = dlperf_run(SHAPE, 1, out / f"{slug}_single")["tflops_per_device"]  # the device's rate right now
-        rate /= 2 if "4 ranks" in name else 1
-        device = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=1e18)
+        one = dlperf_run(shape, 1, out / f"{slug}_single")  # the device's rate right now
+        one_step = one["global_batch_size"] / one["throughput"]
+        # the FLOPs over the step less its optimizer (memory-bound: at the copy rate, as the model times it)
+        rate = one["tflops_per_device"] * one_step / (one_step - optimizer_s(bandwidth, shape))
+        rate, share = (rate / 2, bandwidth / 2) if "4 ranks" in name else (rate, bandwidth)
+        device = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=share)
         devices = 1 if name == "single" else 4 if "4 ranks" in name else 2  # 4 ranks share the 2 cores
-        net = Network(devices, intra, intra)  # one machine
-        run = dlperf_run(values, devices, out / slug)
-        base = dlperf_run({**MINIMAL, **layout}, devices, out / f"{slug}_minimal")
-        step = run["global_batch_size"] / run["throughput"]
+        net = Network(devices, intra, intra, ops, ops)  # one machine, each collective on its own fit
+        timed = dlperf_run(values, devices, out / f"{slug}_time")
+        run = dlperf_run(values, devices, out / slug, rss=True)
+        stages = 2 * layout.get("pp", 1) if layout.get("pp_schedule") in ("interleaved-1f1b", "zbv") else 2
+        minimal = {**shape, **MINIMAL, **layout, "num_layers": stages}  # a block per stage at least
+        base = dlperf_run(minimal, devices, out / f"{slug}_minimal", rss=True)
+        step = timed["global_batch_size"] / timed["throughput"]
         memory = (run["peak_memory_mib"]["rss"] - base["peak_memory_mib"]["rss"]) * MIB
         want_step, want_memory = predicted(values, devices, device, net)
-        _, base_memory = predicted({**MINIMAL, **layout}, devices, device, net)
+        _, base_memory = predicted(minimal, devices, device, net)
         want_memory -= base_memory
         print(
             f"| {name} | {rate * 1e3:.1f} | {step:.2f} | {want_step:.2f} | {want_step / step - 1:+.1%} | "

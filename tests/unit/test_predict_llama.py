@@ -10,8 +10,12 @@ Compute per rank: 4 tokens x (2 blocks x 6 x 656 + 2 x 12 x 8 x 4 + 6 x 32 x 8) 
 40,704 FLOPs / 5e5 = 0.081408 s (forward a third, 0.027136 s; backward 0.054272 s). FSDP all-gathers 1832 x 2
 bytes over 2 ranks: 1 ms + 1832 us = 0.002832 s, hidden but for the first block's half (0.001416 s); it
 reduce-scatters 1832 x 4 bytes: 1 ms + 3664 us = 0.004664 s, hidden but for the last block's half (0.002332 s):
-0.003748 s exposed. AdamW: 28 bytes x 916 local parameters / 1 MB/s = 0.025648 s. Step 0.110804 s; tokens/s per
-device 8 / 0.110804 / 2 = 36.1.
+0.003748 s exposed by the collectives alone. With FSDP2's copies, each a read and a write at 1 MB/s, a gather
+copies the 916-parameter shard in and the 1832 unsharded parameters out (2 x 2748 x 2 bytes: + 0.010992 s, 0.013824
+s in all) and the reduce-scatter the 1832 fp32 gradients in and the 916 reduced ones through the division (2 x 2748
+x 4 bytes: + 0.021984 s, 0.026648 s in all): exposed, half of each (0.006912 + 0.013324 = 0.020236 s; each still
+hides behind the forward or backward). AdamW: 28 bytes x 916 local parameters / 1 MB/s = 0.025648 s. Step
+0.127292 s; tokens/s per device 8 / 0.127292 / 2 = 31.4.
 
 Memory per rank: 916 local parameters x (4 + 4 + 8) = 14,656 bytes; two blocks unsharded (656 x 2 bytes) with
 their fp32 gradients (x 4): 7,872; activations without checkpointing (12h + kv + 4f = 168 elements per block and
@@ -48,11 +52,11 @@ def layout(**given) -> LlamaLayout:
 def test_fsdp_step_and_memory_by_hand():
     got = predict_llama(SHAPE, layout(), Training(), DEVICE, NET)
     assert got.time["compute"] == pytest.approx(0.081408)
-    assert got.time["fsdp_dp"] == pytest.approx(0.003748)
+    assert got.time["fsdp_dp"] == pytest.approx(0.020236)
     assert got.time["optimizer"] == pytest.approx(0.025648)
-    assert got.step_s == pytest.approx(0.110804)
-    assert got.tokens_per_s_per_device == pytest.approx(8 / 0.110804 / 2)
-    assert got.mfu == pytest.approx(8 / 0.110804 / 2 * 10224 / 1e6)
+    assert got.step_s == pytest.approx(0.127292)
+    assert got.tokens_per_s_per_device == pytest.approx(8 / 0.127292 / 2)
+    assert got.mfu == pytest.approx(8 / 0.127292 / 2 * 10224 / 1e6)
     assert got.memory["parameters"] + got.memory["gradients"] + got.memory["optimizer"] == pytest.approx(14656)
     assert got.memory["fsdp_buffers"] == pytest.approx(7872)
     assert got.memory["activations"] == pytest.approx(2688)
@@ -75,17 +79,50 @@ def test_tensor_parallel_collectives_by_hand():
     assert gathered.memory["logits"] == pytest.approx(2 * got.memory["logits"])  # whole, not half, per rank
 
 
-BUBBLES = [("1f1b", 1, 1 / 4), ("gpipe", 1, 1 / 4), ("interleaved-1f1b", 2, 1 / 8), ("zbv", 2, 1 / 24)]
+BUBBLES = [("1f1b", 1, 1), ("gpipe", 1, 1), ("interleaved-1f1b", 2, 1 / 2), ("zbv", 2, 1 / 6)]
 
 
-@pytest.mark.parametrize(("schedule", "stages", "fraction"), BUBBLES)
-def test_pipeline_bubble_per_schedule(schedule, stages, fraction):
-    """pp 2, 4 micro-batches: (pp - 1) / (v·m) of the micro-batches' work; a third of it for zero-bubble."""
+@pytest.mark.parametrize(("schedule", "stages", "slots"), BUBBLES)
+def test_pipeline_bubble_per_schedule(schedule, stages, slots):
+    """pp 2, 4 micro-batches: the last stage's 4 slots, and the other stage fills and drains the pipeline for
+    (pp - 1) / v slots of a stage without the output layer (4 tokens x 6 x 32 x 8 = 6,144 FLOPs, 0.012288 s, less
+    per micro-batch); a third of that for zero-bubble."""
     shape = ModelShape(4, 8, 2, 2, 16, 32, 4, 2 * 1832 - 520, 256, 10224)
     got = predict_llama(shape, layout(pp=2, dp_shard=1, global_batch_size=4, pp_schedule=schedule,
                                       stages_per_rank=stages), Training(), DEVICE, NET)  # fmt: skip
-    work = got.time["compute"] + got.time["pipeline_p2p"]
-    assert got.time["pipeline_bubble"] == pytest.approx(fraction * work)
+    slot = (got.time["compute"] + got.time["pipeline_p2p"]) / 4
+    assert got.time["pipeline_bubble"] == pytest.approx(slots * (slot - 0.012288))
+
+
+def test_pipeline_memory_per_schedule():
+    """GPipe's last stage runs every forward before a backward: beside the last micro-batch's logits (4 tokens x 32
+    x 10 bytes) it keeps the fp32 log-softmax of the 3 before (4 bytes each) and their activations; 1F1B's keeps
+    one micro-batch's; interleaved 1F1B as torch's warm-up runs it. zbv's V puts the first and the last stage on
+    one rank: embedding and output both there."""
+    from dlperf.predict.llama import _activation_memory
+
+    shape = ModelShape(4, 8, 2, 2, 16, 32, 4, 2 * 1832 - 520, 256, 10224)
+
+    def pipeline(schedule: str, stages: int = 1) -> LlamaLayout:
+        return layout(pp=2, dp_shard=1, global_batch_size=4, pp_schedule=schedule, stages_per_rank=stages)
+
+    def last_stage(schedule: str) -> dict[str, float]:
+        return _activation_memory(shape, pipeline(schedule), Training(), 2, 4, first=False, last=True)
+
+    per_block = 4 * 168 * 2  # 4 tokens, 168 elements per block and token, 2 bytes
+    assert last_stage("gpipe")["logits"] == pytest.approx(4 * 32 * (10 + 3 * 4))
+    assert last_stage("gpipe")["activations"] == pytest.approx(per_block * 2 * 4)  # 2 blocks x 4 micro-batches
+    assert last_stage("1f1b")["logits"] == pytest.approx(4 * 32 * 10)
+    assert last_stage("1f1b")["activations"] == pytest.approx(per_block * 2)
+    # interleaved 1F1B, pp 2, 2 stages per rank of 1 block: torch's warm-up runs (v-1) x 2 chunk forwards, 2 more
+    # on the first rank, then one more; at most all m x v: 5 of 8 with 4 micro-batches, 4 of 4 with 2; the last 3
+    for m, first, last in ((4, 5, 3), (2, 4, 3)):
+        interleaved = layout(pp=2, dp_shard=1, global_batch_size=m, pp_schedule="interleaved-1f1b", stages_per_rank=2)
+        held = [_activation_memory(shape, interleaved, Training(), 2, 4, first=f, last=not f) for f in (True, False)]
+        assert [part["activations"] for part in held] == pytest.approx([per_block * first, per_block * last])
+    zbv = predict_llama(shape, pipeline("zbv", 2), Training(), DEVICE, NET).memory
+    assert zbv["logits"] == pytest.approx(4 * 32 * 10)  # the last stage's, on the rank that holds the first
+    assert zbv["parameters"] == pytest.approx(4 * (2 * 656 + 256 + 256 + 8))  # 2 blocks, embedding, norm, output
 
 
 def test_cp_ring_passes_repeated_or_grouped_key_value_heads():
@@ -217,3 +254,30 @@ def test_unfused_adamw_temporaries_come_after_backward():
     assert unfused.memory["optimizer_step"] == pytest.approx(2048)
     assert unfused.memory_bytes == pytest.approx(35024)
     assert predict_llama(SHAPE, one, Training(), DEVICE, NET).memory_bytes == pytest.approx(32976)
+
+
+def test_each_collective_on_its_own_commbench_fit():
+    """gloo's all-gather costs far more per byte than its all-reduce: a commbench record's all-gather fit (3 ms +
+    40 ns a byte of the whole buffer, 2 ranks) times the all-gathers, the all-reduce's fit (2 ms + 10 ns a byte)
+    the collectives measured without a fit of their own. A 1 MB all-gather: 3 ms + 40 ms; a 1 MB reduce-scatter on
+    the all-reduce's link (1 ms and 10 ns a byte per ring step): 1 ms + half of 10 ms."""
+    from dlperf.predict import links_from_records, op_links_from_records
+
+    def fit(op: str, alpha: float, beta: float) -> dict:
+        return {"op": op, "world_size": 2, "alpha_s": alpha, "beta_s_per_byte": beta, "r2": 1.0,
+                "max_rel_error": 0.0, "points": 3, "busbw_gbps": 1.0}  # fmt: skip
+
+    record = {"schema": "dlperf.commbench/1", "status": "ok", "nodes": 1, "devices_per_node": 2, "world_size": 2,
+              "backend": "gloo", "device_type": "cpu", "dtype": "fp32", "results": [],
+              "fits": {"all_reduce": fit("all_reduce", 2e-3, 1e-8),
+                       "all_gather": fit("all_gather", 3e-3, 4e-8)}}  # fmt: skip
+    intra, _ = links_from_records([record])
+    ops, inter_ops = op_links_from_records([record])
+    assert set(ops) == {"all_reduce", "all_gather"} and inter_ops == {}
+    net = Network(2, intra, intra, ops)
+    assert net.collective_s("all_gather", 1e6, 2, 1) == pytest.approx(0.043)
+    assert net.collective_s("reduce_scatter", 1e6, 2, 1) == pytest.approx(0.006)
+    setting = llama_predict.setting_for("H100 SXM", 2, "amp-bf16", "torchtitan", Training(),
+                                        overrides={"intra_fit": intra, "intra_op_fits": ops})  # fmt: skip
+    assert setting.network.collective_s("all_gather", 1e6, 2, 1) == pytest.approx(0.043)
+    assert "each collective its own (all_reduce, all_gather)" in setting.sources["intra_node"]

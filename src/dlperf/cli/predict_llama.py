@@ -15,7 +15,7 @@ from dlperf.errors import ConfigError
 from dlperf.metrics.flops import LLM_FLOPS_FORMULA
 from dlperf.metrics.peaks import DEFAULT_PEAKS_FILE
 from dlperf.orchestration import llama_predict
-from dlperf.predict import links_from_records
+from dlperf.predict import links_from_records, op_links_from_records
 from dlperf.predict.accelerators import accelerator
 from dlperf.predict.calibration import STACKS, Measured
 from dlperf.predict.llama import Training
@@ -150,11 +150,11 @@ def _measured(options: LlamaPredictOptions) -> Measured:
 
 
 def _links(options: LlamaPredictOptions) -> dict[str, Any]:
-    intra, inter = links_from_records(
-        [read_commbench(options.commbench)] if options.commbench else [],
-        [read_commbench(options.inter_commbench)] if options.inter_commbench else [],
-    )
-    return {"intra_fit": intra, "inter_fit": inter}
+    records = [read_commbench(options.commbench)] if options.commbench else []
+    inter_records = [read_commbench(options.inter_commbench)] if options.inter_commbench else []
+    intra, inter = links_from_records(records, inter_records)
+    intra_ops, inter_ops = op_links_from_records(records, inter_records)
+    return {"intra_fit": intra, "inter_fit": inter, "intra_op_fits": intra_ops, "inter_op_fits": inter_ops}
 
 
 def _what_fits(values: dict[str, Any], setting_: llama_predict.Setting) -> str:

@@ -69,7 +69,8 @@ def setting_for(
     overrides: Mapping[str, Any] | None = None,
 ) -> Setting:
     """Device and links for --accelerator with the measured figures and flags in `overrides` (memory_gib,
-    memory_tbs, intra_node_gbs, inter_node_gbit, latencies in us, intra/inter commbench Link fits)."""
+    memory_tbs, intra_node_gbs, inter_node_gbit, latencies in us, intra/inter commbench Link fits, and each
+    collective's own fit: intra_op_fits, inter_op_fits)."""
     o = dict(overrides or {})
     acc = accelerator(acc_name)
     acc = replace(acc, **{k: o[k] for k in ("memory_gib", "memory_tbs") if o.get(k) is not None})
@@ -77,7 +78,12 @@ def setting_for(
     device = device_model(acc, precision, stack, measured or Measured(), training.float8)
     intra, inter, sources = links(acc, o.get("intra_node_gbs"), o.get("inter_node_gbit"), o.get("intra_latency_us"),
                                   o.get("inter_latency_us"), o.get("intra_fit"), o.get("inter_fit"))  # fmt: skip
-    return Setting(acc, device, Network(devices_per_node, intra, inter), training, {**device.source, **sources})
+    ops = {side: dict(o.get(f"{side}_op_fits") or {}) for side in ("intra", "inter")}
+    for side, fits in ops.items():
+        if fits and o.get(f"{side}_fit") is not None:
+            sources[f"{side}_node"] = f"measured: dlperf commbench fits, each collective its own ({', '.join(fits)})"
+    network = Network(devices_per_node, intra, inter, ops["intra"], ops["inter"])
+    return Setting(acc, device, network, training, {**device.source, **sources})
 
 
 def predict(values: Mapping[str, Any], setting: Setting) -> tuple[LlamaLayout, LlamaPrediction]:

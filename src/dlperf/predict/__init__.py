@@ -12,7 +12,7 @@ from dlperf.predict.model import (
     predict_gpt_layout,
     ring_allreduce_s,
 )
-from dlperf.predict.records import DEFAULT_BACKWARD_SHARE, links_from_records, run_from_record
+from dlperf.predict.records import DEFAULT_BACKWARD_SHARE, links_from_records, op_links_from_records, run_from_record
 
 __all__ = [
     "DEFAULT_BACKWARD_SHARE",
@@ -24,6 +24,7 @@ __all__ = [
     "allreduce_s",
     "ddp_buckets",
     "links_from_records",
+    "op_links_from_records",
     "predict_data_parallel",
     "predict_gpt_layout",
     "ring_allreduce_s",

@@ -25,35 +25,39 @@ over dp_shard x cp: each micro-batch all-gathers the rank's parameters (16-bit, 
 forward and again backward; the last micro-batch reduce-scatters the fp32 gradients (dlperf syncs gradients only
 there, as Megatron does; earlier ones accumulate unsharded) and HSDP then all-reduces the gradient shard across
 replicas. They overlap compute (prefetch), so what is exposed is the first layer's gather, the last layer's
-reduction and whatever the communication exceeds the forward or backward compute by. Under PP the stage gathers
+reduction and whatever the communication exceeds the forward or backward compute by; each collective's time
+includes FSDP2's copies into and out of its buffers (a read and a write of the shard and of the unsharded tensors)
+at the memory bandwidth. Under PP the stage gathers
 once and reduces once per step (torchtitan keeps parameters unsharded between micro-batches), the reduction behind
 the last micro-batch's backward. CP: ring attention passes the key/value chunk (repeated to the query heads, as
 dlperf and torchtitan give it to attention; at the key/value heads under Megatron's Transformer Engine) cp-1 times
 per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention.
 PP: each micro-batch sends activations forward and gradients back at each of the rank's stage boundaries, not
-hidden. The bubble, in micro-batch slots of the slowest stage: (pp-1)/m of the step's work for gpipe and 1f1b,
-(pp-1)/(v·m) interleaved over v stages per rank, a third of that for the zero-bubble schedules (ZB-H1's bubble,
-Qi et al. 2023, the assumption for interleaved-zb and zbv alike).
+hidden. The bubble: the last stage (the slowest) works its m micro-batches while the others fill the pipeline
+before and drain it after, pp-1 micro-batch slots of a stage without the output layer for gpipe and 1f1b, (pp-1)/v
+interleaved over v stages per rank, a third of that for the zero-bubble schedules (ZB-H1's bubble, Qi et al. 2023,
+the assumption for interleaved-zb and zbv alike).
 
-Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits), at the largest
-of three moments: the loss, the end of backward, the optimizer step (`_peak`). Parameters, gradients (fp32) and
-AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one micro-batch per step the gradients,
-set to None between steps, are not there at the loss); an unfused AdamW's temporaries at the step (two of the
-largest local parameter, in fp32); FSDP's root (embedding, final norm, output, which dlperf shards as one unit)
-gathered again for backward with its unsharded gradients at the end of it; communication buffers wherever FSDP2
-averages gradients (HSDP with one shard too, as dlperf runs data parallelism): two blocks unsharded in the compute
-dtype plus their fp32 gradients (prefetch and reduction), under PP the whole stage's unsharded parameters and
-gradients, and with several micro-batches the unsharded gradients they accumulate; autocast's 16-bit weight copies
-where no FSDP casts them; float8 weight copies of two blocks. Activations per block and token, counted from the
-tensors autograd keeps in this model (dlperf's and torchtitan's Llama): without checkpointing (10h + kv + 4f)/tp +
-2h (the norms' outputs are all-gathered whole for the column-parallel matmuls); selective the block input and
-attention output (2h/tp) and the matmul outputs it keeps (the share not recomputed of (h + 2kv + 2f)/tp + 2h, the
-row-parallel ones whole before their reduce-scatter, whose 2h/tp outputs are kept too); full h/tp; plus one block's
-whole set while it is recomputed, times the layers and micro-batches in flight (all of the rank's layers for one
-micro-batch; under 1F1B pp micro-batches, interleaved x (1 + (pp-1)/(pp·v)), GPipe all m). The logits at the last
-stage (whole on every TP rank unless the loss is vocabulary-parallel), at the loss's peak: the 16-bit logits, the
-fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed from is freed first): 10 bytes per
-vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
+Memory (allocated bytes, the worst stage: the first holds the most activations, the last the logits, zbv's V puts
+both on one rank), at the largest of three moments: the loss, the end of backward, the optimizer step (`_peak`).
+Parameters, gradients (fp32) and AdamW's two moments as FSDP shards them (16 bytes per local parameter; with one
+micro-batch per step the gradients, set to None between steps, are not there at the loss); an unfused AdamW's
+temporaries at the step (two of the largest local parameter, in fp32); FSDP's root (embedding, final norm, output,
+which dlperf shards as one unit) gathered again for backward with its unsharded gradients at the end of it;
+communication buffers wherever FSDP2 averages gradients (HSDP with one shard too, as dlperf runs data parallelism):
+two blocks unsharded in the compute dtype plus their fp32 gradients (prefetch and reduction), under PP the whole
+stage's unsharded parameters and gradients, and with several micro-batches the unsharded gradients they accumulate;
+autocast's 16-bit weight copies where no FSDP casts them; float8 weight copies of two blocks. Activations per block
+and token, counted from the tensors autograd keeps in this model (dlperf's and torchtitan's Llama): without
+checkpointing (10h + kv + 4f)/tp + 2h (the norms' outputs are all-gathered whole for the column-parallel matmuls);
+selective the block input and attention output (2h/tp) and the matmul outputs it keeps (the share not recomputed of
+(h + 2kv + 2f)/tp + 2h, the row-parallel ones whole before their reduce-scatter, whose 2h/tp outputs are kept too);
+full h/tp; plus one block's whole set while it is recomputed, times the layers and micro-batches in flight (all of
+the rank's layers for one micro-batch; on the first stage under 1F1B pp micro-batches, interleaved torch's warm-up
+(`_in_flight`), GPipe all m, on the last stage too). The logits at the last stage (under GPipe the fp32 log-softmax
+of the m-1 micro-batches before the last too; whole on every TP rank unless the loss is vocabulary-parallel), at the
+loss's peak: the 16-bit logits, the fp32 log-softmax autograd keeps and its gradient (the fp32 copy it is computed
+from is freed first): 10 bytes per vocabulary entry and token; in fp32 logits, log-softmax and gradient, 12.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from dlperf.predict.model import Link, group_span
 
 OPTIMIZER_BYTES_PER_PARAM = 28  # AdamW: reads value, gradient, 2 moments (fp32), writes value and moments
 LOGIT_BYTES = {2: 10, 4: 12}  # per vocabulary entry and token, by activation bytes (see the docstring)
+KEPT_LOGIT_BYTES = 4  # per entry and token of a micro-batch whose backward has not begun: the fp32 log-softmax
 ASYNC_TP_HIDDEN = 0.5  # of the TP collectives async TP hides (torchtitan's published gains: 4 to 16 %)
 SCHEDULE_BUBBLE = {"gpipe": 1.0, "1f1b": 1.0, "interleaved-1f1b": 1.0, "interleaved-zb": 1 / 3, "zbv": 1 / 3}
 
@@ -162,9 +167,14 @@ class Device:
 
 @dataclass(frozen=True)
 class Network:
+    """The links; `intra_ops` and `inter_ops` hold a collective's own fit where commbench measured it (gloo's
+    all-gather and reduce-scatter are far slower per byte than its all-reduce), the others use `intra`/`inter`."""
+
     devices_per_node: int
     intra: Link  # the scale-up link, per device
     inter: Link  # each device's NIC
+    intra_ops: dict[str, Link] = field(default_factory=dict)  # op -> its own fit (all_gather, send_recv, ...)
+    inter_ops: dict[str, Link] = field(default_factory=dict)
 
     def collective_s(self, op: str, size_bytes: float, n: int, stride: int) -> float:
         """A ring collective of `size_bytes` (nccl-tests' whole buffer) over n ranks `stride` apart, hierarchical
@@ -173,18 +183,20 @@ class Network:
             return 0.0
         per_node, nodes = group_span(stride, n, self.devices_per_node)
         steps = (lambda k: 2 * (k - 1)) if op == "all_reduce" else (lambda k: k - 1)
+        intra, inter = self.intra_ops.get(op, self.intra), self.inter_ops.get(op, self.inter)
         time = 0.0
         if per_node > 1:
-            time += steps(per_node) * self.intra.alpha_s
-            time += bus_factor(op, per_node) * size_bytes * self.intra.beta_s_per_byte
+            time += steps(per_node) * intra.alpha_s
+            time += bus_factor(op, per_node) * size_bytes * intra.beta_s_per_byte
         if nodes > 1:
-            time += steps(nodes) * self.inter.alpha_s
-            time += bus_factor(op, nodes) * size_bytes / per_node * self.inter.beta_s_per_byte
+            time += steps(nodes) * inter.alpha_s
+            time += bus_factor(op, nodes) * size_bytes / per_node * inter.beta_s_per_byte
         return time
 
     def send_s(self, size_bytes: float, stride: int) -> float:
         """One point-to-point message to the rank `stride` away (another node's when the stride crosses one)."""
-        link = self.inter if stride >= self.devices_per_node else self.intra
+        across = stride >= self.devices_per_node
+        link = (self.inter_ops if across else self.intra_ops).get("send_recv", self.inter if across else self.intra)
         return link.alpha_s + size_bytes * link.beta_s_per_byte
 
 
@@ -216,16 +228,21 @@ def _activations_per_token(shape: ModelShape, tp: int, training: Training) -> tu
     return h / tp, whole
 
 
-def _in_flight(layout: Layout, layers: int) -> float:
-    """Block-micro-batches of activations the first stage holds at its peak."""
+def _in_flight(layout: Layout, layers: int, first: bool) -> float:
+    """Block-micro-batches of activations the first stage (or the last) holds at its peak: GPipe all m; 1F1B pp
+    on the first, one on the last; interleaved 1F1B torch's warm-up, (v-1) rounds of micro-batches and two more
+    per hop to the last rank, then one forward more, in chunks of layers/v blocks (for m >= pp the first rank's
+    layers x (pp + (pp-1)/v))."""
     pp, v, m = layout.pp, layout.stages_per_rank, layout.accumulation_steps
     if pp == 1:
         return layers
     if layout.pp_schedule == "gpipe":
         return layers * m
     if layout.pp_schedule == "interleaved-1f1b":
-        return layers * min(m, pp) * (1 + (pp - 1) / (pp * v))
-    return layers * min(m, pp)
+        per_round = pp if m >= pp else m
+        chunks = (v - 1) * per_round + (2 * (pp - 1) if first else 0) + 1
+        return layers / v * min(chunks, m * v)
+    return layers * min(m, pp) if first else layers
 
 
 def predict_llama(
@@ -236,7 +253,7 @@ def predict_llama(
     dpr, m = layout.dp_replicate, layout.accumulation_steps
     layers = math.ceil(shape.layers / pp)
     tokens = layout.micro_batch_size * shape.seq / cp  # this rank's tokens of one micro-batch
-    compute_last, attention, forward_share = _compute_s(shape, training, device, layers, tokens, tp)
+    compute_last, output_s, attention, forward_share = _compute_s(shape, training, device, layers, tokens, tp)
     tp_s = _tp_s(shape, training, net, layers, tokens, tp)
     cp_s = _cp_s(shape, training, device, net, layers, tokens, layout, attention, forward_share)
     # pipeline point-to-point, per micro-batch
@@ -244,10 +261,11 @@ def predict_llama(
     p2p_s = p2p_s if pp > 1 else 0.0
     slot = compute_last + tp_s + cp_s + p2p_s  # the last stage, the slowest, paces the pipeline
     local = _stage_params(shape, layers, pp == 1, True) / tp  # the last stage's parameters on this rank
-    fsdp_s = _fsdp_s(training, net, layout, layers, local, compute_last, forward_share)
+    fsdp_s = _fsdp_s(training, net, device, layout, layers, local, compute_last, forward_share)
     optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / (layout.dp_shard * cp) / device.memory_bytes_per_s
     work = m * slot
-    bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / (v * m) * work if pp > 1 else 0.0
+    # the fill and drain run on the other stages, without the output layer (a stage of blocks alone)
+    bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / v * (slot - output_s) if pp > 1 else 0.0
     step = work + bubble_s + fsdp_s + optimizer_s
     time = {
         "compute": m * compute_last,
@@ -268,9 +286,9 @@ def predict_llama(
 
 def _compute_s(
     shape: ModelShape, training: Training, device: Device, layers: int, tokens: float, tp: int
-) -> tuple[float, float, float]:
-    """(compute seconds per micro-batch on the last stage, the slowest: it holds the output layer; its attention
-    FLOPs; the forward's share of the compute)."""
+) -> tuple[float, float, float, float]:
+    """(compute seconds per micro-batch on the last stage, the slowest: it holds the output layer; the output
+    layer's share of them; its attention FLOPs; the forward's share of the compute)."""
     block_mm = tokens * layers * 6 * shape.block_params / tp
     attention = tokens * layers * 12 * shape.hidden * shape.seq / tp  # H·Q = h
     output = tokens * 6 * shape.vocab * shape.hidden / tp
@@ -280,7 +298,7 @@ def _compute_s(
         block_mm *= 1 + training.recompute_mm_share / 3
     linear_rate = device.fp8_rate if training.float8 else device.rate
     compute_last = block_mm / linear_rate + (attention + output) / device.rate
-    return compute_last, attention, 1 / 4 if training.checkpointing == "full" else 1 / 3
+    return compute_last, output / device.rate, attention, 1 / 4 if training.checkpointing == "full" else 1 / 3
 
 
 def _tp_s(shape: ModelShape, training: Training, net: Network, layers: int, tokens: float, tp: int) -> float:
@@ -325,17 +343,24 @@ def _cp_s(
 def _fsdp_s(
     training: Training,
     net: Network,
+    device: Device,
     layout: Layout,
     layers: int,
     local: float,
     compute_last: float,
     forward_share: float,
 ) -> float:
-    """FSDP's (HSDP's) gathers and reduces per step that no compute hides."""
+    """FSDP's (HSDP's) gathers and reduces per step that no compute hides. Each takes its collective and FSDP2's
+    copies around it at the memory bandwidth (a read and a write each): a gather copies the shard in and the
+    unsharded parameters out, a reduction the unsharded fp32 gradients in and the reduced shard through the
+    division; a shard group of one rank (HSDP's data parallelism) copies all the same."""
     tp, fs, dpr, m = layout.tp, layout.dp_shard * layout.cp, layout.dp_replicate, layout.accumulation_steps
+    if fs * dpr == 1:
+        return 0.0  # not sharded: no FSDP
     param_bytes = 4 if training.precision == "fp32" else (1.5 if training.float8 else 2)  # float8: weights 8-bit
-    gather = net.collective_s("all_gather", local * param_bytes, fs, tp)
-    reduce = net.collective_s("reduce_scatter", local * 4, fs, tp)
+    copies = 2 * (local / fs + local) / device.memory_bytes_per_s
+    gather = net.collective_s("all_gather", local * param_bytes, fs, tp) + copies * param_bytes
+    reduce = net.collective_s("reduce_scatter", local * 4, fs, tp) + copies * 4
     reduce += net.collective_s("all_reduce", local * 4 / fs, dpr, tp * fs)
     fwd_compute, bwd_compute = compute_last * forward_share, compute_last * (1 - forward_share)
     if not training.overlap:  # every gather (forward and backward of each micro-batch, or once under PP) and reduce
@@ -349,10 +374,11 @@ def _fsdp_s(
 def _memory(
     shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float
 ) -> tuple[dict[str, float], float]:
-    """(bytes per device by part, the peak) at the worse of the first and the last stage; the peak is the largest
-    of three moments of the step (see `_peak`)."""
+    """(bytes per device by part, the peak) at the worse of the first and the last stage (one rank's under zbv);
+    the peak is the largest of three moments of the step (see `_peak`)."""
     worst: tuple[dict[str, float], float] = ({}, -1.0)
-    for first, last in {(True, layout.pp == 1), (layout.pp == 1, True)}:
+    one_rank = layout.pp == 1 or layout.pp_schedule == "zbv"  # zbv's V puts the first and last stage on rank 0
+    for first, last in {(True, one_rank), (one_rank, True)}:
         parts = _stage_memory(shape, layout, training, layers, tokens, first, last)
         peak = _peak(parts, layout.accumulation_steps)
         if peak > worst[1]:
@@ -383,15 +409,17 @@ def _stage_memory(
 def _activation_memory(
     shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float, first: bool, last: bool
 ) -> dict[str, float]:
-    """A stage's activations (the first holds the most micro-batches in flight), logits (the last) and the
-    CP and PP communication buffers."""
+    """A stage's activations (the first holds the most micro-batches in flight), logits (the last: one
+    micro-batch's, all of them under GPipe, whose last stage runs every forward before any backward) and the CP
+    and PP communication buffers."""
     tp, act = layout.tp, training.act_bytes
     kept, whole = _activations_per_token(shape, tp, training)
-    in_flight = _in_flight(layout, layers) if first else layers
+    last_held = layout.accumulation_steps if layout.pp > 1 and layout.pp_schedule == "gpipe" else 1
+    in_flight = _in_flight(layout, layers, first)
     vocab = shape.vocab / tp if training.loss_parallel else shape.vocab
     return {
         "activations": tokens * act * (kept * in_flight + whole),
-        "logits": tokens * vocab * LOGIT_BYTES[act] if last else 0.0,
+        "logits": tokens * vocab * (LOGIT_BYTES[act] + KEPT_LOGIT_BYTES * (last_held - 1)) if last else 0.0,
         "comm_buffers": tokens * shape.hidden / tp * act * (2 * (layout.cp > 1) + 2 * (layout.pp > 1)),
     }
 

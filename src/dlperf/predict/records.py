@@ -73,6 +73,22 @@ def links_from_records(
     return intra, inter
 
 
+def op_links_from_records(
+    records: Sequence[RecordLike], inter_records: Sequence[RecordLike] = ()
+) -> tuple[dict[str, Link], dict[str, Link]]:
+    """(intra-node, inter-node) links per collective, from every fit the commbench records hold (the records sorted
+    between the two links as `links_from_records` sorts them): a prediction times each collective on its own
+    measured fit, not on the all-reduce's."""
+    intra: dict[str, Link] = {}
+    inter: dict[str, Link] = {}
+    for given, forced in [(r, False) for r in records] + [(r, True) for r in inter_records]:
+        record = as_record(given)
+        links = inter if forced or _across_nodes(record.run) else intra
+        for op in record.fits or {}:
+            links[op] = Link.from_fit(read_fit(record, op))
+    return intra, inter
+
+
 def _across_nodes(run: RunRecord) -> bool:
     """Whether a commbench record measured the inter-node link: across nodes, one rank per node."""
     if (run.nodes or 1) <= 1:

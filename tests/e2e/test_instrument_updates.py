@@ -88,6 +88,22 @@ def test_a_worker_launched_per_rank_that_forms_a_bigger_group_exits_in_one_line(
     assert "process group of 2 processes where 1 were launched" in line and "--command-per node" in line
 
 
+def test_a_node_command_that_starts_fewer_processes_than_its_layout_is_refused(tmp_path):
+    """`accelerate launch --cpu --num_processes 2`, once a node's command, starts one process, which read dlperf's
+    WORLD_SIZE=2 and waited in gloo for a second rank until --timeout. A node's command now gets no WORLD_SIZE (it
+    is no rank: tests/unit/test_external_command.py), and one process stepping where the layout puts two is
+    refused in one line, the record kept."""
+    command = f"{{python}} {SCRIPT} --shape gan --epochs 2"  # one process, as accelerate's on a CPU
+    done = run_dlperf(["run", "--batch-size", "8", "--devices-per-node", "2", "--command-per", "node", "--command",
+                       command, "--warmup-iters", "2", "--iters", "6", "--timeout", "120",
+                       "--out", str(tmp_path)])  # fmt: skip
+    assert done.returncode != 0
+    (line,) = done.stderr.strip().splitlines()
+    assert "1 process(es) stepped on this node (dlperf's hook, rank(s) 0) where --devices-per-node is 2" in line
+    (record,) = tmp_path.rglob("*.json")
+    assert json.loads(record.read_text())["status"] != "ok"
+
+
 def test_a_launcher_started_per_rank_is_refused_before_anything_starts(tmp_path):
     command = "torchrun --nproc-per-node 2 t.py"
     done = run_dlperf(["run", "--batch-size", "4", "--devices-per-node", "2", "--command", command,

@@ -92,7 +92,9 @@ def test_per_node_one_process_without_rank():
     (process,) = node_processes(template, RDZV, node_rank=0, per="node")
     assert process.argv[:7] == ["torchrun", "--nnodes", "2", "--nproc-per-node", "4", "--node-rank", "0"]
     assert process.rank is None and "RANK" not in process.env and "LOCAL_RANK" not in process.env
-    assert process.env["WORLD_SIZE"] == "8" and process.env["NODE_RANK"] == "0"
+    # no WORLD_SIZE: the command is no rank (accelerate on a CPU reads WORLD_SIZE 8 as 8 ranks to wait for)
+    assert "WORLD_SIZE" not in process.env and process.env["NODE_RANK"] == "0"
+    assert process.env["LOCAL_WORLD_SIZE"] == "4" and process.env["MASTER_PORT"] == "29500"
     assert rendezvous_env(RDZV, 0) == process.env
     with pytest.raises(ConfigError, match="node rank 2 is outside 0..1"):
         node_processes("t", RDZV, node_rank=2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlperf.errors import DataError
 from dlperf.framework_logs.hookranks import counted_tokens_per_s, merge
 from dlperf.orchestration.external_run import own_launcher, samples_check
 from dlperf.records.parts import SamplesPerStep
@@ -34,6 +35,14 @@ def test_a_rank_that_counted_nothing_leaves_the_step_uncounted_and_missing_ranks
     assert stream.samples == {1: 32, 2: 32, 3: None} and stream.tokens == {1: 300, 2: 320, 3: None}
     assert any("side files of 2 of the 4 ranks" in n for n in stream.notes)
     assert merge(tmp_path / "none.steps", 1) is None
+    assert merge(tmp_path / "run.steps", world_size=4, per_node=2).samples == stream.samples  # this node's 2 found
+
+
+def test_fewer_ranks_on_this_node_than_its_layout_is_refused(tmp_path):
+    """`accelerate launch --cpu --num_processes 2` starts one process: one rank stepped where the node has two."""
+    write(tmp_path, "a.1", ["1 1.000000 8 0 -", "2 2.000000 8 0 -"])
+    with pytest.raises(DataError, match=r"1 process\(es\) stepped on this node .* --devices-per-node is 2"):
+        merge(tmp_path / "run.steps", world_size=2, per_node=2)
 
 
 def test_counted_samples_make_the_figure_and_the_declared_batch_is_a_check(tmp_path):

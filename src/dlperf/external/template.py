@@ -217,15 +217,17 @@ def _split(template: str) -> list[str]:
 
 
 def rendezvous_env(rdzv: Rendezvous, node_rank: int, local_rank: int | None = None) -> dict[str, str]:
-    """The variables torch.distributed's `env://` (and most launchers) read; RANK and LOCAL_RANK per rank only."""
+    """The variables torch.distributed's `env://` (and most launchers) read; WORLD_SIZE, RANK and LOCAL_RANK per
+    rank only: a process that starts its node's workers is no rank, and a library that reads WORLD_SIZE > 1 as
+    "launched for distributed" (accelerate on a CPU) would wait in it for ranks that never come."""
     env = {
         "MASTER_ADDR": rdzv.master_addr,
         "MASTER_PORT": str(rdzv.master_port),
-        "WORLD_SIZE": str(rdzv.world_size),
         "NODE_RANK": str(node_rank),
         "LOCAL_WORLD_SIZE": str(rdzv.nproc_per_node),
     }
     if local_rank is not None:
+        env["WORLD_SIZE"] = str(rdzv.world_size)
         env["RANK"] = str(node_rank * rdzv.nproc_per_node + local_rank)
         env["LOCAL_RANK"] = str(local_rank)
     return env

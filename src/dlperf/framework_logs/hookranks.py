@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlperf.errors import DataError
+
 ROW = re.compile(r"^(\d+) (\d+\.\d+) (\d+|-)(?: (\d+) (\d+|-))?$")
 
 
@@ -63,12 +65,21 @@ def read_process(path: Path) -> Process | None:
     return process if process.times else None
 
 
-def merge(prefix: Path, world_size: int) -> Stream | None:
-    """The run's stream from the side files `<prefix>.*`; None where no process stamped an update."""
+def merge(prefix: Path, world_size: int, per_node: int | None = None) -> Stream | None:
+    """The run's stream from the side files `<prefix>.*`; None where no process stamped an update. `per_node`:
+    the processes the layout puts on this node, whose files all lie here; fewer ranks stamped here is a run
+    that did not start its layout (a launcher that started one process where two were asked), refused."""
     processes = [p for path in sorted(prefix.parent.glob(f"{prefix.name}.*")) if (p := read_process(path))]
     if not processes:
         return None
     ranks, notes = _ranks(processes)
+    if per_node is not None and len(ranks) < per_node:
+        raise DataError(
+            f"the run contradicts its layout: {len(ranks)} process(es) stepped on this node (dlperf's hook, rank(s) "
+            f"{', '.join(map(str, sorted(ranks)))}) where --devices-per-node is {per_node}: make the command start "
+            "that many (`accelerate launch --cpu` starts one whatever --num_processes says; torchrun "
+            "--nproc-per-node starts them), or give --devices-per-node the count it starts"
+        )
     notes += [f"the hook noted: {n}" for n in dict.fromkeys(n for p in processes for n in p.notes)]
     notes += _coverage(ranks, world_size)
     lead = ranks.get(0) or ranks[min(ranks)]

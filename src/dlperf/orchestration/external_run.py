@@ -236,7 +236,7 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     """The figures of the hook's stream (rank 0's updates, the samples every rank counted), with the run's own
     warm-up and window; None where the hook was off, not placed, or timed fewer steps than a figure needs."""
     spec = job.spec
-    stream = merge(_steps(job), spec.world_size) if spec.instrument == "auto" else None
+    stream = merge(_steps(job), spec.world_size, spec.devices_per_node) if spec.instrument == "auto" else None
     if stream is None:
         return None
     write_stream(_steps(job), stream)

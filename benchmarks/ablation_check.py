@@ -98,15 +98,12 @@ def standalone_rank(rank: int, port: int, result: Path) -> None:
 
 def standalone(result: Path) -> None:
     """The standalone DDP loop on 2 ranks (torch.multiprocessing), its figures in `result`."""
-    import socket
-
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from dlperf.launch.local import free_port
+
     result.parent.mkdir(parents=True, exist_ok=True)
-    mp.spawn(standalone_rank, args=(port, result), nprocs=2)
+    mp.spawn(standalone_rank, args=(free_port(), result), nprocs=2)
 
 
 def run_round(out: Path, r: int) -> None:

@@ -183,7 +183,7 @@ class Network:
             return 0.0
         per_node, nodes = group_span(stride, n, self.devices_per_node)
         steps = (lambda k: 2 * (k - 1)) if op == "all_reduce" else (lambda k: k - 1)
-        intra, inter = self.intra_ops.get(op, self.intra), self.inter_ops.get(op, self.inter)
+        intra, inter = self._links(op)
         time = 0.0
         if per_node > 1:
             time += steps(per_node) * intra.alpha_s
@@ -195,9 +195,13 @@ class Network:
 
     def send_s(self, size_bytes: float, stride: int) -> float:
         """One point-to-point message to the rank `stride` away (another node's when the stride crosses one)."""
-        across = stride >= self.devices_per_node
-        link = (self.inter_ops if across else self.intra_ops).get("send_recv", self.inter if across else self.intra)
+        intra, inter = self._links("send_recv")
+        link = inter if stride >= self.devices_per_node else intra
         return link.alpha_s + size_bytes * link.beta_s_per_byte
+
+    def _links(self, op: str) -> tuple[Link, Link]:
+        """(intra-node, inter-node) links that time `op`: its own fit where measured, else the general ones."""
+        return self.intra_ops.get(op, self.intra), self.inter_ops.get(op, self.inter)
 
 
 @dataclass(frozen=True)

@@ -59,33 +59,33 @@ def _usable(value: Any, whole: bool, positive: bool) -> bool:
 def links_from_records(
     records: Sequence[RecordLike], inter_records: Sequence[RecordLike] = ()
 ) -> tuple[Link | None, Link | None]:
-    """(intra-node, inter-node) links from commbench records' all-reduce fits: a record measured on one node is the
-    intra-node link, one measured across nodes (one rank per node: the node's link) or given in `inter_records`
-    the inter-node link."""
-    intra = inter = None
-    for given, forced in [(r, False) for r in records] + [(r, True) for r in inter_records]:
-        record = as_record(given)
-        link = Link.from_fit(read_fit(record, "all_reduce"))
-        if forced or _across_nodes(record.run):  # read_fit refused any other kind than commbench
-            inter = link
-        else:
-            intra = link
-    return intra, inter
+    """(intra-node, inter-node) links from commbench records' all-reduce fits (`_links_by_side`)."""
+    intra, inter = _links_by_side(records, inter_records, "all_reduce")
+    return intra.get("all_reduce"), inter.get("all_reduce")
 
 
 def op_links_from_records(
     records: Sequence[RecordLike], inter_records: Sequence[RecordLike] = ()
 ) -> tuple[dict[str, Link], dict[str, Link]]:
-    """(intra-node, inter-node) links per collective, from every fit the commbench records hold (the records sorted
-    between the two links as `links_from_records` sorts them): a prediction times each collective on its own
-    measured fit, not on the all-reduce's."""
+    """(intra-node, inter-node) links per collective, from every fit the commbench records hold: a prediction
+    times each collective on its own measured fit, not on the all-reduce's."""
+    return _links_by_side(records, inter_records, None)
+
+
+def _links_by_side(
+    records: Sequence[RecordLike], inter_records: Sequence[RecordLike], op: str | None
+) -> tuple[dict[str, Link], dict[str, Link]]:
+    """(intra-node, inter-node) links by collective, from each record's `op` fit (None: all its fits): a record
+    measured on one node is the intra-node link, one measured across nodes (one rank per node: the node's link) or
+    given in `inter_records` the inter-node link. read_fit refuses any other kind than commbench, and a fit the
+    record lacks (one without any: its all-reduce's)."""
     intra: dict[str, Link] = {}
     inter: dict[str, Link] = {}
     for given, forced in [(r, False) for r in records] + [(r, True) for r in inter_records]:
         record = as_record(given)
-        links = inter if forced or _across_nodes(record.run) else intra
-        for op in record.fits or {}:
-            links[op] = Link.from_fit(read_fit(record, op))
+        ops = (op,) if op else tuple(getattr(record, "fits", None) or ("all_reduce",))
+        links = {name: Link.from_fit(read_fit(record, name)) for name in ops}
+        (inter if forced or _across_nodes(record.run) else intra).update(links)
     return intra, inter
 
 

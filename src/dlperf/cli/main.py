@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dlperf import __version__
 from dlperf.cli.parser import Parser
 from dlperf.errors import DlperfError, clip
+from dlperf.secrets import mask
 
 # command -> its module, in the order `dlperf --help` lists them
 COMMANDS = {
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     except DlperfError as error:
         if debug:
             traceback.print_exc()
-        print(f"dlperf: error: {clip(str(error))}", file=sys.stderr)
+        print(f"dlperf: error: {clip(mask(error))}", file=sys.stderr)
         return error.exit_code
     except Terminated:
         print("dlperf: terminated (SIGTERM)", file=sys.stderr)
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         print(
-            f"dlperf: internal error: {type(error).__name__}: {clip(str(error))} "
+            f"dlperf: internal error: {type(error).__name__}: {clip(mask(error))} "
             "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )

@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from dlperf.errors import ConfigError, ResultsError, first_line
 from dlperf.reporting.extras import require_extra
+from dlperf.secrets import mask_url
 
 SCHEMA_VERSION = 2  # 1: the `runs` table alone (dlperf before the shared history); 2: added_at, added_by, versioned
 COLUMNS = ("run_key", "label", "model", "grp", "case_name", "repeat", "status", "throughput", "started_at", "record")
@@ -73,22 +73,15 @@ def parse_target(db: str | Path) -> Target:
         return Target("sqlite", Path(text), text)
     scheme = match.group(1).lower()
     if scheme in POSTGRES_SCHEMES:
-        return Target("postgresql", text, _without_password(text))
+        return Target("postgresql", text, mask_url(text))
     if scheme == "sqlite" and text.startswith("sqlite:///"):
         path = text[len("sqlite:///") :]
         return Target("sqlite", Path(path), path)
     raise ConfigError(
-        f"history database {_without_password(text)}: unknown scheme {scheme}: — give a file path for SQLite, "
+        f"history database {mask_url(text)}: unknown scheme {scheme}: — give a file path for SQLite, "
         "postgresql://USER@HOST/DB for PostgreSQL, or ./PATH for a file whose name has a colon"
     )
 
-
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 class Store(Protocol):

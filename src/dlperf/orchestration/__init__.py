@@ -1,51 +1,59 @@
 """Orchestration: check a spec once, plan its runs' paths, pick the launcher, run, build and store the records;
 sweeps, their resume, and the peaks file. The CLI calls these names and shows what they return or emit.
 
-The names load on first use (PEP 562), so `dlperf peak` or `dlperf predict` does not pay for the run machinery
-they never call. No exported name is also a submodule's name (`sweep_to_report` lives in `sweep.py`)."""
+Plain imports: every exported name is visible to type checkers and "go to definition". None of these modules loads
+a framework (the rank does), so importing the package costs the run machinery's Python alone, measured in
+`benchmarks/startup.py`. No exported name is also a submodule's name (`sweep_to_report` lives in `sweep.py`)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dlperf.orchestration.evidence_fields import window_figures
+from dlperf.orchestration.maxbatch import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
+from dlperf.orchestration.peak import measure_and_store
+from dlperf.orchestration.preflight import FORCE_HELP
+from dlperf.orchestration.run import RunHooks, run_one, training_spec
+from dlperf.orchestration.sweep import (
+    Commands,
+    Ended,
+    Interrupted,
+    Outcome,
+    Planned,
+    Recorded,
+    Skipped,
+    Started,
+    SweepEvent,
+    resume_command,
+    sweep_to_report,
+)
+from dlperf.orchestration.sweep_plan import SweepOptions, SweepPlan, SweepStart, stored_sweep_fields
+from dlperf.orchestration.sweep_state import ResolvedSweep, resolve_sweep
 
-# exported name -> the module (under dlperf.orchestration) that defines it
-_HOMES = {
-    **dict.fromkeys(("run_one", "training_spec", "RunHooks"), "run"),
-    **dict.fromkeys(
-        (
-            "sweep_to_report",
-            "Outcome",
-            "SweepEvent",
-            "Commands",
-            "Planned",
-            "Started",
-            "Skipped",
-            "Recorded",
-            "Interrupted",
-            "Ended",
-            "resume_command",
-        ),
-        "sweep",
-    ),
-    **dict.fromkeys(("SweepOptions", "SweepPlan", "SweepStart", "stored_sweep_fields"), "sweep_plan"),
-    **dict.fromkeys(("resolve_sweep", "ResolvedSweep"), "sweep_state"),
-    **dict.fromkeys(("CPU_CAP_SHARE", "SearchOptions", "prepare_search", "run_search"), "maxbatch"),
-    "measure_and_store": "peak",
-    "window_figures": "evidence_fields",
-    "FORCE_HELP": "preflight",
-}
-
-__all__ = sorted(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    globals()[name] = value  # loaded once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__all__ = [
+    "CPU_CAP_SHARE",
+    "FORCE_HELP",
+    "Commands",
+    "Ended",
+    "Interrupted",
+    "Outcome",
+    "Planned",
+    "Recorded",
+    "ResolvedSweep",
+    "RunHooks",
+    "SearchOptions",
+    "Skipped",
+    "Started",
+    "SweepEvent",
+    "SweepOptions",
+    "SweepPlan",
+    "SweepStart",
+    "measure_and_store",
+    "prepare_search",
+    "resolve_sweep",
+    "resume_command",
+    "run_one",
+    "run_search",
+    "stored_sweep_fields",
+    "sweep_to_report",
+    "training_spec",
+    "window_figures",
+]

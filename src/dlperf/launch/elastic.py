@@ -25,8 +25,10 @@ from dlperf.records.codec import decode
 RANKS_DIR_ENV = "DLPERF_RANKS_DIR"
 
 
-def running_marker(folder: str | Path, rank: int | str) -> Path:
-    return Path(folder) / f"rank-{rank}.running"
+def running_marker(folder: str | Path, rank: int | str, state: str = "running") -> Path:
+    """`rank-N.running` while the rank works; `rank-N.started`, kept, once it began (a timeout tells a rank still
+    starting from one that finished)."""
+    return Path(folder) / f"rank-{rank}.{state}"
 
 
 @record
@@ -36,6 +38,7 @@ def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     marker = running_marker(os.environ[RANKS_DIR_ENV], os.environ.get("RANK", "0"))
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
+    running_marker(marker.parent, os.environ.get("RANK", "0"), "started").touch()
     try:
         return run_rank(run, log_path)
     finally:

@@ -55,17 +55,33 @@ def stop_process_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def timed_out(timeout: float, running: list[int] | None = None) -> RunResult:
-    still = (
-        f" with rank{'s' if len(running) > 1 else ''} {', '.join(map(str, running))} still running" if running else ""
+def timed_out(timeout: float, running: list[int] | None = None, starting: list[int] | None = None) -> RunResult:
+    """The failure of a run past --timeout, naming the ranks still at work and those that had not begun (their
+    framework's start-up took the time: on a loaded machine that alone can exceed a short --timeout)."""
+    states = [
+        f"{_ranks(running)} still running" if running else "",
+        f"{_ranks(starting)} not yet started" if starting else "",
+    ]
+    said = " and ".join(state for state in states if state)
+    return RunResult.failed(
+        f"timed out after {timeout:g} s{' with ' + said if said else ''}: raise --timeout or lower --iters"
     )
-    return RunResult.failed(f"timed out after {timeout:g} s{still}: raise --timeout or lower --iters")
 
 
-def running_ranks(log_dir: Path) -> list[int]:
-    """The ranks still running, from the markers each rank keeps in the run's elastic log folder while it runs
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+
+
+def rank_states(log_dir: Path, ranks: int | None) -> tuple[list[int], list[int]]:
+    """The ranks still running and, of the node's `ranks` dlperf starts itself (None: a command's own processes,
+    which keep no markers), those not yet started, from the markers each rank keeps in the run's elastic log folder
     (see elastic.rank_main); torch-free, so it reads the files rather than importing elastic."""
-    return sorted(int(p.name.split("-")[1].split(".")[0]) for p in log_dir.glob("rank-*.running"))
+
+    def marked(state: str) -> list[int]:
+        return sorted(int(p.name.split("-")[1].split(".")[0]) for p in log_dir.glob(f"rank-*.{state}"))
+
+    started = set(marked("started"))
+    return marked("running"), [r for r in range(ranks or 0) if r not in started]
 
 
 def agent_command(python: str, spec_arg: str, result_path: str) -> list[str]:
@@ -99,9 +115,10 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
                 proc.stdin.flush()
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            running = running_ranks(Path(spec.launch.log_dir))
+            native = spec.launch.nproc_per_node if spec.command is None else None
+            states = rank_states(Path(spec.launch.log_dir), native)
             stop_process_group(proc)
-            return timed_out(timeout, running)
+            return timed_out(timeout, *states)
         except BaseException:
             stop_process_group(proc)
             raise

@@ -49,8 +49,10 @@ def test_two_windows_are_too_few_not_never_stable():
 
 
 def test_grammar_of_counts():
-    assert eta_text([], 1) == "1 run left, ETA after the first run"
-    assert eta_text([60.0], 2) == "2 runs left, ETA 2m00s"
+    assert eta_text(None, 1) == "1 run left, ETA after the first run"
+    assert eta_text(120.0, 2, ["resnet50 1n2g b4_fp32"]) == (
+        "2 runs left, ETA 2m00s or more (resnet50 1n2g b4_fp32 not yet timed)"
+    )
 
 
 @pytest.fixture

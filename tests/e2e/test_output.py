@@ -67,8 +67,31 @@ def test_history_table_into_a_pipe_keeps_every_cell_whole(tmp_path, capsys):
 
 def test_percent_and_eta():
     assert percent(0.527) == "52.7%" and percent(None) == "n/a" and percent(1e-6) == "<0.1%"
-    assert eta_text([60.0, 120.0], 4) == "4 runs left, ETA 6m00s"
-    assert eta_text([], 2) == "2 runs left, ETA after the first run" and eta_text([5.0], 0) == ""
+    assert eta_text(360.0, 4) == "4 runs left, ETA 6m00s"
+    assert eta_text(None, 2) == "2 runs left, ETA after the first run" and eta_text(5.0, 0) == ""
+
+
+def test_eta_counts_each_run_at_its_own_cases_pace(tmp_path, monkeypatch):
+    """Two 1n1g runs of 60 s done: the 1n2g runs left are counted at 60 s and said to be a lower bound; once a 1n2g
+    run took 300 s, the other 1n2g run is counted at 300 s, not at the mean of all."""
+    from dlperf.cli.sweep_cmd import SweepClock
+    from dlperf.orchestration.run import plan_jobs
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    jobs = []
+    for devices in (1, 2):
+        spec = spec_from_mapping({"model": "resnet50", "device": "cpu", "batch_size": 4, "devices_per_node": devices})
+        jobs += plan_jobs(spec, check_spec(spec), [1, 2], tmp_path)
+    now = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    clock = SweepClock(jobs)
+    for job, took in zip(jobs[:2], (60.0, 60.0)):
+        now[0] += took
+        clock.finish(job)
+    assert clock.eta() == "2 runs left, ETA 2m00s or more (resnet50 1n2g b4_fp32 not yet timed)"
+    now[0] += 300.0
+    clock.finish(jobs[2])
+    assert clock.eta() == "1 run left, ETA 5m00s"
 
 
 def test_log_follower_prints_each_event_as_it_lands(tmp_path):

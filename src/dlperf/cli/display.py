@@ -42,13 +42,16 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def eta_text(durations: list[float], left: int) -> str:
-    """Time left for `left` runs at the mean duration of the runs done so far; empty before the first."""
+def eta_text(seconds: float | None, left: int, untimed: Sequence[str] = ()) -> str:
+    """Time left for `left` runs (`seconds`: None before the first run); `untimed` names the cases left that no
+    run of has been timed yet, whose runs were counted at the mean of the others: the ETA is then a lower bound
+    (a 1n2g run with its ablation takes several times a 1n1g run)."""
     if not left:
         return ""
-    if not durations:
+    if seconds is None:
         return f"{counted(left, 'run')} left, ETA after the first run"
-    return f"{counted(left, 'run')} left, ETA {duration(sum(durations) / len(durations) * left)}"
+    bound = f" or more ({', '.join(untimed)} not yet timed)" if untimed else ""
+    return f"{counted(left, 'run')} left, ETA {duration(seconds)}{bound}"
 
 
 def counted(n: int, noun: str) -> str:

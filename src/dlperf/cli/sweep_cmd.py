@@ -172,12 +172,13 @@ def running_log(jobs: list[RunJob], since: float) -> tuple[Path, str] | None:
 
 
 class SweepClock:
-    """Which run goes now and when the sweep should end, from the runs done so far (skipped ones cost nothing)."""
+    """Which run goes now and when the sweep should end, from the runs done so far (skipped ones cost nothing):
+    each run left at the mean of its own case's runs, a case not yet timed at the mean of all."""
 
     def __init__(self, jobs: list[RunJob]) -> None:
         self.todo = list(jobs)
         self.total = len(jobs)
-        self.durations: list[float] = []
+        self.durations: dict[str, list[float]] = {}
         self.done = 0
         self._since = time.monotonic()
 
@@ -191,7 +192,7 @@ class SweepClock:
         self._since = time.monotonic()
 
     def finish(self, job: RunJob) -> None:
-        self.durations.append(time.monotonic() - self._since)
+        self.durations.setdefault(_case(job), []).append(time.monotonic() - self._since)
         self.skip(job)
 
     def running(self) -> str:
@@ -201,4 +202,14 @@ class SweepClock:
         return f"now {job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}"
 
     def eta(self) -> str:
-        return eta_text(self.durations, self.left)
+        every = [d for case in self.durations.values() for d in case]
+        if not every:
+            return eta_text(None, self.left)
+        overall = sum(every) / len(every)
+        means = {case: sum(d) / len(d) for case, d in self.durations.items()}
+        untimed = list(dict.fromkeys(_case(job) for job in self.todo if _case(job) not in means))
+        return eta_text(sum(means.get(_case(job), overall) for job in self.todo), self.left, untimed)
+
+
+def _case(job: RunJob) -> str:
+    return f"{job.spec.model} {job.spec.topology} {job.plan.group}"

@@ -113,6 +113,24 @@ def test_log_follower_prints_each_event_as_it_lands(tmp_path):
     assert seen[3] == "warm-up done in 7.9 s after 63.0 s of compiling (first step: 0.4 s); timing"
 
 
+def test_log_follower_names_what_follows_the_last_timed_window(tmp_path):
+    """The sync ablation after a 1n2g run's last window is said, with its length, and so is its silent phase: not
+    minutes of an unlabelled '... timing: N s'."""
+    log = tmp_path / "run.log"
+    seen: list[str] = []
+    with LogFollower(log, seen.append, quiet_s=0.2, poll_s=0.05):
+        time.sleep(0.1)
+        writer = RunLogWriter(log)
+        writer.config({"world_size": 2, "warmup_iters": 2, "ablate": "sync"})
+        writer.window(WindowLine(6, 6, 6.5, 100.0, 500.0, time.time()))
+        time.sleep(0.5)
+        writer.close()
+    assert (
+        "timed window done; sync ablation: 6 steps without and 6 with gradient synchronisation, about 6 s" in (seen[2])
+    )
+    assert seen[3].startswith("... sync ablation: ")
+
+
 def test_log_follower_says_how_long_a_silent_phase_lasts(tmp_path):
     seen: list[str] = []
     with LogFollower(tmp_path / "none.log", seen.append, quiet_s=0.1, poll_s=0.05):

@@ -54,6 +54,7 @@ class LogFollower:
         self._started = time.time()
         self._phase = "starting the ranks"
         self._phase_since = time.monotonic()
+        self._ablating = False  # the run's config asks for the sync ablation after its timed window
         self._last_news = self._phase_since  # the last line shown: after quiet_s without one, the phase is said
         # the log followed now, and the start of its last line while that line is not yet complete
         self._handle: TextIO | None = None
@@ -153,6 +154,7 @@ class LogFollower:
             compiled = " (with torch.compile: the first step compiles)" if config.get("compile") else ""
             self.emit(f"ranks up ({config.get('world_size')}): warming up {config.get('warmup_iters')} iterations"
                       f"{compiled}")  # fmt: skip
+            self._ablating = config.get("ablate") == "sync" and (config.get("world_size") or 1) > 1
             return True
         if (warmup := parse_warmup(line)) is not None:
             self._phase, self._phase_since = "timing", time.monotonic()
@@ -162,5 +164,19 @@ class LogFollower:
             return True
         if (window := parse_window(line)) is not None:
             self.emit(window_text(window, self.extra))
+            if window.iteration == window.total:
+                self._after_timing(window)
             return True
         return False
+
+    def _after_timing(self, window: WindowLine) -> None:
+        """Say what the run does after its last timed window, where it takes time: the sync ablation times as many
+        steps again without gradient synchronisation and as many with (docs/scaling.md), about twice the window."""
+        self._phase_since = time.monotonic()
+        if not self._ablating:
+            self._phase = "finishing (gathering the ranks' facts)"
+            return
+        about = 2 * window.total * window.ms_per_iter / 1000
+        self._phase = "sync ablation"
+        self.emit(f"timed window done; sync ablation: {window.total} steps without and {window.total} with gradient "
+                  f"synchronisation, about {about:.0f} s (docs/scaling.md)")  # fmt: skip

@@ -101,3 +101,19 @@ def test_a_new_sweep_does_not_replace_another_sweeps_report(tmp_path, capsys):
     assert_one_line_error(code, err, f"{out} already holds an earlier sweep's report.md", "--overwrite")
     assert err.index(f"dlperf sweep --resume --out {out}") < err.index("--overwrite")
     assert (out / "report.md").read_text() == "another sweep's report\n"
+
+
+def test_a_new_sweep_keeps_an_interrupted_runs_log_and_console(tmp_path, capsys):
+    """An interrupted sweep leaves its running run's log and console without a record: the same sweep again without
+    --resume is refused, and both files are kept byte for byte (they were emptied before)."""
+    config = tmp_path / "sweep.yaml"
+    config.write_text("model: resnet50\ndevice: cpu\nimage_size: 32\nbatch_size: 4\nrepeats: 1\n")
+    out = tmp_path / "out"
+    folder = out / "resnet50" / "1n1g"
+    folder.mkdir(parents=True)
+    (folder / "resnet50_b4_fp32_1.log").write_text("[dlperf] config {}\n")
+    (folder / "resnet50_b4_fp32_1.console.txt").write_text("the ranks' own lines\n")
+    code, _, err = run_cli(["sweep", str(config), "--out", str(out)], capsys)
+    assert_one_line_error(code, err, f"{out} already holds an interrupted run's resnet50_b4_fp32_1.log", "--resume")
+    assert (folder / "resnet50_b4_fp32_1.log").read_text() == "[dlperf] config {}\n"
+    assert (folder / "resnet50_b4_fp32_1.console.txt").read_text() == "the ranks' own lines\n"

@@ -159,15 +159,20 @@ def sweep_to_report(
 
 
 def _refuse_finished(out: str, jobs: list[RunJob]) -> None:
-    """An earlier sweep's records or report in this folder stay unless asked; the hint names --resume first."""
+    """An earlier sweep's records, report or interrupted run (its log or console, no record yet) in this folder stay
+    unless asked; the hint names --resume first."""
     existing = [job for job in jobs if job.paths.record.exists()]
+    begun = [path for job in jobs for path in (job.paths.log, job.paths.console) if path.exists()]
     reports = existing_report_files(out, {"md", "json"})
-    if existing or reports:
-        what = f"{len(existing)} records of this sweep" if existing else f"an earlier sweep's {reports[0].name}"
+    if existing or reports or begun:
+        what = (
+            f"{len(existing)} records of this sweep"
+            if existing
+            else f"an earlier sweep's {reports[0].name}"
+            if reports
+            else f"an interrupted run's {begun[0].name}"
+        )
         raise ResultsError(
             f"{out} already holds {what}: finish or extend it with `{resume_command(out)}`, "
             "or pass --overwrite to start again (replaces them), or choose another --out"
         )
-
-
-__all__ = ["Outcome", "SweepEvent", "resume_command", "sweep_to_report"]

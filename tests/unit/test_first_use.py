@@ -87,6 +87,23 @@ def test_report_on_a_folder_being_written_names_its_writer(tmp_path, capsys):
     assert code == 2 and f"in use by dlperf pid {os.getpid()}" in one_line(err) and "extract" not in err
 
 
+def test_report_of_a_sweep_still_running_says_it_is_partial(tmp_path, capsys):
+    """One record written, the sweep still holding the folder: the report is made of what is there, and both the
+    command and report.md say who is still writing (it said nothing of it before)."""
+    from report_records import record
+
+    folder = tmp_path / "running"
+    write_json_atomic(folder / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json", record("1n1g", 1, 100.0))
+    with results_lock(folder):
+        code, _, err = run_cli(["report", str(folder), "--format", "md"], capsys)
+    assert code == 0, err
+    assert f"is still being written by dlperf pid {os.getpid()}" in err and "the 1 record written so far" in err
+    report = (folder / "report.md").read_text()
+    assert f"**Partial**: dlperf pid {os.getpid()}" in report and "the 1 record written so far" in report
+    code, _, err = run_cli(["report", str(folder), "--format", "md"], capsys)  # the sweep ended: a whole report
+    assert code == 0 and "Partial" not in (folder / "report.md").read_text() and "still being written" not in err
+
+
 def test_ctrl_c_on_a_run_names_repeat_and_overwrite(tmp_path, capsys, monkeypatch):
     """The interrupted run's log stays; the same command again would be refused by it: the hint says what to pass."""
     from dlperf.cli import run_cmd

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
+from dlperf.records.lock import writer_of
 from dlperf.records.schema import COMMBENCH_SCHEMA, MAXBATCH_SCHEMA, Record, RunRecord
 from dlperf.reporting.commbench_table import read_commbench
 from dlperf.reporting.export import TENSORBOARD_HINT
@@ -17,6 +20,7 @@ from dlperf.reporting.report import check_one_sweep
 from dlperf.reporting.results_writes import FolderReport, write_cross_source, write_folder_report
 from dlperf.reporting.sources import BY_CHOICES, build_comparison, load_sources
 from dlperf.spec import setting
+from dlperf.wording import count
 
 FORMAT_CHOICES = {
     "md": {"md"},
@@ -122,9 +126,12 @@ def _single(args: argparse.Namespace) -> list[Path]:
         raise ConfigError("--no-overlap changes the --predict column: add --predict COMMBENCH_RECORD")
     out = Path(args.out) if args.out else None
     formats = FORMAT_CHOICES[args.format]
-    return write_folder_report(
-        FolderReport(root, records, others, out, formats, predict, args.overlap, args.tensorboard, args.overwrite)
-    )
+    writer = writer_of(root)
+    if writer:
+        print(f"dlperf: {terminal(root)} is still being written by {terminal(writer)}: the report covers the "
+              f"{count(len(records), 'record')} written so far", file=sys.stderr)  # fmt: skip
+    request = FolderReport(root, records, others, out, formats, predict, args.overlap, args.tensorboard)
+    return write_folder_report(dataclasses.replace(request, overwrite=args.overwrite, writer=writer))
 
 
 def _folder_records(root: Path, merge: bool) -> tuple[list[RunRecord], list[Record]]:

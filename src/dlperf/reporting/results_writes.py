@@ -38,6 +38,7 @@ class FolderReport:
     overlap: bool = True
     tensorboard: str | None = None
     overwrite: bool = False
+    writer: str | None = None  # who still writes DIR (a sweep under way): the report says it is partial
 
 
 def write_folder_report(request: FolderReport) -> list[Path]:
@@ -58,6 +59,7 @@ def write_folder_report(request: FolderReport) -> list[Path]:
             others=request.others,
             predict=request.predict,
             overlap=request.overlap,
+            writer=request.writer,
         )
         if request.tensorboard:
             written.append(write_tensorboard(summarise(request.records), request.tensorboard))

@@ -24,10 +24,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlperf.orchestration import llama_predict
 from dlperf.predict import links_from_records, op_links_from_records
-from dlperf.predict.llama import OPTIMIZER_BYTES_PER_PARAM, Device, Network, Training, predict_llama
+from dlperf.predict.setting import Device, Network, Training
 from dlperf.reporting.commbench_table import read_commbench
+from dlperf.workloads.llama import predict as llama_predict
+from dlperf.workloads.llama.predict_model import OPTIMIZER_BYTES_PER_PARAM, model_shape, predict_llama
 
 MIB = 1024 * 1024
 SHAPES = {
@@ -96,14 +97,14 @@ def predicted(values: dict, devices: int, device: Device, net: Network) -> tuple
     training = Training(
         precision="fp32", checkpointing=config.activation_checkpoint, overlap=False, fused_optimizer=False
     )  # AdamW is fused on CUDA only
-    got = predict_llama(llama_predict.model_shape(config), layout, training, device, net)
+    got = predict_llama(model_shape(config), layout, training, device, net)
     return got.step_s, got.memory_bytes
 
 
 def optimizer_s(bandwidth: float, shape: dict) -> float:
     """The one-rank step's optimizer as the model times it (the calibration takes it out of the rate)."""
     spec, _ = llama_predict.llama_spec({**shape, "nodes": 1, "devices_per_node": 1, "precision": "fp32"})
-    return OPTIMIZER_BYTES_PER_PARAM * llama_predict.model_shape(spec.workload).params / bandwidth
+    return OPTIMIZER_BYTES_PER_PARAM * model_shape(spec.workload).params / bandwidth
 
 
 def main() -> None:

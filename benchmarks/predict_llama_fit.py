@@ -7,8 +7,8 @@ predict/calibration.py and the table for docs/scaling.md.
 
 from __future__ import annotations
 
-from dlperf.orchestration import llama_predict
 from dlperf.predict import calibration
+from dlperf.workloads.llama import predict as llama_predict
 
 # (point, what it fits), in order: each fit takes the ones before it as given
 FITS = (

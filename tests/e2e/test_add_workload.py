@@ -1,8 +1,8 @@
 """A new workload is one folder and one registry line: a toy (tests/fixtures/toy_workload) copied into a copy of
 the dlperf under test and registered with one line gets its flags from its config dataclass, runs on both engines
 (each writing a record with a throughput, reported under its title), sweeps with its CPU estimate said, has its
-batch searched by maxbatch, and lends its names and speed bound to the reports and extract. No other file of
-dlperf changes."""
+batch searched by maxbatch, lends its names and speed bound to the reports and extract, and is predicted at scale
+by its own predictor module. No other file of dlperf changes."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_the_toy_is_one_folder_and_one_line(toy_tree):
     assert [line for line in registered if line not in original] == [LINE]
     assert len(registered) == len(original) + 1
     added = {p.name for p in (toy_tree / "dlperf" / "workloads" / "toy").iterdir() if p.is_file()}
-    assert added == {"__init__.py", "torch_step.py", "jax_step.py"}
+    assert added == {"__init__.py", "torch_step.py", "jax_step.py", "predict.py"}
 
 
 def test_the_toy_gets_its_flags_from_its_config(toy_tree):
@@ -73,6 +73,22 @@ def test_the_toy_gets_its_flags_from_its_config(toy_tree):
     assert len(bad.stderr.strip().splitlines()) == 1
     foreign = toy_dlperf(toy_tree, ["run", "--model", "resnet50", "--toy-width", "3", "--dry-run"])
     assert foreign.returncode == 2 and "applies to --model toy" in foreign.stderr, foreign.stderr
+
+
+def test_the_toy_is_predicted_by_its_own_predictor(toy_tree):
+    """`dlperf predict --model toy` takes the toy's flags from its config and prints what its predictor module says
+    (3 x 2·w FLOPs per sample at H100 SXM's fitted rate), the same setting flags as Llama's; Llama's is unchanged."""
+    base = ["predict", "--model", "toy", "--accelerator", "H100 SXM", "--efficiency", "0.5", "--nodes", "2"]
+    done = toy_dlperf(toy_tree, [*base, "--toy-width", "16"])
+    assert done.returncode == 0, done.stderr
+    rate = 989.4e12 * 0.5  # the data sheet's dense bf16 peak at the efficiency given
+    assert done.stdout.strip() == f"toy width 16 on 16 x H100 SXM: {6 * 16 * 4 / rate:.3g} s per step"
+    got = json.loads(toy_dlperf(toy_tree, [*base, "--toy-batch", "2", "--json"]).stdout)
+    assert got == {"step_s": pytest.approx(6 * 8 * 2 / rate), "devices": 16, "accelerator": "H100 SXM"}
+    helped = " ".join(toy_dlperf(toy_tree, ["predict", "--help"]).stdout.split())
+    assert "--model toy: --toy-width TOY_WIDTH" in helped and "--model {toy,llama}" in helped
+    llama = toy_dlperf(toy_tree, ["predict", "--model", "llama", "--size", "8b", "--accelerator", "H100 SXM"])
+    assert llama.returncode == 0 and "Llama 32 layers x 4096" in llama.stdout, llama.stderr
 
 
 @pytest.mark.slow

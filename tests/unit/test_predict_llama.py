@@ -32,10 +32,12 @@ import re
 import pytest
 from conftest import assert_one_line_error, run_cli
 
-from dlperf.orchestration import llama_predict
-from dlperf.predict.llama import Device, ModelShape, Network, Training, predict_llama
+from dlperf.predict.calibration import setting_for
 from dlperf.predict.model import Link
+from dlperf.predict.setting import Device, Network, Training
+from dlperf.workloads.llama import predict as llama_predict
 from dlperf.workloads.llama.layout import LlamaLayout
+from dlperf.workloads.llama.predict_model import ModelShape, predict_llama
 
 SHAPE = ModelShape(layers=2, hidden=8, heads=2, kv_heads=2, ffn=16, vocab=32, seq=4, params=1832, embedding=256,
                    flops_per_token=10224)  # fmt: skip
@@ -99,7 +101,7 @@ def test_pipeline_memory_per_schedule():
     x 10 bytes) it keeps the fp32 log-softmax of the 3 before (4 bytes each) and their activations; 1F1B's keeps
     one micro-batch's; interleaved 1F1B as torch's warm-up runs it. zbv's V puts the first and the last stage on
     one rank: embedding and output both there."""
-    from dlperf.predict.llama import _activation_memory
+    from dlperf.workloads.llama.predict_model import _activation_memory
 
     shape = ModelShape(4, 8, 2, 2, 16, 32, 4, 2 * 1832 - 520, 256, 10224)
 
@@ -277,7 +279,7 @@ def test_each_collective_on_its_own_commbench_fit():
     net = Network(2, intra, intra, ops)
     assert net.collective_s("all_gather", 1e6, 2, 1) == pytest.approx(0.043)
     assert net.collective_s("reduce_scatter", 1e6, 2, 1) == pytest.approx(0.006)
-    setting = llama_predict.setting_for("H100 SXM", 2, "amp-bf16", "torchtitan", Training(),
+    setting = setting_for("H100 SXM", 2, "amp-bf16", "torchtitan", Training(),
                                         overrides={"intra_fit": intra, "intra_op_fits": ops})  # fmt: skip
     assert setting.network.collective_s("all_gather", 1e6, 2, 1) == pytest.approx(0.043)
     assert "each collective its own (all_reduce, all_gather)" in setting.sources["intra_node"]

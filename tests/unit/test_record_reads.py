@@ -31,7 +31,6 @@ PEAKS = "the measured peaks file's own schema key"
 # Mappings that are no record but share a field's name: module -> (what the mapping is, the keys it reads).
 NOT_RECORDS: dict[str, tuple[str, str]] = {
     "cli/declared_flags.py": (FLAG, "group"),
-    "cli/predict_llama.py": (RUN_KEYS, "devices_per_node nodes"),
     "cli/live.py": ("the log's config event (the run's keys)", "world_size"),
     "cli/run_flags.py": (FLAG, "group"),
     "cli/references_cmd.py": (FIGURES, "accelerator framework model precision source"),
@@ -47,11 +46,11 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
         "accelerator framework model precision schema source",
     ),
     "orchestration/maxbatch.py": (RUN_KEYS, "model"),
-    "orchestration/llama_predict.py": (
-        RUN_KEYS + "; a published Llama run's point (predict/llama_published.json)",
+    "workloads/llama/predict.py": (
+        RUN_KEYS + "; a published Llama run's point (workloads/llama/llama_published.json)",
         "accelerator devices_per_node micro_batch_size nodes tokens_per_s_per_device",
     ),
-    "predict/llama.py": ("a predicted step's memory parts (bytes by name)", "parameters"),
+    "workloads/llama/predict_model.py": ("a predicted step's memory parts (bytes by name)", "parameters"),
     "reporting/published.py": (FIGURES, "accelerator framework model precision source"),
     "workloads/__init__.py": (RUN_KEYS, "command model"),
     "workloads/commbench/__init__.py": ("the commbench rank task's output", "backend"),

@@ -1,20 +1,34 @@
 """`dlperf predict`: data-parallel step time, throughput and speedup from a 1-device run and commbench records;
-with `--model llama`, a Llama layout at any scale on a named accelerator (cli/predict_llama.py)."""
+with `--model NAME`, a layout of that workload at any scale on a named accelerator, by the predictor it declares
+(`Workload.predictor`, e.g. workloads/llama/predict.py)."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, fields
+from typing import Any
 
-from dlperf.cli import predict_llama
-from dlperf.cli.declared_flags import add_declared
+from dlperf.cli.declared_flags import add_declared, declared_options
+from dlperf.cli.display import say
+from dlperf.cli.run_flags import add_workload_options
 from dlperf.errors import ConfigError
+from dlperf.metrics.peaks import DEFAULT_PEAKS_FILE
 from dlperf.predict import DEFAULT_BACKWARD_SHARE, links_from_records, predict_data_parallel, run_from_record
+from dlperf.predict.accelerators import accelerator
+from dlperf.predict.calibration import STACK_RECOMPUTE, STACKS, Measured, setting_for
 from dlperf.predict.model import MAX_GRADIENT_BYTES, MIB
+from dlperf.predict.records import op_links_from_records
+from dlperf.predict.setting import Setting, Training
+from dlperf.records.load import as_record
+from dlperf.records.schema import RunRecord
 from dlperf.records.validate import check_file
 from dlperf.reporting.commbench_table import read_commbench
 from dlperf.spec import setting
 from dlperf.user_files import read_user_file
+from dlperf.workloads import Workload, get_workload, predictors
+
+GROUP = "a layout at any scale (--model)"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -29,7 +43,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "measured across nodes (one rank per node) the inter-node link.",
     )
     add_declared(parser, PredictOptions)
-    predict_llama.add_options(parser)
+    add_declared(parser, ModelOptions, choices={"model": list(predictors())})
+    add_workload_options(parser, {name: predictor.ignored for name, predictor in predictors().items()})
     parser.set_defaults(func=run)
 
 
@@ -52,9 +67,61 @@ class PredictOptions:
     )
 
 
+@dataclass(frozen=True)
+class ModelOptions:
+    """`--model NAME`: a layout of a workload with a predictor, at any scale on a named accelerator."""
+
+    model: str | None = setting(None, "llama: predict a Llama layout (below) instead of data parallelism",
+                                choices=("llama",), group=GROUP)  # fmt: skip
+    accelerator: str | None = setting(None, "device by its data-sheet name (H100 SXM, H200 SXM, B200, GB200, "
+                                      "A100 SXM 80GB, MI300X, V100 SXM2, ...) or NVML's", group=GROUP)  # fmt: skip
+    devices_per_node: int | None = setting(
+        None, "devices per node (default the accelerator's usual system: 8, 72 for GB200)", bound="positive",
+        group=GROUP,
+    )  # fmt: skip
+    precision: str = setting("amp-bf16", "amp-bf16, amp-fp16 or fp32", choices=("amp-bf16", "amp-fp16", "fp32"),
+                             group=GROUP)  # fmt: skip
+    stack: str = setting("torchtitan", f"software stack whose fitted efficiency applies: {', '.join(STACKS)}",
+                         choices=STACKS, group=GROUP)  # fmt: skip
+    async_tp: bool = setting(False, "async tensor parallelism (collectives overlapped with matmuls)", group=GROUP)
+    loss_parallel: bool = setting(False, "the loss on the vocabulary shards under TP (torchtitan's, Megatron's); "
+                                  "dlperf's own runs gather the logits", group=GROUP)  # fmt: skip
+    recompute_mm_share: float | None = setting(
+        None, "share of the block matmuls selective checkpointing recomputes (default the stack's: torchtitan's "
+        "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", group=GROUP,
+    )  # fmt: skip
+    efficiency: float | None = setting(None, "achieved fraction of the dense peak (overrides every source)",
+                                       bound="positive", group=GROUP)  # fmt: skip
+    calibrate: str | None = setting(None, "a one-device Llama run record on this accelerator: its achieved "
+                                    "TFLOP/s set the efficiency", group=GROUP)  # fmt: skip
+    peaks: str = setting(str(DEFAULT_PEAKS_FILE), "`dlperf peak`'s store: a measured matmul peak caps the "
+                         "efficiency", group=GROUP)  # fmt: skip
+    device_name: str | None = setting(None, "the name `dlperf peak` measured the device under (default "
+                                      "--accelerator)", group=GROUP)  # fmt: skip
+    memory_gib: float | None = setting(None, "device memory (default the data sheet's)", bound="positive",
+                                       group=GROUP)  # fmt: skip
+    memory_tbs: float | None = setting(None, "memory bandwidth, TB/s (default the data sheet's)", bound="positive",
+                                       group=GROUP)  # fmt: skip
+    intra_node_gbs: float | None = setting(None, "scale-up link per device and direction, GB/s (default the "
+                                           "data sheet's x 0.8)", bound="positive", group=GROUP)  # fmt: skip
+    inter_node_gbit: float | None = setting(None, "network per device, Gbit/s (default the usual system's x 0.8)",
+                                            bound="positive", group=GROUP)  # fmt: skip
+    intra_latency_us: float | None = setting(None, "per ring step inside a node (default 5)", bound="non-negative",
+                                             group=GROUP)  # fmt: skip
+    inter_latency_us: float | None = setting(None, "per ring step between nodes (default 10)",
+                                             bound="non-negative", group=GROUP)  # fmt: skip
+    commbench: str | None = setting(None, "a `dlperf commbench` record on one node: the intra-node link",
+                                    group=GROUP)  # fmt: skip
+    inter_commbench: str | None = setting(None, "a `dlperf commbench` record with one rank per node: the "
+                                          "inter-node link", group=GROUP)  # fmt: skip
+    search: bool = setting(False, "rank the layouts that fit, best first, with why each loses", group=GROUP)
+    top: int = setting(10, "layouts --search shows (default 10)", bound="positive", group=GROUP)
+    json: bool = setting(False, "print JSON", group=GROUP)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.model is not None:
-        return predict_llama.run(args)
+        return _predict_model(args)
     if args.run_record is None or args.commbench_record is None or args.devices is None:
         raise ConfigError(
             "dlperf predict needs RUN_RECORD COMMBENCH_RECORD --devices N (data parallelism from a 1n1g run), or "
@@ -81,3 +148,57 @@ def run(args: argparse.Namespace) -> int:
     print(f"  throughput    {got.throughput:.2f} samples/s")
     print(f"  speedup       {got.speedup:.2f} (efficiency {got.efficiency:.1%})")
     return 0
+
+
+def _predict_model(args: argparse.Namespace) -> int:
+    """`--model NAME`: the setting from the flags and measurements, the layout from the workload's own flags, shown
+    as its predictor says."""
+    options: ModelOptions = declared_options(ModelOptions, args)
+    workload = get_workload(args.model)
+    if options.accelerator is None:
+        raise ConfigError(f"--model {workload.name} needs --accelerator NAME (e.g. 'H100 SXM'): the device to predict "
+                          "for")  # fmt: skip
+    per_node = options.devices_per_node or accelerator(options.accelerator).devices_per_node
+    given = {f.name: getattr(args, f.name) for f in fields(workload.config_type) if hasattr(args, f.name)}
+    values = {**given, "nodes": args.nodes, "devices_per_node": per_node, "precision": args.precision}
+    shown = predictors()[workload.name].shown(values, _setting(options, workload, per_node), options.search,
+                                              options.top, options.json)  # fmt: skip
+    if isinstance(shown, dict):
+        print(json.dumps(shown, indent=1))
+    for line in shown if isinstance(shown, list) else ():
+        say(line)
+    return 0
+
+
+def _setting(options: ModelOptions, workload: Workload, per_node: int) -> Setting:
+    share = STACK_RECOMPUTE[options.stack] if options.recompute_mm_share is None else options.recompute_mm_share
+    training = Training(options.precision, recompute_mm_share=share, async_tp=options.async_tp,
+                        loss_parallel=options.loss_parallel)  # fmt: skip
+    return setting_for(
+        options.accelerator, per_node, options.precision, options.stack, training, _measured(options, workload),
+        {**{k: getattr(options, k) for k in ("memory_gib", "memory_tbs", "intra_node_gbs", "inter_node_gbit",
+                                              "intra_latency_us", "inter_latency_us")}, **_links(options)},
+    )  # fmt: skip
+
+
+def _measured(options: ModelOptions, workload: Workload) -> Measured:
+    record = None
+    if options.calibrate:
+        found, problem = check_file(options.calibrate)
+        found = as_record(found) if found is not None else None
+        if (not isinstance(found, RunRecord) or found.model != workload.name or found.world_size != 1
+                or found.status != "ok" or not found.tflops_per_device):  # fmt: skip
+            why = f" ({problem})" if problem else ""
+            raise ConfigError(f"--calibrate {options.calibrate} is not a one-device {workload.report_title} run "
+                              f"record{why}: give the JSON of a successful 1n1g `dlperf run --model "
+                              f"{workload.name}`")  # fmt: skip
+        record = found.tflops_per_device
+    return Measured(options.peaks, options.device_name, record, options.efficiency)
+
+
+def _links(options: ModelOptions) -> dict[str, Any]:
+    records = [read_commbench(options.commbench)] if options.commbench else []
+    inter_records = [read_commbench(options.inter_commbench)] if options.inter_commbench else []
+    intra, inter = links_from_records(records, inter_records)
+    intra_ops, inter_ops = op_links_from_records(records, inter_records)
+    return {"intra_fit": intra, "inter_fit": inter, "intra_op_fits": intra_ops, "inter_op_fits": inter_ops}

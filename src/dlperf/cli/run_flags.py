@@ -45,12 +45,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_workload_options(parser)
 
 
-def add_workload_options(parser: argparse.ArgumentParser) -> None:
+def add_workload_options(parser: argparse.ArgumentParser, only: dict[str, frozenset[str]] | None = None) -> None:
     """Each training workload's settings as flags, made from its config dataclass: the type and choices from the
     annotation (`Literal[...]`), help and bound from the field's `setting` metadata. A key that several models
-    share is one flag, its help naming each model's meaning."""
+    share is one flag, its help naming each model's meaning. `only`: those workloads, less the fields named."""
     groups: dict[str, Any] = {}
-    for name, owned in _training_fields().items():
+    for name, owned in _training_fields(only).items():
         workload = owned[0][0]
         title = (workload.title or f"--model {workload.name}") if len(owned) == 1 else "shared by several models"
         if title not in groups:
@@ -73,15 +73,16 @@ def _shared_kind(owned: list[tuple[Workload, Field, Any]]) -> dict[str, Any]:
     return kind
 
 
-def _training_fields() -> dict[str, list[tuple[Workload, Field, Any]]]:
-    """Each config key of the training workloads -> the workloads that have it, with its field and annotation (a
-    measurement of its own, like commbench, has its own command and flags)."""
+def _training_fields(only: dict[str, frozenset[str]] | None) -> dict[str, list[tuple[Workload, Field, Any]]]:
+    """Each config key of the training workloads (or those `only` names, less its fields) -> the workloads that have
+    it, with its field and annotation (a measurement of its own, like commbench, has its own command and flags)."""
     owners: dict[str, list[tuple[Workload, Field, Any]]] = {}
     for workload in all_workloads():
-        if not workload.tasks:
+        if not workload.tasks and (only is None or workload.name in only):
             hints = get_type_hints(workload.config_type)
             for f in fields(workload.config_type):
-                owners.setdefault(f.name, []).append((workload, f, hints[f.name]))
+                if f.name not in (only or {}).get(workload.name, ()):
+                    owners.setdefault(f.name, []).append((workload, f, hints[f.name]))
     return owners
 
 

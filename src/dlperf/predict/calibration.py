@@ -1,27 +1,30 @@
-"""Where a Llama prediction's device and link figures come from, best first: what dlperf measured (a one-device run
+"""Where a prediction's device and link figures come from, best first: what dlperf measured (a one-device run
 record's achieved rate, `dlperf peak`'s matmul rate, `dlperf commbench` fits), else the data sheet with the
-achieved efficiency fitted to published runs of the same software stack; every figure carries its source.
+achieved efficiency fitted to published runs of the same software stack; every figure carries its source; the
+`Setting` made of them all (`setting_for`).
 
 The default efficiencies are fitted (benchmarks/predict_llama_fit.py), one point per stack, precision and device
-class, to the 6 published runs in `llama_published.json` marked `fit`: torchtitan's 8-GPU FSDP rows (eager,
-compiled, compiled float8) on its reference H100s (96 GB HBM2e at 500 W), the H200 4-node row (the scale of
-full-power Hopper), the A100 8B row (the A100's scale) and NeMo's 8-GPU Llama 2 7B row (Megatron's float8 figure;
-its bf16 one keeps torchtitan-compile's bf16-to-fp8 ratio, as eager torchtitan's float8 does). The other 49
-published points, 18 of them at 576 to 2,304 GPUs, are held out and checked (tests/unit/test_predict_llama.py,
-docs/scaling.md). They are fractions of the dense datasheet peak on the records' FLOPs (recomputation and
-communication modelled apart).
+class, to the 6 published Llama runs in `workloads/llama/llama_published.json` marked `fit`: torchtitan's 8-GPU
+FSDP rows (eager, compiled, compiled float8) on its reference H100s (96 GB HBM2e at 500 W), the H200 4-node row
+(the scale of full-power Hopper), the A100 8B row (the A100's scale) and NeMo's 8-GPU Llama 2 7B row (Megatron's
+float8 figure; its bf16 one keeps torchtitan-compile's bf16-to-fp8 ratio, as eager torchtitan's float8 does). The
+other 49 published points, 18 of them at 576 to 2,304 GPUs, are held out and checked
+(tests/unit/test_predict_llama.py, docs/scaling.md). They are fractions of the dense datasheet peak on the
+records' FLOPs (recomputation and communication modelled apart).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.metrics.peaks import measured_peak, read_stored
-from dlperf.predict.accelerators import Accelerator
-from dlperf.predict.llama import Device
+from dlperf.predict.accelerators import Accelerator, accelerator
 from dlperf.predict.model import Link
+from dlperf.predict.setting import Device, Network, Setting, Training
 
 # Fitted by benchmarks/predict_llama_fit.py; do not edit by hand. On the reference device, torchtitan's H100 at
 # 500 W: stack -> (efficiency at the run precision, efficiency of the float8 linears at the fp8 peak).
@@ -37,6 +40,7 @@ DEVICE_SCALE: dict[str, float] = {"hopper": 1.2783, "A100": 1.6365}
 DEVICE_CLASS = {"A100 SXM 40GB": "A100", "A100 SXM 80GB": "A100", "A100 PCIe 80GB": "A100"}
 CHECKED_DEVICES = ("H100 SXM 96GB 500W", "H100 SXM", "H200 SXM", "A100 SXM 80GB")
 STACKS = tuple(STACK_EFFICIENCY)
+STACK_RECOMPUTE = {"torchtitan": 0.5, "torchtitan-compile": 0.5, "megatron": 0.0}
 CP_KV_HEADS_STACKS = ("megatron",)  # Transformer Engine's CP ring passes keys and values at their own (GQA) heads
 LINK_EFFICIENCY = 0.8  # achieved share of a datasheet link rate (assumed, not fitted): commbench fits replace it
 INTRA_LATENCY_US = 5.0  # per ring step inside a node (assumed)
@@ -130,3 +134,23 @@ def links(
         INTER_LATENCY_US, "inter_node",
     )  # fmt: skip
     return intra, inter, sources
+
+
+def setting_for(acc_name: str, devices_per_node: int, precision: str, stack: str, training: Training,
+                measured: Measured | None = None, overrides: Mapping[str, Any] | None = None) -> Setting:  # fmt: skip
+    """Device and links for --accelerator with the measured figures and flags in `overrides` (memory_gib,
+    memory_tbs, intra_node_gbs, inter_node_gbit, latencies in us, intra/inter commbench Link fits, and each
+    collective's own fit: intra_op_fits, inter_op_fits)."""
+    o = dict(overrides or {})
+    acc = accelerator(acc_name)
+    acc = replace(acc, **{k: o[k] for k in ("memory_gib", "memory_tbs") if o.get(k) is not None})
+    training = replace(training, cp_kv_heads=stack in CP_KV_HEADS_STACKS)
+    device = device_model(acc, precision, stack, measured or Measured(), training.float8)
+    intra, inter, sources = links(acc, o.get("intra_node_gbs"), o.get("inter_node_gbit"), o.get("intra_latency_us"),
+                                  o.get("inter_latency_us"), o.get("intra_fit"), o.get("inter_fit"))  # fmt: skip
+    ops = {side: dict(o.get(f"{side}_op_fits") or {}) for side in ("intra", "inter")}
+    for side, fits in ops.items():
+        if fits and o.get(f"{side}_fit") is not None:
+            sources[f"{side}_node"] = f"measured: dlperf commbench fits, each collective its own ({', '.join(fits)})"
+    network = Network(devices_per_node, intra, inter, ops["intra"], ops["inter"])
+    return Setting(acc, device, network, training, {**device.source, **sources})

@@ -2,8 +2,9 @@
 
 Adding a workload: a folder under workloads/ with a `Workload` subclass (its config dataclass, checks, plan, a
 step builder per engine in `builders`, and its declarations: the batch maxbatch varies, report title and formula,
-aliases, plausible speed, CPU estimate), and one line in WORKLOADS. Its flags come from its config's fields; every
-other part of dlperf reads the rest through the functions below (docs/architecture.md, "Add a workload").
+aliases, plausible speed, CPU estimate, predictor), and one line in WORKLOADS. Its flags come from its config's
+fields; every other part of dlperf reads the rest through the functions below (docs/architecture.md, "Add a
+workload").
 """
 
 from __future__ import annotations
@@ -66,6 +67,11 @@ def model_aliases() -> dict[str, str]:
 def plausible_work() -> tuple[PlausibleWork, ...]:
     """The registered workloads' speed bounds for extract, in registry order (`for what, parts, flops in ...`)."""
     return tuple(w.plausible for w in all_workloads() if w.plausible is not None)
+
+
+def predictors() -> dict[str, Any]:
+    """The models `dlperf predict --model` predicts at scale, each to its `Predictor` (`Workload.predictor`)."""
+    return {w.name: pkgutil.resolve_name(w.predictor) for w in all_workloads() if w.predictor}
 
 
 def model_names() -> list[str]:
@@ -166,6 +172,7 @@ __all__ = [
     "model_aliases",
     "model_names",
     "plausible_work",
+    "predictors",
     "require_training",
     "searched_batch",
     "spec_from_mapping",

@@ -74,6 +74,9 @@ class Workload(ABC):
     # the names other frameworks' logs give it, as lower-case letters and digits: one model meets itself in reports
     aliases: ClassVar[tuple[str, ...]] = ()
     plausible: ClassVar[PlausibleWork | None] = None  # extract's speed bound for its logs; None: the generic one
+    # "module:object" of its `Predictor` (predict/setting.py): `dlperf predict --model NAME`, a layout at any scale on
+    # a named accelerator (None: the model is not predicted)
+    predictor: ClassVar[str | None] = None
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """Fill values the user did not give from a named case; none by default."""

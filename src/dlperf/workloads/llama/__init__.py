@@ -93,6 +93,7 @@ class LlamaWorkload(Workload):
     report_title = "Llama"
     flops_formula = "(6N + 12·L·H·Q·T) per token"
     plausible = PlausibleWork("a Llama-2-70B sequence", ("llama2_70b", "llama2-70b", "llama-2-70b"), 5e14)
+    predictor = "dlperf.workloads.llama.predict:PREDICTOR"
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """The size fills every shape value the user did not give explicitly."""

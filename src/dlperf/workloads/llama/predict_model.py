@@ -1,6 +1,6 @@
 """A Llama training step at any layout, on devices it has never run on: step time and its parts, MFU, memory.
 
-The caller gives the model's shape and FLOP count (the workload's own, `dlperf.workloads.llama`), a layout that
+The caller gives the model's shape and FLOP count (`model_shape`: the workload's own counts), a layout that
 already passed the workload's rules (`layout_of`), the device (peak, achieved efficiency, memory) and the links.
 Everything is per device and per step. The model, stated once (see docs/scaling.md for its checks):
 
@@ -63,12 +63,12 @@ from is freed first): 10 bytes per vocabulary entry and token; in fp32 logits, l
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
-from dlperf.errors import ConfigError
-from dlperf.metrics.bandwidth import bus_factor
-from dlperf.predict.model import Link, group_span
+from dlperf.predict.setting import Device, Network, Training
+from dlperf.workloads.llama import flops_per_token
+from dlperf.workloads.llama.config import LlamaConfig, parameter_counts
+from dlperf.workloads.llama.layout import LlamaLayout
 
 OPTIMIZER_BYTES_PER_PARAM = 28  # AdamW: reads value, gradient, 2 moments (fp32), writes value and moments
 LOGIT_BYTES = {2: 10, 4: 12}  # per vocabulary entry and token, by activation bytes (see the docstring)
@@ -101,107 +101,11 @@ class ModelShape:
         return (self.params - 2 * self.embedding - self.hidden) // self.layers
 
 
-class Layout(Protocol):
-    """What the model reads of `dlperf.workloads.llama.layout.LlamaLayout` (checked there)."""
-
-    pp: int
-    dp_replicate: int
-    dp_shard: int
-    cp: int
-    tp: int
-    micro_batch_size: int
-    global_batch_size: int
-    pp_schedule: str
-    stages_per_rank: int
-
-    @property
-    def accumulation_steps(self) -> int: ...
-
-    @property
-    def world_size(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class Training:
-    """The run's switches that change time or memory but not the layout."""
-
-    precision: str = "amp-bf16"  # amp-bf16 (16-bit compute, fp32 master weights) or fp32
-    float8: bool = False
-    checkpointing: str = "none"  # none, selective, full
-    recompute_mm_share: float = 0.0  # of the block matmuls recomputed under selective (torchtitan's per-op: 0.5)
-    async_tp: bool = False
-    overlap: bool = True  # False: communication hides behind nothing (gloo on CPUs runs it on the computing cores)
-    loss_parallel: bool = False  # torchtitan's: the loss on the vocabulary shards; dlperf gathers the logits
-    fused_optimizer: bool = True  # AdamW's fused kernel (dlperf on CUDA, torchtitan); unfused (CPU) makes temporaries
-    cp_kv_heads: bool = False  # the CP ring passes keys and values at their own (GQA) heads (Megatron's Transformer
-    # Engine); dlperf and torchtitan repeat them to the query heads before attention, and the ring passes those
-
-    @property
-    def act_bytes(self) -> int:
-        return 4 if self.precision == "fp32" else 2
-
-
-@dataclass(frozen=True)
-class Device:
-    """One device's rates and memory as the prediction uses them; `efficiency` is the achieved fraction of
-    `peak_tflops` on the model's FLOPs, `source` says where each figure came from."""
-
-    peak_tflops: float  # dense, at the run precision
-    efficiency: float
-    memory_bytes: float
-    memory_bytes_per_s: float
-    fp8_peak_tflops: float | None = None
-    fp8_efficiency: float | None = None
-    source: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def rate(self) -> float:
-        return self.peak_tflops * 1e12 * self.efficiency
-
-    @property
-    def fp8_rate(self) -> float:
-        if not self.fp8_peak_tflops or not self.fp8_efficiency:
-            raise ConfigError("float8 needs a device with fp8 units and an fp8 efficiency: drop --float8")
-        return self.fp8_peak_tflops * 1e12 * self.fp8_efficiency
-
-
-@dataclass(frozen=True)
-class Network:
-    """The links; `intra_ops` and `inter_ops` hold a collective's own fit where commbench measured it (gloo's
-    all-gather and reduce-scatter are far slower per byte than its all-reduce), the others use `intra`/`inter`."""
-
-    devices_per_node: int
-    intra: Link  # the scale-up link, per device
-    inter: Link  # each device's NIC
-    intra_ops: dict[str, Link] = field(default_factory=dict)  # op -> its own fit (all_gather, send_recv, ...)
-    inter_ops: dict[str, Link] = field(default_factory=dict)
-
-    def collective_s(self, op: str, size_bytes: float, n: int, stride: int) -> float:
-        """A ring collective of `size_bytes` (nccl-tests' whole buffer) over n ranks `stride` apart, hierarchical
-        over nodes (see the module's docstring)."""
-        if n <= 1 or size_bytes <= 0:
-            return 0.0
-        per_node, nodes = group_span(stride, n, self.devices_per_node)
-        steps = (lambda k: 2 * (k - 1)) if op == "all_reduce" else (lambda k: k - 1)
-        intra, inter = self._links(op)
-        time = 0.0
-        if per_node > 1:
-            time += steps(per_node) * intra.alpha_s
-            time += bus_factor(op, per_node) * size_bytes * intra.beta_s_per_byte
-        if nodes > 1:
-            time += steps(nodes) * inter.alpha_s
-            time += bus_factor(op, nodes) * size_bytes / per_node * inter.beta_s_per_byte
-        return time
-
-    def send_s(self, size_bytes: float, stride: int) -> float:
-        """One point-to-point message to the rank `stride` away (another node's when the stride crosses one)."""
-        intra, inter = self._links("send_recv")
-        link = inter if stride >= self.devices_per_node else intra
-        return link.alpha_s + size_bytes * link.beta_s_per_byte
-
-    def _links(self, op: str) -> tuple[Link, Link]:
-        """(intra-node, inter-node) links that time `op`: its own fit where measured, else the general ones."""
-        return self.intra_ops.get(op, self.intra), self.inter_ops.get(op, self.inter)
+def model_shape(config: LlamaConfig) -> ModelShape:
+    total, embedding = parameter_counts(config)
+    return ModelShape(config.num_layers, config.hidden_size, config.num_heads, config.num_kv_heads,
+                      config.ffn_hidden_size, config.vocab_size, config.seq_length, total, embedding,
+                      flops_per_token(config))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -232,7 +136,7 @@ def _activations_per_token(shape: ModelShape, tp: int, training: Training) -> tu
     return h / tp, whole
 
 
-def _in_flight(layout: Layout, layers: int, first: bool) -> float:
+def _in_flight(layout: LlamaLayout, layers: int, first: bool) -> float:
     """Block-micro-batches of activations the first stage (or the last) holds at its peak: GPipe all m; 1F1B pp
     on the first, one on the last; interleaved 1F1B torch's warm-up, (v-1) rounds of micro-batches and two more
     per hop to the last rank, then one forward more, in chunks of layers/v blocks (for m >= pp the first rank's
@@ -250,7 +154,7 @@ def _in_flight(layout: Layout, layers: int, first: bool) -> float:
 
 
 def predict_llama(
-    shape: ModelShape, layout: Layout, training: Training, device: Device, net: Network
+    shape: ModelShape, layout: LlamaLayout, training: Training, device: Device, net: Network
 ) -> LlamaPrediction:
     """Step time, its parts, MFU and memory per device (the model in the module's docstring)."""
     tp, cp, pp, v = layout.tp, layout.cp, layout.pp, layout.stages_per_rank
@@ -325,7 +229,7 @@ def _cp_s(
     net: Network,
     layers: int,
     tokens: float,
-    layout: Layout,
+    layout: LlamaLayout,
     attention: float,
     forward_share: float,
 ) -> float:
@@ -348,7 +252,7 @@ def _fsdp_s(
     training: Training,
     net: Network,
     device: Device,
-    layout: Layout,
+    layout: LlamaLayout,
     layers: int,
     local: float,
     compute_last: float,
@@ -376,7 +280,7 @@ def _fsdp_s(
 
 
 def _memory(
-    shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float
+    shape: ModelShape, layout: LlamaLayout, training: Training, layers: int, tokens: float
 ) -> tuple[dict[str, float], float]:
     """(bytes per device by part, the peak) at the worse of the first and the last stage (one rank's under zbv);
     the peak is the largest of three moments of the step (see `_peak`)."""
@@ -391,7 +295,7 @@ def _memory(
 
 
 def _stage_memory(
-    shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float, first: bool, last: bool
+    shape: ModelShape, layout: LlamaLayout, training: Training, layers: int, tokens: float, first: bool, last: bool
 ) -> dict[str, float]:
     """Bytes per device by part on a stage (the first, the last, or both)."""
     tp, fs, pp = layout.tp, layout.dp_shard * layout.cp, layout.pp
@@ -411,7 +315,7 @@ def _stage_memory(
 
 
 def _activation_memory(
-    shape: ModelShape, layout: Layout, training: Training, layers: int, tokens: float, first: bool, last: bool
+    shape: ModelShape, layout: LlamaLayout, training: Training, layers: int, tokens: float, first: bool, last: bool
 ) -> dict[str, float]:
     """A stage's activations (the first holds the most micro-batches in flight), logits (the last: one
     micro-batch's, all of them under GPipe, whose last stage runs every forward before any backward) and the CP
@@ -428,7 +332,7 @@ def _activation_memory(
     }
 
 
-def _fsdp_buffers(shape: ModelShape, layout: Layout, local: float, compute_bytes: int) -> float:
+def _fsdp_buffers(shape: ModelShape, layout: LlamaLayout, local: float, compute_bytes: int) -> float:
     """FSDP's unsharded parameters and gradients: under PP the stage between micro-batches; else two blocks, and
     the gradients accumulating unsharded until the last micro-batch reduces them."""
     if layout.pp > 1:

@@ -1,43 +1,33 @@
 """`dlperf predict --model llama`: the Llama workload's own shape, FLOP count and layout rules (a layout the workload
-would refuse is refused here in its words) handed to the prediction model, which may not import workloads; the
-ranked search over layouts; the published points' check."""
+would refuse is refused here in its words) given to its prediction model (predict_model.py); the ranked search over
+layouts; what the command shows; the published points' check."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import statistics
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.predict.accelerators import Accelerator, accelerator
-from dlperf.predict.calibration import CP_KV_HEADS_STACKS, Measured, device_model, links
-from dlperf.predict.llama import Device, LlamaPrediction, ModelShape, Network, Training, predict_llama
+from dlperf.metrics.flops import LLM_FLOPS_FORMULA
+from dlperf.predict.calibration import setting_for
+from dlperf.predict.setting import Predictor, Setting, Training
 from dlperf.spec import RunSpec
 from dlperf.workloads import get_workload, spec_from_mapping
-from dlperf.workloads.llama import flops_per_token
-from dlperf.workloads.llama.config import LlamaConfig, parameter_counts
+from dlperf.workloads.llama.config import LlamaConfig
 from dlperf.workloads.llama.layout import LlamaLayout, layout_of
+from dlperf.workloads.llama.predict_model import LlamaPrediction, model_shape, predict_llama
 
-TIME_PARTS = {
-    "compute": "compute",
-    "tp": "TP/SP collectives",
-    "cp": "CP ring",
-    "pipeline_p2p": "pipeline sends",
-    "pipeline_bubble": "pipeline bubble",
-    "fsdp_dp": "FSDP/DP exposed",
-    "optimizer": "optimizer step",
-}
-
-
-def model_shape(config: LlamaConfig) -> ModelShape:
-    total, embedding = parameter_counts(config)
-    return ModelShape(config.num_layers, config.hidden_size, config.num_heads, config.num_kv_heads,
-                      config.ffn_hidden_size, config.vocab_size, config.seq_length, total, embedding,
-                      flops_per_token(config))  # fmt: skip
+GIB = 1024**3
+IGNORED = frozenset({"lr", "weight_decay", "rope_theta"})  # a training run's settings that change no time or memory
+TIME_PARTS = {"compute": "compute", "tp": "TP/SP collectives", "cp": "CP ring", "pipeline_p2p": "pipeline sends",
+              "pipeline_bubble": "pipeline bubble", "fsdp_dp": "FSDP/DP exposed",
+              "optimizer": "optimizer step"}  # fmt: skip
 
 
 def llama_spec(values: Mapping[str, Any]) -> tuple[RunSpec, LlamaLayout]:
@@ -46,44 +36,6 @@ def llama_spec(values: Mapping[str, Any]) -> tuple[RunSpec, LlamaLayout]:
     spec = spec_from_mapping({**values, "model": "llama", "device": "cuda"})
     get_workload("llama").validate(spec)
     return spec, layout_of(spec)
-
-
-@dataclass(frozen=True)
-class Setting:
-    """Everything but the layout: the device, the links, the stack's switches."""
-
-    accelerator: Accelerator
-    device: Device
-    network: Network
-    training: Training
-    sources: dict[str, str]
-
-
-def setting_for(
-    acc_name: str,
-    devices_per_node: int,
-    precision: str,
-    stack: str,
-    training: Training,
-    measured: Measured | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> Setting:
-    """Device and links for --accelerator with the measured figures and flags in `overrides` (memory_gib,
-    memory_tbs, intra_node_gbs, inter_node_gbit, latencies in us, intra/inter commbench Link fits, and each
-    collective's own fit: intra_op_fits, inter_op_fits)."""
-    o = dict(overrides or {})
-    acc = accelerator(acc_name)
-    acc = replace(acc, **{k: o[k] for k in ("memory_gib", "memory_tbs") if o.get(k) is not None})
-    training = replace(training, cp_kv_heads=stack in CP_KV_HEADS_STACKS)
-    device = device_model(acc, precision, stack, measured or Measured(), training.float8)
-    intra, inter, sources = links(acc, o.get("intra_node_gbs"), o.get("inter_node_gbit"), o.get("intra_latency_us"),
-                                  o.get("inter_latency_us"), o.get("intra_fit"), o.get("inter_fit"))  # fmt: skip
-    ops = {side: dict(o.get(f"{side}_op_fits") or {}) for side in ("intra", "inter")}
-    for side, fits in ops.items():
-        if fits and o.get(f"{side}_fit") is not None:
-            sources[f"{side}_node"] = f"measured: dlperf commbench fits, each collective its own ({', '.join(fits)})"
-    network = Network(devices_per_node, intra, inter, ops["intra"], ops["inter"])
-    return Setting(acc, device, network, training, {**device.source, **sources})
 
 
 def predict(values: Mapping[str, Any], setting: Setting) -> tuple[LlamaLayout, LlamaPrediction]:
@@ -149,9 +101,8 @@ def search(values: Mapping[str, Any], setting: Setting) -> tuple[list[Candidate]
     if fitting:
         best = fitting[0].prediction
         fitting = [fitting[0]] + [replace(c, reason=_loses(c.prediction, best)) for c in fitting[1:]]
-    gib = 1024**3
-    too_big = [replace(c, reason=f"needs {c.prediction.memory_bytes / gib:.1f} GiB of "
-                                 f"{c.prediction.device_memory_bytes / gib:.0f}") for c in too_big]  # fmt: skip
+    too_big = [replace(c, reason=f"needs {c.prediction.memory_bytes / GIB:.1f} GiB of "
+                                 f"{c.prediction.device_memory_bytes / GIB:.0f}") for c in too_big]  # fmt: skip
     return fitting, too_big, refused
 
 
@@ -164,8 +115,89 @@ def _loses(got: LlamaPrediction, best: LlamaPrediction) -> str:
     return f"{got.step_s / best.step_s - 1:+.1%} step time: " + ", ".join(parts)
 
 
+def shown(values: dict[str, Any], setting: Setting, search_: bool, top: int, as_json: bool) -> dict | list[str]:
+    """What `dlperf predict --model llama` prints: the prediction of the layout given, or (`search_`) the `top`
+    layouts that fit; as JSON (a dict) or as lines."""
+    if search_:
+        return _ranked(values, setting, top, as_json)
+    try:
+        layout, got = predict(values, setting)
+    except ConfigError as error:
+        raise ConfigError(f"{error}{_what_fits(values, setting)}") from None
+    config = llama_spec(values)[0].workload
+    nodes, per_node = values["nodes"], values["devices_per_node"]
+    if as_json:
+        return {"layout": layout.as_record(), "accelerator": setting.accelerator.name, "nodes": nodes,
+                "devices_per_node": per_node, "prediction": asdict(got), "sources": setting.sources}  # fmt: skip
+    lines = _lines(config, layout, got, setting, nodes, per_node)
+    if not got.fits:
+        lines.append(f"  does not fit{_what_fits(values, setting) or ' in any layout searched: add devices'}")
+    return lines
+
+
+def _what_fits(values: dict[str, Any], setting: Setting) -> str:
+    fitting, _, _ = search(values, setting)
+    return f"; the best layout that fits here: {fitting[0].name()}" if fitting else ""
+
+
+def _lines(config: LlamaConfig, layout, got, setting: Setting, nodes: int, per_node: int) -> list[str]:
+    shape = model_shape(config)
+    split = ", ".join(f"{TIME_PARTS[k]} {v:.3f} s" for k, v in got.time.items() if v > 0)
+    fits = "fits" if got.fits else "does NOT fit"
+    return [
+        f"Llama {config.num_layers} layers x {config.hidden_size} ({shape.params / 1e9:.2f} B parameters, "
+        f"{shape.flops_per_token / 1e9:.1f} GFLOP per token) on {nodes * per_node} x {setting.accelerator.name} "
+        f"({nodes} node(s) of {per_node})",
+        f"layout {layout.name()}{f' {layout.pp_schedule}' if layout.pp > 1 else ''}, seq {config.seq_length}, "
+        f"global batch {layout.global_batch_size}, micro-batch {layout.micro_batch_size} x "
+        f"{layout.accumulation_steps}, checkpointing {config.activation_checkpoint}"
+        f"{', float8' if config.float8 else ''}",
+        f"  step time        {got.step_s:.3f} s",
+        f"  tokens/s/device  {got.tokens_per_s_per_device:,.1f}",
+        f"  MFU              {got.mfu:.1%} (the records' count, {LLM_FLOPS_FORMULA.split(' (')[0]}, over "
+        f"{setting.device.peak_tflops:g} TFLOP/s)",
+        f"  step split       {split}",
+        f"  memory/device    {got.memory_bytes / GIB:.1f} GiB of {got.device_memory_bytes / GIB:.0f}: {fits}",
+        "                   " + ", ".join(f"{k} {v / GIB:.2f}" for k, v in got.memory.items() if v > 0),
+        *(f"  {key:16s} {text}" for key, text in setting.sources.items()),
+    ]
+
+
+def _ranked(values: dict[str, Any], setting: Setting, top: int, as_json: bool) -> dict | list[str]:
+    fitting, too_big, refused = search(values, setting)
+    if not fitting:
+        state = 16 * model_shape(llama_spec(_plain(values))[0].workload).params
+        need = math.ceil(state / setting.device.memory_bytes)
+        smallest = f"the smallest needs {too_big[0].prediction.memory_bytes / GIB:.0f} GiB" if too_big else "none"
+        raise ConfigError(
+            f"no layout fits {values['nodes'] * values['devices_per_node']} x {setting.accelerator.name} "
+            f"({smallest} of {setting.device.memory_bytes / GIB:.0f} GiB): parameters, gradients and AdamW "
+            f"states alone need at least {need} devices; add nodes or lower --global-batch-size/--seq-length"
+        )
+    if as_json:
+        rows = [{"layout": c.layout.as_record(), "activation_checkpoint": c.checkpointing,
+                 "step_s": c.prediction.step_s, "tokens_per_s_per_device": c.prediction.tokens_per_s_per_device,
+                 "mfu": c.prediction.mfu, "memory_gib": c.prediction.memory_bytes / GIB, "loses": c.reason}
+                for c in fitting[:top]]  # fmt: skip
+        return {"fitting": len(fitting), "not_fitting": len(too_big), "not_dividing": refused, "best": rows,
+                "sources": setting.sources}  # fmt: skip
+    return [
+        f"{len(fitting)} layouts fit, {len(too_big)} do not, {refused} do not divide; best first (within about 10 % "
+        "they tie: the model's median error on held-out published runs is 8 %):",
+        *(f"{rank:3d}. {c.name():45s} {c.prediction.tokens_per_s_per_device:10,.1f} tok/s/dev  MFU "
+          f"{c.prediction.mfu:6.1%}  {c.prediction.memory_bytes / GIB:6.1f} GiB  {c.reason or 'best'}"
+          for rank, c in enumerate(fitting[:top], 1)),
+    ]  # fmt: skip
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """The model alone on one device: the shape check without the layout's."""
+    keep = {"size", "num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size"}
+    return {k: v for k, v in values.items() if k in keep} | {"nodes": 1, "devices_per_node": 1}
+
+
 def published_points() -> list[dict[str, Any]]:
-    text = resources.files("dlperf.predict").joinpath("llama_published.json").read_text(encoding="utf-8")
+    text = resources.files("dlperf.workloads.llama").joinpath("llama_published.json").read_text(encoding="utf-8")
     return json.loads(text)["points"]
 
 
@@ -198,3 +230,6 @@ def published_errors(role: str | None = "check") -> list[tuple[dict[str, Any], L
 
 def median_abs_error(rows: list[tuple[dict[str, Any], LlamaPrediction, float]]) -> float:
     return statistics.median(abs(e) for _, _, e in rows)
+
+
+PREDICTOR = Predictor(IGNORED, shown)

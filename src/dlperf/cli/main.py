@@ -11,26 +11,12 @@ import traceback
 from collections.abc import Sequence
 
 from dlperf import __version__
+from dlperf.cli.commands import COMMANDS, SUMMARIES
 from dlperf.cli.parser import Parser
 from dlperf.errors import DlperfError, clip
 from dlperf.secrets import mask
 
-# command -> its module, in the order `dlperf --help` lists them
-COMMANDS = {
-    "run": "dlperf.cli.run_cmd",
-    "sweep": "dlperf.cli.sweep_cmd",
-    "report": "dlperf.cli.report_cmd",
-    "extract": "dlperf.cli.extract_cmd",
-    "compare": "dlperf.cli.compare_cmd",
-    "history": "dlperf.cli.history_cmd",
-    "export": "dlperf.cli.export_cmd",
-    "env": "dlperf.cli.env_cmd",
-    "peak": "dlperf.cli.peak_cmd",
-    "commbench": "dlperf.cli.commbench_cmd",
-    "maxbatch": "dlperf.cli.maxbatch_cmd",
-    "predict": "dlperf.cli.predict_cmd",
-    "references": "dlperf.cli.references_cmd",
-}
+HELP = {"-h", "--help"}
 
 
 def named_command(argv: Sequence[str]) -> str | None:
@@ -56,6 +42,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     named = named_command(argv) if argv is not None else None
     if named is None and argv is not None and "--version" in argv:
         return parser  # answered before any command is looked at
+    if named is None and argv is not None and HELP.intersection(argv) and len(argv) == 1:
+        for name in COMMANDS:  # the list of commands: their summaries, none of their modules imported
+            sub.add_parser(name, help=SUMMARIES[name])
+        return parser
     for name, module in COMMANDS.items():
         if named in (None, name):
             importlib.import_module(module).register(sub, common)

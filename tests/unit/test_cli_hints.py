@@ -85,7 +85,7 @@ def test_jax_without_its_packages_is_refused_before_launch(tmp_path, capsys, mon
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flax" else real(name, *a))
     code, _, err = run_cli(["run", *CASE, "--engine", "jax", "--dry-run", "--out", str(tmp_path)], capsys)
-    assert code == 2 and "flax not installed" in err and "pip install 'dlperf[jax]'" in err
+    assert code == 2 and "flax not installed" in err and "pip install -e '.[jax]' in dlperf's checkout" in err
 
 
 def test_defaults_on_a_cpu_say_how_long_in_hours():

@@ -3,11 +3,12 @@
 `urllib.parse.urlsplit` ends a URL's host at `#` or `?`, so a password holding either is not seen as userinfo and
 the URL would go out whole; libpq also takes `password=` as a query parameter (its name percent-encoded, even) or a
 keyword of a plain DSN. So the userinfo and the query are parsed here, by hand: everything between `://` and the last
-`@` of the authority is the userinfo (its password is shown as `***`), and the value of every parameter named like a
-secret is `***`. Each password so masked is remembered, as written and percent-decoded, with the values a process
-was given out of band (`PGPASSWORD`, a tracker's token, the password of a URL in `DLPERF_HISTORY`): every message
-masked afterwards has them replaced wherever they appear, so a library's error quoting one (libpq's "invalid
-percent-encoded token" quotes the password alone) is masked too.
+`@` is the userinfo (its password is shown as `***`), and the value of every parameter named like a secret is `***`.
+Each password so masked is remembered, as written, percent-decoded and in the pieces libpq would cut a raw one into
+(a raw `@` makes the rest of it a host name, which an error then quotes), with the values a process was given out of
+band (`PGPASSWORD`, a tracker's token, the password of a URL in `DLPERF_HISTORY`): every message masked afterwards
+has them replaced wherever they appear, so a library's error quoting one (libpq's "invalid percent-encoded token"
+quotes the password alone) is masked too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ URL_ENV = ("DLPERF_HISTORY", "MLFLOW_TRACKING_URI", "DATABASE_URL")  # URLs whos
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
 PARAM = re.compile(rf"(?i)(\b{SECRET_KEYS}\b\s*=\s*)('(?:[^'\\]|\\.)*'|[^&;\s]*)")
 SECRET_NAME = re.compile(rf"(?i)\s*{SECRET_KEYS}\s*")
+# where libpq cuts a raw password it does not expect: its userinfo ends at the first `@` or `/`, its host at `:`,
+# `/`, `?` or `,`, so an error names a piece of the password as a host, a port or a database
+RAW_SPLIT = re.compile(r"[@/:?,#]")
 SHORTEST = 3  # a shorter value is not replaced in free text: "ab" would blank every word holding it
 _registered: set[str] = set()
 
@@ -49,21 +53,14 @@ def mask_url(url: str) -> str:
     head, sep, rest = url.partition("://")
     if not sep:
         return mask_params(url)
-    at = _userinfo_end(rest)
+    at = rest.rfind("@")  # the last: a password may hold `@`, `/`, `?` (masking too much is safe, too little not)
     user, colon, password = rest[: max(at, 0)].partition(":")
     if at >= 0 and colon:
-        register(password)
+        for piece in {password, *RAW_SPLIT.split(password)}:
+            register(piece)
         rest = f"{user}:{MASK}@{rest[at + 1 :]}"
     path, question, query = rest.partition("?")
     return f"{head}://{mask_params(path)}{question}{_mask_query(query)}"
-
-
-def _userinfo_end(rest: str) -> int:
-    """Where the userinfo ends: the last `@` before the path's first `/`, or, where a `/` comes before every `@`
-    (a password holding `/`), the last `@` of all: masking too much is safe, too little is not."""
-    slash = rest.find("/")
-    before = rest.rfind("@", 0, slash) if slash >= 0 else rest.rfind("@")
-    return before if before >= 0 else rest.rfind("@")
 
 
 def _mask_query(query: str) -> str:

@@ -70,6 +70,13 @@ def test_a_masked_password_is_masked_in_every_later_message():
     assert mask("password for Dc0d#Ed9x refused, Dc0d%23Ed9x too") == f"password for {MASK} refused, {MASK} too"
 
 
+def test_a_raw_at_sign_cut_by_libpq_is_masked_in_its_pieces():
+    """libpq ends a raw password at its first `@` and takes what follows for the host: its error quotes that."""
+    for url in ("postgresql://ci:Rw4a@Tt6b/Cc8d@127.0.0.1:5432/perf", "postgresql://ci:Rw4a@Tt6b:Cc8d@127.0.0.1/perf"):
+        assert mask_url(url).startswith("postgresql://ci:***@127.0.0.1")
+        assert mask("failed to resolve host 'Tt6b', port 'Cc8d'") == f"failed to resolve host '{MASK}', port '{MASK}'"
+
+
 def test_environment_secrets_are_masked(monkeypatch):
     monkeypatch.setenv("PGPASSWORD", "Pg9p#Ss4w")
     monkeypatch.setenv("DLPERF_HISTORY", "postgresql://ci:Hi5t#Or7y@db/perf")

@@ -31,6 +31,7 @@ ROLES = {
     "r_hash": "Ha4s#Hp8w-Qb31",  # the issue's shape: a raw '#'
     "r_query": "Qu6e?Ry2p=Wd32",  # a raw '?'
     "r_param": "Pa5r#Am7p-Wd34",  # given as ?password=
+    "r_reader": "Rd9r#Ea3d?Er5x",  # may read the history, not add to it
 }
 WRONG = ("Wr0n#Gp9w?Xy7z", "Bd4d@Pw6x/Qq2r?#", "Iv4l%zzTk8n", "Wr1p#Ar4m")  # never any role's
 MLFLOW = "Ml5f#Lo7w?Pw3d"
@@ -50,7 +51,8 @@ def pg():
     server = next(server_gen)
     try:
         for role, password in ROLES.items():
-            server.sql(f"CREATE ROLE {role} LOGIN SUPERUSER PASSWORD '{password}'")
+            power = "NOSUPERUSER" if role == "r_reader" else "SUPERUSER"
+            server.sql(f"CREATE ROLE {role} LOGIN {power} PASSWORD '{password}'")
         server.sql("CREATE DATABASE store")
         hba = server.data / "pg_hba.conf"
         hba.write_text(f"host all all 127.0.0.1/32 scram-sha-256\n{hba.read_text()}")
@@ -250,3 +252,23 @@ def test_a_record_over_the_bound_is_refused_before_the_server(pg, tmp_path):
     ((_, why),) = outcome.refused
     assert why == "its JSON is 65 MiB (field samples the largest), over the 64 MiB a history holds"
     assert sql(pg, "SELECT count(*) FROM runs") == [(1,)]
+
+
+@pytest.mark.slow
+def test_a_refused_write_is_not_called_worth_retrying(pg, tmp_path):
+    """A role that may read but not add: the server's refusal, one line, no password, and no "try again"."""
+    sql(pg, "DROP TABLE IF EXISTS runs, dlperf_schema")
+    folder = results(tmp_path / "res")
+    assert (
+        dlperf(tmp_path, "history", "add", str(folder), "--db", url(pg, "r_hostile", ROLES["r_hostile"])).returncode
+        == 0
+    )
+    sql(pg, "GRANT SELECT ON runs, dlperf_schema TO r_reader")
+    db = url(pg, "r_reader", ROLES["r_reader"], encode=False)
+    assert dlperf(tmp_path, "history", "show", "--db", db).returncode == 0  # it may read
+    run = dlperf(tmp_path, "history", "add", str(results(tmp_path / "more", 70.0)), "--db", db)
+    (line,) = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and "permission denied for table runs" in line, run.stderr
+    assert "trying again as it is will not help" in line and "try again" not in line, line
+    assert_no_secret(run.stdout, run.stderr)
+    assert sql(pg, "SELECT count(*) FROM runs") == [(3,)]

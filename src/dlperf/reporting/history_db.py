@@ -351,8 +351,11 @@ class _PostgresStore:
                     added[row[0]] = cursor.fetchone() is not None
             return [added[row[0]] for row in rows]
         except self.psycopg.Error as error:  # the server stopped, a lost connection, a refused write: rolled back
-            # a lost server may come back; a write it refused (records are checked first: `unstorable`) will not
-            retry = "try again" if isinstance(error, self.psycopg.OperationalError) else "report it to dlperf"
+            # a lost server may come back; a write it refused (a permission, say: records are checked first) will not
+            lost = isinstance(error, self.psycopg.OperationalError)
+            retry = (
+                "try again" if lost else "the server refused it: fix what it says, trying again as it is will not help"
+            )
             raise ResultsError(
                 f"cannot store into history database {self.shown}: {mask(first_line(error))}; nothing was stored, "
                 f"{retry}"

@@ -103,8 +103,8 @@ def parse_target(db: str | Path) -> Target:
 def unstorable(names: Sequence[str], record: dict[str, Any], text: str) -> str | None:
     """Why no history store can hold a record (its label, model, group and case `names`, its JSON and that JSON's
     `text`), naming the field; None where every store can."""
-    for field, name in zip(("label", "model", "group", "case"), names):
-        problem = _character_problem(str(name), f"its {field}")
+    for field, name in zip(("label", "model", "group", "case"), map(str, names)):
+        problem = _character_problem(name, f"its {field}")
         if problem:
             return problem
         if len(name.encode()) > MAX_NAME_BYTES:

@@ -13,10 +13,12 @@ from typing import Literal
 from dlperf.cli.commands import SUMMARIES
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table, say
-from dlperf.errors import ConfigError
+from dlperf.errors import ConfigError, ResultsError
 from dlperf.records.load import load_records
+from dlperf.records.schema import RunRecord
 from dlperf.reporting.history import add_records, history
 from dlperf.reporting.history_db import parse_target
+from dlperf.secrets import mask_url
 from dlperf.spec import setting
 
 # a string, never a Path: Path("postgresql://host/db") would fold the URL into a local folder `postgresql:`
@@ -50,7 +52,7 @@ class HistoryOptions:
     case: str | None = setting(None, "with show: only this case, e.g. 1n8g")
     db: str = setting(
         DEFAULT_DB,
-        f"history database: a file path (SQLite) or postgresql://USER@HOST/DB (default {DEFAULT_DB}; env "
+        f"history database: a file path (SQLite) or postgresql://USER@HOST/DB (default {mask_url(DEFAULT_DB)}; env "
         "DLPERF_HISTORY)",
     )
 
@@ -68,11 +70,28 @@ def _add(args: argparse.Namespace) -> None:
     if not args.dir:
         raise ConfigError("`dlperf history add` needs a results folder: dlperf history add DIR")
     outcome = add_records(args.db, load_records(args.dir), args.label)
-    say(f"{len(outcome.stored)} new records stored in {parse_target(args.db).shown}")
+    shown = parse_target(args.db).shown
+    say(f"{len(outcome.stored)} new records stored in {shown}")
     if outcome.duplicates:
         say(f"{len(outcome.duplicates)} records were already stored with identical content, not stored again:")
         for record in outcome.duplicates:
-            say(f"  {record.origin.path or f'{record.model} {record.case}'}")
+            say(f"  {_named(record)}")
+    if outcome.refused:
+        say(
+            f"{len(outcome.refused)} records no history can hold, not stored (the others were; an SQLite history "
+            "refuses what a PostgreSQL one cannot hold, so a history moves between them whole):"
+        )
+        for record, problem in outcome.refused:
+            say(f"  {_named(record)}: {problem}")
+        raise ResultsError(
+            f"{len(outcome.refused)} records not stored in {shown}, named above with why: "
+            f"{', '.join(_named(r) for r, _ in outcome.refused[:3])}{' ...' if len(outcome.refused) > 3 else ''}; "
+            "fix those files and add the folder again (what is stored is kept once)"
+        )
+
+
+def _named(record: RunRecord) -> str:
+    return record.origin.path or f"{record.model} {record.case}"
 
 
 def _show(args: argparse.Namespace) -> None:

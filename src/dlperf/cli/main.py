@@ -14,7 +14,7 @@ from dlperf import __version__
 from dlperf.cli.commands import COMMANDS, SUMMARIES
 from dlperf.cli.parser import Parser
 from dlperf.errors import DlperfError, clip
-from dlperf.secrets import mask
+from dlperf.secrets import learn, mask
 
 HELP = {"-h", "--help"}
 
@@ -70,6 +70,7 @@ def _interrupt_on_sigterm() -> None:
 def main(argv: list[str] | None = None) -> int:
     _interrupt_on_sigterm()
     argv = sys.argv[1:] if argv is None else argv
+    learn(argv)  # a password given on the command line is masked in every message, in whatever shape it is quoted
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     debug = getattr(args, "debug", False)
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except DlperfError as error:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"dlperf: error: {clip(mask(error))}", file=sys.stderr)
         return error.exit_code
     except Terminated:
@@ -91,13 +92,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as error:  # a bug, not bad input: say so in one line unless asked for the traceback
         if debug:
-            raise
+            _print_traceback()
+            return 1
         print(
             f"dlperf: internal error: {type(error).__name__}: {clip(mask(error))} "
             "(rerun with --debug for the traceback)",
             file=sys.stderr,
         )
         return 1
+
+
+def _print_traceback() -> None:
+    """The traceback `--debug` asks for, masked like every message: a library's error in it may quote a password."""
+    print(mask(traceback.format_exc()), file=sys.stderr, end="")
 
 
 if __name__ == "__main__":

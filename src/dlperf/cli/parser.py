@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from dlperf.secrets import mask
+
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that points at --help, and an unknown flag names the closest ones.
@@ -20,7 +22,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         hint = self._did_you_mean(message) if message.startswith("unrecognized arguments:") else ""
-        sys.stderr.write(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)\n")
+        sys.stderr.write(f"{self.prog}: error: {mask(message)}{hint} (see {self.prog} --help)\n")  # it quotes argv
         raise SystemExit(2)
 
     def _did_you_mean(self, message: str) -> str:

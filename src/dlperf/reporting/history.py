@@ -7,14 +7,14 @@ import hashlib
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlperf.errors import ResultsError
 from dlperf.records.load import RecordLike, as_json, as_record
 from dlperf.records.schema import RunRecord
 from dlperf.records.validate import is_number, record_problem
-from dlperf.reporting.history_db import open_store, parse_target
+from dlperf.reporting.history_db import open_store, parse_target, unstorable
 from dlperf.reporting.sources import canonical_model
 from dlperf.reporting.verdict import Verdict, compare_repeats
 
@@ -27,33 +27,46 @@ def default_label(record: RunRecord) -> str:
 
 def record_key(record: RecordLike) -> str:
     """The record's identity: a hash of its content (private `_` keys, such as where it was read from, left out)."""
-    return hashlib.sha256(_record_text(record).encode()).hexdigest()
+    return _key(_record_text(_stored_json(record)))
 
 
-def _record_text(record: RecordLike) -> str:
-    """The record's JSON as read (keys this dlperf does not declare included), the stored copy and its identity."""
-    return json.dumps({k: v for k, v in as_json(record).items() if not k.startswith("_")}, sort_keys=True, default=str)
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _stored_json(record: RecordLike) -> dict:
+    """The record's JSON as read (keys this dlperf does not declare included), private `_` keys left out."""
+    return {k: v for k, v in as_json(record).items() if not k.startswith("_")}
+
+
+def _record_text(data: dict) -> str:
+    """The stored copy of a record's JSON, and what its identity hashes."""
+    return json.dumps(data, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)
 class AddOutcome:
-    """What `add_records` did: records newly stored, and those already there with the very same content."""
+    """What `add_records` did: records newly stored, those already there with the very same content, and those no
+    store can hold (with why), which were not stored while the others were."""
 
     stored: list[RunRecord]
     duplicates: list[RunRecord]
+    refused: list[tuple[RunRecord, str]] = field(default_factory=list)
 
 
 def add_records(db: str | Path, records: Sequence[RecordLike], label: str | None = None) -> AddOutcome:
     """Store each record once, keyed by its content; nothing is dropped but a true duplicate. An invalid record is
-    refused before anything is stored: one stored text in the REAL column would break every later `history show`."""
+    refused before anything is stored: one stored text in the REAL column would break every later `history show`.
+    A valid record no store can hold (a NUL in a text, a record too large) is refused by name, the others stored."""
     records = [as_record(r) for r in records]
     for r in records:
         _refuse_invalid(r)
+    kept, refused = _rows(records, label)
     with open_store(db) as store:
-        added = store.add([_row(r, label) for r in records])
-    stored = [r for r, new in zip(records, added) if new]
-    duplicates = [r for r, new in zip(records, added) if not new]
-    return AddOutcome(stored, duplicates)
+        added = store.add([row for _, row in kept])
+    stored = [r for (r, _), new in zip(kept, added) if new]
+    duplicates = [r for (r, _), new in zip(kept, added) if not new]
+    return AddOutcome(stored, duplicates, refused)
 
 
 def _refuse_invalid(record: RunRecord) -> None:
@@ -62,20 +75,22 @@ def _refuse_invalid(record: RunRecord) -> None:
         raise ResultsError(f"not adding {record.origin.path or 'a record'} to the history: {problem}")
 
 
-def _row(r: RunRecord, label: str | None) -> tuple:
-    """A record's row in the store: its key, label, case, status, throughput (where ok), start and text."""
-    return (
-        record_key(r),
-        label or default_label(r),
-        r.model,
-        r.group,
-        r.case,
-        r.repeat,
-        r.status,
-        r.throughput if r.status == "ok" else None,
-        r.started_at,
-        _record_text(r),
-    )
+def _rows(
+    records: list[RunRecord], label: str | None
+) -> tuple[list[tuple[RunRecord, tuple]], list[tuple[RunRecord, str]]]:
+    """Each record with its row, where every store can hold it; and those none can, with why."""
+    rows = [(r, *_row(r, label)) for r in records]
+    return [(r, row) for r, row, problem in rows if not problem], [(r, problem) for r, _, problem in rows if problem]
+
+
+def _row(r: RunRecord, label: str | None) -> tuple[tuple, str | None]:
+    """A record's row in the store (its key, label, case, status, throughput where ok, start and text), and why no
+    store can hold it (None where every one can)."""
+    data = _stored_json(r)
+    text = _record_text(data)
+    names = (label or default_label(r), r.model, r.group, r.case)
+    row = (_key(text), *names, r.repeat, r.status, r.throughput if r.status == "ok" else None, r.started_at, text)
+    return row, unstorable(names, data, text)
 
 
 @dataclass(frozen=True)

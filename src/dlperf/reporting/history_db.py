@@ -7,10 +7,17 @@ record's identity (`run_key`, the hash of its content) is the table's key, store
 NOTHING: several machines adding at once lose nothing and store nothing twice. The schema carries its version in
 `dlperf_schema`; a history from an older dlperf (no version table, no `added_at`/`added_by`) is brought up to date by
 the next `add`, under a lock, and read as it is by `show`; one from a newer dlperf is refused.
+
+A record a store cannot hold is refused by name before the transaction (`unstorable`), the same on both dialects so
+a history moves between them whole: PostgreSQL's jsonb refuses a NUL (`\\u0000`) and a lone surrogate, JSON has no
+NaN, its index over label, model, group and case holds 2704 bytes a row, and a record's JSON is bounded well below
+jsonb's 256 MiB. The URL is shown, and every server error quoted, through `dlperf.secrets`: no password in a message.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import socket
 import sqlite3
@@ -23,7 +30,7 @@ from typing import Any, Protocol
 
 from dlperf.errors import ConfigError, ResultsError, first_line
 from dlperf.reporting.extras import require_extra
-from dlperf.secrets import mask_url
+from dlperf.secrets import mask, mask_params, mask_url
 
 SCHEMA_VERSION = 2  # 1: the `runs` table alone (dlperf before the shared history); 2: added_at, added_by, versioned
 COLUMNS = ("run_key", "label", "model", "grp", "case_name", "repeat", "status", "throughput", "started_at", "record")
@@ -31,6 +38,11 @@ READ_COLUMNS = ("model", "grp", "case_name", "label", "started_at", "status", "t
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # two letters at least: `C:\...` stays a path
 LOCK_ID = 0x646C70  # pg_advisory_xact_lock's key for schema changes ("dlp")
+# `host=... password=...`: libpq's keyword form, not a --db (it would become an SQLite file named by the password)
+KEYWORD_DSN = re.compile(r"(?i)^\s*(host|hostaddr|port|dbname|user|password|service|sslmode)\s*=")
+MAX_RECORD_BYTES = 64 * 2**20  # a record's JSON: records are kB to a few MB; jsonb holds 256 MiB at most
+MAX_NAME_BYTES = 512  # each of label, model, group, case: PostgreSQL's index over the four holds 2704 bytes a row
+UNHOLDABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: PostgreSQL's text and jsonb refuse them
 
 # (type of the text, real, integer and JSON columns) per dialect: PostgreSQL keeps the record as jsonb, so a
 # dashboard queries record->>'framework' directly
@@ -69,6 +81,11 @@ def parse_target(db: str | Path) -> Target:
     `scheme:` is refused, so no URL is ever taken for a path."""
     text = str(db)
     match = SCHEME.match(text)
+    if KEYWORD_DSN.match(text):
+        raise ConfigError(
+            f"history database {mask_params(text)} is a libpq keyword string: give the server as a URL, "
+            "postgresql://USER@HOST:PORT/DB (a password in PGPASSWORD or ~/.pgpass)"
+        )
     if not match:
         return Target("sqlite", Path(text), text)
     scheme = match.group(1).lower()
@@ -81,6 +98,55 @@ def parse_target(db: str | Path) -> Target:
         f"history database {mask_url(text)}: unknown scheme {scheme}: — give a file path for SQLite, "
         "postgresql://USER@HOST/DB for PostgreSQL, or ./PATH for a file whose name has a colon"
     )
+
+
+def unstorable(names: Sequence[str], record: dict[str, Any], text: str) -> str | None:
+    """Why no history store can hold a record (its label, model, group and case `names`, its JSON and that JSON's
+    `text`), naming the field; None where every store can."""
+    for field, name in zip(("label", "model", "group", "case"), map(str, names)):
+        problem = _character_problem(name, f"its {field}")
+        if problem:
+            return problem
+        if len(name.encode()) > MAX_NAME_BYTES:
+            return f"its {field} is {len(name.encode())} bytes long, over the {MAX_NAME_BYTES} a history holds"
+    problem = _unholdable(record, "")
+    if problem or len(text) <= MAX_RECORD_BYTES:
+        return problem
+    largest = max(record, key=lambda key: len(json.dumps(record[key], default=str)))
+    return (
+        f"its JSON is {len(text) / 2**20:.0f} MiB (field {largest} the largest), over the "
+        f"{MAX_RECORD_BYTES // 2**20} MiB a history holds"
+    )
+
+
+def _unholdable(value: Any, where: str) -> str | None:
+    """The first value in a record's JSON that no store holds, by where it is, and why."""
+    if isinstance(value, dict):
+        return _first(_entry_problem(str(key), item, where) for key, item in value.items())
+    if isinstance(value, list):
+        return _first(_unholdable(item, f"{where}[{i}]") for i, item in enumerate(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"field {where} is {value}, which JSON cannot hold"
+    return _character_problem(value, f"field {where}") if isinstance(value, str) else None
+
+
+def _entry_problem(key: str, item: Any, where: str) -> str | None:
+    """A mapping's key, then its value; a key that is no printable text is named in its escaped form."""
+    inner = (f"{where}.{key}" if where else key) if key.isprintable() else f"{where}[{ascii(key)}]"
+    return _character_problem(key, f"key {ascii(key)} of {where or 'the record'}") or _unholdable(item, inner)
+
+
+def _first(problems: Iterator[str | None]) -> str | None:
+    return next(filter(None, problems), None)
+
+
+def _character_problem(text: str, where: str) -> str | None:
+    """A NUL or a lone surrogate in `text`, named: SQLite would keep them, but a history must move whole."""
+    found = UNHOLDABLE.search(text)
+    if found is None:
+        return None
+    what = "a NUL character (\\u0000)" if found[0] == "\x00" else f"a lone surrogate (\\u{ord(found[0]):04x})"
+    return f"{where} holds {what} at character {found.start()}, which a PostgreSQL history cannot hold"
 
 
 class Store(Protocol):
@@ -262,7 +328,7 @@ class _PostgresStore:
         try:
             self.connection = psycopg.connect(str(target.where), connect_timeout=10, application_name="dlperf")
         except psycopg.Error as error:
-            raise ResultsError(f"cannot connect to history database {self.shown}: {first_line(error)}") from None
+            raise ResultsError(f"cannot connect to history database {self.shown}: {mask(first_line(error))}") from None
 
     def close(self) -> None:
         self.connection.close()
@@ -285,8 +351,14 @@ class _PostgresStore:
                     added[row[0]] = cursor.fetchone() is not None
             return [added[row[0]] for row in rows]
         except self.psycopg.Error as error:  # the server stopped, a lost connection, a refused write: rolled back
+            # a lost server may come back; a write it refused (a permission, say: records are checked first) will not
+            lost = isinstance(error, self.psycopg.OperationalError)
+            retry = (
+                "try again" if lost else "the server refused it: fix what it says, trying again as it is will not help"
+            )
             raise ResultsError(
-                f"cannot store into history database {self.shown}: {first_line(error)}; nothing was stored, try again"
+                f"cannot store into history database {self.shown}: {mask(first_line(error))}; nothing was stored, "
+                f"{retry}"
             ) from None
 
     def rows(self, case: str | None) -> list[tuple]:
@@ -314,7 +386,7 @@ class _PostgresStore:
                     )
                 yield cursor
         except self.psycopg.Error as error:
-            raise ResultsError(f"cannot read history database {self.shown}: {first_line(error)}") from None
+            raise ResultsError(f"cannot read history database {self.shown}: {mask(first_line(error))}") from None
 
 
 class _PostgresSchema:

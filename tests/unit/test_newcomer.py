@@ -149,7 +149,7 @@ def test_the_readme_tour_parses_and_reads_only_folders_it_made():
     from dlperf.cli.main import build_parser
 
     written = {"results/quick"}
-    commands = _tour()
+    commands = [c for c in _tour() if c[:3] != ["pip", "install", "-e"]]  # an extra's install (the JAX engine)
     assert len(commands) >= 10 and all(c[0] == "dlperf" for c in commands)
     for command in commands:
         args = build_parser(command[1:]).parse_args(command[1:])

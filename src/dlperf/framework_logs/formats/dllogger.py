@@ -39,7 +39,8 @@ from dlperf.framework_logs.base import (
 LINE = re.compile(rf"^DLL (?P<time>{ISO_TIME}) - (?P<data>.*)$")
 # `Epoch: 0 Iteration: 2`, `Training Epoch: 0 Training Iteration: 651`, `(0, 120)`, `Iteration: 41`
 STEP = re.compile(r"(?:\bEpoch: (?P<epoch>\d+)\s+(?:\w+ )?)?\bIteration: (?P<it>\d+)|^\((?P<e2>\d+), (?P<i2>\d+)\)")
-VALUE = re.compile(rf"(\S+) : ({NUMBER})")
+# a key starts after a space: else a long run of non-spaces is tried from each of its characters
+VALUE = re.compile(rf"(?<!\S)(\S+) : ({NUMBER})")
 WINDOW_RULE = "DLPerf: skip 20 iterations, time the next 100 (time stamps of the lines bounding the window)"
 
 

@@ -65,6 +65,7 @@ FORMATS = (
             rf"\biter\s+\d+(?: \|)? step\s+\d+(?::| \|) .*\biter time: {NUMBER} ?(?:ms|s)\b"
             r"|'train': TrainArgs\(|^\{'model_name': .*'micro_batch_size': \d+"
         ),
+        clue=("iter time: ", "'train': TrainArgs(", "'micro_batch_size': "),
         read=read,
         rules=("printed",),
         warmup=5,

@@ -116,6 +116,7 @@ FORMATS = (
         description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
         "TFLOP/s/GPU` lines",
         signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \((?:ms|s)\): "),
+        clue=("elapsed time per iteration (",),
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,

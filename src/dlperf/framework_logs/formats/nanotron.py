@@ -114,6 +114,7 @@ FORMATS = (
             r"\biteration: \d+ / \d+ \|.*\b(?:elapsed_)?time_per_iteration_ms: .*\| tokens_per_sec: "
             r"|\[Start training\] .*\| sequence_length: \d+"
         ),
+        clue=("| tokens_per_sec: ", "[Start training] "),
         read=read,
         rules=("printed",),
         warmup=5,

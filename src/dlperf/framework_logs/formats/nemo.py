@@ -75,6 +75,7 @@ FORMATS = (
         name="nemo",
         description="NeMo 2 `Training epoch e, iteration i/n | ... | train_step_timing in s: t | ...` lines",
         signature=re.compile(r"\bTraining epoch \d+, iteration \d+/\d+ \|.*\btrain_step_timing in s: "),
+        clue=("train_step_timing in s: ",),
         read=read,
         rules=("printed",),
         warmup=11,

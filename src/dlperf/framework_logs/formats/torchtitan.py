@@ -51,6 +51,7 @@ FORMATS = (
         name="torchtitan",
         description="torchtitan `step: i loss: ... memory: M GiB ... tps: N tflops: F mfu: M%` lines",
         signature=re.compile(r"step:\s*\d+\b.*loss:.*tps:\s*[\d,]"),
+        clue=("tps:",),
         read=read,
         rules=("printed",),
         warmup=1,

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dlperf.framework_logs.base import (
     ISO_TIME,
     NUMBER,
+    InOrder,
     PeerFormat,
     Point,
     Reader,
@@ -94,7 +95,7 @@ FORMATS = (
     PeerFormat(
         name="dllogger-pytorch",
         description="DeepLearningExamples PyTorch DLLogger lines with `train.total_ips` (global img/s)",
-        signature=re.compile(r"^DLL \S+ \S+ - .*Iteration: \d+ .*train\.total_ips : "),
+        signature=InOrder((r"^DLL \S+ \S+ - ", r"Iteration: \d+ ", r"train\.total_ips : ")),
         read=reader(("train.total_ips",)),
         rules=("timestamp", "printed"),
         warmup=25,
@@ -107,9 +108,11 @@ FORMATS = (
         name="dllogger-tf",
         description="DeepLearningExamples TensorFlow DLLogger lines with `total_ips`, `imgs_per_sec` or "
         "`throughput_train` (global)",
-        signature=re.compile(
-            r"^DLL \S+ \S+ - (?:.*Iteration: \d+|\(\d+, \d+\)) "
-            r".*(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : "
+        signature=InOrder(
+            (
+                r"^DLL \S+ \S+ - (?:.*?Iteration: \d+|\(\d+, \d+\)) ",
+                r"(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : ",
+            )
         ),
         read=reader(("total_ips", "imgs_per_sec", "throughput_train"), "throughput_train"),
         rules=("printed", "timestamp"),

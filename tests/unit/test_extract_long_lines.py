@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from dlperf.errors import DataError
+from dlperf.framework_logs.base import InOrder
 from dlperf.framework_logs.registry import FORMATS, detect
 from dlperf.framework_logs.textlines import log_lines, rejoin_wrapped, strip_prefixes
 
@@ -76,3 +78,19 @@ def test_a_clue_is_on_every_fixture_line_the_signature_matches(fmt):
     assert matched
     assert all(any(clue in line for clue in fmt.clue) for line in matched)
     assert all(fmt.recognises(line) for line in matched)
+
+
+IN_ORDER = [f for f in FORMATS if isinstance(f.signature, InOrder)]
+
+
+@pytest.mark.parametrize("fmt", IN_ORDER, ids=lambda f: f.name)
+def test_a_signature_searched_in_parts_says_what_its_one_regex_says(fmt):
+    """InOrder finds each part after the one before, once: on a record, a record's start repeated without its end,
+    and the end before the start, it answers as the regex `pattern` (which tries every start) does."""
+    regex = re.compile(fmt.signature.pattern)
+    records = [line for line in _fixture_lines() if fmt.signature.search(line)][:20]
+    assert records
+    for record in records:
+        middle = len(record) // 2
+        for line in (record, record[:middle] * 50, record[middle:] + " " + record[:middle], "x" * 50 + record):
+            assert (fmt.signature.search(line) is not None) == (regex.search(line) is not None)

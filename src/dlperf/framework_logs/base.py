@@ -223,7 +223,7 @@ class PeerFormat:
         return [line[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
-# one way only to split a run of digits (`\d+\.?\d*` had n: a long run took time cubic in its length)
+# a run of digits matched one way only: `\d+\.?\d*` splits a run of n digits n ways, each tried where a match fails
 NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 
 

@@ -6,22 +6,29 @@ flat while hundreds of MB stream through shows the readers never hold a whole fi
 times `dlperf extract DIR` end to end (reading, records, report, with and without plots) and the start of
 `dlperf extract --list-formats` in a fresh interpreter (which must not import torch).
 
+With `--lines N` it instead times `dlperf extract` as a whole process on logs of N lines of `--line-mb` MB each
+(issue 50: such a log took 8 s, then over 240 s): junk, digits, `key: value |` pairs, JSON, a format's record
+start repeated (a near-match), and a real Megatron log with a long junk line after each of its lines (detected,
+then every long line goes through the reader). It runs whatever `dlperf` PYTHONPATH names, so an older commit's
+tree can be timed with the same script.
+
     python benchmarks/extract_speed.py [--mb 300] [--real tests/fixtures/peer-logs/real]
+    python benchmarks/extract_speed.py --lines 150 [--line-mb 1] [--variants junk,json] [--timeout 600]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import random
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-
-from dlperf.framework_logs.extract import Options, extract_dir, read_run
-from dlperf.framework_logs.published_names import parse_log_path
 
 T0 = 1_700_000_000.0
 
@@ -98,6 +105,7 @@ def peak_rss_mib() -> float:
 def time_real(root: Path) -> None:
     """`dlperf extract` on a folder of real logs, in this process: what a user waits for, minus start-up."""
     from dlperf.cli.main import main as dlperf_main
+    from dlperf.framework_logs.extract import Options, extract_dir
 
     size = sum(p.stat().st_size for p in root.rglob("*.log"))
     for flags in (["--no-plots"], []):
@@ -118,14 +126,95 @@ def time_real(root: Path) -> None:
     print(f"--list-formats imports (dlperf.cli.extract_cmd + describe): {out}")
 
 
+MEGATRON_LOG = (
+    Path(__file__).parent.parent / "tests/fixtures/peer-logs/real/megatron/1n1g/correctness-j1728522_b80_bf16_1.log"
+)
+
+
+def _filled(unit: str, chars: int) -> str:
+    return (unit * (chars // len(unit) + 1))[:chars]
+
+
+def _junk(chars: int) -> str:
+    """Printable text no format recognises, with the punctuation their records use."""
+    return "".join(random.Random(0).choices("abcdefghijklmnopqrstuvwxyz0123456789 .,:;-_=/|[]{}()", k=chars))
+
+
+LONG_LINES: dict[str, Callable[[int], str]] = {
+    "junk": _junk,
+    "digits": lambda chars: _filled("1234567890", chars),
+    "key-value": lambda chars: _filled("key: value | ", chars),
+    "json": lambda chars: json.dumps({f"k{i}": i * 1.5 for i in range(chars // 12)})[:chars],
+    "near-match": lambda chars: _filled(" iteration       10/     100 | consumed samples: 640 | ", chars),
+    "megatron+junk": _junk,  # between a real log's lines
+}
+
+
+def _long_lines(variant: str, lines: int, chars: int) -> Iterator[str]:
+    """The log's lines: each long line a rotation of one block (distinct lines, cheap to make)."""
+    block = LONG_LINES[variant](chars)
+    real = MEGATRON_LOG.read_text().splitlines() if variant == "megatron+junk" else []
+    for i in range(max(lines, len(real))):
+        if i < len(real):
+            yield real[i]
+        if i < lines:
+            cut = i * 7919 % chars
+            yield block[cut:] + block[:cut]
+
+
+def time_long_lines(variants: list[str], lines: int, line_mb: float, timeout: float) -> None:
+    """`dlperf extract` in a fresh process on each variant's log: wall and CPU seconds, and how it ended."""
+    chars = int(line_mb * 1e6)
+    print(f"load {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; {lines} lines x {chars:,}")
+    print(f"{'log':<15} {'MB':>6} {'wall s':>8} {'cpu s':>7}  exit  result")
+    for variant in variants:
+        with tempfile.TemporaryDirectory(prefix="dlperf-long-lines-") as tmp:
+            path = Path(tmp) / "logs" / "1n1g" / "long_b80_bf16_1.log"
+            path.parent.mkdir(parents=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(f"{line}\n" for line in _long_lines(variant, lines, chars))
+            print(f"{variant:<15} {path.stat().st_size / 1e6:6.1f} " + _extract_process(path.parent.parent, timeout))
+
+
+def _extract_process(logs: Path, timeout: float) -> str:
+    """One `dlperf extract` run's wall and CPU seconds, exit status and last stderr line (or that it timed out)."""
+    command = [sys.executable, "-m", "dlperf", "extract", str(logs), "--out", str(logs.parent / "out"), "--no-plots"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"{'>' + format(timeout, '.0f'):>8} {'-':>7}     -  killed at the timeout"
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    said = (done.stderr.strip().splitlines() or ["(nothing on stderr)"])[0].replace(f"{logs}/1n1g/", "")
+    return f"{wall:8.2f} {cpu:7.2f} {done.returncode:5}  {said[:90]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=300, help="total MB of logs to generate (default 300)")
     parser.add_argument("--real", type=Path, help="also time `dlperf extract` on this folder of real logs")
+    parser.add_argument("--lines", type=int, default=0, help="time logs of this many long lines instead")
+    parser.add_argument("--line-mb", type=float, default=1.0, help="MB per long line (default 1)")
+    parser.add_argument("--variants", default=",".join(LONG_LINES), help="long-line logs to time (comma-separated)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds before a long-line run is killed")
     args = parser.parse_args()
+    if args.lines:
+        time_long_lines(args.variants.split(","), args.lines, args.line_mb, args.timeout)
+        return
     if args.real:
         time_real(args.real)
-    per_file = args.mb / len(GENERATORS)
+    time_streaming(args.mb)
+
+
+def time_streaming(mb: float) -> None:
+    """Logs in several formats, `mb` in all, each read to the end in this process: MB/s and peak RSS."""
+    from dlperf.framework_logs.extract import Options, read_run
+    from dlperf.framework_logs.published_names import parse_log_path
+
+    per_file = mb / len(GENERATORS)
     print(f"peak RSS before: {peak_rss_mib():.0f} MiB")
     print(f"{'format':<18} {'MB':>7} {'s':>6} {'MB/s':>7} {'peak RSS MiB':>13}  throughput")
     total_bytes, total_s = 0, 0.0

@@ -130,6 +130,38 @@ def _script_samples(point: Point, span: tuple[int, int], hook_samples: float) ->
 Stretch = Callable[[HookTrace, list[Point], tuple[int, int] | None], tuple[float, float | None, str] | None]
 
 
+class InOrder:
+    """A signature `A.*B|C` given as chains of parts, `InOrder((A, B), (C,))`, each part searched from where the one
+    before it ended. Parts begin with a token, so a part's first match ends first and is as good as any later one:
+    the line is read once per part, where `re` tries `.*B` from every A on the line (on a long line of A's and no B,
+    time quadratic in its length). `pattern` is the same as one regex."""
+
+    def __init__(self, *chains: tuple[str, ...]) -> None:
+        self.chains = tuple(tuple(re.compile(part) for part in chain) for chain in chains)
+        self.pattern = "|".join(".*".join(f"(?:{part})" for part in chain) for chain in chains)
+
+    def search(self, line: str) -> re.Match[str] | None:
+        """The last part's match where every part is found in order; else None."""
+        return next((m for chain in self.chains if (m := _in_order(chain, line)) is not None), None)
+
+
+def _in_order(parts: tuple[re.Pattern[str], ...], line: str) -> re.Match[str] | None:
+    m: re.Match[str] | None = None
+    for part in parts:
+        m = part.search(line, m.end() if m else 0)
+        if m is None:
+            return None
+    return m
+
+
+def search_at_first(pattern: re.Pattern[str], head: re.Pattern[str], line: str) -> re.Match[str] | None:
+    """`pattern.search(line)` for a pattern that is `head` then `.*?` (or `.*`): tried where `head` first matches
+    only, since a later head leaves `.*?` less to span and cannot match where the first did not; `re` tries it at
+    every head on the line, each to the line's end."""
+    first = head.search(line)
+    return pattern.match(line, first.start()) if first else None
+
+
 @dataclass(frozen=True)
 class PeerFormat:
     """A framework's log format: how to recognise it, read it, and the published way to measure it.
@@ -141,7 +173,7 @@ class PeerFormat:
 
     name: str
     description: str
-    signature: re.Pattern[str]  # a line that matches it identifies the format (used by --format auto)
+    signature: re.Pattern[str] | InOrder  # a line that matches it identifies the format (used by --format auto)
     read: Reader
     rules: tuple[str, ...]  # supported rules, the default first
     warmup: int
@@ -169,8 +201,13 @@ class PeerFormat:
     # arithmetic mean (the DLPerf reports' rule for MXNet, TF2 and DLLogger rates, kept for those formats)
     rates_over_time: bool = False
     flops_count: str = "the framework's own count"  # how the format's printed TFLOP/s counts FLOPs (for MFU)
+    # a line the signature matches holds one of these strings: a literal scan (far faster than a signature that
+    # cannot start with a literal) rules out other lines first, which on a megabyte line is most of detection's time
+    clue: tuple[str, ...] = ()
 
     def recognises(self, line: str) -> bool:
+        if self.clue and not any(clue in line for clue in self.clue):
+            return False
         return self.signature.search(line) is not None
 
     def records_in(self, line: str) -> list[str]:
@@ -186,7 +223,8 @@ class PeerFormat:
         return [line[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
-NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# a run of digits matched one way only: `\d+\.?\d*` splits a run of n digits n ways, each tried where a match fails
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 
 
 def to_float(text: str) -> float:

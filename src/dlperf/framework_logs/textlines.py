@@ -104,25 +104,36 @@ def strip_prefixes(line: str) -> str:
 
 
 WRAP_MIN = 40  # a terminal or a post wraps long lines at a fixed width of at least this many characters
+WRAP_MAX = 1024  # ... and of at most this many: a longer line was never wrapped (nor are its neighbours its parts)
 WRAP_MAX_PARTS = 12
 
 
 def rejoin_wrapped(lines: Iterable[str], recognises: Callable[[str], bool]) -> Iterator[str]:
     """The lines with records that a terminal or a post wrapped at a fixed width put back together: a line that no
-    format recognises, followed by lines of its very length (the width) and one shorter, is joined when the whole
-    is a record `recognises`; anything else passes unchanged."""
+    format recognises, followed by lines of its very length (the width) and one no longer, is joined when the whole
+    is a record `recognises`; anything else passes unchanged. Only widths a terminal or a post can have are tried,
+    so each line is looked at a bounded number of times: a log of megabyte lines reads in time linear in its size."""
     source = _Pushback(lines)
     while (line := source.next()) is not None:
-        if len(line) < WRAP_MIN or recognises(line):
+        if not WRAP_MIN <= len(line) <= WRAP_MAX or recognises(line):
             yield line
             continue
         parts = _wrapped_parts(line, source)
-        whole = "".join(parts)
-        if len(parts) > 1 and recognises(whole) and not recognises(parts[-1]):
+        whole = _rejoined(parts, recognises)
+        if whole is not None:
             yield whole
         else:
             yield line
             source.give_back(parts[1:])
+
+
+def _rejoined(parts: list[str], recognises: Callable[[str], bool]) -> str | None:
+    """The record the parts were wrapped from (the first one's length is the width, the last one no longer), where
+    the whole is one and its last part alone is none; else None."""
+    if len(parts) < 2 or len(parts[-1]) > len(parts[0]):
+        return None
+    whole = "".join(parts)
+    return whole if recognises(whole) and not recognises(parts[-1]) else None
 
 
 class _Pushback:

@@ -125,6 +125,7 @@ FORMATS = (
             r"|\bepoch=\d+/micro_step=\d+/global_step=\d+, RunningAvgSamplesPerSec="
             r"|\] \d+/\d+, (?:RunningAvg)?SamplesPerSec="
         ),
+        clue=("[Rank 0] step=", "SamplesPerSec="),
         read=read,
         rules=("printed", "timestamp"),
         warmup=10,

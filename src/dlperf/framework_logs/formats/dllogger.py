@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dlperf.framework_logs.base import (
     ISO_TIME,
     NUMBER,
+    InOrder,
     PeerFormat,
     Point,
     Reader,
@@ -39,7 +40,8 @@ from dlperf.framework_logs.base import (
 LINE = re.compile(rf"^DLL (?P<time>{ISO_TIME}) - (?P<data>.*)$")
 # `Epoch: 0 Iteration: 2`, `Training Epoch: 0 Training Iteration: 651`, `(0, 120)`, `Iteration: 41`
 STEP = re.compile(r"(?:\bEpoch: (?P<epoch>\d+)\s+(?:\w+ )?)?\bIteration: (?P<it>\d+)|^\((?P<e2>\d+), (?P<i2>\d+)\)")
-VALUE = re.compile(rf"(\S+) : ({NUMBER})")
+# a key starts after a space: else a long run of non-spaces is tried from each of its characters
+VALUE = re.compile(rf"(?<!\S)(\S+) : ({NUMBER})")
 WINDOW_RULE = "DLPerf: skip 20 iterations, time the next 100 (time stamps of the lines bounding the window)"
 
 
@@ -93,7 +95,7 @@ FORMATS = (
     PeerFormat(
         name="dllogger-pytorch",
         description="DeepLearningExamples PyTorch DLLogger lines with `train.total_ips` (global img/s)",
-        signature=re.compile(r"^DLL \S+ \S+ - .*Iteration: \d+ .*train\.total_ips : "),
+        signature=InOrder((r"^DLL \S+ \S+ - ", r"Iteration: \d+ ", r"train\.total_ips : ")),
         read=reader(("train.total_ips",)),
         rules=("timestamp", "printed"),
         warmup=25,
@@ -106,9 +108,11 @@ FORMATS = (
         name="dllogger-tf",
         description="DeepLearningExamples TensorFlow DLLogger lines with `total_ips`, `imgs_per_sec` or "
         "`throughput_train` (global)",
-        signature=re.compile(
-            r"^DLL \S+ \S+ - (?:.*Iteration: \d+|\(\d+, \d+\)) "
-            r".*(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : "
+        signature=InOrder(
+            (
+                r"^DLL \S+ \S+ - (?:.*?Iteration: \d+|\(\d+, \d+\)) ",
+                r"(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : ",
+            )
         ),
         read=reader(("total_ips", "imgs_per_sec", "throughput_train"), "throughput_train"),
         rules=("printed", "timestamp"),

@@ -62,6 +62,7 @@ FORMATS = (
         name="hf-trainer",
         description="Hugging Face Trainer: the whole-run `train_samples_per_second` (dict or train metrics block)",
         signature=SPEED,
+        clue=("train_samples_per_second",),
         read=read,
         rules=("printed",),
         warmup=0,

@@ -42,9 +42,10 @@ LINE = re.compile(
     r"^\s*(?P<n>\d+)/(?P<total>\d+) (?:- (?P<elapsed>\d+)s - ?|━+ (?P<clock>\d+(?::\d\d){0,2})s? "
     r"|\[[=>.]*\] - (?P<bar>\d+)s )(?P<time>\d+)(?P<unit>us|ms|s)/(?P<per>step|sample)(?P<rest>.*)$"
 )
-# tf.keras 2's verbose=2 epoch line: elapsed, metrics, and (2.9+) the epoch's time and its mean step time
+# tf.keras 2's verbose=2 epoch line: elapsed, metrics, and (2.9+) the epoch's time and its mean step time; the
+# metrics end at a non-space, so the line's end is looked for once per run of spaces (not from each of its spaces)
 LINE_2 = re.compile(
-    r"^\s*(?P<n>\d+)/(?P<total>\d+) - (?P<elapsed>\d+)s - (?P<rest>(?!\d+(?:us|ms|s)/step).*?)"
+    r"^\s*(?P<n>\d+)/(?P<total>\d+) - (?P<elapsed>\d+)s - (?P<rest>(?!\d+(?:us|ms|s)/step)(?:.*?\S)?)"
     r"(?: - (?P<epoch>\d+)(?P<eunit>us|ms|s)/epoch - (?P<time>\d+)(?P<unit>us|ms|s)/step)?\s*$"
 )
 SAMPLES = re.compile(r"\bTrain on (\d+) samples")

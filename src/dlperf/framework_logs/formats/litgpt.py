@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, PeerFormat, Point, RunShape, to_float
 
 LINE = re.compile(
     rf"\biter\s+(?P<iter>\d+)(?: \|)? step\s+(?P<step>\d+)(?::| \|) "
@@ -61,10 +61,12 @@ FORMATS = (
         description="LitGPT `Epoch E | iter N step S | loss train: ... | iter time: T ms` (and lit-gpt's `iter N step "
         "S: loss ..., iter time: Tms`) lines, with the printed micro_batch_size where the log holds it",
         # the config comes first, and the reader takes the micro-batch from it
-        signature=re.compile(
-            rf"\biter\s+\d+(?: \|)? step\s+\d+(?::| \|) .*\biter time: {NUMBER} ?(?:ms|s)\b"
-            r"|'train': TrainArgs\(|^\{'model_name': .*'micro_batch_size': \d+"
+        signature=InOrder(
+            (r"\biter\s+\d+(?: \|)? step\s+\d+(?::| \|) ", rf"\biter time: {NUMBER} ?(?:ms|s)\b"),
+            (r"'train': TrainArgs\(",),
+            (r"^\{'model_name': ", r"'micro_batch_size': \d+"),
         ),
+        clue=("iter time: ", "'train': TrainArgs(", "'micro_batch_size': "),
         read=read,
         rules=("printed",),
         warmup=5,

@@ -90,6 +90,7 @@ FORMATS = (
             rf"\bcompleted step: \d+, seconds: {NUMBER}, TFLOP/s/device: "
             r"|\bConfig param (?:max_target_length|per_device_batch_size): "
         ),
+        clue=("completed step: ", "Config param "),
         read=read,
         rules=("printed",),
         warmup=2,

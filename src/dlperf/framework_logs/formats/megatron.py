@@ -29,7 +29,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, timed_step, to_float
+from dlperf.framework_logs.base import (
+    ISO_TIME,
+    NUMBER,
+    InOrder,
+    PeerFormat,
+    Point,
+    RunShape,
+    iso_time,
+    timed_step,
+    to_float,
+)
 
 ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
@@ -115,7 +125,8 @@ FORMATS = (
         name="megatron",
         description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
         "TFLOP/s/GPU` lines",
-        signature=re.compile(r"\biteration\s+\d+/\s*\d+ \|.*elapsed time per iteration \((?:ms|s)\): "),
+        signature=InOrder((r"\biteration\s+\d+/\s*\d+ \|", r"elapsed time per iteration \((?:ms|s)\): ")),
+        clue=("elapsed time per iteration (",),
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,

@@ -26,16 +26,18 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import InOrder, PeerFormat, Point, RunShape, search_at_first
 
 HUMAN = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?[KMGTP]?"
 SCALE = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+ITERATION = re.compile(r"\biteration: (?P<step>\d+) / \d+ \|")  # where LINE is tried (base.search_at_first)
 LINE = re.compile(
-    rf"\biteration: (?P<step>\d+) / \d+ \|.*?\b(?:elapsed_)?time_per_iteration_ms: (?P<ms>{HUMAN}) \| "
+    rf"{ITERATION.pattern}.*?\b(?:elapsed_)?time_per_iteration_ms: (?P<ms>{HUMAN}) \| "
     rf"tokens_per_sec: (?P<tps>{HUMAN}) \| tokens_per_sec_per_gpu: (?P<gpu>{HUMAN}) \| "
     rf"global_batch_size: (?P<batch>{HUMAN})"
 )
-SEQUENCE = re.compile(r"\[Start training\].*\| sequence_length: (\d+)")
+START = re.compile(r"\[Start training\]")
+SEQUENCE = re.compile(rf"{START.pattern}.*\| sequence_length: (\d+)")
 FLOPS = re.compile(rf"\| model_tflops_per_gpu: ({HUMAN})")
 LOSS = re.compile(rf"\| lm_loss: ({HUMAN})")
 
@@ -67,10 +69,10 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     sequence = None
     for line in lines:
         if "iteration: " not in line:
-            if "[Start training]" in line and (s := SEQUENCE.search(line)):
+            if "[Start training]" in line and (s := search_at_first(SEQUENCE, START, line)):
                 sequence = int(s[1])
             continue
-        if (m := LINE.search(line)) is None:
+        if (m := search_at_first(LINE, ITERATION, line)) is None:
             continue
         yield _point(m, line, sequence, shape)
 
@@ -110,10 +112,11 @@ FORMATS = (
         description="nanotron `iteration: i / N | ... elapsed_time_per_iteration_ms: t | tokens_per_sec: r | "
         "tokens_per_sec_per_gpu: g | global_batch_size: b` lines",
         # the `[Start training]` line comes first, and the reader takes the sequence length from it
-        signature=re.compile(
-            r"\biteration: \d+ / \d+ \|.*\b(?:elapsed_)?time_per_iteration_ms: .*\| tokens_per_sec: "
-            r"|\[Start training\] .*\| sequence_length: \d+"
+        signature=InOrder(
+            (r"\biteration: \d+ / \d+ \|", r"\b(?:elapsed_)?time_per_iteration_ms: ", r"\| tokens_per_sec: "),
+            (r"\[Start training\] ", r"\| sequence_length: \d+"),
         ),
+        clue=("| tokens_per_sec: ", "[Start training] "),
         read=read,
         rules=("printed",),
         warmup=5,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, StepCounter, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, PeerFormat, Point, RunShape, StepCounter, timed_step, to_float
 
 POSITION = re.compile(
     r"\[Pass (?P<pass>\d+), train batch (?P<pass_batch>\d+)\]"
@@ -69,10 +69,12 @@ FORMATS = (
         description="PaddlePaddle lines with a time per batch (`elapse`, `batch_cost`) and optionally `ips`: fluid "
         "`[Pass p, train batch i]`, dygraph `[Epoch e, batch i]`, PaddleClas `[Train][Epoch e/E][Iter: i/N]`, "
         "PaddleSeg `[TRAIN] epoch: e, iter: i/N`, PaddleOCR `epoch: [e/E], iter: i` (global = global batch / t)",
-        signature=re.compile(
-            r"(?:\[Pass \d+, train batch \d+\]|\[Epoch \d+, batch \d+\]|\[Epoch \d+/\d+\]\[Iter: \d+/\d+\]"
-            r"|\[TRAIN\] epoch: \d+, iter: \d+/\d+|epoch: \[\d+/\d+\], (?:iter|global_step): \d+)"
-            r".*\b(?:avg_)?(?:elapse|batch_cost):? \S+"
+        signature=InOrder(
+            (
+                r"\[Pass \d+, train batch \d+\]|\[Epoch \d+, batch \d+\]|\[Epoch \d+/\d+\]\[Iter: \d+/\d+\]"
+                r"|\[TRAIN\] epoch: \d+, iter: \d+/\d+|epoch: \[\d+/\d+\], (?:iter|global_step): \d+",
+                r"\b(?:avg_)?(?:elapse|batch_cost):? \S",
+            )
         ),
         read=read,
         check_reading="the printed ips x world size",

@@ -21,10 +21,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, hook_over_steps, to_float
+from dlperf.framework_logs.base import (
+    NUMBER,
+    HookTrace,
+    InOrder,
+    PeerFormat,
+    Point,
+    RunShape,
+    hook_over_steps,
+    search_at_first,
+    to_float,
+)
 
+UPDATE = re.compile(r"Train: (?P<epoch>\d+) \[\s*(?P<update>\d+)/(?P<updates>\d+) ")  # where LINE is tried
 LINE = re.compile(
-    rf"Train: (?P<epoch>\d+) \[\s*(?P<update>\d+)/(?P<updates>\d+) .*?Time: (?P<time>{NUMBER})s,\s*(?P<rate>{NUMBER})/s"
+    rf"{UPDATE.pattern}.*?Time: (?P<time>{NUMBER})s,\s*(?P<rate>{NUMBER})/s"
     rf"\s+\((?P<avg>{NUMBER})s,\s*{NUMBER}/s\)"
 )
 HALF_STEP = 0.0005  # the seconds are printed to 3 decimals
@@ -33,7 +44,7 @@ HALF_STEP = 0.0005  # the seconds are printed to 3 decimals
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     offset, epoch, done, elapsed = 0, None, 0, 0.0  # updates before this epoch; this epoch's updates and time
     for line in lines:
-        m = LINE.search(line) if "Train:" in line else None
+        m = search_at_first(LINE, UPDATE, line) if "Train:" in line else None
         if m is None:
             continue
         paused = False
@@ -70,7 +81,7 @@ FORMATS = (
         name="timm",
         description="timm train.py `Train: e [i/n ...] ... Time: Vs, R/s (As, R'/s)`: the running mean update time "
         "turned back into each interval's",
-        signature=re.compile(rf"Train: \d+ \[\s*\d+/\d+ .*Time: {NUMBER}s,\s*{NUMBER}/s\s+\({NUMBER}s,"),
+        signature=InOrder((r"Train: \d+ \[\s*\d+/\d+ ", rf"Time: {NUMBER}s,\s*{NUMBER}/s\s+\({NUMBER}s,")),
         read=read,
         rules=("printed",),
         warmup=5,

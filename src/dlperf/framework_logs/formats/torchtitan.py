@@ -17,9 +17,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, per_device, to_float
+from dlperf.framework_logs.base import (
+    NUMBER,
+    InOrder,
+    PeerFormat,
+    Point,
+    RunShape,
+    per_device,
+    search_at_first,
+    to_float,
+)
 
-LINE = re.compile(r"\bstep:\s*(?P<step>\d+)\s+loss:.*?\btps:\s*(?P<tps>[\d,]+(?:\.\d+)?)")
+STEP = re.compile(r"\bstep:\s*(?P<step>\d+)\s+loss:")  # where LINE is tried (base.search_at_first)
+LINE = re.compile(rf"{STEP.pattern}.*?\btps:\s*(?P<tps>[\d,]+(?:\.\d+)?)")
 MEMORY = re.compile(rf"\bmemory:\s*({NUMBER})GiB")
 EXTRA = {
     "tflops_per_device": re.compile(rf"\btflops:\s*({NUMBER})"),
@@ -31,7 +41,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     for line in lines:
         if "tps:" not in line:
             continue
-        m = LINE.search(line)
+        m = search_at_first(LINE, STEP, line)
         if not m:
             continue
         metrics = tuple((name, to_float(x[1])) for name, pattern in EXTRA.items() if (x := pattern.search(line)))
@@ -50,7 +60,8 @@ FORMATS = (
     PeerFormat(
         name="torchtitan",
         description="torchtitan `step: i loss: ... memory: M GiB ... tps: N tflops: F mfu: M%` lines",
-        signature=re.compile(r"step:\s*\d+\b.*loss:.*tps:\s*[\d,]"),
+        signature=InOrder((r"step:\s*\d+\b", "loss:", r"tps:\s*[\d,]")),
+        clue=("tps:",),
         read=read,
         rules=("printed",),
         warmup=1,

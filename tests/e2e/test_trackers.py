@@ -5,6 +5,8 @@ read back through its REST API; `dlperf export wandb` in W&B's offline mode, rea
 from __future__ import annotations
 
 import contextlib
+import http.client
+import http.server
 import json
 import os
 import shutil
@@ -12,7 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -370,9 +372,59 @@ def test_wandb_export_into_a_full_disk_is_one_line_and_the_rerun_writes_the_rest
 
 @pytest.mark.slow
 @pytest.mark.parametrize("below", ["", "new"])  # the read-only folder itself, a folder to make in it
-def test_wandb_export_to_a_read_only_dir_is_one_line(folder, wandb_home, tmpfs, below):
+def test_wandb_export_to_a_read_only_dir_is_one_line(folder, wandb_home, tmpfs, below, tmp_path):
     remount(tmpfs, "ro")
     out = tmpfs / below
-    failed = run_dlperf(["export", "wandb", str(folder), "--dir", str(out)])
+    scratch = tmp_path / "tmp"  # where W&B falls back to for a DIR it cannot write
+    scratch.mkdir()
+    failed = run_dlperf(["export", "wandb", str(folder), "--dir", str(out)], env={"TMPDIR": str(scratch)})
     assert_one_line_error(failed.returncode, failed.stderr, "cannot write W&B offline runs under", str(out))
-    assert not list(Path(tempfile.gettempdir()).glob("wandb/offline-run-*")), "W&B wrote elsewhere instead"
+    assert not (scratch / "wandb").exists(), "W&B wrote elsewhere instead"
+
+
+class DropFirstCreate(http.server.BaseHTTPRequestHandler):
+    """A proxy to the mlflow server that lets the first `runs/create` through but drops the connection before its
+    answer, as a server that dies (or a network that fails) after doing the work: MLflow's client retries it."""
+
+    upstream = ""
+    dropped: list[str] = []
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        upstream = http.client.HTTPConnection(self.upstream, timeout=60)
+        upstream.request(self.command, self.path, body, {k: v for k, v in self.headers.items() if k != "Host"})
+        answer = upstream.getresponse()
+        data = answer.read()
+        if self.path.endswith("/runs/create") and not self.dropped:
+            self.dropped.append(self.path)
+            self.close_connection = True
+            return
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length", "date", "server"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_mlflow_export_whose_create_run_is_retried_leaves_no_double(mlflow_server, tmp_path, capsys):
+    folder = records_folder(tmp_path / "sweep", 2)
+    DropFirstCreate.upstream = mlflow_server.removeprefix("http://")
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), DropFirstCreate)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{proxy.server_address[1]}"
+        args = ["export", "mlflow", str(folder), "--tracking-uri", url, "--experiment", "retried"]
+        code, out, err = run_cli(args, capsys)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert code == 0 and DropFirstCreate.dropped, out + err
+    assert_exactly_once(mlflow_server, "retried", folder)

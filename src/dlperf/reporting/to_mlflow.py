@@ -8,7 +8,7 @@ is set, last, after its batches, files and end status; a rerun keeps one whole r
 folder to one server and experiment take turns (`reporting/export_lock.py`), so both never make the same run.
 
 A server that cannot be reached is told in seconds by a first cheap request with few retries (MLflow's default is
-7 retries with backoff, two minutes); once the server has answered, MLflow's own retries (or the user's
+7 retries with backoff, minutes); once the server has answered, MLflow's own retries (or the user's
 MLFLOW_HTTP_REQUEST_* settings) carry the export over a server's short outage.
 """
 
@@ -51,19 +51,16 @@ def export_mlflow(folder: str | Path, tracking_uri: str, experiment: str = "dlpe
     require_extra("mlflow", "mlflow", "dlperf export mlflow")
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # the client's "View run" lines
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
     shown = mask(tracking_uri)
+    client = _reached(tracking_uri, shown)  # before the report is made for the export: seconds of plotting
     try:
-        with tracked_sweeps(folder) as sweeps:
-            _reach(client, shown)
-            with export_lock(folder, f"mlflow {tracking_uri} {experiment}"):
-                experiment_id = _experiment(client, experiment)
-                return [_export(client, sweep, experiment_id) for sweep in sweeps]
+        with tracked_sweeps(folder) as sweeps, export_lock(folder, f"mlflow {tracking_uri} {experiment}"):
+            experiment_id = _experiment(client, experiment)
+            return [_export(client, sweep, experiment_id) for sweep in sweeps]
     except (MlflowException, OSError) as error:  # OSError: requests' connection errors are OSErrors
         raise ResultsError(
-            f"cannot export {folder} to MLflow at {shown}: {_reason(error)}: rerun when the server answers (the "
+            f"cannot export {folder} to MLflow at {shown}: {_reason(error)}: rerun once that is fixed (the "
             "rerun keeps the runs made whole and makes the rest)"
         ) from None
 
@@ -85,13 +82,17 @@ def _defaults(values: dict[str, str]) -> Iterator[None]:
             os.environ.pop(name, None)
 
 
-def _reach(client: Any, shown: str) -> None:
-    """One cheap request with few retries: a server that cannot be reached is one line in seconds."""
+def _reached(tracking_uri: str, shown: str) -> Any:
+    """MLflow's client, once one cheap request with few retries has been answered: a server that cannot be
+    reached, or an address MLflow does not take, is one line in seconds."""
     from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
 
     try:
+        client = MlflowClient(tracking_uri=tracking_uri)
         with _defaults(PROBE):
             client.search_experiments(max_results=1)
+        return client
     except (MlflowException, OSError) as error:
         raise ResultsError(
             f"cannot reach MLflow at {shown}: {_reason(error)}: start the server, or check --tracking-uri"
@@ -118,6 +119,7 @@ def _export(client: Any, sweep: TrackedSweep, experiment_id: str) -> MlflowOutco
         _log(client, parent_id, metrics=[(k, v, now, 0) for k, v in sweep.metrics.items()], tags=sweep.tags)
         _files(client, parent_id, sweep.files)
         _complete(client, parent_id, "FINISHED", None)
+        _drop_doubles(client, experiment_id, sweep.key, parent_id)
     return MlflowOutcome(experiment_id, parent_id, created, existing)
 
 
@@ -160,6 +162,16 @@ def _kept(client: Any, experiment_id: str, key: str, parent_id: str) -> Any:
         if run is not kept:
             client.delete_run(run.info.run_id)
     return kept
+
+
+def _drop_doubles(client: Any, experiment_id: str, sweep_key: str, parent_id: str) -> None:
+    """A run that a retried request made twice (the server gone before it answered `create_run`): the copy nobody
+    fills is still RUNNING once the export has ended its own runs, under its parent or as a second parent."""
+    for where in (f"tags.`{PARENT_TAG}` = '{parent_id}'", f"tags.`{SWEEP_TAG}` = '{sweep_key}'"):
+        running = f"{where} and attributes.status = 'RUNNING'"
+        for run in client.search_runs([experiment_id], filter_string=running, max_results=SEARCH):
+            if run.info.run_id != parent_id:
+                client.delete_run(run.info.run_id)
 
 
 def _create(client: Any, experiment_id: str, name: str, tags: dict[str, str], start_ms: int | None = None) -> str:

@@ -4,23 +4,30 @@ read back through its REST API; `dlperf export wandb` in W&B's offline mode, rea
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, run_dlperf
 from report_records import record
 
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.history import record_key
+from dlperf.reporting.to_wandb import MARKER, run_id
+from dlperf.reporting.to_wandb import wandb_records as run_records
 from dlperf.reporting.tracking import COMPLETE_TAG, RECORD_TAG
 
 SWEEP = "20261127T000000Z-abcdef"
@@ -46,37 +53,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
+def start_mlflow(root: Path, port: int) -> subprocess.Popen:
+    """A `mlflow server` on `root`'s SQLite store and artifacts, in a session of its own (its workers die with it),
+    once it answers."""
     mlflow = Path(sys.executable).parent / "mlflow"
     if not mlflow.exists():
         pytest.skip("mlflow is not installed: pip install 'dlperf[test]'")
-    root = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
     command = [
         str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
         "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination", str(root / "artifacts"),
     ]  # fmt: skip
-    log = (root / "server.log").open("w")
     # without MLflow's job runner (seven huey consumers the export never uses): start-up in a quarter of the CPU
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
+    with (root / "server.log").open("a") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).read()
+            return server
+        except (urllib.error.URLError, OSError):
+            if server.poll() is not None or time.monotonic() > deadline:
+                stop_mlflow(server, signal.SIGKILL)
+                pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+
+
+def stop_mlflow(server: subprocess.Popen, how: int = signal.SIGTERM) -> None:
+    """The server and its workers (its session's processes), and no other."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, how)
+    server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    server = start_mlflow(tmp_path_factory.mktemp("mlflow"), port := _free_port())
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=5).read()
-                break
-            except (urllib.error.URLError, OSError):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
-                time.sleep(0.3)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
+        stop_mlflow(server)
 
 
 def rest(url: str, path: str, body: dict | None = None) -> dict:
@@ -164,9 +180,9 @@ def test_mlflow_export_of_two_sweeps_replaces_a_run_an_interrupted_export_left(m
 
 @pytest.mark.slow  # MLflow's client takes seconds to import
 def test_mlflow_unreachable_server_is_one_line(folder, capsys):
-    uri = f"http://127.0.0.1:{_free_port()}"
+    uri = f"http://127.0.0.1:{_free_port()}"  # refused: MLflow's own 7 retries with backoff took 2 minutes
     code, _, err = run_cli(["export", "mlflow", str(folder), "--tracking-uri", uri], capsys)
-    assert_one_line_error(code, err, "cannot export", uri)
+    assert_one_line_error(code, err, "cannot reach MLflow at", uri, "Connection refused", "start the server")
 
 
 @pytest.mark.parametrize("tracker, extra", [("mlflow", "mlflow"), ("wandb", "wandb")])
@@ -179,27 +195,12 @@ def test_missing_tracker_package_names_the_extra(tracker, extra, folder, tmp_pat
 
 
 def wandb_records(run_dir: Path) -> dict[str, list]:
-    """The records of a run's .wandb file, by kind: W&B's own protobuf messages, in its LevelDB-log framing (a
-    7-byte `:W&B` header, then 32 KiB blocks of records, each a 4-byte CRC, a 2-byte length, a 1-byte type: 1 whole,
-    2 first, 3 middle, 4 last part)."""
-    from wandb.proto import wandb_internal_pb2
-
-    data = next(run_dir.glob("*.wandb")).read_bytes()
-    assert data[:4] == b":W&B"
+    """The records of a run's .wandb file, by kind; the file must be whole."""
     found: dict[str, list] = {}
-    offset, parts = 7, b""
-    while offset + 7 <= len(data):
-        if 32768 - offset % 32768 < 7:  # a block's tail too short for a record header is padding
-            offset += 32768 - offset % 32768
-            continue
-        length, kind = int.from_bytes(data[offset + 4 : offset + 6], "little"), data[offset + 6]
-        parts += data[offset + 7 : offset + 7 + length]
-        offset += 7 + length
-        if kind in (1, 4):
-            pb = wandb_internal_pb2.Record()
-            pb.ParseFromString(parts)
-            found.setdefault(pb.WhichOneof("record_type"), []).append(pb)
-            parts = b""
+    records = run_records(next(run_dir.glob("*.wandb")))
+    assert records, run_dir
+    for pb in records:
+        found.setdefault(pb.WhichOneof("record_type"), []).append(pb)
     return found
 
 
@@ -233,3 +234,197 @@ def test_wandb_offline_export_reads_back_and_a_second_adds_nothing(folder, tmp_p
     code, stdout, err = run_cli(["export", "wandb", str(folder), "--dir", str(out)], capsys)
     assert code == 0 and "0 new W&B offline runs" in stdout and "7 were written before" in stdout, stdout + err
     assert len(sorted((out / "wandb").glob("offline-run-*"))) == 7
+
+
+def records_folder(root: Path, repeats: int) -> Path:
+    """A sweep's folder of two cases with `repeats` records each."""
+    for case in SPEEDS:
+        for i in range(1, repeats + 1):
+            rec = record(case, i, 100.0 + i, sweep_id=SWEEP, started_at=1.8e9 + i, finished_at=1.8e9 + i + 30)
+            write_json_atomic(root / "resnet50" / case / f"resnet50_b128_fp32_{i}.json", rec)
+    return root
+
+
+def assert_exactly_once(url: str, experiment: str, folder: Path) -> None:
+    """One parent, and one whole, ended run per record under it: no RUNNING leftover, no second copy."""
+    runs = all_runs(url, experiment)
+    parents = [r for r in runs if "mlflow.parentRunId" not in tags(r)]
+    children = [r for r in runs if "mlflow.parentRunId" in tags(r)]
+    assert len(parents) == 1 and tags(parents[0]).get(COMPLETE_TAG) == "complete", parents
+    keys = sorted(record_key(json.loads(p.read_text())) for p in folder.rglob("resnet50_*.json"))
+    assert sorted(tags(r)[RECORD_TAG] for r in children) == keys
+    assert all(r["info"]["status"] == "FINISHED" and tags(r).get(COMPLETE_TAG) for r in children), children
+    assert {tags(r)["mlflow.parentRunId"] for r in children} == {parents[0]["info"]["run_id"]}
+
+
+@pytest.mark.slow
+def test_mlflow_export_killed_with_its_server_is_resumed_exactly_once(tmp_path):
+    folder = records_folder(tmp_path / "sweep", 20)
+    root = tmp_path / "mlflow"
+    root.mkdir()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = start_mlflow(root, port)
+    # no retries: the export fails as the server goes, not after MLflow's two minutes of retries
+    env = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    command = [sys.executable, "-m", "dlperf", "export", "mlflow", str(folder), "--tracking-uri", url]
+    try:
+        export = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        while export.poll() is None:  # killed once the export has made its first runs
+            with contextlib.suppress(urllib.error.URLError, OSError, KeyError):
+                if len(all_runs(url, "dlperf")) >= 3:
+                    break
+            time.sleep(0.05)
+        stop_mlflow(server, signal.SIGKILL)
+        _, err = export.communicate(timeout=300)
+        assert_one_line_error(export.returncode, err, "cannot export", url, "rerun")
+        server = start_mlflow(root, port)  # the same backend store
+        left = all_runs(url, "dlperf")
+        assert 3 <= len(left) < 41, left
+        done = run_dlperf(["export", "mlflow", str(folder), "--tracking-uri", url])
+        assert done.returncode == 0 and "were exported before" in done.stdout, done.stdout + done.stderr
+        assert_exactly_once(url, "dlperf", folder)
+    finally:
+        stop_mlflow(server)
+
+
+@pytest.mark.slow
+def test_two_exports_of_one_folder_at_once_export_each_record_once(mlflow_server, tmp_path):
+    folder = records_folder(tmp_path / "sweep", 5)
+    command = ["export", "mlflow", str(folder), "--tracking-uri", mlflow_server, "--experiment", "twice"]
+    both = [
+        subprocess.Popen([sys.executable, "-m", "dlperf", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    outs = [p.communicate(timeout=300) for p in both]
+    assert [p.returncode for p in both] == [0, 0], outs
+    made = sorted(int(out.split(" new run")[0].split()[-1]) for out, _ in outs)
+    assert made == [0, 10], outs  # the second waited for the first, then found its runs
+    assert_exactly_once(mlflow_server, "twice", folder)
+
+
+@pytest.mark.slow
+def test_mlflow_rerun_keeps_one_whole_run_where_a_half_made_copy_runs_beside_it(mlflow_server, folder, capsys):
+    args = ["export", "mlflow", str(folder), "--tracking-uri", mlflow_server, "--experiment", "beside"]
+    assert run_cli(args, capsys)[0] == 0
+    experiment = rest(mlflow_server, "experiments/get-by-name?experiment_name=beside")["experiment"]
+    first = json.loads(next(iter(sorted(folder.rglob("resnet50_*.json")))).read_text())
+    left = [{"key": RECORD_TAG, "value": record_key(first)}]  # RUNNING, without its completion tag
+    rest(mlflow_server, "runs/create", {"experiment_id": experiment["experiment_id"], "tags": left})
+    code, out, err = run_cli(args, capsys)
+    assert code == 0 and "0 new runs" in out and "6 records were exported before" in out, out + err
+    runs = all_runs(mlflow_server, "beside")
+    assert len(runs) == 7 and not [r for r in runs if r["info"]["status"] == "RUNNING"]
+
+
+@pytest.fixture
+def wandb_home(tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="wandb is not installed: pip install 'dlperf[test]'")
+    for name in ("WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / "home" / name))  # W&B's caches and staging, not the user's
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A real, small file system (`mount -t tmpfs`, as root) that a test fills, resizes or makes read-only."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40k", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def remount(mount: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], check=True)
+
+
+def marked_runs(out: Path) -> dict[str, Path]:
+    """The run folders counted as written (with their marker), by run id; each must be whole."""
+    found: dict[str, Path] = {}
+    for run_dir in sorted((out / "wandb").glob("offline-run-*")):
+        if (run_dir / MARKER).is_file():
+            assert wandb_records(run_dir)["exit"], run_dir  # whole: W&B's exit record ends it
+            found[run_dir.name.split("-", 3)[3]] = run_dir
+    return found
+
+
+@pytest.mark.slow
+def test_wandb_export_into_a_full_disk_is_one_line_and_the_rerun_writes_the_rest(folder, wandb_home, tmpfs):
+    full = run_dlperf(["export", "wandb", str(folder), "--dir", str(tmpfs)])
+    assert_one_line_error(full.returncode, full.stderr, "cannot write W&B offline run", str(tmpfs), "free space",
+                          "rerun")  # fmt: skip
+    written = marked_runs(tmpfs)
+    assert len(written) < 7
+    remount(tmpfs, "size=4m")  # space freed
+    done = run_dlperf(["export", "wandb", str(folder), "--dir", str(tmpfs)])
+    assert done.returncode == 0, done.stderr
+    assert f"{7 - len(written)} new W&B" in done.stdout and f"{len(written)} were written before" in done.stdout
+    records = [json.loads(p.read_text()) for p in folder.rglob("resnet50_*.json")]
+    ids = {run_id("run", record_key(r)) for r in records} | {run_id("sweep", SWEEP)}
+    assert set(marked_runs(tmpfs)) == ids and len(list((tmpfs / "wandb").glob("offline-run-*"))) == 7
+    assert {k: v for k, v in marked_runs(tmpfs).items() if k in written} == written  # kept, not written again
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("below", ["", "new"])  # the read-only folder itself, a folder to make in it
+def test_wandb_export_to_a_read_only_dir_is_one_line(folder, wandb_home, tmpfs, below, tmp_path):
+    remount(tmpfs, "ro")
+    out = tmpfs / below
+    scratch = tmp_path / "tmp"  # where W&B falls back to for a DIR it cannot write
+    scratch.mkdir()
+    failed = run_dlperf(["export", "wandb", str(folder), "--dir", str(out)], env={"TMPDIR": str(scratch)})
+    assert_one_line_error(failed.returncode, failed.stderr, "cannot write W&B offline runs under", str(out))
+    assert not (scratch / "wandb").exists(), "W&B wrote elsewhere instead"
+
+
+class DropFirstCreate(http.server.BaseHTTPRequestHandler):
+    """A proxy to the mlflow server that lets the first `runs/create` through but drops the connection before its
+    answer, as a server that dies (or a network that fails) after doing the work: MLflow's client retries it."""
+
+    upstream = ""
+    dropped: list[str] = []
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        upstream = http.client.HTTPConnection(self.upstream, timeout=60)
+        upstream.request(self.command, self.path, body, {k: v for k, v in self.headers.items() if k != "Host"})
+        answer = upstream.getresponse()
+        data = answer.read()
+        if self.path.endswith("/runs/create") and not self.dropped:
+            self.dropped.append(self.path)
+            self.close_connection = True
+            return
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length", "date", "server"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_mlflow_export_whose_create_run_is_retried_leaves_no_double(mlflow_server, tmp_path, capsys):
+    folder = records_folder(tmp_path / "sweep", 2)
+    DropFirstCreate.upstream = mlflow_server.removeprefix("http://")
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), DropFirstCreate)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{proxy.server_address[1]}"
+        args = ["export", "mlflow", str(folder), "--tracking-uri", url, "--experiment", "retried"]
+        code, out, err = run_cli(args, capsys)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert code == 0 and DropFirstCreate.dropped, out + err
+    assert_exactly_once(mlflow_server, "retried", folder)

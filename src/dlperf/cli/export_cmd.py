@@ -11,6 +11,7 @@ from dlperf.cli.commands import SUMMARIES
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import counted, say
 from dlperf.errors import ConfigError
+from dlperf.secrets import mask
 from dlperf.spec import setting
 
 
@@ -23,7 +24,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         "run and every record a child run (parameters, metrics with each timing window as a step, doubt flags "
         "and status as tags, report.md, plots and the record as artifacts). `dlperf export wandb FOLDER [--dir "
         "DIR] [--project NAME]` writes the same as W&B offline runs that `wandb sync` uploads. Runs are found by "
-        "their record's identity first: a second export adds nothing.",
+        "their record's identity first: a second export adds nothing, and a rerun after a fault (a server gone, a "
+        "full disk) finishes what the first left, each record once.",
     )
     add_declared(parser, ExportOptions)
     parser.set_defaults(func=run)
@@ -51,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         for outcome in export_mlflow(args.folder, uri, args.experiment):
             say(
                 f"{counted(len(outcome.created), 'new run')} under parent run {outcome.parent_run_id} in experiment "
-                f"{args.experiment} ({outcome.experiment_id}) at {uri}; {outcome.existing} records were exported before"
+                f"{args.experiment} ({outcome.experiment_id}) at {mask(uri)}; {outcome.existing} records were "
+                "exported before"
             )
         return 0
     if args.tracking_uri is not None:

@@ -1,35 +1,41 @@
 """A results folder into an MLflow tracking server: the sweep as a parent run, one child run per record
 (`reporting/tracking.py` says what each carries), through MLflow's own client.
 
-Each run is looked up by its identity tag before it is made, so a second export adds nothing. A run is made whole
-or not at all: its parameters, metrics and tags in batches, its files, then the `dlperf.exported` tag last; an
-error on the way deletes the run it was making, and a run an interrupted export left without that tag is replaced.
+Exactly once, and resumable: a run carries its identity tag (the record's key, the sweep's) from its creation on, so
+every run an export made, whole or half, is found by the next one. A run is whole once its `dlperf.exported` tag
+is set, last, after its batches, files and end status; a rerun keeps one whole run per record and deletes any other
+(a half-made run an interrupted export left, a second copy) before it makes what is missing. Two exports of one
+folder to one server and experiment take turns (`reporting/export_lock.py`), so both never make the same run.
+
+A server that cannot be reached is told in seconds by a first cheap request with few retries (MLflow's default is
+7 retries with backoff, minutes); once the server has answered, MLflow's own retries (or the user's
+MLFLOW_HTTP_REQUEST_* settings) carry the export over a server's short outage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError, first_line
+from dlperf.reporting.export_lock import export_lock
 from dlperf.reporting.extras import require_extra
 from dlperf.reporting.tracking import COMPLETE_TAG, RECORD_TAG, SWEEP_TAG, TrackedRun, TrackedSweep, tracked_sweeps
+from dlperf.secrets import mask
 
 PARENT_TAG = "mlflow.parentRunId"
 BATCH = {"metrics": 800, "params": 100, "tags": 100}  # MLflow: at most 100 params, 100 tags, 1000 in all
 STATUS = {"ok": "FINISHED", "failed": "FAILED", "diverged": "FAILED"}
-# A server that cannot be reached answers in seconds, not after MLflow's default of 7 retries over minutes; a user's
-# own setting of these is kept; the client's "View run" lines on stdout are left out
-CLIENT_DEFAULTS = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
-    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
-}
+# The first request's: a refused port or a wrong host answers in seconds (a user's own setting is kept)
+PROBE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+OS_REASON = re.compile(r"\[Errno -?\d+\] [^\"')(]+")  # "[Errno 111] Connection refused" inside requests' message
+SEARCH = 100  # runs of one identity looked at: more than one is a fault's leftover
 
 
 @dataclass(frozen=True)
@@ -43,46 +49,77 @@ class MlflowOutcome:
 def export_mlflow(folder: str | Path, tracking_uri: str, experiment: str = "dlperf") -> list[MlflowOutcome]:
     """Each sweep of the folder as a parent run with its records' runs; what was made, per sweep."""
     require_extra("mlflow", "mlflow", "dlperf export mlflow")
-    for name, value in CLIENT_DEFAULTS.items():
-        os.environ.setdefault(name, value)
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # the client's "View run" lines
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    shown = mask(tracking_uri)
+    client = _reached(tracking_uri, shown)  # before the report is made for the export: seconds of plotting
     try:
-        with tracked_sweeps(folder) as sweeps:
+        with tracked_sweeps(folder) as sweeps, export_lock(folder, f"mlflow {tracking_uri} {experiment}"):
             experiment_id = _experiment(client, experiment)
             return [_export(client, sweep, experiment_id) for sweep in sweeps]
     except (MlflowException, OSError) as error:  # OSError: requests' connection errors are OSErrors
-        raise ResultsError(f"cannot export {folder} to MLflow at {tracking_uri}: {first_line(error)}") from None
+        raise ResultsError(
+            f"cannot export {folder} to MLflow at {shown}: {_reason(error)}: rerun once that is fixed (the "
+            "rerun keeps the runs made whole and makes the rest)"
+        ) from None
+
+
+def _reason(error: BaseException) -> str:
+    found = OS_REASON.search(str(error))
+    return found[0].strip() if found else first_line(error)
+
+
+@contextlib.contextmanager
+def _defaults(values: dict[str, str]) -> Iterator[None]:
+    """The environment with `values` where the user set none, for the block only."""
+    added = [name for name in values if name not in os.environ]
+    os.environ.update({name: values[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def _reached(tracking_uri: str, shown: str) -> Any:
+    """MLflow's client, once one cheap request with few retries has been answered: a server that cannot be
+    reached, or an address MLflow does not take, is one line in seconds."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        client = MlflowClient(tracking_uri=tracking_uri)
+        with _defaults(PROBE):
+            client.search_experiments(max_results=1)
+        return client
+    except (MlflowException, OSError) as error:
+        raise ResultsError(
+            f"cannot reach MLflow at {shown}: {_reason(error)}: start the server, or check --tracking-uri"
+        ) from None
 
 
 def _export(client: Any, sweep: TrackedSweep, experiment_id: str) -> MlflowOutcome:
-    parent = _find(client, experiment_id, SWEEP_TAG, sweep.key)
-    changed = parent is None or parent.data.tags.get(COMPLETE_TAG) is None
-    if parent is None:
-        fill = partial(_log, client, params=sweep.params)
-        parent_id = _make(client, experiment_id, sweep.name, {SWEEP_TAG: sweep.key}, None, fill)
-    else:
-        parent_id = parent.info.run_id
+    parent = _parent(client, experiment_id, sweep.key)
+    parent_id = parent.info.run_id if parent else _create(client, experiment_id, sweep.name, {SWEEP_TAG: sweep.key})
+    changed = parent is None or COMPLETE_TAG not in parent.data.tags
+    if changed:  # a half-made parent's too: MLflow takes a parameter logged again with its value
+        _log(client, parent_id, params=sweep.params)
     created, existing = [], 0
     for run in sweep.runs:
-        found = _find(client, experiment_id, RECORD_TAG, run.key)
-        if found is not None and found.data.tags.get(COMPLETE_TAG):
+        if _kept(client, experiment_id, run.key, parent_id) is not None:
             existing += 1
             continue
-        if found is not None:  # an interrupted export's run: made again, whole
-            client.delete_run(found.info.run_id)
-        tags = {PARENT_TAG: parent_id}
-        _make(client, experiment_id, run.name, tags, run.started_ms, partial(_child, client, run=run))
+        run_id = _create(client, experiment_id, run.name, {**run.tags, PARENT_TAG: parent_id}, run.started_ms)
+        _child(client, run_id, run)
         created.append(run.name)
         changed = True
     if changed:  # the sweep's figures and report as they are now, after its new records
         now = int(time.time() * 1000)
         _log(client, parent_id, metrics=[(k, v, now, 0) for k, v in sweep.metrics.items()], tags=sweep.tags)
         _files(client, parent_id, sweep.files)
-        client.set_tag(parent_id, COMPLETE_TAG, "complete")
-        client.set_terminated(parent_id, "FINISHED")
+        _complete(client, parent_id, "FINISHED", None)
+        _drop_doubles(client, experiment_id, sweep.key, parent_id)
     return MlflowOutcome(experiment_id, parent_id, created, existing)
 
 
@@ -101,34 +138,60 @@ def _experiment(client: Any, name: str) -> str:
         return found.experiment_id
 
 
-def _find(client: Any, experiment_id: str, tag: str, value: str) -> Any:
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=2)
-    return runs[0] if runs else None
+def _search(client: Any, experiment_id: str, tag: str, value: str) -> list[Any]:
+    """The experiment's live runs whose `tag` is `value`, whole ones first, then the oldest."""
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=SEARCH)
+    return sorted(runs, key=lambda r: (COMPLETE_TAG not in r.data.tags, r.info.start_time or 0, r.info.run_id))
 
 
-def _make(
-    client: Any, experiment_id: str, name: str, tags: dict[str, str], start_ms: int | None, fill: Callable[[str], None]
-) -> str:
-    """A run made and filled by `fill`; deleted again where filling fails, so no half-made run stays."""
-    run_id = client.create_run(experiment_id, start_time=start_ms, tags=tags, run_name=name).info.run_id
-    try:
-        fill(run_id)
-    except BaseException:
-        try:
-            client.delete_run(run_id)
-        finally:
-            raise
-    return run_id
+def _parent(client: Any, experiment_id: str, key: str) -> Any:
+    """The sweep's parent run, whole or not (an interrupted export's is completed again), or None."""
+    found = _search(client, experiment_id, SWEEP_TAG, key)
+    return found[0] if found else None
+
+
+def _kept(client: Any, experiment_id: str, key: str, parent_id: str) -> Any:
+    """The record's whole run, preferably under `parent_id`, or None; every other run of the record is deleted:
+    a half-made one an interrupted export left, a second copy."""
+    found = _search(client, experiment_id, RECORD_TAG, key)
+    whole = sorted(
+        (r for r in found if COMPLETE_TAG in r.data.tags), key=lambda r: r.data.tags.get(PARENT_TAG) != parent_id
+    )
+    kept = whole[0] if whole else None
+    for run in found:
+        if run is not kept:
+            client.delete_run(run.info.run_id)
+    return kept
+
+
+def _drop_doubles(client: Any, experiment_id: str, sweep_key: str, parent_id: str) -> None:
+    """A run that a retried request made twice (the server gone before it answered `create_run`): the copy nobody
+    fills is still RUNNING once the export has ended its own runs, under its parent or as a second parent."""
+    for where in (f"tags.`{PARENT_TAG}` = '{parent_id}'", f"tags.`{SWEEP_TAG}` = '{sweep_key}'"):
+        running = f"{where} and attributes.status = 'RUNNING'"
+        for run in client.search_runs([experiment_id], filter_string=running, max_results=SEARCH):
+            if run.info.run_id != parent_id:
+                client.delete_run(run.info.run_id)
+
+
+def _create(client: Any, experiment_id: str, name: str, tags: dict[str, str], start_ms: int | None = None) -> str:
+    """A new run that carries its identity from the start, so a fault at any later step leaves it findable."""
+    return client.create_run(experiment_id, start_time=start_ms, tags=tags, run_name=name).info.run_id
 
 
 def _child(client: Any, run_id: str, run: TrackedRun) -> None:
     stamp = run.finished_ms or run.started_ms or int(time.time() * 1000)
     metrics = [(k, v, stamp, 0) for k, v in run.metrics.items()]
     metrics += [(k, v, stamp, step) for k, values in run.steps.items() for step, v in enumerate(values)]
-    _log(client, run_id, params=run.params, metrics=metrics, tags=run.tags)
+    _log(client, run_id, params=run.params, metrics=metrics)
     _files(client, run_id, run.files)
+    _complete(client, run_id, STATUS.get(run.status, "FAILED"), run.finished_ms)
+
+
+def _complete(client: Any, run_id: str, status: str, end_ms: int | None) -> None:
+    """The run's end, then its `dlperf.exported` tag, last: a run with the tag is whole and ended."""
+    client.set_terminated(run_id, status, end_time=end_ms)
     client.set_tag(run_id, COMPLETE_TAG, "complete")
-    client.set_terminated(run_id, STATUS.get(run.status, "FAILED"), end_time=run.finished_ms)
 
 
 def _log(

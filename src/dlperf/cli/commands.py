@@ -35,3 +35,8 @@ SUMMARIES = {
     "predict": "predict data-parallel scaling from a 1-device run and commbench records",
     "references": "list the published training figures reports compare against, with their sources",
 }
+
+
+def summary(command: str) -> str:
+    """The command's one-line summary, for its parser's `help=`."""
+    return SUMMARIES[command]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.run_flags import (
     add_launch_options,
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "commbench",
         parents=[common],
-        help=SUMMARIES["commbench"],
+        help=summary("commbench"),
         description="Time all-reduce, all-gather, reduce-scatter and point-to-point over a sweep of message sizes "
         "on the ranks a `dlperf run` with the same flags would start (NCCL on GPUs, gloo on CPUs); print "
         "algorithm and bus bandwidth and a latency/bandwidth (alpha-beta) fit per collective, and write a "

@@ -7,7 +7,7 @@ import json
 import statistics
 from dataclasses import dataclass
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table, say
 from dlperf.errors import ConfigError, ResultsError
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "compare",
         parents=[common],
-        help=SUMMARIES["compare"],
+        help=summary("compare"),
         description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio NEW/BASE from every "
         "timed window of every repeat (a two-level model, repeats and the windows inside them), its 95 % interval "
         "and p-value, and a verdict (faster, slower, same, inconclusive) at --threshold; 3 repeats a side suffice. "

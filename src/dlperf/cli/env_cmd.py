@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import say
 from dlperf.engines import engine_names, engine_versions
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "env",
         parents=[common],
-        help=SUMMARIES["env"],
+        help=summary("env"),
         description="Print the environment that every run record carries.",
     )
     add_declared(parser, EnvOptions)

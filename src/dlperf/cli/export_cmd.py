@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import counted, say
 from dlperf.errors import ConfigError
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "export",
         parents=[common],
-        help=SUMMARIES["export"],
+        help=summary("export"),
         description="`dlperf export mlflow FOLDER --tracking-uri URI [--experiment NAME]` makes the sweep a parent "
         "run and every record a child run (parameters, metrics with each timing window as a step, doubt flags "
         "and status as tags, report.md, plots and the record as artifacts). `dlperf export wandb FOLDER [--dir "

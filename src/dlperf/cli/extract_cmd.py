@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ResultsError
 from dlperf.framework_logs.base import RULES
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "extract",
         parents=[common],
-        help=SUMMARIES["extract"],
+        help=summary("extract"),
         description="Read every log under LOG_DIR laid out as <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log "
         "(any parents, e.g. bz128/), or one log FILE with its shape given (--nodes, --devices-per-node, "
         "--batch-size), measure each run's throughput the published way, check it by a second reading of the log, "

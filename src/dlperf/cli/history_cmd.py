@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table, say
 from dlperf.errors import ConfigError, ResultsError
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "history",
         parents=[common],
-        help=SUMMARIES["history"],
+        help=summary("history"),
         description="`dlperf history add DIR [--label L]` stores every record under DIR (once each) under a label "
         "(default: the dlperf commit that measured it). `dlperf history show` prints each case's median "
         "throughput per label, in the order measured, with the change against the label before and the verdict "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_run_options, explicit_run_values
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "maxbatch",
         parents=[common],
-        help=SUMMARIES["maxbatch"],
+        help=summary("maxbatch"),
         description="Probe a case at growing batch sizes (x2 from --start until one runs out of memory, then "
         "bisect to within --step), each probe a fresh `dlperf run` process; print every probe's throughput and "
         "peak memory, the largest batch that fits and the fastest one, and write a dlperf.maxbatch/1 record to "

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "peak",
         parents=[common],
-        help=SUMMARIES["peak"],
+        help=summary("peak"),
         description="A sweep of GEMM shapes per dtype (best sustained rate), stored in --out so that runs on this "
         "device report MFU against the measured peak beside the datasheet one.",
     )

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_workload_options
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "predict",
         parents=[common],
-        help=SUMMARIES["predict"],
+        help=summary("predict"),
         description="Predict DDP's step time, throughput and speedup at --devices per node x --nodes from a 1n1g "
         "run record (step time, gradient bytes) and commbench records (the all-reduce alpha-beta fit): ring "
         "all-reduce per bucket, hierarchical across nodes, overlapped with the backward pass as DDP does; the "

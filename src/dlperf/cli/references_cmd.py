@@ -6,7 +6,7 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import say
 from dlperf.errors import ConfigError
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "references",
         parents=[common],
-        help=SUMMARIES["references"],
+        help=summary("references"),
         description="List the shipped table of published training figures (per device), each with its source, "
         "accelerator, precision, batch and framework. A report row of the same model on the same accelerator at the "
         "same precision shows its percentage of the best one.",

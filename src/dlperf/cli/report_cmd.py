@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "report",
         parents=[common],
-        help=SUMMARIES["report"],
+        help=summary("report"),
         description="Read every run record under DIR and write report.md (published-style tables), summary.json "
         "(per model, group and case: average_speed, median_speed, speedup, batch_size_per_device, ...) and PNG "
         "plots of throughput and speedup against the ideal line. With several folders (native runs or "

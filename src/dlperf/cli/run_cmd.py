@@ -6,7 +6,7 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.display import percent, say, show_record
 from dlperf.cli.estimate import single_run_estimate
 from dlperf.cli.live import LogFollower, WindowExtra
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "run",
         parents=[common],
-        help=SUMMARIES["run"],
+        help=summary("run"),
         description="Benchmark one case: warm up, time --iters iterations in windows, write the log and a JSON "
         "record to OUT/<model>/<N>n<G>g/. Several devices per node run as ranks under torchrun's launcher.",
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.commands import SUMMARIES
+from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import console, counted, eta_text, run_line, say
 from dlperf.cli.estimate import duration_estimates
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser = sub.add_parser(
         "sweep",
         parents=[common],
-        help=SUMMARIES["sweep"],
+        help=summary("sweep"),
         description="Run every case of a YAML sweep file (run keys; list values are matrix axes; "
         "`topology: [1n1g, 1n8g]`; `repeats: N`), each repeated, writing each record as it is produced to "
         "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "

@@ -41,7 +41,7 @@ class PredictOptions:
     devices: int | None = setting(None, "devices per node (data parallelism)", bound="positive")
     nodes: int = setting(1, "nodes (default 1)", bound="positive")
     backward_share: float = setting(
-        DEFAULT_BACKWARD_SHARE, "fraction of the step that is the backward pass (default 2/3)", bound="positive"
+        DEFAULT_BACKWARD_SHARE, "fraction of the step that is the backward pass (default 2/3)", bound="positive share"
     )
     gradient_bytes: int | None = setting(None, "gradient bytes (default: the run record's)", bound="positive")
     bucket_mb: float = setting(25.0, "DDP bucket size in MiB (default 25)", bound="positive")

@@ -51,10 +51,10 @@ class LlamaPredictOptions:
                                   "dlperf's own runs gather the logits", group=GROUP)  # fmt: skip
     recompute_mm_share: float | None = setting(
         None, "share of the block matmuls selective checkpointing recomputes (default the stack's: torchtitan's "
-        "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", group=GROUP,
+        "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", bound="share", group=GROUP,
     )  # fmt: skip
     efficiency: float | None = setting(None, "achieved fraction of the dense peak (overrides every source)",
-                                       bound="positive", group=GROUP)  # fmt: skip
+                                       bound="positive share", group=GROUP)  # fmt: skip
     calibrate: str | None = setting(None, "a one-device Llama run record on this accelerator: its achieved "
                                     "TFLOP/s set the efficiency", group=GROUP)  # fmt: skip
     peaks: str = setting(str(DEFAULT_PEAKS_FILE), "`dlperf peak`'s store: a measured matmul peak caps the "

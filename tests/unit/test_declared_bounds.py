@@ -95,3 +95,10 @@ def test_flag_sweep_file_and_json_spec_say_the_same(tmp_path, capsys, model, key
     with pytest.raises(ConfigError) as refused:  # the spec a node agent hands each rank, as JSON
         decode_spec(json.loads(json.dumps({"model": model, "device": "cpu", key: value})))
     assert f"{option} {words}" in str(refused.value)
+
+
+def test_a_count_of_thousands_of_digits_is_one_short_line(capsys):
+    """int() refuses past 4300 digits and a message would quote them all: the text is cut, the line stays one."""
+    code, _, err = run_cli(["run", "--iters", "9" * 5000], capsys)
+    assert_one_line_error(code, err, "argument --iters: must be a positive integer, got '999")
+    assert len(err) < 300

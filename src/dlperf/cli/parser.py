@@ -73,7 +73,6 @@ class Declared:
 
     def __init__(self, kind: type, bound: str | None = None, choices: tuple = ()):
         self.kind, self.bound, self.choices = kind, bound, tuple(choices)
-        self.__name__ = kind.__name__  # argparse's "invalid int value" names the type by it
 
     def __call__(self, text: str) -> Any:
         value = self._read(text)
@@ -98,4 +97,4 @@ class Declared:
         return text
 
 
-INTEGER = re.compile(r"\s*[+-]?\d+\s*")
+INTEGER = re.compile(r"\s*[+-]?\d{1,40}\s*")  # a longer one is no count, and int() would refuse past 4300 digits

@@ -49,11 +49,11 @@ NON_EMPTY = "non-empty"
 BOUNDS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
     "positive": (lambda v: v > 0, "a positive integer", "a positive finite number"),
     "non-negative": (lambda v: v >= 0, "a non-negative integer", "a non-negative finite number"),
-    "share": (lambda v: 0 <= v <= 1, "", "a share in [0, 1]"),
-    "positive share": (lambda v: 0 < v <= 1, "", "a share in (0, 1]"),
-    "fraction": (lambda v: 0 <= v < 1, "", "a fraction in [0, 1)"),
-    "percent": (lambda v: 0 <= v < 100, "", "a percentage in [0, 100)"),
-    "port": (lambda v: 1 <= v <= 65535, "a port number in [1, 65535]", ""),
+    "share": (lambda v: 0 <= v <= 1, "0 or 1", "a share in [0, 1]"),
+    "positive share": (lambda v: 0 < v <= 1, "1", "a share in (0, 1]"),
+    "fraction": (lambda v: 0 <= v < 1, "0", "a fraction in [0, 1)"),
+    "percent": (lambda v: 0 <= v < 100, "an integer percentage in [0, 100)", "a percentage in [0, 100)"),
+    "port": (lambda v: 1 <= v <= 65535, "a port number in [1, 65535]", "a port number in [1, 65535]"),
 }
 
 COMMAND_GROUP = "another framework's own script (engine external)"
@@ -375,13 +375,6 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def check_value(name: str, value: Any, bound: str | None, integer: bool, choices: tuple = ()) -> None:
-    """`value_problem` as a ConfigError naming the option (`--iters` on the command line, `iters` in a file)."""
-    problem = value_problem(value, bound, integer, choices)
-    if problem is not None:
-        raise ConfigError(f"{flag(name)} {problem}")
-
-
 def parse_topology(text: str) -> tuple[int, int]:
     """`2n8g` (or the GPT reports' `2n8d`) -> (2, 8)."""
     match = TOPOLOGY_RE.fullmatch(str(text).strip())
@@ -425,7 +418,9 @@ def coerce(owner: type, key: str, value: Any) -> Any:
     if need is not None:
         raise ConfigError(f"key {key!r} must be {need}, got {value!r}")
     meta = _fields(owner)[key].metadata
-    check_value(key, value, meta.get("bound"), int in kinds, declared_choices(meta, hint))
+    problem = value_problem(value, meta.get("bound"), int in kinds, declared_choices(meta, hint))
+    if problem is not None:  # named as the user gave it: `--iters` on the command line, `iters` in a file
+        raise ConfigError(f"{flag(key)} {problem}")
     return value
 
 

@@ -43,6 +43,19 @@ AUTO = "auto"
 MEMORY_CAP_ENV = "DLPERF_MEMORY_CAP_BYTES"
 
 
+AUTO_BOUND = "positive or auto"
+NON_EMPTY = "non-empty"
+# a number's declared range: the test, then the words for an integer field and for a float field (always finite)
+BOUNDS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
+    "positive": (lambda v: v > 0, "a positive integer", "a positive finite number"),
+    "non-negative": (lambda v: v >= 0, "a non-negative integer", "a non-negative finite number"),
+    "share": (lambda v: 0 <= v <= 1, "0 or 1", "a share in [0, 1]"),
+    "positive share": (lambda v: 0 < v <= 1, "1", "a share in (0, 1]"),
+    "fraction": (lambda v: 0 <= v < 1, "0", "a fraction in [0, 1)"),
+    "percent": (lambda v: 0 <= v < 100, "an integer percentage in [0, 100)", "a percentage in [0, 100)"),
+    "port": (lambda v: 1 <= v <= 65535, "a port number in [1, 65535]", "a port number in [1, 65535]"),
+}
+
 COMMAND_GROUP = "another framework's own script (engine external)"
 TIMING_GROUP = "timing"
 
@@ -63,13 +76,15 @@ def setting(
     stored: bool = False,
 ) -> Any:
     """A field that carries its command-line flag, for run specs, workload configs and every command's options:
-    `help` (the CLI adds the default), `bound` ("positive", "non-negative", "positive or auto" or "non-empty": the
-    flag's value type), `choices` (else a `Literal[...]` annotation's), `engines` (the only engines that read it;
-    empty: every engine), the `--help` group, the flag's name(s) where they are not the field's (`--ssh-option`
-    for `ssh_options`), `positional` (an argument, not a flag: argparse's nargs, "1" for exactly one), `metavar`,
-    `required`, and `stored` (a sweep's folder keeps it for --resume). The value's type comes from the
-    annotation; a tuple field's flag is repeatable. `factory` makes a default at construction (the flag's default
-    then says none was given)."""
+    `help` (the CLI adds the default), `bound` (a name in BOUNDS, "positive or auto" or "non-empty") and `choices`
+    (else a `Literal[...]` annotation's), both checked by `value_problem` wherever a value enters (the flag's type,
+    a sweep file's key, a JSON spec), `engines` (the only engines that read it; empty: every engine), the `--help`
+    group, the flag's name(s) where they are not the field's (`--ssh-option` for `ssh_options`), `positional` (an
+    argument, not a flag: argparse's nargs, "1" for exactly one), `metavar`, `required`, and `stored` (a sweep's
+    folder keeps it for --resume). The value's type comes from the annotation; a tuple field's flag is repeatable.
+    `factory` makes a default at construction (the flag's default then says none was given)."""
+    if bound is not None and bound not in (*BOUNDS, AUTO_BOUND, NON_EMPTY):
+        raise ValueError(f"unknown bound {bound!r}: declare one of {', '.join(BOUNDS)}, {AUTO_BOUND} or {NON_EMPTY}")
     metadata = {
         "help": help, "bound": bound, "choices": choices, "engines": engines, "group": group, "flag": flag,
         "positional": positional, "metavar": metavar, "required": required, "stored": stored,
@@ -89,8 +104,8 @@ class RunSpec:
     nodes: int = setting(1, "number of nodes (hosts)", bound="positive")
     devices_per_node: int = setting(1, "processes/devices per node, each a rank", bound="positive")
     precision: str = setting(
-        "fp32", f"one of {', '.join(PRECISIONS)}; amp-fp16 uses a dynamic loss scale"
-    )  # checked by validate(), which names the choices in the file's words too
+        "fp32", f"one of {', '.join(PRECISIONS)}; amp-fp16 uses a dynamic loss scale", choices=PRECISIONS
+    )
     fp32_math: str = setting(
         "tf32",
         "fp32 matmuls and convolutions on CUDA: tf32 tensor cores (as JAX and cuDNN do) or ieee FP32; both "
@@ -107,8 +122,9 @@ class RunSpec:
         "synthetic",
         "`synthetic` (one fixed batch on the device), an ImageNet-style folder of JPEGs (resnet50) or a flat "
         "token file (gpt)",
+        bound=NON_EMPTY,
     )
-    device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu")
+    device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu", choices=DEVICES)
     cpu_threads: int | str = setting(
         AUTO,
         "intra-op threads of each rank on a CPU device, or auto: this machine's cores divided by the most devices "
@@ -150,6 +166,7 @@ class RunSpec:
     log_format: str = setting(
         "auto",
         "peer-log reader for its output: auto (detected) or a name from `dlperf extract --list-formats`",
+        bound=NON_EMPTY,
         group=COMMAND_GROUP,
     )
     command_per: str = setting(
@@ -251,66 +268,26 @@ class RunSpec:
         return dataclasses.replace(self, **changes)
 
     def validate(self) -> None:
-        """Check the values every workload shares; the workload checks its own afterwards."""
-        self._validate_sizes()
-        self._validate_warmup_steps()
-        if self.cpu_threads != AUTO:
-            require_positive_int("cpu_threads", self.cpu_threads)
+        """Check what relates the shared values (each value's own bound or choices is its field's, checked where it
+        entered: `coerce`); the workload checks its own afterwards."""
+        for name, most in (("nodes", MAX_NODES), ("devices_per_node", MAX_DEVICES_PER_NODE)):
+            if getattr(self, name) > most:
+                raise ConfigError(
+                    f"{flag(name)} {getattr(self, name)} is more than any cluster has (at most {most}): "
+                    "every rank is planned and started"
+                )
         if self.auto_warmup and self.max_warmup_iters < 3 * self.window:
             raise ConfigError(
                 f"{flag('warmup_iters')} auto needs room for 3 windows of {flag('print_every')} {self.window}: "
                 f"raise {flag('max_warmup_iters')} (now {self.max_warmup_iters}) to at least {3 * self.window}"
             )
-        self._validate_choices()
         if self.iters < self.window:
             raise ConfigError(
                 f"{flag('iters')} {self.iters} is shorter than one timing window "
                 f"({flag('print_every')} {self.window}): "
                 f"raise {flag('iters')} or lower {flag('print_every')}"
             )
-        require_positive_number("timeout", self.timeout)
-        if self.peak_tflops is not None:
-            require_positive_number("peak_tflops", self.peak_tflops)
         self._validate_command()
-
-    def _validate_sizes(self) -> None:
-        """Nodes, devices per node and iterations: positive counts, the first two within what a cluster has."""
-        for name in ("nodes", "devices_per_node", "iters"):
-            require_positive_int(name, getattr(self, name))
-        for name, bound in (("nodes", MAX_NODES), ("devices_per_node", MAX_DEVICES_PER_NODE)):
-            if getattr(self, name) > bound:
-                raise ConfigError(
-                    f"{flag(name)} {getattr(self, name)} is more than any cluster has (at most {bound}): "
-                    "every rank is planned and started"
-                )
-        if self.print_every is not None:
-            require_positive_int("print_every", self.print_every)
-
-    def _validate_warmup_steps(self) -> None:
-        """A fixed warm-up of at least one step, or `auto`, and a positive cap on the automatic one."""
-        if not self.auto_warmup and (not _is_int(self.warmup_iters) or self.warmup_iters < 1):
-            raise ConfigError(
-                f"{flag('warmup_iters')} must be `auto` or at least 1 (the first step holds start-up and compiling), "
-                f"got {self.warmup_iters!r}"
-            )
-        require_positive_int("max_warmup_iters", self.max_warmup_iters)
-
-    def _validate_choices(self) -> None:
-        """The keys that take one of a few values, a flag or a non-negative number."""
-        require_number("straggler_pct", self.straggler_pct)
-        if self.straggler_pct < 0:
-            raise ConfigError(f"{flag('straggler_pct')} must not be negative, got {self.straggler_pct!r}")
-        if not _is_int(self.seed) or self.seed < 0:
-            raise ConfigError(f"{flag('seed')} must be a non-negative integer, got {self.seed!r}")
-        choose("precision", self.precision, PRECISIONS)
-        choose("fp32_math", self.fp32_math, FP32_MATHS)
-        choose("device", self.device, DEVICES)
-        choose("compile_mode", self.compile_mode, COMPILE_MODES)
-        choose("ablate", self.ablate, ABLATIONS)
-        if not isinstance(self.compile, bool):
-            raise ConfigError(f"{flag('compile')} must be true or false, got {self.compile!r}")
-        if not isinstance(self.data, str) or not self.data:
-            raise ConfigError(f"{flag('data')} must be `synthetic` or a path, got {self.data!r}")
 
     def _validate_command(self) -> None:
         """A command goes with engine `external` and only with it; its template is checked by the orchestrator."""
@@ -322,35 +299,14 @@ class RunSpec:
             raise ConfigError(
                 f"{flag('command')} runs another framework's script, not {flag('engine')} {self.engine}: drop one"
             )
-        self._validate_command_options()
+        for name in ("framework", "label"):
+            _require_label(name, getattr(self, name))
         own = ("framework", "label", "stop_after_lines", "stop_after_seconds", "log_warmup")
         if self.engine != EXTERNAL and (self.launch_env != "torch" or any(getattr(self, k) is not None for k in own)):
             raise ConfigError(
                 "--framework, --label, --launch-env and --stop-after-* go with --command (another framework's "
                 "script); a native run knows its framework"
             )
-
-    def _validate_command_options(self) -> None:
-        """The values of the options that shape a command's run, each of its own type and range."""
-        choose("command_per", self.command_per, COMMAND_PER)
-        choose("launch_env", self.launch_env, LAUNCH_ENVS)
-        choose("instrument", self.instrument, INSTRUMENT)
-        if not isinstance(self.shell, bool):
-            raise ConfigError(f"{flag('shell')} must be true or false, got {self.shell!r}")
-        if not isinstance(self.log_format, str) or not self.log_format:
-            raise ConfigError(f"{flag('log_format')} must be `auto` or a format name, got {self.log_format!r}")
-        for name in ("framework", "label"):
-            _require_label(name, getattr(self, name))
-        self._validate_log_reading()
-
-    def _validate_log_reading(self) -> None:
-        """Where reading a command's log stops, and the warm-up iterations it skips."""
-        if self.stop_after_lines is not None:
-            require_positive_int("stop_after_lines", self.stop_after_lines)
-        if self.stop_after_seconds is not None:
-            require_positive_number("stop_after_seconds", self.stop_after_seconds)
-        if self.log_warmup is not None and (not _is_int(self.log_warmup) or self.log_warmup < 0):
-            raise ConfigError(f"{flag('log_warmup')} counts iterations and must be 0 or more, got {self.log_warmup!r}")
 
     @property
     def engine_tag(self) -> str:
@@ -393,32 +349,30 @@ def _require_label(name: str, value: Any) -> None:
         )
 
 
-def require_positive_int(name: str, value: Any) -> None:
-    if not _is_int(value) or value <= 0:
-        raise ConfigError(f"{flag(name)} must be a positive integer, got {value!r}")
+def value_problem(value: Any, bound: str | None, integer: bool, choices: tuple = ()) -> str | None:
+    """What is wrong with a value against its field's declared choices or bound, in the words every door uses (the
+    flag's argparse type, a sweep file's key, the agent's JSON spec); None where it holds. A float is always finite:
+    `nan` or `inf` is no setting a run can use."""
+    if value is None or (bound == AUTO_BOUND and value == AUTO):
+        return None
+    if choices:
+        return None if value in choices else f"must be one of {', '.join(map(str, choices))}, got {_shown(value)}"
+    if bound == NON_EMPTY:
+        return None if not isinstance(value, str) or value.strip() else "must not be empty"
+    if bound is None:
+        return None
+    holds, integer_words, number_words = BOUNDS["positive" if bound == AUTO_BOUND else bound]
+    fits = _is_int(value) if integer else _is_number(value) and math.isfinite(value)
+    if fits and holds(value):
+        return None
+    words = (integer_words if integer else number_words) + (" or auto" if bound == AUTO_BOUND else "")
+    return f"must be {words}, got {_shown(value)}"
 
 
-def require_positive_number(name: str, value: Any) -> None:
-    """Finite and above zero: `.inf` or NaN from YAML are not numbers a run can use."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{flag(name)} must be a positive finite number, got {value!r}")
-
-
-def require_non_negative_number(name: str, value: Any) -> None:
-    """Finite and not below zero: a negative weight decay or momentum trains something other than the model."""
-    require_number(name, value)
-    if value < 0:
-        raise ConfigError(f"{flag(name)} must not be negative, got {value!r}")
-
-
-def require_number(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{flag(name)} must be a finite number, got {value!r}")
-
-
-def choose(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"unknown {name.replace('_', ' ')} {value!r}: choose one of {', '.join(choices)}")
+def _shown(value: Any) -> str:
+    """A refused value as a message quotes it: its repr, cut where a file gave a line of a megabyte."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def parse_topology(text: str) -> tuple[int, int]:
@@ -433,7 +387,7 @@ def parse_topology(text: str) -> tuple[int, int]:
 
 
 COMMON_KEYS = tuple(f.name for f in fields(RunSpec) if f.name not in ("model", "workload"))
-AUTO_KEYS = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("bound") == "positive or auto")
+AUTO_KEYS = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("bound") == AUTO_BOUND)
 
 
 @functools.cache
@@ -449,8 +403,9 @@ def _kinds(hint: Any) -> set[Any]:
 
 
 def coerce(owner: type, key: str, value: Any) -> Any:
-    """YAML already types most values; accept only the obvious widening int -> float, and refuse a wrong type for
-    the field `key` of the dataclass `owner` (RunSpec or a workload's config), as its annotation declares."""
+    """The door of every value that is not a flag (a sweep file's key, a JSON spec): YAML already types most values;
+    accept only the obvious widening int -> float, refuse a wrong type for the field `key` of the dataclass `owner`
+    (RunSpec, a workload's config, LaunchOptions), as its annotation declares, then its declared bound or choices."""
     hint = _hints(owner)[key]
     kinds = _kinds(hint)
     if key in AUTO_KEYS and value == AUTO:
@@ -458,11 +413,28 @@ def coerce(owner: type, key: str, value: Any) -> Any:
     if key == "instrument" and isinstance(value, bool):  # YAML reads `instrument: off` as false
         return "auto" if value else "off"
     if float in kinds and _is_int(value):
-        return float(value)
+        value = float(value)
     need = _needed_type(hint, kinds, value)
     if need is not None:
         raise ConfigError(f"key {key!r} must be {need}, got {value!r}")
+    meta = _fields(owner)[key].metadata
+    problem = value_problem(value, meta.get("bound"), int in kinds, declared_choices(meta, hint))
+    if problem is not None:  # named as the user gave it: `--iters` on the command line, `iters` in a file
+        raise ConfigError(f"{flag(key)} {problem}")
     return value
+
+
+def declared_choices(metadata: Any, hint: Any) -> tuple:
+    """A field's choices: its `setting`'s, else its `Literal[...]` annotation's (`X | None` too); () for none."""
+    if metadata.get("choices"):
+        return tuple(metadata["choices"])
+    literal = [k for k in _kinds(hint) if typing.get_origin(k) is typing.Literal]
+    return typing.get_args(literal[0]) if literal else ()
+
+
+@functools.cache
+def _fields(owner: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in fields(owner)}
 
 
 def _is_number(value: Any) -> bool:

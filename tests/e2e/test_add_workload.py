@@ -69,7 +69,7 @@ def test_the_toy_gets_its_flags_from_its_config(toy_tree):
         "--model toy:" in text and "--toy-width TOY_WIDTH input features of the toy's linear layer (default 8)" in text
     )
     bad = toy_dlperf(toy_tree, ["run", "--model", "toy", "--toy-width", "0", "--dry-run"])
-    assert bad.returncode == 2 and "--toy-width: must be a positive integer, got '0'" in bad.stderr
+    assert bad.returncode == 2 and "--toy-width: must be a positive integer, got 0" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     foreign = toy_dlperf(toy_tree, ["run", "--model", "resnet50", "--toy-width", "3", "--dry-run"])
     assert foreign.returncode == 2 and "applies to --model toy" in foreign.stderr, foreign.stderr

@@ -188,8 +188,8 @@ def test_command_templates_are_refused_before_launch(tmp_path, template, message
         ("devices_per_node", 2**70, "at most 1024"),
         ("devices_per_node", 100000, "at most 1024"),
         ("nodes", 10**9, "at most 65536"),
-        ("weight_decay", -1, "must not be negative"),
-        ("momentum", -0.5, "must not be negative"),
+        ("weight_decay", -1, "must be a non-negative finite number"),
+        ("momentum", -0.5, "must be a non-negative finite number"),
     ],
 )
 def test_counts_and_rates_out_of_bounds_are_refused(tmp_path, key, value, message):

@@ -53,12 +53,12 @@ def test_inconclusive_alone_does_not_fail_ci(folders, capsys):
     assert code == 0 and "0 of 3 cases" in out and "same" in out
 
 
-@pytest.mark.parametrize("threshold", ["-0.1", "1", "5"])
+@pytest.mark.parametrize("threshold", ["-0.1", "1", "5", "nan"])
 def test_threshold_outside_unit_interval_is_one_line(folders, threshold, capsys):
     base, new = folders
     code, out, err = run_cli(["compare", str(base), str(new), "--threshold", threshold], capsys)
     assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and "--threshold must be a fraction in [0, 1)" in err
+    assert len(err.strip().splitlines()) == 1 and "--threshold: must be a fraction in [0, 1)" in err
 
 
 def test_history_show_uses_the_same_verdicts(tmp_path, capsys):

@@ -110,7 +110,7 @@ def test_cli_plans_context_parallel_on_cpu_and_takes_llama_schedules(capsys):
     code, out, _ = run_cli(["run", *as_flags(tiny_llama(cp=2, devices_per_node=2, device="cpu")), "--dry-run"], capsys)
     assert code == 0 and "_cp2_" in out
     code, _, err = run_cli(["run", "--model", "gpt", "--pp-schedule", "zbv", "--device", "cpu"], capsys)
-    assert_one_line_error(code, err, "unknown --pp-schedule 'zbv'")
+    assert_one_line_error(code, err, "--pp-schedule must be one of gpipe, 1f1b, got 'zbv'")
 
 
 @pytest.mark.parametrize("config", sorted((Path(__file__).parents[2] / "configs" / "llm").glob("*.yaml")))

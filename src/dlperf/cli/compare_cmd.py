@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 class CompareOptions:
     base: str = setting(None, "results folder (or, with --db, label) to compare against", positional="1")
     new: str = setting(None, "results folder (or, with --db, label) under test", positional="1")
-    threshold: float = setting(DEFAULT_THRESHOLD, "change that matters, as a fraction in [0, 1) (default 0.05 = 5 %)")
+    threshold: float = setting(
+        DEFAULT_THRESHOLD, "change that matters, as a fraction in [0, 1) (default 0.05 = 5 %)", bound="fraction"
+    )
     json: bool = setting(False, "print every figure of every case as JSON")
     db: str | None = setting(None, "a history (file path or postgresql://...): BASE and NEW are its labels")
 

@@ -7,17 +7,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import MISSING, Field, fields
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from dlperf.cli.parser import (
-    non_empty,
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    positive_int_or_auto,
-)
-from dlperf.spec import flag
+from dlperf.cli.parser import Declared
+from dlperf.spec import declared_choices, flag
 
 
 def field_help(f: Field) -> str:
@@ -30,33 +23,22 @@ def field_help(f: Field) -> str:
     return f"{text} [--engine {' or '.join(engines)} only]" if engines else text
 
 
-# a number's argparse type by its bound
-BOUNDED = {
-    (int, "positive"): positive_int,
-    (int, "non-negative"): non_negative_int,
-    (float, "positive"): positive_float,
-    (float, "non-negative"): non_negative_float,
-}
-
-
 def flag_kind(f: Field, hint: Any) -> dict[str, Any]:
-    """argparse's type, action or choices for a field's annotation (None allowed: the flag sets a value)."""
+    """argparse's type, action or choices for a field's annotation (None allowed: the flag sets a value); a value's
+    type checks its declared bound or choices (parser.Declared), as a sweep file's key and a JSON spec are."""
     bound = f.metadata.get("bound")
-    if f.metadata.get("choices"):
-        return {"choices": f.metadata["choices"]}
-    if bound == "positive or auto":
-        return {"type": positive_int_or_auto}
     base = _without_none(hint)
+    choices = declared_choices(f.metadata, base)
+    if choices:
+        return {"type": Declared(str, choices=choices), "choices": choices}
     if base is bool:  # a switch; one that is on by default can be turned off (--no-overlap)
         return {"action": argparse.BooleanOptionalAction if f.default is True else "store_true"}
     if get_origin(base) is tuple:  # a repeatable flag, each value one item
         item = get_args(base)[0]
-        return {"action": "append", "type": non_empty if bound == "non-empty" else item, "metavar": "VALUE"}
-    if bound == "non-empty":
-        return {"type": non_empty}
-    if get_origin(base) is Literal:
-        return {"choices": get_args(base)}
-    return {"type": BOUNDED.get((base, bound), base if base in (int, float) else str)}
+        return {"action": "append", "type": Declared(item, bound) if bound else item, "metavar": "VALUE"}
+    kinds = {k for k in get_args(base) if k is not type(None)} if get_origin(base) in (Union, UnionType) else {base}
+    kind = int if int in kinds else float if float in kinds else str  # `int | str`: a count or `auto`
+    return {"type": Declared(kind, bound) if bound else kind}
 
 
 def _without_none(hint: Any) -> Any:

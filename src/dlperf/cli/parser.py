@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from dlperf.secrets import mask
+from dlperf.spec import AUTO, AUTO_BOUND, value_problem
 
 
 class Parser(argparse.ArgumentParser):
@@ -67,55 +68,34 @@ def _elsewhere(name: str, named: list[str], everyone: argparse.ArgumentParser) -
     return f"a flag of {' and '.join(f'dlperf {c}' for c in owners)}, not of {here}"
 
 
-def non_empty(text: str) -> str:
-    """A path or a name: an empty one (`--out ''`) would mean the current folder or no name at all."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return text
+class Declared:
+    """argparse's type for a declared field: the text read as the field's kind (int, float or str), then spec's
+    one check of its bound or choices, so a flag is refused in the words a sweep file's key or a spec's JSON is."""
+
+    def __init__(self, kind: type, bound: str | None = None, choices: tuple = ()):
+        self.kind, self.bound, self.choices = kind, bound, tuple(choices)
+
+    def __call__(self, text: str) -> Any:
+        value = self._read(text)
+        problem = value_problem(value, self.bound, self.kind is int, self.choices)
+        if problem is None:
+            return value
+        if self.bound == AUTO_BOUND and difflib.get_close_matches(text.strip(), [AUTO], cutoff=0.5):
+            problem += " (did you mean auto?)"
+        raise argparse.ArgumentTypeError(problem)
+
+    def _read(self, text: str) -> Any:
+        """The value the text spells, or the text itself where it spells none (the check then names it)."""
+        if self.bound == AUTO_BOUND and text.strip() == AUTO:
+            return AUTO
+        if self.kind is int:
+            return int(text) if INTEGER.fullmatch(text) else text
+        if self.kind is float:
+            try:
+                return float(text)
+            except ValueError:
+                return text
+        return text
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0 or str(value) != text.strip().lstrip("+"):
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    if text.strip().isdigit():
-        return int(text)
-    raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < math.inf:  # inf: a timeout never ends, a cap or bucket of inf bytes is no size
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
-    return value
-
-
-def positive_int_or_auto(text: str) -> int | str:
-    """A positive count, or `auto` (the flag's own rule decides: warm up until steady, the CPU's share...)."""
-    if text.strip() == "auto":
-        return "auto"
-    try:
-        return positive_int(text)
-    except argparse.ArgumentTypeError:
-        near = " (did you mean auto?)" if difflib.get_close_matches(text.strip(), ["auto"], cutoff=0.5) else ""
-        raise argparse.ArgumentTypeError(f"must be a positive integer or auto, got {text!r}{near}") from None
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}")
-    return value
+INTEGER = re.compile(r"\s*[+-]?\d{1,40}\s*")  # a longer one is no count, and int() would refuse past 4300 digits

@@ -57,7 +57,7 @@ class PredictOptions:
     devices: int | None = setting(None, "devices per node (data parallelism)", bound="positive")
     nodes: int = setting(1, "nodes (default 1)", bound="positive")
     backward_share: float = setting(
-        DEFAULT_BACKWARD_SHARE, "fraction of the step that is the backward pass (default 2/3)", bound="positive"
+        DEFAULT_BACKWARD_SHARE, "fraction of the step that is the backward pass (default 2/3)", bound="positive share"
     )
     gradient_bytes: int | None = setting(None, "gradient bytes (default: the run record's)", bound="positive")
     bucket_mb: float = setting(25.0, "DDP bucket size in MiB (default 25)", bound="positive")
@@ -89,10 +89,10 @@ class ModelOptions:
                                   "dlperf's own runs gather the logits", group=GROUP)  # fmt: skip
     recompute_mm_share: float | None = setting(
         None, "share of the block matmuls selective checkpointing recomputes (default the stack's: torchtitan's "
-        "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", group=GROUP,
+        "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", bound="share", group=GROUP,
     )  # fmt: skip
     efficiency: float | None = setting(None, "achieved fraction of the dense peak (overrides every source)",
-                                       bound="positive", group=GROUP)  # fmt: skip
+                                       bound="positive share", group=GROUP)  # fmt: skip
     calibrate: str | None = setting(None, "a one-device Llama run record on this accelerator: its achieved "
                                     "TFLOP/s set the efficiency", group=GROUP)  # fmt: skip
     peaks: str = setting(str(DEFAULT_PEAKS_FILE), "`dlperf peak`'s store: a measured matmul peak caps the "

@@ -7,6 +7,7 @@ from dataclasses import Field, dataclass, fields
 from typing import Any, get_type_hints
 
 from dlperf.cli.declared_flags import add_declared, declared_options, field_help, flag_kind
+from dlperf.cli.parser import Declared
 from dlperf.engines import engine_names
 from dlperf.launch import launcher_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
@@ -69,7 +70,8 @@ def _shared_kind(owned: list[tuple[Workload, Field, Any]]) -> dict[str, Any]:
     _, f, hint = owned[0]
     kind = flag_kind(f, hint)
     if "choices" in kind:
-        kind["choices"] = list(dict.fromkeys(c for _, g, h in owned for c in flag_kind(g, h).get("choices", ())))
+        kind["choices"] = tuple(dict.fromkeys(c for _, g, h in owned for c in flag_kind(g, h).get("choices", ())))
+        kind["type"] = Declared(str, choices=kind["choices"])
     return kind
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.launch.hosts import Host, check_host_name, slots_per_node
-from dlperf.spec import setting
+from dlperf.spec import coerce, setting
 
 WHERE = "where to run (multi-node)"
 IFNAME_RE = re.compile(r"^[\^=]{0,2}[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$")
@@ -39,7 +39,7 @@ class LaunchOptions:
     hosts: tuple[Host, ...] = ()
     master_addr: str | None = setting(None, "rendezvous address (default: the first host)", group=WHERE)
     master_port: int | None = setting(
-        None, "rendezvous port (default: a free port on the first host)", bound="positive", group=WHERE
+        None, "rendezvous port (default: a free port on the first host)", bound="port", group=WHERE
     )
     ifname: str | None = setting(
         None, "network interface for NCCL and Gloo (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), e.g. eth0", group=WHERE
@@ -82,8 +82,7 @@ class LaunchOptions:
         for option in self.ssh_options:
             if not SSH_OPTION_RE.fullmatch(option):
                 raise ConfigError(f"--ssh-option {option!r} is not KEY=VALUE, e.g. IdentityFile=~/.ssh/bench")
-        if self.master_port is not None and not 0 < self.master_port < 65536:
-            raise ConfigError(f"--master-port must be between 1 and 65535, got {self.master_port}")
+        coerce(LaunchOptions, "master_port", self.master_port)  # its bound, for a --resume folder's stored value too
         if self.master_addr is not None:
             check_host_name(self.master_addr, "--master-addr")
         for name in SLURM_VALUE_RE:

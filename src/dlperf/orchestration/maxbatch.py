@@ -26,7 +26,9 @@ class SearchOptions:
     start: int = setting(16, "first batch tried (default 16)", bound="positive", group="search")
     max_batch: int = setting(65536, "largest batch tried (default 65536)", bound="positive", group="search")
     step: int = setting(1, "stop bisecting this close (default 1: exact)", bound="positive", group="search")
-    headroom: float = setting(0.0, "a GPU run must leave PCT % of memory free", metavar="PCT", group="search")
+    headroom: float = setting(
+        0.0, "a GPU run must leave PCT % of memory free", bound="percent", metavar="PCT", group="search"
+    )
     memory_cap: float | None = setting(
         None,
         "memory cap per rank of each probe: a device-memory fraction on a GPU, RLIMIT_AS on a CPU",

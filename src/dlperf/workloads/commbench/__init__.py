@@ -13,7 +13,7 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.metrics.bandwidth import OPS, SCHEMA, Timing, build_commbench_record
-from dlperf.spec import RunSpec
+from dlperf.spec import RunSpec, setting
 from dlperf.workloads.base import Workload, WorkloadPlan
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -43,9 +43,11 @@ def parse_ops(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class CommbenchConfig:
+    """Its keys (cli/commbench_cmd.py makes the flags); `dtype`'s choices are checked where the value enters."""
+
     ops: str = ",".join(OPS)
     sizes: str = DEFAULT_SIZES  # whole buffer per collective, nccl-tests' convention
-    dtype: str = "fp32"
+    dtype: str = setting("fp32", "element type", choices=DTYPES)
 
 
 class CommbenchWorkload(Workload):
@@ -58,8 +60,6 @@ class CommbenchWorkload(Workload):
         config: CommbenchConfig = spec.workload
         parse_ops(config.ops)
         parse_sizes(config.sizes)
-        if config.dtype not in DTYPES:
-            raise ConfigError(f"unknown --dtype {config.dtype!r}: choose one of {', '.join(DTYPES)}")
 
     def plan(self, spec: RunSpec) -> WorkloadPlan:
         config: CommbenchConfig = spec.workload

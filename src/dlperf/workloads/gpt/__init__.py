@@ -9,7 +9,7 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, flag, require_non_negative_number, require_positive_number
+from dlperf.spec import RunSpec, flag
 from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
@@ -76,9 +76,6 @@ class GPTWorkload(Workload):
                 f"the JAX step has no pipeline parallelism ({flag('pp')} {layout.pp}): "
                 f"use {flag('pp')} 1 or {flag('engine')} torch"
             )
-        if config.lr is not None:
-            require_positive_number("lr", config.lr)
-        require_non_negative_number("weight_decay", config.weight_decay)
         if spec.data != "synthetic":
             open_token_file(spec.data, config.vocab_size, config.seq_length)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 from dlperf.spec import setting
 
@@ -11,8 +11,6 @@ DEFAULT_LR = 1.5e-4  # Megatron's GPT-2 345M recipe
 ADAMW_BETAS = (0.9, 0.95)  # the same recipe's AdamW, on every engine
 PPSchedule = Literal["gpipe", "1f1b"]
 DPMode = Literal["ddp", "fsdp"]
-PP_SCHEDULES: tuple[str, ...] = get_args(PPSchedule)
-DP_MODES: tuple[str, ...] = get_args(DPMode)
 
 
 @dataclass(frozen=True)
@@ -35,4 +33,4 @@ class GPTConfig:
     pp_schedule: PPSchedule = setting("1f1b", "pipeline schedule")
     dp_mode: DPMode = setting("ddp", "data parallelism: DDP or FSDP2", engines=("torch",))
     lr: float | None = setting(None, f"learning rate (default {DEFAULT_LR:g})", bound="positive")
-    weight_decay: float = setting(1e-4, "AdamW weight decay")
+    weight_decay: float = setting(1e-4, "AdamW weight decay", bound="non-negative")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlperf.errors import ConfigError
-from dlperf.spec import RunSpec, flag, require_positive_int
-from dlperf.workloads.gpt.config import DP_MODES, PP_SCHEDULES, GPTConfig
+from dlperf.spec import RunSpec, flag
+from dlperf.workloads.gpt.config import GPTConfig
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,8 @@ class Layout:
 def layout_of(spec: RunSpec) -> Layout:
     """The layout a spec asks for; refuses, in one line, any number that does not divide."""
     config: GPTConfig = spec.workload
-    for name in ("tp", "pp", "micro_batch_size", "num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size"):
-        require_positive_int(name, getattr(config, name))
     dp = _dp(spec, config)
     global_batch = config.global_batch_size if config.global_batch_size is not None else config.micro_batch_size * dp
-    require_positive_int("global_batch_size", global_batch)
     if global_batch % (config.micro_batch_size * dp):
         raise ConfigError(
             f"{flag('global_batch_size')} {global_batch} is not divisible by micro batch x dp = "
@@ -76,7 +73,6 @@ def _dp(spec: RunSpec, config: GPTConfig) -> int:
                 f"change {flag('devices_per_node')}, {flag('tp')} or {flag('pp')}"
             )
         return world // (config.tp * config.pp)
-    require_positive_int("dp", config.dp)
     if config.dp * config.tp * config.pp != world:
         raise ConfigError(
             f"world size {world} ({spec.topology}) does not equal dp x tp x pp = {config.dp} x {config.tp} x "
@@ -86,7 +82,7 @@ def _dp(spec: RunSpec, config: GPTConfig) -> int:
 
 
 def _check_shape(config: GPTConfig) -> None:
-    """The model's dimensions against the split asked for, and the schedule and data-parallel mode by name."""
+    """The model's dimensions against the split asked for."""
     if config.hidden_size % config.num_heads:
         raise ConfigError(
             f"{flag('hidden_size')} {config.hidden_size} is not divisible by {flag('num_heads')} {config.num_heads}"
@@ -97,12 +93,6 @@ def _check_shape(config: GPTConfig) -> None:
         raise ConfigError(
             f"{flag('num_layers')} {config.num_layers} is fewer than the {flag('pp')} {config.pp} pipeline stages"
         )
-    if config.pp_schedule not in PP_SCHEDULES:
-        raise ConfigError(
-            f"unknown {flag('pp_schedule')} {config.pp_schedule!r}: choose one of {', '.join(PP_SCHEDULES)}"
-        )
-    if config.dp_mode not in DP_MODES:
-        raise ConfigError(f"unknown {flag('dp_mode')} {config.dp_mode!r}: choose one of {', '.join(DP_MODES)}")
 
 
 def padded_vocab(vocab_size: int, tp: int) -> int:

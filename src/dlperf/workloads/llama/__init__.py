@@ -11,10 +11,10 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import RunSpec, choose, require_non_negative_number, require_positive_number
+from dlperf.spec import RunSpec
 from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
 from dlperf.workloads.language_model.tokens import open_token_file
-from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, SIZES_NAMES, LlamaConfig, parameter_counts
+from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, LlamaConfig, parameter_counts
 from dlperf.workloads.llama.layout import LlamaLayout, layout_of
 
 __all__ = ["LlamaConfig", "LlamaWorkload"]
@@ -104,12 +104,7 @@ class LlamaWorkload(Workload):
 
     def validate(self, spec: RunSpec) -> None:
         config: LlamaConfig = spec.workload
-        choose("size", config.size, SIZES_NAMES)
         layout_of(spec)  # refuses a layout that cannot run
-        if config.lr is not None:
-            require_positive_number("lr", config.lr)
-        require_positive_number("rope_theta", config.rope_theta)
-        require_non_negative_number("weight_decay", config.weight_decay)
         if spec.device == "cpu" and config.float8:
             raise ConfigError(FLOAT8_NEEDS_GPU)
         if spec.data != "synthetic":

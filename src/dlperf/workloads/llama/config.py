@@ -4,7 +4,7 @@ keys and (with dashes) the flags."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 from dlperf.spec import setting
 
@@ -16,10 +16,7 @@ Size = Literal["debug", "1b", "3b", "8b", "70b", "405b"]
 # interleaved-zb: ScheduleInterleavedZeroBubble) or V-shaped (zbv: ScheduleZBVZeroBubble, two stages per rank)
 LlamaSchedule = Literal["gpipe", "1f1b", "interleaved-1f1b", "interleaved-zb", "zbv"]
 Checkpointing = Literal["none", "selective", "full"]
-SIZES_NAMES: tuple[str, ...] = get_args(Size)
-SCHEDULES: tuple[str, ...] = get_args(LlamaSchedule)
 MULTI_STAGE_SCHEDULES = ("interleaved-1f1b", "interleaved-zb", "zbv")
-CHECKPOINTING: tuple[str, ...] = get_args(Checkpointing)
 
 # The Llama 3 shapes as Meta publishes them (params.json of Llama 3.1 8B/70B/405B and Llama 3.2 1B/3B; torchtitan's
 # llama3 flavors; MaxText's llama3.1-* configs), and torchtitan's debug model. The output layer is untied at every
@@ -74,7 +71,7 @@ class LlamaConfig:
     float8: bool = setting(False, "float8 linear layers through torchao (CUDA, compute capability 8.9+)",
                            engines=("torch",))  # fmt: skip
     lr: float | None = setting(None, f"learning rate (default {DEFAULT_LR:g})", bound="positive")
-    weight_decay: float = setting(DEFAULT_WEIGHT_DECAY, "AdamW weight decay")
+    weight_decay: float = setting(DEFAULT_WEIGHT_DECAY, "AdamW weight decay", bound="non-negative")
 
 
 def parameter_counts(config: LlamaConfig) -> tuple[int, int]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlperf.errors import ConfigError
-from dlperf.spec import RunSpec, choose, flag, require_positive_int
-from dlperf.workloads.llama.config import CHECKPOINTING, MULTI_STAGE_SCHEDULES, SCHEDULES, LlamaConfig
+from dlperf.spec import RunSpec, flag
+from dlperf.workloads.llama.config import MULTI_STAGE_SCHEDULES, LlamaConfig
 
 DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
@@ -91,7 +91,6 @@ def _dp_shard(spec: RunSpec, config: LlamaConfig) -> int:
     """--dp-shard as given, else what the other dimensions leave of the world size."""
     others = config.dp_replicate * config.cp * config.tp * config.pp
     if config.dp_shard is not None:
-        require_positive_int("dp_shard", config.dp_shard)
         return config.dp_shard
     if spec.world_size % others:
         raise ConfigError(
@@ -104,7 +103,6 @@ def _dp_shard(spec: RunSpec, config: LlamaConfig) -> int:
 def _stages_per_rank(config: LlamaConfig) -> int:
     multi = config.pp_schedule in MULTI_STAGE_SCHEDULES
     stages = config.stages_per_rank if config.stages_per_rank is not None else (2 if multi else 1)
-    require_positive_int("stages_per_rank", stages)
     if (stages >= 2) != multi:
         raise ConfigError(_stages_refusal(config.pp_schedule, multi, stages))
     if config.pp_schedule == "zbv" and stages != 2:
@@ -122,15 +120,9 @@ def _stages_refusal(schedule: str, multi: bool, stages: int) -> str:
 def layout_of(spec: RunSpec) -> LlamaLayout:
     """The layout a spec asks for; refuses, in one line, any number that does not divide."""
     config: LlamaConfig = spec.workload
-    for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size",
-                 "seq_length", "micro_batch_size", "dp_replicate", "tp", "pp", "cp"):  # fmt: skip
-        require_positive_int(name, getattr(config, name))
-    choose("pp_schedule", config.pp_schedule, SCHEDULES)
-    choose("activation_checkpoint", config.activation_checkpoint, CHECKPOINTING)
     dp_shard = _dp_shard(spec, config)
     dp = config.dp_replicate * dp_shard
-    global_batch = config.global_batch_size or config.micro_batch_size * dp
-    require_positive_int("global_batch_size", global_batch)
+    global_batch = config.global_batch_size if config.global_batch_size is not None else config.micro_batch_size * dp
     layout = LlamaLayout(config.pp, config.dp_replicate, dp_shard, config.cp, config.tp, config.micro_batch_size,
                          global_batch, config.pp_schedule, _stages_per_rank(config))  # fmt: skip
     if layout.world_size != spec.world_size:

@@ -7,19 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
-from dlperf.spec import (
-    RunSpec,
-    choose,
-    flag,
-    require_non_negative_number,
-    require_positive_int,
-    require_positive_number,
-    setting,
-)
+from dlperf.spec import RunSpec, flag, setting
 from dlperf.workloads.base import CpuEstimate, PlausibleWork, Workload, WorkloadPlan
 from dlperf.workloads.resnet.dali_data import require_dali
 
@@ -34,8 +26,6 @@ TRAIN_FLOP_224 = 3 * 8.2e9
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 DataLoader = Literal["torchvision", "dali"]
 OptimizerImpl = Literal["auto", "fused", "foreach", "for-loop"]
-DATA_LOADERS: tuple[str, ...] = get_args(DataLoader)
-OPTIMIZER_IMPLS: tuple[str, ...] = get_args(OptimizerImpl)
 
 
 @dataclass(frozen=True)
@@ -58,8 +48,8 @@ class ResNetConfig:
     lr: float | None = setting(
         None, "learning rate (default 0.1 x global batch / 256, the reference scripts' linear rule)", bound="positive"
     )
-    momentum: float = setting(0.9, "SGD momentum")
-    weight_decay: float = setting(1e-4, "SGD weight decay")
+    momentum: float = setting(0.9, "SGD momentum", bound="non-negative")
+    weight_decay: float = setting(1e-4, "SGD weight decay", bound="non-negative")
 
 
 def check_image_folder(path: str) -> None:
@@ -116,16 +106,6 @@ class ResNet50Workload(Workload):
 
     def validate(self, spec: RunSpec) -> None:
         config: ResNetConfig = spec.workload
-        for name in ("batch_size", "image_size", "num_classes"):
-            require_positive_int(name, getattr(config, name))
-        if not isinstance(config.workers, int) or isinstance(config.workers, bool) or config.workers < 0:
-            raise ConfigError(f"{flag('workers')} must be a non-negative integer, got {config.workers!r}")
-        if config.lr is not None:
-            require_positive_number("lr", config.lr)
-        require_non_negative_number("momentum", config.momentum)
-        require_non_negative_number("weight_decay", config.weight_decay)
-        choose("data_loader", config.data_loader, DATA_LOADERS)
-        choose("optimizer_impl", config.optimizer_impl, OPTIMIZER_IMPLS)
         if config.data_loader == "dali" and spec.data == "synthetic":
             raise ConfigError(
                 f"{flag('data_loader')} dali reads a JPEG folder: give {flag('data')} PATH, "

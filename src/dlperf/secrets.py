@@ -23,7 +23,8 @@ MASK = "***"
 SECRET_KEYS = r"(?:password|passwd|pwd|passfile|sslpassword|token|api_?key|secret|access_?key|auth)"
 SECRET_ENV = ("PGPASSWORD", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "WANDB_API_KEY")
 URL_ENV = ("DLPERF_HISTORY", "MLFLOW_TRACKING_URI", "DATABASE_URL")  # URLs whose passwords are secrets too
-URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
+SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+URL_REST = re.compile(r"[^\s'\"<>]*")  # a URL after its `://`
 PARAM = re.compile(rf"(?i)(\b{SECRET_KEYS}\b\s*=\s*)('(?:[^'\\]|\\.)*'|[^&;\s]*)")
 SECRET_NAME = re.compile(rf"(?i)\s*{SECRET_KEYS}\s*")
 # where libpq cuts a raw password it does not expect: its userinfo ends at the first `@` or `/`, its host at `:`,
@@ -89,10 +90,28 @@ def mask_params(text: str) -> str:
 
 def mask(text: object) -> str:
     """Any message: each URL in it through `mask_url`, secret parameters masked, registered values replaced."""
-    out = mask_params(URL.sub(lambda m: mask_url(m[0]), str(text)))
+    out = mask_params(_mask_urls(str(text)))
     for secret in sorted(_registered | _from_environment(), key=len, reverse=True):
         out = out.replace(secret, MASK)
     return out
+
+
+def _mask_urls(text: str) -> str:
+    """Each `scheme://...` in `text` through `mask_url`, found from its `://` back to the scheme's first letter: a
+    regex trying a scheme from every letter of a long word took seconds on a 40,000-character value, this is linear
+    (each character is looked at once)."""
+    out, done, at = [], 0, text.find("://")
+    while at >= 0:
+        start = at
+        while start > done and text[start - 1] in SCHEME_CHARS:
+            start -= 1
+        while start < at and not text[start].isalpha():
+            start += 1  # a scheme starts with a letter; none at all: what follows `://` is masked all the same
+        end = URL_REST.match(text, at + 3).end()
+        out += [text[done:start], mask_url(text[start:end])]
+        done = end
+        at = text.find("://", end)
+    return "".join([*out, text[done:]])
 
 
 def _from_environment() -> set[str]:

@@ -43,8 +43,9 @@ def bare(size: int, target: str) -> float:
 class Peaks:
     """The peak resident memory of dlperf's processes under `root` (the CLI and its agent: not the script)."""
 
-    def __init__(self, root: psutil.Process) -> None:
-        self.root, self.cli, self.agent, self.total = root, 0, 0, 0
+    def __init__(self, root: psutil.Process, out: Path) -> None:
+        self.root, self.out, self.cli, self.agent, self.total = root, out, 0, 0, 0
+        self.started, self.log_size, self.log_done = time.perf_counter(), 0, 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -64,7 +65,17 @@ class Peaks:
             self.cli = max(self.cli, sizes.get(self.root.pid, 0))
             self.agent = max([self.agent, *(v for k, v in sizes.items() if k != self.root.pid)])
             self.total = max(self.total, sum(sizes.values()))
+            self._log_growth()
             self._stop.wait(0.05)
+
+    def _log_growth(self) -> None:
+        """When the log last grew: the command's output all written, the reading from there on."""
+        try:
+            size = sum(p.stat().st_size for p in self.out.rglob("*.log"))
+        except OSError:
+            return
+        if size > self.log_size:
+            self.log_size, self.log_done = size, time.perf_counter() - self.started
 
     def __enter__(self) -> Peaks:
         self._thread.start()
@@ -89,7 +100,7 @@ def under_dlperf(size: int, out: Path) -> dict:
     printed = [0]
     reader = threading.Thread(target=count_bytes, args=(proc.stdout, printed), daemon=True)
     reader.start()
-    with Peaks(psutil.Process(proc.pid)) as peaks:
+    with Peaks(psutil.Process(proc.pid), out) as peaks:
         proc.wait()
     reader.join()
     wall = time.perf_counter() - start
@@ -111,7 +122,8 @@ def main() -> None:
     print(f"output {size / MIB:.0f} MiB, load average {os.getloadavg()[0]:.1f} after the runs")
     print(f"bare script > /dev/null   {null_s:8.1f} s")
     print(f"bare script > file        {file_s:8.1f} s")
-    print(f"dlperf run --command      {found['wall']:8.1f} s  (exit code {found['rc']})")
+    print(f"dlperf run --command      {found['wall']:8.1f} s  (exit code {found['rc']}; the log complete at "
+          f"{peaks.log_done:.1f} s, then read)")  # fmt: skip
     print(f"peak RSS: dlperf CLI {peaks.cli / MIB:.0f} MiB, agent {peaks.agent / MIB:.0f} MiB, "
           f"together {peaks.total / MIB:.0f} MiB")  # fmt: skip
     print(f"dlperf's console output   {found['printed'] / MIB:8.2f} MiB")

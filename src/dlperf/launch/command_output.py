@@ -21,7 +21,7 @@ from typing import IO, Protocol
 from dlperf.wording import count
 
 READ_BYTES = 1 << 16  # a pipe's capacity: one read takes what the process has written
-MAX_LINE = 1 << 20  # a "line" longer than this is passed on in pieces (the readers refuse it as binary anyway)
+MAX_LINE = 1 << 20  # a "line" longer than this is cut into lines of this length (the readers refuse it anyway)
 TAIL_LINES = 100  # a failed process's last lines, where its error is looked for (torchrun's report alone is ~35)
 TAIL_CHARS = 4096  # of each of them
 STAMP_S = 1e-3  # lines closer than this to the last stamp share the next one (arrivals.BURST_S: a burst anyway)

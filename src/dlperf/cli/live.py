@@ -11,9 +11,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
+from dlperf.framework_logs.registry import detect
+from dlperf.framework_logs.textlines import strip_prefixes
 from dlperf.records.runlog import WindowLine, parse_config, parse_warmup, parse_window
+
+READ_MAX = 1 << 18  # what one poll reads at most: the follower's memory stays bounded whatever the log's size
+BEHIND_MAX = 1 << 20  # an external command's log grown further than this: jump to its last READ_MAX
+SHOWN_MAX = 20  # an external command's lines shown per poll; beyond, only the progress lines a reader knows
 
 # extra text for a window line (GPT: tokens/s, TFLOP/s, MFU), from the window's samples/s
 WindowExtra = Callable[[float], str]
@@ -57,8 +63,8 @@ class LogFollower:
         self._ablating = False  # the run's config asks for the sync ablation after its timed window
         self._last_news = self._phase_since  # the last line shown: after quiet_s without one, the phase is said
         # the log followed now, and the start of its last line while that line is not yet complete
-        self._handle: TextIO | None = None
-        self._pending = ""
+        self._handle: BinaryIO | None = None
+        self._pending = b""
 
     def __enter__(self) -> LogFollower:
         self._thread.start()
@@ -72,13 +78,13 @@ class LogFollower:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def _open(self) -> TextIO | None:
+    def _open(self) -> BinaryIO | None:
         if self.path is None:
             return None
         try:
             if os.stat(self.path).st_mtime < self._started - 1:
                 return None  # an earlier run's log, about to be replaced
-            return open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed in _close
+            return open(self.path, "rb")  # noqa: SIM115 - closed in _close
         except OSError:
             return None
 
@@ -123,18 +129,46 @@ class LogFollower:
             self._handle = self._open()
         if self._handle is None:
             return
-        self._pending += self._handle.read()
-        *lines, self._pending = self._pending.split("\n")
-        for line in lines:
+        skipped = self._catch_up() if self.plain else 0
+        self._pending += self._handle.read(READ_MAX)
+        *lines, self._pending = self._pending.split(b"\n")
+        if len(self._pending) > READ_MAX:  # a line too long to show
+            self._pending = b""
+        texts = [line.decode("utf-8", "replace") for line in lines]
+        for line in self._thinned(texts, skipped) if self.plain else texts:
             if self._event(line):
                 self._last_news = time.monotonic()
+
+    def _catch_up(self) -> int:
+        """Where the log grew faster than it can be shown (a script printing a gigabyte), the bytes jumped over to
+        its last READ_MAX."""
+        assert self._handle is not None
+        size, at = os.fstat(self._handle.fileno()).st_size, self._handle.tell()
+        if size - at <= BEHIND_MAX:
+            return 0
+        self._handle.seek(size - READ_MAX)
+        self._handle.readline()  # the rest of a cut line
+        self._pending = b""
+        return self._handle.tell() - at
+
+    def _thinned(self, lines: list[str], skipped: int) -> list[str]:
+        """An external command's lines to show: all of them while few come; else the last SHOWN_MAX lines a reader
+        knows (its progress), after a line saying what was left out."""
+        if len(lines) <= SHOWN_MAX and not skipped:
+            return lines
+        progress = [line for line in lines if detect(strip_prefixes(line)) is not None]
+        shown = progress[-SHOWN_MAX:] if progress else lines[-SHOWN_MAX:]
+        left = len(lines) - len(shown)
+        over = f"{skipped / 2**20:.1f} MiB and " if skipped else ""
+        self.emit(f"... {over}{left:,} lines not shown here: {self.path} holds them")
+        return shown
 
     def _close(self) -> None:
         if self._handle is not None:
             self._handle.close()
-        self._handle, self._pending = None, ""
+        self._handle, self._pending = None, b""
 
-    def _replaced(self, handle: TextIO) -> bool:
+    def _replaced(self, handle: BinaryIO) -> bool:
         if self.path is None:
             return False
         try:

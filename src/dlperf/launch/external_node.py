@@ -3,9 +3,10 @@ script, started once per rank (or once per node) with the rendezvous environment
 the first failure stopping the rest.
 
 Node 0's processes write their lines, unprefixed, into the run's log: what the peer reader reads, gathered the way
-a framework's own launcher gathers its ranks' output. Every process's lines also go to this agent's stdout (the
-node's console), prefixed with the rank. Each process leads its own process group, so a script's own workers go
-with it, and dies with the agent (PR_SET_PDEATHSIG); SIGTERM to the agent stops them all first.
+a framework's own launcher gathers its ranks' output, and the one copy of them on disk. This agent's stdout (the
+node's console) shows them prefixed with the rank, at a bounded rate; another node's processes, whose lines no log
+holds, show every line there (launch/command_output.py). Each process leads its own process group, so a script's
+own workers go with it, and dies with the agent (PR_SET_PDEATHSIG); SIGTERM to the agent stops them all first.
 """
 
 from __future__ import annotations
@@ -24,20 +25,21 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from dlperf.engines.base import node_name
 from dlperf.external.identity import command_line, framework_version
 from dlperf.external.template import Process, node_processes, rendezvous_for
 from dlperf.instrument import Placement, place
+from dlperf.launch.command_output import ConsoleView, OutputWatch, ProcessOutput, RunLog, pump
 from dlperf.launch.messages import AgentSpec, CommandFacts, CommandLaunch, NodeResult
 from dlperf.machine.process_tree import TreeMemory
 from dlperf.metrics.noise import machine_load, take_snapshot
 from dlperf.records.codec import decode
 
 POLL_S = 0.1
+FIRST_LOOK_S, WATCH_S = 0.3, 2.0  # where the processes' output goes: looked at soon after the start, then this often
 STOP_GRACE_S = 5.0  # below the local launcher's grace, so the agent always cleans up before it is killed
-TAIL_LINES = 100  # a failed process's last lines, where its error is looked for (torchrun's report alone is ~35)
 THREADS = "OMP_NUM_THREADS"
 # A launcher's own failure report after the error it reports: torchrun's `failed (exitcode: 1) local_rank: 0`
 # line, its traceback ending in ChildFailedError, and its `=====` summary of the ranks.
@@ -96,57 +98,21 @@ def _die_with_agent() -> None:
 class Running:
     process: Process
     proc: subprocess.Popen
-    tail: collections.deque[str]
+    output: ProcessOutput
+    watch: OutputWatch
     pump: threading.Thread
 
     @property
     def label(self) -> str:
-        return f"rank {self.process.rank}" if self.process.rank is not None else f"node {self.process.node_rank}"
+        return label_of(self.process)
+
+    @property
+    def tail(self) -> collections.deque[str]:
+        return self.output.tail
 
 
-@dataclass
-class RunLog:
-    """Node 0's log of the command's lines and, beside it, when each reached it: `<end offset> <monotonic s>` per
-    line written (`<run>.arrivals`, the arrival-time second reading, framework_logs/arrivals.py)."""
-
-    log: IO[bytes]
-    arrivals: IO[bytes]
-
-    def write(self, line: bytes) -> None:
-        self.log.write(line)
-        self.log.flush()
-        self.arrivals.write(f"{self.log.tell()} {time.monotonic():.6f}\n".encode())
-
-    def close(self) -> None:
-        self.log.close()
-        self.arrivals.close()
-
-
-def _pump(
-    stream: IO[bytes],
-    prefix: bytes,
-    log: RunLog | None,
-    lock: threading.Lock,
-    tail: collections.deque,
-    rule: StopRule,
-    counted: bool,
-):
-    """Copy one process's lines to the log (node 0) and, prefixed, to the console; keep the last few; count the
-    throughput lines of the process the stop rule follows (`counted`). Once dlperf ends the command, what the
-    processes print while they die (a framework's own `Termination signal` report) reaches the console only:
-    the log holds the run, not dlperf's stopping it."""
-    for line in iter(stream.readline, b""):
-        line = line if line.endswith(b"\n") else line + b"\n"
-        with lock:
-            if log is not None and not rule.reached.is_set():
-                log.write(line)
-            sys.stdout.buffer.write(prefix + line)
-            sys.stdout.buffer.flush()
-        text = line.decode("utf-8", "replace").rstrip()
-        tail.append(text)
-        if counted:
-            rule.count(text)
-    stream.close()
+def label_of(process: Process) -> str:
+    return f"rank {process.rank}" if process.rank is not None else f"node {process.node_rank}"
 
 
 def usable_cores() -> int:
@@ -213,13 +179,19 @@ def _start(
         process_group=0,
         preexec_fn=_die_with_agent,
     )
-    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-    running = Running(process, proc, tail, threading.Thread(target=lambda: None))
-    prefix = f"[{running.label}] ".encode()
-    running.pump = threading.Thread(target=_pump, args=(proc.stdout, prefix, log, lock, tail, rule, counted),
-                                   daemon=True)  # fmt: skip
-    running.pump.start()
-    return running
+    assert proc.stdout is not None
+    view = ConsoleView(f"[{label_of(process)}] ".encode(), full=log is None, log_name=log.name if log else "")
+    output = ProcessOutput(view, log, lock, rule, counted, sys.stdout.buffer)
+    pipe, proc.stdout = proc.stdout, None  # the pump reads and closes it
+    watch = OutputWatch(proc.pid, f"pipe:[{os.fstat(pipe.fileno()).st_ino}]", own_files(log, steps))
+    thread = threading.Thread(target=pump, args=(pipe, output, watch), daemon=True)
+    thread.start()
+    return Running(process, proc, output, watch, thread)
+
+
+def own_files(log: RunLog | None, steps: str | None) -> tuple[str, ...]:
+    """The path prefixes of dlperf's own files a command's process holds (the hook's side files), or the run's."""
+    return tuple(p for p in (log.name.removesuffix(".log") if log else None, steps) if p)
 
 
 def last_words(lines: list[str]) -> str:
@@ -257,6 +229,7 @@ def _failure(running: Running, code: int, host: str) -> NodeResult:
 def _wait(running: list[Running], host: str, rule: StopRule) -> NodeResult:
     """Until every process ends, one fails, or the stop rule is due (then the caller ends them: not a failure)."""
     started = time.monotonic()
+    looked = started - WATCH_S + FIRST_LOOK_S
     while True:
         for r in running:
             code = r.proc.poll()
@@ -266,6 +239,10 @@ def _wait(running: list[Running], host: str, rule: StopRule) -> NodeResult:
             return NodeResult(host=host)
         if rule.due(started):
             return NodeResult(host=host)
+        if time.monotonic() - looked >= WATCH_S:
+            looked = time.monotonic()
+            for r in running:
+                r.watch.look()
         time.sleep(POLL_S)
 
 
@@ -316,12 +293,16 @@ def steps_prefix(spec: AgentSpec) -> str | None:
     return str(Path(spec.log_path).with_suffix(".steps")) if spec.command.instrument else None
 
 
-def command_facts(command: CommandLaunch, processes: list[Process], rule: StopRule, memory: TreeMemory,
+def command_facts(command: CommandLaunch, running: list[Running], rule: StopRule, memory: TreeMemory,
                   load: dict[str, Any] | None, threads: Threads, steps: str | None) -> dict[str, Any]:  # fmt: skip
     """What the record says of the command beside its log's figures: framework version, why it ended, memory,
-    its processes' threads, whether its steps were timed, and the machine's other load meanwhile."""
+    its processes' threads, whether its steps were timed, where output went that its pipe did not carry, and the
+    machine's other load meanwhile."""
+    processes = [r.process for r in running]
+    elsewhere = [said for r in running if (said := r.watch.said(r.label))]
     facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load,
-                             "threads": dataclasses.asdict(threads)}  # fmt: skip
+                             "threads": dataclasses.asdict(threads),
+                             "output_note": "; ".join(elsewhere) or None}  # fmt: skip
     if steps and processes:
         env = {**os.environ, **processes[0].env}
         facts["instrument"] = {
@@ -355,9 +336,10 @@ def launch(spec: AgentSpec) -> NodeResult:
             stale.unlink(missing_ok=True)
     with TreeMemory(os.getpid()) as memory:
         start = take_snapshot()
-        result = _launch(spec, command, processes, host, node_rank, rule, threads, steps)
+        running: list[Running] = []
+        result = _launch(spec, command, processes, running, host, node_rank, rule, threads, steps)
         load = machine_load(start, take_snapshot()).as_record()
-    facts = command_facts(command, processes, rule, memory, load, threads, steps)
+    facts = command_facts(command, running, rule, memory, load, threads, steps)
     return dataclasses.replace(result, command=decode(CommandFacts, facts, strict=False))
 
 
@@ -365,19 +347,20 @@ def _launch(
     spec: AgentSpec,
     command: CommandLaunch,
     processes: list[Process],
+    running: list[Running],
     host: str,
     node_rank: int,
     rule: StopRule,
     threads: Threads,
     steps: str | None,
 ) -> NodeResult:
+    """Start the processes into `running` (the caller reads what their outputs saw) and wait for them."""
     if not os.path.isdir(command.workdir):
         return NodeResult.failed(
             f"folder {command.workdir} does not exist on {host}: start dlperf in a folder every node shares", host=host
         )
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     lock = threading.Lock()
-    running: list[Running] = []
     log = None
     if node_rank == 0:  # closed in finally
         arrivals = Path(spec.log_path).with_suffix(".arrivals")

@@ -111,6 +111,7 @@ class CommandFacts:
     threads: Threads | None = None
     instrument: Instrumented | None = None
     framework_version: str | None = None
+    output_note: str | None = None  # where a process's output went after it closed its stdout and stderr
 
 
 @dataclass(frozen=True)

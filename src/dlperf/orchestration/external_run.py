@@ -147,7 +147,7 @@ def read_figures(job: RunJob, commands: list[CommandFacts] | None = None) -> dic
     where printed, format, rule, lines kept); DataError says why neither gives one."""
     script: dict[str, Any] | None = None
     try:
-        script = _script_figures(job)
+        script = _script_figures(job, commands or [])
     except ScriptFailed:
         raise
     except DataError as error:
@@ -187,11 +187,20 @@ def _script_only(job: RunJob, script: dict[str, Any], commands: list[CommandFact
 SAMPLE_UNITS = ("samples/s", "images/s", "sequences/s", "records/s")
 
 
-def _script_figures(job: RunJob) -> dict[str, Any]:
-    """The peer reader's figures from the run's log."""
+SILENT = "the command printed nothing to its standard output or error"
+
+
+def _and(reason: str, note: str | None) -> str:
+    return f"{reason}; {note}" if note else reason
+
+
+def _script_figures(job: RunJob, commands: list[CommandFacts]) -> dict[str, Any]:
+    """The peer reader's figures from the run's log; where the log gives none and a process closed its output
+    while it ran on, the error says where that output went (the agent's `output_note`)."""
     spec, log = job.spec, job.paths.log
+    elsewhere = _first(c.output_note for c in commands)
     if not log.exists() or log.stat().st_size == 0:
-        raise DataError("the command printed nothing")
+        raise DataError(_and(SILENT, elsewhere))
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
     try:
         peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
@@ -199,6 +208,10 @@ def _script_figures(job: RunJob) -> dict[str, Any]:
         if spec.instrument == "auto":
             raise  # the hook timed it, or says in the record why it could not
         raise DataError(f"{error}, or with --instrument auto, whose start-up hook times every step") from None
+    except DataError as error:
+        if elsewhere:
+            raise DataError(_and(str(error), elsewhere)) from None
+        raise
     reading = figures_of(peer)
     if reading.status != "ok":
         raise ScriptFailed(str(reading.error))

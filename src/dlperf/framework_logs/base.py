@@ -1,4 +1,4 @@
-"""What every peer-log reader shares: the parsed point, the format's description, and small line helpers."""
+"""What every framework-log reader shares: the parsed point, the format's description, and small line helpers."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def search_at_first(pattern: re.Pattern[str], head: re.Pattern[str], line: str) 
 
 
 @dataclass(frozen=True)
-class PeerFormat:
+class LogFormat:
     """A framework's log format: how to recognise it, read it, and the published way to measure it.
 
     `warmup` and `window` count ITERATIONS: lines whose interval starts before iteration `warmup` are skipped,

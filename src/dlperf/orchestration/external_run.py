@@ -1,6 +1,6 @@
 """External runs (`--command`) from the parent's side: the command checked before launch, its log read after.
 
-The log is read by the peer readers of `dlperf extract` (the format named, or detected), with the run's shape
+The log is read by the log readers of `dlperf extract` (the format named, or detected), with the run's shape
 from its plan instead of a file name, so an external run and an extracted log give the same figures.
 """
 
@@ -36,7 +36,7 @@ from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
-# What a peer record says about the file's place in the layout: the run's own record says it already.
+# What a log reader's record says about the file's place in the layout: the run's own record says it already.
 # The reader's record fields that a --command run states itself: its layout, and what it measured of the run
 # (the framework from the script's interpreter, the devices from the ranks), not what the log's format names.
 LAYOUT_KEYS = {"schema", "source", "file", "model", "case", "group", "repeat", "nodes", "devices_per_node",
@@ -170,7 +170,7 @@ def read_figures(job: RunJob, commands: list[CommandFacts] | None = None) -> dic
 
 
 def figures_of(figures: dict[str, Any]) -> ExternalRunRecord:
-    """A reading's fields (the peer reader's, the hook's) as the record's types, for reading them."""
+    """A reading's fields (the log reader's, the hook's) as the record's types, for reading them."""
     return decode(ExternalRunRecord, figures)
 
 
@@ -188,21 +188,21 @@ SAMPLE_UNITS = ("samples/s", "images/s", "sequences/s", "records/s")
 
 
 def _script_figures(job: RunJob) -> dict[str, Any]:
-    """The peer reader's figures from the run's log."""
+    """The log reader's figures from the run's log."""
     spec, log = job.spec, job.paths.log
     if not log.exists() or log.stat().st_size == 0:
         raise DataError("the command printed nothing")
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
     try:
-        peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
+        extracted = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
     except CoarseLines as error:
         if spec.instrument == "auto":
             raise  # the hook timed it, or says in the record why it could not
         raise DataError(f"{error}, or with --instrument auto, whose start-up hook times every step") from None
-    reading = figures_of(peer)
+    reading = figures_of(extracted)
     if reading.status != "ok":
         raise ScriptFailed(str(reading.error))
-    return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+    return {k: v for k, v in extracted.items() if k not in LAYOUT_KEYS}
 
 
 def _arrival_check(job: RunJob, script: ExternalRunRecord) -> CrossCheck:
@@ -245,10 +245,10 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     info = LogInfo(_steps(job), spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device,
                    spec.precision, 1)  # fmt: skip
     try:
-        peer = read_run(info, Options(format=STEPS_FORMAT, warmup=warmup, window=spec.iters))
+        extracted = read_run(info, Options(format=STEPS_FORMAT, warmup=warmup, window=spec.iters))
     except DataError:
         return None  # too few steps for a figure: the script's own reading stands alone
-    figures = {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+    figures = {k: v for k, v in extracted.items() if k not in LAYOUT_KEYS}
     kept = figures_of(figures).kept_steps
     counted, note = samples_check(stream, kept, job.plan.global_batch)
     figures["samples_per_step"] = dump(counted)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, PeerFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, to_float
 
 LINE = re.compile(
     rf"\biter\s+(?P<iter>\d+)(?: \|)? step\s+(?P<step>\d+)(?::| \|) "
@@ -56,7 +56,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="litgpt",
         description="LitGPT `Epoch E | iter N step S | loss train: ... | iter time: T ms` (and lit-gpt's `iter N step "
         "S: loss ..., iter time: Tms`) lines, with the printed micro_batch_size where the log holds it",

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import LogFormat, Point, RunShape
 
 PREFIX = ":::MLLOG "
 AGREE = 0.10  # two readings of one interval agree within 10 % (an epoch's time includes its data loading)
@@ -606,7 +606,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="mlperf",
         description="MLPerf `:::MLLOG {json}` logs (v1.0-v5.x): `tracked_stats` progress, step times, timed blocks "
         "counted in samples, tokens, epochs or iterations, or one whole-run figure; per device or global by evidence",

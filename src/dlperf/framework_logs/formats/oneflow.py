@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, Reader, RunShape, StepCounter, per_device, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, Reader, RunShape, StepCounter, per_device, to_float
 
 RESNET = re.compile(
     rf"^train: epoch (?P<epoch>\d+), iter (?P<step>\d+), .*samples/s: (?P<speed>{NUMBER})(?: (?P<time>\d+\.\d+))?"
@@ -70,7 +70,7 @@ def read_gpt(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="oneflow-resnet",
         description="OneFlow ResNet-50 `train: epoch e, iter i, ... samples/s: N [unix time]` lines",
         signature=re.compile(r"^train: epoch \d+, iter \d+, .*samples/s: "),
@@ -81,7 +81,7 @@ FORMATS = (
         unit="images/s",
         practice=REPORT_RULE,
     ),
-    PeerFormat(
+    LogFormat(
         name="oneflow-bert",
         description="OneFlow BERT `step: i, ... throughput: N [unix time]` lines",
         signature=re.compile(r"^step: \d+, .*throughput: "),
@@ -92,7 +92,7 @@ FORMATS = (
         unit="sequences/s",
         practice=REPORT_RULE,
     ),
-    PeerFormat(
+    LogFormat(
         name="oneflow-gpt",
         description="OneFlow GPT table rows `| batches | micro_batches | samples | throughput | latency | loss |`",
         signature=GPT,
@@ -102,7 +102,7 @@ FORMATS = (
         window=None,
         practice="the first print interval holds start-up; the rest are kept",
     ),
-    PeerFormat(
+    LogFormat(
         name="oneflow-models",
         description="Oneflow-Inc/models `[rank] [train], epoch: e/E, iter: i/n, ... throughput: N` (per rank)",
         signature=MODELS,

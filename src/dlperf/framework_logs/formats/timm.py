@@ -25,7 +25,7 @@ from dlperf.framework_logs.base import (
     NUMBER,
     HookTrace,
     InOrder,
-    PeerFormat,
+    LogFormat,
     Point,
     RunShape,
     hook_over_steps,
@@ -77,7 +77,7 @@ def same_stretch(
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="timm",
         description="timm train.py `Train: e [i/n ...] ... Time: Vs, R/s (As, R'/s)`: the running mean update time "
         "turned back into each interval's",

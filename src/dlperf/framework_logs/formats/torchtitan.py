@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dlperf.framework_logs.base import (
     NUMBER,
     InOrder,
-    PeerFormat,
+    LogFormat,
     Point,
     RunShape,
     per_device,
@@ -57,7 +57,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="torchtitan",
         description="torchtitan `step: i loss: ... memory: M GiB ... tps: N tflops: F mfu: M%` lines",
         signature=InOrder((r"step:\s*\d+\b", "loss:", r"tps:\s*[\d,]")),

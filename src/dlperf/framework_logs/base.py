@@ -175,9 +175,9 @@ class LogFormat:
     description: str
     signature: re.Pattern[str] | InOrder  # a line that matches it identifies the format (used by --format auto)
     read: Reader
-    rules: tuple[str, ...]  # supported rules, the default first
     warmup: int
-    window: int | None
+    rules: tuple[str, ...] = ("printed",)  # supported rules, the default first
+    window: int | None = None
     printed_from: Literal["speed", "seconds"] = "speed"
     practice: str = ""  # the published rule and where it comes from
     framework: str | None = None  # the framework whose logs these are, as the records and reports name it

@@ -129,7 +129,6 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=10,
-        window=None,
         printed_from="seconds",
         unit="samples/s",
         printed="global",

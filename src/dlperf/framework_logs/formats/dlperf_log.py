@@ -36,7 +36,6 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=0,
-        window=None,
         practice="warm-up iterations are never logged, so every window is kept",
     ),
 )

@@ -54,7 +54,6 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=100,
-        window=None,
         unit="images/s",
         practice="DLPerf TF2 report: the first window (steps 0-100) is start-up; steps 100 to the end are kept",
         framework="TF2 Keras",

@@ -198,9 +198,7 @@ FORMATS = (
             r"|^\s*\d+/\d+ - \d+s - loss: "
         ),
         read=read,
-        rules=("printed",),
         warmup=1,
-        window=None,
         printed_from="seconds",
         unit="samples/s",
         practice="Keras' Progbar: each epoch's mean step time after its first step; the first epoch (compiling) "

@@ -130,7 +130,6 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,
-        window=None,
         printed_from="seconds",
         unit="sequences/s",
         check_reading="printed samples per second (Megatron-DeepSpeed: the global batch over the same time)",

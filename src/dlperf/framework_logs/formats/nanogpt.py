@@ -69,9 +69,7 @@ FORMATS = (
             rf"^tokens per iteration will be: [\d,]+$|^iter \d+: loss (?:{NUMBER}|nan), time {NUMBER}ms, mfu"
         ),
         read=read,
-        rules=("printed",),
         warmup=5,
-        window=None,
         printed_from="seconds",
         unit="tokens/s",
         practice="nanoGPT: iterations after the first 5 (as its MFU estimate), tokens per iteration / their time, "

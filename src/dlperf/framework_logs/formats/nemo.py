@@ -77,7 +77,6 @@ FORMATS = (
         signature=InOrder((r"\bTraining epoch \d+, iteration \d+/\d+ \|", r"\btrain_step_timing in s: ")),
         clue=("train_step_timing in s: ",),
         read=read,
-        rules=("printed",),
         warmup=11,
         window=34,
         printed_from="seconds",

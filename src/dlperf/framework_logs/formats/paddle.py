@@ -78,7 +78,6 @@ FORMATS = (
         ),
         read=read,
         check_reading="the printed ips x world size",
-        rules=("printed",),
         warmup=20,
         window=100,
         printed_from="seconds",

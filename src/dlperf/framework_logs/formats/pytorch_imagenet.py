@@ -32,7 +32,6 @@ FORMATS = (
         signature=re.compile(r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+\S+ \("),
         record_start=re.compile(r"Epoch: \[\d+\]\["),
         read=read,
-        rules=("printed",),
         warmup=20,
         window=100,
         printed_from="seconds",

@@ -83,9 +83,7 @@ FORMATS = (
         "turned back into each interval's",
         signature=InOrder((r"Train: \d+ \[\s*\d+/\d+ ", rf"Time: {NUMBER}s,\s*{NUMBER}/s\s+\({NUMBER}s,")),
         read=read,
-        rules=("printed",),
         warmup=5,
-        window=None,
         printed_from="seconds",
         unit="images/s",
         practice="timm train.py: the epoch's running mean update time x updates = its time so far; samples over "

@@ -118,7 +118,6 @@ FORMATS = (
         rules=("printed", "timestamp"),
         warmup=20,
         window=100,
-        unit="samples/s",
         practice=WINDOW_RULE + "; mean of the printed global ips over the window",
     ),
 )

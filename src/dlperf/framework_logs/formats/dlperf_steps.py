@@ -61,7 +61,6 @@ FORMATS = (
         rules=("timestamp",),
         warmup=20,
         window=100,
-        unit="samples/s",
         practice="dlperf's own: samples over time between the end of the warm-up and the window's last step",
     ),
 )

@@ -65,8 +65,6 @@ FORMATS = (
         clue=("train_samples_per_second",),
         read=read,
         warmup=0,
-        unit="samples/s",
-        printed="global",
         last_only=True,
         practice="transformers' Trainer speed_metrics: planned train samples / train_runtime (whole run, "
         "evaluation and saving included); no per-step time is printed, so there is no second reading",

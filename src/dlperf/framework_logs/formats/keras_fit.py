@@ -200,7 +200,6 @@ FORMATS = (
         read=read,
         warmup=1,
         printed_from="seconds",
-        unit="samples/s",
         practice="Keras' Progbar: each epoch's mean step time after its first step; the first epoch (compiling) "
         "skipped; global batch / the mean of the later epochs'",
         same_stretch=same_stretch,

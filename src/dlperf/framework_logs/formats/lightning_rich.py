@@ -68,7 +68,6 @@ FORMATS = (
         warmup=0,
         last_only=True,
         printed_from="seconds",
-        unit="samples/s",
         practice="Rich's Task.speed of the last bar (its first step left out, its last 30 s) x the global batch",
         same_stretch=same_stretch,
     ),

@@ -70,8 +70,6 @@ FORMATS = (
         read=read,
         warmup=5,
         printed_from="seconds",
-        unit="samples/s",
-        printed="global",
         practice="litgpt pretrain.py/finetune fit(): the logged iterations after the first 5, micro-batch x devices "
         "over their summed iter time",
     ),

@@ -50,7 +50,6 @@ FORMATS = (
         rules=("printed", "timestamp"),
         warmup=20,
         window=100,
-        unit="samples/s",
         practice="DLPerf: per-iteration medians across ranks; skip 20 iterations, mean of the next 100",
     ),
 )

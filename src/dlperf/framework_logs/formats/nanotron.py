@@ -121,7 +121,6 @@ FORMATS = (
         warmup=5,
         printed_from="seconds",
         unit="tokens/s",
-        printed="global",
         check_reading="printed tokens_per_sec (global batch x sequence length / the iteration's time)",
         practice="nanotron trainer.py train_step_logs: tokens of the logged iterations after the first 5 over their "
         "summed elapsed_time_per_iteration_ms",

@@ -82,7 +82,6 @@ FORMATS = (
         read=read,
         rules=("timestamp",),
         warmup=5,
-        unit="samples/s",
         fallback=True,
         practice="tqdm: samples over the bars' own time (count / rate where the rate is count / elapsed, else "
         "the whole-second clock) after the first 5 iterations",

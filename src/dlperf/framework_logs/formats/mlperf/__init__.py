@@ -50,7 +50,6 @@ FORMATS = (
         check_reading="each interval's time stamps x its count (epochs x the data set, samples, tokens / sequence)",
         rules=("printed", "timestamp"),
         warmup=1,
-        unit="samples/s",
         steps_are_iterations=False,
         practice="MLPerf publishes time to train only: the mean of the frameworks' own tracked figures (or timed "
         "blocks) after the first; one whole-run figure where that is all the log has (mlperf_logging keys, each "

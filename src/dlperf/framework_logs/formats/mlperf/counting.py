@@ -94,25 +94,18 @@ class Counts:
         return int(self.seq_len) if self.seq_len else None
 
     def advance(self, metadata: dict[str, Any]) -> tuple[float, bool] | None:
-        """The samples trained so far by the event's own count (bert's epoch_num, samples_count, step_num), and
-        whether they rose; None where it counts none."""
-        count = self._event_count(metadata)
+        """The samples trained so far by the event's own count (samples_count, step_num x the batch, or
+        sample-counting epochs: bert's epoch_num), and whether they rose; None where it counts none."""
+        if (count := number(metadata.get("samples_count"))) is None:
+            if (steps := number(metadata.get("step_num"))) is not None:
+                count = steps * self.batch
+            elif (epochs := number(metadata.get("epoch_num"))) is not None and self.counts_samples():
+                count = self.samples(epochs)[0]
         if count is None:
             return None
         rose = self.cumulative is None or count > self.cumulative
         self.cumulative = max(self.cumulative or 0.0, count)
         return count, rose
-
-    def _event_count(self, metadata: dict[str, Any]) -> float | None:
-        """The samples trained so far by the event's own count: samples, steps x the batch, or sample-counting
-        epochs (None: it counts none)."""
-        if (count := number(metadata.get("samples_count"))) is not None:
-            return count
-        if (steps := number(metadata.get("step_num"))) is not None:
-            return steps * self.batch
-        if (epochs := number(metadata.get("epoch_num"))) is not None and self.counts_samples():
-            return self.samples(epochs)[0]
-        return None
 
     def progress(self, metadata: dict[str, Any]) -> tuple[float | None, str | None] | None:
         """A progress event's cumulative sample count: bert's epoch_num, step_num x batch, or a step count in

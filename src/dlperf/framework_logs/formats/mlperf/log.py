@@ -12,7 +12,7 @@ from dlperf.framework_logs.base import Point, RunShape
 from dlperf.framework_logs.formats.mlperf.blocks import Blocks
 from dlperf.framework_logs.formats.mlperf.counting import EVALUATED, FRACTION_EPOCHS, TOKEN_COUNTED, Counts
 from dlperf.framework_logs.formats.mlperf.events import Event, number
-from dlperf.framework_logs.formats.mlperf.evidence import Epochs, Scale
+from dlperf.framework_logs.formats.mlperf.evidence import Evidence
 
 MAX_HELD = 100_000  # step-time events held back while a throughput figure may still come
 STEP_TIME_KEYS = ("train_step_timing", "train_step_timing in s", "train_step_time", "time")
@@ -30,8 +30,7 @@ class MlperfLog:
 
     def __init__(self, shape: RunShape) -> None:
         self.counts = Counts(float(shape.global_batch))
-        self.scale = Scale(shape.world_size, self.counts)
-        self.epochs = Epochs()
+        self.evidence = Evidence(shape.world_size, self.counts)
         self.blocks = Blocks(self.counts)
         self.tracked = False
         self.previous: tuple[float, float] | None = None  # (time, samples) at the last progress event
@@ -55,7 +54,7 @@ class MlperfLog:
 
     # --- what each event does beyond the counts and declarations every event is read for --------------------------
     def _epoch_start(self, event: Event, stamp: float) -> None:
-        self.epochs.start(event.metadata, stamp)
+        self.evidence.epoch_start(event.metadata, stamp)
         if not self.blocks.seen and not self.tracked:  # epochs are the log's only intervals (tinygrad's logs)
             self.blocks.epoch_start(event.metadata, stamp)
 
@@ -70,7 +69,7 @@ class MlperfLog:
     def _epoch_stop(self, event: Event, stamp: float) -> None:
         if self.blocks.epoch_open() and (epoch := self._interval(event, stamp)) is not None:
             self.blocks.epochs.append(epoch)  # the log's figure only where it has no other (finish)
-        self.epochs.stop(event.metadata, stamp, self.counts.epoch_size())
+        self.evidence.epoch_stop(event.metadata, stamp, self.counts.epoch_size())
 
     def _interval(self, event: Event, stamp: float) -> Point | None:
         """The interval ending here; none once progress events are the log's figures."""
@@ -87,12 +86,12 @@ class MlperfLog:
             return
         if self.tracked and not self.own_throughputs:
             if self.index:
-                yield Point(step=self.index, speed=speed * self.scale.factor(), timestamp=stamp)
+                yield Point(step=self.index, speed=speed * self.evidence.factor(), timestamp=stamp)
         else:
             self.own_throughputs = True
-            check = self.epochs.check(speed, self.scale)
-            point = Point(step=self.index + 1, speed=speed * self.scale.factor(), timestamp=stamp, check=check)
-            yield from self._emit(self._progress(replace(point, note=self.scale.note)))
+            check = self.evidence.check(speed)
+            point = Point(step=self.index + 1, speed=speed * self.evidence.factor(), timestamp=stamp, check=check)
+            yield from self._emit(self._progress(replace(point, note=self.evidence.note)))
 
     def _tracked_stats(self, event: Event, stamp: float) -> Iterator[Point]:
         value, metadata = event.value, event.metadata
@@ -120,9 +119,9 @@ class MlperfLog:
         seconds = number(value.get(step_key)) if step_key else None
         if speed is None and seconds is None:
             return None
-        check = self.epochs.check(speed, self.scale)
+        check = self.evidence.check(speed)
         done, count_note = self.counts.progress(metadata) or (None, None)
-        speed, note = (speed * self.scale.factor(), self.scale.note) if speed is not None else (None, None)
+        speed, note = (speed * self.evidence.factor(), self.evidence.note) if speed is not None else (None, None)
         return Point(
             step=self.index + 1,
             speed=speed,
@@ -162,7 +161,7 @@ class MlperfLog:
         return (done - before) / (stamp - then) if stamp > then and done > before else None
 
     def _since_start(self, done: float, stamp: float) -> float | None:
-        start = self.epochs.first_start or self.counts.run_start
+        start = self.evidence.first_start or self.counts.run_start
         return done / (stamp - start) if start is not None and stamp > start else None
 
     def _whole_run(self, point: Point, value: dict[str, Any]) -> Point:

@@ -1,5 +1,5 @@
 """Another framework's own script as a dlperf workload (`--command`): real PyTorch and JAX scripts run under
-dlperf's launchers, their logs read by the peer readers, records written, reported; failures become records."""
+dlperf's launchers, their logs read by the log readers, records written, reported; failures become records."""
 
 from __future__ import annotations
 

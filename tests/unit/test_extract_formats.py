@@ -1,4 +1,4 @@
-"""Peer-log readers against known figures.
+"""Framework-log readers against known figures.
 
 tf2-keras uses real logs (tests/fixtures/peer-logs/tf2-keras-resnet50, copied unchanged from the published
 benchmark). Every other format's fixture under tests/fixtures/peer-logs/handwritten/ was WRITTEN BY HAND: the
@@ -22,7 +22,7 @@ from dlperf.framework_logs.registry import BY_NAME, FORMATS
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 KERAS = FIXTURES / "tf2-keras-resnet50"
 HANDWRITTEN = FIXTURES / "handwritten"
-# tests/unit/test_peers_trainers.py; dlperf-steps: tests/e2e/test_instrument.py
+# tests/unit/test_logs_trainers.py; dlperf-steps: tests/e2e/test_instrument.py
 TRAINERS = {"keras", "lightning-rich", "timm", "nanogpt", "tqdm", "dlperf-steps"}
 
 # format -> {rule: throughput} with the first printed line as the warm-up and every later line kept.
@@ -54,8 +54,8 @@ def handwritten(name: str) -> Path:
 
 
 def test_every_format_has_a_fixture_and_expected_figures():
-    # read from real logs only: test_peers_real.py, test_peers_llm.py, test_peers_stacks.py, and the trainers' own
-    # (test_peers_trainers.py)
+    # read from real logs only: test_logs_real.py, test_logs_llm.py, test_logs_stacks.py, and the trainers' own
+    # (test_logs_trainers.py)
     real_only = {
         "tf2-keras",
         "oneflow-models",

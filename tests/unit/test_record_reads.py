@@ -1,4 +1,4 @@
-"""The readers' mirror of the strict writer: outside `records/` and the peer readers, no code reads a record field by
+"""The readers' mirror of the strict writer: outside `records/` and the log readers, no code reads a record field by
 a string key (`x["throughput"]`, `x.get("mfu")`); it reads the loaded record's attribute (`records.load`), so a
 misspelled field fails where it is read, as the strict writer fails where one is written.
 

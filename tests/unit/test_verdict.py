@@ -20,7 +20,7 @@ def known_noise(seed: int, n: int, mean: float, cv: float) -> list[float]:
 
 
 def one_window(speeds: list[float]) -> list[list[float]]:
-    """Repeats with one figure each (a peer log's throughput, or the history's)."""
+    """Repeats with one figure each (a framework log's throughput, or the history's)."""
     return [[s] for s in speeds]
 
 

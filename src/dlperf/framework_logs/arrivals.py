@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.framework_logs.measure import Measured, measure
 from dlperf.framework_logs.textlines import strip_prefixes
 
@@ -40,7 +40,7 @@ def stamped_lines(log: Path, arrivals: Path) -> Iterator[tuple[float, str]]:
                 yield float(when), line.rstrip("\n")
 
 
-def arrival_reading(log: Path, fmt: PeerFormat, warmup: int, window: int | None, shape: RunShape) -> float | None:
+def arrival_reading(log: Path, fmt: LogFormat, warmup: int, window: int | None, shape: RunShape) -> float | None:
     """The format's window by arrival times (None where the arrivals file is missing, the format's steps are not
     iterations, or the lines came in bursts)."""
     arrivals = log.with_suffix(".arrivals")

@@ -1,4 +1,4 @@
-"""What every peer-log reader shares: the parsed point, the format's description, and small line helpers."""
+"""What every framework-log reader shares: the parsed point, the format's description, and small line helpers."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def search_at_first(pattern: re.Pattern[str], head: re.Pattern[str], line: str) 
 
 
 @dataclass(frozen=True)
-class PeerFormat:
+class LogFormat:
     """A framework's log format: how to recognise it, read it, and the published way to measure it.
 
     `warmup` and `window` count ITERATIONS: lines whose interval starts before iteration `warmup` are skipped,
@@ -175,9 +175,9 @@ class PeerFormat:
     description: str
     signature: re.Pattern[str] | InOrder  # a line that matches it identifies the format (used by --format auto)
     read: Reader
-    rules: tuple[str, ...]  # supported rules, the default first
     warmup: int
-    window: int | None
+    rules: tuple[str, ...] = ("printed",)  # supported rules, the default first
+    window: int | None = None
     printed_from: Literal["speed", "seconds"] = "speed"
     practice: str = ""  # the published rule and where it comes from
     framework: str | None = None  # the framework whose logs these are, as the records and reports name it

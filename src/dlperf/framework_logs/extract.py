@@ -1,4 +1,4 @@
-"""Peer logs -> run records that `dlperf report` understands, one file at a time, skipping the unusable."""
+"""Framework logs -> run records that `dlperf report` understands, one file at a time, skipping the unusable."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError, DataError
-from dlperf.framework_logs.base import RULES, PeerFormat, RunShape
+from dlperf.framework_logs.base import RULES, LogFormat, RunShape
 from dlperf.framework_logs.crosscheck import cross_check
 from dlperf.framework_logs.devices import logged_accelerator
 from dlperf.framework_logs.display import path_text, shown
@@ -49,7 +49,7 @@ class Options:
                 )
 
 
-def _formatted_lines(lines: Iterator[str], forced: PeerFormat | None, flag: str) -> tuple[PeerFormat, Iterator[str]]:
+def _formatted_lines(lines: Iterator[str], forced: LogFormat | None, flag: str) -> tuple[LogFormat, Iterator[str]]:
     """The log's format (given, or the first line any format recognises) and the lines from there on."""
     if forced is not None:
         return forced, lines
@@ -111,7 +111,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
 class _Recognised:
     """Whether a line is a record of the log's format once it is known, of any format before."""
 
-    def __init__(self, fmt: PeerFormat | None) -> None:
+    def __init__(self, fmt: LogFormat | None) -> None:
         self.fmt = fmt
 
     def __call__(self, text: str) -> bool:
@@ -128,7 +128,7 @@ def _failure_or(error: DataError, watch: FailureWatch) -> str:
 
 
 def _measure(
-    fmt: PeerFormat, rest: Iterator[str], shape: RunShape, reading: tuple[str, int, int | None], watch: FailureWatch
+    fmt: LogFormat, rest: Iterator[str], shape: RunShape, reading: tuple[str, int, int | None], watch: FailureWatch
 ) -> Measured | None:
     """The rule's figure over the format's lines, read to the end: a failure after the last window line still fails
     the run; None where no figure came and the log says why its run failed."""
@@ -146,9 +146,9 @@ def _measure(
     return measured
 
 
-def printed_mfu(tflops: float | None, fmt: PeerFormat, accelerator: str, precision: str) -> dict[str, Any]:
+def printed_mfu(tflops: float | None, fmt: LogFormat, accelerator: str, precision: str) -> dict[str, Any]:
     """MFU of the log's own TFLOP/s per device (the mean of the window's printed figures, by the framework's own FLOPs
-    count, `PeerFormat.flops_count`) against the named device's datasheet peak at the run's precision; the record
+    count, `LogFormat.flops_count`) against the named device's datasheet peak at the run's precision; the record
     names the peak, and says why where there is none."""
     lookup = lookup_peak(accelerator, table_precision(precision))
     fields: dict[str, Any] = {**lookup.as_record(), "mfu_peak_precision": table_precision(precision)}
@@ -160,14 +160,14 @@ def printed_mfu(tflops: float | None, fmt: PeerFormat, accelerator: str, precisi
     return {**fields, "mfu": tflops / lookup.tflops, "mfu_note": None}
 
 
-def _forced_format(info: LogInfo, options: Options) -> PeerFormat | None:
+def _forced_format(info: LogInfo, options: Options) -> LogFormat | None:
     """The format asked for, or MLPerf's for a file holding MLLOG events (whatever it prints first); else None."""
     if options.format != "auto":
         return get_format(options.format)
     return get_format("mlperf") if _holds_mllog(info.path) else None
 
 
-def _reading(fmt: PeerFormat, options: Options) -> tuple[str, int, int | None]:
+def _reading(fmt: LogFormat, options: Options) -> tuple[str, int, int | None]:
     """The rule, warm-up and window to read this format's log with: the options', else the format's own."""
     rule = options.rule or fmt.rules[0]
     if rule not in fmt.rules:
@@ -178,7 +178,7 @@ def _reading(fmt: PeerFormat, options: Options) -> tuple[str, int, int | None]:
 
 
 def _measured_record(
-    info: LogInfo, shape: RunShape, fmt: PeerFormat, rule: str, measured: Measured, warmup: int, window: int | None
+    info: LogInfo, shape: RunShape, fmt: LogFormat, rule: str, measured: Measured, warmup: int, window: int | None
 ) -> dict[str, Any]:
     """An ok record: the figures the rule measured, with the second reading beside them."""
     unit = measured.unit or fmt.unit
@@ -222,7 +222,7 @@ def _measured_record(
     return record
 
 
-def _base(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str) -> dict[str, Any]:
+def _base(info: LogInfo, shape: RunShape, fmt: LogFormat | None, rule: str) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "source": "extract",
@@ -246,7 +246,7 @@ def _base(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str) -> 
     }
 
 
-def _failed(info: LogInfo, shape: RunShape, fmt: PeerFormat | None, rule: str, reason: str) -> dict[str, Any]:
+def _failed(info: LogInfo, shape: RunShape, fmt: LogFormat | None, rule: str, reason: str) -> dict[str, Any]:
     record = _base(info, shape, fmt, rule)
     record.update(status="failed", error=reason, throughput=None, throughput_per_device=None)
     return record

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from dlperf.errors import DataError
 from dlperf.framework_logs import rules
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.framework_logs.rules import CoarseLines
 from dlperf.framework_logs.runs import split_runs, with_starts
 from dlperf.framework_logs.screen import Screen, plausible
@@ -57,13 +57,13 @@ class Measured:
     tokens_per_sample: int | None = None
     unit: str | None = None  # the reader's inferred unit (None: the format's)
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
-    own: float | None = None  # the framework's own practice's figure for the same run (PeerFormat.own_reading)
+    own: float | None = None  # the framework's own practice's figure for the same run (LogFormat.own_reading)
     contradictions: tuple[str, ...] = ()  # what in the window disagrees with itself beyond its noise
 
 
 def measure(
     points: Iterable[Point],
-    fmt: PeerFormat,
+    fmt: LogFormat,
     rule: str,
     warmup: int,
     window: int | None,
@@ -115,7 +115,7 @@ class _WholeRun:
             yield point
 
 
-def _whole_run_figure(point: Point, why: DataError, fmt: PeerFormat, shape: RunShape, runs: int) -> Measured:
+def _whole_run_figure(point: Point, why: DataError, fmt: LogFormat, shape: RunShape, runs: int) -> Measured:
     """The run's own figure for all of it, where the rule's window gives none: said so in the record."""
     assert point.speed is not None  # a reader's whole-run point carries its figure
     return Measured(
@@ -151,7 +151,7 @@ def _windows(points: Iterable[Point], new_window: Callable[[], Window]) -> tuple
     return done, runs
 
 
-def _refuse_unmeasurable(done: deque[Window], screen: Screen, fmt: PeerFormat, warmup: int) -> None:
+def _refuse_unmeasurable(done: deque[Window], screen: Screen, fmt: LogFormat, warmup: int) -> None:
     """No figure can come: every line refused, no progress lines, or all of them inside the warm-up."""
     if screen.rejected and not screen.accepted:
         raise DataError(f"all {screen.rejected} throughput lines rejected ({screen.first_reason})")
@@ -175,7 +175,7 @@ def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterat
         raise DataError(f"a number in the log is out of any range ({error}): not a log of a run") from None
 
 
-def _result(w: Window, fmt: PeerFormat, rule: str, shape: RunShape, runs: int) -> Measured:
+def _result(w: Window, fmt: LogFormat, rule: str, shape: RunShape, runs: int) -> Measured:
     """The window's figure by the rule (refused where it cannot be a speed), the other reading beside it."""
     note = w.fallback()
     if w.kept == 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlperf.framework_logs.base import PeerFormat, RunShape
+from dlperf.framework_logs.base import LogFormat, RunShape
 from dlperf.wording import count as counted
 from dlperf.workloads import plausible_work
 from dlperf.workloads.base import PlausibleWork
@@ -10,8 +10,8 @@ from dlperf.workloads.base import PlausibleWork
 # A plausible speed's upper bound, per device. Where the workload's training FLOPs per sample are known (a low
 # estimate, so the bound stays loose), no device can beat its peak: the fastest training device's dense FP8 peak is
 # about 4.5e15 FLOP/s (B200), so 1e16 FLOP/s per device over the FLOPs per sample is a physical limit. Otherwise the
-# fastest real figure among the peer logs bounds it: HugeCTR DLRM at 1.0e7 records/s on ONE GPU
-# (tests/unit/test_peers_real.py), so 1e8 samples per second per device is not a training speed; token rates get 100x.
+# fastest real figure among the framework logs bounds it: HugeCTR DLRM at 1.0e7 records/s on ONE GPU
+# (tests/unit/test_logs_real.py), so 1e8 samples per second per device is not a training speed; token rates get 100x.
 MAX_SAMPLES_PER_S_PER_DEVICE = 1e8
 MAX_TOKENS_PER_S_PER_DEVICE = 1e10
 MAX_FLOPS_PER_DEVICE = 1e16
@@ -30,7 +30,7 @@ def flops_per_sample() -> tuple[PlausibleWork, ...]:
     return FOREIGN_FLOPS_PER_SAMPLE + plausible_work()
 
 
-def workload_class(fmt: PeerFormat, shape: RunShape) -> tuple[str, float] | None:
+def workload_class(fmt: LogFormat, shape: RunShape) -> tuple[str, float] | None:
     """The workload's class and its FLOPs per sample where the model's name says (not for token rates)."""
     if fmt.unit == "tokens/s" or not shape.workload:
         return None
@@ -38,7 +38,7 @@ def workload_class(fmt: PeerFormat, shape: RunShape) -> tuple[str, float] | None
     return next(((what, flops) for what, parts, flops in flops_per_sample() if any(p in name for p in parts)), None)
 
 
-def speed_bound(fmt: PeerFormat, shape: RunShape) -> float:
+def speed_bound(fmt: LogFormat, shape: RunShape) -> float:
     """The highest global speed (in the format's unit) a run of this shape and workload can plausibly print."""
     known = workload_class(fmt, shape)
     if known is not None:
@@ -47,7 +47,7 @@ def speed_bound(fmt: PeerFormat, shape: RunShape) -> float:
     return per_device * shape.world_size
 
 
-def above_bound(fmt: PeerFormat, shape: RunShape) -> str:
+def above_bound(fmt: LogFormat, shape: RunShape) -> str:
     per_device = speed_bound(fmt, shape) / shape.world_size
     known = workload_class(fmt, shape)
     why = f" (1e16 FLOP/s per device over >= {known[1]:g} FLOPs for {known[0]})" if known else ""

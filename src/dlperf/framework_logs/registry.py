@@ -1,9 +1,9 @@
-"""Every known peer-log format, in detection order (the most specific signatures first)."""
+"""Every known framework-log format, in detection order (the most specific signatures first)."""
 
 from __future__ import annotations
 
 from dlperf.errors import ConfigError
-from dlperf.framework_logs.base import PeerFormat
+from dlperf.framework_logs.base import LogFormat
 from dlperf.framework_logs.formats import (
     declared,
     deepspeed,
@@ -32,7 +32,7 @@ from dlperf.framework_logs.formats import (
     tqdm_bar,
 )
 
-FORMATS: tuple[PeerFormat, ...] = (
+FORMATS: tuple[LogFormat, ...] = (
     *dlperf_log.FORMATS,
     *keras.FORMATS,
     *dllogger.FORMATS,
@@ -61,7 +61,7 @@ FORMATS: tuple[PeerFormat, ...] = (
 BY_NAME = {f.name: f for f in (*FORMATS, *dlperf_steps.FORMATS)}
 
 
-def get_format(name: str) -> PeerFormat:
+def get_format(name: str) -> LogFormat:
     """A known format by name, or the format declared in a YAML file (`PATH.yaml`, see formats/declared.py)."""
     if declared.is_declared(name):
         return declared.load(name)
@@ -72,7 +72,7 @@ def get_format(name: str) -> PeerFormat:
     return BY_NAME[name]
 
 
-def detect(line: str) -> PeerFormat | None:
+def detect(line: str) -> LogFormat | None:
     """The format a line identifies, if any."""
     return next((f for f in FORMATS if f.recognises(line)), None)
 

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.framework_logs.window import Window, samples_between
 
 PRECISION = 0.02  # a figure whose printed times' rounding leaves it unknown to more than 2 % is refused
@@ -20,7 +20,7 @@ class CoarseLines(DataError):
     do (`dlperf extract`: run the script under `dlperf run --command`; a run with the hook off: turn it on)."""
 
 
-def applied(w: Window, fmt: PeerFormat, rule: str) -> str:
+def applied(w: Window, fmt: LogFormat, rule: str) -> str:
     """The rule the window is read by: `timestamp` where `printed` was asked but no kept line prints a figure and
     the format's time stamps stand in (DeepSpeed's `step=` lines alone)."""
     if rule == "printed" and fmt.stamps_when_unprinted and not w.timed.seconds and not w.speed_n:
@@ -28,17 +28,17 @@ def applied(w: Window, fmt: PeerFormat, rule: str) -> str:
     return rule
 
 
-def figure(w: Window, fmt: PeerFormat, rule: str, shape: RunShape) -> float:
+def figure(w: Window, fmt: LogFormat, rule: str, shape: RunShape) -> float:
     """The window's figure by `rule`."""
     return printed(w, fmt) if rule == "printed" else timestamped(w, fmt, shape)
 
 
-def batch_free(w: Window, fmt: PeerFormat, rule: str) -> bool:
+def batch_free(w: Window, fmt: LogFormat, rule: str) -> bool:
     """The figure is the printed speed of every kept line, which needs no batch from the file's path."""
     return rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept
 
 
-def second(w: Window, fmt: PeerFormat, rule: str, shape: RunShape) -> tuple[float | None, str | None]:
+def second(w: Window, fmt: LogFormat, rule: str, shape: RunShape) -> tuple[float | None, str | None]:
     """The window's figure by a reading other than `rule`: the reader's own second reading of every kept interval
     (an epoch's time stamps x the data set), else the other rule where the lines carry what it needs and cover the
     same iterations."""
@@ -49,7 +49,7 @@ def second(w: Window, fmt: PeerFormat, rule: str, shape: RunShape) -> tuple[floa
     return _usable(lambda: printed(w, fmt), "printed", w)
 
 
-def _second_by_stamps(w: Window, fmt: PeerFormat, shape: RunShape) -> tuple[float | None, str | None]:
+def _second_by_stamps(w: Window, fmt: LogFormat, shape: RunShape) -> tuple[float | None, str | None]:
     if _stamps_miss_iterations(w):
         return None, None
     if w.stamps.paused:
@@ -85,7 +85,7 @@ def _reading_of(rule: str, w: Window) -> str:
     return "time stamps x iterations x the given global batch"
 
 
-def printed(w: Window, fmt: PeerFormat) -> float:
+def printed(w: Window, fmt: LogFormat) -> float:
     """The mean printed throughput (the DLPerf reports' rule for their formats); for formats that print a time per
     iteration, the kept iterations' samples over their summed time (`TimedSteps`); for formats whose rates combine
     over time (`rates_over_time`: torchtitan, MaxText, torchtune), each line's iterations at its rate."""
@@ -104,7 +104,7 @@ def printed(w: Window, fmt: PeerFormat) -> float:
     return w.speed_sum / w.speed_n
 
 
-def timestamped(w: Window, fmt: PeerFormat, shape: RunShape) -> float:
+def timestamped(w: Window, fmt: LogFormat, shape: RunShape) -> float:
     """Samples between the window's ends over the time between their stamps (the anchor before the window, else
     its first kept line, to its last)."""
     first, last, elapsed = _stamped_ends(w, fmt)
@@ -119,7 +119,7 @@ def timestamped(w: Window, fmt: PeerFormat, shape: RunShape) -> float:
     return samples / elapsed
 
 
-def _stamped_ends(w: Window, fmt: PeerFormat) -> tuple[Point, Point, float]:
+def _stamped_ends(w: Window, fmt: LogFormat) -> tuple[Point, Point, float]:
     """The two points the timestamp rule reads and the seconds between their stamps, refused where they are one
     line or carry no time stamps."""
     first, last = w.anchor or w.first, w.last
@@ -131,7 +131,7 @@ def _stamped_ends(w: Window, fmt: PeerFormat) -> tuple[Point, Point, float]:
     return first, last, last.timestamp - first.timestamp
 
 
-def _precise(bound: float, what: str, fmt: PeerFormat) -> None:
+def _precise(bound: float, what: str, fmt: LogFormat) -> None:
     """Refuse a figure the printed times' rounding leaves unknown to more than PRECISION."""
     if bound > PRECISION:
         raise CoarseLines(

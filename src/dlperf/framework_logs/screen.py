@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.framework_logs.plausibility import (
     MAX_FLOPS_PER_DEVICE,
     MAX_SAMPLES_PER_S_PER_DEVICE,
@@ -74,7 +74,7 @@ def _positive_finite(value: float) -> bool:
 class Screen:
     """Passes the points whose figures can be a speed; counts and remembers why the others were refused."""
 
-    def __init__(self, fmt: PeerFormat, shape: RunShape) -> None:
+    def __init__(self, fmt: LogFormat, shape: RunShape) -> None:
         self.fmt, self.shape = fmt, shape
         self.bound = speed_bound(fmt, shape)
         self.samples_bound = MAX_SAMPLES_PER_S_PER_DEVICE * shape.world_size
@@ -127,7 +127,7 @@ def _tflops_beyond(point: Point) -> str | None:
     return None
 
 
-def plausible(throughput: float, rule: str, fmt: PeerFormat, shape: RunShape) -> float:
+def plausible(throughput: float, rule: str, fmt: LogFormat, shape: RunShape) -> float:
     """The rule's figure, refused where it cannot be a speed."""
     if not _positive_finite(throughput):
         raise DataError(f"the {rule} rule gives a throughput of {throughput!r}: the kept lines hold no usable figures")

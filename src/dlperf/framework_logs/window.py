@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections import deque
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import PeerFormat, Point
+from dlperf.framework_logs.base import LogFormat, Point
 
 
 class Window:
     """One run: skips the warm-up, keeps the window; remembers only sums and three points."""
 
-    def __init__(self, fmt: PeerFormat, warmup: int, window: int | None, batch: int) -> None:
+    def __init__(self, fmt: LogFormat, warmup: int, window: int | None, batch: int) -> None:
         self.fmt, self.warmup, self.window, self.batch = fmt, warmup, window, batch
         self.seen = 0
         self.anchor: Point | None = None  # the last point before the window: where the timestamp rule starts
@@ -192,7 +192,7 @@ class Stamps:
     own step clock stopped (Megatron's evaluation and checkpoint saving): where there were any, the second reading
     the printed figures can be held to."""
 
-    def __init__(self, fmt: PeerFormat, batch: int) -> None:
+    def __init__(self, fmt: LogFormat, batch: int) -> None:
         self.fmt, self.batch = fmt, batch
         self.samples = self.seconds = 0.0
         self.paused = self.broken = False
@@ -214,7 +214,7 @@ class Stamps:
         return self.samples / self.seconds if usable else None
 
 
-def samples_between(first: Point, last: Point, fmt: PeerFormat, batch: int) -> float:
+def samples_between(first: Point, last: Point, fmt: LogFormat, batch: int) -> float:
     """Samples trained between two points: by their sample counts, else by iterations x the global batch."""
     if first.samples is not None and last.samples is not None:
         return last.samples - first.samples

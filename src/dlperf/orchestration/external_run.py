@@ -1,6 +1,6 @@
 """External runs (`--command`) from the parent's side: the command checked before launch, its log read after.
 
-The log is read by the peer readers of `dlperf extract` (the format named, or detected), with the run's shape
+The log is read by the log readers of `dlperf extract` (the format named, or detected), with the run's shape
 from its plan instead of a file name, so an external run and an extracted log give the same figures.
 """
 
@@ -36,7 +36,7 @@ from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
-# What a peer record says about the file's place in the layout: the run's own record says it already.
+# What a log reader's record says about the file's place in the layout: the run's own record says it already.
 # The reader's record fields that a --command run states itself: its layout, and what it measured of the run
 # (the framework from the script's interpreter, the devices from the ranks), not what the log's format names.
 LAYOUT_KEYS = {"schema", "source", "file", "model", "case", "group", "repeat", "nodes", "devices_per_node",
@@ -170,7 +170,7 @@ def read_figures(job: RunJob, commands: list[CommandFacts] | None = None) -> dic
 
 
 def figures_of(figures: dict[str, Any]) -> ExternalRunRecord:
-    """A reading's fields (the peer reader's, the hook's) as the record's types, for reading them."""
+    """A reading's fields (the log reader's, the hook's) as the record's types, for reading them."""
     return decode(ExternalRunRecord, figures)
 
 
@@ -195,7 +195,7 @@ def _and(reason: str, note: str | None) -> str:
 
 
 def _script_figures(job: RunJob, commands: list[CommandFacts]) -> dict[str, Any]:
-    """The peer reader's figures from the run's log; where the log gives none and a process closed its output
+    """The log reader's figures from the run's log; where the log gives none and a process closed its output
     while it ran on, the error says where that output went (the agent's `output_note`)."""
     spec, log = job.spec, job.paths.log
     elsewhere = _first(c.output_note for c in commands)
@@ -203,7 +203,7 @@ def _script_figures(job: RunJob, commands: list[CommandFacts]) -> dict[str, Any]
         raise DataError(_and(SILENT, elsewhere))
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)
     try:
-        peer = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
+        extracted = read_run(info, Options(format=spec.log_format, warmup=spec.log_warmup, format_flag="--log-format"))
     except CoarseLines as error:
         if spec.instrument == "auto":
             raise  # the hook timed it, or says in the record why it could not
@@ -212,10 +212,10 @@ def _script_figures(job: RunJob, commands: list[CommandFacts]) -> dict[str, Any]
         if elsewhere:
             raise DataError(_and(str(error), elsewhere)) from None
         raise
-    reading = figures_of(peer)
+    reading = figures_of(extracted)
     if reading.status != "ok":
         raise ScriptFailed(str(reading.error))
-    return {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+    return {k: v for k, v in extracted.items() if k not in LAYOUT_KEYS}
 
 
 def _arrival_check(job: RunJob, script: ExternalRunRecord) -> CrossCheck:
@@ -258,10 +258,10 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     info = LogInfo(_steps(job), spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device,
                    spec.precision, 1)  # fmt: skip
     try:
-        peer = read_run(info, Options(format=STEPS_FORMAT, warmup=warmup, window=spec.iters))
+        extracted = read_run(info, Options(format=STEPS_FORMAT, warmup=warmup, window=spec.iters))
     except DataError:
         return None  # too few steps for a figure: the script's own reading stands alone
-    figures = {k: v for k, v in peer.items() if k not in LAYOUT_KEYS}
+    figures = {k: v for k, v in extracted.items() if k not in LAYOUT_KEYS}
     kept = figures_of(figures).kept_steps
     counted, note = samples_check(stream, kept, job.plan.global_batch)
     figures["samples_per_step"] = dump(counted)

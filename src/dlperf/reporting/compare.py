@@ -88,7 +88,7 @@ def other_cores(record: RunRecord) -> float | None:
 
 
 def windows(record: RunRecord) -> list[float]:
-    """A repeat's evidence: its timed windows' throughputs, or its throughput alone where it has no windows (a peer
+    """A repeat's evidence: its timed windows' throughputs, or its throughput alone where it has no windows (a framework
     log's one figure)."""
     kept = [w for w in record.window_throughputs or [] if w is not None and w > 0]
     return kept or ([record.throughput] if record.throughput else [])

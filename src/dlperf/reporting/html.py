@@ -269,7 +269,7 @@ def html_report(comparison: Comparison) -> str:
         *_source_tables(comparison),
         *_waterfalls(comparison, plots),
         "<h2>Environment</h2>",
-        '<p class="note">Highlighted rows differ between sources; extracted peer logs record no environment.</p>',
+        '<p class="note">Highlighted rows differ between sources; extracted framework logs record no environment.</p>',
         _table(
             environment_table(comparison),
             ["differs" if row.differs else "" for row in comparison.environment],

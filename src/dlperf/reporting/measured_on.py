@@ -8,7 +8,7 @@ from dlperf.wording import count
 
 
 def device_name(record: RunRecord) -> str | None:
-    """The first rank's device name, else the accelerator the record names (a peer log's device lines), else the
+    """The first rank's device name, else the accelerator the record names (a framework log's device lines), else the
     record's device type; None where nothing says."""
     name = (record.ranks[0].device if record.ranks else None) or (record.accelerator and record.accelerator.name)
     name = name or record.device_type

@@ -191,7 +191,7 @@ def _header(unit: str, extra: list[str]) -> list[str]:
 
 
 def _unit(cases: list[CaseSummary]) -> str:
-    """The table's throughput unit: extracted peer logs name theirs (tokens/s, images/s, records/s); dlperf's own
+    """The table's throughput unit: extracted framework logs name theirs (tokens/s, images/s, records/s); dlperf's own
     records count samples."""
     return next((r.unit for case in cases for r in case.records if isinstance(r, PeerReading) and r.unit), "samples/s")
 
@@ -457,7 +457,7 @@ def write_report(
     who is still writing the folder (the report says it is partial).
 
     One plot per table, for tables with at least `min_plot_cases` measured cases (`dlperf extract` passes 2:
-    a folder of peer logs is mostly one-case tables, whose plot adds nothing to the row and costs a second each).
+    a folder of framework logs is mostly one-case tables, whose plot adds nothing to the row and costs a second each).
     """
     if not records and not others:
         raise ResultsError(f"no run records to report in {out_dir}")

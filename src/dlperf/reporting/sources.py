@@ -100,7 +100,7 @@ def pooled_group(record: RunRecord) -> str:
 
 
 def engine_of(record: RunRecord) -> str:
-    """The framework behind a record: the peer format for extracted logs, an external run's label (two commands
+    """The framework behind a record: the log format for extracted logs, an external run's label (two commands
     are never one engine), else the record's engine (torch before engines were recorded)."""
     if isinstance(record, ExtractedRecord):
         return str(record.format or "extracted")

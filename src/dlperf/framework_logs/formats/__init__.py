@@ -1,1 +1,1 @@
-"""One module per framework's log format; each exposes FORMATS, a tuple of PeerFormat."""
+"""One module per framework's log format; each exposes FORMATS, a tuple of LogFormat."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape, StepCounter, iso_time, to_float
+from dlperf.framework_logs.base import LogFormat, Point, RunShape, StepCounter, iso_time, to_float
 
 UNITS = ("samples/s", "images/s", "sequences/s", "tokens/s", "records/s")
 KEYS = {"name", "line", "unit", "printed", "warmup", "window", "step_time_unit", "description", "per",
@@ -67,7 +67,7 @@ def _choice(path: Path, spec: dict[str, Any], key: str) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def load(name: str) -> PeerFormat:
+def load(name: str) -> LogFormat:
     """The format declared in the YAML file `name`; ConfigError says what is wrong with it."""
     path = Path(name)
     spec = _read_spec(path)
@@ -86,7 +86,7 @@ def load(name: str) -> PeerFormat:
         counts_iterations=_choice(path, spec, "throughput_counts") == "iterations",
     )
     figures = bool(groups & {"throughput", "step_time"})
-    return PeerFormat(
+    return LogFormat(
         name=str(spec.get("name") or path.stem),
         description=str(spec.get("description") or f"declared in {path}"),
         signature=line,

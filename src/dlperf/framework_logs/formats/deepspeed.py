@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import ISO_TIME, NUMBER, PeerFormat, Point, RunShape, iso_time, to_float
+from dlperf.framework_logs.base import ISO_TIME, NUMBER, LogFormat, Point, RunShape, iso_time, to_float
 
 START_STEP = 2  # ThroughputTimer's default start_step: steps 1-2 are never timed
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
@@ -116,7 +116,7 @@ def _timer_step(m: re.Match[str]) -> int | None:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="deepspeed",
         description="DeepSpeed's ThroughputTimer `epoch=E/micro_step=M/global_step=G, RunningAvgSamplesPerSec=R, "
         "CurrSamplesPerSec=C` (and older `E/S, SamplesPerSec=R`) lines, or its `[Rank 0] step=G, skipped=...` lines",
@@ -129,10 +129,7 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=10,
-        window=None,
         printed_from="seconds",
-        unit="samples/s",
-        printed="global",
         memory_kind="allocated",
         stamps_when_unprinted=True,
         own_reading="DeepSpeed's own RunningAvgSamplesPerSec at the last kept step (every step after step 2)",

@@ -28,7 +28,7 @@ from dlperf.framework_logs.base import (
     ISO_TIME,
     NUMBER,
     InOrder,
-    PeerFormat,
+    LogFormat,
     Point,
     Reader,
     RunShape,
@@ -80,7 +80,7 @@ def _whole_run(data: str, key: str) -> Point | None:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="dllogger-pytorch-bert",
         description="DeepLearningExamples PyTorch BERT DLLogger `Training Iteration` lines (time stamps only)",
         signature=re.compile(r"^DLL \S+ \S+ - .*Training Iteration: \d+"),
@@ -92,7 +92,7 @@ FORMATS = (
         practice=WINDOW_RULE + "; no throughput is printed per iteration, so time stamps only; where no window is "
         "there, the final training_sequences_per_second",
     ),
-    PeerFormat(
+    LogFormat(
         name="dllogger-pytorch",
         description="DeepLearningExamples PyTorch DLLogger lines with `train.total_ips` (global img/s)",
         signature=InOrder((r"^DLL \S+ \S+ - ", r"Iteration: \d+ ", r"train\.total_ips : ")),
@@ -104,7 +104,7 @@ FORMATS = (
         practice="DLPerf extract_pytorch_logs_time.py: iterations <= 5 skipped, then the time stamps of the 20th and "
         "120th iteration line (iterations 25 and 125): 100 iterations x global batch / the time between them",
     ),
-    PeerFormat(
+    LogFormat(
         name="dllogger-tf",
         description="DeepLearningExamples TensorFlow DLLogger lines with `total_ips`, `imgs_per_sec` or "
         "`throughput_train` (global)",
@@ -118,7 +118,6 @@ FORMATS = (
         rules=("printed", "timestamp"),
         warmup=20,
         window=100,
-        unit="samples/s",
         practice=WINDOW_RULE + "; mean of the printed global ips over the window",
     ),
 )

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.records.runlog import WINDOW_RE, parse_window
 
 
@@ -28,7 +28,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="dlperf",
         description="dlperf's own `[dlperf] iter i/n ... samples/s N ms/iter M time T` lines",
         signature=WINDOW_RE,
@@ -36,7 +36,6 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=0,
-        window=None,
         practice="warm-up iterations are never logged, so every window is kept",
     ),
 )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import HookTrace, PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import HookTrace, LogFormat, Point, RunShape
 
 LINE = re.compile(r"^(\d+) (\d+\.\d+) (\d+|-)(?: \d+ (?:\d+|-))?$")  # a process's rank and tokens after
 MARK = re.compile(r"^(train|epoch)((?: \d+\.\d+)+)$")
@@ -52,7 +52,7 @@ def trace(lines: Iterable[str], global_batch: int) -> HookTrace:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name=NAME,
         description="dlperf's instrumentation side file: one line per optimizer step (step, time, samples); "
         "read by the run that wrote it, never detected",
@@ -61,7 +61,6 @@ FORMATS = (
         rules=("timestamp",),
         warmup=20,
         window=100,
-        unit="samples/s",
         practice="dlperf's own: samples over time between the end of the warm-up and the window's last step",
     ),
 )

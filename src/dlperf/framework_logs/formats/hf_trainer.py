@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, to_float
 
 SPEED = re.compile(rf"['\"]?train_samples_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
 STEPS = re.compile(rf"['\"]?train_steps_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
@@ -58,17 +58,13 @@ def same_stretch(
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="hf-trainer",
         description="Hugging Face Trainer: the whole-run `train_samples_per_second` (dict or train metrics block)",
         signature=SPEED,
         clue=("train_samples_per_second",),
         read=read,
-        rules=("printed",),
         warmup=0,
-        window=None,
-        unit="samples/s",
-        printed="global",
         last_only=True,
         practice="transformers' Trainer speed_metrics: planned train samples / train_runtime (whole run, "
         "evaluation and saving included); no per-step time is printed, so there is no second reading",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, timed_step, to_float
 
 LINE = re.compile(rf"Iter: (?P<iter>\d+) Time\((?P<n>\d+) iters\): (?P<time>{NUMBER})s")
 
@@ -28,14 +28,12 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="hugectr",
         description="HugeCTR `Iter: i Time(n iters): t s` lines (latency; throughput = global batch / latency)",
         signature=re.compile(r"Iter: \d+ Time\(\d+ iters\): \S+s"),
         read=read,
-        rules=("printed",),
         warmup=1,
-        window=None,
         printed_from="seconds",
         unit="records/s",
         practice="the first print interval (from iteration 0) holds start-up; every later interval is kept",

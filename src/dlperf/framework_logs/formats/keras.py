@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, PeerFormat, Point, RunShape, glog_time, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, glog_time, to_float
 
 LINE = re.compile(
     rf"^(?:I(?P<mmdd>\d{{4}}) (?P<clock>\d\d:\d\d:\d\d\.\d+) .*?)?TimeHistory: (?P<seconds>{NUMBER}) seconds, "
@@ -47,14 +47,13 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="tf2-keras",
         description="TensorFlow 2 Keras TimeHistory lines (`N examples/second between steps A and B`)",
         signature=InOrder(("TimeHistory: ", r" examples/second between steps \d+ and \d+")),
         read=read,
         rules=("printed", "timestamp"),
         warmup=100,
-        window=None,
         unit="images/s",
         practice="DLPerf TF2 report: the first window (steps 0-100) is start-up; steps 100 to the end are kept",
         framework="TF2 Keras",

@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from dlperf.framework_logs.base import HookTrace, PeerFormat, Point, RunShape, hook_over_steps
+from dlperf.framework_logs.base import HookTrace, LogFormat, Point, RunShape, hook_over_steps
 
 EPOCH_TIME = "Keras' printed epoch time"
 EPOCH = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
@@ -188,7 +188,7 @@ def same_stretch(
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="keras",
         description="Keras Model.fit progress (Keras 3 `32/32 - 2s - 59ms/step` or its bar's `32/32 ━━━ 0s "
         "100ms/step`; tf.keras 2's `1875/1875 [====] - 7s 4ms/step` and `1500/1500 - 4s - loss: ... - 4s/epoch - "
@@ -198,11 +198,8 @@ FORMATS = (
             r"|^\s*\d+/\d+ - \d+s - loss: "
         ),
         read=read,
-        rules=("printed",),
         warmup=1,
-        window=None,
         printed_from="seconds",
-        unit="samples/s",
         practice="Keras' Progbar: each epoch's mean step time after its first step; the first epoch (compiling) "
         "skipped; global batch / the mean of the later epochs'",
         same_stretch=same_stretch,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, StepCounter, to_float
+from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, StepCounter, to_float
 
 # The remaining time may be missing from the line: where the bar's metrics are wide, Rich wraps its row in an
 # 80-column pipe and the `0:00:00` after `•` goes to the next line.
@@ -59,18 +59,15 @@ def same_stretch(
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="lightning-rich",
         description="Lightning's Rich progress bar (`Epoch 0/... ━━━ 60/60 0:00:15 • 0:00:00 3.92it/s`) x the "
         "global batch",
         signature=re.compile(r"Epoch \d+/-?\d+ ━+ \d+/\S+ \d+:\d\d:\d\d •(?: \S+)? +[\d.]+it/s"),
         read=read,
-        rules=("printed",),
         warmup=0,
-        window=None,
         last_only=True,
         printed_from="seconds",
-        unit="samples/s",
         practice="Rich's Task.speed of the last bar (its first step left out, its last 30 s) x the global batch",
         same_stretch=same_stretch,
     ),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, PeerFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, to_float
 
 LINE = re.compile(
     rf"\biter\s+(?P<iter>\d+)(?: \|)? step\s+(?P<step>\d+)(?::| \|) "
@@ -56,7 +56,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="litgpt",
         description="LitGPT `Epoch E | iter N step S | loss train: ... | iter time: T ms` (and lit-gpt's `iter N step "
         "S: loss ..., iter time: Tms`) lines, with the printed micro_batch_size where the log holds it",
@@ -68,12 +68,8 @@ FORMATS = (
         ),
         clue=("iter time: ", "'train': TrainArgs(", "'micro_batch_size': "),
         read=read,
-        rules=("printed",),
         warmup=5,
-        window=None,
         printed_from="seconds",
-        unit="samples/s",
-        printed="global",
         practice="litgpt pretrain.py/finetune fit(): the logged iterations after the first 5, micro-batch x devices "
         "over their summed iter time",
     ),

@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, per_device, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, per_device, to_float
 
 LINE = re.compile(
     rf"\bcompleted step: (?P<step>\d+), seconds: (?P<seconds>{NUMBER}), TFLOP/s/device: (?P<tflops>{NUMBER}), "
@@ -81,7 +81,7 @@ def _tokens_per_device(m: re.Match[str], seconds: float, config: dict[str, float
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="maxtext",
         description="MaxText `completed step: i, seconds: s, TFLOP/s/device: f, Tokens/s/device: t, ...` lines (and "
         "the older line without Tokens/s/device, with its config lines)",
@@ -92,9 +92,7 @@ FORMATS = (
         ),
         clue=("completed step: ", "Config param "),
         read=read,
-        rules=("printed",),
         warmup=2,
-        window=None,
         unit="tokens/s",
         printed="per device",
         rates_over_time=True,

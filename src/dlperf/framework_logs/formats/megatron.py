@@ -33,7 +33,7 @@ from dlperf.framework_logs.base import (
     ISO_TIME,
     NUMBER,
     InOrder,
-    PeerFormat,
+    LogFormat,
     Point,
     RunShape,
     iso_time,
@@ -121,7 +121,7 @@ def _stamp(line: str) -> float | None:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="megatron",
         description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
         "TFLOP/s/GPU` lines",
@@ -130,7 +130,6 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,
-        window=None,
         printed_from="seconds",
         unit="sequences/s",
         check_reading="printed samples per second (Megatron-DeepSpeed: the global batch over the same time)",

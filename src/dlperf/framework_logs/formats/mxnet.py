@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dlperf.framework_logs.base import (
     ISO_TIME,
     NUMBER,
-    PeerFormat,
+    LogFormat,
     Point,
     RunShape,
     StepCounter,
@@ -42,7 +42,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="mxnet",
         description="MXNet `Epoch[e] Batch [i] Speed: N samples/sec`, every rank printing (median across ranks)",
         signature=re.compile(r"Epoch\[\d+\] Batch ?\[[\d-]+\]\s+Speed: \S+ samples/sec"),
@@ -50,7 +50,6 @@ FORMATS = (
         rules=("printed", "timestamp"),
         warmup=20,
         window=100,
-        unit="samples/s",
         practice="DLPerf: per-iteration medians across ranks; skip 20 iterations, mean of the next 100",
     ),
 )

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import NUMBER, HookTrace, PeerFormat, Point, RunShape, hook_over_steps, to_float
+from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, hook_over_steps, to_float
 
 TOKENS = re.compile(r"tokens per iteration will be: ([\d,]+)")
 EVAL = re.compile(r"^step (\d+): train loss")
@@ -61,7 +61,7 @@ def same_stretch(
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="nanogpt",
         description="nanoGPT train.py `iter N: loss X, time Yms, mfu Z%` with its `tokens per iteration` line",
         # the tokens line comes first, and the reader needs it
@@ -69,9 +69,7 @@ FORMATS = (
             rf"^tokens per iteration will be: [\d,]+$|^iter \d+: loss (?:{NUMBER}|nan), time {NUMBER}ms, mfu"
         ),
         read=read,
-        rules=("printed",),
         warmup=5,
-        window=None,
         printed_from="seconds",
         unit="tokens/s",
         practice="nanoGPT: iterations after the first 5 (as its MFU estimate), tokens per iteration / their time, "

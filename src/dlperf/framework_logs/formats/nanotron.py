@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import InOrder, PeerFormat, Point, RunShape, search_at_first
+from dlperf.framework_logs.base import InOrder, LogFormat, Point, RunShape, search_at_first
 
 HUMAN = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?[KMGTP]?"
 SCALE = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -107,7 +107,7 @@ def _check_devices(m: re.Match[str], rate: float, shape: RunShape) -> None:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="nanotron",
         description="nanotron `iteration: i / N | ... elapsed_time_per_iteration_ms: t | tokens_per_sec: r | "
         "tokens_per_sec_per_gpu: g | global_batch_size: b` lines",
@@ -118,12 +118,9 @@ FORMATS = (
         ),
         clue=("| tokens_per_sec: ", "[Start training] "),
         read=read,
-        rules=("printed",),
         warmup=5,
-        window=None,
         printed_from="seconds",
         unit="tokens/s",
-        printed="global",
         check_reading="printed tokens_per_sec (global batch x sequence length / the iteration's time)",
         practice="nanotron trainer.py train_step_logs: tokens of the logged iterations after the first 5 over their "
         "summed elapsed_time_per_iteration_ms",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, PeerFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, to_float
 
 ITERATION = re.compile(r"\bTraining epoch \d+, iteration (\d+)/(\d+) \|")
 FIELDS = {
@@ -71,13 +71,12 @@ def _point(step: int, run: int, seconds: float, fields: dict[str, float], shape:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="nemo",
         description="NeMo 2 `Training epoch e, iteration i/n | ... | train_step_timing in s: t | ...` lines",
         signature=InOrder((r"\bTraining epoch \d+, iteration \d+/\d+ \|", r"\btrain_step_timing in s: ")),
         clue=("train_step_timing in s: ",),
         read=read,
-        rules=("printed",),
         warmup=11,
         window=34,
         printed_from="seconds",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, Reader, RunShape, StepCounter, per_device, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, Reader, RunShape, StepCounter, per_device, to_float
 
 RESNET = re.compile(
     rf"^train: epoch (?P<epoch>\d+), iter (?P<step>\d+), .*samples/s: (?P<speed>{NUMBER})(?: (?P<time>\d+\.\d+))?"
@@ -70,46 +70,40 @@ def read_gpt(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="oneflow-resnet",
         description="OneFlow ResNet-50 `train: epoch e, iter i, ... samples/s: N [unix time]` lines",
         signature=re.compile(r"^train: epoch \d+, iter \d+, .*samples/s: "),
         read=stamped_reader(RESNET),
         rules=("printed", "timestamp"),
         warmup=1,
-        window=None,
         unit="images/s",
         practice=REPORT_RULE,
     ),
-    PeerFormat(
+    LogFormat(
         name="oneflow-bert",
         description="OneFlow BERT `step: i, ... throughput: N [unix time]` lines",
         signature=re.compile(r"^step: \d+, .*throughput: "),
         read=stamped_reader(BERT),
         rules=("printed", "timestamp"),
         warmup=1,
-        window=None,
         unit="sequences/s",
         practice=REPORT_RULE,
     ),
-    PeerFormat(
+    LogFormat(
         name="oneflow-gpt",
         description="OneFlow GPT table rows `| batches | micro_batches | samples | throughput | latency | loss |`",
         signature=GPT,
         read=read_gpt,
-        rules=("printed",),
         warmup=1,
-        window=None,
         practice="the first print interval holds start-up; the rest are kept",
     ),
-    PeerFormat(
+    LogFormat(
         name="oneflow-models",
         description="Oneflow-Inc/models `[rank] [train], epoch: e/E, iter: i/n, ... throughput: N` (per rank)",
         signature=MODELS,
         read=read_models,
-        rules=("printed",),
         warmup=1,
-        window=None,
         unit="images/s",
         printed="per device",
         practice=REPORT_RULE + " (median across ranks first)",

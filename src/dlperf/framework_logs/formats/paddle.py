@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, PeerFormat, Point, RunShape, StepCounter, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, StepCounter, timed_step, to_float
 
 POSITION = re.compile(
     r"\[Pass (?P<pass>\d+), train batch (?P<pass_batch>\d+)\]"
@@ -64,7 +64,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="paddle",
         description="PaddlePaddle lines with a time per batch (`elapse`, `batch_cost`) and optionally `ips`: fluid "
         "`[Pass p, train batch i]`, dygraph `[Epoch e, batch i]`, PaddleClas `[Train][Epoch e/E][Iter: i/N]`, "
@@ -78,7 +78,6 @@ FORMATS = (
         ),
         read=read,
         check_reading="the printed ips x world size",
-        rules=("printed",),
         warmup=20,
         window=100,
         printed_from="seconds",

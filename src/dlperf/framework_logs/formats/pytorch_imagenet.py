@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, timed_step, to_float
 
 LINE = re.compile(rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<batch>\d+)/\s*(?P<total>\d+)\]\s+Time\s+(?P<time>{NUMBER})")
 
@@ -26,13 +26,12 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="pytorch-imagenet",
         description="PyTorch examples ImageNet `Epoch: [e][i/n] Time t (avg)` lines (median across ranks)",
         signature=re.compile(r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+\S+ \("),
         record_start=re.compile(r"Epoch: \[\d+\]\["),
         read=read,
-        rules=("printed",),
         warmup=20,
         window=100,
         printed_from="seconds",

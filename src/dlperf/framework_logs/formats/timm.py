@@ -25,7 +25,7 @@ from dlperf.framework_logs.base import (
     NUMBER,
     HookTrace,
     InOrder,
-    PeerFormat,
+    LogFormat,
     Point,
     RunShape,
     hook_over_steps,
@@ -77,15 +77,13 @@ def same_stretch(
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="timm",
         description="timm train.py `Train: e [i/n ...] ... Time: Vs, R/s (As, R'/s)`: the running mean update time "
         "turned back into each interval's",
         signature=InOrder((r"Train: \d+ \[\s*\d+/\d+ ", rf"Time: {NUMBER}s,\s*{NUMBER}/s\s+\({NUMBER}s,")),
         read=read,
-        rules=("printed",),
         warmup=5,
-        window=None,
         printed_from="seconds",
         unit="images/s",
         practice="timm train.py: the epoch's running mean update time x updates = its time so far; samples over "

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dlperf.framework_logs.base import (
     NUMBER,
     InOrder,
-    PeerFormat,
+    LogFormat,
     Point,
     RunShape,
     per_device,
@@ -57,15 +57,13 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="torchtitan",
         description="torchtitan `step: i loss: ... memory: M GiB ... tps: N tflops: F mfu: M%` lines",
         signature=InOrder((r"step:\s*\d+\b", "loss:", r"tps:\s*[\d,]")),
         clue=("tps:",),
         read=read,
-        rules=("printed",),
         warmup=1,
-        window=None,
         unit="tokens/s",
         printed="per device",
         rates_over_time=True,

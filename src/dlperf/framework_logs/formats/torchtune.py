@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, PeerFormat, Point, RunShape, per_device, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, per_device, to_float
 
 LINE = re.compile(rf"^Step (?P<step>\d+) \|.*\btokens_per_second_per_gpu:(?P<rate>{NUMBER})")
 LOSS = re.compile(rf"\bloss:({NUMBER})")
@@ -45,14 +45,12 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="torchtune",
         description="torchtune `Step N | loss:... lr:... tokens_per_second_per_gpu:R` metric lines",
         signature=re.compile(rf"^Step \d+ \|.*\btokens_per_second_per_gpu:{NUMBER}"),
         read=read,
-        rules=("printed",),
         warmup=5,
-        window=None,
         unit="tokens/s",
         printed="per device",
         rates_over_time=True,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import PeerFormat, Point, RunShape
+from dlperf.framework_logs.base import LogFormat, Point, RunShape
 
 BAR = re.compile(
     r"^(?P<desc>.*?)(?:\d+%)?\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\S+) \[(?P<clock>(?:\d+:)?\d+:\d\d)<[^,\]]*,\s*"
@@ -74,7 +74,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 
 FORMATS = (
-    PeerFormat(
+    LogFormat(
         name="tqdm",
         description="a tqdm bar alone (`59/60 [00:05<00:00, 10.82it/s]`): iterations x the global batch over the "
         "bar's own time",
@@ -82,8 +82,6 @@ FORMATS = (
         read=read,
         rules=("timestamp",),
         warmup=5,
-        window=None,
-        unit="samples/s",
         fallback=True,
         practice="tqdm: samples over the bars' own time (count / rate where the rate is count / elapsed, else "
         "the whole-second clock) after the first 5 iterations",

@@ -1,4 +1,4 @@
-"""Hostile peer logs (issue 12): impossible throughputs, names that forge output or are not UTF-8, path parts that
+"""Hostile framework logs (issue 12): impossible throughputs, names that forge output or are not UTF-8, path parts that
 climb out of the records folder, and `*.log` entries that are not files."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every real peer log (tests/fixtures/peer-logs/real/, copied unchanged from the sources in its SOURCES.md) is a
+"""Every real framework log (tests/fixtures/peer-logs/real/, copied unchanged from the sources in its SOURCES.md) is a
 test case: dlperf's global throughput against a figure computed here by a plain reading of the log under the
 format's published rule, or against the figure the log's authors published, within 0.5 %.
 

@@ -30,9 +30,9 @@ def own_clock(text: str) -> dict[int, tuple[float, str]]:
 @pytest.mark.parametrize(("model", "has_aux"), [("qwen3-moe", True), ("mixtral", True), ("deepseek-v3", False)])
 def test_hf_moe_classes_through_command_match_their_own_clock(tmp_path, model, has_aux):
     python = trainers("transformers")
-    # each batch 20 ms late, as from a loader: a few ms of the shared machine's scheduling between the hook's stamp
-    # and the script's clock would otherwise move two windows of ~10 ms steps apart by more than 2 %
-    command = f"{python} {SCRIPT} --model {model} --batch-size {BATCH} --steps 30 --seq-len 32 --batch-ms 20"
+    # each batch 50 ms late, as from a loader: a few ms of the shared machine's scheduling between the hook's stamp
+    # and the script's clock would otherwise move two windows of ~10 ms steps (Mixtral's) apart by more than 2 %
+    command = f"{python} {SCRIPT} --model {model} --batch-size {BATCH} --steps 30 --seq-len 32 --batch-ms 50"
     done = run_dlperf(["run", "--model", "llama", "--micro-batch-size", str(BATCH), "--seq-length", "32",
                        "--command", command, "--warmup-iters", str(WARMUP), "--iters", str(ITERS),
                        "--out", str(tmp_path)], timeout=300)  # fmt: skip

@@ -19,6 +19,10 @@ timed while only dispatched) is no step time and is left out. The second reading
 global tokens per second without the device count; MaxText counts only real tokens in total_weights (padding
 carries no weight), so on a real data set it is lower than the tokens the figure counts (the guide's C4 run:
 1.26x); synthetic data pads nothing.
+
+A mixture-of-experts run prints the same line; since April 2026 (metric_logger.py, where `num_experts > 1`) it ends
+with `moe_lb_loss: x` (the load-balancing loss, 0.0 where none is configured), kept in `peer_metrics.moe_lb_loss`
+(the mean over the kept steps). MaxText prints no tokens per expert.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ LINE = re.compile(
 )
 WEIGHTS = re.compile(rf"\btotal_weights: ({NUMBER})")
 LOSS = re.compile(rf"\bloss: ({NUMBER})")
+MOE_LB_LOSS = re.compile(rf"\bmoe_lb_loss: ({NUMBER})")  # printed where num_experts > 1 (since April 2026)
 CONFIG = re.compile(rf"\bConfig param (per_device_batch_size|max_target_length): ({NUMBER})\s*$")
 OLD_LINE = "MaxText's older line: Tokens/s/device = per_device_batch_size x max_target_length (its config) / seconds"
 
@@ -52,7 +57,7 @@ def _point(m: re.Match[str], line: str, config: dict[str, float], shape: RunShap
     seconds = to_float(m["seconds"])
     tokens, note = _tokens_per_device(m, seconds, config)
     weights = WEIGHTS.search(line)
-    loss = LOSS.search(line)
+    loss, moe = LOSS.search(line), MOE_LB_LOSS.search(line)
     speed = per_device(tokens, shape)
     return Point(
         step=int(m["step"]),
@@ -62,7 +67,9 @@ def _point(m: re.Match[str], line: str, config: dict[str, float], shape: RunShap
         own=speed,
         note=note,
         check=to_float(weights[1]) / seconds if weights and seconds > 0 else None,
-        metrics=(("tflops_per_device", to_float(m["tflops"])),) + ((("loss", to_float(loss[1])),) if loss else ()),
+        metrics=(("tflops_per_device", to_float(m["tflops"])),)
+        + ((("loss", to_float(loss[1])),) if loss else ())
+        + ((("moe_lb_loss", to_float(moe[1])),) if moe else ()),
     )
 
 

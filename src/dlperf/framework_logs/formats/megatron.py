@@ -22,6 +22,12 @@ the log holds a `Step Time` line the line after iteration 1 times that interval 
 Megatron-DeepSpeed (Microsoft's, BigScience's BLOOM) prints the same line with `elapsed time per iteration (s)` in
 seconds and `samples per second` (training.py `training_log`: the global batch over the same elapsed time): that is
 each line's second reading, so a printed rate that contradicts its own step time (or the batch given) shows.
+
+A mixture-of-experts run (Megatron-Core's `track_moe_metrics`) prints its routers' auxiliary losses in the same
+line, each averaged over the MoE layers and the log interval: `load_balancing_loss` (`aux_loss`),
+`seq_load_balancing_loss`, `global_load_balancing_loss`, `z_loss`. They are kept in `peer_metrics` under those
+names, the mean over the kept lines (1.0 is perfect balance for the load-balancing losses); tokens per expert and
+the per-layer values go to TensorBoard / W&B only, never this line.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
 PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
 BRIDGE = re.compile(r"\bStep Time : \d+(?:\.\d+)?s GPU utilization: ")  # Megatron-Bridge's rank-0 line
+MOE = re.compile(rf"\| ((?:[a-z]+_)*load_balancing_loss|z_loss): +({NUMBER})")  # the routers' aux losses, MoE runs
 FIELDS = {
     name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
     for name in (
@@ -83,6 +90,7 @@ def _point(
 ) -> Point:
     """An iteration line's point; `from_start`: its time is timed from the run's start (the line after iteration 1)."""
     tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
+    moe = tuple((m[1], to_float(m[2])) for m in MOE.finditer(line))
     return timed_step(
         step,
         ms / 1000,
@@ -91,7 +99,7 @@ def _point(
         timestamp=_stamp(line),
         samples=fields.get("consumed samples"),
         run=run,
-        metrics=() if tflops is None else (("tflops_per_device", tflops),),
+        metrics=(() if tflops is None else (("tflops_per_device", tflops),)) + moe,
         paused=paused,
         check=fields.get("samples per second"),
     )

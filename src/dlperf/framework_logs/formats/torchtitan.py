@@ -10,6 +10,10 @@ last log over the time since it), `memory` the device's peak reserved memory. Ru
 results, `results.tsv` / `learnings.md`: the `tps` of the last printed step, step 10 of a 10-step run) is kept
 beside it (`own_reading`): on 10-step runs printed every step it differs from the window's by 2-4 %. When several
 ranks print, their lines for one step are combined (median).
+
+Mixture-of-experts runs (deepseek_v3, qwen3 MoE, llama4) print the same line; their aux loss and tokens per expert
+are `extra_metrics` that torchtitan's metrics.py sends to TensorBoard / W&B only, never to this line, so a log
+gives none (`mfu: N/A` where the device's peak is unknown).
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path
     spec = spec_from_mapping({"model": "resnet50", "batch_size": 16, "devices_per_node": 2, "command": template})
     assert spec.engine == "external"
     (job,) = plan_jobs(spec, check_spec(spec), [3], tmp_path)
-    launch = job.command()
+    launch = job.command
     rdzv = rendezvous_for(1, 2, "127.0.0.1", 29500, launch.values)
     argv = [p.argv for p in node_processes(launch.template, rdzv, 0)]
     assert argv[1] == ["t", "--arch", "resnet50", "--it", "100", "-b", "16", "-g", "32", "--r", "3", "--amp", "0", "1"]
@@ -212,7 +212,7 @@ def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path
 def test_a_nan_loss_in_dlperf_format_fails_the_external_run(tmp_path):
     """A `--command` printing dlperf's own window lines with `loss nan` is failed with the reason, not ok."""
     from dlperf.launch.messages import RunResult
-    from dlperf.orchestration.record import build_record
+    from dlperf.orchestration.kinds import build_record
 
     spec = spec_from_mapping({"model": "resnet50", "batch_size": 8, "command": "train.py", "log_format": "dlperf"})
     (job,) = plan_jobs(spec, check_spec(spec), [1], tmp_path)

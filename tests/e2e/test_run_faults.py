@@ -13,7 +13,7 @@ from dlperf.harness.loop import Measurement
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.elastic import first_meaningful_line
 from dlperf.launch.messages import RunResult
-from dlperf.orchestration.record import build_record
+from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
 from dlperf.records.load import as_record
 from dlperf.records.validate import record_problem

@@ -11,7 +11,7 @@ from dlperf.errors import ConfigError
 from dlperf.harness.loop import Measurement
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.messages import AgentSpec, NodeLaunch, NodeResult, RunResult
-from dlperf.orchestration.record import build_record
+from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
 from dlperf.records.validate import read_record
 from dlperf.reporting.aggregate import summarise

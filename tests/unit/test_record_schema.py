@@ -8,7 +8,7 @@ from pathlib import Path
 from report_records import record
 
 from dlperf.records.docgen import JSON_DIR, docs_with_reference, schema_files
-from dlperf.records.schema import RunRecord, declared_keys, record_kind, undeclared_fields
+from dlperf.records.schema import RunRecord, declared_keys, declared_kind, undeclared_fields
 from dlperf.records.validate import record_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,14 +40,20 @@ def test_validator_reads_the_declared_types():
     assert record_problem({**good, "noisy": "yes"}) == "noisy 'yes' is not true or false"
     wrong = "window_throughputs[1] 'x' is not a finite number"
     assert record_problem({**good, "window_throughputs": [1.0, "x"]}) == wrong
-    assert record_kind({**good, "command": "python train.py"}).__name__ == "ExternalRunRecord"
-    assert record_kind({**good, "source": "extract"}).__name__ == "ExtractedRecord"
+    assert declared_kind({**good, "kind": "external"}).__name__ == "ExternalRunRecord"
+    assert declared_kind({**good, "kind": "extracted"}).__name__ == "ExtractedRecord"
+    assert record_problem({**good, "kind": "remote"}).startswith("kind 'remote'")
+    # a record older than dlperf.run/3 carries no kind: derived once, from its keys
+    old = {**good, "schema": "dlperf.run/2"}
+    assert declared_kind({**old, "command": "python train.py"}).__name__ == "ExternalRunRecord"
+    assert declared_kind({**old, "source": "extract"}).__name__ == "ExtractedRecord"
+    assert declared_kind({**good, "command": "python train.py"}).__name__ == "RunRecord"  # new: written, not guessed
 
 
 def test_writer_spells_only_declared_fields(tmp_path):
     """Every key a failed run's and a failed external run's record carry is declared for its kind."""
     from dlperf.launch.messages import RunResult
-    from dlperf.orchestration.record import build_record
+    from dlperf.orchestration.kinds import build_record
     from dlperf.orchestration.run import plan_jobs
     from dlperf.workloads import check_spec, spec_from_mapping
 
@@ -71,7 +77,7 @@ def test_loaded_record_is_its_declared_kind():
     assert loaded.tf32 is None and loaded.energy is None and not hasattr(loaded, "mystery")
     assert loaded.origin.path == "r.json" and as_json(loaded) == data and "energy" not in as_json(loaded)
     assert as_record(loaded) is loaded
-    assert type(as_record({**data, "source": "extract", "unit": "tokens/s"})) is ExtractedRecord
+    assert type(as_record({**data, "kind": "extracted", "source": "extract", "unit": "tokens/s"})) is ExtractedRecord
     bench = as_record({"schema": COMMBENCH_SCHEMA, "status": "ok", "dtype": "fp32", "model": "commbench", "nodes": 2})
     assert type(bench) is CommbenchRecord and bench.dtype == "fp32"
     assert (bench.run.model, bench.run.nodes, bench.run.throughput) == ("commbench", 2, None)

@@ -10,21 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.engines import engine_host, engine_versions
+from dlperf.engines import engine_versions
 from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
 from dlperf.machine.environment import collect_environment
-from dlperf.orchestration.external_run import check_command, line_patterns
+from dlperf.orchestration.kinds import build_record, kind_of
 from dlperf.orchestration.preflight import preflight_warning
-from dlperf.orchestration.record import build_record
 from dlperf.records.load import Record, as_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import READABLE
 from dlperf.records.store import check_free_space, check_writable, claim_paths, removed_if_refused, write_record
 from dlperf.records.validate import read_record
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload, require_training, spec_from_mapping
 
 OnRecord = Callable[[RunJob, dict[str, Any]], None]
@@ -58,21 +57,24 @@ def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
     launcher.options.validate()
     plan = check_spec(spec)
     launcher.check(spec)
-    if spec.engine == EXTERNAL:
-        check_command(spec, plan)
+    kind_of(spec).check(spec, plan)
     return plan
 
 
 def preflight(specs: list[RunSpec], launcher: Launcher) -> None:
     """Each engine's check of the devices, precisions and packages the specs ask for."""
     for spec in specs:
-        if spec.engine != EXTERNAL:
-            engine_host(spec.engine).preflight(spec, local=launcher.local)
+        kind_of(spec).preflight(spec, launcher.local)
+
+
+def versions(specs: list[RunSpec]) -> dict[str, Any]:
+    """The versions of the engines the specs load, for the records' environment."""
+    return engine_versions(sorted({name for spec in specs for name in kind_of(spec).engines(spec)}))
 
 
 def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | Path) -> list[RunJob]:
-    patterns = line_patterns(spec) if spec.engine == EXTERNAL else ()  # a native run ends after its iterations
-    return [RunJob(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r), patterns) for r in repeats]
+    kind = kind_of(spec)
+    return [kind.job(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r)) for r in repeats]
 
 
 def output_bytes(job: RunJob) -> int:
@@ -142,12 +144,12 @@ def _execute(
 
 @dataclass(frozen=True)
 class RunHooks:
-    """What the caller shows while `run_one` goes: the dry run's exact commands (printed as they are: a shell
-    reads them), each line it has to say (a warning), and a context around the run itself (the CLI follows its
-    log there)."""
+    """What the caller shows while `run_one` goes: the dry run's lines (its exact commands, printed as they are: a
+    shell reads them), each line it has to say (a warning), and a context around the run itself (the CLI follows
+    its log there)."""
 
     say: Callable[[str], None] = lambda line: None
-    commands: Callable[[str], None] = print
+    dry_run_lines: Callable[[str], None] = print
     around: Callable[[RunJob, Launcher, dict[str, Any]], contextlib.AbstractContextManager] = (
         lambda job, launcher, env: contextlib.nullcontext()
     )
@@ -182,12 +184,12 @@ def run_one(
     (job,) = plan_jobs(spec, plan, [repeat], out)
     if launch.dry_run:
         preflight([spec], launcher)
-        hooks.commands(launcher.describe_all([job]))
+        hooks.dry_run_lines(launcher.describe_all([job]))
         return None
     with removed_if_refused(check_writable(out)):
         refuse_early(job, overwrite)
         preflight([spec], launcher)  # imports the framework: after the refusals that need none
-        env = {**collect_environment(), **engine_versions([spec.engine])}
+        env = {**collect_environment(), **versions([spec])}
         warning = preflight_warning(spec, plan, env, force) if launcher.local else None
     if warning:
         hooks.say(warning)

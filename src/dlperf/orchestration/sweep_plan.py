@@ -21,13 +21,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from dlperf.engines import engine_versions
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.machine.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
-from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu
+from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu, versions
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
 from dlperf.records.load import RecordLike, as_record, load_record
 from dlperf.records.lock import results_lock
@@ -300,8 +299,7 @@ def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher, swee
         refuse_to_replace(options.out, {"md", "json"})
     check_writable(options.out)
     preflight_sweep(plan, options, launcher)
-    engines = sorted({spec.engine for spec, _ in plan.cases})
-    env = {**collect_environment(), **engine_versions(engines)}
+    env = {**collect_environment(), **versions([spec for spec, _ in plan.cases])}
     warnings = [
         w for spec, case in plan.cases if launcher.local and (w := preflight_warning(spec, case, env, options.force))
     ]

@@ -5,15 +5,14 @@ classes (`records/codec.py`), checks a record's types at every depth (`records/v
 it and generates the JSON Schema files (`records/json/*.json`, `docgen.json_schema`); the record reference in
 `docs/records.md` (`docgen.reference_table`) is derived from them too, so a field is spelled in its declaration and
 its readers, nowhere else (docs/architecture.md, "Add a record field"). The classes describe the on-disk JSON;
-writers emit plain dicts (the shape readers and users' scripts already know), and `records.store.write_record`
-holds every record, parts included, to its kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test
-suite sets it. Readers get instances of these
-classes (`records.load`), so a misspelled field fails where it is read, as the strict writer fails where it is
-written; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
+`records.store.write_record` holds every record, parts included, to its kind's declaration, so a misspelled field
+fails where it is written. Readers get instances of these classes (`records.load`), so a misspelled field fails
+where it is read; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
 
-`dlperf.run/2` (this version) keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
+`dlperf.run/3` (this version) writes the run's `kind` (`native`, `task`, `external`, `extracted`: the dataclass it
+loads as); `dlperf.run/2` keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
-readable: `upgrade` fills the new fields from the old ones.
+readable: `upgrade` fills the new fields from the old ones, an old record's kind derived once from its keys.
 """
 
 from __future__ import annotations
@@ -51,8 +50,9 @@ from dlperf.records.parts import (
     Warmup,
 )
 
-SCHEMA = "dlperf.run/2"
-READABLE = ("dlperf.run/1", SCHEMA)
+SCHEMA = "dlperf.run/3"
+OLD_SCHEMAS = ("dlperf.run/1", "dlperf.run/2")  # records without a `kind`: `upgrade` derives it
+READABLE = (*OLD_SCHEMAS, SCHEMA)
 MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
 COMMBENCH_SCHEMA = "dlperf.commbench/1"
 # Throughputs outside this range are no measurement (one sample in 11 days, or a trillion samples a second): they
@@ -60,6 +60,9 @@ COMMBENCH_SCHEMA = "dlperf.commbench/1"
 THROUGHPUT_RANGE = (1e-6, 1e12)
 
 Check = Literal["name", "count", "positive", "throughput", ""]
+# What kind of run a run record is (orchestration/kinds.py): dlperf's timed loop, a rank task of its own
+# (commbench), another framework's script (`--command`), or a log read by `dlperf extract`
+Kind = Literal["native", "task", "external", "extracted"]
 
 
 def doc(meaning: str, check: Check = "", default: Any = None) -> Any:
@@ -93,7 +96,12 @@ class RunRecord:
 
     __pydantic_config__ = FINITE
 
-    schema: str = doc("`dlperf.run/2`; `dlperf.run/1` records are still read (`upgrade`)", "name")
+    schema: str = doc("`dlperf.run/3`; `dlperf.run/1` and `/2` records are still read (`upgrade`)", "name")
+    kind: Kind = doc(
+        "`native` (dlperf's timed loop), `task` (a rank task: commbench), `external` (`--command`) or `extracted`"
+        " (`dlperf extract`); absent: `native`; derived from the keys for records older than `dlperf.run/3`",
+        default="native",
+    )
     dlperf_version: str | None = doc("the dlperf that wrote the record")
     model: str = doc("workload", "name")
     engine: str | None = doc("engine (`torch`, `jax`, `external`)")
@@ -406,26 +414,35 @@ class MaxbatchRecord:
 KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
 # A loaded record of any kind (external and extracted runs are run records).
 Record = RunRecord | CommbenchRecord | MaxbatchRecord
+RUN_KINDS: dict[str, type] = {
+    "native": RunRecord,
+    "task": RunRecord,
+    "external": ExternalRunRecord,
+    "extracted": ExtractedRecord,
+}
+BY_SCHEMA: dict[str, type] = {COMMBENCH_SCHEMA: CommbenchRecord, MAXBATCH_SCHEMA: MaxbatchRecord}
 
 
-def record_kind(record: dict[str, Any]) -> type:
-    """The declared class a record's keys say it is."""
+def declared_kind(record: Mapping[str, Any]) -> type:
+    """The dataclass a record loads as: by its schema, a run record's by the `kind` it carries (an older one's as
+    `upgrade` derives it)."""
     schema = record.get("schema")
-    if schema == COMMBENCH_SCHEMA:
-        return CommbenchRecord
-    if schema == MAXBATCH_SCHEMA:
-        return MaxbatchRecord
+    if schema in BY_SCHEMA:
+        return BY_SCHEMA[schema]
+    return RUN_KINDS.get(record.get("kind") or (_old_kind(record) if schema in OLD_SCHEMAS else ""), RunRecord)
+
+
+def _old_kind(record: Mapping[str, Any]) -> Kind:
+    """The kind of a record written before `dlperf.run/3`, from its keys: the one place a kind is derived."""
     if record.get("source") == "extract":
-        return ExtractedRecord
-    if record.get("engine") == "external" or "command" in record:
-        return ExternalRunRecord
-    return RunRecord
+        return "extracted"
+    return "external" if record.get("engine") == "external" or "command" in record else "native"
 
 
 def undeclared_fields(record: dict[str, Any]) -> list[str]:
     """The record's keys that its kind does not declare, sorted, and then those inside its parts that their
     dataclass does not (`energy.new_key`, `ranks[].new_key`): what no reader or docs know, which loading leaves out."""
-    kind = record_kind(record)
+    kind = declared_kind(record)
     shared = getattr(kind, "SHARES", None)
     hints = {**(typing.get_type_hints(shared) if shared else {}), **typing.get_type_hints(kind)}
     inside = [key for name, value in record.items() if name in hints for key in _undeclared(name, value, hints[name])]
@@ -493,6 +510,8 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
         record.setdefault("batch_size_per_device", record.get("batch_size"))
         record.setdefault("engine", "torch")
         record.setdefault("table", "layouts" if record.get("model") == "gpt" else "scaling")
+    if record.get("schema") in OLD_SCHEMAS:
+        record.setdefault("kind", _old_kind(record))
     return record
 
 

@@ -17,12 +17,9 @@ from typing import Any
 
 from dlperf.errors import DlperfError, ResultsError
 from dlperf.records.paths import RunPaths
-from dlperf.records.schema import record_kind, undeclared_fields
+from dlperf.records.schema import declared_kind, undeclared_fields
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
-# Set by the test suite: a record carrying a field its kind does not declare (records/schema.py) is an internal
-# error at the writer, so every record the suite writes checks the one declaration. Unset, the record is written.
-STRICT_RECORDS_ENV = "DLPERF_STRICT_RECORDS"
 
 
 def write_error(path: Path, error: OSError) -> ResultsError:
@@ -99,9 +96,9 @@ def check_free_space(folder: str | Path, need_bytes: int) -> None:
 
 def write_record(path: str | Path, record: dict[str, Any]) -> None:
     """A run's, an extracted log's or a search's record, atomically; strict, its fields against its declaration."""
-    undeclared = undeclared_fields(record) if os.environ.get(STRICT_RECORDS_ENV) else []
+    undeclared = undeclared_fields(record)
     if undeclared:
-        kind = record_kind(record).__name__
+        kind = declared_kind(record).__name__
         raise TypeError(f"{kind} does not declare {', '.join(undeclared)} (dlperf.records.schema)")
     write_json_atomic(path, record)
 

@@ -83,7 +83,6 @@ def parse_target(db: str | Path) -> Target:
     )
 
 
-
 class Store(Protocol):
     shown: str
 

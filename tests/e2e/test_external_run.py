@@ -224,4 +224,4 @@ def test_a_nan_loss_in_dlperf_format_fails_the_external_run(tmp_path):
         )
     )
     record = build_record(job, RunResult(), {}, 0.0, 1.0)
-    assert record["status"] == "failed" and "NaN loss: [dlperf] iter 4/6" in record["error"], record
+    assert record.status == "failed" and "NaN loss: [dlperf] iter 4/6" in record.error, record

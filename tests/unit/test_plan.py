@@ -14,6 +14,7 @@ from dlperf.launch.messages import AgentSpec, NodeLaunch, NodeResult, RunResult
 from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
 from dlperf.records.validate import read_record
+from dlperf.records.written import record_json
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import build_summary
 from dlperf.workloads import check_spec, decode_spec, spec_from_mapping
@@ -27,7 +28,7 @@ def gpt_record(tmp_path, **layout) -> dict:
     measurement = Measurement(4, job.plan.global_batch, elapsed_s=2.0, first_step_s=1.0, step_ms=[500.0] * 4)
     ranks = [RankFacts(r, "h", "cpu", {"rss": 100.0}) for r in range(spec.world_size)]
     result = RunResult(measured=RunMeasurement(measurement, ranks, "cpu"))
-    return build_record(job, result, {"host": "h"}, 0.0, 1.0)
+    return record_json(build_record(job, result, {"host": "h"}, 0.0, 1.0))  # the JSON the codec writes
 
 
 @pytest.mark.parametrize(

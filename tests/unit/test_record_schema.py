@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from report_records import record
 
 from dlperf.records.docgen import JSON_DIR, docs_with_reference, schema_files
@@ -55,14 +56,19 @@ def test_writer_spells_only_declared_fields(tmp_path):
     from dlperf.launch.messages import RunResult
     from dlperf.orchestration.kinds import build_record
     from dlperf.orchestration.run import plan_jobs
+    from dlperf.records.written import record_json, typed
     from dlperf.workloads import check_spec, spec_from_mapping
 
     for values in ({"model": "resnet50", "device": "cpu"}, {"model": "resnet50", "command": "train.py"}):
         spec = spec_from_mapping(values)
         (job,) = plan_jobs(spec, check_spec(spec), [1], tmp_path)
-        written = build_record(job, RunResult.failed("worker rank 0 on h exited with code 1", rank=0), {}, 0.0, 1.0)
+        built = build_record(job, RunResult.failed("worker rank 0 on h exited with code 1", rank=0), {}, 0.0, 1.0)
+        written = record_json(built)
         assert undeclared_fields(written) == []
         assert record_problem(written) is None
+        assert type(built).__name__ == ("ExternalRunRecord" if "command" in values else "RunRecord")
+        with pytest.raises(TypeError, match="does not declare energy.kwh"):  # a writer's misspelling, in use too
+            typed({**written, "energy": {"kwh": 1.0}})
 
 
 def test_loaded_record_is_its_declared_kind():

@@ -25,7 +25,8 @@ from dlperf.orchestration.external_run import (
 )
 from dlperf.orchestration.record import common_fields, external_record, measured_record, strict_json, task_record
 from dlperf.records.paths import RunPaths
-from dlperf.records.schema import Kind
+from dlperf.records.schema import Kind, Record
+from dlperf.records.written import typed
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, check_engine, get_workload
 
@@ -163,9 +164,9 @@ def kind_of(spec: RunSpec) -> RunKind:
     return TASK if get_workload(spec.model).tasks else NATIVE
 
 
-def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> dict:
-    """The run's record (declared in dlperf.records.schema), built by its kind: the fields every run shares, the
-    kind's own, then a failed run's facts or the kind's figures."""
+def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> Record:
+    """The run's record as its declared kind (dlperf.records.schema), built by its run kind: the fields every run
+    shares, the kind's own, then a failed run's facts or the kind's figures."""
     kind = kind_of(job.spec)
     if result.node_envs:
         env = {**env, "nodes": result.node_envs}
@@ -174,6 +175,5 @@ def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at
     times = (started_at, finished_at)
     record = common_fields(job, result, env, times, failure, kind=kind.name, framework=framework)
     record.update(kind.fields(job, result))
-    if failure:
-        return strict_json(kind.failed(job, record, failure))
-    return strict_json(kind.record(job, result, record, made_from))
+    record = kind.failed(job, record, failure) if failure else kind.record(job, result, record, made_from)
+    return typed(strict_json(record))

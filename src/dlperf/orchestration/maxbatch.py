@@ -15,7 +15,8 @@ from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, fi
 from dlperf.maxbatch.search import MaxBatchResult, Probe, ProbeOutcome
 from dlperf.orchestration.kinds import kind_of
 from dlperf.records.schema import batch_free_group
-from dlperf.records.store import check_writable, write_record
+from dlperf.records.store import check_writable
+from dlperf.records.written import write_record
 from dlperf.spec import RunSpec, flag, setting
 from dlperf.workloads import WorkloadPlan, check_spec, searched_batch, spec_from_mapping
 

@@ -17,17 +17,17 @@ from dlperf.launch.messages import RunResult
 from dlperf.machine.environment import collect_environment
 from dlperf.orchestration.kinds import build_record, kind_of
 from dlperf.orchestration.preflight import preflight_warning
-from dlperf.records.load import Record, as_record
+from dlperf.records.load import Record, load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import READABLE
-from dlperf.records.store import check_free_space, check_writable, claim_paths, removed_if_refused, write_record
-from dlperf.records.validate import read_record
+from dlperf.records.store import check_free_space, check_writable, claim_paths, removed_if_refused
+from dlperf.records.written import record_json, with_fields, write_record
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload, require_training, spec_from_mapping
 
-OnRecord = Callable[[RunJob, dict[str, Any]], None]
-Decide = Callable[[dict[str, Any]], dict[str, Any]]  # fields decided from a record, written with it in one write
+OnRecord = Callable[[RunJob, Record], None]
+Decide = Callable[[Record], dict[str, Any]]  # fields decided from a record, written with it in one write
 # What one run writes, generously: its record and console (with the environment), plus a log line per window.
 RUN_FILES_BYTES = 256 * 1024
 LOG_LINE_BYTES = 512
@@ -91,7 +91,7 @@ def execute(
     on_record: OnRecord | None = None,
     fields: dict[str, Any] | None = None,
     decide: Decide | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """Launch the jobs (one by one, or submitted together) and write each record atomically as it comes;
     a failed run is a record too, never an exception. `fields` (a sweep's id) go into every record, those a job
     wrote itself (sbatch) too; `decide`'s fields (the repeats decision) are written in the same atomic write as the
@@ -111,28 +111,24 @@ def _execute(
     on_record: OnRecord | None,
     fields: dict[str, Any] | None,
     decide: Decide | None,
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     for job in jobs:
         claim_paths(job.paths, overwrite)
     for root in {job.paths.root for job in jobs}:
         check_free_space(root, sum(output_bytes(job) for job in jobs if job.paths.root == root))
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     started = time.time()
 
     def done(job: RunJob, result: RunResult | None) -> None:
         nonlocal started
         schema = get_workload(job.spec.model).record_schema
-        record = read_record(job.paths.record, (schema,) if schema else READABLE) if result is None else None
-        if record is None:
+        written = load_record(job.paths.record, (schema,) if schema else READABLE) if result is None else None
+        if written is None:
             result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
-            record = {**build_record(job, result, env, started, time.time()), **(fields or {})}
-            record.update(decide(record) if decide else {})
+        record = with_fields(written or build_record(job, result, env, started, time.time()), fields or {})
+        record = with_fields(record, decide(record) if decide else {})
+        if written is None or record_json(record) != record_json(written):
             write_record(job.paths.record, record)
-        else:
-            added = {**(fields or {}), **(decide(record) if decide else {})}
-            if any(record.get(k) != v for k, v in added.items()):
-                record.update(added)
-                write_record(job.paths.record, record)
         records.append(record)
         if on_record:
             on_record(job, record)
@@ -194,8 +190,7 @@ def run_one(
     if warning:
         hooks.say(warning)
     with hooks.around(job, launcher, env):
-        record = execute([job], launcher, env, overwrite=overwrite)[0]
-    return as_record(record, job.paths.record)
+        return execute([job], launcher, env, overwrite=overwrite)[0]
 
 
 __all__ = [

@@ -28,7 +28,7 @@ from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_R
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu, versions
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
-from dlperf.records.load import RecordLike, as_record, load_record
+from dlperf.records.load import Record, RecordLike, as_record, load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
@@ -260,11 +260,11 @@ def record_is_complete(job: RunJob, retry_failed: bool) -> bool:
 
 @dataclass
 class SweepOutcome:
-    ran: list[dict[str, Any]]
+    ran: list[Record]
     skipped: int
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[Record]:
         return [r for r in self.ran if as_record(r).status != "ok"]
 
 
@@ -329,7 +329,7 @@ class _Runner:
     def done_before(self, job: RunJob) -> bool:
         return self.options.resume and record_is_complete(job, self.options.retry_failed)
 
-    def execute(self, jobs: list[RunJob], decide: Decide | None = None) -> list[dict[str, Any]]:
+    def execute(self, jobs: list[RunJob], decide: Decide | None = None) -> list[Record]:
         """Run `jobs`; `decide` adds the repeats decision to each record before its one write."""
         return execute(
             jobs, self.launcher, self.env, overwrite=True, on_record=self.on_record, fields=self.fields, decide=decide
@@ -383,7 +383,7 @@ def _ok_throughput(data: RecordLike | None) -> float | None:
 def _run_adaptive(plan: SweepPlan, adaptive: AdaptiveRepeats, runner: _Runner) -> SweepOutcome:
     """Each case repeated until `adaptive` says stop; every new record gets `repeats_stop`, the decision after it
     (written with the record in one atomic write), so the case's last record says why it stopped."""
-    ran: list[dict[str, Any]] = []
+    ran: list[Record] = []
     skipped = 0
     for spec, case_plan in plan.cases:
         jobs = plan_jobs(spec, case_plan, list(range(1, adaptive.max_repeats + 1)), runner.options.out)
@@ -393,14 +393,14 @@ def _run_adaptive(plan: SweepPlan, adaptive: AdaptiveRepeats, runner: _Runner) -
     return SweepOutcome(ran=ran, skipped=skipped)
 
 
-def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner) -> tuple[list[dict[str, Any]], int]:
+def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner) -> tuple[list[Record], int]:
     """One case's repeats, in order, until the decision after one of them says stop."""
-    ran: list[dict[str, Any]] = []
+    ran: list[Record] = []
     skipped = 0
     throughputs: list[float] = []
     decision: StopDecision | None = None
 
-    def decide(record: dict[str, Any]) -> dict[str, Any]:
+    def decide(record: Record) -> dict[str, Any]:
         nonlocal decision
         value = _ok_throughput(record)
         if value is not None:

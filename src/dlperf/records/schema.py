@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,6 +26,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict
 
+from dlperf.records.codec import adapter, decode
 from dlperf.records.parts import (
     Ablation,
     Accelerator,
@@ -441,36 +441,28 @@ def _old_kind(record: Mapping[str, Any]) -> Kind:
 
 def undeclared_fields(record: dict[str, Any]) -> list[str]:
     """The record's keys that its kind does not declare, sorted, and then those inside its parts that their
-    dataclass does not (`energy.new_key`, `ranks[].new_key`): what no reader or docs know, which loading leaves out."""
+    dataclass does not (`energy.new_key`, `ranks[].new_key`): what no reader or docs know, which loading leaves out.
+    A part's declared keys are those the codec dumps of it decoded (a value not of its type: DecodeError)."""
     kind = declared_kind(record)
-    shared = getattr(kind, "SHARES", None)
-    hints = {**(typing.get_type_hints(shared) if shared else {}), **typing.get_type_hints(kind)}
-    inside = [key for name, value in record.items() if name in hints for key in _undeclared(name, value, hints[name])]
+    inside = [
+        key
+        for part, values in declared_values(kind, record)
+        for key in _extra("", values, adapter(part).dump_python(decode(part, values), include=set(values)))
+    ]
     return sorted(set(record) - declared_keys(kind)) + sorted(set(inside))
 
 
-def _undeclared_in_part(path: str, value: dict[str, Any], declared: dict[str, Any]) -> list[str]:
-    """A part's keys its dataclass does not declare, then those inside its declared keys."""
-    inside = [found for key, item in value.items() for found in _undeclared(f"{path}.{key}", item, declared.get(key))]
-    return [f"{path}.{key}" for key in value if key not in declared] + inside
-
-
-def _undeclared(path: str, value: Any, hint: Any) -> list[str]:
-    """The keys under `path` that its declared type `hint` does not declare, at any depth."""
-    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return _undeclared_in_part(path, value, typing.get_type_hints(hint))
-    return [found for place in _inside(path, value, hint) for found in _undeclared(*place)]
-
-
-def _inside(path: str, value: Any, hint: Any) -> list[tuple[str, Any, Any]]:
-    """(path, value, declared type) of what `value` holds: a list's items, a mapping's values, or itself as each
-    member of a union (a Literal's members are its values: no type)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is list and isinstance(value, list):
-        return [(f"{path}[]", item, args[0]) for item in value]
-    if origin is dict and isinstance(value, dict):
-        return [(f"{path}.{key}", item, args[1]) for key, item in value.items()]
-    return [(path, value, arg) for arg in args if not isinstance(arg, str)]
+def _extra(path: str, given: Any, known: Any) -> list[str]:
+    """The keys in `given` that `known` (it decoded and dumped) lacks, at any depth."""
+    if isinstance(given, dict) and isinstance(known, dict):
+        return [
+            found
+            for key, value in given.items()
+            for found in ([path + key] if key not in known else _extra(f"{path}{key}.", value, known[key]))
+        ]
+    if isinstance(given, list) and isinstance(known, list):
+        return [found for item, kept in zip(given, known) for found in _extra(path[:-1] + "[].", item, kept)]
+    return []
 
 
 def declared_fields(kind: type) -> tuple[dataclasses.Field, ...]:

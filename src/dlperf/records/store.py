@@ -17,7 +17,6 @@ from typing import Any
 
 from dlperf.errors import DlperfError, ResultsError
 from dlperf.records.paths import RunPaths
-from dlperf.records.schema import declared_kind, undeclared_fields
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -92,15 +91,6 @@ def check_free_space(folder: str | Path, need_bytes: int) -> None:
             f"only {free / 2**20:.1f} MiB free under {folder}, and these runs write about "
             f"{need_bytes / 2**20:.1f} MiB: free space, or choose another --out"
         )
-
-
-def write_record(path: str | Path, record: dict[str, Any]) -> None:
-    """A run's, an extracted log's or a search's record, atomically; strict, its fields against its declaration."""
-    undeclared = undeclared_fields(record)
-    if undeclared:
-        kind = declared_kind(record).__name__
-        raise TypeError(f"{kind} does not declare {', '.join(undeclared)} (dlperf.records.schema)")
-    write_json_atomic(path, record)
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:

@@ -65,9 +65,15 @@ Check = Literal["name", "count", "positive", "throughput", ""]
 Kind = Literal["native", "task", "external", "extracted"]
 
 
-def doc(meaning: str, check: Check = "", default: Any = None) -> Any:
-    """A declared field: its meaning (the docs' reference table) and the value check beyond its type."""
-    return field(default=default, metadata={"doc": meaning, "check": check})
+def doc(meaning: str, check: Check = "", default: Any = None, track: Literal["param", "metric", ""] = "") -> Any:
+    """A declared field: its meaning (the docs' reference table), the value check beyond its type, and whether an
+    experiment tracker gets it as a run's parameter or metric (`reporting/tracking.py`)."""
+    return field(default=default, metadata={"doc": meaning, "check": check, "track": track})
+
+
+def tracked(kind: type, how: str) -> tuple[str, ...]:
+    """The kind's fields declared with `track=how`, in declaration order."""
+    return tuple(f.name for f in declared_fields(kind) if f.metadata.get("track") == how)
 
 
 @dataclass(frozen=True)
@@ -102,23 +108,25 @@ class RunRecord:
         " (`dlperf extract`); absent: `native`; derived from the keys for records older than `dlperf.run/3`",
         default="native",
     )
-    dlperf_version: str | None = doc("the dlperf that wrote the record")
-    model: str = doc("workload", "name")
-    engine: str | None = doc("engine (`torch`, `jax`, `external`)")
-    case: str = doc("topology (`1n2g`)", "name")
-    group: str = doc("report group (`b128_fp32`)", "name")
-    table: str | None = doc("which report table (`scaling` or the GPT `layouts`)")
-    repeat: int | None = doc("repeat number", "count")
-    nodes: int = doc("nodes", "count")
-    devices_per_node: int = doc("devices per node", "count")
-    world_size: int = doc("processes (devices) in all", "count")
-    precision: str = doc("precision (`fp32`, `amp-bf16`, ...)", "name")
+    dlperf_version: str | None = doc("the dlperf that wrote the record", track="param")
+    model: str = doc("workload", "name", track="param")
+    engine: str | None = doc("engine (`torch`, `jax`, `external`)", track="param")
+    case: str = doc("topology (`1n2g`)", "name", track="param")
+    group: str = doc("report group (`b128_fp32`)", "name", track="param")
+    table: str | None = doc("which report table (`scaling` or the GPT `layouts`)", track="param")
+    repeat: int | None = doc("repeat number", "count", track="param")
+    nodes: int = doc("nodes", "count", track="param")
+    devices_per_node: int = doc("devices per node", "count", track="param")
+    world_size: int = doc("processes (devices) in all", "count", track="param")
+    precision: str = doc("precision (`fp32`, `amp-bf16`, ...)", "name", track="param")
     batch_size: int | None = doc("= `batch_size_per_device`, the published name", "count")
     batch_size_per_device: int | None = doc(
-        "samples per device per iteration (global batch / data-parallel size)", "count"
+        "samples per device per iteration (global batch / data-parallel size)", "count", track="param"
     )
-    micro_batch_size: int | None = doc("the micro batch where the step splits its batch (GPT), else null", "count")
-    global_batch_size: int | None = doc("samples per iteration", "count")
+    micro_batch_size: int | None = doc(
+        "the micro batch where the step splits its batch (GPT), else null", "count", track="param"
+    )
+    global_batch_size: int | None = doc("samples per iteration", "count", track="param")
     config: FreeForm | None = doc(
         "the run's keys: the shared ones and the model's own (a GPT record has no `batch_size` key there)"
     )
@@ -142,8 +150,8 @@ class RunRecord:
     repeats_stop: RepeatsStop | None = doc(
         "with `--repeats auto`: the decision after this repeat (`stop`, `reason`, `half_width`, `target`)"
     )
-    throughput: float | None = doc("global samples/s over the timed iterations", "throughput")
-    throughput_per_device: float | None = doc("throughput / world size", "positive")
+    throughput: float | None = doc("global samples/s over the timed iterations", "throughput", track="metric")
+    throughput_per_device: float | None = doc("throughput / world size", "positive", track="metric")
     window_throughputs: list[float | None] | None = doc("samples/s of each timing window (null: not finite)")
     latency_ms: dict[str, float | None] | None = doc(
         "`mean`, `p50`, `p90` milliseconds per iteration (CUDA events on GPUs, no sync per step)"
@@ -154,17 +162,17 @@ class RunRecord:
         "`reserved` holds none of the warm-up's cuDNN or autotuning workspaces); on CPUs the workers' peak `rss` "
         "(the process's, warm-up included)"
     )
-    device_type: str | None = doc("`cuda`, `cpu`, ...")
+    device_type: str | None = doc("`cuda`, `cpu`, ...", track="param")
     ranks: list[Rank] | None = doc(
         "each rank's host, device, peak memory and, on a CPU device, `cpu_threads`: the threads it computed with "
         "(its device's share of the machine, `--cpu-threads`)"
     )
     hosts: list[str | None] | None = doc("the hosts the run used")
-    elapsed_s: float | None = doc("timed window in seconds")
-    first_step_s: float | None = doc("time to the first finished step")
-    compile_s: float | None = doc("compile time (`--compile`; XLA's ahead-of-time compile on JAX)")
-    loss_first: float | None = doc("loss of the first step")
-    loss_last: float | None = doc("loss of the last timed step")
+    elapsed_s: float | None = doc("timed window in seconds", track="metric")
+    first_step_s: float | None = doc("time to the first finished step", track="metric")
+    compile_s: float | None = doc("compile time (`--compile`; XLA's ahead-of-time compile on JAX)", track="metric")
+    loss_first: float | None = doc("loss of the first step", track="metric")
+    loss_last: float | None = doc("loss of the last timed step", track="metric")
     parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
     gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
     steady_state: SteadyState | None = doc(
@@ -172,7 +180,7 @@ class RunRecord:
         " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"
     )
     steady_state_iter: int | None = doc("the iteration the steady state starts at")
-    throughput_steady: float | None = doc("samples/s from the steady state on")
+    throughput_steady: float | None = doc("samples/s from the steady state on", track="metric")
     warmup: Warmup | None = doc(
         "`mode` (`fixed` or `auto`), `iters` run; for auto its `window_throughputs`, `max_iters`, `stable` and, when"
         " not stable, the `reason`"
@@ -182,7 +190,7 @@ class RunRecord:
         " run's own) busier than 10 % of the cores (at least half a core), or another process on the run's GPUs"
     )
     noise_reasons: list[str] | None = doc("why the run is noisy")
-    window_cv: float | None = doc("coefficient of variation of the windows")
+    window_cv: float | None = doc("coefficient of variation of the windows", track="metric")
     machine_load: list[MachineLoad] | None = doc(
         "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
         " load averages, others' CPU seconds and cores (the machine's busy time less the run's own tree), of them"
@@ -216,10 +224,11 @@ class RunRecord:
         " workload's formula (GPT adds `flops_per_iteration_formula`, the published formula)"
     )
     flops_source: str | None = doc("where `flops_per_iteration` comes from")
-    tflops_per_device: float | None = doc("achieved TFLOP/s per device")
+    tflops_per_device: float | None = doc("achieved TFLOP/s per device", track="metric")
     mfu: float | None = doc(
         "model FLOPs utilisation against `mfu_peak_tflops` (`metrics/flops.py`); an unknown device leaves it null"
-        " with the reason in `mfu_note`, never a fallback"
+        " with the reason in `mfu_note`, never a fallback",
+        track="metric",
     )
     mfu_note: str | None = doc("why MFU is null")
     mfu_peak_tflops: float | None = doc("the device's dense peak TFLOP/s (`metrics/peaks.py`)")
@@ -233,14 +242,16 @@ class RunRecord:
     )
     report_case: str | None = doc(
         "GPT: the case's published short name (`DP_8x1x1_16_1536x16`); Llama: size, layout, sequence and batches"
-        " (`llama3-8b_fsdp8_s8192_gbs16`)"
+        " (`llama3-8b_fsdp8_s8192_gbs16`)",
+        track="param",
     )
     report_group: str | None = doc(
         "GPT: the published name's prefix, the layouts table's group (`DP_8x1x1`); Llama: the kinds of parallelism"
-        " (`FSDP+TP`)"
+        " (`FSDP+TP`)",
+        track="param",
     )
-    tokens_per_s: float | None = doc("GPT, Llama: throughput x sequence length")
-    tokens_per_s_per_device: float | None = doc("GPT, Llama: tokens/s / world size")
+    tokens_per_s: float | None = doc("GPT, Llama: throughput x sequence length", track="metric")
+    tokens_per_s_per_device: float | None = doc("GPT, Llama: tokens/s / world size", track="metric")
     flops_per_iteration_formula: float | None = doc(
         "GPT, Llama: the published formula's FLOPs per iteration, the MFU basis where no count exists"
     )
@@ -265,10 +276,12 @@ class RunRecord:
     )
     framework: str | None = doc(
         "`name version` of what ran it (`torch 2.9.1`, `tensorflow 2.20.0`; external runs: `--framework` and the"
-        " version the command's interpreter reports, `docs/external-scripts.md`)"
+        " version the command's interpreter reports, `docs/external-scripts.md`)",
+        track="param",
     )
     work: str | None = doc(
-        "the work where it differs from the published case (`32px`, `10cls`, `s128`): part of the reports' series key"
+        "the work where it differs from the published case (`32px`, `10cls`, `s128`): part of the reports' series key",
+        track="param",
     )
     tf32: dict[str, bool] | None = doc(
         "`{matmul, conv}`: whether fp32 matmuls and convolutions ran on TF32 tensor cores (`--fp32-math`, CUDA only);"
@@ -277,7 +290,8 @@ class RunRecord:
     mfu_peak_precision: str | None = doc("the precision whose peak MFU divides by (`tf32` for fp32 on TF32)")
     mfu_measured: float | None = doc(
         "MFU against the peak `dlperf peak` measured on this exact device and precision, where the run's parent found"
-        " the peaks file; null otherwise"
+        " the peaks file; null otherwise",
+        track="metric",
     )
     mfu_measured_peak_tflops: float | None = doc("that measured peak")
     mfu_measured_peak_source: str | None = doc("where that measured peak comes from")

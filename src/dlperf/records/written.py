@@ -1,6 +1,6 @@
 """Records as their writers make them: built as their kind's declared dataclass (`records/schema.py`), so a key no
 declaration has (a writer's misspelling) or a value not of its type fails where it is written, in use as in the test
-suite; then written by the codec, each field that has a value."""
+suite; then written by the codec, every declared field."""
 
 from __future__ import annotations
 
@@ -31,16 +31,18 @@ def with_fields(record: Record, fields: Mapping[str, Any]) -> Record:
 
 
 def record_json(record: Record) -> dict[str, Any]:
-    """The record's JSON: each declared field that has a value, as the codec dumps it; a commbench record's shared
-    run fields after its own."""
+    """The record's JSON as the codec dumps it: every field its kind declares (null where nothing was measured); a
+    commbench record's shared run fields after its own, those that have a value."""
     own = _dumped(record)
     run = getattr(record, "run", None)
-    return {**own, **{k: v for k, v in _dumped(run).items() if k not in own}} if run is not None else own
+    if run is None:
+        return own
+    return {**own, **{k: v for k, v in _dumped(run, exclude_none=True).items() if k not in own}}
 
 
-def _dumped(record: Any) -> dict[str, Any]:
+def _dumped(record: Any, exclude_none: bool = False) -> dict[str, Any]:
     names = {f.name for f in declared_fields(type(record))}
-    return adapter(type(record)).dump_python(record, include=names, exclude_none=True)
+    return adapter(type(record)).dump_python(record, include=names, exclude_none=exclude_none)
 
 
 def write_record(path: str | Path, record: RecordLike) -> None:

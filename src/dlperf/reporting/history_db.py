@@ -83,6 +83,7 @@ def parse_target(db: str | Path) -> Target:
     )
 
 
+
 class Store(Protocol):
     shown: str
 

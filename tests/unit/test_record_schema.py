@@ -66,9 +66,25 @@ def test_writer_spells_only_declared_fields(tmp_path):
         written = record_json(built)
         assert undeclared_fields(written) == []
         assert record_problem(written) is None
-        assert type(built).__name__ == ("ExternalRunRecord" if "command" in values else "RunRecord")
+        external = "command" in values
+        assert type(built).__name__ == ("ExternalRunRecord" if external else "RunRecord")
+        assert written["kind"] == built.kind == ("external" if external else "native")  # written, not guessed
         with pytest.raises(TypeError, match="does not declare energy.kwh"):  # a writer's misspelling, in use too
             typed({**written, "energy": {"kwh": 1.0}})
+
+
+def test_an_older_records_kind_is_derived_once_on_loading(tmp_path):
+    """A `dlperf.run/2` record carries no `kind`: `upgrade` derives it from its keys, so it loads as its kind."""
+    from dlperf.records.load import load_record
+
+    old = {**record("1n1g", 1, 100.0), "schema": "dlperf.run/2", "engine": "external", "command": "python t.py"}
+    path = tmp_path / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    loaded = load_record(path)
+    assert (
+        type(loaded).__name__ == "ExternalRunRecord" and loaded.kind == "external" and loaded.command == "python t.py"
+    )
 
 
 def test_loaded_record_is_its_declared_kind():

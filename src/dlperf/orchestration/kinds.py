@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from dlperf.engines import engine_host
 from dlperf.errors import DataError
 from dlperf.external.identity import framework_label
 from dlperf.external.template import case_values
@@ -46,10 +45,6 @@ class RunKind:
     def engines(self, spec: RunSpec) -> list[str]:
         """The engines the run loads: their checks and versions are the parent's to take."""
         return [spec.engine]
-
-    def preflight(self, spec: RunSpec, local: bool) -> None:
-        for name in self.engines(spec):
-            engine_host(name).preflight(spec, local=local)
 
     def job(self, spec: RunSpec, plan: WorkloadPlan, repeat: int, paths: RunPaths) -> RunJob:
         return RunJob(spec, plan, repeat, paths)

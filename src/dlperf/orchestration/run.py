@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.engines import engine_versions
+from dlperf.engines import engine_host, engine_versions
 from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
@@ -64,7 +64,8 @@ def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
 def preflight(specs: list[RunSpec], launcher: Launcher) -> None:
     """Each engine's check of the devices, precisions and packages the specs ask for."""
     for spec in specs:
-        kind_of(spec).preflight(spec, launcher.local)
+        for name in kind_of(spec).engines(spec):
+            engine_host(name).preflight(spec, local=launcher.local)
 
 
 def versions(specs: list[RunSpec]) -> dict[str, Any]:

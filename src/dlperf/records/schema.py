@@ -428,12 +428,7 @@ class MaxbatchRecord:
 KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
 # A loaded record of any kind (external and extracted runs are run records).
 Record = RunRecord | CommbenchRecord | MaxbatchRecord
-RUN_KINDS: dict[str, type] = {
-    "native": RunRecord,
-    "task": RunRecord,
-    "external": ExternalRunRecord,
-    "extracted": ExtractedRecord,
-}
+RUN_KINDS = {"native": RunRecord, "task": RunRecord, "external": ExternalRunRecord, "extracted": ExtractedRecord}
 BY_SCHEMA: dict[str, type] = {COMMBENCH_SCHEMA: CommbenchRecord, MAXBATCH_SCHEMA: MaxbatchRecord}
 
 

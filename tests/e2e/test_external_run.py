@@ -139,7 +139,7 @@ def test_failing_rank_stops_the_others_and_is_a_failed_record(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (record,) = records(tmp_path)
     assert record["status"] == "failed" and record["failure"] == {"rank": 1, "host": record["failure"]["host"],
-                                                                  "exitcode": 1}  # fmt: skip
+                                                                  "exitcode": 1, "signal": None}  # fmt: skip
     assert record["error"].startswith("command rank 1 on ") and record["error"].endswith(
         "exited with code 1: boom: bad data"
     )

@@ -129,7 +129,7 @@ def _execute(
         record = with_fields(written or build_record(job, result, env, started, time.time()), fields or {})
         record = with_fields(record, decide(record) if decide else {})
         if written is None or record_json(record) != record_json(written):
-            write_record(job.paths.record, record)
+            record = write_record(job.paths.record, record)
         records.append(record)
         if on_record:
             on_record(job, record)

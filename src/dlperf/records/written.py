@@ -45,6 +45,9 @@ def _dumped(record: Any, exclude_none: bool = False) -> dict[str, Any]:
     return adapter(type(record)).dump_python(record, include=names, exclude_none=exclude_none)
 
 
-def write_record(path: str | Path, record: RecordLike) -> None:
-    """A run's, an extracted log's or a search's record, atomically, as its declared kind."""
-    write_json_atomic(path, record_json(typed(record)))
+def write_record(path: str | Path, record: RecordLike) -> Record:
+    """A run's, an extracted log's or a search's record, atomically, as its declared kind; returns it as written
+    there (its `origin`)."""
+    data = record_json(typed(record))
+    write_json_atomic(path, data)
+    return as_record(data, path)

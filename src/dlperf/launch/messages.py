@@ -121,7 +121,7 @@ class NodeResult:
     measured: RunMeasurement | None = None
     failure: Failure | None = None
     env: dict[str, Any] | None = None  # `dlperf env --json` of the node, as it gathers it
-    command: CommandFacts | None = None  # an external command's
+    command_facts: CommandFacts | None = None  # an external command's, as the node saw it
 
     @property
     def ok(self) -> bool:
@@ -163,7 +163,7 @@ def merge_results(results: list[NodeResult], ended_at: list[float]) -> RunResult
     killed by a signal is the cause, else the node that failed first.
     """
     envs = [r.env for r in results if r.env]
-    facts = [r.command for r in results if r.command]
+    facts = [r.command_facts for r in results if r.command_facts]
     if all(r.ok for r in results):
         measured = next((r.measured for r in results if r.measured), None)
         return RunResult(measured=measured, node_envs=envs, node_facts=facts)

@@ -13,7 +13,7 @@ from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.messages import AgentSpec, NodeLaunch, NodeResult, RunResult
 from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
-from dlperf.records.validate import read_record
+from dlperf.records.load import load_record
 from dlperf.records.written import record_json
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import build_summary
@@ -111,6 +111,7 @@ def test_schema_1_records_stay_readable(tmp_path):
     }  # fmt: skip
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
-    record = read_record(path)
-    assert record["batch_size"] == record["batch_size_per_device"] == 4  # not the ResNet default of 128
-    assert record["micro_batch_size"] == 2 and record["table"] == "layouts" and record["engine"] == "torch"
+    record = load_record(path)
+    assert record.batch_size == record.batch_size_per_device == 4  # not the ResNet default of 128
+    assert record.micro_batch_size == 2 and record.table == "layouts" and record.engine == "torch"
+    assert record.kind == "native"  # derived: a dlperf.run/1 record says none

@@ -32,7 +32,7 @@ from dlperf.records.load import Record, RecordLike, as_record, load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
-from dlperf.records.validate import check_file, job_problem, read_record
+from dlperf.records.validate import check_file, job_problem
 from dlperf.reporting.report import refuse_to_replace, write_report
 from dlperf.spec import RunSpec, file_keys, parse_topology, setting
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
@@ -310,7 +310,7 @@ def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher, swee
 def finish_sweep(options: SweepOptions, jobs: list[RunJob]) -> Path:
     """The report of this sweep's own records (not whatever else lies below the folder); returns its folder.
     (The sweep file and options were stored beside the records at the start: orchestration/sweep_state.py.)"""
-    written = write_report([r for job in jobs if (r := read_record(job.paths.record))], options.out)
+    written = write_report([r for job in jobs if (r := load_record(job.paths.record))], options.out)
     return written[0].parent
 
 

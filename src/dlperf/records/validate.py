@@ -217,9 +217,3 @@ def job_problem(record: dict[str, Any], model: str, case: str, group: str, repea
 def _refuse_constant(name: str) -> float:
     """NaN and Infinity are not JSON: a record holding them was not written by dlperf's strict writer."""
     raise ValueError(f"{name} is not a JSON number")
-
-
-def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
-    """A checked record of one of `schemas` (default: run records, upgraded), or None when the file is missing,
-    partial, invalid or not one."""
-    return check_file(path, schemas)[0]

@@ -302,7 +302,7 @@ class RunSpec:
         for name in ("framework", "label"):
             _require_label(name, getattr(self, name))
         own = ("framework", "label", "stop_after_lines", "stop_after_seconds", "log_warmup")
-        if self.engine != EXTERNAL and (self.launch_env != "torch" or any(getattr(self, k) is not None for k in own)):
+        if self.command is None and (self.launch_env != "torch" or any(getattr(self, k) is not None for k in own)):
             raise ConfigError(
                 "--framework, --label, --launch-env and --stop-after-* go with --command (another framework's "
                 "script); a native run knows its framework"
@@ -312,7 +312,7 @@ class RunSpec:
     def engine_tag(self) -> str:
         """The token that names who runs the work in a group and its files: the engine, or for an external run
         its label, else its framework (so two commands never share a file or a case)."""
-        if self.engine == EXTERNAL:
+        if self.command is not None:
             return self.label or self.framework or EXTERNAL
         return self.engine
 

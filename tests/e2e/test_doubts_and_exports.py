@@ -114,7 +114,7 @@ def test_external_runs_fill_latency_and_memory_cells(tmp_path, capsys):
 def test_extracted_footnotes_speak_of_logs_not_repeats(tmp_path, capsys):
     folder = tmp_path / "peer"
     for i in (1, 2):
-        write(folder, record("1n1g", i, 100.0 + i, source="extract", format="oneflow"))
+        write(folder, record("1n1g", i, 100.0 + i, kind="extracted", source="extract", format="oneflow"))
     code, _, err = run_cli(["report", str(folder), "--format", "md"], capsys)
     assert code == 0, err
     text = (folder / "report.md").read_text()

@@ -139,7 +139,7 @@ def test_failing_rank_stops_the_others_and_is_a_failed_record(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (record,) = records(tmp_path)
     assert record["status"] == "failed" and record["failure"] == {"rank": 1, "host": record["failure"]["host"],
-                                                                  "exitcode": 1}  # fmt: skip
+                                                                  "exitcode": 1, "signal": None}  # fmt: skip
     assert record["error"].startswith("command rank 1 on ") and record["error"].endswith(
         "exited with code 1: boom: bad data"
     )
@@ -200,7 +200,7 @@ def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path
     spec = spec_from_mapping({"model": "resnet50", "batch_size": 16, "devices_per_node": 2, "command": template})
     assert spec.engine == "external"
     (job,) = plan_jobs(spec, check_spec(spec), [3], tmp_path)
-    launch = job.command()
+    launch = job.command
     rdzv = rendezvous_for(1, 2, "127.0.0.1", 29500, launch.values)
     argv = [p.argv for p in node_processes(launch.template, rdzv, 0)]
     assert argv[1] == ["t", "--arch", "resnet50", "--it", "100", "-b", "16", "-g", "32", "--r", "3", "--amp", "0", "1"]
@@ -212,7 +212,7 @@ def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path
 def test_a_nan_loss_in_dlperf_format_fails_the_external_run(tmp_path):
     """A `--command` printing dlperf's own window lines with `loss nan` is failed with the reason, not ok."""
     from dlperf.launch.messages import RunResult
-    from dlperf.orchestration.record import build_record
+    from dlperf.orchestration.kinds import build_record
 
     spec = spec_from_mapping({"model": "resnet50", "batch_size": 8, "command": "train.py", "log_format": "dlperf"})
     (job,) = plan_jobs(spec, check_spec(spec), [1], tmp_path)
@@ -224,4 +224,4 @@ def test_a_nan_loss_in_dlperf_format_fails_the_external_run(tmp_path):
         )
     )
     record = build_record(job, RunResult(), {}, 0.0, 1.0)
-    assert record["status"] == "failed" and "NaN loss: [dlperf] iter 4/6" in record["error"], record
+    assert record.status == "failed" and "NaN loss: [dlperf] iter 4/6" in record.error, record

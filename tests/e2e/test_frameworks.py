@@ -126,7 +126,7 @@ def test_image_size_and_command_label_split_series():
     full = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, work="")
     old_small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, config={"image_size": 32})  # before `work`
     assert series_of(small)[0] != series_of(full)[0] and series_of(old_small)[0] == series_of(small)[0]
-    tf = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, engine="external", label="tf-official",
+    tf = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, kind="external", engine="external", label="tf-official",
                 group="b4_fp32_tf-official", work="")  # fmt: skip
     assert series_of(tf)[0] == series_of(full)[0]  # frameworks meet in the series of the same work
 
@@ -160,7 +160,7 @@ def test_work_and_command_in_record_and_group():
 def test_one_folder_with_two_commands_is_never_one_median(tmp_path):
     folder = tmp_path / "mixed"
     for label, framework, speed in (("tf-official", "tensorflow 2.20.0", 10.0), ("examples", "torch 2.9.0", 30.0)):
-        rec = record("resnet50", "1n1g", 4, "fp32", 1, speed, engine="external", label=label,
+        rec = record("resnet50", "1n1g", 4, "fp32", 1, speed, kind="external", engine="external", label=label,
                      framework=framework, group=f"b4_fp32_{label}")  # fmt: skip
         write_json_atomic(folder / "resnet50" / "1n1g" / f"resnet50_b4_fp32_{label}_1.json", rec)
     for by in ("source", "engine", "framework"):

@@ -14,10 +14,11 @@ from dlperf.harness.loop import Measurement
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.elastic import first_meaningful_line
 from dlperf.launch.messages import RunResult
-from dlperf.orchestration.record import build_record
+from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
 from dlperf.records.load import as_record
 from dlperf.records.validate import record_problem
+from dlperf.records.written import record_json
 from dlperf.reporting.aggregate import summarise
 from dlperf.workloads import check_spec, spec_from_mapping
 
@@ -31,7 +32,7 @@ def measured_record(loss_last: float, tmp_path) -> dict:
     )  # fmt: skip
     ranks = [RankFacts(rank=0, host="h", device="cpu", peak_memory_mib={"allocated": float("nan")})]
     result = RunResult(measured=RunMeasurement(measurement, ranks, "cpu"))
-    return build_record(job, result, {"python": "3.11"}, 1.0, 3.0)
+    return record_json(build_record(job, result, {"python": "3.11"}, 1.0, 3.0))  # the JSON the codec writes
 
 
 @pytest.mark.parametrize("loss", [float("nan"), float("inf"), -float("inf")])

@@ -125,7 +125,7 @@ def test_repeats_decision_is_written_with_its_record(tmp_path, monkeypatch):
     """A SIGINT right after a record's write must not leave its `repeats_stop` null: one write holds both."""
     import dlperf.orchestration.run as run_module
     from dlperf.orchestration.sweep_plan import SweepOptions, run_sweep
-    from dlperf.records.store import write_record
+    from dlperf.records.written import write_record
 
     def write_then_interrupt(path, data):
         write_record(path, data)

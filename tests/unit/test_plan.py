@@ -11,9 +11,10 @@ from dlperf.errors import ConfigError
 from dlperf.harness.loop import Measurement
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.launch.messages import AgentSpec, NodeLaunch, NodeResult, RunResult
-from dlperf.orchestration.record import build_record
+from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
-from dlperf.records.validate import read_record
+from dlperf.records.load import load_record
+from dlperf.records.written import record_json
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.report import build_summary
 from dlperf.workloads import check_spec, decode_spec, spec_from_mapping
@@ -27,7 +28,7 @@ def gpt_record(tmp_path, **layout) -> dict:
     measurement = Measurement(4, job.plan.global_batch, elapsed_s=2.0, first_step_s=1.0, step_ms=[500.0] * 4)
     ranks = [RankFacts(r, "h", "cpu", {"rss": 100.0}) for r in range(spec.world_size)]
     result = RunResult(measured=RunMeasurement(measurement, ranks, "cpu"))
-    return build_record(job, result, {"host": "h"}, 0.0, 1.0)
+    return record_json(build_record(job, result, {"host": "h"}, 0.0, 1.0))  # the JSON the codec writes
 
 
 @pytest.mark.parametrize(
@@ -110,6 +111,7 @@ def test_schema_1_records_stay_readable(tmp_path):
     }  # fmt: skip
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
-    record = read_record(path)
-    assert record["batch_size"] == record["batch_size_per_device"] == 4  # not the ResNet default of 128
-    assert record["micro_batch_size"] == 2 and record["table"] == "layouts" and record["engine"] == "torch"
+    record = load_record(path)
+    assert record.batch_size == record.batch_size_per_device == 4  # not the ResNet default of 128
+    assert record.micro_batch_size == 2 and record.table == "layouts" and record.engine == "torch"
+    assert record.kind == "native"  # derived: a dlperf.run/1 record says none

@@ -56,14 +56,15 @@ def test_a_node_result_crosses_a_process_with_its_nan_loss_and_typed_facts():
     load = {"wall_s": 2.0, "cpu_count": 4, "load_avg_start": [0.1, 0.2, 0.3], "gpu_other_processes": [{"pid": 7}]}
     facts = decode(CommandFacts, {"ended_by": "the command exited", "machine_load": load}, strict=False)
     sent = NodeResult(
-        host="h", measured=RunMeasurement(measurement, ranks, "cpu", 12), env={"node": "h"}, command=facts
+        host="h", measured=RunMeasurement(measurement, ranks, "cpu", 12), env={"node": "h"}, command_facts=facts
     )
     got = NodeResult.from_json(sent.to_json())
     assert math.isnan(got.measured.measurement.loss_first) and got.measured.ranks == ranks
     assert (
-        isinstance(got.command.machine_load, MachineLoad) and got.command.machine_load.gpu_other_processes[0].pid == 7
+        isinstance(got.command_facts.machine_load, MachineLoad)
+        and got.command_facts.machine_load.gpu_other_processes[0].pid == 7
     )
-    assert got.command == facts and got.env == {"node": "h"}
+    assert got.command_facts == facts and got.env == {"node": "h"}
 
 
 def test_the_strict_writer_names_an_undeclared_key_inside_a_part():

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from report_records import record
 
 from dlperf.records.docgen import JSON_DIR, docs_with_reference, schema_files
-from dlperf.records.schema import RunRecord, declared_keys, record_kind, undeclared_fields
+from dlperf.records.schema import RunRecord, declared_keys, declared_kind, undeclared_fields
 from dlperf.records.validate import record_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,23 +41,50 @@ def test_validator_reads_the_declared_types():
     assert record_problem({**good, "noisy": "yes"}) == "noisy 'yes' is not true or false"
     wrong = "window_throughputs[1] 'x' is not a finite number"
     assert record_problem({**good, "window_throughputs": [1.0, "x"]}) == wrong
-    assert record_kind({**good, "command": "python train.py"}).__name__ == "ExternalRunRecord"
-    assert record_kind({**good, "source": "extract"}).__name__ == "ExtractedRecord"
+    assert declared_kind({**good, "kind": "external"}).__name__ == "ExternalRunRecord"
+    assert declared_kind({**good, "kind": "extracted"}).__name__ == "ExtractedRecord"
+    assert record_problem({**good, "kind": "remote"}).startswith("kind 'remote'")
+    # a record older than dlperf.run/3 carries no kind: derived once, from its keys
+    old = {**good, "schema": "dlperf.run/2"}
+    assert declared_kind({**old, "command": "python train.py"}).__name__ == "ExternalRunRecord"
+    assert declared_kind({**old, "source": "extract"}).__name__ == "ExtractedRecord"
+    assert declared_kind({**good, "command": "python train.py"}).__name__ == "RunRecord"  # new: written, not guessed
 
 
 def test_writer_spells_only_declared_fields(tmp_path):
     """Every key a failed run's and a failed external run's record carry is declared for its kind."""
     from dlperf.launch.messages import RunResult
-    from dlperf.orchestration.record import build_record
+    from dlperf.orchestration.kinds import build_record
     from dlperf.orchestration.run import plan_jobs
+    from dlperf.records.written import record_json, typed
     from dlperf.workloads import check_spec, spec_from_mapping
 
     for values in ({"model": "resnet50", "device": "cpu"}, {"model": "resnet50", "command": "train.py"}):
         spec = spec_from_mapping(values)
         (job,) = plan_jobs(spec, check_spec(spec), [1], tmp_path)
-        written = build_record(job, RunResult.failed("worker rank 0 on h exited with code 1", rank=0), {}, 0.0, 1.0)
+        built = build_record(job, RunResult.failed("worker rank 0 on h exited with code 1", rank=0), {}, 0.0, 1.0)
+        written = record_json(built)
         assert undeclared_fields(written) == []
         assert record_problem(written) is None
+        external = "command" in values
+        assert type(built).__name__ == ("ExternalRunRecord" if external else "RunRecord")
+        assert written["kind"] == built.kind == ("external" if external else "native")  # written, not guessed
+        with pytest.raises(TypeError, match="does not declare energy.kwh"):  # a writer's misspelling, in use too
+            typed({**written, "energy": {"kwh": 1.0}})
+
+
+def test_an_older_records_kind_is_derived_once_on_loading(tmp_path):
+    """A `dlperf.run/2` record carries no `kind`: `upgrade` derives it from its keys, so it loads as its kind."""
+    from dlperf.records.load import load_record
+
+    old = {**record("1n1g", 1, 100.0), "schema": "dlperf.run/2", "engine": "external", "command": "python t.py"}
+    path = tmp_path / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    loaded = load_record(path)
+    assert (
+        type(loaded).__name__ == "ExternalRunRecord" and loaded.kind == "external" and loaded.command == "python t.py"
+    )
 
 
 def test_loaded_record_is_its_declared_kind():
@@ -71,7 +99,7 @@ def test_loaded_record_is_its_declared_kind():
     assert loaded.tf32 is None and loaded.energy is None and not hasattr(loaded, "mystery")
     assert loaded.origin.path == "r.json" and as_json(loaded) == data and "energy" not in as_json(loaded)
     assert as_record(loaded) is loaded
-    assert type(as_record({**data, "source": "extract", "unit": "tokens/s"})) is ExtractedRecord
+    assert type(as_record({**data, "kind": "extracted", "source": "extract", "unit": "tokens/s"})) is ExtractedRecord
     bench = as_record({"schema": COMMBENCH_SCHEMA, "status": "ok", "dtype": "fp32", "model": "commbench", "nodes": 2})
     assert type(bench) is CommbenchRecord and bench.dtype == "fp32"
     assert (bench.run.model, bench.run.nodes, bench.run.throughput) == ("commbench", 2, None)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.cli.display import duration
-from dlperf.orchestration import SweepPlan
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.orchestration import SweepPlan, kind_of
+from dlperf.spec import RunSpec
 from dlperf.workloads import CpuEstimate, WorkloadPlan, get_workload
 
 # Sustained fp32 training rate of one CPU core in PyTorch or XLA, on the generous side (AVX-512 servers reach it).
@@ -20,7 +20,7 @@ def cpu_work(spec: RunSpec, env: dict[str, Any]) -> CpuEstimate | None:
     """The workload's work per sample for a run on CPUs; None where no estimate applies (a GPU, a workload that
     declares none, an external script, whose model is only its label)."""
     on_cpu = spec.device == "cpu" or (spec.device == "auto" and not env.get("gpus"))
-    if not on_cpu or spec.engine == EXTERNAL:
+    if not on_cpu or not kind_of(spec).knows_its_work:
         return None
     return get_workload(spec.model).cpu_estimate(spec)
 

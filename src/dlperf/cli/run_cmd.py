@@ -19,8 +19,8 @@ from dlperf.cli.run_flags import (
 )
 from dlperf.errors import LaunchError
 from dlperf.launch import Launcher, RunJob
-from dlperf.orchestration import FORCE_HELP, RunHooks, run_one, training_spec, window_figures
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.orchestration import FORCE_HELP, RunHooks, kind_of, run_one, training_spec, window_figures
+from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan
 
 
@@ -63,7 +63,7 @@ def _follow(job: RunJob, launcher: Launcher, env: dict) -> Iterator[None]:
         say(estimate)
     say(f"log: {job.paths.log}{launcher.log_note}")
     try:
-        with LogFollower(job.paths.log, say, window_extra(spec, job.plan, env), plain=spec.engine == EXTERNAL):
+        with LogFollower(job.paths.log, say, window_extra(spec, job.plan, env), plain=not kind_of(spec).shows_windows):
             yield
     except KeyboardInterrupt:  # Ctrl-C (and SIGTERM): the same command again would be refused by the log it left
         if job.paths.log.exists():

@@ -33,6 +33,7 @@ from dlperf.orchestration import (
     stored_sweep_fields,
     sweep_to_report,
 )
+from dlperf.records.load import Record
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -153,7 +154,7 @@ class SweepView:
         say(f"{job.spec.model} {job.spec.topology} {job.plan.group} #{job.repeat}: {state}, skipped")
         self._advance(self._clock)
 
-    def _recorded(self, job: RunJob, record: dict) -> None:
+    def _recorded(self, job: RunJob, record: Record) -> None:
         clock = self._clock
         assert clock is not None  # the runs start after Started
         clock.finish(job)

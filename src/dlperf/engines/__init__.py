@@ -12,7 +12,6 @@ from typing import Any, cast
 
 from dlperf.engines.base import Engine, EngineHost
 from dlperf.errors import ConfigError
-from dlperf.spec import EXTERNAL
 
 ENGINES: dict[str, tuple[str, str]] = {
     "torch": ("dlperf.engines.torch.host", "dlperf.engines.torch.engine:TorchEngine"),
@@ -39,8 +38,7 @@ def engine_versions(names: list[str]) -> dict[str, Any]:
     """The named engines' versions and device facts, for a record's environment."""
     facts: dict[str, Any] = {}
     for name in names:
-        if name != EXTERNAL:  # another framework's own script: dlperf cannot know what it loads
-            facts.update(engine_host(name).versions())
+        facts.update(engine_host(name).versions())
     return facts
 
 

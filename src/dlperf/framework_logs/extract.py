@@ -225,6 +225,7 @@ def _measured_record(
 def _base(info: LogInfo, shape: RunShape, fmt: LogFormat | None, rule: str) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
+        "kind": "extracted",
         "source": "extract",
         "format": fmt.name if fmt else None,
         "rule": rule,

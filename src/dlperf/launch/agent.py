@@ -124,8 +124,8 @@ def run_agent(argv: list[str] | None) -> int:
     if result.failure and result.failure.stopped:
         STOPPED.set()
     if spec.launch.collect_env:
-        engine = spec.run.get("engine", "torch")
-        env = {"node": node_name(), **collect_environment(), **engine_versions([engine])}
+        engines = [] if spec.command is not None else [spec.run.get("engine", "torch")]  # a script's: unknown
+        env = {"node": node_name(), **collect_environment(), **engine_versions(engines)}
         result = dataclasses.replace(result, env=env)
     write_text_atomic(args.result.replace("%t", os.environ.get("SLURM_PROCID", "0")), result.to_json())
     return 0 if result.ok else 1

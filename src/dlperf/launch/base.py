@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import tempfile
 import uuid
@@ -12,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf.errors import ConfigError
-from dlperf.external.template import case_values, node_processes, rendezvous_for
+from dlperf.external.template import node_processes, rendezvous_for
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeLaunch, RunResult
 from dlperf.launch.options import LaunchOptions
 from dlperf.records.paths import RunPaths
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan
 
 
@@ -28,7 +27,7 @@ class RunJob:
     plan: WorkloadPlan
     repeat: int
     paths: RunPaths
-    line_patterns: tuple[str, ...] = ()  # an external run's throughput-line signatures (its stop-after rule)
+    command: CommandLaunch | None = None  # another framework's script to run instead of dlperf's (its kind's)
 
     def agent_spec(self, options: LaunchOptions) -> AgentSpec:
         """What every node agent gets; each launcher adds the rendezvous endpoint and the node's own settings."""
@@ -41,25 +40,7 @@ class RunJob:
                 run_id=f"dlperf-{uuid.uuid4().hex[:12]}",
                 env=options.worker_env(),
             ),
-            command=self.command() if self.spec.engine == EXTERNAL else None,
-        )
-
-    def command(self) -> CommandLaunch:
-        """An external run's command with every value its template may name, run where dlperf was started."""
-        spec = self.spec
-        values = case_values(spec.to_dict(), self.plan.batch_per_device, self.plan.global_batch, self.repeat)
-        return CommandLaunch(
-            spec.command or "",
-            spec.command_per,
-            spec.shell,
-            values,
-            os.getcwd(),
-            launch_env=spec.launch_env,
-            framework=spec.framework,
-            stop_after_lines=spec.stop_after_lines,
-            stop_after_seconds=spec.stop_after_seconds,
-            line_patterns=list(self.line_patterns),
-            instrument=spec.instrument == "auto",
+            command=self.command,
         )
 
 
@@ -100,11 +81,13 @@ class Launcher(ABC):
         return [self.options.master_addr or "127.0.0.1"] * job.spec.nodes
 
     def describe_processes(self, job: RunJob) -> list[str]:
-        """An external run's processes for --dry-run: each one's arguments and the variables it gets."""
+        """A command's processes for --dry-run (none for dlperf's own run): each one's arguments and variables."""
         spec = job.spec
+        if job.command is None:
+            return []
         port = self.options.master_port or DRY_RUN_PORT
         addrs = self.node_addrs(job)
-        rdzv = rendezvous_for(spec.nodes, spec.devices_per_node, addrs[0], port, job.command().values,
+        rdzv = rendezvous_for(spec.nodes, spec.devices_per_node, addrs[0], port, job.command.values,
                               spec.launch_env, tuple(addrs))  # fmt: skip
         lines = (
             [] if self.options.master_port else [f"# (no --master-port: the port is chosen at run time; {port} here)"]
@@ -122,7 +105,7 @@ class Launcher(ABC):
             for job in jobs
             for line in [f"# {job.spec.model} {job.spec.topology} repeat {job.repeat} -> {job.paths.record}"]
             + self.describe(job)
-            + (self.describe_processes(job) if job.spec.engine == EXTERNAL else [])
+            + self.describe_processes(job)
         )
 
     def run_all(self, jobs: list[RunJob], on_done: OnDone) -> None:

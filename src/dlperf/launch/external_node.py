@@ -340,7 +340,7 @@ def launch(spec: AgentSpec) -> NodeResult:
         result = _launch(spec, command, processes, running, host, node_rank, rule, threads, steps)
         load = machine_load(start, take_snapshot()).as_record()
     facts = command_facts(command, running, rule, memory, load, threads, steps)
-    return dataclasses.replace(result, command=decode(CommandFacts, facts, strict=False))
+    return dataclasses.replace(result, command_facts=decode(CommandFacts, facts, strict=False))
 
 
 def _launch(

@@ -128,7 +128,9 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
                 proc.stdin.close()
     if result_path.exists():
         node = NodeResult.from_json(result_path.read_text(encoding="utf-8"))
-        return RunResult(measured=node.measured, failure=node.failure, commands=[node.command] if node.command else [])
+        return RunResult(
+            measured=node.measured, failure=node.failure, node_facts=[node.command_facts] if node.command_facts else []
+        )
     code = proc.returncode
     reason = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
     return RunResult.failed(f"launcher {reason} before writing a result; see {console_path}")

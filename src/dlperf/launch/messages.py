@@ -122,7 +122,7 @@ class NodeResult:
     measured: RunMeasurement | None = None
     failure: Failure | None = None
     env: dict[str, Any] | None = None  # `dlperf env --json` of the node, as it gathers it
-    command: CommandFacts | None = None  # an external command's
+    command_facts: CommandFacts | None = None  # an external command's, as the node saw it
 
     @property
     def ok(self) -> bool:
@@ -150,7 +150,7 @@ class RunResult:
     measured: RunMeasurement | None = None
     failure: Failure | None = None
     node_envs: list[dict[str, Any]] = field(default_factory=list)
-    commands: list[CommandFacts] = field(default_factory=list)  # each node's external command's
+    node_facts: list[CommandFacts] = field(default_factory=list)  # each node's facts of its external command
 
     @classmethod
     def failed(cls, error: str, **facts: Any) -> RunResult:
@@ -164,11 +164,11 @@ def merge_results(results: list[NodeResult], ended_at: list[float]) -> RunResult
     killed by a signal is the cause, else the node that failed first.
     """
     envs = [r.env for r in results if r.env]
-    commands = [r.command for r in results if r.command]
+    facts = [r.command_facts for r in results if r.command_facts]
     if all(r.ok for r in results):
         measured = next((r.measured for r in results if r.measured), None)
-        return RunResult(measured=measured, node_envs=envs, commands=commands)
+        return RunResult(measured=measured, node_envs=envs, node_facts=facts)
     failed = [(t, r.failure) for t, r in zip(ended_at, results) if r.failure]
     own = [(t, f) for t, f in failed if not f.stopped] or failed
     own.sort(key=lambda pair: (pair[1].signal is None, pair[0]))
-    return RunResult(failure=own[0][1], node_envs=envs, commands=commands)
+    return RunResult(failure=own[0][1], node_envs=envs, node_facts=facts)

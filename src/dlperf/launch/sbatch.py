@@ -17,7 +17,7 @@ from dlperf.errors import ConfigError, LaunchError
 from dlperf.launch.base import Launcher, OnDone, RunJob
 from dlperf.launch.messages import RunResult
 from dlperf.records.store import write_text_atomic
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.spec import RunSpec
 from dlperf.workloads import get_workload
 
 POLL_S = 1.0
@@ -116,8 +116,7 @@ class SbatchLauncher(Launcher):
         return "\n".join(
             line
             for job, repeats in self._cases(jobs)
-            for line in self._submission(job, repeats)
-            + (self.describe_processes(job) if job.spec.engine == EXTERNAL else [])
+            for line in self._submission(job, repeats) + self.describe_processes(job)
         )
 
     def run(self, job: RunJob, workdir: Path) -> RunResult:

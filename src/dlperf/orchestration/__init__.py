@@ -8,6 +8,7 @@ a framework (the rank does), so importing the package costs the run machinery's 
 from __future__ import annotations
 
 from dlperf.orchestration.evidence_fields import window_figures
+from dlperf.orchestration.kinds import kind_of
 from dlperf.orchestration.maxbatch import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
 from dlperf.orchestration.peak import measure_and_store
 from dlperf.orchestration.preflight import FORCE_HELP
@@ -46,6 +47,7 @@ __all__ = [
     "SweepOptions",
     "SweepPlan",
     "SweepStart",
+    "kind_of",
     "measure_and_store",
     "prepare_search",
     "resolve_sweep",

@@ -32,14 +32,14 @@ from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.records.codec import decode, dump
 from dlperf.records.parts import CrossCheck, LikeForLike, SamplesPerStep
 from dlperf.records.schema import ExternalRunRecord
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
 # What a log reader's record says about the file's place in the layout: the run's own record says it already.
 # The reader's record fields that a --command run states itself: its layout, and what it measured of the run
 # (the framework from the script's interpreter, the devices from the ranks), not what the log's format names.
-LAYOUT_KEYS = {"schema", "source", "file", "model", "case", "group", "repeat", "nodes", "devices_per_node",
+LAYOUT_KEYS = {"schema", "kind", "source", "file", "model", "case", "group", "repeat", "nodes", "devices_per_node",
                "world_size", "batch_size", "global_batch_size", "precision", "status", "error", "framework",
                "accelerator"}  # fmt: skip
 
@@ -85,17 +85,15 @@ def own_launcher(argv: list[str]) -> str | None:
 def line_patterns(spec: RunSpec) -> tuple[str, ...]:
     """The throughput lines `--stop-after-lines` counts: the named reader's signature, or every reader's but a
     fallback's (a tqdm bar redraws many times a second)."""
-    if spec.engine != EXTERNAL or spec.stop_after_lines is None:
+    if spec.stop_after_lines is None:
         return ()
     formats = [f for f in FORMATS if not f.fallback] if spec.log_format == "auto" else [get_format(spec.log_format)]
     return tuple(f.signature.pattern for f in formats)
 
 
 def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[CommandFacts]) -> str:
-    """`name version`: a native run's engine and its version from the environment; an external run's
-    `--framework` and the version its interpreter reported (external.identity), else `unknown`."""
-    if spec.engine != EXTERNAL:
-        return framework_label(spec.engine, env.get(spec.engine))
+    """`name version`: an external run's `--framework` and the version its interpreter reported
+    (external.identity), else `unknown`."""
     name = spec.framework or "unknown"
     version = next((c.framework_version for c in commands if c.framework_version), None)
     return framework_label(name, version)

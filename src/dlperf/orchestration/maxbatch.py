@@ -13,8 +13,10 @@ from typing import Any
 from dlperf.errors import ConfigError
 from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
 from dlperf.maxbatch.search import MaxBatchResult, Probe, ProbeOutcome
+from dlperf.orchestration.kinds import kind_of
 from dlperf.records.schema import batch_free_group
-from dlperf.records.store import check_writable, write_record
+from dlperf.records.store import check_writable
+from dlperf.records.written import write_record
 from dlperf.spec import RunSpec, flag, setting
 from dlperf.workloads import WorkloadPlan, check_spec, searched_batch, spec_from_mapping
 
@@ -109,6 +111,7 @@ def prepare_search(values: dict[str, Any], options: SearchOptions) -> MaxBatchSe
         raise ConfigError(f"{flag(key)} is what maxbatch varies: use --start and --max-batch instead")
     spec = spec_from_mapping({**values, key: options.start})
     plan = check_spec(spec)
+    kind_of(spec).check(spec, plan)
     check_writable(options.out)
     available = None
     if options.memory_cap is None and _on_cpu(spec.device):

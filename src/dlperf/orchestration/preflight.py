@@ -6,7 +6,8 @@ from typing import Any
 
 from dlperf.errors import ConfigError
 from dlperf.metrics.footprint import GIB, Footprint, Machine, fit_problems, over_memory
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.orchestration.kinds import kind_of
+from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload
 
 
@@ -61,6 +62,6 @@ def _problems(spec: RunSpec, footprint: Footprint | None, on_gpu: bool, machine:
 def _refused_memory(spec: RunSpec, footprint: Footprint | None, on_gpu: bool, machine: Machine) -> bool:
     """An estimate above the machine's memory; an external script's model is only the case's label: dlperf's
     memory estimate of it warns, it does not refuse."""
-    if footprint is None or spec.engine == EXTERNAL:
+    if footprint is None or not kind_of(spec).knows_its_work:
         return False
     return over_memory(footprint, spec.devices_per_node, on_gpu, machine)

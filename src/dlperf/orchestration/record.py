@@ -1,4 +1,5 @@
-"""Build a run's record from its plan and the launcher's result (schema: dlperf.records.schema)."""
+"""A run record's fields from its plan and the launcher's result (schema: dlperf.records.schema): those every
+run shares and each kind's figures, which the run's kind (`orchestration/kinds.py`) puts together."""
 
 from __future__ import annotations
 
@@ -6,67 +7,36 @@ import math
 from typing import Any
 
 from dlperf import __version__
-from dlperf.errors import DataError
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.accelerator import accelerator_identity
 from dlperf.metrics.stats import latency_summary
 from dlperf.orchestration.evidence_fields import causal_mfu, evidence_fields, flops_fields
-from dlperf.orchestration.external_run import (
-    command_fields,
-    figures_of,
-    framework_of,
-    log_tail,
-    noise_of,
-    read_figures,
-)
+from dlperf.orchestration.external_run import figures_of, noise_of
 from dlperf.records.schema import SCHEMA
-from dlperf.spec import EXTERNAL
 from dlperf.workloads import get_workload
 
 
-def _outcome(job: RunJob, result: RunResult) -> tuple[Failure | None, dict[str, Any] | None]:
-    """The run's failure, or an external run's figures read from its log."""
-    if result.failure:
-        return result.failure, None
-    if job.spec.engine == EXTERNAL:
-        try:
-            return None, read_figures(job, result.commands)
-        except DataError as error:
-            return Failure(f"its output gives no throughput: {error}"), None
-    if result.measured is None:
-        return Failure("no node reported rank 0's measurement"), None
-    return None, None
-
-
-def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> dict:
-    """The run's record (declared in dlperf.records.schema), built by the function of its kind: a failed run, an
-    external command's run, a rank task's record (commbench) or a measured run."""
-    if result.node_envs:
-        env = {**env, "nodes": result.node_envs}
-    failure, figures = _outcome(job, result)
-    record = _common(job, result, env, started_at, finished_at, failure)
-    if failure:
-        return strict_json(failed_record(job, record, failure))
-    if figures is not None:
-        return strict_json(external_record(job, result, record, figures))
-    if result.measured.measurement is None:
-        return strict_json(task_record(job, result, record))
-    return strict_json(measured_record(job, result, record))
-
-
-def _common(
-    job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float, failure: Failure | None
+def common_fields(
+    job: RunJob,
+    result: RunResult,
+    env: dict[str, Any],
+    times: tuple[float, float],
+    failure: Failure | None,
+    *,
+    kind: str,
+    framework: str,
 ) -> dict[str, Any]:
-    """The fields every run record kind shares: the spec, the plan's derived values, status and environment."""
+    """The fields every run record shares: the spec, its kind and what ran it (`name version`), the plan's derived
+    values, status and environment."""
     spec, plan = job.spec, job.plan
-    workload = get_workload(spec.model)
-    record: dict[str, Any] = {
-        "schema": workload.record_schema or SCHEMA,
+    return {
+        "schema": get_workload(spec.model).record_schema or SCHEMA,
+        "kind": kind,
         "dlperf_version": __version__,
         "model": spec.model,
         "engine": spec.engine,
-        "framework": framework_of(spec, env, result.commands),
+        "framework": framework,
         "case": spec.topology,
         "group": plan.group,
         "table": plan.table,
@@ -74,35 +44,16 @@ def _common(
         "nodes": spec.nodes,
         "devices_per_node": spec.devices_per_node,
         "world_size": spec.world_size,
+        "config": spec.to_dict(),
+        **plan.record_fields,
+        "status": "failed" if failure else "ok",
+        "error": failure.error if failure else None,
+        "started_at": times[0],
+        "finished_at": times[1],
+        "log": job.paths.log.name,
+        "env": env,
+        "accelerator": _accelerator(job, result, env),
     }
-    if not workload.tasks:
-        record.update(
-            {
-                "batch_size": plan.batch_per_device,  # the published name: samples per device per iteration
-                "batch_size_per_device": plan.batch_per_device,
-                "micro_batch_size": plan.micro_batch,
-                "global_batch_size": plan.global_batch,
-                "precision": spec.precision,
-            }
-        )
-    record.update(
-        {
-            "config": spec.to_dict(),
-            **plan.record_fields,
-            "status": "failed" if failure else "ok",
-            "error": failure.error if failure else None,
-            "started_at": started_at,
-            "finished_at": finished_at,
-            "log": job.paths.log.name,
-            "env": env,
-            "accelerator": _accelerator(job, result, env),
-        }
-    )
-    if spec.engine == EXTERNAL:
-        record["command"] = spec.command
-        record["label"] = spec.engine_tag
-        record.update(command_fields(spec, result.commands))
-    return record
 
 
 def _accelerator(job: RunJob, result: RunResult, env: dict[str, Any]) -> dict[str, Any]:
@@ -116,14 +67,6 @@ def _accelerator(job: RunJob, result: RunResult, env: dict[str, Any]) -> dict[st
     return accelerator_identity(kind, None, env, spec.world_size, spec.devices_per_node)
 
 
-def failed_record(job: RunJob, record: dict[str, Any], failure: Failure) -> dict[str, Any]:
-    """A failed run: the dead worker's facts, and an external command's last log lines."""
-    record["failure"] = failure.facts()
-    if job.spec.engine == EXTERNAL:
-        record["log_tail"] = log_tail(job)
-    return record
-
-
 def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figures: dict) -> dict[str, Any]:
     """An external command's run: the peer reader's figures from its log, and the workload's derived metrics, which
     start from samples/s whatever the reading's unit."""
@@ -133,7 +76,7 @@ def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figu
     throughput, unit = reading.throughput, reading.unit
     record["throughput_per_device"] = throughput / spec.world_size
     record["hosts"] = sorted({n["node"] for n in result.node_envs if n.get("node")}) or [record["env"].get("host")]
-    record.update(noise_of(reading, result.commands))
+    record.update(noise_of(reading, result.node_facts))
     notes = list(reading.reading_notes or [])
     tokens = getattr(spec.workload, "seq_length", None)
     samples_per_s = throughput if unit != "tokens/s" else throughput / tokens if tokens else None

@@ -15,20 +15,19 @@ from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
 from dlperf.machine.environment import collect_environment
-from dlperf.orchestration.external_run import check_command, line_patterns
+from dlperf.orchestration.kinds import build_record, kind_of
 from dlperf.orchestration.preflight import preflight_warning
-from dlperf.orchestration.record import build_record
-from dlperf.records.load import Record, as_record
+from dlperf.records.load import Record, load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.schema import READABLE
-from dlperf.records.store import check_free_space, check_writable, claim_paths, removed_if_refused, write_record
-from dlperf.records.validate import read_record
-from dlperf.spec import EXTERNAL, RunSpec
+from dlperf.records.store import check_free_space, check_writable, claim_paths, removed_if_refused
+from dlperf.records.written import record_json, with_fields, write_record
+from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, check_spec, get_workload, require_training, spec_from_mapping
 
-OnRecord = Callable[[RunJob, dict[str, Any]], None]
-Decide = Callable[[dict[str, Any]], dict[str, Any]]  # fields decided from a record, written with it in one write
+OnRecord = Callable[[RunJob, Record], None]
+Decide = Callable[[Record], dict[str, Any]]  # fields decided from a record, written with it in one write
 # What one run writes, generously: its record and console (with the environment), plus a log line per window.
 RUN_FILES_BYTES = 256 * 1024
 LOG_LINE_BYTES = 512
@@ -58,21 +57,25 @@ def check_run(spec: RunSpec, launcher: Launcher) -> WorkloadPlan:
     launcher.options.validate()
     plan = check_spec(spec)
     launcher.check(spec)
-    if spec.engine == EXTERNAL:
-        check_command(spec, plan)
+    kind_of(spec).check(spec, plan)
     return plan
 
 
 def preflight(specs: list[RunSpec], launcher: Launcher) -> None:
     """Each engine's check of the devices, precisions and packages the specs ask for."""
     for spec in specs:
-        if spec.engine != EXTERNAL:
-            engine_host(spec.engine).preflight(spec, local=launcher.local)
+        for name in kind_of(spec).engines(spec):
+            engine_host(name).preflight(spec, local=launcher.local)
+
+
+def versions(specs: list[RunSpec]) -> dict[str, Any]:
+    """The versions of the engines the specs load, for the records' environment."""
+    return engine_versions(sorted({name for spec in specs for name in kind_of(spec).engines(spec)}))
 
 
 def plan_jobs(spec: RunSpec, plan: WorkloadPlan, repeats: list[int], out: str | Path) -> list[RunJob]:
-    patterns = line_patterns(spec) if spec.engine == EXTERNAL else ()  # a native run ends after its iterations
-    return [RunJob(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r), patterns) for r in repeats]
+    kind = kind_of(spec)
+    return [kind.job(spec, plan, r, run_paths(out, spec.model, spec.topology, plan.stem, r)) for r in repeats]
 
 
 def output_bytes(job: RunJob) -> int:
@@ -89,7 +92,7 @@ def execute(
     on_record: OnRecord | None = None,
     fields: dict[str, Any] | None = None,
     decide: Decide | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     """Launch the jobs (one by one, or submitted together) and write each record atomically as it comes;
     a failed run is a record too, never an exception. `fields` (a sweep's id) go into every record, those a job
     wrote itself (sbatch) too; `decide`'s fields (the repeats decision) are written in the same atomic write as the
@@ -109,28 +112,24 @@ def _execute(
     on_record: OnRecord | None,
     fields: dict[str, Any] | None,
     decide: Decide | None,
-) -> list[dict[str, Any]]:
+) -> list[Record]:
     for job in jobs:
         claim_paths(job.paths, overwrite)
     for root in {job.paths.root for job in jobs}:
         check_free_space(root, sum(output_bytes(job) for job in jobs if job.paths.root == root))
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     started = time.time()
 
     def done(job: RunJob, result: RunResult | None) -> None:
         nonlocal started
         schema = get_workload(job.spec.model).record_schema
-        record = read_record(job.paths.record, (schema,) if schema else READABLE) if result is None else None
-        if record is None:
+        written = load_record(job.paths.record, (schema,) if schema else READABLE) if result is None else None
+        if written is None:
             result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
-            record = {**build_record(job, result, env, started, time.time()), **(fields or {})}
-            record.update(decide(record) if decide else {})
-            write_record(job.paths.record, record)
-        else:
-            added = {**(fields or {}), **(decide(record) if decide else {})}
-            if any(record.get(k) != v for k, v in added.items()):
-                record.update(added)
-                write_record(job.paths.record, record)
+        record = with_fields(written or build_record(job, result, env, started, time.time()), fields or {})
+        record = with_fields(record, decide(record) if decide else {})
+        if written is None or record_json(record) != record_json(written):
+            record = write_record(job.paths.record, record)
         records.append(record)
         if on_record:
             on_record(job, record)
@@ -142,12 +141,12 @@ def _execute(
 
 @dataclass(frozen=True)
 class RunHooks:
-    """What the caller shows while `run_one` goes: the dry run's exact commands (printed as they are: a shell
-    reads them), each line it has to say (a warning), and a context around the run itself (the CLI follows its
-    log there)."""
+    """What the caller shows while `run_one` goes: the dry run's lines (its exact commands, printed as they are: a
+    shell reads them), each line it has to say (a warning), and a context around the run itself (the CLI follows
+    its log there)."""
 
     say: Callable[[str], None] = lambda line: None
-    commands: Callable[[str], None] = print
+    dry_run_lines: Callable[[str], None] = print
     around: Callable[[RunJob, Launcher, dict[str, Any]], contextlib.AbstractContextManager] = (
         lambda job, launcher, env: contextlib.nullcontext()
     )
@@ -182,18 +181,17 @@ def run_one(
     (job,) = plan_jobs(spec, plan, [repeat], out)
     if launch.dry_run:
         preflight([spec], launcher)
-        hooks.commands(launcher.describe_all([job]))
+        hooks.dry_run_lines(launcher.describe_all([job]))
         return None
     with removed_if_refused(check_writable(out)):
         refuse_early(job, overwrite)
         preflight([spec], launcher)  # imports the framework: after the refusals that need none
-        env = {**collect_environment(), **engine_versions([spec.engine])}
+        env = {**collect_environment(), **versions([spec])}
         warning = preflight_warning(spec, plan, env, force) if launcher.local else None
     if warning:
         hooks.say(warning)
     with hooks.around(job, launcher, env):
-        record = execute([job], launcher, env, overwrite=overwrite)[0]
-    return as_record(record, job.paths.record)
+        return execute([job], launcher, env, overwrite=overwrite)[0]
 
 
 __all__ = [

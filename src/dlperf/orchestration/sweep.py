@@ -26,7 +26,7 @@ from dlperf.orchestration.sweep_plan import (
     sweep_id_for,
 )
 from dlperf.orchestration.sweep_state import save_sweep_options
-from dlperf.records.load import load_record
+from dlperf.records.load import Record, load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.store import check_writable, removed_if_refused
 from dlperf.reporting.report import existing_report_files
@@ -71,7 +71,7 @@ class Recorded:
     """A run ended and its record (a failed run's too) is written."""
 
     job: RunJob
-    record: dict[str, Any]
+    record: Record
 
 
 @dataclass(frozen=True)

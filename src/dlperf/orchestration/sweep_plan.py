@@ -21,19 +21,18 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from dlperf.engines import engine_versions
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.machine.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
-from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu
+from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu, versions
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
-from dlperf.records.load import RecordLike, as_record, load_record
+from dlperf.records.load import Record, RecordLike, as_record, load_record
 from dlperf.records.lock import results_lock
 from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
-from dlperf.records.validate import check_file, job_problem, read_record
+from dlperf.records.validate import check_file, job_problem
 from dlperf.reporting.report import refuse_to_replace, write_report
 from dlperf.spec import RunSpec, file_keys, parse_topology, setting
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
@@ -261,11 +260,11 @@ def record_is_complete(job: RunJob, retry_failed: bool) -> bool:
 
 @dataclass
 class SweepOutcome:
-    ran: list[dict[str, Any]]
+    ran: list[Record]
     skipped: int
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[Record]:
         return [r for r in self.ran if as_record(r).status != "ok"]
 
 
@@ -300,8 +299,7 @@ def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher, swee
         refuse_to_replace(options.out, {"md", "json"})
     check_writable(options.out)
     preflight_sweep(plan, options, launcher)
-    engines = sorted({spec.engine for spec, _ in plan.cases})
-    env = {**collect_environment(), **engine_versions(engines)}
+    env = {**collect_environment(), **versions([spec for spec, _ in plan.cases])}
     warnings = [
         w for spec, case in plan.cases if launcher.local and (w := preflight_warning(spec, case, env, options.force))
     ]
@@ -312,7 +310,7 @@ def start_sweep(plan: SweepPlan, options: SweepOptions, launcher: Launcher, swee
 def finish_sweep(options: SweepOptions, jobs: list[RunJob]) -> Path:
     """The report of this sweep's own records (not whatever else lies below the folder); returns its folder.
     (The sweep file and options were stored beside the records at the start: orchestration/sweep_state.py.)"""
-    written = write_report([r for job in jobs if (r := read_record(job.paths.record))], options.out)
+    written = write_report([r for job in jobs if (r := load_record(job.paths.record))], options.out)
     return written[0].parent
 
 
@@ -331,7 +329,7 @@ class _Runner:
     def done_before(self, job: RunJob) -> bool:
         return self.options.resume and record_is_complete(job, self.options.retry_failed)
 
-    def execute(self, jobs: list[RunJob], decide: Decide | None = None) -> list[dict[str, Any]]:
+    def execute(self, jobs: list[RunJob], decide: Decide | None = None) -> list[Record]:
         """Run `jobs`; `decide` adds the repeats decision to each record before its one write."""
         return execute(
             jobs, self.launcher, self.env, overwrite=True, on_record=self.on_record, fields=self.fields, decide=decide
@@ -385,7 +383,7 @@ def _ok_throughput(data: RecordLike | None) -> float | None:
 def _run_adaptive(plan: SweepPlan, adaptive: AdaptiveRepeats, runner: _Runner) -> SweepOutcome:
     """Each case repeated until `adaptive` says stop; every new record gets `repeats_stop`, the decision after it
     (written with the record in one atomic write), so the case's last record says why it stopped."""
-    ran: list[dict[str, Any]] = []
+    ran: list[Record] = []
     skipped = 0
     for spec, case_plan in plan.cases:
         jobs = plan_jobs(spec, case_plan, list(range(1, adaptive.max_repeats + 1)), runner.options.out)
@@ -395,14 +393,14 @@ def _run_adaptive(plan: SweepPlan, adaptive: AdaptiveRepeats, runner: _Runner) -
     return SweepOutcome(ran=ran, skipped=skipped)
 
 
-def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner) -> tuple[list[dict[str, Any]], int]:
+def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner) -> tuple[list[Record], int]:
     """One case's repeats, in order, until the decision after one of them says stop."""
-    ran: list[dict[str, Any]] = []
+    ran: list[Record] = []
     skipped = 0
     throughputs: list[float] = []
     decision: StopDecision | None = None
 
-    def decide(record: dict[str, Any]) -> dict[str, Any]:
+    def decide(record: Record) -> dict[str, Any]:
         nonlocal decision
         value = _ok_throughput(record)
         if value is not None:

@@ -16,7 +16,7 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.records.codec import decode
 from dlperf.records.lock import writer_of
-from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_values, record_kind
+from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_kind, declared_values, upgrade
 from dlperf.records.validate import check_file
 from dlperf.records.walk import find_named
 
@@ -25,15 +25,17 @@ RecordLike = Record | Mapping[str, Any]  # a loaded record, or a record's JSON a
 
 
 def as_record(data: RecordLike, path: str | Path | None = None) -> Record:
-    """A record's JSON as its declared kind (`record_kind`), decoded by the codec: each declared key an attribute
-    of its declared type (a part its dataclass), absent ones None; a commbench record's run fields as its `run`.
-    The JSON is kept as read in `origin`, where an absent key differs from a null one and the keys its kind does
-    not declare stay, unread. A loaded record is returned as it is; a value not of its declared type is a
-    DecodeError naming the field (a loader has checked the file first: `records/validate.py`)."""
+    """A record's JSON as its declared kind (`declared_kind`; an older version upgraded first), decoded by the
+    codec: each declared key an attribute of its declared type (a part its dataclass), absent ones None; a
+    commbench record's run fields as its `run`. The JSON is kept as read in `origin`, where an absent key differs
+    from a null one and the keys its kind does not declare stay, unread. A loaded record is returned as it is; a
+    value not of its declared type is a DecodeError naming the field (a loader has checked the file first:
+    `records/validate.py`)."""
     if isinstance(data, KINDS):
         return data
-    kind = record_kind(data)
     loaded: dict[str, Any] = {"origin": Origin(None if path is None else str(path), MappingProxyType(dict(data)))}
+    data = upgrade(dict(data))
+    kind = declared_kind(data)
     (_, own), *shared = declared_values(kind, data)
     if shared:  # the run fields a kind shares, but those it declares itself (a commbench record's `warmup`)
         loaded["run"] = decode(*shared[0])

@@ -5,22 +5,20 @@ classes (`records/codec.py`), checks a record's types at every depth (`records/v
 it and generates the JSON Schema files (`records/json/*.json`, `docgen.json_schema`); the record reference in
 `docs/records.md` (`docgen.reference_table`) is derived from them too, so a field is spelled in its declaration and
 its readers, nowhere else (docs/architecture.md, "Add a record field"). The classes describe the on-disk JSON;
-writers emit plain dicts (the shape readers and users' scripts already know), and `records.store.write_record`
-holds every record, parts included, to its kind's declaration when `DLPERF_STRICT_RECORDS` is set, as the test
-suite sets it. Readers get instances of these
-classes (`records.load`), so a misspelled field fails where it is read, as the strict writer fails where it is
-written; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
+`records.store.write_record` holds every record, parts included, to its kind's declaration, so a misspelled field
+fails where it is written. Readers get instances of these classes (`records.load`), so a misspelled field fails
+where it is read; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
 
-`dlperf.run/2` (this version) keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
+`dlperf.run/3` (this version) writes the run's `kind` (`native`, `task`, `external`, `extracted`: the dataclass it
+loads as); `dlperf.run/2` keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
-readable: `upgrade` fills the new fields from the old ones.
+readable: `upgrade` fills the new fields from the old ones, an old record's kind derived once from its keys.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -28,6 +26,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict
 
+from dlperf.records.codec import adapter, decode
 from dlperf.records.parts import (
     Ablation,
     Accelerator,
@@ -51,8 +50,9 @@ from dlperf.records.parts import (
     Warmup,
 )
 
-SCHEMA = "dlperf.run/2"
-READABLE = ("dlperf.run/1", SCHEMA)
+SCHEMA = "dlperf.run/3"
+OLD_SCHEMAS = ("dlperf.run/1", "dlperf.run/2")  # records without a `kind`: `upgrade` derives it
+READABLE = (*OLD_SCHEMAS, SCHEMA)
 MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
 COMMBENCH_SCHEMA = "dlperf.commbench/1"
 # Throughputs outside this range are no measurement (one sample in 11 days, or a trillion samples a second): they
@@ -60,11 +60,20 @@ COMMBENCH_SCHEMA = "dlperf.commbench/1"
 THROUGHPUT_RANGE = (1e-6, 1e12)
 
 Check = Literal["name", "count", "positive", "throughput", ""]
+# What kind of run a run record is (orchestration/kinds.py): dlperf's timed loop, a rank task of its own
+# (commbench), another framework's script (`--command`), or a log read by `dlperf extract`
+Kind = Literal["native", "task", "external", "extracted"]
 
 
-def doc(meaning: str, check: Check = "", default: Any = None) -> Any:
-    """A declared field: its meaning (the docs' reference table) and the value check beyond its type."""
-    return field(default=default, metadata={"doc": meaning, "check": check})
+def doc(meaning: str, check: Check = "", default: Any = None, track: Literal["param", "metric", ""] = "") -> Any:
+    """A declared field: its meaning (the docs' reference table), the value check beyond its type, and whether an
+    experiment tracker gets it as a run's parameter or metric (`reporting/tracking.py`)."""
+    return field(default=default, metadata={"doc": meaning, "check": check, "track": track})
+
+
+def tracked(kind: type, how: str) -> tuple[str, ...]:
+    """The kind's fields declared with `track=how`, in declaration order."""
+    return tuple(f.name for f in declared_fields(kind) if f.metadata.get("track") == how)
 
 
 @dataclass(frozen=True)
@@ -93,24 +102,31 @@ class RunRecord:
 
     __pydantic_config__ = FINITE
 
-    schema: str = doc("`dlperf.run/2`; `dlperf.run/1` records are still read (`upgrade`)", "name")
-    dlperf_version: str | None = doc("the dlperf that wrote the record")
-    model: str = doc("workload", "name")
-    engine: str | None = doc("engine (`torch`, `jax`, `external`)")
-    case: str = doc("topology (`1n2g`)", "name")
-    group: str = doc("report group (`b128_fp32`)", "name")
-    table: str | None = doc("which report table (`scaling` or the GPT `layouts`)")
-    repeat: int | None = doc("repeat number", "count")
-    nodes: int = doc("nodes", "count")
-    devices_per_node: int = doc("devices per node", "count")
-    world_size: int = doc("processes (devices) in all", "count")
-    precision: str = doc("precision (`fp32`, `amp-bf16`, ...)", "name")
+    schema: str = doc("`dlperf.run/3`; `dlperf.run/1` and `/2` records are still read (`upgrade`)", "name")
+    kind: Kind = doc(
+        "`native` (dlperf's timed loop), `task` (a rank task: commbench), `external` (`--command`) or `extracted`"
+        " (`dlperf extract`); absent: `native`; derived from the keys for records older than `dlperf.run/3`",
+        default="native",
+    )
+    dlperf_version: str | None = doc("the dlperf that wrote the record", track="param")
+    model: str = doc("workload", "name", track="param")
+    engine: str | None = doc("engine (`torch`, `jax`, `external`)", track="param")
+    case: str = doc("topology (`1n2g`)", "name", track="param")
+    group: str = doc("report group (`b128_fp32`)", "name", track="param")
+    table: str | None = doc("which report table (`scaling` or the GPT `layouts`)", track="param")
+    repeat: int | None = doc("repeat number", "count", track="param")
+    nodes: int = doc("nodes", "count", track="param")
+    devices_per_node: int = doc("devices per node", "count", track="param")
+    world_size: int = doc("processes (devices) in all", "count", track="param")
+    precision: str = doc("precision (`fp32`, `amp-bf16`, ...)", "name", track="param")
     batch_size: int | None = doc("= `batch_size_per_device`, the published name", "count")
     batch_size_per_device: int | None = doc(
-        "samples per device per iteration (global batch / data-parallel size)", "count"
+        "samples per device per iteration (global batch / data-parallel size)", "count", track="param"
     )
-    micro_batch_size: int | None = doc("the micro batch where the step splits its batch (GPT), else null", "count")
-    global_batch_size: int | None = doc("samples per iteration", "count")
+    micro_batch_size: int | None = doc(
+        "the micro batch where the step splits its batch (GPT), else null", "count", track="param"
+    )
+    global_batch_size: int | None = doc("samples per iteration", "count", track="param")
     config: FreeForm | None = doc(
         "the run's keys: the shared ones and the model's own (a GPT record has no `batch_size` key there)"
     )
@@ -134,8 +150,8 @@ class RunRecord:
     repeats_stop: RepeatsStop | None = doc(
         "with `--repeats auto`: the decision after this repeat (`stop`, `reason`, `half_width`, `target`)"
     )
-    throughput: float | None = doc("global samples/s over the timed iterations", "throughput")
-    throughput_per_device: float | None = doc("throughput / world size", "positive")
+    throughput: float | None = doc("global samples/s over the timed iterations", "throughput", track="metric")
+    throughput_per_device: float | None = doc("throughput / world size", "positive", track="metric")
     window_throughputs: list[float | None] | None = doc("samples/s of each timing window (null: not finite)")
     latency_ms: dict[str, float | None] | None = doc(
         "`mean`, `p50`, `p90` milliseconds per iteration (CUDA events on GPUs, no sync per step)"
@@ -146,17 +162,17 @@ class RunRecord:
         "`reserved` holds none of the warm-up's cuDNN or autotuning workspaces); on CPUs the workers' peak `rss` "
         "(the process's, warm-up included)"
     )
-    device_type: str | None = doc("`cuda`, `cpu`, ...")
+    device_type: str | None = doc("`cuda`, `cpu`, ...", track="param")
     ranks: list[Rank] | None = doc(
         "each rank's host, device, peak memory and, on a CPU device, `cpu_threads`: the threads it computed with "
         "(its device's share of the machine, `--cpu-threads`)"
     )
     hosts: list[str | None] | None = doc("the hosts the run used")
-    elapsed_s: float | None = doc("timed window in seconds")
-    first_step_s: float | None = doc("time to the first finished step")
-    compile_s: float | None = doc("compile time (`--compile`; XLA's ahead-of-time compile on JAX)")
-    loss_first: float | None = doc("loss of the first step")
-    loss_last: float | None = doc("loss of the last timed step")
+    elapsed_s: float | None = doc("timed window in seconds", track="metric")
+    first_step_s: float | None = doc("time to the first finished step", track="metric")
+    compile_s: float | None = doc("compile time (`--compile`; XLA's ahead-of-time compile on JAX)", track="metric")
+    loss_first: float | None = doc("loss of the first step", track="metric")
+    loss_last: float | None = doc("loss of the last timed step", track="metric")
     parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
     gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
     steady_state: SteadyState | None = doc(
@@ -164,7 +180,7 @@ class RunRecord:
         " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"
     )
     steady_state_iter: int | None = doc("the iteration the steady state starts at")
-    throughput_steady: float | None = doc("samples/s from the steady state on")
+    throughput_steady: float | None = doc("samples/s from the steady state on", track="metric")
     warmup: Warmup | None = doc(
         "`mode` (`fixed` or `auto`), `iters` run; for auto its `window_throughputs`, `max_iters`, `stable` and, when"
         " not stable, the `reason`"
@@ -174,7 +190,7 @@ class RunRecord:
         " run's own) busier than 10 % of the cores (at least half a core), or another process on the run's GPUs"
     )
     noise_reasons: list[str] | None = doc("why the run is noisy")
-    window_cv: float | None = doc("coefficient of variation of the windows")
+    window_cv: float | None = doc("coefficient of variation of the windows", track="metric")
     machine_load: list[MachineLoad] | None = doc(
         "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
         " load averages, others' CPU seconds and cores (the machine's busy time less the run's own tree), of them"
@@ -208,10 +224,11 @@ class RunRecord:
         " workload's formula (GPT adds `flops_per_iteration_formula`, the published formula)"
     )
     flops_source: str | None = doc("where `flops_per_iteration` comes from")
-    tflops_per_device: float | None = doc("achieved TFLOP/s per device")
+    tflops_per_device: float | None = doc("achieved TFLOP/s per device", track="metric")
     mfu: float | None = doc(
         "model FLOPs utilisation against `mfu_peak_tflops` (`metrics/flops.py`); an unknown device leaves it null"
-        " with the reason in `mfu_note`, never a fallback"
+        " with the reason in `mfu_note`, never a fallback",
+        track="metric",
     )
     mfu_note: str | None = doc("why MFU is null")
     mfu_peak_tflops: float | None = doc("the device's dense peak TFLOP/s (`metrics/peaks.py`)")
@@ -225,14 +242,16 @@ class RunRecord:
     )
     report_case: str | None = doc(
         "GPT: the case's published short name (`DP_8x1x1_16_1536x16`); Llama: size, layout, sequence and batches"
-        " (`llama3-8b_fsdp8_s8192_gbs16`)"
+        " (`llama3-8b_fsdp8_s8192_gbs16`)",
+        track="param",
     )
     report_group: str | None = doc(
         "GPT: the published name's prefix, the layouts table's group (`DP_8x1x1`); Llama: the kinds of parallelism"
-        " (`FSDP+TP`)"
+        " (`FSDP+TP`)",
+        track="param",
     )
-    tokens_per_s: float | None = doc("GPT, Llama: throughput x sequence length")
-    tokens_per_s_per_device: float | None = doc("GPT, Llama: tokens/s / world size")
+    tokens_per_s: float | None = doc("GPT, Llama: throughput x sequence length", track="metric")
+    tokens_per_s_per_device: float | None = doc("GPT, Llama: tokens/s / world size", track="metric")
     flops_per_iteration_formula: float | None = doc(
         "GPT, Llama: the published formula's FLOPs per iteration, the MFU basis where no count exists"
     )
@@ -257,10 +276,12 @@ class RunRecord:
     )
     framework: str | None = doc(
         "`name version` of what ran it (`torch 2.9.1`, `tensorflow 2.20.0`; external runs: `--framework` and the"
-        " version the command's interpreter reports, `docs/external-scripts.md`)"
+        " version the command's interpreter reports, `docs/external-scripts.md`)",
+        track="param",
     )
     work: str | None = doc(
-        "the work where it differs from the published case (`32px`, `10cls`, `s128`): part of the reports' series key"
+        "the work where it differs from the published case (`32px`, `10cls`, `s128`): part of the reports' series key",
+        track="param",
     )
     tf32: dict[str, bool] | None = doc(
         "`{matmul, conv}`: whether fp32 matmuls and convolutions ran on TF32 tensor cores (`--fp32-math`, CUDA only);"
@@ -269,7 +290,8 @@ class RunRecord:
     mfu_peak_precision: str | None = doc("the precision whose peak MFU divides by (`tf32` for fp32 on TF32)")
     mfu_measured: float | None = doc(
         "MFU against the peak `dlperf peak` measured on this exact device and precision, where the run's parent found"
-        " the peaks file; null otherwise"
+        " the peaks file; null otherwise",
+        track="metric",
     )
     mfu_measured_peak_tflops: float | None = doc("that measured peak")
     mfu_measured_peak_source: str | None = doc("where that measured peak comes from")
@@ -406,54 +428,50 @@ class MaxbatchRecord:
 KINDS: tuple[type, ...] = (RunRecord, ExternalRunRecord, ExtractedRecord, CommbenchRecord, MaxbatchRecord)
 # A loaded record of any kind (external and extracted runs are run records).
 Record = RunRecord | CommbenchRecord | MaxbatchRecord
+RUN_KINDS = {"native": RunRecord, "task": RunRecord, "external": ExternalRunRecord, "extracted": ExtractedRecord}
+BY_SCHEMA: dict[str, type] = {COMMBENCH_SCHEMA: CommbenchRecord, MAXBATCH_SCHEMA: MaxbatchRecord}
 
 
-def record_kind(record: dict[str, Any]) -> type:
-    """The declared class a record's keys say it is."""
+def declared_kind(record: Mapping[str, Any]) -> type:
+    """The dataclass a record loads as: by its schema, a run record's by the `kind` it carries (an older one's as
+    `upgrade` derives it)."""
     schema = record.get("schema")
-    if schema == COMMBENCH_SCHEMA:
-        return CommbenchRecord
-    if schema == MAXBATCH_SCHEMA:
-        return MaxbatchRecord
+    if schema in BY_SCHEMA:
+        return BY_SCHEMA[schema]
+    return RUN_KINDS.get(record.get("kind") or (_old_kind(record) if schema in OLD_SCHEMAS else ""), RunRecord)
+
+
+def _old_kind(record: Mapping[str, Any]) -> Kind:
+    """The kind of a record written before `dlperf.run/3`, from its keys: the one place a kind is derived."""
     if record.get("source") == "extract":
-        return ExtractedRecord
-    if record.get("engine") == "external" or "command" in record:
-        return ExternalRunRecord
-    return RunRecord
+        return "extracted"
+    return "external" if record.get("engine") == "external" or "command" in record else "native"
 
 
 def undeclared_fields(record: dict[str, Any]) -> list[str]:
     """The record's keys that its kind does not declare, sorted, and then those inside its parts that their
-    dataclass does not (`energy.new_key`, `ranks[].new_key`): what no reader or docs know, which loading leaves out."""
-    kind = record_kind(record)
-    shared = getattr(kind, "SHARES", None)
-    hints = {**(typing.get_type_hints(shared) if shared else {}), **typing.get_type_hints(kind)}
-    inside = [key for name, value in record.items() if name in hints for key in _undeclared(name, value, hints[name])]
+    dataclass does not (`energy.new_key`, `ranks[].new_key`): what no reader or docs know, which loading leaves out.
+    A part's declared keys are those the codec dumps of it decoded (a value not of its type: DecodeError)."""
+    kind = declared_kind(record)
+    inside = [
+        key
+        for part, values in declared_values(kind, record)
+        for key in _extra("", values, adapter(part).dump_python(decode(part, values), include=set(values)))
+    ]
     return sorted(set(record) - declared_keys(kind)) + sorted(set(inside))
 
 
-def _undeclared_in_part(path: str, value: dict[str, Any], declared: dict[str, Any]) -> list[str]:
-    """A part's keys its dataclass does not declare, then those inside its declared keys."""
-    inside = [found for key, item in value.items() for found in _undeclared(f"{path}.{key}", item, declared.get(key))]
-    return [f"{path}.{key}" for key in value if key not in declared] + inside
-
-
-def _undeclared(path: str, value: Any, hint: Any) -> list[str]:
-    """The keys under `path` that its declared type `hint` does not declare, at any depth."""
-    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return _undeclared_in_part(path, value, typing.get_type_hints(hint))
-    return [found for place in _inside(path, value, hint) for found in _undeclared(*place)]
-
-
-def _inside(path: str, value: Any, hint: Any) -> list[tuple[str, Any, Any]]:
-    """(path, value, declared type) of what `value` holds: a list's items, a mapping's values, or itself as each
-    member of a union (a Literal's members are its values: no type)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is list and isinstance(value, list):
-        return [(f"{path}[]", item, args[0]) for item in value]
-    if origin is dict and isinstance(value, dict):
-        return [(f"{path}.{key}", item, args[1]) for key, item in value.items()]
-    return [(path, value, arg) for arg in args if not isinstance(arg, str)]
+def _extra(path: str, given: Any, known: Any) -> list[str]:
+    """The keys in `given` that `known` (it decoded and dumped) lacks, at any depth."""
+    if isinstance(given, dict) and isinstance(known, dict):
+        return [
+            found
+            for key, value in given.items()
+            for found in ([path + key] if key not in known else _extra(f"{path}{key}.", value, known[key]))
+        ]
+    if isinstance(given, list) and isinstance(known, list):
+        return [found for item, kept in zip(given, known) for found in _extra(path[:-1] + "[].", item, kept)]
+    return []
 
 
 def declared_fields(kind: type) -> tuple[dataclasses.Field, ...]:
@@ -493,6 +511,8 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
         record.setdefault("batch_size_per_device", record.get("batch_size"))
         record.setdefault("engine", "torch")
         record.setdefault("table", "layouts" if record.get("model") == "gpt" else "scaling")
+    if record.get("schema") in OLD_SCHEMAS:
+        record.setdefault("kind", _old_kind(record))
     return record
 
 

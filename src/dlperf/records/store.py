@@ -17,12 +17,8 @@ from typing import Any
 
 from dlperf.errors import DlperfError, ResultsError
 from dlperf.records.paths import RunPaths
-from dlperf.records.schema import record_kind, undeclared_fields
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
-# Set by the test suite: a record carrying a field its kind does not declare (records/schema.py) is an internal
-# error at the writer, so every record the suite writes checks the one declaration. Unset, the record is written.
-STRICT_RECORDS_ENV = "DLPERF_STRICT_RECORDS"
 
 
 def write_error(path: Path, error: OSError) -> ResultsError:
@@ -95,15 +91,6 @@ def check_free_space(folder: str | Path, need_bytes: int) -> None:
             f"only {free / 2**20:.1f} MiB free under {folder}, and these runs write about "
             f"{need_bytes / 2**20:.1f} MiB: free space, or choose another --out"
         )
-
-
-def write_record(path: str | Path, record: dict[str, Any]) -> None:
-    """A run's, an extracted log's or a search's record, atomically; strict, its fields against its declaration."""
-    undeclared = undeclared_fields(record) if os.environ.get(STRICT_RECORDS_ENV) else []
-    if undeclared:
-        kind = record_kind(record).__name__
-        raise TypeError(f"{kind} does not declare {', '.join(undeclared)} (dlperf.records.schema)")
-    write_json_atomic(path, record)
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:

@@ -21,8 +21,8 @@ from dlperf.records.schema import (
     THROUGHPUT_RANGE,
     RunRecord,
     declared_fields,
+    declared_kind,
     declared_values,
-    record_kind,
     upgrade,
 )
 
@@ -61,7 +61,7 @@ def _range_problem(value: Any, check: str) -> str | None:
 def record_problem(record: dict[str, Any]) -> str | None:
     """Why a (readable) record cannot be used, or None when it can: every declared field of its kind checked, its
     range first (`records/schema.py`'s checks), then its type (the codec, at every depth)."""
-    kind = record_kind(record)
+    kind = declared_kind(record)
     if "status" not in record:
         return "status is missing"
     for spec in [*declared_fields(kind), *_shared_fields(kind, record)]:
@@ -177,7 +177,7 @@ def _unread_run_problem(data: dict[str, Any]) -> str | None:
     """A run record this dlperf cannot read: its schema key lost, or a newer schema; None for other files."""
     if "schema" not in data:
         if "status" in data and "throughput" in data:
-            return 'has no schema key: a run record edited by hand? add "schema": "dlperf.run/2"'
+            return 'has no schema key: a run record edited by hand? add "schema": "dlperf.run/3"'
         return None
     if str(data["schema"]).startswith("dlperf.run/"):
         return f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"
@@ -192,7 +192,7 @@ def _run_problem(record: dict[str, Any], path: Path) -> str | None:
 def place_problem(record: dict[str, Any], path: Path) -> str | None:
     """Where a record's identity contradicts its file's place (`<model>/<case>/<stem>_<repeat>.json`): another
     case's record copied or moved there would be counted as this case's."""
-    if record.get("source") == "extract" or not CASE_FOLDER.fullmatch(path.parent.name):
+    if record.get("kind") == "extracted" or not CASE_FOLDER.fullmatch(path.parent.name):
         return None  # not in the results layout: nothing to compare with
     found = {"model": path.parent.parent.name, "case": path.parent.name}
     number = path.stem.rsplit("_", 1)[-1]
@@ -217,9 +217,3 @@ def job_problem(record: dict[str, Any], model: str, case: str, group: str, repea
 def _refuse_constant(name: str) -> float:
     """NaN and Infinity are not JSON: a record holding them was not written by dlperf's strict writer."""
     raise ValueError(f"{name} is not a JSON number")
-
-
-def read_record(path: str | Path, schemas: tuple[str, ...] = READABLE) -> dict[str, Any] | None:
-    """A checked record of one of `schemas` (default: run records, upgraded), or None when the file is missing,
-    partial, invalid or not one."""
-    return check_file(path, schemas)[0]

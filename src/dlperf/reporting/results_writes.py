@@ -15,7 +15,8 @@ from dlperf.errors import ResultsError
 from dlperf.escape import terminal
 from dlperf.records.lock import results_lock
 from dlperf.records.schema import Record, RunRecord
-from dlperf.records.store import check_writable, write_record
+from dlperf.records.store import check_writable
+from dlperf.records.written import write_record
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.comparison_files import write_comparison
 from dlperf.reporting.export import require_tensorboard, write_tensorboard

@@ -21,7 +21,7 @@ from typing import Any
 
 from dlperf.errors import ResultsError
 from dlperf.records.load import load_records
-from dlperf.records.schema import RunRecord
+from dlperf.records.schema import RunRecord, tracked
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.doubts import run_doubts
 from dlperf.reporting.export import case_row
@@ -32,16 +32,7 @@ from dlperf.reporting.waterfall import ScalingLoss, scaling_losses
 RECORD_TAG = "dlperf.record_key"
 SWEEP_TAG = "dlperf.sweep_key"
 COMPLETE_TAG = "dlperf.exported"  # set last: a run without it is an interrupted export's, replaced by the next one
-CASE_KEYS = (
-    "model", "group", "case", "nodes", "devices_per_node", "world_size", "precision", "batch_size_per_device",
-    "global_batch_size", "micro_batch_size", "engine", "table", "work", "repeat", "report_case", "report_group",
-    "framework", "dlperf_version", "device_type",
-)  # fmt: skip
-RUN_METRICS = (
-    "throughput", "throughput_per_device", "throughput_steady", "tokens_per_s", "tokens_per_s_per_device", "mfu",
-    "mfu_measured", "tflops_per_device", "elapsed_s", "first_step_s", "compile_s", "window_cv", "loss_first",
-    "loss_last",
-)  # fmt: skip
+CASE_KEYS, RUN_METRICS = tracked(RunRecord, "param"), tracked(RunRecord, "metric")  # declared with the field
 CASE_METRICS = ("median_speed", "average_speed", "speedup", "scaling_efficiency", "cv", "latency_ms_p50", "mfu")
 REPORT_FILES = ("report.md", "summary.json", "runs.csv", "cases.csv")
 PARAM_TEXT = 500  # a parameter's value is a short fact; MLflow refuses values over 6000 characters

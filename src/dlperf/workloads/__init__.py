@@ -136,14 +136,18 @@ def require_training(spec: RunSpec) -> None:
 
 
 def check_spec(spec: RunSpec) -> WorkloadPlan:
-    """Every check of the values themselves, then the plan; raises ConfigError/DataError with the fix."""
+    """Every check of the values themselves, then the plan; raises ConfigError/DataError with the fix. The engine
+    is the run kind's to check (`check_engine`: a `--command` runs none of dlperf's)."""
     spec.validate()
     workload = get_workload(spec.model)
-    if spec.engine != EXTERNAL:
-        workload.require_engine(spec.engine)
-        check_engine_settings(spec)
     workload.validate(spec)
     return workload.plan(spec)
+
+
+def check_engine(spec: RunSpec) -> None:
+    """The spec's engine runs its workload, with the settings that engine reads."""
+    get_workload(spec.model).require_engine(spec.engine)
+    check_engine_settings(spec)
 
 
 def check_engine_settings(spec: RunSpec) -> None:
@@ -165,6 +169,7 @@ __all__ = [
     "Workload",
     "WorkloadPlan",
     "all_workloads",
+    "check_engine",
     "check_spec",
     "decode_spec",
     "get_workload",

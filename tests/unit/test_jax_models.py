@@ -20,7 +20,7 @@ from dlperf.engines.jax import host  # noqa: E402
 from dlperf.engines.jax.engine import JaxEngine  # noqa: E402
 from dlperf.engines.jax.step import JaxStep  # noqa: E402
 from dlperf.errors import ConfigError  # noqa: E402
-from dlperf.workloads import check_spec, spec_from_mapping  # noqa: E402
+from dlperf.workloads import check_engine, check_spec, spec_from_mapping  # noqa: E402
 from dlperf.workloads.gpt import jax_step as gpt_jax  # noqa: E402
 from dlperf.workloads.gpt.jax_model import GPT  # noqa: E402
 from dlperf.workloads.resnet.jax_model import ResNet50  # noqa: E402
@@ -83,8 +83,11 @@ TINY_GPT = {**TINY_GPT_SHAPE, "micro_batch_size": 4, "lr": 1e-3, "weight_decay":
 
 
 def jax_spec(**values):
+    """The checks a native JAX run passes before launch: the values, then its engine (the run kind's check)."""
     spec = spec_from_mapping({"engine": "jax", "device": "cpu", **values})
-    return spec, check_spec(spec)
+    plan = check_spec(spec)
+    check_engine(spec)
+    return spec, plan
 
 
 @pytest.mark.parametrize(

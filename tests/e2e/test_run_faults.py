@@ -82,3 +82,14 @@ def test_timeout_names_every_rank_and_its_state(tmp_path):
     states = re.findall(r"ranks? ([\d, ]+) (still running|not yet started)", said[1])
     named = [int(rank) for ranks, _ in states for rank in ranks.split(", ")]
     assert sorted(named) == [0, 1], record["error"]
+
+
+def test_a_commands_password_is_never_written_into_its_record(tmp_path):
+    """A --command that names a store with its password (a script's own --db): the record's `command` and its
+    config's carry it masked, and nothing else in the record holds it."""
+    command = "python train.py --db postgresql://trainer:Sekr3t-pw@127.0.0.1:5432/runs"
+    spec = spec_from_mapping({"model": "resnet50", "device": "cpu", "command": command})
+    job = plan_jobs(spec, check_spec(spec), [1], tmp_path)[0]
+    record = record_json(build_record(job, RunResult.failed("the command exited with code 1"), {}, 1.0, 3.0))
+    assert "Sekr3t" not in json.dumps(record)
+    assert record["command"] == record["config"]["command"] == command.replace("Sekr3t-pw", "***")

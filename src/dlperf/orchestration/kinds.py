@@ -26,6 +26,7 @@ from dlperf.orchestration.record import common_fields, external_record, measured
 from dlperf.records.paths import RunPaths
 from dlperf.records.schema import Kind, Record
 from dlperf.records.written import typed
+from dlperf.secrets import mask
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, check_engine, get_workload
 
@@ -128,7 +129,7 @@ class ExternalKind(RunKind):
 
     def fields(self, job: RunJob, result: RunResult) -> dict[str, Any]:
         spec = job.spec
-        own = {"command": spec.command, "label": spec.engine_tag, **command_fields(spec, result.node_facts)}
+        own = {"command": mask(spec.command or ""), "label": spec.engine_tag, **command_fields(spec, result.node_facts)}
         return {**super().fields(job, result), **own}
 
     def outcome(self, job: RunJob, result: RunResult) -> tuple[Failure | None, Any]:
@@ -142,7 +143,7 @@ class ExternalKind(RunKind):
 
     def failed(self, job: RunJob, record: dict[str, Any], failure: Failure) -> dict[str, Any]:
         """And its last log lines."""
-        return {**super().failed(job, record, failure), "log_tail": log_tail(job)}
+        return {**super().failed(job, record, failure), "log_tail": [mask(line) for line in log_tail(job)]}
 
     def record(self, job: RunJob, result: RunResult, record: dict[str, Any], made_from: Any) -> dict[str, Any]:
         return external_record(job, result, record, made_from)

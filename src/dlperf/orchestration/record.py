@@ -14,6 +14,7 @@ from dlperf.metrics.stats import latency_summary
 from dlperf.orchestration.evidence_fields import causal_mfu, evidence_fields, flops_fields
 from dlperf.orchestration.external_run import figures_of, noise_of
 from dlperf.records.schema import SCHEMA
+from dlperf.secrets import mask
 from dlperf.workloads import get_workload
 
 
@@ -44,7 +45,7 @@ def common_fields(
         "nodes": spec.nodes,
         "devices_per_node": spec.devices_per_node,
         "world_size": spec.world_size,
-        "config": spec.to_dict(),
+        "config": {**spec.to_dict(), "command": mask(spec.command) if spec.command else None},
         **plan.record_fields,
         "status": "failed" if failure else "ok",
         "error": failure.error if failure else None,

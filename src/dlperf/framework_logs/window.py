@@ -220,4 +220,4 @@ def samples_between(first: Point, last: Point, fmt: PeerFormat, batch: int) -> f
         return last.samples - first.samples
     if fmt.steps_are_iterations and first.step is not None and last.step is not None:
         return (last.step - first.step) * batch
-    raise DataError(f"these {fmt.name} lines carry no iteration or sample counts: use --rule printed")
+    raise DataError(f"these {fmt.name} lines carry no iteration or sample counts{fmt.instead_of('timestamp')}")

@@ -27,6 +27,7 @@ from dlperf.framework_logs.published_names import LogInfo
 from dlperf.framework_logs.registry import BY_NAME, FORMATS, get_format
 from dlperf.framework_logs.samestretch import hook_over_script_stretch
 from dlperf.launch.base import RunJob
+from dlperf.launch.external_node import error_at
 from dlperf.launch.messages import CommandFacts
 from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.records.codec import decode, dump
@@ -36,6 +37,7 @@ from dlperf.spec import EXTERNAL, RunSpec
 from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
+SEARCHED_LINES = 100  # the last lines a failed rank's error is looked for in (launch's own tail: as many)
 # What a peer record says about the file's place in the layout: the run's own record says it already.
 # The reader's record fields that a --command run states itself: its layout, and what it measured of the run
 # (the framework from the script's interpreter, the devices from the ranks), not what the log's format names.
@@ -356,5 +358,15 @@ def log_tail(job: RunJob, lines: int = TAIL_LINES) -> list[str]:
     for path in (job.paths.log, job.paths.console):
         if path.exists() and path.stat().st_size:
             with open(path, encoding="utf-8", errors="replace") as f:
-                return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
+                return tail_with_error([line.rstrip("\n") for line in deque(f, maxlen=SEARCHED_LINES)], lines)
     return []
+
+
+def tail_with_error(lines: list[str], count: int) -> list[str]:
+    """The last `count` lines; where the failed rank's own error is above them (torchrun's report after it is
+    longer than a tail), that line first in place of the oldest: the tail shows the run's cause."""
+    tail = lines[-count:] if count else []
+    at = error_at(lines)
+    if at is None or at >= len(lines) - len(tail) or not tail:
+        return tail
+    return [lines[at], *tail[1:]]

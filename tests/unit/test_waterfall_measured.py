@@ -80,3 +80,11 @@ def test_a_sweep_ablates_its_data_parallel_cases_of_two_devices_unless_told_off(
     assert by_case == {"1n1g": "off", "1n2g": "sync"}
     off = {spec.topology: spec.ablate for spec, _ in plan_sweep({**sweep, "ablate": "off"}, launcher).cases}
     assert off == {"1n1g": "off", "1n2g": "off"}
+
+
+@pytest.mark.parametrize(("layout", "ablate"), [({}, "sync"), ({"tp": 2}, "off"), ({"dp_mode": "fsdp"}, "off")])
+def test_only_a_gpt_case_of_data_parallel_ddp_ablates_by_default(layout, ablate):
+    """GPT on 2 devices: data-parallel DDP ablates; tensor parallelism or FSDP (no no_sync() to time) do not."""
+    sweep = {"model": "gpt", "device": "cpu", "repeats": 1, "topology": "1n2g", **layout}
+    [(spec, _)] = plan_sweep(sweep, launcher_for(LaunchOptions())).cases
+    assert spec.ablate == ablate

@@ -227,7 +227,9 @@ def _ablation_by_default(values: dict[str, Any], run_spec: RunSpec, plan: Worklo
     if "ablate" in values or run_spec.world_size < 2 or run_spec.engine == EXTERNAL:
         return False
     layout = plan.layout
-    return layout is None or (getattr(layout, "dp", None) == run_spec.world_size and layout.dp_mode == "ddp")
+    return layout is None or (
+        getattr(layout, "dp", None) == run_spec.world_size and getattr(layout, "dp_mode", None) == "ddp"
+    )
 
 
 def _topology_axis(spec: dict[str, Any]) -> dict[str, Any]:

@@ -124,3 +124,23 @@ def _wait_for(condition, seconds: float = 60.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the follower never said it"
         time.sleep(0.01)
+
+
+def test_a_planned_sample_count_gives_way_to_the_hooks_count_of_what_trained():
+    """HF Trainer's `train_samples_per_second` counts the planned 25 updates x 8 = 200 samples; the hook counted
+    8, 8, 8, 8, 3 per update of each accumulation, 175 in all, over the same stretch (issue 53's run): 0.875x.
+    Kept with the hook's figure and a note naming both counts, not refused blaming the batch flags; a format that
+    counts what trained is still refused at that gap."""
+    from dlperf.framework_logs.registry import get_format
+    from dlperf.orchestration.external_run import like_for_like
+    from dlperf.records.parts import CrossCheck
+
+    assert get_format("hf-trainer").counts_planned and not get_format("megatron").counts_planned
+    seconds = 10.0
+    check = like_for_like(CrossCheck(ratio=0.9), 175 / seconds, 200 / seconds, "the whole run", "samples/s", True)
+    assert check.agree is False and check.like_for_like.ratio == pytest.approx(0.875)
+    assert "the samples its loop planned" in check.note and "the hook's count stands" in check.note
+    with pytest.raises(DataError, match="contradicts itself"):
+        like_for_like(CrossCheck(ratio=0.9), 175 / seconds, 200 / seconds, "the whole run", "samples/s")
+    with pytest.raises(DataError, match="contradicts itself"):  # the hook counting more than planned: no rule
+        like_for_like(CrossCheck(ratio=1.2), 230 / seconds, 200 / seconds, "the whole run", "samples/s", True)

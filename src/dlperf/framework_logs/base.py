@@ -206,6 +206,9 @@ class PeerFormat:
     printed_part: str = ""
     # the reader's second reading counts less than the figure by design (real tokens where the figure counts padding)
     check_counts_less: bool = False
+    # the printed figure counts the samples the loop planned (HF Trainer's train_samples_per_second: steps x the
+    # global batch), not those it trained: a hook that counted fewer over the same stretch is right (external_run.py)
+    counts_planned: bool = False
     # formats whose lines carry the iterations where this one's time a part of them (an engine inside a trainer):
     # a log holding lines of both is theirs, whichever comes first (extract.py's detection)
     yields_to: tuple[str, ...] = ()

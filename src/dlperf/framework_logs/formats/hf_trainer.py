@@ -70,6 +70,7 @@ FORMATS = (
         unit="samples/s",
         printed="global",
         last_only=True,
+        counts_planned=True,
         practice="transformers' Trainer speed_metrics: planned train samples / train_runtime (whole run, "
         "evaluation and saving included); no per-step time is printed, so there is no second reading",
         same_stretch=same_stretch,

@@ -225,7 +225,7 @@ class RunSpec:
         "sync: after the timed window, time the same ranks' steps without gradient synchronisation (DDP's "
         "no_sync()) in windows alternating with synchronised ones: compute while the ranks share the machine; "
         "the difference is communication, exposed or slowing compute (the record's `ablation`, the report's "
-        "scaling waterfall)",
+        "scaling waterfall); a sweep's default for its data-parallel cases of 2+ devices",
         choices=ABLATIONS,
         group=TIMING_GROUP,
     )

@@ -65,6 +65,7 @@ def test_every_format_has_a_fixture_and_expected_figures():
         "nanotron",
         "torchtune",
         "litgpt",
+        "llmc",  # tests/unit/test_readers_unread_lines.py
         *TRAINERS,
     }
     assert set(EXPECTED) | real_only == set(BY_NAME)

@@ -312,8 +312,8 @@ def test_a_new_reader_gives_no_figure_from_another_trainers_log(name):
     """Each new reader forced onto every other real log of the fixtures refuses it in one line: none reads another
     trainer's lines as its own."""
     for path in _small_logs():
-        if path.is_relative_to(STACKS / name):
-            continue
+        if path.is_relative_to(STACKS / name) or (name == "deepspeed" and "megatron-deepspeed" in path.parts):
+            continue  # Megatron-DeepSpeed logs hold DeepSpeed's own engine lines
         try:
             record = read_run(parse_log_path(path), Options(format=name))
         except DataError as refusal:

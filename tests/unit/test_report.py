@@ -118,7 +118,8 @@ def test_history_tracks_a_case_across_labels(tmp_path, capsys):
     assert "0 new records" in out  # the same records are stored once
     points = history(db, model="resnet50", case="1n1g")
     assert [(p.label, p.median, p.runs) for p in points] == [("v1", 102.0, 3), ("v2", 91.0, 2)]
-    assert points[0].change is None and points[1].change == pytest.approx(91.0 / 102.0)
+    assert points[0].change is None  # the ratio of the labels' geometric means, the verdict's ratio
+    assert points[1].change == pytest.approx((90.0 * 92.0) ** 0.5 / (100.0 * 104.0 * 102.0) ** (1 / 3))
     code, out, _ = run_cli(["history", "show", "--db", db], capsys)
     assert code == 0 and "-10.8%" in out
     code, _, err = run_cli(["history", "add", "--db", db], capsys)

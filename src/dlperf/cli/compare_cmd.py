@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from dataclasses import dataclass
 
 from dlperf.cli.commands import summary
@@ -44,10 +43,11 @@ class CompareOptions:
     db: str | None = setting(None, "a history (file path or postgresql://...): BASE and NEW are its labels")
 
 
-def _median(speeds: list[float], present: bool) -> str:
+def _mean(mean: float | None, present: bool) -> str:
+    """A side's figure the ratio is about (CaseComparison.base_mean), "failed" where no repeat gave one."""
     if not present:
         return "-"
-    return f"{statistics.median(speeds):.2f}" if speeds else "failed"
+    return f"{mean:.2f}" if mean is not None else "failed"
 
 
 def _row(r: CaseComparison) -> list[str]:
@@ -56,8 +56,8 @@ def _row(r: CaseComparison) -> list[str]:
         r.model,
         r.group,
         r.case,
-        _median(r.base_speeds, r.status != "only-new"),
-        _median(r.new_speeds, r.status != "only-base"),
+        _mean(r.base_mean, r.status != "only-new"),
+        _mean(r.new_mean, r.status != "only-base"),
         "" if v is None or v.ratio is None else f"{v.ratio:.3f}",
         "" if v is None or v.ci_low is None else f"[{v.ci_low:.3f}, {v.ci_high:.3f}]",
         "" if v is None or v.p_value is None else f"{v.p_value:.3g}",
@@ -96,7 +96,7 @@ def _compared(args: argparse.Namespace, threshold: float) -> list[CaseComparison
 
 def _show(rows: list[CaseComparison], title: str, threshold: float) -> None:
     """The table, the count of slower and inconclusive cases, and why each is inconclusive or doubtful."""
-    columns = ("model", "group", "case", "base median", "new median", "new/base", "95 % interval", "p")
+    columns = ("model", "group", "case", "base mean", "new mean", "new/base", "95 % interval", "p")
     columns += ("repeats", "windows")
     print_table(title, (*columns, "verdict"), [_row(r) for r in rows])
     regressed = sum(r.regressed for r in rows)

@@ -31,9 +31,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         parents=[common],
         help=summary("history"),
         description="`dlperf history add DIR [--label L]` stores every record under DIR (once each) under a label "
-        "(default: the dlperf commit that measured it). `dlperf history show` prints each case's median "
-        "throughput per label, in the order measured, with the change against the label before and the verdict "
-        "of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that label's. --db is a "
+        "(default: the dlperf commit that measured it). `dlperf history show` prints each case's (geometric) mean "
+        "throughput per label, in the order measured, with the change against the label before (the ratio of the "
+        "means) and the verdict of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that "
+        "label's. --db is a "
         "file (SQLite) or postgresql://USER@HOST/DB, a history a team shares: several machines add at once, each "
         "record stored once.",
     )
@@ -97,7 +98,7 @@ def _named(record: RunRecord) -> str:
 def _show(args: argparse.Namespace) -> None:
     """Each case across the stored labels, oldest first."""
     points = history(args.db, args.model, args.case)
-    columns = ("model", "group", "case", "label", "first measured", "runs", "median samples/s", "change", "verdict")
+    columns = ("model", "group", "case", "label", "first measured", "runs", "mean samples/s", "change", "verdict")
     rows = [
         (
             p.model,
@@ -106,7 +107,7 @@ def _show(args: argparse.Namespace) -> None:
             p.label,
             time.strftime("%Y-%m-%d %H:%M", time.localtime(p.first_seen)) if p.first_seen else "not recorded",
             str(p.runs),
-            "failed" if p.median is None else f"{p.median:.2f}",
+            "failed" if p.mean is None else f"{p.mean:.2f}",
             "" if p.change is None else f"{p.change - 1:+.1%}",
             p.verdict or "",
         )

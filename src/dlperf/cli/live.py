@@ -97,12 +97,28 @@ class LogFollower:
                 self._read_events()
                 if stopping:
                     return
+                self._first_step()
                 if time.monotonic() - self._last_news >= self.quiet_s:
                     self.emit(f"... {self._phase}: {time.monotonic() - self._phase_since:.0f} s")
                     self._last_news = time.monotonic()
                 self._stop.wait(self.poll_s)
         finally:
             self._close()
+
+    def _first_step(self) -> None:
+        """An external command's run (`plain`) is training once the start-up hook has written its first step
+        (`<run>.steps.<host>.<pid>` beside the log): a script that prints nothing is no longer starting its ranks."""
+        if not (self.plain and self.path is not None and self._phase == "starting the ranks"):
+            return
+        steps = self.path.with_suffix(".steps").name + "."
+        try:
+            seen = any(p.name.startswith(steps) and p.stat().st_size for p in self.path.parent.iterdir())
+        except OSError:
+            return
+        if seen:
+            self._phase, self._phase_since = "training", time.monotonic()
+            self.emit("first step timed: training")
+            self._last_news = time.monotonic()
 
     def _switch_run(self) -> None:
         """With `locate` (a sweep): move to the log of the run going now, or to none between runs."""

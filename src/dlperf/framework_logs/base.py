@@ -201,6 +201,17 @@ class LogFormat:
     # arithmetic mean (the DLPerf reports' rule for MXNet, TF2 and DLLogger rates, kept for those formats)
     rates_over_time: bool = False
     flops_count: str = "the framework's own count"  # how the format's printed TFLOP/s counts FLOPs (for MFU)
+    # what the printed figure times where that is less than the whole iteration (a component timer): where it and
+    # the time stamps disagree, the stamps, which cover the whole iteration, are taken (crosscheck.py)
+    printed_part: str = ""
+    # the reader's second reading counts less than the figure by design (real tokens where the figure counts padding)
+    check_counts_less: bool = False
+    # the printed figure counts the samples the loop planned (HF Trainer's train_samples_per_second: steps x the
+    # global batch), not those it trained: a hook that counted fewer over the same stretch is right (external_run.py)
+    counts_planned: bool = False
+    # formats whose lines carry the iterations where this one's time a part of them (an engine inside a trainer):
+    # a log holding lines of both is theirs, whichever comes first (extract.py's detection)
+    yields_to: tuple[str, ...] = ()
     # a line the signature matches holds one of these strings: a literal scan (far faster than a signature that
     # cannot start with a literal) rules out other lines first, which on a megabyte line is most of detection's time
     clue: tuple[str, ...] = ()
@@ -209,6 +220,14 @@ class LogFormat:
         if self.clue and not any(clue in line for clue in self.clue):
             return False
         return self.signature.search(line) is not None
+
+    def instead_of(self, rule: str) -> str:
+        """How a refusal under `rule` ends: the format's other rule to try, or that it has none (a tqdm bar, read by
+        its stamps only, is never sent to a rule it refuses)."""
+        other = next((r for r in self.rules if r != rule), None)
+        if other is not None:
+            return f": use --rule {other}"
+        return f" (the {self.name} format has the {rule} rule only: it needs more of its lines)"
 
     def records_in(self, line: str) -> list[str]:
         """The records on one physical line. Processes sharing one output pipe (a launcher that starts its own

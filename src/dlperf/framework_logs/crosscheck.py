@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import RunShape
+from dlperf.framework_logs.base import LogFormat, RunShape
 from dlperf.framework_logs.measure import Measured
 
 TOLERANCE = 0.10  # readings of one window agree within 10 % (stamps include data loading and logging)
@@ -28,13 +28,21 @@ def _factors(shape: RunShape, measured: Measured) -> dict[str, int]:
 
 
 def cross_check(
-    measured: Measured, rule: str, unit: str, shape: RunShape, second_is_lower_bound: bool = False
+    measured: Measured,
+    rule: str,
+    unit: str,
+    shape: RunShape,
+    second_is_lower_bound: bool = False,
+    fmt: LogFormat | None = None,
+    asked: bool = False,
 ) -> dict[str, Any]:
     """The record's `cross_check`: the second figure, their ratio and whether they agree; DataError where the log
     contradicts itself by a factor of the run's shape or by more than FLAG_WITHIN. A second reading that is a
     lower bound (the lines' arrival times, which hold everything the script's own clock leaves out: its printing,
     callbacks, a loaded machine's pauses) refutes a figure slower than itself by FLAG_WITHIN, a faster one only by
-    LOWER_BOUND_WITHIN."""
+    LOWER_BOUND_WITHIN. Of a log's own two readings that disagree by less, the one that covers the whole iteration
+    is taken by rule, or the log is refused (`fmt`: the log's format; `asked`: the user asked for the rule, whose
+    figure then stands, flagged): two readings apart are never silently "ok"."""
     if measured.second is None:
         return {"agree": None, "second": None, "reading": None, "tolerance": TOLERANCE}
     first, second = measured.throughput, measured.second
@@ -52,14 +60,71 @@ def cross_check(
     note = _batch_note(measured, shape, ratio) or _lower_bound_note(measured, ratio, about, second_is_lower_bound)
     if note is not None:
         return {**check, "note": note}
+    judge = fmt if not (asked or second_is_lower_bound) else None
+    if judge is not None and not about and (chosen := _whole_iteration(check, measured, rule, unit, judge)):
+        return chosen
     if about or not (1 / FLAG_WITHIN <= ratio <= FLAG_WITHIN):
-        why = f"about {' or '.join(about)}" if about else "by no factor of the run's shape"
-        raise DataError(
-            f"the log contradicts itself: the {rule} rule gives {first:.6g} {unit}, its {measured.second_reading} "
-            f"give {second:.6g} ({ratio:.3g}x, {why}); check --nodes/--devices-per-node/--batch-size (the file's "
-            f"path) or read it with --rule, and say which is right"
+        raise _contradiction(measured, rule, unit, ratio, about, fmt)
+    if judge is None:
+        return check
+    return _disagreement(check, measured, rule, unit, judge)
+
+
+def _whole_iteration(
+    check: dict[str, Any], measured: Measured, rule: str, unit: str, fmt: LogFormat
+) -> dict[str, Any] | None:
+    """Where the printed figure times a part of each iteration (a component timer) and the second reading is the
+    time stamps, which cover all of it: the stamps' figure is taken (`taken`, which the caller pops: the record's
+    figure), the printed one kept as the second reading, the evidence."""
+    reading = str(measured.second_reading)
+    if not (rule == "printed" and fmt.printed_part and reading.startswith("time stamps")):
+        return None
+    printed, stamps = measured.throughput, check["second"]
+    return {
+        **check,
+        "second": printed,
+        "ratio": stamps / printed,
+        "reading": f"the printed figures, which time only {fmt.printed_part}",
+        "note": f"the {reading} ({stamps:.6g} {unit}) cover the whole iteration, the printed figure ({printed:.6g}) "
+        f"times only {fmt.printed_part}: the stamps' figure is taken, the printed one kept as the second reading",
+        "taken": stamps,
+    }
+
+
+def _contradiction(
+    measured: Measured, rule: str, unit: str, ratio: float, about: list[str], fmt: LogFormat | None
+) -> DataError:
+    """The log contradicts itself: about a factor of the run's shape (then the shape given may be the cause), or by
+    more than FLAG_WITHIN and no factor (then it is not: what each figure is taken from is said)."""
+    figures = f"the {rule} rule gives {measured.throughput:.6g} {unit}, its {measured.second_reading} give " + (
+        f"{measured.second:.6g} ({ratio:.3g}x"
+    )
+    if about:
+        return DataError(
+            f"the log contradicts itself: {figures}, about {' or '.join(about)}); check --nodes/--devices-per-node/"
+            f"--batch-size (the file's path) or read it with --rule, and say which is right"
         )
-    return check
+    part = f" (the printed figure times only {fmt.printed_part})" if fmt is not None and fmt.printed_part else ""
+    return DataError(
+        f"the log contradicts itself: {figures}, by no factor of the run's shape, so not its --nodes, "
+        f"--devices-per-node or --batch-size){part}; read it with --rule to take one of them, and say which is right"
+    )
+
+
+def _disagreement(check: dict[str, Any], measured: Measured, rule: str, unit: str, fmt: LogFormat) -> dict[str, Any]:
+    """Two readings of one window apart beyond TOLERANCE, within FLAG_WITHIN and by no factor of the run's shape,
+    neither a part of the other: where the second reading counts less by design (real tokens, no padding) both
+    stand, flagged; else the log is refused, both named."""
+    first, second = measured.throughput, check["second"]
+    reading = str(measured.second_reading)
+    if fmt.check_counts_less and first > second:
+        return {**check, "note": f"the {reading} count less than the figure by design: both kept"}
+    raise DataError(
+        f"two readings of the run disagree: the {rule} rule gives {first:.6g} {unit} (the framework's own figure), "
+        f"its {reading} give {second:.6g} ({check['ratio']:.3g}x, beyond the {TOLERANCE:.0%} they agree within "
+        f"when both time the same iterations) and neither covers more of the iteration than the other, so neither "
+        f"is taken: pass --rule {rule} (or the other rule) to take one, flagged"
+    )
 
 
 def _factors_near(ratio: float, shape: RunShape, measured: Measured) -> list[str]:

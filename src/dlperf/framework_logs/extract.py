@@ -50,13 +50,16 @@ class Options:
 
 
 def _formatted_lines(lines: Iterator[str], forced: LogFormat | None, flag: str) -> tuple[LogFormat, Iterator[str]]:
-    """The log's format (given, or the first line any format recognises) and the lines from there on."""
+    """The log's format (given, or the first line any format recognises) and the lines from there on; None for the
+    lines where the file must be read again as that format (a fallback format's, or one an engine's lines yield to)."""
     if forced is not None:
         return forced, lines
     seen, fallback = False, None
     for line in lines:
         seen = True
         fmt = detect(line)
+        if fmt is not None and fmt.yields_to:
+            return _iterations_format(fmt, lines), None
         if fmt is not None and not fmt.fallback:
             return fmt, itertools.chain([line], lines)
         fallback = fallback or fmt
@@ -65,6 +68,14 @@ def _formatted_lines(lines: Iterator[str], forced: LogFormat | None, flag: str) 
     if not seen:
         raise DataError("the file is empty")
     raise DataError(f"no line of a known format: see `dlperf extract --list-formats`, or pass {flag} NAME")
+
+
+def _iterations_format(engine: LogFormat, lines: Iterator[str]) -> LogFormat:
+    """The format of the lines that carry the iterations: the first format `engine` yields to that recognises a
+    later line (Megatron-DeepSpeed's `iteration ... |` lines around DeepSpeed's engine lines), else `engine`. The
+    file is read again as the format found, so the lines looked at here are not held."""
+    yielded = [get_format(name) for name in engine.yields_to]
+    return next((f for line in lines for f in yielded if f.recognises(line)), engine)
 
 
 def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
@@ -91,7 +102,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
         except DataError as error:
             return _failed(info, shape, None, "printed", _failure_or(error, watch))
         recognised.fmt = fmt
-        if rest is None:  # only a fallback format's lines: read the whole file again as that format
+        if rest is None:  # a fallback's lines, or an engine's that yield: read the whole file again as that format
             return read_run(info, dataclasses.replace(options, format=fmt.name))
         watch.success = fmt.success
         rule, warmup, window = _reading(fmt, options)
@@ -102,7 +113,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     assert measured is not None  # a log gives no figure only where it says why its run failed
     if raw.unterminated:
         measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
-    record = _measured_record(info, shape, fmt, rule, measured, warmup, window)
+    record = _measured_record(info, shape, fmt, (rule, options.rule is not None), measured, warmup, window)
     if options.accelerator:
         record.update(printed_mfu(measured.metrics.get("tflops_per_device"), fmt, options.accelerator, info.precision))
     return record
@@ -178,11 +189,23 @@ def _reading(fmt: LogFormat, options: Options) -> tuple[str, int, int | None]:
 
 
 def _measured_record(
-    info: LogInfo, shape: RunShape, fmt: LogFormat, rule: str, measured: Measured, warmup: int, window: int | None
+    info: LogInfo,
+    shape: RunShape,
+    fmt: LogFormat,
+    reading: tuple[str, bool],
+    measured: Measured,
+    warmup: int,
+    window: int | None,
 ) -> dict[str, Any]:
-    """An ok record: the figures the rule measured, with the second reading beside them."""
+    """An ok record: the figures the rule measured, with the second reading beside them (`reading`: the rule, and
+    whether the user asked for it, which then stands where the readings disagree: crosscheck.cross_check)."""
+    rule, asked = reading
     unit = measured.unit or fmt.unit
-    check = cross_check(measured, rule, unit, shape)
+    check = cross_check(measured, rule, unit, shape, fmt=fmt, asked=asked)
+    taken = check.pop("taken", None)
+    if taken is not None:  # the printed figure times a part of each iteration: the stamps' reading is the figure
+        rule = "timestamp"
+        measured = dataclasses.replace(measured, throughput=taken, notes=(*measured.notes, check["note"]))
     record = _base(info, shape, fmt, rule)
     record["unit"] = unit
     record.update(

@@ -29,6 +29,7 @@ from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.framework_logs.rules import CoarseLines
 from dlperf.framework_logs.runs import split_runs, with_starts
 from dlperf.framework_logs.screen import Screen, plausible
+from dlperf.framework_logs.settle import settle_note
 from dlperf.framework_logs.window import Window
 
 __all__ = ["CoarseLines", "Measured", "measure"]
@@ -184,10 +185,11 @@ def _result(w: Window, fmt: LogFormat, rule: str, shape: RunShape, runs: int) ->
     if used != rule:
         note = "; ".join(filter(None, [note, f"no kept {fmt.name} line prints a figure: read by its time stamps"]))
     second, reading = rules.second(w, fmt, used, shape)
+    settled = settle_note(w.early, w.warmup)
     return Measured(
         second=second,
         second_reading=reading,
-        notes=tuple(w.notes),
+        notes=(*w.notes, *([settled] if settled else [])),
         tokens_per_sample=w.tokens,
         unit=w.unit,
         batch_free=rules.batch_free(w, fmt, used),

@@ -16,6 +16,7 @@ from dlperf.framework_logs.formats import (
     keras_fit,
     lightning_rich,
     litgpt,
+    llmc,
     maxtext,
     megatron,
     mlperf,
@@ -55,6 +56,7 @@ FORMATS: tuple[LogFormat, ...] = (
     *lightning_rich.FORMATS,
     *timm.FORMATS,
     *nanogpt.FORMATS,
+    *llmc.FORMATS,
     *tqdm_bar.FORMATS,
 )
 # named only: the instrumentation's side file is read by the run that wrote it, never detected

@@ -91,8 +91,9 @@ def printed(w: Window, fmt: LogFormat) -> float:
     over time (`rates_over_time`: torchtitan, MaxText, torchtune), each line's iterations at its rate."""
     if fmt.printed_from == "seconds" or not w.speed_n:
         if not w.timed.seconds > 0:
-            hint = ": use --rule timestamp" if "timestamp" in fmt.rules else ""
-            raise DataError(f"the kept {fmt.name} lines print no usable throughput or time per iteration{hint}")
+            raise DataError(
+                f"the kept {fmt.name} lines print no usable throughput or time per iteration{fmt.instead_of('printed')}"
+            )
         _precise(
             w.timed.resolution / w.timed.seconds,
             f"their times per iteration (mean {w.timed.mean_seconds():.4g} s)",
@@ -125,9 +126,11 @@ def _stamped_ends(w: Window, fmt: LogFormat) -> tuple[Point, Point, float]:
     first, last = w.anchor or w.first, w.last
     assert first is not None and last is not None  # at least one point was kept
     if first is last:
-        raise DataError(f"the timestamp rule needs two lines but only one {fmt.name} line is there: use --rule printed")
+        raise DataError(
+            f"the timestamp rule needs two lines but only one {fmt.name} line is there{fmt.instead_of('timestamp')}"
+        )
     if first.timestamp is None or last.timestamp is None:
-        raise DataError(f"these {fmt.name} lines carry no time stamps: use --rule printed")
+        raise DataError(f"these {fmt.name} lines carry no time stamps{fmt.instead_of('timestamp')}")
     return first, last, last.timestamp - first.timestamp
 
 

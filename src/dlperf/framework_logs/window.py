@@ -7,6 +7,7 @@ from collections import deque
 
 from dlperf.errors import DataError
 from dlperf.framework_logs.base import LogFormat, Point
+from dlperf.framework_logs.settle import SETTLE_LINES, line_rate
 
 
 class Window:
@@ -37,6 +38,7 @@ class Window:
         self.rate_iterations = self.rate_seconds = 0.0  # rates combined as samples over time (rates_over_time)
         # the latest points and where their intervals start, for the short-log fallback and `last_only`
         self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
+        self.early: list[tuple[int | None, float]] = []  # the first kept lines' (step, rate), settle.py's test
 
     def add(self, point: Point, start: int | None) -> None:
         self.seen += 1
@@ -63,6 +65,8 @@ class Window:
             self.first, self.first_start = point, start
         self.kept += 1
         self.last = point
+        if len(self.early) < SETTLE_LINES and (rate := line_rate(point.speed, point.seconds, point.batch)):
+            self.early.append((point.step, rate))
         if point.speed is not None:
             self._keep_speed(point.speed, point, start)
         if point.seconds is not None:
@@ -220,4 +224,4 @@ def samples_between(first: Point, last: Point, fmt: LogFormat, batch: int) -> fl
         return last.samples - first.samples
     if fmt.steps_are_iterations and first.step is not None and last.step is not None:
         return (last.step - first.step) * batch
-    raise DataError(f"these {fmt.name} lines carry no iteration or sample counts: use --rule printed")
+    raise DataError(f"these {fmt.name} lines carry no iteration or sample counts{fmt.instead_of('timestamp')}")

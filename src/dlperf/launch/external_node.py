@@ -46,8 +46,11 @@ THREADS = "OMP_NUM_THREADS"
 LAUNCHER_REPORT = re.compile(r"\bfailed \(exitcode: -?\d+\) local_rank:|errors\.ChildFailedError\b")
 RULE_LINE = re.compile(r"^[\s=\-*#_~+]*$")  # blank, or a banner's rule of `=` / `-` / `*`
 # The worker's own error line (`ValueError: ...`, `torch.OutOfMemoryError: ...`): above the launcher's report,
-# torchrun logs its own warnings (`W1127 ... Sending process 123 closing signal SIGTERM`) after it.
-ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b:?")
+# torchrun logs its own warnings (`W1127 ... Sending process 123 closing signal SIGTERM`) after it. A launcher's tag
+# may lead it: torchrun's `[rank1]: ` (`[default0]:` with --tee), srun's task number `3: `.
+ERROR_LINE = re.compile(
+    r"^\s*(?:\d{1,6}:\s+)?(?:\[(?:default|rank)\d+\]:\s?)*\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b:?"
+)
 
 
 @dataclass
@@ -197,10 +200,20 @@ def own_files(log: RunLog | None, steps: str | None) -> tuple[str, ...]:
 def last_words(lines: list[str]) -> str:
     """The line that says why a process failed: its last line that is no banner, and above a launcher's own
     failure report (torchrun's traceback and `=====` block name no cause) where one follows the error."""
+    at = error_at(lines)
+    if at is not None:
+        return lines[at].strip()
     cut = _report_start(lines)
-    if cut < len(lines) and (error := next((line for line in reversed(lines[:cut]) if ERROR_LINE.match(line)), None)):
-        return error.strip()
     return next((said for part in (lines[:cut], lines) if (said := _last_said(part))), "")
+
+
+def error_at(lines: list[str]) -> int | None:
+    """Where the worker's own error line is: the last one above a launcher's failure report; None where no report
+    follows an error line."""
+    cut = _report_start(lines)
+    if cut == len(lines):
+        return None
+    return next((i for i in range(cut - 1, -1, -1) if ERROR_LINE.match(lines[i])), None)
 
 
 def _report_start(lines: list[str]) -> int:

@@ -18,7 +18,7 @@ from dlperf.external.identity import command_line, framework_label
 from dlperf.external.template import case_values, check_template, node_processes, rendezvous_for
 from dlperf.framework_logs.arrivals import arrival_reading
 from dlperf.framework_logs.base import RunShape
-from dlperf.framework_logs.crosscheck import TOLERANCE, cross_check
+from dlperf.framework_logs.crosscheck import FLAG_WITHIN, TOLERANCE, cross_check
 from dlperf.framework_logs.extract import Options, read_run
 from dlperf.framework_logs.formats.dlperf_steps import NAME as STEPS_FORMAT
 from dlperf.framework_logs.hookranks import Stream, counted_tokens_per_s, merge, write_stream
@@ -27,6 +27,7 @@ from dlperf.framework_logs.published_names import LogInfo
 from dlperf.framework_logs.registry import BY_NAME, FORMATS, get_format
 from dlperf.framework_logs.samestretch import hook_over_script_stretch
 from dlperf.launch.base import RunJob
+from dlperf.launch.external_node import error_at
 from dlperf.launch.messages import CommandFacts
 from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.records.codec import decode, dump
@@ -36,6 +37,7 @@ from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
+SEARCHED_LINES = 100  # the last lines a failed rank's error is looked for in (launch's own tail: as many)
 # What a log reader's record says about the file's place in the layout: the run's own record says it already.
 # The reader's record fields that a --command run states itself: its layout, and what it measured of the run
 # (the framework from the script's interpreter, the devices from the ranks), not what the log's format names.
@@ -238,6 +240,19 @@ def _arrival_check(job: RunJob, script: ExternalRunRecord) -> CrossCheck:
     return decode(CrossCheck, found)
 
 
+def _planned_count(check: CrossCheck, hook: float, printed: float, stretch: str, unit: str) -> CrossCheck:
+    """The script's figure counts the samples its loop planned; the hook counted fewer over the same stretch (a
+    short last batch, an accumulation remainder): the hook's count is what trained, the script's kept beside it."""
+    like = hook / printed
+    note = (
+        f"over {stretch} the script prints {printed:.6g} {unit}, the samples its loop planned over its time, and "
+        f"the hook {hook:.6g} ({like:.3g}x), the samples each update trained (fewer: a short last batch or an "
+        "accumulation remainder): the hook's count stands, the script's figure kept as the second reading"
+    )
+    pair = LikeForLike(hook=hook, script=printed, ratio=like, stretch=stretch)
+    return dataclasses.replace(check, agree=False, note=note, like_for_like=pair)
+
+
 def _steps(job: RunJob) -> Path:
     """The run's stream of the hook's updates (framework_logs/hookranks.py); its processes' files are `<it>.*`."""
     return job.paths.log.with_suffix(".steps")
@@ -330,7 +345,8 @@ def _script_check(
                        tolerance=TOLERANCE)  # fmt: skip
     if same is not None:
         hook, stretch_printed, stretch = same
-        return like_for_like(check, hook * scale, stretch_printed or printed, stretch, unit)
+        planned = fmt.counts_planned if (fmt := BY_NAME.get(str(script.format))) else False
+        return like_for_like(check, hook * scale, stretch_printed or printed, stretch, unit, planned)
     return check if check.agree else dataclasses.replace(check, note=_other_steps(script))
 
 
@@ -340,12 +356,17 @@ def _other_steps(script: ExternalRunRecord) -> str:
     return "the script's figure covers other steps or time (its own warm-up, a whole-run average, evaluation): " + notes
 
 
-def like_for_like(check: CrossCheck, hook: float, printed: float, stretch: str, unit: str) -> CrossCheck:
+def like_for_like(
+    check: CrossCheck, hook: float, printed: float, stretch: str, unit: str, planned: bool = False
+) -> CrossCheck:
     """`check` judged by the hook's and the script's figures over one stretch: they agree within
     SAME_STRETCH_AGREE; a gap up to TOLERANCE is the noise of where each clock stamps a step, noted; beyond it the
-    log contradicts itself."""
+    log contradicts itself, unless the script's figure counts the samples its loop planned (`planned`) and the hook
+    counted fewer: then the hook's count of what each update trained stands (`_planned_count`)."""
     like = hook / printed
     agree = abs(like - 1) <= SAME_STRETCH_AGREE
+    if planned and 1 / FLAG_WITHIN <= like < 1 - TOLERANCE:
+        return _planned_count(check, hook, printed, stretch, unit)
     if abs(like - 1) > TOLERANCE:
         raise DataError(
             f"the log contradicts itself: over {stretch} the script prints {printed:.6g} {unit} but dlperf's "
@@ -367,5 +388,15 @@ def log_tail(job: RunJob, lines: int = TAIL_LINES) -> list[str]:
     for path in (job.paths.log, job.paths.console):
         if path.exists() and path.stat().st_size:
             with open(path, encoding="utf-8", errors="replace") as f:
-                return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
+                return tail_with_error([line.rstrip("\n") for line in deque(f, maxlen=SEARCHED_LINES)], lines)
     return []
+
+
+def tail_with_error(lines: list[str], count: int) -> list[str]:
+    """The last `count` lines; where the failed rank's own error is above them (torchrun's report after it is
+    longer than a tail), that line first in place of the oldest: the tail shows the run's cause."""
+    tail = lines[-count:] if count else []
+    at = error_at(lines)
+    if at is None or at >= len(lines) - len(tail) or not tail:
+        return tail
+    return [lines[at], *tail[1:]]

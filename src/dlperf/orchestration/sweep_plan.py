@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
 from dlperf.records.validate import check_file, job_problem
 from dlperf.reporting.report import refuse_to_replace, write_report
-from dlperf.spec import RunSpec, file_keys, parse_topology, setting
+from dlperf.spec import EXTERNAL, RunSpec, file_keys, parse_topology, setting
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
 DEFAULT_REPEATS = 5
@@ -215,7 +215,20 @@ def _expand(spec: dict[str, Any], launcher: Launcher) -> Iterator[tuple[RunSpec,
             values["nodes"], values["devices_per_node"] = values.pop("_topology")
         run_spec = spec_from_mapping(values)
         require_training(run_spec)
-        yield run_spec, check_run(run_spec, launcher)
+        plan = check_run(run_spec, launcher)
+        yield (replace(run_spec, ablate="sync") if _ablation_by_default(values, run_spec, plan) else run_spec), plan
+
+
+def _ablation_by_default(values: dict[str, Any], run_spec: RunSpec, plan: WorkloadPlan) -> bool:
+    """A sweep's data-parallel case of 2+ devices times the sync ablation unless its file sets `ablate` (`off`
+    opts out): without it the waterfall's split of the scaling loss is not measured (docs/scaling.md). It costs
+    two times `iters` steps more per run; a step that cannot skip synchronisation records why, at no cost."""
+    if "ablate" in values or run_spec.world_size < 2 or run_spec.engine == EXTERNAL:
+        return False
+    layout = plan.layout
+    return layout is None or (
+        getattr(layout, "dp", None) == run_spec.world_size and getattr(layout, "dp_mode", None) == "ddp"
+    )
 
 
 def _topology_axis(spec: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Two results side by side, case by case: the ratio of medians and a noise-aware verdict (see verdict.py)."""
+"""Two results side by side, case by case: each side's mean (the geometric mean of its repeats' windows), their
+ratio and a noise-aware verdict about it (see verdict.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from dlperf.records.load import load_records
 from dlperf.records.schema import RunRecord
 from dlperf.reporting.aggregate import median_of, summarise
-from dlperf.reporting.verdict import DEFAULT_THRESHOLD, Verdict, compare_repeats
+from dlperf.reporting.verdict import DEFAULT_THRESHOLD, Verdict, compare_repeats, side_mean
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,15 @@ class CaseComparison:
         )
 
     @property
+    def base_mean(self) -> float | None:
+        """BASE's figure the ratio is about (verdict.side_mean): new_mean / base_mean is the ratio."""
+        return side_mean(self.base_windows)
+
+    @property
+    def new_mean(self) -> float | None:
+        return side_mean(self.new_windows)
+
+    @property
     def failed(self) -> bool:
         """Every repeat fails in NEW where BASE ran: a regression without needing statistics."""
         return self.status == "both" and bool(self.base_speeds) and not self.new_speeds
@@ -68,6 +78,8 @@ class CaseComparison:
             "status": self.status,
             "base_speeds": self.base_speeds,
             "new_speeds": self.new_speeds,
+            "base_mean": self.base_mean,
+            "new_mean": self.new_mean,
             "verdict": self.label,
             "regressed": self.regressed,
             "other_cores_base": self.base_load,

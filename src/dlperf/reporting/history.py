@@ -16,7 +16,7 @@ from dlperf.records.schema import RunRecord
 from dlperf.records.validate import is_number, record_problem
 from dlperf.reporting.history_db import open_store, parse_target, unstorable
 from dlperf.reporting.sources import canonical_model
-from dlperf.reporting.verdict import Verdict, compare_repeats
+from dlperf.reporting.verdict import Verdict, compare_repeats, side_mean
 
 
 def default_label(record: RunRecord) -> str:
@@ -95,8 +95,9 @@ def _row(r: RunRecord, label: str | None) -> tuple[tuple, str | None]:
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """A case's median throughput under one label; `change` is the ratio to the label before it, and `verdict`
-    compare's verdict of its repeats against that label's (None for a case's first label or where one failed)."""
+    """A case's throughput under one label: its runs' median and geometric `mean`; `change` is the ratio of `mean`
+    to the label before's (compare's ratio, so it points the way the verdict does), and `verdict` compare's verdict
+    of its repeats against that label's (None for a case's first label or where one failed)."""
 
     model: str
     group: str
@@ -108,6 +109,7 @@ class HistoryPoint:
     change: float | None
     verdict: str | None = None
     verdict_reason: str | None = None
+    mean: float | None = None
 
 
 Row = tuple  # (model, grp, case_name, label, started_at, status, throughput), as stored
@@ -173,7 +175,8 @@ def _point(
 ) -> HistoryPoint:
     """One label's point, compared with the label before it (`before`: that label's speeds)."""
     median = statistics.median(speeds) if speeds else None
-    change = median / statistics.median(before) if median is not None and before else None
+    mean, previous = side_mean([[s] for s in speeds]), side_mean([[b] for b in before or []])
+    change = mean / previous if mean is not None and previous is not None else None
     verdict = _verdict(before or [], speeds)
     return HistoryPoint(
         *key,
@@ -183,6 +186,7 @@ def _point(
         change,
         verdict.verdict if verdict else None,
         verdict.reason if verdict else None,
+        mean,
     )
 
 

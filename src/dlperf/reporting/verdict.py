@@ -105,6 +105,14 @@ def _centre(side: Sequence[Repeat]) -> float:
     return sum(means) / len(means)
 
 
+def side_mean(side: Sequence[Repeat]) -> float | None:
+    """The figure a side's part of the ratio is: the geometric mean over its repeats of each repeat's geometric
+    mean over its windows (None without a positive window). NEW's over BASE's is the verdict's ratio exactly, so
+    a table that prints these beside the ratio never points the other way (medians can)."""
+    kept = [r for r in side if _logs(r)]
+    return math.exp(_centre(kept)) if kept else None
+
+
 def _between(means: list[list[float]]) -> tuple[float, int]:
     """The pooled variance of repeat means about their side's mean, and its degrees of freedom."""
     centres = [sum(m) / len(m) for m in means]

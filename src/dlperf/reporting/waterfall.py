@@ -35,6 +35,8 @@ The method is named in summary.json's `scaling_loss` (`method`).
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,12 @@ ABLATION_PARTS = {
 }
 LABELS = {**{name: label for name, (label, _, _) in PARTS.items()}, **ABLATION_PARTS, UNEXPLAINED: UNEXPLAINED}
 PHASES_METHOD = "step phases (collective, data, compute and update times against the 1-device run)"
+# a split no ablation measured: the phases see only what the step waited for, so communication that ran beside
+# compute and slowed it is counted as compute (a 1n2g split 17 % to communication that side-by-side runs put at 103 %)
+NOT_MEASURED = (
+    "not measured: no ablation ran (`ablate: sync`), so the parts are the step phases' attribution, which counts "
+    "communication that slowed compute as compute"
+)
 ABLATION_METHOD = "ablation: the same ranks without gradient synchronisation (--ablate sync), and the step phases"
 NO_PHASES = (
     "not split: the runs carry no step phases (only eager torch runs of one whole model replica per rank time them:"
@@ -83,6 +91,8 @@ class ScalingLoss:
     note: str | None = None
     predicted_exposed_ms: float | None = None  # `dlperf predict`'s model from commbench records, where given
     method: str = PHASES_METHOD
+    # part -> (low, high) share of the loss, the 95 % interval the ablation's window pairs give (ablation only)
+    share_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def communication_share(self) -> float | None:
@@ -96,6 +106,11 @@ class ScalingLoss:
     def measured_loss(self) -> float:
         return self.ideal - self.measured
 
+    @property
+    def split_measured(self) -> bool:
+        """Whether an ablation measured the split (else it is the step phases' attribution: `NOT_MEASURED`)."""
+        return self.method == ABLATION_METHOD
+
     def as_summary(self) -> dict[str, Any]:
         """summary.json's `scaling_loss` of the case."""
         out: dict[str, Any] = {
@@ -107,7 +122,10 @@ class ScalingLoss:
             "components_ms": {k: round(v, 3) for k, v in self.components_ms.items()},
             "step_ms": {"one_device": round(self.one_device_step_ms, 3), "this_case": round(self.step_ms, 3)},
             "method": self.method,
+            "split_measured": self.split_measured,
         }
+        if self.share_intervals:
+            out["share_intervals"] = {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in self.share_intervals.items()}
         if self.predicted_exposed_ms is not None:
             out["predicted_exposed_communication_ms"] = round(self.predicted_exposed_ms, 3)
         if self.note:
@@ -177,6 +195,43 @@ def ablation_ratio(case: CaseSummary) -> float | None:
     return median_of(r.ablation.ratio for r in case.records if r.ablation)
 
 
+def pair_ratios(case: CaseSummary) -> list[float]:
+    """Each ablation window pair's step without synchronisation over the synchronised one beside it (the synced
+    window's throughput over the unsynchronised one's), over the case's repeats."""
+    pairs = []
+    for record in case.records:
+        ablation = record.ablation
+        if ablation is None or not ablation.window_throughputs or not ablation.synced_window_throughputs:
+            continue
+        pairs += [s / u for u, s in zip(ablation.window_throughputs, ablation.synced_window_throughputs) if u > 0 < s]
+    return pairs
+
+
+def ratio_interval(ratios: list[float]) -> tuple[float, float] | None:
+    """The 95 % interval of the mean pair ratio (Student's t over the pairs), None under two pairs. The pairs
+    alternate which mode goes first, so a machine that drifts widens the interval rather than moving the ratio."""
+    if len(ratios) < 2:
+        return None
+    from scipy.special import stdtrit  # Student's t quantile (as verdict.py)
+
+    half = float(stdtrit(len(ratios) - 1, 0.975)) * statistics.stdev(ratios) / math.sqrt(len(ratios))
+    mean = statistics.fmean(ratios)
+    return mean - half, mean + half
+
+
+def _share_intervals(
+    interval: tuple[float, float] | None, t1: float, tn: float, per_ms: float, loss: float
+) -> dict[str, tuple[float, float]]:
+    """The communication and machine-sharing shares of the loss at the pair ratio's interval ends (a higher ratio:
+    less communication, more sharing)."""
+    if interval is None or loss <= 0:
+        return {}
+    low, high = interval
+    comm = sorted(tn * (1 - r) * per_ms / loss for r in (low, high))
+    sharing = sorted((tn * r - t1) * per_ms / loss for r in (low, high))
+    return {"communication": (comm[0], comm[1]), "machine_sharing": (sharing[0], sharing[1])}
+
+
 def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: float | None = None) -> ScalingLoss:
     """The case's loss against `base` (its group's 1n1g), both with successful repeats."""
     x1, xn = base.stats["median"], case.stats["median"]
@@ -197,6 +252,8 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
         parts, note = None, f"not split: its global batch {gn:g} is not {case.world_size} x the 1-device run's {g1:g}"
     parts_ms = {**(parts or {}), UNEXPLAINED: extra_ms - sum((parts or {}).values())}
     per_ms = xn / t1  # samples/s lost per millisecond added to the step
+    measured = method == ABLATION_METHOD and parts is not None
+    intervals = _share_intervals(ratio_interval(pair_ratios(case)), t1, tn, per_ms, case.world_size * x1 - xn)
     return ScalingLoss(
         case=case.case,
         devices=case.world_size,
@@ -209,6 +266,7 @@ def scaling_loss(case: CaseSummary, base: CaseSummary, predicted_exposed_ms: flo
         note=note,
         predicted_exposed_ms=predicted_exposed_ms,
         method=method,
+        share_intervals=intervals if measured else {},
     )
 
 
@@ -281,8 +339,14 @@ def _cell(loss: ScalingLoss, name: str) -> str:
     if name not in loss.components:
         return ""
     value, total = loss.components[name], loss.measured_loss
-    share = f" ({value / total:.0%})" if total > 0 else ""
+    share = f" ({value / total:.0%}{_interval(loss, name)})" if total > 0 else ""
     return f"{value:.2f}{share}"
+
+
+def _interval(loss: ScalingLoss, name: str) -> str:
+    """`, 95 %: lo-hi %` after a share the ablation's window pairs bound; "" for the others."""
+    found = loss.share_intervals.get(name)
+    return "" if found is None else f", 95 %: {found[0]:.0%}-{found[1]:.0%}"
 
 
 def measured_groups(losses: dict[GroupKey, list[ScalingLoss]]) -> dict[GroupKey, list[ScalingLoss]]:
@@ -297,7 +361,8 @@ WATERFALL_INTRO = (
     "loss less the measured parts, never forced to zero. Cases run with `--ablate sync` are split by that "
     "ablation: machine sharing = the step without gradient synchronisation less the 1-device step; "
     "communication = the step less the one without, exposed (step phases) and overlapped (the rest: "
-    "communication that slows compute) (docs/scaling.md)."
+    "communication that slows compute), each share with the 95 % interval its window pairs give; a split without "
+    "that ablation is marked not measured (docs/scaling.md)."
 )
 PREDICTED_HEADER = ["predicted exposed comm (ms/step)", "measured exposed comm (ms/step)"]
 
@@ -346,12 +411,14 @@ def _loss_note(loss: ScalingLoss) -> str | None:
     if loss.note:
         return f"- {md(loss.case)}: {md(loss.note)}"
     if loss.method.startswith(f"{PHASES_METHOD}; "):
-        return f"- {md(loss.case)}: {md(loss.method.split('; ', 1)[1])}"
+        return f"- {md(loss.case)}: {md(NOT_MEASURED)}; {md(loss.method.split('; ', 1)[1])}"
     if loss.method == ABLATION_METHOD:
         share = loss.communication_share
-        share_text = "" if share is None else f", communication {share:.0%} of the loss"
+        share_text = (
+            "" if share is None else f", communication {share:.0%}{_interval(loss, 'communication')} of the loss"
+        )
         return f"- {md(loss.case)}: split by {md(loss.method)}{share_text}"
-    return None
+    return f"- {md(loss.case)}: {md(NOT_MEASURED)}"
 
 
 def _ms(value: float | None) -> str:

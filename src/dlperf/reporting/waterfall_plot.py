@@ -41,7 +41,8 @@ def steps(loss: ScalingLoss) -> list[tuple[str, float, float, str]]:
 def _title(loss: ScalingLoss) -> str:
     verb = "lost" if loss.measured_loss >= 0 else "gained (superlinear)"
     share = f" ({abs(loss.measured_loss) / loss.ideal:.0%} of ideal)" if loss.ideal > 0 else ""
-    return f"{loss.case}: {count(loss.devices, 'device')}, {verb} {abs(loss.measured_loss):.1f} samples/s{share}"
+    split = "" if loss.split_measured or loss.note else "; split not measured (no ablation)"
+    return f"{loss.case}: {count(loss.devices, 'device')}, {verb} {abs(loss.measured_loss):.1f} samples/s{share}{split}"
 
 
 def plot_waterfall(model: str, group: str, losses: list[ScalingLoss], path: Path) -> Path:

@@ -132,6 +132,9 @@ FORMATS = (
         printed_from="seconds",
         memory_kind="allocated",
         stamps_when_unprinted=True,
+        yields_to=("megatron",),
+        printed_part="forward, backward and the optimizer step (its ThroughputTimer; no data loading, nothing between "
+        "steps)",
         own_reading="DeepSpeed's own RunningAvgSamplesPerSec at the last kept step (every step after step 2)",
         practice="deepspeed/utils/timer.py ThroughputTimer: the timer's own clock, batch x (step - 2) / "
         "RunningAvgSamplesPerSec; samples of the printed intervals after step 10 over its time for them",

@@ -66,6 +66,7 @@ FORMATS = (
         read=read,
         warmup=0,
         last_only=True,
+        counts_planned=True,
         practice="transformers' Trainer speed_metrics: planned train samples / train_runtime (whole run, "
         "evaluation and saving included); no per-step time is printed, so there is no second reading",
         same_stretch=same_stretch,

@@ -28,6 +28,11 @@ line, each averaged over the MoE layers and the log interval: `load_balancing_lo
 `seq_load_balancing_loss`, `global_load_balancing_loss`, `z_loss`. They are kept in `peer_metrics` under those
 names, the mean over the kept lines (1.0 is perfect balance for the load-balancing losses); tokens per expert and
 the per-layer values go to TensorBoard / W&B only, never this line.
+
+ALCF's fork (argonne-lcf/Megatron-DeepSpeed, `training_log`) prints the fields as `iteration=  N/  M |
+consumed_samples= ... | elapsed_time_per_iteration_ms= ... | global_batch_size= ... | samples_per_second= ...`.
+These logs hold DeepSpeed's engine lines too (`[Rank 0] step=`, its ThroughputTimer's): the iteration lines are
+the log's, whatever engine line comes first (extract.py's detection; the timer times a part of each iteration).
 """
 
 from __future__ import annotations
@@ -47,13 +52,29 @@ from dlperf.framework_logs.base import (
     to_float,
 )
 
-ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+) \|")
+ITERATION = re.compile(r"\biteration(?:\s+|=\s*)(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
 PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
 BRIDGE = re.compile(r"\bStep Time : \d+(?:\.\d+)?s GPU utilization: ")  # Megatron-Bridge's rank-0 line
 MOE = re.compile(rf"\| ((?:[a-z]+_)*load_balancing_loss|z_loss): +({NUMBER})")  # the routers' aux losses, MoE runs
+
+# ALCF's Megatron-DeepSpeed (argonne-lcf, AuroraGPT) prints the same fields as `key=value`
+KEYS = {
+    "elapsed time per iteration (ms)": "elapsed_time_per_iteration_ms",
+    "global batch size": "global_batch_size",
+    "samples per second": "samples_per_second",
+    "consumed samples": "consumed_samples",
+}
+
+
+def _field(name: str) -> re.Pattern[str]:
+    """A field's `| name: value` (or ALCF's `| key=value`)."""
+    key = f"|{KEYS[name]}=\\s*" if name in KEYS else ""
+    return re.compile(rf"\| (?:{re.escape(name)}: +{key})({NUMBER})")
+
+
 FIELDS = {
-    name: re.compile(rf"\| {re.escape(name)}: +({NUMBER})")
+    name: _field(name)
     for name in (
         "elapsed time per iteration (ms)",
         "elapsed time per iteration (s)",
@@ -133,8 +154,13 @@ FORMATS = (
         name="megatron",
         description="Megatron-LM and Megatron-Bridge `iteration i/n | ... elapsed time per iteration (ms) | "
         "TFLOP/s/GPU` lines",
-        signature=InOrder((r"\biteration\s+\d+/\s*\d+ \|", r"elapsed time per iteration \((?:ms|s)\): ")),
-        clue=("elapsed time per iteration (",),
+        signature=InOrder(
+            (
+                r"\biteration(?:\s+|=\s*)\d+/\s*\d+ \|",
+                r"elapsed time per iteration \((?:ms|s)\): |\| elapsed_time_per_iteration_ms=",
+            )
+        ),
+        clue=("elapsed time per iteration (", "elapsed_time_per_iteration_ms="),
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,

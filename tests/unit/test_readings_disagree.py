@@ -1,0 +1,146 @@
+"""Two readings of one run that disagree are never both "ok", the lines that carry the iterations name the format,
+and a refusal names its real cause (tests/fixtures/peer-logs/disagree/, real lines copied unchanged: SOURCES.md)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from dlperf.cli.live import LogFollower
+from dlperf.errors import DataError
+from dlperf.framework_logs.extract import Options, read_run
+from dlperf.framework_logs.published_names import parse_log_path
+from dlperf.launch.external_node import last_words
+from dlperf.orchestration.external_run import tail_with_error
+
+DISAGREE = Path(__file__).parents[1] / "fixtures" / "peer-logs" / "disagree"
+ALCF = DISAGREE / "megatron-deepspeed" / "2n4g" / "alcf-polaris-llama-1b_b32_fp16_1.log"
+README = DISAGREE / "megatron-deepspeed" / "2n4g" / "alcf-readme-polaris-llama-7b_b96_fp16_1.log"
+TORCHRUN = DISAGREE / "failures" / "1n4g" / "salmonn-torchrun-rank1-error_b6_bf16_1.log"
+NEMO1_BAR = DISAGREE / "nemo1-bar" / "1n8g" / "awsome-nemo-launcher-gpt3-126m_b32_bf16_1.log"
+
+
+def read(path: Path, **options) -> dict:
+    return read_run(parse_log_path(path), Options(**options))
+
+
+def test_alcf_megatron_deepspeed_key_value_lines_are_megatrons_not_the_engines():
+    """ALCF's `iteration=  N/ M | ... elapsed_time_per_iteration_ms=` lines around DeepSpeed's engine lines (whose
+    timer says 74.8 samples/s, 4.7x the iterations' own): read as Megatron, 256 over each iteration's time, its
+    printed `samples_per_second` the second reading, agreeing."""
+    times = [float(t) for t in re.findall(r"elapsed_time_per_iteration_ms=([\d.]+)", ALCF.read_text("utf-8"))]
+    record = read(ALCF, warmup=2)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [3, 9])
+    assert record["throughput"] == pytest.approx(256 / (statistics.fmean(times[2:]) / 1000), rel=1e-9)
+    assert record["throughput"] == pytest.approx(15.8935, abs=1e-4)
+    assert record["cross_check"]["agree"] and record["cross_check"]["second"] == pytest.approx(15.8937, abs=1e-4)
+
+
+def test_an_engine_line_first_does_not_name_the_format():
+    """The README's excerpt starts with DeepSpeed's timer line; the iteration lines after it are the log's: read as
+    Megatron (53.28 sequences/s), not as the timer's 58.76 beside a cross-check that disagrees."""
+    record = read(README)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [199, 200])
+    assert record["throughput"] == pytest.approx(2 * 768 / (14.2875 + 14.5414), rel=1e-9)
+    assert record["cross_check"]["agree"]
+
+
+def test_a_component_timer_that_disagrees_gives_way_to_the_stamps_kept_as_evidence():
+    """Read as DeepSpeed (forced), the timer's 58.755 (forward, backward, step) and the time stamps' 768 / 14.542 s
+    disagree (1.11x): the stamps, which cover the whole iteration, are the figure; the timer's is the second
+    reading, and the record says why. Never "ok" with the timer's figure beside `agree: false`."""
+    record = read(README, format="deepspeed")
+    check = record["cross_check"]
+    assert (record["status"], record["rule"]) == ("ok", "timestamp")
+    assert record["throughput"] == pytest.approx(768 / 14.542, rel=1e-6)  # the stamps' 1 ms
+    assert check["agree"] is False and check["second"] == pytest.approx(58.755035155615545)
+    assert check["ratio"] == pytest.approx(record["throughput"] / check["second"])
+    assert "ThroughputTimer" in check["reading"] and "cover the whole iteration" in check["note"]
+    assert check["note"] in record["reading_notes"]
+    assert set(check) <= {"agree", "second", "ratio", "reading", "tolerance", "note"}  # records/parts.py CrossCheck
+
+
+def test_engine_lines_alone_far_from_their_stamps_take_the_stamps_not_the_flags():
+    """The ALCF log's DeepSpeed lines read as DeepSpeed: its timer's 74.8 is 4.71x the stamps' 15.89 (256 per
+    16.1 s iteration), by no factor of the run's shape: the stamps are taken, not the user's flags blamed."""
+    record = read(ALCF, format="deepspeed", warmup=2)
+    assert (record["status"], record["rule"]) == ("ok", "timestamp")
+    assert record["throughput"] == pytest.approx(15.8934, abs=1e-4)
+    assert record["cross_check"]["second"] == pytest.approx(74.84645585628223)
+
+
+def test_a_rule_asked_for_that_contradicts_the_stamps_is_refused_with_both_figures_and_no_flag_blamed():
+    """`--rule printed` asks for the timer's figure: 4.71x the stamps, by no factor of the shape. Refused, both
+    figures named, what the printed one times said, and the flags said not to be the cause."""
+    with pytest.raises(DataError) as refused:
+        read(ALCF, format="deepspeed", rule="printed", warmup=2)
+    text = str(refused.value)
+    assert "74.8465" in text and "15.8934" in text and "4.71x" in text
+    assert "so not its --nodes, --devices-per-node or --batch-size" in text and "ThroughputTimer" in text
+
+
+def test_a_failed_ranks_own_error_is_the_cause_not_torchruns_sigterm_warning():
+    """torchrun's tagged `[rank1]: soundfile.LibsndfileError: ...` above its `closing signal SIGTERM` warnings and
+    its report: the error is the run's, and the record's 20-line tail starts with it."""
+    lines = TORCHRUN.read_text("utf-8").splitlines()
+    assert last_words(lines) == "[rank1]: soundfile.LibsndfileError: <exception str() failed>"
+    tail = tail_with_error(lines, 20)
+    assert len(tail) == 20 and tail[0] == "[rank1]: soundfile.LibsndfileError: <exception str() failed>"
+    assert tail[1:] == lines[-19:]
+    assert tail_with_error(lines[-10:], 20) == lines[-10:]  # no error line above: the tail as it is
+    record = read(TORCHRUN)
+    assert record["status"] == "failed" and "LibsndfileError" in record["error"]
+
+
+def test_a_nemo1_bar_is_never_sent_to_a_rule_its_format_refuses():
+    """NeMo 1's one tqdm bar line: the tqdm format's only rule needs two lines. The refusal said "use --rule
+    printed", which then said "supports only --rule timestamp"; it says the format has that rule only."""
+    with pytest.raises(DataError) as refused:
+        read(NEMO1_BAR)
+    assert "--rule printed" not in str(refused.value)
+    assert "the tqdm format has the timestamp rule only" in str(refused.value)
+
+
+def test_the_live_line_of_a_silent_command_says_training_once_the_hook_timed_a_step(tmp_path):
+    """A script that prints nothing: "... starting the ranks" until the start-up hook writes its first step beside
+    the log (`<run>.steps.<host>.<pid>`), then "training"."""
+    log = tmp_path / "run.log"
+    lines: list[str] = []
+    with LogFollower(log, lines.append, quiet_s=0.05, poll_s=0.01, plain=True):
+        log.write_text("")
+        _wait_for(lambda: any(line.startswith("... starting the ranks") for line in lines))
+        (tmp_path / "run.steps.host.123").write_text('{"step": 1}\n')
+        _wait_for(lambda: any(line.startswith("... training") for line in lines))
+    assert "first step timed: training" in lines
+    assert lines.index("first step timed: training") < next(i for i, t in enumerate(lines) if t.startswith("... tr"))
+
+
+def _wait_for(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the follower never said it"
+        time.sleep(0.01)
+
+
+def test_a_planned_sample_count_gives_way_to_the_hooks_count_of_what_trained():
+    """HF Trainer's `train_samples_per_second` counts the planned 25 updates x 8 = 200 samples; the hook counted
+    8, 8, 8, 8, 3 per update of each accumulation, 175 in all, over the same stretch (issue 53's run): 0.875x.
+    Kept with the hook's figure and a note naming both counts, not refused blaming the batch flags; a format that
+    counts what trained is still refused at that gap."""
+    from dlperf.framework_logs.registry import get_format
+    from dlperf.orchestration.external_run import like_for_like
+    from dlperf.records.parts import CrossCheck
+
+    assert get_format("hf-trainer").counts_planned and not get_format("megatron").counts_planned
+    seconds = 10.0
+    check = like_for_like(CrossCheck(ratio=0.9), 175 / seconds, 200 / seconds, "the whole run", "samples/s", True)
+    assert check.agree is False and check.like_for_like.ratio == pytest.approx(0.875)
+    assert "the samples its loop planned" in check.note and "the hook's count stands" in check.note
+    with pytest.raises(DataError, match="contradicts itself"):
+        like_for_like(CrossCheck(ratio=0.9), 175 / seconds, 200 / seconds, "the whole run", "samples/s")
+    with pytest.raises(DataError, match="contradicts itself"):  # the hook counting more than planned: no rule
+        like_for_like(CrossCheck(ratio=1.2), 230 / seconds, 200 / seconds, "the whole run", "samples/s", True)

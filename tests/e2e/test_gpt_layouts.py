@@ -40,8 +40,9 @@ def test_pipeline_run_logs_last_stage_loss(tmp_path):
     record = json.loads(path.read_text())
     assert record["status"] == "ok"
     assert 5.0 < record["loss_first"] < 7.0 and 5.0 < record["loss_last"] < 7.0
-    assert record["parallel"] == {"dp": 1, "tp": 1, "pp": 2, "micro_batch_size": 2, "global_batch_size": 8,
-                                  "accumulation_steps": 4, "pp_schedule": "1f1b", "dp_mode": None}  # fmt: skip
+    laid = {key: value for key, value in record["parallel"].items() if value is not None}  # a part's keys all written
+    assert laid == {"dp": 1, "tp": 1, "pp": 2, "micro_batch_size": 2, "global_batch_size": 8, "accumulation_steps": 4,
+                    "pp_schedule": "1f1b"}  # fmt: skip
     assert record["flops_per_iteration"] == 72 * 8 * 32 * 2 * 64**2 + 12 * 8 * 32**2 * 2 * 64 + 6 * 8 * 32 * 64 * 512
     assert record["tokens_per_s"] == pytest.approx(record["throughput"] * 32)
     seconds = 8 / record["throughput"]

@@ -1,0 +1,72 @@
+"""Expert parallelism on PyTorch's own building blocks, as torchtitan builds it: the experts' stacked weights are
+DTensors sharded along the expert dimension over the ep ranks and FSDP2-sharded over the rest of dp_shard x cp
+(and replicated over dp_replicate); every other weight is FSDP2's over the whole of dp_shard x cp (Llama's
+`apply_fsdp`). A MoE block's picks go to the rank holding their expert and come back by
+`all_to_all_single` with uneven splits, through the functional collectives' autograd-aware version.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from dlperf.workloads.llama.layout import LlamaLayout
+from dlperf.workloads.moe.model import GroupedExperts, MoETransformer
+
+EXPERT_DIMS = ("dp_replicate", "efsdp", "ep")
+
+
+def expert_mesh(layout: LlamaLayout, ep: int, device: torch.device):
+    """(dp_replicate, efsdp, ep) over the world: ep neighbours along dp_shard share a token exchange; efsdp are the
+    ranks holding the same experts (pp, cp and tp are 1 here: layout.py refuses them with ep)."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    ranks = torch.arange(layout.world_size).view(layout.dp_replicate, layout.dp_shard // ep, ep)
+    return DeviceMesh(device.type, ranks, mesh_dim_names=EXPERT_DIMS)
+
+
+def shard_experts(model: MoETransformer, mesh, layout: LlamaLayout, param_dtype: torch.dtype | None) -> None:
+    """Each MoE block's experts split over `ep` (Shard(0)) and FSDP2-sharded over efsdp (HSDP over dp_replicate),
+    their gradients divided by the whole data-parallel size (each rank's expert gradient sums the picks of every
+    ep rank), and the block's tokens exchanged by `dispatch`."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import Shard, distribute_module, distribute_tensor
+
+    def split(name: str, module: torch.nn.Module, ep_mesh) -> None:
+        for key, parameter in list(module.named_parameters(recurse=False)):
+            sharded = torch.nn.Parameter(distribute_tensor(parameter, ep_mesh, [Shard(0)], src_data_rank=None))
+            module.register_parameter(key, sharded)
+
+    dims = ("dp_replicate", "efsdp") if layout.dp_replicate > 1 else ("efsdp",)
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    group = mesh["ep"].get_group()
+    for moe in model.moe_blocks():
+        distribute_module(moe.experts, mesh["ep"], split)
+        fully_shard(moe.experts, mesh=mesh[dims], mp_policy=policy)
+        moe.experts.set_gradient_divide_factor(float(layout.dp))
+        moe.dispatcher = Dispatcher(group)
+
+
+class Dispatcher:
+    """One MoE block's exchange over its ep group: the picks (sorted by global expert) sent to their experts'
+    ranks, run there sorted by local expert, and sent back in the order they came."""
+
+    def __init__(self, group) -> None:
+        self.group, self.ep = group, dist.get_world_size(group)
+
+    def __call__(self, experts: GroupedExperts, rows: torch.Tensor, counts: torch.Tensor, grouped: bool):
+        from torch.distributed._functional_collectives import all_to_all_single_autograd
+
+        local = counts.numel() // self.ep
+        received = torch.empty_like(counts)
+        dist.all_to_all_single(received, counts, group=self.group)  # each source's counts for my experts
+        received = received.view(self.ep, local)
+        send = counts.view(self.ep, local).sum(1).tolist()
+        recv = received.sum(1).tolist()
+        inbound = all_to_all_single_autograd(rows, recv, send, self.group)
+        expert = torch.repeat_interleave(torch.arange(local, device=counts.device).repeat(self.ep), received.flatten())
+        order = expert.argsort(stable=True)
+        done = experts(inbound[order], received.sum(0), grouped)
+        back = torch.empty_like(order)
+        back[order] = torch.arange(order.numel(), device=order.device)
+        return all_to_all_single_autograd(done[back].contiguous(), send, recv, self.group)

@@ -23,9 +23,9 @@ def tiny_config(**changes):
     return spec_from_mapping(tiny_moe(**changes)).workload
 
 
-def built(config, routing: Routing = Routing()) -> MoETransformer:
+def built(config, routing: Routing | None = None) -> MoETransformer:
     with torch.device("meta"):
-        model = MoETransformer(model_shape(config), routing)
+        model = MoETransformer(model_shape(config), routing or Routing())
     materialize(model, torch.device("cpu"), seed=0)
     return model
 

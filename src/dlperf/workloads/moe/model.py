@@ -121,12 +121,26 @@ def has_grouped_mm() -> bool:
     return hasattr(F, "grouped_mm") or hasattr(torch, "_grouped_mm")
 
 
+class _ScaleGrad(torch.autograd.Function):
+    """The identity, its gradient scaled."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad * ctx.scale, None
+
+
 class GroupedExperts(nn.Module):
     """`num_experts` SwiGLU experts as stacked weights (experts, in, out); under expert parallelism this rank holds
     a slice of them (the first dimension)."""
 
     def __init__(self, shape: MoEShape, experts: int) -> None:
         super().__init__()
+        self.grad_scale = 1.0  # expert parallelism's correction of the data-parallel average (parallel.py)
         h, f = shape.hidden_size, shape.moe_ffn_hidden_size
         self.w1 = nn.Parameter(torch.empty(experts, h, f))
         self.w2 = nn.Parameter(torch.empty(experts, f, h))
@@ -135,6 +149,8 @@ class GroupedExperts(nn.Module):
     def forward(self, x: torch.Tensor, counts: torch.Tensor, grouped: bool) -> torch.Tensor:
         """x: rows sorted by expert, counts[e] of them for local expert e."""
         w1, w2, w3 = (w.to_local() if hasattr(w, "to_local") else w for w in (self.w1, self.w2, self.w3))
+        if self.grad_scale != 1.0:
+            w1, w2, w3 = (_ScaleGrad.apply(w, self.grad_scale) for w in (w1, w2, w3))
         if grouped:
             offsets = counts.cumsum(0).to(torch.int32)
             hidden = F.silu(grouped_mm(x, w1, offsets)) * grouped_mm(x, w3, offsets)

@@ -27,8 +27,9 @@ def expert_mesh(layout: LlamaLayout, ep: int, device: torch.device):
 
 def shard_experts(model: MoETransformer, mesh, layout: LlamaLayout, param_dtype: torch.dtype | None) -> None:
     """Each MoE block's experts split over `ep` (Shard(0)) and FSDP2-sharded over efsdp (HSDP over dp_replicate),
-    their gradients divided by the whole data-parallel size (each rank's expert gradient sums the picks of every
-    ep rank), and the block's tokens exchanged by `dispatch`."""
+    and the block's tokens exchanged by the Dispatcher. Each rank's expert gradient sums the picks of its whole ep
+    group, so FSDP2's mean over the efsdp ranks is ep times the data-parallel mean: the experts scale their
+    gradient by 1 / ep (torchtitan sets FSDP2's divide factor instead, a PREMUL_SUM reduction gloo does not have)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.distributed.tensor import Shard, distribute_module, distribute_tensor
 
@@ -43,7 +44,9 @@ def shard_experts(model: MoETransformer, mesh, layout: LlamaLayout, param_dtype:
     for moe in model.moe_blocks():
         distribute_module(moe.experts, mesh["ep"], split)
         fully_shard(moe.experts, mesh=mesh[dims], mp_policy=policy)
-        moe.experts.set_gradient_divide_factor(float(layout.dp))
+        moe.experts.grad_scale = (
+            1 / mesh["ep"].size()
+        )  # FSDP2 averages over dp / ep ranks: the whole dp's mean is 1 / ep of it
         moe.dispatcher = Dispatcher(group)
 
 

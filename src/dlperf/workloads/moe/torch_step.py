@@ -31,8 +31,10 @@ def model_shape(config: MoEConfig) -> MoEShape:
     return MoEShape(**{name: getattr(config, name) for name in SHAPE_FIELDS})
 
 
-def routing_of(config: MoEConfig) -> Routing:
-    """The routers' settings; `grouped` where asked or (auto) where this torch has grouped GEMMs."""
+def routing_of(config: MoEConfig, micro_batches: int = 1) -> Routing:
+    """The routers' settings; `grouped` where asked or (auto) where this torch has grouped GEMMs. The auxiliary
+    loss is each micro-batch's divided by the micro-batches, as the language model's loss is (Megatron-Core's
+    MoEAuxLossAutoScaler scale): its gradient is then the same under every split of the global batch."""
     if config.experts_impl == "grouped" and not has_grouped_mm():
         raise ConfigError(f"--experts-impl grouped needs torch._grouped_mm (torch {torch.__version__} has none): "
                           "use --experts-impl loop")  # fmt: skip
@@ -43,7 +45,7 @@ def routing_of(config: MoEConfig) -> Routing:
         route_scale=config.route_scale,
         balanced=not learned,
         expert_bias=learned and config.load_balance == "bias",
-        aux_loss_coef=config.aux_loss_coef if learned and config.load_balance == "aux" else 0.0,
+        aux_loss_coef=config.aux_loss_coef / micro_batches if learned and config.load_balance == "aux" else 0.0,
         capacity_factor=config.capacity_factor,
         grouped=config.experts_impl != "loop" and has_grouped_mm(),
     )
@@ -52,7 +54,7 @@ def routing_of(config: MoEConfig) -> Routing:
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     """Llama's step over MoE stages, with the bias update after each optimizer step and the routing meter."""
     config: MoEConfig = spec.workload
-    routing = routing_of(config)
+    routing = routing_of(config, plan.layout.accumulation_steps)
     distributed = engine.rank.distributed
     meter = RoutingMeter(config, routing, distributed)
     stage = partial(build_stage, routing=routing, ep=config.ep)

@@ -1,0 +1,43 @@
+"""Expert parallelism computes what one process computes: 3 steps (2 AdamW updates) of the tiny MoE (4 blocks, the
+first dense; 4 experts of which 2 per token, one shared; MLA), fp32, gloo on the CPU, tokens exchanged by
+all_to_all_single with uneven splits. Each launch computes the one-process reference on its rank 0 first, then
+builds and steps the layouts in the same processes (tests/helpers/layouts.py)."""
+
+from __future__ import annotations
+
+import pytest
+from layouts import ONE_PROCESS, launch
+
+pytestmark = pytest.mark.slow
+
+STEPS = 3
+AUX = {"load_balance": "aux"}
+BALANCED = {"routing": "balanced"}
+DROPPING = {"capacity_factor": 1.0}
+# EP 2 (each rank 2 experts), the auxiliary loss under EP 2 (its gradient per micro-batch, as one process's)
+TWO_PROCESS = [{"ep": 2}, {"ep": 2, **AUX}]
+# EP 2 x FSDP 2 (experts sharded over ep and over the rest), HSDP 2 x EP 2, EP 4 (one expert a rank), balanced
+# routing and a capacity factor that drops, under EP 2 x FSDP 2
+FOUR_PROCESS = [{"ep": 2}, {"ep": 2, "dp_replicate": 2}, {"ep": 4}, {"ep": 2, **BALANCED}, {"ep": 2, **DROPPING}]
+
+
+def references(layouts: list[dict]) -> list[dict]:
+    """Each layout's one-process reference: the same routing in one process."""
+    return [
+        {**ONE_PROCESS, **{k: v for k, v in layout.items() if k not in ("ep", "dp_replicate")}} for layout in layouts
+    ]
+
+
+def check(layouts: list[dict], got: list[list[float]]) -> None:
+    singles, parallel = got[: len(layouts)], got[len(layouts) :]
+    for layout, single, losses in zip(layouts, singles, parallel, strict=True):
+        assert len(single) == STEPS and single[0] > single[-1] + 0.2, f"{layout} trains"
+        assert losses == pytest.approx(single, rel=1e-5), f"layout {layout}"
+
+
+def test_two_process_expert_parallelism_matches_one_process(tmp_path):
+    check(TWO_PROCESS, launch(tmp_path, 2, "moe", [*references(TWO_PROCESS), *TWO_PROCESS], STEPS))
+
+
+def test_four_process_expert_parallelism_matches_one_process(tmp_path):
+    check(FOUR_PROCESS, launch(tmp_path, 4, "moe", [*references(FOUR_PROCESS), *FOUR_PROCESS], STEPS))

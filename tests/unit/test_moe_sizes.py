@@ -10,8 +10,10 @@ one unit of its last stated digit (30.5B: 0.1B; 671B: 1B, 0.15 %).
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from dlperf.workloads.moe.config import SIZES, MoEConfig, parameter_counts
 
@@ -56,3 +58,12 @@ def test_every_size_is_checked_and_debug_is_torchtitans() -> None:
     assert set(SIZES) == {*CARDS, "debug"}
     counts = parameter_counts(sized("debug"))
     assert (counts.total, counts.active) == (33_014_016, 28_098_816)
+
+
+def test_the_debug_sweep_plans_its_cases(capsys, tmp_path):
+    """configs/llm/moe_debug.yaml plans the learned and balanced routers, in one process and under EP 2."""
+    config = Path(__file__).parents[2] / "configs" / "llm" / "moe_debug.yaml"
+    code, out, err = run_cli(["sweep", str(config), "--dry-run", "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    for case in ("debug_single_bias_s256_gbs2", "debug_single_balanced_s256_gbs2", "debug_fsdp2_ep2_bias_s256_gbs2"):
+        assert f"{case}_fp32" in out

@@ -14,17 +14,20 @@ STEPS = 3
 AUX = {"load_balance": "aux"}
 BALANCED = {"routing": "balanced"}
 DROPPING = {"capacity_factor": 1.0}
-# EP 2 (each rank 2 experts), the auxiliary loss under EP 2 (its gradient per micro-batch, as one process's)
-TWO_PROCESS = [{"ep": 2}, {"ep": 2, **AUX}]
+# EP 2 (each rank 2 experts), the auxiliary loss under EP 2 (its gradient per micro-batch, as one process's), CP 2 x
+# EP 2 (the ring over MLA's padded values; EP folded inside dp_shard x cp)
+TWO_PROCESS = [{"ep": 2}, {"ep": 2, **AUX}, {"cp": 2, "ep": 2}]
 # EP 2 x FSDP 2 (experts sharded over ep and over the rest), HSDP 2 x EP 2, EP 4 (one expert a rank), balanced
-# routing and a capacity factor that drops, under EP 2 x FSDP 2
-FOUR_PROCESS = [{"ep": 2}, {"ep": 2, "dp_replicate": 2}, {"ep": 4}, {"ep": 2, **BALANCED}, {"ep": 2, **DROPPING}]
+# routing and a capacity factor that drops, under EP 2 x FSDP 2; FSDP 2 x CP 2 with EP 4 over both
+FOUR_PROCESS = [{"ep": 2}, {"ep": 2, "dp_replicate": 2}, {"ep": 4}, {"ep": 2, **BALANCED}, {"ep": 2, **DROPPING},
+                {"cp": 2, "ep": 4}]  # fmt: skip
 
 
 def references(layouts: list[dict]) -> list[dict]:
     """Each layout's one-process reference: the same routing in one process."""
     return [
-        {**ONE_PROCESS, **{k: v for k, v in layout.items() if k not in ("ep", "dp_replicate")}} for layout in layouts
+        {**ONE_PROCESS, **{k: v for k, v in layout.items() if k not in ("ep", "dp_replicate", "cp")}}
+        for layout in layouts
     ]
 
 

@@ -98,8 +98,11 @@ class LatentAttention(nn.Module):
         k_rope = rotate(k_rope.unsqueeze(2), cos, sin).expand(-1, -1, kv.shape[2], -1)
         q = torch.cat((q_nope, rotate(q_rope, cos, sin)), dim=-1)
         k = torch.cat((k_nope, k_rope), dim=-1)
+        # values padded with zeros to the query/key width and the output cut back: the same attention, through the
+        # fused kernels that want one head size (the CPU's flash kernel, which context parallelism's ring runs)
+        v = F.pad(v, (0, max(0, q.shape[-1] - self.v_dim)))
         out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
-        return self.wo(out.transpose(1, 2).reshape(batch, seq, -1))
+        return self.wo(out[..., : self.v_dim].transpose(1, 2).reshape(batch, seq, -1))
 
 
 def _contiguous_grad(t: torch.Tensor) -> torch.Tensor:

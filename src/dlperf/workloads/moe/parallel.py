@@ -17,11 +17,12 @@ EXPERT_DIMS = ("dp_replicate", "efsdp", "ep")
 
 
 def expert_mesh(layout: LlamaLayout, ep: int, device: torch.device):
-    """(dp_replicate, efsdp, ep) over the world: ep neighbours along dp_shard share a token exchange; efsdp are the
-    ranks holding the same experts (pp, cp and tp are 1 here: layout.py refuses them with ep)."""
+    """(dp_replicate, efsdp, ep) over the world: ep neighbours along the flattened dp_shard x cp share a token
+    exchange; efsdp are the ranks holding the same experts (pp and tp are 1 here: layout.py refuses them)."""
     from torch.distributed.device_mesh import DeviceMesh
 
-    ranks = torch.arange(layout.world_size).view(layout.dp_replicate, layout.dp_shard // ep, ep)
+    folded = layout.dp_shard * layout.cp
+    ranks = torch.arange(layout.world_size).view(layout.dp_replicate, folded // ep, ep)
     return DeviceMesh(device.type, ranks, mesh_dim_names=EXPERT_DIMS)
 
 

@@ -83,7 +83,7 @@ def test_balanced_routing_is_even_and_a_capacity_factor_drops():
         ({"top_k": 5}, "--top-k 5 is more than the 4 routed experts"),
         ({"ep": 4, "devices_per_node": 2}, "--ep 4 does not divide dp_shard x cp = 2 x 1 = 2"),
         ({"num_heads": 6, "hidden_size": 60, "tp": 4, "devices_per_node": 4}, "MLA's --num-heads 6 is not divisible"),
-        ({"pp": 2, "devices_per_node": 2}, "--pp 2 with --model moe is not built yet"),
+        ({"tp": 2, "devices_per_node": 2}, "--tp 2 with --model moe is not built yet"),
     ],
 )
 def test_bad_input_is_one_line(changes, words):
@@ -102,7 +102,7 @@ def test_loss_falls_and_the_bias_moves():
     """A few AdamW steps of the learned router with the expert bias: the loss falls and the bias moves, centred."""
     config = tiny_config()
     model = built(config)
-    meter = RoutingMeter(config, routing_of(config), distributed=False)
+    meter = RoutingMeter(config, routing_of(config), distributed=False, device=torch.device("cpu"))
     meter.watch(model.moe_blocks(), {})
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(0)
@@ -117,6 +117,6 @@ def test_loss_falls_and_the_bias_moves():
         meter.after_step([model])
         losses.append(loss.item())
     assert losses[-1] < losses[0]
-    bias = model.moe_blocks()[0].router.expert_bias
+    bias = model.moe_blocks()[1].router.expert_bias
     assert bias.abs().max() > 0 and abs(float(bias.sum())) < 1e-6
     assert meter.window.sum() == 3 * 64 * config.top_k

@@ -12,7 +12,7 @@ from dlperf.workloads.llama.layout import LlamaLayout, check_shape, mesh_layout
 from dlperf.workloads.moe.config import MoEConfig
 
 # what the PyTorch step does not build yet beside expert parallelism (docs/moe.md): refused, not run wrongly
-NOT_BUILT = ("tp", "pp")
+NOT_BUILT = ("tp",)
 
 
 def moe_layout(spec: RunSpec) -> LlamaLayout:

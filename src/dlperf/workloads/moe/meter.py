@@ -39,51 +39,51 @@ def window_figures(counts: torch.Tensor, dropped: float, ep: int) -> dict[str, A
 
 
 class RoutingMeter:
-    def __init__(self, config: MoEConfig, routing: Routing, distributed: bool) -> None:
-        self.ep, self.bias, self.distributed = config.ep, routing.expert_bias, distributed
+    """Counts kept per MoE block of the whole model, a row each (zero where another pipeline stage holds the block),
+    so one all-reduce over every rank sums each block's picks over its data-parallel ranks, whatever the stage."""
+
+    def __init__(self, config: MoEConfig, routing: Routing, distributed: bool, device: torch.device) -> None:
+        self.ep, self.bias, self.distributed, self.device = config.ep, routing.expert_bias, distributed, device
         self.facts = {
             "routing": config.routing,
             "load_balance": config.load_balance if config.routing == "learned" else None,
             "capacity_factor": config.capacity_factor,
             "experts_impl": "grouped" if routing.grouped else "loop",
         }
-        self.blocks: list[MoE] = []
+        self.first = config.num_dense_layers
+        shape = (config.num_layers - config.num_dense_layers, config.num_experts)
+        self.window, self.total = torch.zeros(shape), torch.zeros(shape)
+        self.dropped, self.total_dropped = torch.zeros(()), 0.0
+        self.blocks: dict[int, MoE] = {}
         self.model: dict[str, Any] = {}
         self.timing = False
         self.windows: list[dict[str, Any]] = []
 
-    def watch(self, blocks: list[MoE], model: dict[str, Any]) -> None:
-        """The MoE blocks this rank holds, and the step's `model` facts the result goes into."""
-        self.blocks, self.model = blocks, model
-        experts = blocks[0].num_experts if blocks else 0
-        self.window = torch.zeros(len(blocks), experts)
-        self.dropped = torch.zeros(())
-        self.total = torch.zeros(len(blocks), experts)
-        self.total_dropped = 0.0
+    def watch(self, blocks: dict[int, MoE], model: dict[str, Any]) -> None:
+        """The MoE blocks this rank holds by layer, and the step's `model` facts the result goes into."""
+        self.blocks, self.model = {layer - self.first: block for layer, block in blocks.items()}, model
 
     def after_step(self, modules: list) -> None:
         """The step's counts into the window; the expert bias moved by their sign, all ranks' summed (torchtitan:
         bias += rate x sign(mean - count), centred)."""
-        if not self.blocks:
-            return
-        counts = torch.stack([block.tokens_per_expert for block in self.blocks]).cpu()
-        self.window += counts
-        self.dropped += sum(float(block.dropped) for block in self.blocks)
-        for block in self.blocks:
+        counts = torch.zeros_like(self.window)
+        for row, block in self.blocks.items():
+            counts[row] = block.tokens_per_expert.cpu()
+            self.dropped += float(block.dropped)
             block.tokens_per_expert.zero_()
             block.dropped.zero_()
+        self.window += counts
         if self.bias:
             self._move_bias(counts)
 
     def _move_bias(self, counts: torch.Tensor) -> None:
-        device = self.blocks[0].router.expert_bias.device
-        counts = counts.to(device)
+        counts = counts.to(self.device)
         if self.distributed:
             dist.all_reduce(counts)
         delta = BIAS_UPDATE_RATE * torch.sign(counts.mean(1, keepdim=True) - counts)
         delta -= delta.mean(1, keepdim=True)
-        for block, change in zip(self.blocks, delta):
-            block.router.expert_bias.add_(change)
+        for row, block in self.blocks.items():
+            block.router.expert_bias.add_(delta[row])
 
     def wrap(self, read_loss):
         """The step's loss reader, closing the routing window where it reads (every rank, at window edges)."""
@@ -96,12 +96,9 @@ class RoutingMeter:
         return read
 
     def _close_window(self) -> None:
-        if not self.blocks:
-            return
         both = torch.cat((self.window.flatten(), self.dropped.view(1)))
         if self.distributed:
-            device = self.blocks[0].router.expert_bias.device
-            both = both.to(device)
+            both = both.to(self.device)
             dist.all_reduce(both)
             both = both.cpu()
         counts, dropped = both[:-1].view_as(self.window), float(both[-1])
@@ -115,12 +112,11 @@ class RoutingMeter:
     def start(self) -> None:
         """The timed window opens: what the warm-up routed is left out."""
         self.timing, self.windows = True, []
-        if self.blocks:
-            self.window.zero_()
-            self.dropped.zero_()
+        self.window.zero_()
+        self.dropped.zero_()
 
     def stop(self) -> None:
         self.timing = False
-        if self.blocks and self.windows:
+        if self.windows and self.window.numel():
             self.model["moe"] = {**self.facts, **window_figures(self.total, self.total_dropped, self.ep),
                                  "windows": self.windows}  # fmt: skip

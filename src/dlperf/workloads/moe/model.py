@@ -289,14 +289,19 @@ class MoETransformer(llama.Llama):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def moe_blocks(self) -> list[MoE]:
-        return [module for module in self.modules() if isinstance(module, MoE)]
+    def moe_blocks(self) -> dict[int, MoE]:
+        """This stage's MoE feed-forwards by layer."""
+        return {int(name): block.feed_forward for name, block in self.blocks() if isinstance(block.feed_forward, MoE)}
+
+    def blocks(self) -> list[tuple[str, Block]]:
+        """(name, block) with activation checkpointing's wrapper looked through."""
+        return [(name, getattr(layer, "_checkpoint_wrapped_module", layer)) for name, layer in self.layers.items()]
 
 
 def materialize(model: MoETransformer, device: torch.device, seed: int) -> None:
     """Llama's drawing (each parameter from its name's generator, N(0, 0.02), norms ones), then the routers'
     counters and expert biases zeroed (buffers `to_empty` leaves undefined)."""
     llama.materialize(model, device, seed)
-    for moe in model.moe_blocks():
+    for moe in model.moe_blocks().values():
         for buffer in (moe.router.expert_bias, moe.tokens_per_expert, moe.dropped):
             buffer.zero_()

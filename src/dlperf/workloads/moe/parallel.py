@@ -13,16 +13,16 @@ import torch.distributed as dist
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.moe.model import GroupedExperts, MoETransformer
 
-EXPERT_DIMS = ("dp_replicate", "efsdp", "ep")
+EXPERT_DIMS = ("pp", "dp_replicate", "efsdp", "ep")
 
 
 def expert_mesh(layout: LlamaLayout, ep: int, device: torch.device):
-    """(dp_replicate, efsdp, ep) over the world: ep neighbours along the flattened dp_shard x cp share a token
-    exchange; efsdp are the ranks holding the same experts (pp and tp are 1 here: layout.py refuses them)."""
+    """(pp, dp_replicate, efsdp, ep) over the world: ep neighbours along the flattened dp_shard x cp share a token
+    exchange; efsdp are the ranks of a stage holding the same experts (tp is 1 here: layout.py refuses it)."""
     from torch.distributed.device_mesh import DeviceMesh
 
     folded = layout.dp_shard * layout.cp
-    ranks = torch.arange(layout.world_size).view(layout.dp_replicate, folded // ep, ep)
+    ranks = torch.arange(layout.world_size).view(layout.pp, layout.dp_replicate, folded // ep, ep)
     return DeviceMesh(device.type, ranks, mesh_dim_names=EXPERT_DIMS)
 
 
@@ -42,7 +42,7 @@ def shard_experts(model: MoETransformer, mesh, layout: LlamaLayout, param_dtype:
     dims = ("dp_replicate", "efsdp") if layout.dp_replicate > 1 else ("efsdp",)
     policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
     group = mesh["ep"].get_group()
-    for moe in model.moe_blocks():
+    for moe in model.moe_blocks().values():
         distribute_module(moe.experts, mesh["ep"], split)
         fully_shard(moe.experts, mesh=mesh[dims], mp_policy=policy)
         moe.experts.grad_scale = (

@@ -18,6 +18,8 @@ from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.llama import parallel as llama_parallel
 from dlperf.workloads.llama.layout import LlamaLayout
+from dlperf.engines.torch.pipeline import stage_layers
+from dlperf.workloads.llama.model import keep_stage
 from dlperf.workloads.llama.torch_step import build_with
 from dlperf.workloads.moe import parallel
 from dlperf.workloads.moe.config import MoEConfig
@@ -54,13 +56,15 @@ def routing_of(config: MoEConfig, micro_batches: int = 1) -> Routing:
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     """Llama's step over MoE stages, with the bias update after each optimizer step and the routing meter."""
     config: MoEConfig = spec.workload
-    routing = routing_of(config, plan.layout.accumulation_steps)
+    # a pipeline scales every gradient by 1 / micro-batches itself; accumulation leaves it to each micro-batch's loss
+    layout: LlamaLayout = plan.layout
+    routing = routing_of(config, layout.accumulation_steps if layout.pp == 1 else 1)
     distributed = engine.rank.distributed
-    meter = RoutingMeter(config, routing, distributed)
+    meter = RoutingMeter(config, routing, distributed, engine.device)
     stage = partial(build_stage, routing=routing, ep=config.ep)
     step, modules = build_with(spec, plan, engine, stage, after_step=meter.after_step)
     model = dict(step.model)
-    meter.watch([block for module in modules for block in module.moe_blocks()], model)
+    meter.watch({layer: block for module in modules for layer, block in module.moe_blocks().items()}, model)
     return dataclasses.replace(step, read_loss=meter.wrap(step.read_loss), model=model, probes=(meter,))
 
 
@@ -68,12 +72,15 @@ def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: to
                 ep: int) -> nn.Module:  # fmt: skip
     """The model on the meta device, experts split over ep and sharded, the rest FSDP2's as Llama's, then drawn
     on the device (each rank its part of every weight, the same values under every layout)."""
+    config: MoEConfig = spec.workload
     with torch.device("meta"):
-        model = MoETransformer(model_shape(spec.workload), routing)
+        model = MoETransformer(model_shape(config), routing)
+    if layout.pp > 1:
+        keep_stage(model, stage_layers(config.num_layers, layout.stages, stage), stage == 0, stage == layout.stages - 1)
     param_dtype = torch.bfloat16 if spec.precision == "amp-bf16" else None
     if ep > 1:
         parallel.shard_experts(model, parallel.expert_mesh(layout, ep, device), layout, param_dtype)
-    llama_parallel.apply_checkpointing(model, spec.workload.activation_checkpoint)
+    llama_parallel.apply_checkpointing(model, config.activation_checkpoint)
     if spec.compile:
         for block in model.layers.values():
             block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)

@@ -13,12 +13,12 @@ from torch import nn
 
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.pipeline import stage_layers
 from dlperf.errors import ConfigError
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.llama import parallel as llama_parallel
 from dlperf.workloads.llama.layout import LlamaLayout
-from dlperf.engines.torch.pipeline import stage_layers
 from dlperf.workloads.llama.model import keep_stage
 from dlperf.workloads.llama.torch_step import build_with
 from dlperf.workloads.moe import parallel

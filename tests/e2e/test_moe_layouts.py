@@ -15,14 +15,16 @@ AUX = {"load_balance": "aux"}
 BALANCED = {"routing": "balanced"}
 DROPPING = {"capacity_factor": 1.0}
 # EP 2 (each rank 2 experts), the auxiliary loss under EP 2 (its gradient per micro-batch, as one process's), CP 2 x
-# EP 2 (the ring over MLA's padded values; EP folded inside dp_shard x cp)
-TWO_PROCESS = [{"ep": 2}, {"ep": 2, **AUX}, {"cp": 2, "ep": 2}]
+# EP 2 (the ring over MLA's padded values; EP folded inside dp_shard x cp), TP 2 (MLA's heads split, the MoE whole)
+TWO_PROCESS = [{"ep": 2}, {"ep": 2, **AUX}, {"cp": 2, "ep": 2}, {"tp": 2}]
 # EP 2 x FSDP 2 (experts sharded over ep and over the rest), HSDP 2 x EP 2, EP 4 (one expert a rank), balanced
 # routing and a capacity factor that drops, under EP 2 x FSDP 2; FSDP 2 x CP 2 with EP 4 over both; PP 2 (1F1B) x
-# EP 2, with the auxiliary loss too (the pipeline scales its gradient by 1 / micro-batches itself)
+# EP 2, with the auxiliary loss too (the pipeline scales its gradient by 1 / micro-batches itself); TP 2 x EP 2, with
+# MLA's low-rank query too (its wq_a and q_norm replicated over tp)
 FOUR_PROCESS = [{"ep": 2}, {"ep": 2, "dp_replicate": 2}, {"ep": 4}, {"ep": 2, **BALANCED}, {"ep": 2, **DROPPING},
-                {"cp": 2, "ep": 4}, {"pp": 2, "ep": 2}, {"pp": 2, "ep": 2, **AUX}]  # fmt: skip
-LAYOUT_KEYS = ("ep", "dp_replicate", "cp", "pp")
+                {"cp": 2, "ep": 4}, {"pp": 2, "ep": 2}, {"pp": 2, "ep": 2, **AUX}, {"tp": 2, "ep": 2},
+                {"tp": 2, "ep": 2, "q_lora_rank": 16}]  # fmt: skip
+LAYOUT_KEYS = ("ep", "dp_replicate", "cp", "pp", "tp")
 
 
 def routing(layout: dict) -> dict:

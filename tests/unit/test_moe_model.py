@@ -83,7 +83,8 @@ def test_balanced_routing_is_even_and_a_capacity_factor_drops():
         ({"top_k": 5}, "--top-k 5 is more than the 4 routed experts"),
         ({"ep": 4, "devices_per_node": 2}, "--ep 4 does not divide dp_shard x cp = 2 x 1 = 2"),
         ({"num_heads": 6, "hidden_size": 60, "tp": 4, "devices_per_node": 4}, "MLA's --num-heads 6 is not divisible"),
-        ({"tp": 2, "devices_per_node": 2}, "--tp 2 with --model moe is not built yet"),
+        ({"num_dense_layers": 3}, "--num-dense-layers 3 is more than the 2 blocks"),
+        ({"float8": True}, "--float8 with --model moe is not built yet"),
     ],
 )
 def test_bad_input_is_one_line(changes, words):

@@ -44,6 +44,7 @@ class RoutingMeter:
 
     def __init__(self, config: MoEConfig, routing: Routing, distributed: bool, device: torch.device) -> None:
         self.ep, self.bias, self.distributed, self.device = config.ep, routing.expert_bias, distributed, device
+        self.tp = config.tp  # every tp rank routes the same tokens: the sum over all ranks counts them tp times
         self.facts = {
             "routing": config.routing,
             "load_balance": config.load_balance if config.routing == "learned" else None,
@@ -100,7 +101,7 @@ class RoutingMeter:
         if self.distributed:
             both = both.to(self.device)
             dist.all_reduce(both)
-            both = both.cpu()
+            both = both.cpu() / self.tp
         counts, dropped = both[:-1].view_as(self.window), float(both[-1])
         self.window.zero_()
         self.dropped.zero_()

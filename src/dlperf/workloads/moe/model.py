@@ -95,7 +95,7 @@ class LatentAttention(nn.Module):
         latent, k_rope = self.wkv_a(x).split((self.kv_norm.normalized_shape[0], self.rope), dim=-1)
         kv = self.wkv_b(self.kv_norm(latent)).view(batch, seq, -1, self.nope + self.v_dim)
         k_nope, v = kv.split((self.nope, self.v_dim), dim=-1)
-        k_rope = rotate(k_rope.unsqueeze(2), cos, sin).expand(-1, -1, kv.shape[2], -1)
+        k_rope = rotate(_local(k_rope).unsqueeze(2), cos, sin).expand(-1, -1, kv.shape[2], -1)
         q = torch.cat((q_nope, rotate(q_rope, cos, sin)), dim=-1)
         k = torch.cat((k_nope, k_rope), dim=-1)
         # values padded with zeros to the query/key width and the output cut back: the same attention, through the
@@ -103,6 +103,16 @@ class LatentAttention(nn.Module):
         v = F.pad(v, (0, max(0, q.shape[-1] - self.v_dim)))
         out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
         return self.wo(out[..., : self.v_dim].transpose(1, 2).reshape(batch, seq, -1))
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The shared rotary key, replicated over the tensor-parallel ranks, as this rank's plain tensor; each rank's
+    gradient is its own heads' share (Partial), summed in backward."""
+    if not hasattr(t, "to_local"):
+        return t
+    from torch.distributed.tensor import Partial
+
+    return t.to_local(grad_placements=[Partial()])
 
 
 def _contiguous_grad(t: torch.Tensor) -> torch.Tensor:

@@ -10,19 +10,20 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from dlperf.workloads.llama import parallel as llama_parallel
 from dlperf.workloads.llama.layout import LlamaLayout
-from dlperf.workloads.moe.model import GroupedExperts, MoETransformer
+from dlperf.workloads.moe.model import GroupedExperts, LatentAttention, MoE, MoETransformer
 
-EXPERT_DIMS = ("pp", "dp_replicate", "efsdp", "ep")
+EXPERT_DIMS = ("pp", "dp_replicate", "efsdp", "ep", "tp")
 
 
 def expert_mesh(layout: LlamaLayout, ep: int, device: torch.device):
-    """(pp, dp_replicate, efsdp, ep) over the world: ep neighbours along the flattened dp_shard x cp share a token
-    exchange; efsdp are the ranks of a stage holding the same experts (tp is 1 here: layout.py refuses it)."""
+    """(pp, dp_replicate, efsdp, ep, tp) over the world: ep neighbours along the flattened dp_shard x cp (at one tp
+    rank) share a token exchange; efsdp are the ranks of a stage holding the same experts."""
     from torch.distributed.device_mesh import DeviceMesh
 
     folded = layout.dp_shard * layout.cp
-    ranks = torch.arange(layout.world_size).view(layout.pp, layout.dp_replicate, folded // ep, ep)
+    ranks = torch.arange(layout.world_size).view(layout.pp, layout.dp_replicate, folded // ep, ep, layout.tp)
     return DeviceMesh(device.type, ranks, mesh_dim_names=EXPERT_DIMS)
 
 
@@ -74,3 +75,52 @@ class Dispatcher:
         back = torch.empty_like(order)
         back[order] = torch.arange(order.numel(), device=order.device)
         return all_to_all_single_autograd(done[back].contiguous(), send, recv, self.group)
+
+
+def apply_tp(model: MoETransformer, tp_mesh) -> None:
+    """Llama's tensor and sequence parallelism on the attention, the dense feed-forwards and the embedding and
+    output; MLA's heads split as torchtitan splits them (wq or wq_b and wkv_b column-wise, wo row-wise; the shared
+    latent's wkv_a, kv_norm and the query's wq_a, q_norm replicated). A MoE block takes the whole sequence and
+    every expert on each tp rank (the same tokens, the same routing; no expert tensor parallelism) and gives its
+    sequence slice back."""
+    from torch.distributed.tensor import distribute_module
+
+    llama_parallel.apply_tp(model, tp_mesh, float8=False, block_plan=moe_block_plan)
+    for _, block in model.blocks():
+        if isinstance(block.attention, LatentAttention):
+            for name in ("wkv_a", "kv_norm", "wq_a", "q_norm"):
+                if hasattr(block.attention, name):
+                    distribute_module(getattr(block.attention, name), tp_mesh)
+
+
+def moe_block_plan(block: str, layer, styles: tuple[type, type, type]) -> dict:
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import PrepareModuleInputOutput, SequenceParallel
+
+    plan = {f"{block}.attention_norm": SequenceParallel(), f"{block}.ffn_norm": SequenceParallel()}
+    if isinstance(layer.attention, LatentAttention):
+        plan.update(latent_attention_plan(block, layer.attention, styles))
+    else:
+        plan.update(llama_parallel.attention_plan(block, styles))
+    if isinstance(layer.feed_forward, MoE):
+        plan[f"{block}.feed_forward"] = PrepareModuleInputOutput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_input=True,
+            output_layouts=(Replicate(),), desired_output_layouts=(Shard(1),),
+        )  # fmt: skip
+    else:
+        plan.update(llama_parallel.feed_forward_plan(block, styles))
+    return plan
+
+
+def latent_attention_plan(block: str, attention: LatentAttention, styles: tuple[type, type, type]) -> dict:
+    from torch.distributed.tensor import Replicate, Shard
+
+    colwise, rowwise, prepare_input = styles
+    name = f"{block}.attention"
+    query = "wq" if hasattr(attention, "wq") else "wq_b"
+    return {
+        name: prepare_input(input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)),
+        f"{name}.{query}": colwise(),
+        f"{name}.wkv_b": colwise(),
+        f"{name}.wo": rowwise(output_layouts=Shard(1)),
+    }

@@ -80,6 +80,8 @@ def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: to
     param_dtype = torch.bfloat16 if spec.precision == "amp-bf16" else None
     if ep > 1:
         parallel.shard_experts(model, parallel.expert_mesh(layout, ep, device), layout, param_dtype)
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"])
     llama_parallel.apply_checkpointing(model, config.activation_checkpoint)
     if spec.compile:
         for block in model.layers.values():

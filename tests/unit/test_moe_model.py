@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny import tiny_moe
+from tiny import LAYOUT_RUN, tiny_moe
 
 from dlperf.errors import ConfigError
 from dlperf.workloads import check_spec, spec_from_mapping
@@ -121,3 +121,25 @@ def test_loss_falls_and_the_bias_moves():
     bias = model.moe_blocks()[1].router.expert_bias
     assert bias.abs().max() > 0 and abs(float(bias.sum())) < 1e-6
     assert meter.window.sum() == 3 * 64 * config.top_k
+
+
+def test_checkpointing_counts_each_pick_once():
+    """Full and selective activation checkpointing recompute the forward in backward: the same losses as without,
+    and the meter counts each pick once (2 steps x 8 samples x 32 tokens x top 2 over 3 MoE blocks, balanced)."""
+    from dlperf.engines.base import RankEnv
+    from dlperf.engines.torch.engine import TorchEngine
+    from dlperf.workloads import get_workload
+
+    engine = TorchEngine()
+    engine.rank = RankEnv(rank=0, world_size=1, local_rank=0, local_world_size=1)
+    results = []
+    for checkpoint in ("none", "full", "selective"):
+        spec = spec_from_mapping(tiny_moe(**LAYOUT_RUN, activation_checkpoint=checkpoint, routing="balanced"))
+        step = get_workload("moe").builder("torch")(spec, check_spec(spec), engine)
+        (meter,) = step.probes
+        meter.start()
+        losses = [step.read_loss(step.run()) for _ in range(2)]
+        meter.stop()
+        results.append((losses, step.model["moe"]["tokens_per_expert"]))
+    assert results[0][1] == [2 * 8 * 32 * 2 * 3 // 4] * 4
+    assert results[1] == results[0] and results[2] == results[0]

@@ -244,7 +244,8 @@ class MoE(nn.Module):
         return order[keep], counts.clamp(max=capacity)
 
     def _account(self, counts: torch.Tensor, dropped: int) -> None:
-        """The step's counts, for the record and the bias update."""
+        """The step's counts, for the record and the bias update. Activation checkpointing's recompute in backward
+        stops once the block's output is recomputed (torch's early stop), before this: each pick counts once."""
         with torch.no_grad():
             self.tokens_per_expert += counts.float()
             self.dropped += dropped

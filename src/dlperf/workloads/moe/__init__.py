@@ -12,6 +12,7 @@ from dlperf.metrics import flops
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import PlausibleWork, WorkloadPlan
 from dlperf.workloads.llama import LlamaWorkload, report_group, variant_tag
+from dlperf.workloads.llama.config import DEFAULT_LR
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.moe.config import DEFAULT_AUX_LOSS_COEF, SIZES, MoEConfig, parameter_counts
 from dlperf.workloads.moe.layout import moe_layout
@@ -95,7 +96,7 @@ class MoEWorkload(LlamaWorkload):
             stem=f"{group}_{work}" if work else group,
             table="layouts",
             layout=layout,
-            lr=config.lr if config.lr is not None else 3e-4,
+            lr=config.lr if config.lr is not None else DEFAULT_LR,
             record_fields={
                 "report_case": case,
                 "report_group": kinds if config.ep == 1 else ("" if kinds == "single" else kinds + "+") + "EP",

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from tiny import LAYOUT_RUN, tiny_gpt, tiny_llama
+from tiny import LAYOUT_RUN, tiny_gpt, tiny_llama, tiny_moe
 from torch.distributed.distributed_c10d import _resolve_process_group
 
 from dlperf.engines.base import RankEnv
@@ -38,7 +38,7 @@ from dlperf.workloads import check_spec, get_workload, spec_from_mapping
 from dlperf.workloads.llama import torch_step
 
 STEPS = 5
-TINY = {"gpt": tiny_gpt(**LAYOUT_RUN), "llama": tiny_llama(**LAYOUT_RUN)}
+TINY = {"gpt": tiny_gpt(**LAYOUT_RUN), "llama": tiny_llama(**LAYOUT_RUN), "moe": tiny_moe(**LAYOUT_RUN)}
 ONE_PROCESS = {"devices_per_node": 1}
 FLOAT8 = {"float8": True, "device": "auto"}
 

@@ -9,6 +9,10 @@ from typing import Any
 TINY_GPT_SHAPE = dict(num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=512)
 # the tiny Llama: the same, with grouped-query attention (2 k/v heads) and a SwiGLU of 128
 TINY_LLAMA_SHAPE = dict(TINY_GPT_SHAPE, num_kv_heads=2, ffn_hidden_size=128)
+# the tiny MoE: the same, its first block dense, then 4 experts of 32 (top 2) and a shared one, MLA's latent of 32
+TINY_MOE_SHAPE = dict(TINY_GPT_SHAPE, num_kv_heads=2, head_dim=16, ffn_hidden_size=128, num_dense_layers=1,
+                      num_experts=4, top_k=2, num_shared_experts=1, moe_ffn_hidden_size=32, kv_lora_rank=32,
+                      qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)  # fmt: skip
 # XLA compiling for the CPU without LLVM's costly passes: compiling is most of a tiny JAX run's time (about half
 # of it goes), and both sides of every loss comparison are built by the same compiler
 FAST_XLA_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
@@ -27,6 +31,11 @@ def tiny_gpt(**changes: Any) -> dict[str, Any]:
 def tiny_llama(**changes: Any) -> dict[str, Any]:
     """The tiny Llama's run keys with `changes`."""
     return {"model": "llama", **TINY_LLAMA_SHAPE, **changes}
+
+
+def tiny_moe(**changes: Any) -> dict[str, Any]:
+    """The tiny MoE's run keys with `changes`."""
+    return {"model": "moe", **TINY_MOE_SHAPE, **changes}
 
 
 def as_flags(keys: dict[str, Any]) -> list[str]:

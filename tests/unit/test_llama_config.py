@@ -113,7 +113,7 @@ def test_cli_plans_context_parallel_on_cpu_and_takes_llama_schedules(capsys):
     assert_one_line_error(code, err, "--pp-schedule must be one of gpipe, 1f1b, got 'zbv'")
 
 
-@pytest.mark.parametrize("config", sorted((Path(__file__).parents[2] / "configs" / "llm").glob("*.yaml")))
+@pytest.mark.parametrize("config", sorted((Path(__file__).parents[2] / "configs" / "llm").glob("llama3_*.yaml")))
 def test_llm_configs_plan(config, capsys, tmp_path):
     """Each configs/llm sweep (dlperf's engine, torchtitan, MaxText, Megatron-LM through --command) plans the same
     case name, its commands printed without running."""

@@ -84,7 +84,9 @@ class TrainStep:
     step's phases where the step marks them; `own_measure` names what it times. `count_flops` counts the FLOPs of
     one step of the whole iteration (all ranks) at the run's shapes, called once on rank 0 after the timed loop.
     `model` holds this rank's `parameters` and `gradient_bytes` (its own shard under TP/PP), which `dlperf predict`
-    reads from the record.
+    reads from the record, and what the step measured of itself (the MoE routers' `moe`). `probes` are the step's
+    own window probes (harness/loop.py's `WindowProbe`), started and stopped around the timed steps with the
+    node's.
 
     `compile_s` is the compile time where the builder compiled the step ahead of time (JAX/XLA); else the
     first step measures it.
@@ -98,9 +100,10 @@ class TrainStep:
     own_clock: StepClock | None = None
     own_measure: str = "step"
     count_flops: Callable[[], int] | None = None
-    model: dict[str, int] = field(default_factory=dict)
+    model: dict[str, Any] = field(default_factory=dict)
     compile_s: float | None = None
     no_sync: Callable[[], AbstractContextManager] | None = None
+    probes: tuple[Any, ...] = ()
 
 
 class StepClock(ABC):

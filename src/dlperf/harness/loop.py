@@ -55,7 +55,7 @@ class Measurement:
     own_step_ms: list[float] = field(default_factory=list)
     own_step_measure: str = "step"
     phase_ms: dict[str, list[float]] = field(default_factory=dict)
-    model: dict[str, int] = field(default_factory=dict)  # the step's parameters and gradient bytes
+    model: dict[str, Any] = field(default_factory=dict)  # the step's parameters, gradient bytes, own measures
     compile_s: float | None = None  # ahead-of-time compile time, where the step was compiled before its first run
     # `--ablate sync`: after the timed window, windows without gradient synchronisation and synchronised windows
     # paired with them (alternating)

@@ -113,7 +113,7 @@ def _work(
         return _RankWork(output=workload.task(spec.engine)(spec, plan, engine))
     step = build_step(spec, plan, engine)
     on_window, on_warmup = (log.window, log.warmup) if log else (None, None)
-    measurement = time_step(step, spec, plan, engine, on_window, on_warmup, probes)
+    measurement = time_step(step, spec, plan, engine, on_window, on_warmup, [*probes, *step.probes])
     flops, note = count_flops(step) if rank.rank == 0 else (None, None)
     return _RankWork(measurement, None, flops, note)
 

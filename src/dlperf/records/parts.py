@@ -197,7 +197,8 @@ class Energy:
 @dataclass(frozen=True)
 class Parallel:
     """A run's layout: GPT's (`dp`, `tp`, `pp`, `dp_mode`) or Llama's mesh (`dp_replicate`, `dp_shard`, `cp`,
-    `stages_per_rank`), and the batches and pipeline schedule both have."""
+    `stages_per_rank`; the MoE workload's adds `ep`, folded inside dp_shard x cp), and the batches and pipeline
+    schedule both have."""
 
     dp: int | None = None
     tp: int | None = None
@@ -211,6 +212,7 @@ class Parallel:
     pp_schedule: str | None = None
     stages_per_rank: int | None = None
     dp_mode: str | None = None
+    ep: int | None = None
 
 
 @dataclass(frozen=True)
@@ -303,3 +305,30 @@ class Probe:
     throughput: float | None = None
     peak_memory_mib: float | None = None
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class MoEWindow:
+    """What the MoE routers did in one timing window, all ranks' picks summed (`workloads/moe/meter.py`): picks per
+    expert and per expert-parallel rank (summed over the MoE blocks), the imbalance max / mean (per block, then the
+    blocks' mean; and the worst block's), the picks routed and those a capacity factor dropped."""
+
+    tokens_per_expert: list[int] | None = None
+    tokens_per_ep_rank: list[int] | None = None
+    imbalance: float | None = None
+    imbalance_worst_block: float | None = None
+    ep_imbalance: float | None = None
+    routed_tokens: int | None = None
+    dropped_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class MoERouting(MoEWindow):
+    """A MoE run's routing (`--routing`, `--load-balance`, `--capacity-factor`, `--experts-impl` as run: grouped or
+    loop) and, measured over the whole timed window, `MoEWindow`'s figures, with each window's in `windows`."""
+
+    routing: str | None = None
+    load_balance: str | None = None
+    capacity_factor: float | None = None
+    experts_impl: str | None = None
+    windows: list[MoEWindow] | None = None

@@ -37,6 +37,7 @@ from dlperf.records.parts import (
     Failure,
     FreeForm,
     MachineLoad,
+    MoERouting,
     OwnReading,
     Parallel,
     Probe,
@@ -175,6 +176,17 @@ class RunRecord:
     loss_last: float | None = doc("loss of the last timed step", track="metric")
     parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
     gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
+    parameters_total: int | None = doc(
+        "MoE: every parameter of the whole model (embedding and untied output included; `workloads/moe/config.py`)",
+        "count",
+    )
+    parameters_active: int | None = doc(
+        "MoE: the parameters one token uses (top_k routed experts, not all of them; embedding included)", "count"
+    )
+    moe: MoERouting | None = doc(
+        "MoE: the routing as run and as measured over the timed window (picks per expert and per EP rank, their "
+        "imbalance max / mean, dropped picks), each timing window's too (`workloads/moe/meter.py`)"
+    )
     steady_state: SteadyState | None = doc(
         "where the window throughputs become stationary (3 windows within ±5 % of their median; `metrics/steady.py`);"
         " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"

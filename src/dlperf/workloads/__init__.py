@@ -24,6 +24,7 @@ WORKLOADS: dict[str, str] = {
     "resnet50": "dlperf.workloads.resnet:ResNet50Workload",
     "gpt": "dlperf.workloads.gpt:GPTWorkload",
     "llama": "dlperf.workloads.llama:LlamaWorkload",
+    "moe": "dlperf.workloads.moe:MoEWorkload",
     "commbench": "dlperf.workloads.commbench:CommbenchWorkload",
 }
 RUN_FIELDS = {f.name: f for f in fields(RunSpec)}

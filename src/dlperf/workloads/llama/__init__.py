@@ -94,17 +94,22 @@ class LlamaWorkload(Workload):
     flops_formula = "(6N + 12·L·H·Q·T) per token"
     plausible = PlausibleWork("a Llama-2-70B sequence", ("llama2_70b", "llama2-70b", "llama-2-70b"), 5e14)
     predictor = "dlperf.workloads.llama.predict:PREDICTOR"
+    sizes: dict[str, dict] = SIZES
 
     def expand(self, values: dict[str, Any], explicit: set[str]) -> dict[str, Any]:
         """The size fills every shape value the user did not give explicitly."""
-        size = values.get("size", LlamaConfig.size)
-        if size not in SIZES:
+        size = values.get("size", self.config_type.size)
+        if size not in self.sizes:
             return values  # the check names it
-        return {**values, **{k: v for k, v in SIZES[size].items() if k not in explicit}}
+        return {**values, **{k: v for k, v in self.sizes[size].items() if k not in explicit}}
+
+    def checked_layout(self, spec: RunSpec) -> LlamaLayout:
+        """The layout, refused in one line where it cannot run."""
+        return layout_of(spec)
 
     def validate(self, spec: RunSpec) -> None:
         config: LlamaConfig = spec.workload
-        layout_of(spec)  # refuses a layout that cannot run
+        self.checked_layout(spec)
         if spec.device == "cpu" and config.float8:
             raise ConfigError(FLOAT8_NEEDS_GPU)
         if spec.data != "synthetic":
@@ -150,6 +155,9 @@ class LlamaWorkload(Workload):
             "tokens_per_s_per_device": tokens_per_s / spec.world_size,
         }
 
+    def total_parameters(self, config: LlamaConfig) -> int:
+        return parameter_counts(config)[0]
+
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
         """An estimate of one rank's peak, meant to sit a little above it: parameters split over tp, pp stages and
         the FSDP shards (dp_shard x cp), with their fp32 gradients, AdamW's two fp32 states and, under autocast, the
@@ -158,7 +166,7 @@ class LlamaWorkload(Workload):
         single term at Llama's 128K vocabulary (`LOGITS_BYTES`)."""
         config: LlamaConfig = spec.workload
         layout: LlamaLayout = plan.layout
-        total, _ = parameter_counts(config)
+        total = self.total_parameters(config)
         per_rank = total // (layout.tp * layout.pp * layout.dp_shard * layout.cp)
         tokens = config.seq_length * layout.micro_batch_size
         per_block = tokens * kept_bytes_per_token(config, spec.precision) / (layout.tp * layout.cp)

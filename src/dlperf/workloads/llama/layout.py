@@ -120,6 +120,16 @@ def _stages_refusal(schedule: str, multi: bool, stages: int) -> str:
 def layout_of(spec: RunSpec) -> LlamaLayout:
     """The layout a spec asks for; refuses, in one line, any number that does not divide."""
     config: LlamaConfig = spec.workload
+    layout = mesh_layout(spec)
+    _check_heads(config)
+    check_shape(config, layout)
+    return layout
+
+
+def mesh_layout(spec: RunSpec) -> LlamaLayout:
+    """The mesh and batches a spec asks for, refused where they do not divide (the model's own shape aside: the
+    MoE workload checks its heads its own way)."""
+    config: LlamaConfig = spec.workload
     dp_shard = _dp_shard(spec, config)
     dp = config.dp_replicate * dp_shard
     global_batch = config.global_batch_size if config.global_batch_size is not None else config.micro_batch_size * dp
@@ -135,8 +145,6 @@ def layout_of(spec: RunSpec) -> LlamaLayout:
             f"{flag('global_batch_size')} {global_batch} is not divisible by micro batch x data-parallel size = "
             f"{config.micro_batch_size} x {dp} = {config.micro_batch_size * dp}"
         )
-    _check_heads(config)
-    _check_shape(config, layout)
     return layout
 
 
@@ -153,7 +161,7 @@ def _check_heads(config: LlamaConfig) -> None:
         )
 
 
-def _check_shape(config: LlamaConfig, layout: LlamaLayout) -> None:
+def check_shape(config: LlamaConfig, layout: LlamaLayout) -> None:
     """The model's dimensions against the split asked for."""
     for name in ("num_kv_heads", "ffn_hidden_size", "vocab_size"):
         if getattr(config, name) % layout.tp:

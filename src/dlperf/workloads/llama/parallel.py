@@ -25,41 +25,66 @@ def build_mesh(layout: LlamaLayout, device: torch.device):
     return mesh
 
 
-def apply_tp(model: Llama, tp_mesh, float8: bool) -> None:
+def apply_tp(model: Llama, tp_mesh, float8: bool, block_plan: Callable[..., dict] | None = None) -> None:
     """Megatron's split with sequence parallelism: norms and residuals hold a slice of the sequence (Shard(1)); each
     block gathers it before attention and the feed-forward (column-wise q/k/v, w1, w3) and scatters it back after
     (row-wise wo, w2); the embedding is vocab-parallel and the output layer's logits are gathered for the loss.
     Under `float8` (the blocks' linears already torchao's) the blocks take torchao's float8 styles, as torchtitan
-    does: the gathered inputs are cast before the all-gather, with one tensor-wide scale over the ranks' slices."""
+    does: the gathered inputs are cast before the all-gather, with one tensor-wide scale over the ranks' slices.
+    `block_plan(prefix, block, styles)` gives a block's entries (Llama's: `block_plan`; the MoE workload's own)."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel, parallelize_module
 
-    colwise, rowwise, prepare_input = _block_styles(float8)
-
+    styles = _block_styles(float8)
     plan: dict = {}
     if model.tok_embeddings is not None:
         plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
     if model.output is not None:
         plan["norm"] = SequenceParallel()
         plan["output"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())
-    for name in model.layers:
-        block = f"layers.{name}"
-        plan.update({
-            f"{block}.attention_norm": SequenceParallel(),
-            f"{block}.attention": prepare_input(
-                input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)
-            ),
-            **{f"{block}.attention.{w}": colwise() for w in ("wq", "wk", "wv")},
-            f"{block}.attention.wo": rowwise(output_layouts=Shard(1)),
-            f"{block}.ffn_norm": SequenceParallel(),
-            f"{block}.feed_forward": prepare_input(
-                input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
-            ),
-            f"{block}.feed_forward.w1": colwise(),
-            f"{block}.feed_forward.w2": rowwise(output_layouts=Shard(1)),
-            f"{block}.feed_forward.w3": colwise(),
-        })  # fmt: skip
+    for name, layer in model.layers.items():
+        plan.update((block_plan or llama_block_plan)(f"layers.{name}", layer, styles))
     parallelize_module(model, tp_mesh, plan)
+
+
+def llama_block_plan(block: str, layer, styles: tuple[type, type, type]) -> dict:
+    """A Llama block's entries: its norms sequence-parallel, attention and feed-forward each as `attention_plan`
+    and `feed_forward_plan` give them."""
+    from torch.distributed.tensor.parallel import SequenceParallel
+
+    return {
+        f"{block}.attention_norm": SequenceParallel(),
+        **attention_plan(block, styles),
+        f"{block}.ffn_norm": SequenceParallel(),
+        **feed_forward_plan(block, styles),
+    }
+
+
+def attention_plan(block: str, styles: tuple[type, type, type]) -> dict:
+    """Grouped-query attention: the sequence gathered, q/k/v column-wise, wo row-wise back to a sequence slice."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    colwise, rowwise, prepare_input = styles
+    return {
+        f"{block}.attention": prepare_input(
+            input_layouts=(Shard(1), None, None), desired_input_layouts=(Replicate(), None, None)
+        ),
+        **{f"{block}.attention.{w}": colwise() for w in ("wq", "wk", "wv")},
+        f"{block}.attention.wo": rowwise(output_layouts=Shard(1)),
+    }
+
+
+def feed_forward_plan(block: str, styles: tuple[type, type, type]) -> dict:
+    """SwiGLU: the sequence gathered, w1 and w3 column-wise, w2 row-wise back to a sequence slice."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    colwise, rowwise, prepare_input = styles
+    return {
+        f"{block}.feed_forward": prepare_input(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+        f"{block}.feed_forward.w1": colwise(),
+        f"{block}.feed_forward.w2": rowwise(output_layouts=Shard(1)),
+        f"{block}.feed_forward.w3": colwise(),
+    }
 
 
 def _block_styles(float8: bool) -> tuple[type, type, type]:

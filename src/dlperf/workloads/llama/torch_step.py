@@ -3,6 +3,9 @@ global batch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -40,6 +43,21 @@ def check_device(config: LlamaConfig, layout: LlamaLayout, device: torch.device)
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     """This rank's stages of the model under the planned layout, its data rows, and AdamW."""
+    return build_with(spec, plan, engine, build_stage)[0]
+
+
+StageBuilder = Callable[[RunSpec, LlamaLayout, Any, int, torch.device], nn.Module]
+
+
+def build_with(
+    spec: RunSpec,
+    plan: WorkloadPlan,
+    engine: TorchEngine,
+    stage_builder: StageBuilder,
+    after_step: Callable[[list[nn.Module]], None] | None = None,
+) -> tuple[TrainStep, list[nn.Module]]:
+    """The step of any decoder built stage by stage by `stage_builder` (Llama's, the MoE workload's), with its
+    modules; `after_step(modules)` runs after each optimizer step (the MoE routers' bias update)."""
     config: LlamaConfig = spec.workload
     layout: LlamaLayout = plan.layout
     device, rank = engine.device, engine.rank
@@ -47,7 +65,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     at = layout.coordinates(rank.rank)
     mesh = parallel.build_mesh(layout, device) if rank.distributed else None
     ids = stage_ids(layout.pp_schedule, at["pp"], layout.pp, layout.stages_per_rank)
-    modules = [build_stage(spec, layout, mesh, stage, device) for stage in ids]
+    modules = [stage_builder(spec, layout, mesh, stage, device) for stage in ids]
     held = nn.ModuleList(modules)
     optimizer = torch.optim.AdamW(
         param_groups(held), lr=plan.lr, betas=ADAMW_BETAS, weight_decay=config.weight_decay, fused=device.type == "cuda"
@@ -69,13 +87,15 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         loss = run_batch(*batches(iteration))
         iteration += 1
         amp.step(optimizer)
+        if after_step:
+            after_step(modules)
         if float8_gathers:
             parallel.precompute_float8_scales(modules)
         return loss
 
     holds_loss = layout.stages - 1 in ids and at["tp"] == 0
     read_loss = _global_loss(layout, holds_loss, device) if rank.distributed else loss_value
-    return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(held))
+    return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(held)), modules
 
 
 def _global_loss(layout: LlamaLayout, holds_loss: bool, device: torch.device):

@@ -1,0 +1,137 @@
+"""Mixture-of-experts pre-training (routed SwiGLU experts, top-k routing, shared experts, dense first blocks, GQA or
+DeepSeek's MLA) on Llama's mesh with expert parallelism folded inside dp_shard x cp: the definition, torch-free.
+The step is torch_step.py (model.py, parallel.py); the layout is layout.py. FLOPs count the active experts only
+(6 x active non-embedding parameters + attention, MLA's own head sizes), in the PaLM and MaxText conventions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.metrics import flops
+from dlperf.spec import RunSpec
+from dlperf.workloads.base import PlausibleWork, WorkloadPlan
+from dlperf.workloads.llama import LlamaWorkload, report_group, variant_tag
+from dlperf.workloads.llama.config import DEFAULT_LR
+from dlperf.workloads.llama.layout import LlamaLayout
+from dlperf.workloads.moe.config import DEFAULT_AUX_LOSS_COEF, SIZES, MoEConfig, parameter_counts
+from dlperf.workloads.moe.layout import moe_layout
+
+__all__ = ["MoEConfig", "MoEWorkload"]
+
+# the shape values the case name does not hold, with their token in the record's `work`
+WORK_TOKENS = (("num_experts", "e"), ("top_k", "k"), ("moe_ffn_hidden_size", "effn"), ("num_heads", "nh"),
+               ("vocab_size", "v"), ("num_dense_layers", "dense"))  # fmt: skip
+
+
+def size_token(config: MoEConfig) -> str:
+    """The size's name where the shape is its own (`deepseek-v3`), else `moe-<hidden>x<layers>`."""
+    own = SIZES[config.size]
+    if all(getattr(config, key) == value for key, value in own.items() if key != "seq_length"):
+        return config.size
+    return f"moe-{config.hidden_size}x{config.num_layers}"
+
+
+def routing_tag(config: MoEConfig) -> str:
+    """`balanced`, or the learned router's balancing (`bias`, `aux1e-03`, `none`), and `cf1.25` where it drops."""
+    tag = "balanced" if config.routing == "balanced" else config.load_balance
+    if config.routing == "learned" and config.load_balance == "aux":
+        tag += f"{config.aux_loss_coef:g}" if config.aux_loss_coef != DEFAULT_AUX_LOSS_COEF else ""
+    return tag + (f"_cf{config.capacity_factor:g}" if config.capacity_factor is not None else "")
+
+
+def layout_name(layout: LlamaLayout, ep: int) -> str:
+    name = layout.name()
+    return name if ep == 1 else f"{name}_ep{ep}".removeprefix("single_")
+
+
+def report_case(config: MoEConfig, layout: LlamaLayout) -> str:
+    """Size, layout, routing, sequence and batch as the peers' tables name a run:
+    `deepseek-v3_fsdp8_ep8_balanced_s4096_gbs8`."""
+    name = f"{size_token(config)}_{layout_name(layout, config.ep)}_{routing_tag(config)}"
+    return f"{name}_s{config.seq_length}_gbs{layout.global_batch_size}"
+
+
+def flops_per_token(config: MoEConfig, causal: bool = False) -> int:
+    """The PaLM count over the active experts (torchtitan's), or with `causal` MaxText's: 6 x the active
+    parameters without the token embedding, plus attention's scores and weighted values at its own head sizes
+    (MLA: (qk_nope + qk_rope + v) / 2 per head, which is GQA's head_dim where all three are equal)."""
+    counts = parameter_counts(config)
+    if config.attention == "mla":
+        head = (config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim) / 2
+    else:
+        head = config.head_dim
+    count = flops.llm_flops_per_token_causal if causal else flops.llm_flops_per_token
+    return int(count(counts.active - counts.embedding, config.num_layers, config.num_heads, head, config.seq_length))
+
+
+class MoEWorkload(LlamaWorkload):
+    name = "moe"
+    config_type = MoEConfig
+    title = "Mixture of experts (--model moe)"
+    builders = {"torch": "dlperf.workloads.moe.torch_step:build"}
+    report_title = "MoE"
+    flops_formula = "(6N_active + 12·L·H·Q·T) per token"
+    plausible = PlausibleWork("a DeepSeek-V3 sequence", ("deepseek_v3", "deepseek-v3", "qwen3_moe", "mixtral"), 1e14)
+    predictor = None
+
+    sizes = SIZES
+
+    def checked_layout(self, spec: RunSpec) -> LlamaLayout:
+        return moe_layout(spec)
+
+    def plan(self, spec: RunSpec) -> WorkloadPlan:
+        config: MoEConfig = spec.workload
+        layout = moe_layout(spec)
+        case = report_case(config, layout)
+        group = f"{case}_{variant_tag(spec, layout)}"
+        work = "_".join(f"{token}{getattr(config, key)}" for key, token in WORK_TOKENS
+                        if getattr(config, key) != SIZES[config.size][key])  # fmt: skip
+        kinds = report_group(layout)
+        return WorkloadPlan(
+            global_batch=layout.global_batch_size,
+            batch_per_device=layout.global_batch_size // layout.dp,
+            micro_batch=layout.micro_batch_size,
+            group=group,
+            stem=f"{group}_{work}" if work else group,
+            table="layouts",
+            layout=layout,
+            lr=config.lr if config.lr is not None else DEFAULT_LR,
+            record_fields={
+                "report_case": case,
+                "report_group": kinds if config.ep == 1 else ("" if kinds == "single" else kinds + "+") + "EP",
+                "parallel": {**layout.as_record(), "ep": config.ep},
+                "work": work,
+            },
+        )
+
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
+        """Tokens/s, the active-expert FLOPs in both conventions (the MFU basis) and the total and active
+        parameters."""
+        config: MoEConfig = spec.workload
+        per_token, causal = flops_per_token(config), flops_per_token(config, causal=True)
+        tokens = plan.global_batch * config.seq_length
+        tokens_per_s = throughput * config.seq_length
+        counts = parameter_counts(config)
+        return {
+            "flops_per_token": per_token,
+            "flops_per_iteration_formula": per_token * tokens,
+            "flops_formula": MOE_FLOPS_FORMULA,
+            "flops_per_token_causal": causal,
+            "flops_per_iteration_causal": causal * tokens,
+            "flops_formula_causal": MOE_FLOPS_FORMULA_CAUSAL,
+            "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_device": tokens_per_s / spec.world_size,
+            "parameters_total": counts.total,
+            "parameters_active": counts.active,
+        }
+
+    def total_parameters(self, config: MoEConfig) -> int:
+        return parameter_counts(config).total
+
+
+MOE_FLOPS_FORMULA = (
+    "6N_active + 12·L·H·Q·T per token (the PaLM formula over the routed experts a token uses, top_k of them, and the "
+    "shared ones; N_active without the token embedding; MLA: Q = (qk_nope + qk_rope + v) / 2)"
+)
+MOE_FLOPS_FORMULA_CAUSAL = "6N_active + 6·L·H·Q·T per token (MaxText's: the attention term halved for the causal mask)"

@@ -1,0 +1,92 @@
+"""MoE pre-training on the PyTorch engine: Llama's step (workloads/llama/torch_step.py: batches, micro-batches,
+AdamW, the loss read at window edges) over MoE stages, experts sharded over the ep ranks where planned; after each
+optimizer step the routers' counts move the expert bias (torchtitan's aux-loss-free balancing), and the routing
+meter reports what the routers did over the timed window."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+
+import torch
+from torch import nn
+
+from dlperf.engines.base import TrainStep
+from dlperf.engines.torch.engine import TorchEngine
+from dlperf.engines.torch.pipeline import stage_layers
+from dlperf.errors import ConfigError
+from dlperf.spec import RunSpec
+from dlperf.workloads.base import WorkloadPlan
+from dlperf.workloads.llama import parallel as llama_parallel
+from dlperf.workloads.llama.layout import LlamaLayout
+from dlperf.workloads.llama.model import keep_stage
+from dlperf.workloads.llama.torch_step import build_with
+from dlperf.workloads.moe import parallel
+from dlperf.workloads.moe.config import MoEConfig
+from dlperf.workloads.moe.meter import RoutingMeter
+from dlperf.workloads.moe.model import MoEShape, MoETransformer, Routing, has_grouped_mm, materialize
+
+SHAPE_FIELDS = [f.name for f in dataclasses.fields(MoEShape)]
+
+
+def model_shape(config: MoEConfig) -> MoEShape:
+    return MoEShape(**{name: getattr(config, name) for name in SHAPE_FIELDS})
+
+
+def routing_of(config: MoEConfig, micro_batches: int = 1) -> Routing:
+    """The routers' settings; `grouped` where asked or (auto) where this torch has grouped GEMMs. The auxiliary
+    loss is each micro-batch's divided by the micro-batches, as the language model's loss is (Megatron-Core's
+    MoEAuxLossAutoScaler scale): its gradient is then the same under every split of the global batch."""
+    if config.experts_impl == "grouped" and not has_grouped_mm():
+        raise ConfigError(f"--experts-impl grouped needs torch._grouped_mm (torch {torch.__version__} has none): "
+                          "use --experts-impl loop")  # fmt: skip
+    learned = config.routing == "learned"
+    return Routing(
+        score_func=config.score_func,
+        route_norm=config.route_norm,
+        route_scale=config.route_scale,
+        balanced=not learned,
+        expert_bias=learned and config.load_balance == "bias",
+        aux_loss_coef=config.aux_loss_coef / micro_batches if learned and config.load_balance == "aux" else 0.0,
+        capacity_factor=config.capacity_factor,
+        grouped=config.experts_impl != "loop" and has_grouped_mm(),
+    )
+
+
+def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
+    """Llama's step over MoE stages, with the bias update after each optimizer step and the routing meter."""
+    config: MoEConfig = spec.workload
+    # a pipeline scales every gradient by 1 / micro-batches itself; accumulation leaves it to each micro-batch's loss
+    layout: LlamaLayout = plan.layout
+    routing = routing_of(config, layout.accumulation_steps if layout.pp == 1 else 1)
+    distributed = engine.rank.distributed
+    meter = RoutingMeter(config, routing, distributed, engine.device)
+    stage = partial(build_stage, routing=routing, ep=config.ep)
+    step, modules = build_with(spec, plan, engine, stage, after_step=meter.after_step)
+    model = dict(step.model)
+    meter.watch({layer: block for module in modules for layer, block in module.moe_blocks().items()}, model)
+    return dataclasses.replace(step, read_loss=meter.wrap(step.read_loss), model=model, probes=(meter,))
+
+
+def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device, *, routing: Routing,
+                ep: int) -> nn.Module:  # fmt: skip
+    """The model on the meta device, experts split over ep and sharded, the rest FSDP2's as Llama's, then drawn
+    on the device (each rank its part of every weight, the same values under every layout)."""
+    config: MoEConfig = spec.workload
+    with torch.device("meta"):
+        model = MoETransformer(model_shape(config), routing)
+    if layout.pp > 1:
+        keep_stage(model, stage_layers(config.num_layers, layout.stages, stage), stage == 0, stage == layout.stages - 1)
+    param_dtype = torch.bfloat16 if spec.precision == "amp-bf16" else None
+    if ep > 1:
+        parallel.shard_experts(model, parallel.expert_mesh(layout, ep, device), layout, param_dtype)
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"])
+    llama_parallel.apply_checkpointing(model, config.activation_checkpoint)
+    if spec.compile:
+        for block in model.layers.values():
+            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    if llama_parallel.uses_fsdp(layout):
+        llama_parallel.apply_fsdp(model, mesh, layout, param_dtype)
+    materialize(model, device, spec.seed)
+    return model

@@ -200,11 +200,7 @@ class LogFollower:
                 self.emit(f"| {line.rstrip()}")
             return bool(line.strip())
         if (config := parse_config(line)) is not None:
-            self._phase, self._phase_since = "warming up", time.monotonic()
-            compiled = " (with torch.compile: the first step compiles)" if config.get("compile") else ""
-            self.emit(f"ranks up ({config.get('world_size')}): warming up {config.get('warmup_iters')} iterations"
-                      f"{compiled}")  # fmt: skip
-            self._ablating = config.get("ablate") == "sync" and (config.get("world_size") or 1) > 1
+            self._ranks_up(config)
             return True
         if (warmup := parse_warmup(line)) is not None:
             self._phase, self._phase_since = "timing", time.monotonic()
@@ -218,6 +214,14 @@ class LogFollower:
                 self._after_timing(window)
             return True
         return False
+
+    def _ranks_up(self, config: dict) -> None:
+        """The rank's config line: warming up, and whether the sync ablation follows the timed window."""
+        self._phase, self._phase_since = "warming up", time.monotonic()
+        compiled = " (with torch.compile: the first step compiles)" if config.get("compile") else ""
+        self.emit(f"ranks up ({config.get('world_size')}): warming up {config.get('warmup_iters')} iterations"
+                  f"{compiled}")  # fmt: skip
+        self._ablating = config.get("ablate") == "sync" and (config.get("world_size") or 1) > 1
 
     def _after_timing(self, window: WindowLine) -> None:
         """Say what the run does after its last timed window, where it takes time: the sync ablation times as many

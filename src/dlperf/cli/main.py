@@ -16,8 +16,6 @@ from dlperf.cli.parser import Parser
 from dlperf.errors import DlperfError, clip
 from dlperf.secrets import learn, mask
 
-HELP = {"-h", "--help"}
-
 
 def named_command(argv: Sequence[str]) -> str | None:
     """The command the arguments name (the first that is not an option; the top level's options take no value),
@@ -39,17 +37,25 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dlperf {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    named = named_command(argv) if argv is not None else None
-    if named is None and argv is not None and "--version" in argv:
-        return parser  # answered before any command is looked at
-    if named is None and argv is not None and HELP.intersection(argv) and len(argv) == 1:
-        for name in COMMANDS:  # the list of commands: their summaries, none of their modules imported
-            sub.add_parser(name, help=SUMMARIES[name])
-        return parser
-    for name, module in COMMANDS.items():
-        if named in (None, name):
-            importlib.import_module(module).register(sub, common)
+    for name in _registered(argv, sub):
+        importlib.import_module(COMMANDS[name]).register(sub, common)
     return parser
+
+
+def _registered(argv: Sequence[str] | None, sub: argparse._SubParsersAction) -> list[str]:
+    """The commands whose parsers `argv` needs: the one it names; none for `--version`; for `--help` alone none
+    either, the list of commands made from their summaries (no command's module imported); else every command, for
+    help and errors."""
+    named = named_command(argv) if argv is not None else None
+    if named or argv is None:
+        return [named] if named else list(COMMANDS)
+    if "--version" in argv:
+        return []  # answered before any command is looked at
+    if list(argv) in (["-h"], ["--help"]):
+        for name in COMMANDS:
+            sub.add_parser(name, help=SUMMARIES[name])
+        return []
+    return list(COMMANDS)
 
 
 class Terminated(KeyboardInterrupt):

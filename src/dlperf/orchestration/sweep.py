@@ -158,20 +158,22 @@ def sweep_to_report(
         return Outcome(outcome.ran, outcome.skipped, report, resume_command(options.out), failed_before)
 
 
+def _held(out: str, jobs: list[RunJob]) -> str | None:
+    """What of an earlier sweep the folder holds: its records, its report, or an interrupted run's files."""
+    existing = [job for job in jobs if job.paths.record.exists()]
+    if existing:
+        return f"{len(existing)} records of this sweep"
+    if reports := existing_report_files(out, {"md", "json"}):
+        return f"an earlier sweep's {reports[0].name}"
+    begun = [path for job in jobs for path in (job.paths.log, job.paths.console) if path.exists()]
+    return f"an interrupted run's {begun[0].name}" if begun else None
+
+
 def _refuse_finished(out: str, jobs: list[RunJob]) -> None:
     """An earlier sweep's records, report or interrupted run (its log or console, no record yet) in this folder stay
     unless asked; the hint names --resume first."""
-    existing = [job for job in jobs if job.paths.record.exists()]
-    begun = [path for job in jobs for path in (job.paths.log, job.paths.console) if path.exists()]
-    reports = existing_report_files(out, {"md", "json"})
-    if existing or reports or begun:
-        what = (
-            f"{len(existing)} records of this sweep"
-            if existing
-            else f"an earlier sweep's {reports[0].name}"
-            if reports
-            else f"an interrupted run's {begun[0].name}"
-        )
+    what = _held(out, jobs)
+    if what:
         raise ResultsError(
             f"{out} already holds {what}: finish or extend it with `{resume_command(out)}`, "
             "or pass --overwrite to start again (replaces them), or choose another --out"

@@ -1,7 +1,7 @@
 """The MoE on the JAX engine: FSDP x EP (experts split over the expert axis, tokens exchanged by all-to-all inside
-shard_map, experts as ragged_dot) gives the one-device losses and picks per expert (fp32, XLA host devices, one
-process, 5 steps), with GQA and with MLA (sigmoid scores, DeepSeek's normalised top-k), HSDP around it and selective
-remat."""
+shard_map, experts as ragged_dot) gives the one-device losses and picks per expert (fp32, XLA host devices, one process,
+5 steps; the routing meter's figures over the last 4), with GQA and with MLA (sigmoid scores, DeepSeek's normalised
+top-k), HSDP around it and selective remat."""
 
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ def test_fsdp_by_ep_matches_one_device(tmp_path):
         assert parallel["losses"] == pytest.approx(single["losses"], rel=1e-5), parallel_layout
         assert parallel["counts"] == single["counts"] and sum(single["counts"]) == 5 * 256  # dropless: every pick
         assert single["dropped"] == parallel["dropped"] == 0
+        measured, sharded = single["moe"], parallel["moe"]  # the meter's record over the 4 timed steps
+        assert measured["routed_tokens"] == 2 * 4 * 256 and measured["dropped_tokens"] == 0  # 2 MoE blocks
+        assert len(measured["windows"]) == len(sharded["windows"]) == 4
+        for key in ("tokens_per_expert", "imbalance", "imbalance_worst_block"):
+            assert sharded[key] == measured[key], key
+        assert measured["imbalance"] > 1.0 and measured["tokens_per_ep_rank"] == [2048]
+        per_rank = [sum(measured["tokens_per_expert"][i : i + 2]) for i in (0, 2)]
+        assert sharded["tokens_per_ep_rank"] == per_rank  # 2 experts a rank

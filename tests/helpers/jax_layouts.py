@@ -4,12 +4,12 @@ each given layout; writes every layout's losses and whether any parameter was sp
     python tests/helpers/jax_layouts.py OUT.json llama '[{}, {"tp": 2}, {"dp_shard": 2, "cp": 2}]'
     python tests/helpers/jax_layouts.py OUT.json moe '[{"micro_batch_size": 8}, {"dp_shard": 4, "ep": 2}]'
 
-Each layout is a set of run-key changes over the model's tiny keys; its world size is the product of its
-dimensions, and the mesh takes that many of the 8 devices. The MoE's are changes of its config over TINY_MOE, its
-spec built from the config (the workload's registry is not needed to build the JAX step); it writes the experts one
-device holds and the picks per expert instead of `split`. XLA compiles for the CPU without LLVM's costly passes
-(half the compile time, which is most of this script's): every layout is built by the same compiler, so their losses
-are still compared like for like.
+Each layout is a set of run-key changes over the model's tiny keys; its world size is the product of its dimensions, and
+the mesh takes that many of the 8 devices. The MoE's are changes of its config over TINY_MOE, its spec built from the
+config (the workload's registry is not needed to build the JAX step); it writes the experts one device holds, the picks
+per expert and its routing meter's record (the 4 steps after the first) instead of `split`. XLA compiles for the CPU
+without LLVM's costly passes (half the compile time, which is most of this script's): every layout is built by the same
+compiler, so their losses are still compared like for like.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dlperf.workloads.llama.jax_step import recipe  # noqa: E402
 from dlperf.workloads.llama.layout import layout_of  # noqa: E402
 from dlperf.workloads.moe import jax_step as moe_step  # noqa: E402
 from dlperf.workloads.moe.config import MoEConfig  # noqa: E402
+from dlperf.workloads.moe.jax_meter import RoutingMeter  # noqa: E402
 
 STEPS = 5
 DIMS = ("dp_replicate", "dp_shard", "cp", "tp")
@@ -73,7 +74,13 @@ def run_moe(changes: dict) -> dict:
     plan = WorkloadPlan(global_batch=layout.global_batch_size, batch_per_device=layout.global_batch_size // world,
                         group="moe", stem="moe", layout=layout, lr=config.lr)  # fmt: skip
     step = JaxStep(moe_step.recipe(spec, plan), spec.seed)
-    losses = [step.read_loss(step.step()) for _ in range(STEPS)]
+    model: dict = {}
+    meter = RoutingMeter(config, lambda: step.state.extra, model)
+    read = meter.wrap(step.read_loss)
+    losses = [read(step.step())]
+    meter.start()  # the timed window: the steps after the first, one routing window each
+    losses += [read(step.step()) for _ in range(STEPS - 1)]
+    meter.stop()
     block = step.state.params["layers_1"]["feed_forward"]
     routing = jax.device_get(step.state.extra["layers_1"]["feed_forward"])
     return {
@@ -81,6 +88,7 @@ def run_moe(changes: dict) -> dict:
         "experts_held": block["w1"].addressable_shards[0].data.shape[0],
         "counts": routing["counts"].tolist(),
         "dropped": int(routing["dropped"]),
+        "moe": model["moe"],
     }
 
 

@@ -1,11 +1,12 @@
 """The JAX MoE's routing pieces against torch's rules: a capacity factor keeps each expert's first picks in token
-order and counts the rest, balanced routing spreads the picks evenly, the expert bias moves centred, and a layout the
-JAX step does not build is refused in one line."""
+order and counts the rest, balanced routing spreads the picks evenly, the expert bias moves centred, the meter writes
+the torch meter's fields, and a layout the JAX step does not build is refused in one line."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 jnp = pytest.importorskip("jax.numpy", reason="the JAX engine needs jax, flax and optax: pip install 'dlperf[jax]'")
@@ -13,6 +14,7 @@ jnp = pytest.importorskip("jax.numpy", reason="the JAX engine needs jax, flax an
 from dlperf.errors import ConfigError  # noqa: E402
 from dlperf.workloads.llama.layout import LlamaLayout  # noqa: E402
 from dlperf.workloads.moe.config import BIAS_UPDATE_RATE, MoEConfig  # noqa: E402
+from dlperf.workloads.moe.jax_meter import window_figures  # noqa: E402
 from dlperf.workloads.moe.jax_model import capacity_of, route, sort_picks  # noqa: E402
 from dlperf.workloads.moe.jax_step import mesh_axes, move_bias  # noqa: E402
 
@@ -55,3 +57,12 @@ def test_layouts_the_jax_step_does_not_build_are_refused():
         mesh_axes(replace(MoEConfig(), ep=3), layout)
     with pytest.raises(ConfigError, match="--tp with --model moe is not built on the JAX engine"):
         mesh_axes(MoEConfig(), replace(layout, tp=2, dp_shard=2))
+
+
+def test_window_figures_are_the_torch_meters_fields():
+    counts = np.asarray([[6, 2, 2, 2], [3, 3, 3, 3]])  # 2 blocks, 4 experts, ep 2
+    figures = window_figures(counts, dropped=4, ep=2)
+    assert figures["tokens_per_expert"] == [9, 5, 5, 5] and figures["tokens_per_ep_rank"] == [14, 10]
+    assert figures["imbalance"] == pytest.approx((2.0 + 1.0) / 2) and figures["imbalance_worst_block"] == 2.0
+    assert figures["ep_imbalance"] == pytest.approx((8 / 6 + 1.0) / 2)
+    assert (figures["routed_tokens"], figures["dropped_tokens"]) == (28, 4)

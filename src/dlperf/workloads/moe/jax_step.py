@@ -19,7 +19,7 @@ from jax.sharding import PartitionSpec as P
 from dlperf.engines.base import TrainStep
 from dlperf.engines.jax import parallel, train
 from dlperf.engines.jax.engine import JaxEngine
-from dlperf.engines.jax.step import Recipe, compile_step
+from dlperf.engines.jax.step import JaxStep, Recipe
 from dlperf.errors import ConfigError
 from dlperf.spec import RunSpec, flag
 from dlperf.workloads.base import WorkloadPlan
@@ -27,6 +27,7 @@ from dlperf.workloads.language_model.jax_parts import attention_implementation, 
 from dlperf.workloads.llama.config import ADAMW_BETAS
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.moe.config import BIAS_UPDATE_RATE, MoEConfig
+from dlperf.workloads.moe.jax_meter import RoutingMeter
 from dlperf.workloads.moe.jax_model import EXPERT_AXIS, ROUTING_STATE, MoETransformer, param_spec, uses_bias
 
 BATCH_AXES = ("dp", "fsdp", EXPERT_AXIS)
@@ -89,4 +90,10 @@ def recipe(spec: RunSpec, plan: WorkloadPlan) -> Recipe:
 
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: JaxEngine) -> TrainStep:
-    return compile_step(recipe(spec, plan), spec.seed)
+    """The compiled step with the routing meter: its loss reader closes the meter's windows, the meter is the
+    step's window probe and writes `moe` into the step's facts (the torch step's fields)."""
+    step = JaxStep(recipe(spec, plan), spec.seed)
+    model: dict[str, Any] = {}
+    meter = RoutingMeter(spec.workload, lambda: step.state.extra, model)
+    compiled = step.train_step()
+    return replace(compiled, read_loss=meter.wrap(compiled.read_loss), model=model, probes=(meter,))

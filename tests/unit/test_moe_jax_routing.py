@@ -14,9 +14,9 @@ jnp = pytest.importorskip("jax.numpy", reason="the JAX engine needs jax, flax an
 from dlperf.errors import ConfigError  # noqa: E402
 from dlperf.workloads.llama.layout import LlamaLayout  # noqa: E402
 from dlperf.workloads.moe.config import BIAS_UPDATE_RATE, MoEConfig  # noqa: E402
-from dlperf.workloads.moe.jax_meter import window_figures  # noqa: E402
 from dlperf.workloads.moe.jax_model import capacity_of, route, sort_picks  # noqa: E402
 from dlperf.workloads.moe.jax_step import mesh_axes, move_bias  # noqa: E402
+from dlperf.workloads.moe.routing import window_figures  # noqa: E402
 
 
 def test_capacity_keeps_each_experts_first_picks_in_token_order():

@@ -1,8 +1,8 @@
 """What the JAX MoE's routers did, measured: each MoE block's kept picks per expert and its dropped picks, summed over
 every device inside the compiled step (the "moe" collection of jax_model.py), read from the step's state where the
-loss is read (window edges: one small device-to-host copy, no collective) and turned into the torch meter's record
-fields (meter.py: tokens per expert and per expert-parallel rank, imbalance = max / mean per block averaged over
-blocks, the worst block's, dropped picks), per timing window and over the timed window.
+loss is read (window edges: one small device-to-host copy, no collective) and turned into the record's routing fields
+(routing.py, the torch meter's: tokens per expert and per expert-parallel rank, imbalance = max / mean per block
+averaged over blocks, the worst block's, dropped picks), per timing window and over the timed window.
 """
 
 from __future__ import annotations
@@ -13,29 +13,9 @@ from typing import Any
 import numpy as np
 
 from dlperf.workloads.moe.config import MoEConfig
+from dlperf.workloads.moe.routing import LossReader, closing_windows, routing_facts, window_figures
 
 WRAP = 2**32  # the step's int32 counters wrap; a window's difference is taken modulo their range
-
-
-def imbalance(counts: np.ndarray) -> tuple[float, float]:
-    """(mean over blocks, worst block) of max / mean of each block's row of `counts` (blocks, bins)."""
-    ratios = counts.max(1) / np.maximum(counts.mean(1), 1e-12)
-    return float(ratios.mean()), float(ratios.max())
-
-
-def window_figures(counts: np.ndarray, dropped: int, ep: int) -> dict[str, Any]:
-    """One window's record from its kept picks (blocks, experts) and dropped picks, as the torch meter writes it."""
-    per_rank = counts.reshape(counts.shape[0], ep, -1).sum(2)
-    mean, worst = imbalance(counts)
-    return {
-        "tokens_per_expert": [int(n) for n in counts.sum(0)],
-        "tokens_per_ep_rank": [int(n) for n in per_rank.sum(0)],
-        "imbalance": mean,
-        "imbalance_worst_block": worst,
-        "ep_imbalance": imbalance(per_rank)[0],
-        "routed_tokens": int(counts.sum()) + dropped,
-        "dropped_tokens": dropped,
-    }
 
 
 def read_counts(state: Any) -> tuple[np.ndarray, int]:
@@ -53,26 +33,15 @@ class RoutingMeter:
 
     def __init__(self, config: MoEConfig, state_of: Callable[[], Any], model: dict[str, Any]) -> None:
         self.ep, self.state_of, self.model = config.ep, state_of, model
-        self.facts = {
-            "routing": config.routing,
-            "load_balance": config.load_balance if config.routing == "learned" else None,
-            "capacity_factor": config.capacity_factor,
-            "experts_impl": "ragged_dot",
-        }
+        self.facts = routing_facts(config, "ragged_dot")
         self.timing = False
         self.windows: list[dict[str, Any]] = []
         self.seen: tuple[np.ndarray, int] | None = None
         self.opened: tuple[np.ndarray, int] | None = None
 
-    def wrap(self, read_loss: Callable[[Any], float | None]) -> Callable[[Any], float | None]:
+    def wrap(self, read_loss: LossReader) -> LossReader:
         """The step's loss reader, closing the routing window where it reads (after the step it waits for)."""
-
-        def read(output: Any) -> float | None:
-            loss = read_loss(output)
-            self._close_window()
-            return loss
-
-        return read
+        return closing_windows(read_loss, self._close_window)
 
     def _close_window(self) -> None:
         now = read_counts(self.state_of())

@@ -38,6 +38,8 @@ class Recipe:
     axes: tuple[tuple[str, int], ...] = ()
     batch_spec: P = P(None, "dp")
     param_spec: parallel.SpecOf | None = None
+    state_collection: str = "batch_stats"  # the Flax collection that is the step's mutable state (TrainState.extra)
+    finish: train.Finish | None = None  # that state's update after each optimizer step
 
     @property
     def mesh_axes(self) -> tuple[tuple[str, int], ...]:
@@ -73,14 +75,14 @@ class JaxStep:
             transform_non_params=lambda _: replicated,
         )
         opt_state = jax.jit(recipe.tx.init, out_shardings=opt_shardings)(params)
-        self.state = train.TrainState(params, variables.get("batch_stats", {}), opt_state)
+        self.state = train.TrainState(params, variables.get(recipe.state_collection, {}), opt_state)
         per_step = recipe.global_batch // recipe.accumulation_steps
         self.batch = tuple(
             data.global_batch(mesh, recipe.accumulation_steps, per_step, row, recipe.batch_spec) for row in recipe.rows
         )
         state_shardings = jax.tree.map(lambda leaf: leaf.sharding, self.state)
         jitted = jax.jit(
-            train.make_train_step(recipe.loss_fn, recipe.tx, recipe.accumulation_steps),
+            train.make_train_step(recipe.loss_fn, recipe.tx, recipe.accumulation_steps, recipe.finish),
             out_shardings=(state_shardings, replicated),
             donate_argnums=0,
         )

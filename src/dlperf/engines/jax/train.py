@@ -22,6 +22,7 @@ class TrainState(NamedTuple):
 # (params, extra, micro-batch) -> (mean loss, new extra)
 LossFn = Callable[[Any, Any, Any], tuple[jax.Array, Any]]
 TrainStepFn = Callable[[TrainState, Any], tuple[TrainState, jax.Array]]
+Finish = Callable[[Any], Any]  # extra -> extra, once per iteration after the optimizer step
 
 
 def compute_dtype(precision: str) -> Any:
@@ -44,9 +45,12 @@ def adamw(lr: float, betas: tuple[float, float], weight_decay: float) -> optax.G
     return optax.adamw(lr, b1=betas[0], b2=betas[1], eps=1e-8, weight_decay=weight_decay)
 
 
-def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, accumulation_steps: int) -> TrainStepFn:
+def make_train_step(
+    loss_fn: LossFn, tx: optax.GradientTransformation, accumulation_steps: int, finish: Finish | None = None
+) -> TrainStepFn:
     """The iteration over a batch whose leading axis holds `accumulation_steps` micro-batches: gradients are
-    averaged over them (a lax.scan, so one micro-batch's activations live at a time), then one optimizer step."""
+    averaged over them (a lax.scan, so one micro-batch's activations live at a time), then one optimizer step, then
+    `finish` on the model's state (the MoE routers' bias moved by the step's counts, as torch's after-step hook)."""
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def train_step(state: TrainState, batch: Any) -> tuple[TrainState, jax.Array]:
@@ -64,6 +68,8 @@ def make_train_step(loss_fn: LossFn, tx: optax.GradientTransformation, accumulat
             grads = jax.tree.map(lambda g: g / accumulation_steps, grads)
             loss = loss / accumulation_steps
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        if finish is not None:
+            extra = finish(extra)
         return TrainState(optax.apply_updates(state.params, updates), extra, opt_state), loss
 
     return train_step

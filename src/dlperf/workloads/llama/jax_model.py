@@ -34,19 +34,21 @@ TP_PLAN: dict[tuple[str, str], tuple[str | None, ...]] = {
 }
 
 
-def param_spec(shards: int, tp: int, names: tuple[str, ...], shape: tuple[int, ...]) -> P:
-    """A parameter's split: the TP plan's dimension over "tp", and FSDP's shard over ("fsdp", "cp") (`shards`
-    ranks: context-parallel ranks hold shards too, as FSDP2 shards over dp_shard x cp in the PyTorch step) on the
-    first other dimension that divides; a vector, a norm's scale, stays whole."""
+def param_spec(
+    shards: int, tp: int, names: tuple[str, ...], shape: tuple[int, ...], fsdp: tuple[str, ...] = ("fsdp", "cp")
+) -> P:
+    """A parameter's split: the TP plan's dimension over "tp", and FSDP's shard over `fsdp` (`shards` ranks:
+    context-parallel ranks hold shards too, as FSDP2 shards over dp_shard x cp in the PyTorch step; the MoE's
+    expert-parallel ranks too) on the first other dimension that divides; a vector, a norm's scale, stays whole."""
     if names[-2:] == ("tok_embeddings", "embedding") and shards > 1 and shape[0] % (shards * tp) == 0:
         # the vocabulary over every split, so that the looked-up rows come out whole in the hidden dimension (split
         # there, XLA would have to re-gather each row to the batch's sharding)
-        return P((*(("tp",) if tp > 1 else ()), "fsdp", "cp"), None)
+        return P((*(("tp",) if tp > 1 else ()), *fsdp), None)
     axes: list = list(TP_PLAN.get(names[-2:], (None,) * len(shape))) if tp > 1 else [None] * len(shape)
     if shards > 1 and len(shape) == 2:
         free = _shardable_dimension(axes, shape, shards)
         if free is not None:
-            axes[free] = ("fsdp", "cp")
+            axes[free] = fsdp
     return P(*axes)
 
 
@@ -63,6 +65,38 @@ def rotate(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return jnp.stack((even * cos - odd * sin, even * sin + odd * cos), axis=-1).reshape(x.shape).astype(x.dtype)
 
 
+def dense(features: int, name: str, dtype: Any) -> nn.Dense:
+    """A bias-free projection drawn N(0, INIT_STD), a child of the module whose compact method calls it."""
+    return nn.Dense(features, use_bias=False, dtype=dtype, kernel_init=normal_init, name=name)
+
+
+def rope_tables(head_dim: int, seq_length: int, theta: float) -> tuple[jax.Array, jax.Array]:
+    """cos and sin (seq, head_dim / 2) of each position's angle per rotated pair."""
+    freqs = 1.0 / theta ** (jnp.arange(head_dim // 2, dtype=jnp.float32) * 2 / head_dim)
+    angles = jnp.outer(jnp.arange(seq_length, dtype=jnp.float32), freqs)
+    return jnp.cos(angles), jnp.sin(angles)
+
+
+def gqa_attention(y: jax.Array, cos: jax.Array, sin: jax.Array, num_heads: int, num_kv_heads: int, head_dim: int,
+                  dtype: Any, implementation: str | None) -> jax.Array:  # fmt: skip
+    """Grouped-query causal attention of y (batch, seq, hidden) with its projections wq/wk/wv/wo made in the calling
+    module (Llama's block, the MoE's): each k/v head serves num_heads / num_kv_heads query heads."""
+    batch, seq, hidden = y.shape
+    q = dense(num_heads * head_dim, "wq", dtype)(y).reshape(batch, seq, num_heads, head_dim)
+    k = dense(num_kv_heads * head_dim, "wk", dtype)(y).reshape(batch, seq, num_kv_heads, head_dim)
+    v = dense(num_kv_heads * head_dim, "wv", dtype)(y).reshape(batch, seq, num_kv_heads, head_dim)
+    attn = jax.nn.dot_product_attention(
+        rotate(q, cos, sin), rotate(k, cos, sin), v, is_causal=True, implementation=implementation
+    )
+    return dense(hidden, "wo", dtype)(attn.reshape(batch, seq, -1))
+
+
+def swiglu(y: jax.Array, ffn_hidden_size: int, dtype: Any) -> jax.Array:
+    """SwiGLU w2(silu(w1 y) * w3 y), its matrices made in the calling module."""
+    gate = jax.nn.silu(dense(ffn_hidden_size, "w1", dtype)(y)) * dense(ffn_hidden_size, "w3", dtype)(y)
+    return dense(y.shape[-1], "w2", dtype)(gate)
+
+
 class Block(nn.Module):
     hidden_size: int
     num_heads: int
@@ -73,23 +107,11 @@ class Block(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-        batch, seq, _ = x.shape
         d = self.hidden_size // self.num_heads
-
-        def dense(features: int, name: str) -> nn.Dense:
-            return nn.Dense(features, use_bias=False, dtype=self.dtype, kernel_init=normal_init, name=name)
-
         y = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="attention_norm")(x)
-        q = dense(self.num_heads * d, "wq")(y).reshape(batch, seq, self.num_heads, d)
-        k = dense(self.num_kv_heads * d, "wk")(y).reshape(batch, seq, self.num_kv_heads, d)
-        v = dense(self.num_kv_heads * d, "wv")(y).reshape(batch, seq, self.num_kv_heads, d)
-        attn = jax.nn.dot_product_attention(
-            rotate(q, cos, sin), rotate(k, cos, sin), v, is_causal=True, implementation=self.attention
-        )  # grouped-query: each k/v head serves num_heads / num_kv_heads query heads
-        x = x + dense(self.hidden_size, "wo")(attn.reshape(batch, seq, -1))
+        x = x + gqa_attention(y, cos, sin, self.num_heads, self.num_kv_heads, d, self.dtype, self.attention)
         y = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="ffn_norm")(x)
-        gate = jax.nn.silu(dense(self.ffn_hidden_size, "w1")(y)) * dense(self.ffn_hidden_size, "w3")(y)
-        return x + dense(self.hidden_size, "w2")(gate)
+        return x + swiglu(y, self.ffn_hidden_size, self.dtype)
 
 
 class Llama(nn.Module):
@@ -108,10 +130,7 @@ class Llama(nn.Module):
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
-        d = self.hidden_size // self.num_heads
-        freqs = 1.0 / self.rope_theta ** (jnp.arange(d // 2, dtype=jnp.float32) * 2 / d)
-        angles = jnp.outer(jnp.arange(tokens.shape[1], dtype=jnp.float32), freqs)
-        cos, sin = jnp.cos(angles), jnp.sin(angles)
+        cos, sin = rope_tables(self.hidden_size // self.num_heads, tokens.shape[1], self.rope_theta)
         x = nn.Embed(self.vocab_size, self.hidden_size, dtype=self.dtype, embedding_init=normal_init,
                      name="tok_embeddings")(tokens)  # fmt: skip
         policy = REMAT_POLICIES[self.remat]

@@ -69,7 +69,7 @@ class MoEWorkload(LlamaWorkload):
     name = "moe"
     config_type = MoEConfig
     title = "Mixture of experts (--model moe)"
-    builders = {"torch": "dlperf.workloads.moe.torch_step:build"}
+    builders = {"torch": "dlperf.workloads.moe.torch_step:build", "jax": "dlperf.workloads.moe.jax_step:build"}
     report_title = "MoE"
     flops_formula = "(6N_active + 12·L·H·Q·T) per token"
     plausible = PlausibleWork("a DeepSeek-V3 sequence", ("deepseek_v3", "deepseek-v3", "qwen3_moe", "mixtral"), 1e14)

@@ -1,0 +1,1 @@
+"""Mixture-of-experts pre-training (the definition comes with the step)."""

@@ -1,0 +1,55 @@
+"""The two fitted figures of `dlperf predict --model moe` (the grouped GEMMs' share of the dense matmul rate, the
+time per kernel an MoE block launches), fitted on the published points marked `fit` (5 of 16), then every point's
+error. Prints the constants for workloads/moe/predict.py and the table for docs/scaling.md.
+
+    python benchmarks/predict_moe_fit.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+from dlperf.workloads.moe import predict as moe_predict
+
+SHARES = [round(0.5 + 0.025 * i, 3) for i in range(29)]  # 0.5 to 1.2
+LAUNCHES_US = [float(u) for u in range(0, 81, 2)]
+
+
+def fit() -> tuple[float, float]:
+    """The pair with the least median |error| on the fit points (a grid: two figures, five points)."""
+
+    def score(pair: tuple[float, float]) -> float:
+        rows = moe_predict.published_errors("fit", (pair[0], pair[1] * 1e-6))
+        return statistics.median(abs(e) for _, _, e in rows) + max(abs(e) for _, _, e in rows) / 100
+
+    share, launch_us = min(itertools.product(SHARES, LAUNCHES_US), key=score)
+    return share, launch_us * 1e-6
+
+
+def main() -> None:
+    share, launch_s = fit()
+    print(f"GROUPED_GEMM_SHARE = {share}")
+    print(f"LAUNCH_S = {launch_s * 1e6:g}e-6")
+    rows = moe_predict.published_errors(None, (share, launch_s))
+    print("| point | source, row | published tok/s/GPU | predicted | error | MFU (causal) | GiB | fits |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for point, got, error in rows:
+        mark = " (fit)" if point["role"] == "fit" else ""
+        source = point["source"]
+        where = f"{source['repository']} {source['path']}@{source['commit'][:7]}, {source['row']}"
+        print(
+            f"| {point['name']}{mark} | {where} | {point['tokens_per_s_per_device']:g} | "
+            f"{got.tokens_per_s_per_device:.0f} | {error:+.1%} | {got.mfu_causal:.1%} | "
+            f"{got.memory_bytes / 2**30:.0f} | {'yes' if got.fits else 'NO'} |"
+        )
+    checked = [r for r in rows if r[0]["role"] == "check"]
+    errors = sorted(abs(e) for _, _, e in checked)
+    print(
+        f"held out: {len(checked)} points, median |error| {moe_predict.median_abs_error(checked):.1%}, "
+        f"max {errors[-1]:.1%}; fitted on {len(rows) - len(checked)}"
+    )
+
+
+if __name__ == "__main__":
+    main()

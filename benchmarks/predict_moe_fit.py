@@ -1,6 +1,8 @@
-"""The two fitted figures of `dlperf predict --model moe` (the grouped GEMMs' share of the dense matmul rate, the
-time per kernel an MoE block launches), fitted on the published points marked `fit` (5 of 16), then every point's
-error. Prints the constants for workloads/moe/predict.py and the table for docs/scaling.md.
+"""The three fitted figures of `dlperf predict --model moe`, fitted on the published points marked `fit` (5 of 16):
+the grouped GEMMs' share of the dense matmul rate and the time per kernel an MoE block launches (on the four that
+are not GB300s), then Blackwell Ultra's scale on the stacks' efficiencies (on the GB300 one); then every point's
+error. Prints the constants for workloads/moe/predict.py and predict/calibration.py and the table for
+docs/scaling.md.
 
     python benchmarks/predict_moe_fit.py
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 import itertools
 import statistics
 
+from dlperf.predict import calibration
 from dlperf.workloads.moe import predict as moe_predict
 
 SHARES = [round(0.5 + 0.025 * i, 3) for i in range(29)]  # 0.5 to 1.2
@@ -17,20 +20,33 @@ LAUNCHES_US = [float(u) for u in range(0, 81, 2)]
 
 
 def fit() -> tuple[float, float]:
-    """The pair with the least median |error| on the fit points (a grid: two figures, five points)."""
+    """The pair with the least median |error| on the fit points but the GB300's (a grid: two figures, four points),
+    then the GB300 scale that meets its point (bisected: tokens/s grow with it)."""
+    points = [p for p in moe_predict.published_points() if p["role"] == "fit"]
+    ultra = [p for p in points if p["accelerator"] in ("GB300", "B300")]
 
     def score(pair: tuple[float, float]) -> float:
-        rows = moe_predict.published_errors("fit", (pair[0], pair[1] * 1e-6))
-        return statistics.median(abs(e) for _, _, e in rows) + max(abs(e) for _, _, e in rows) / 100
+        errors = [abs(_error(p, (pair[0], pair[1] * 1e-6))) for p in points if p not in ultra]
+        return statistics.median(errors) + max(errors) / 100
 
     share, launch_us = min(itertools.product(SHARES, LAUNCHES_US), key=score)
+    low, high = 0.5, 3.0
+    for _ in range(40):
+        calibration.DEVICE_SCALE["blackwell-ultra"] = mid = (low + high) / 2
+        low, high = (mid, high) if _error(ultra[0], (share, launch_us * 1e-6)) < 0 else (low, mid)
+    calibration.DEVICE_SCALE["blackwell-ultra"] = round((low + high) / 2, 4)
     return share, launch_us * 1e-6
+
+
+def _error(point: dict, fit: tuple[float, float]) -> float:
+    return moe_predict.predict_point(point, fit).tokens_per_s_per_device / point["tokens_per_s_per_device"] - 1
 
 
 def main() -> None:
     share, launch_s = fit()
     print(f"GROUPED_GEMM_SHARE = {share}")
     print(f"LAUNCH_S = {launch_s * 1e6:g}e-6")
+    print(f'DEVICE_SCALE["blackwell-ultra"] = {calibration.DEVICE_SCALE["blackwell-ultra"]}')
     rows = moe_predict.published_errors(None, (share, launch_s))
     print("| point | source, row | published tok/s/GPU | predicted | error | MFU (causal) | GiB | fits |")
     print("|---|---|---:|---:|---:|---:|---:|---|")

@@ -99,15 +99,16 @@ def test_search_ranks_fitting_layouts_with_why_each_loses():
 
 
 def test_published_points_held_out():
-    """Fitted on a third at most; the held-out median is 16.6 % (the issue's 15 % target is not met: gpt-oss's
-    points run 28-58 % above what Megatron-Bridge published, docs/scaling.md)."""
+    """Fitted on a third at most; the held-out median is 15.9 % (the issue's 15 % target is not met: gpt-oss's
+    points run 30-59 % above what Megatron-Bridge published, docs/scaling.md); the other Blackwell points within
+    16 %."""
     points = moe_predict.published_points()
     assert sum(p["role"] == "fit" for p in points) <= len(points) / 3
     rows = moe_predict.published_errors("check")
     assert moe_predict.median_abs_error(rows) < 0.17
     assert all(isinstance(got.fits, bool) for _, got, _ in rows)
     dense_moe = [e for p, _, e in rows if not p["size"].startswith("gpt-oss") and p["accelerator"] != "H100 SXM"]
-    assert max(abs(e) for e in dense_moe) < 0.25
+    assert max(abs(e) for e in dense_moe) < 0.17
 
 
 def test_imbalance_and_fp8_recipe_are_refused_for_a_dense_model(capsys):

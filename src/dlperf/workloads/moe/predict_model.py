@@ -164,7 +164,7 @@ def predict_moe(
     slot = grouped_s + a2a_s + launch_s
     bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / v * slot if pp > 1 else 0.0
     local = expert_params_per_rank(shape, layers, ep)
-    fsdp_s = _expert_dp_s(training, net, local, ep, edp, m * (dense.time["compute"] / m + grouped_s), layers)
+    fsdp_s = _expert_dp_s(training, net, local, ep, edp, dense.time["compute"] / m + grouped_s, layers)
     optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / edp / device.memory_bytes_per_s
     time = {**dense.time, "experts": m * grouped_s, "all_to_all": m * a2a_s, "launches": m * launch_s}
     time["pipeline_bubble"] += bubble_s
@@ -204,18 +204,19 @@ def launches(shape: MoEShape, ep: int) -> int:
 
 
 def _expert_dp_s(
-    training: Training, net: Network, local: float, ep: int, edp: int, compute_s: float, layers: int
+    training: Training, net: Network, local: float, ep: int, edp: int, micro_s: float, layers: int
 ) -> float:  # fmt: skip
     """The expert gradients' reduce-scatter (fp32) and the weights' all-gather (16-bit, 8-bit under float8) over
-    the edp ranks ep apart, once per step as Megatron's distributed optimizer and FSDP2 under PP run them, hidden
-    behind the step's compute but for the last block's."""
+    the edp ranks ep apart, once per step as Megatron's distributed optimizer runs them: the reduction bucket by
+    bucket during the last micro-batch's backward, the gather during the first one's forward (`micro_s`: one
+    micro-batch's compute, a third of it forward), each but for its last block's share hidden by nothing else."""
     if edp <= 1:
         return 0.0
     weight_bytes = 1 if training.float8 else 2
-    moved = net.collective_s("reduce_scatter", local * 4, edp, ep) + net.collective_s(
-        "all_gather", local * weight_bytes, edp, ep
-    )
-    return max(0.0, moved - compute_s) + moved / max(layers, 1)
+    reduce = net.collective_s("reduce_scatter", local * 4, edp, ep)
+    gather = net.collective_s("all_gather", local * weight_bytes, edp, ep)
+    hidden = max(0.0, reduce - micro_s * 2 / 3) + max(0.0, gather - micro_s / 3)
+    return hidden + (reduce + gather) / max(layers, 1)
 
 
 def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, tokens: float, ep: int) -> float:

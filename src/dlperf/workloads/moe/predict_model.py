@@ -18,9 +18,10 @@ local experts' weights read once forward and twice backward at the memory bandwi
 Waterman and Patterson 2009) is why a grouped GEMM's efficiency falls with the tokens each expert gets (below
 about rate / bandwidth, ~150 tokens on an H100, it is bound by the weights). A share of the all-to-all hides
 behind compute where the stack overlaps it (Megatron's 1F1B A2A overlap of one micro-batch's dispatch with
-another's experts; DeepEP's and DualPipe's). The expert gradients reduce over edp as FSDP's do (the Llama model's
-`_fsdp_s` on the expert group), AdamW steps the local expert shard, and the experts' time joins each pipeline slot
-(so the bubble grows with it).
+another's experts; DeepEP's and DualPipe's). Each MoE block launches 9 GEMMs per local expert and MOE_KERNELS
+more per micro-batch at a fitted time each (host-bound where the experts are small). The expert gradients reduce
+and the weights gather over edp once per step (`_expert_dp_s`), AdamW steps the local expert shard, and the
+experts' time joins each pipeline slot (so the bubble grows with it).
 
 Memory: the expert state (fp32 values, gradients, two moments: 16 bytes per parameter) sharded over edp, their
 unsharded 16-bit values and fp32 gradients while a stage runs (as the dense part's FSDP buffers), and per token-

@@ -190,7 +190,8 @@ def _moe_options(options: ModelOptions, workload: Workload) -> dict[str, Any]:
 def _setting(options: ModelOptions, workload: Workload, per_node: int) -> Setting:
     share = STACK_RECOMPUTE[options.stack] if options.recompute_mm_share is None else options.recompute_mm_share
     training = Training(options.precision, recompute_mm_share=share, async_tp=options.async_tp,
-                        loss_parallel=options.loss_parallel)  # fmt: skip
+                        loss_parallel=options.loss_parallel,
+                        distributed_optimizer=options.stack == "megatron")  # fmt: skip
     return setting_for(
         options.accelerator, per_node, options.precision, options.stack, training, _measured(options, workload),
         {**{k: getattr(options, k) for k in ("memory_gib", "memory_tbs", "intra_node_gbs", "inter_node_gbit",

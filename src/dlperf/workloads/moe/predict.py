@@ -102,8 +102,7 @@ def experts_of(config: MoEConfig, values: Mapping[str, Any], fit: tuple[float, f
         raise ConfigError("--imbalance is the learned router's: drop it, or give --routing learned")
     imbalance = 1.0 if config.routing == "balanced" else given or LEARNED_IMBALANCE
     share, launch_s = fit or (GROUPED_GEMM_SHARE, LAUNCH_S)
-    return Experts(imbalance, config.capacity_factor, share, values.get("a2a_hidden", 0.0), launch_s,
-                   values.get("optimizer") == "distributed")  # fmt: skip
+    return Experts(imbalance, config.capacity_factor, share, values.get("a2a_hidden", 0.0), launch_s)
 
 
 def predict(
@@ -251,13 +250,13 @@ def published_points() -> list[dict[str, Any]]:
 
 LAYOUT_KEYS = ("size", "nodes", "devices_per_node", "tp", "pp", "cp", "ep", "pp_schedule", "stages_per_rank",
                "seq_length", "global_batch_size", "micro_batch_size", "activation_checkpoint", "float8", "routing",
-               "fp8_recipe", "a2a_hidden", "optimizer")  # fmt: skip
+               "fp8_recipe", "a2a_hidden")  # fmt: skip
 
 
 def predict_point(point: Mapping[str, Any], fit: tuple[float, float] | None = None) -> MoEPrediction:
     """A published point's prediction from the stack's default efficiency and the system's datasheet links."""
     values = {k: point[k] for k in LAYOUT_KEYS if k in point} | {"dp_replicate": 1}
-    training = Training(loss_parallel=True)  # Megatron's vocabulary-parallel loss
+    training = Training(loss_parallel=True, distributed_optimizer=point["stack"] == "megatron")
     setting = setting_for(point["accelerator"], point["devices_per_node"], "amp-bf16", point["stack"], training)
     return predict(values, setting, fit)[1]
 

@@ -80,7 +80,6 @@ class Experts:
     grouped_gemm_share: float = 1.0  # of the dense matmuls' achieved rate the grouped GEMMs reach at large sizes
     a2a_hidden: float = 0.0  # of the all-to-all hidden behind compute (Megatron's 1F1B A2A overlap, DeepEP)
     launch_s: float = 0.0  # per kernel an MoE block launches (host-bound at small sizes)
-    distributed_optimizer: bool = False  # Megatron's: 16-bit weights and fp32 gradients whole, the rest sharded
 
 
 @dataclass(frozen=True)
@@ -172,7 +171,7 @@ def predict_moe(
     time["fsdp_dp"] += fsdp_s
     time["optimizer"] += optimizer_s
     step = dense.step_s + m * slot + bubble_s + fsdp_s + optimizer_s
-    memory = _memory(shape, layout, training, dense.memory, layers, tokens, ep, edp, paced, experts)
+    memory = _memory(shape, layout, training, dense.memory, layers, tokens, ep, edp, paced)
     total = _peak(memory, m)
     tokens_per_s = layout.global_batch_size * shape.dense.seq / step / layout.world_size
     peak = device.peak_tflops * 1e12
@@ -236,13 +235,13 @@ def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, token
 
 def _memory(
     shape: MoEShape, layout: LlamaLayout, training: Training, dense: dict[str, float], layers: int, tokens: float,
-    ep: int, edp: int, paced: float, experts: Experts,
+    ep: int, edp: int, paced: float,
 ) -> dict[str, float]:  # fmt: skip
     """The dense part's bytes by part with the experts' added to each."""
     local = expert_params_per_rank(shape, layers, ep)
     compute_bytes = 4 if training.precision == "fp32" else 2
     sharded = local / edp
-    if experts.distributed_optimizer or layout.pp > 1:  # whole while the stage runs (Megatron's always)
+    if training.distributed_optimizer or layout.pp > 1:  # whole while the stage runs (Megatron's always)
         unsharded = local * (compute_bytes + 4)
     else:  # FSDP2: two blocks', and the gradients accumulating whole over micro-batches
         unsharded = 2 * local / max(layers, 1) * (compute_bytes + 4)
@@ -253,8 +252,8 @@ def _memory(
     activations = tokens * shape.top_k * paced * kept * _in_flight(layout, layers, True)
     parts = dict(dense)
     # Megatron's fp32 master weights live in the optimizer's shard and its gradients only whole (in the buffers)
-    parts["parameters"] += 0.0 if experts.distributed_optimizer else 4 * sharded
-    parts["gradients"] += 0.0 if experts.distributed_optimizer else 4 * sharded
+    parts["parameters"] += 0.0 if training.distributed_optimizer else 4 * sharded
+    parts["gradients"] += 0.0 if training.distributed_optimizer else 4 * sharded
     parts["optimizer"] += 8 * sharded
     parts["fsdp_buffers"] += unsharded
     parts["activations"] += activations

@@ -1,4 +1,4 @@
-"""The three fitted figures of `dlperf predict --model moe`, fitted on the published points marked `fit` (5 of 16):
+"""The three fitted figures of `dlperf predict --model moe`, fitted on the published points marked `fit` (5 of 17):
 the grouped GEMMs' share of the dense matmul rate and the time per kernel an MoE block launches (on the four that
 are not GB300s), then Blackwell Ultra's scale on the stacks' efficiencies (on the GB300 one); then every point's
 error. Prints the constants for workloads/moe/predict.py and predict/calibration.py and the table for
@@ -53,7 +53,8 @@ def main() -> None:
     for point, got, error in rows:
         mark = " (fit)" if point["role"] == "fit" else ""
         source = point["source"]
-        where = f"{source['repository']} {source['path']}@{source['commit'][:7]}, {source['row']}"
+        where = source.get("paper") or f"{source['repository']} {source['path']}@{source['commit'][:7]}"
+        where += f", {source['row']}"
         print(
             f"| {point['name']}{mark} | {where} | {point['tokens_per_s_per_device']:g} | "
             f"{got.tokens_per_s_per_device:.0f} | {error:+.1%} | {got.mfu_causal:.1%} | "

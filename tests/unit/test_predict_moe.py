@@ -99,7 +99,7 @@ def test_search_ranks_fitting_layouts_with_why_each_loses():
 
 
 def test_published_points_held_out():
-    """Fitted on a third at most; the held-out median is 15.9 % (the issue's 15 % target is not met: gpt-oss's
+    """Fitted on a third at most; the held-out median is 15.8 % (the issue's 15 % target is not met: gpt-oss's
     points run 30-59 % above what Megatron-Bridge published, docs/scaling.md); the other Blackwell points within
     16 %."""
     points = moe_predict.published_points()

@@ -16,6 +16,8 @@ combine forward and backward on the 58 MoE blocks: 4 x 58 x 1.211783 ms = 0.2811
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import assert_one_line_error, run_cli
 
@@ -23,6 +25,7 @@ from dlperf.errors import ConfigError
 from dlperf.predict.calibration import setting_for
 from dlperf.predict.model import Link
 from dlperf.predict.setting import Network, Training
+from dlperf.workloads import predictors
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.moe import predict as moe_predict
 from dlperf.workloads.moe.predict_model import (
@@ -122,3 +125,16 @@ def test_new_accelerators():
         setting = setting_for(name, domain, "amp-bf16", "megatron", Training())
         assert setting.accelerator.memory_gib == memory and setting.accelerator.devices_per_node == domain
     assert setting_for("H800", 8, "amp-bf16", "megatron", Training()).accelerator.scale_up_gbs == 200
+
+
+@pytest.mark.skipif("moe" not in predictors(), reason="the MoE workload (branch h-moe) declares the predictor")
+def test_cli_prediction_and_search(capsys):
+    base = ["predict", "--model", "moe", "--size", "qwen3-30b-a3b", "--accelerator", "H100 SXM", "--nodes", "2"]
+    code, out, _ = run_cli([*base, "--ep", "8", "--routing", "learned", "--imbalance", "1.5", "--json"], capsys)
+    assert code == 0
+    got = json.loads(out)
+    assert got["layout"]["ep"] == 8 and got["prediction"]["time"]["all_to_all"] > 0
+    code, out, _ = run_cli([*base, "--global-batch-size", "256", "--search", "--top", "3"], capsys)
+    assert code == 0 and "MoE layouts fit" in out and " 1. " in out
+    code, _, err = run_cli([*base, "--ep", "3"], capsys)
+    assert_one_line_error(code, err, "--ep 3")

@@ -35,7 +35,7 @@ TIME_PARTS = {"compute": "attention and dense", "experts": "experts' grouped GEM
 LEARNED_IMBALANCE = 1.3
 # Megatron-Bridge's and torchtitan's grouped GEMMs against the dense matmuls' achieved rate (fitted by
 # benchmarks/predict_moe_fit.py on the `fit` points of moe_published.json; do not edit by hand)
-GROUPED_GEMM_SHARE = 1.2  # above 1: it also carries Blackwell's achieved rate, which no dense Blackwell point sets
+GROUPED_GEMM_SHARE = 0.975
 LAUNCH_S = 30e-6  # per kernel of an MoE block
 # the fp8 recipes' matmul rate against tensor-wise scaling's: Megatron-Bridge's Llama 3 8B on 8 GB200s ran 31,508
 # tokens/s/GPU with FP8-CS and 29,789 with MXFP8 (docs/performance-summary.md, 25.11); blockwise (128 x 128

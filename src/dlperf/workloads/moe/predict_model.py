@@ -16,7 +16,7 @@ busiest rank receives `imbalance` times the mean. The experts' grouped GEMMs do 
 capacity factor, whose excess is dropped), at the device's rate times the stack's grouped-GEMM share, plus the
 local experts' weights read once forward and twice backward at the memory bandwidth: the roofline (Williams,
 Waterman and Patterson 2009) is why a grouped GEMM's efficiency falls with the tokens each expert gets (below
-about rate / bandwidth, ~150 tokens on an H100, it is bound by the weights). A share of the all-to-all hides
+about rate / bandwidth, ~170 tokens on an H100, it is bound by the weights). A share of the all-to-all hides
 behind compute where the stack overlaps it (Megatron's 1F1B A2A overlap of one micro-batch's dispatch with
 another's experts; DeepEP's and DualPipe's). Each MoE block launches 9 GEMMs per local expert and MOE_KERNELS
 more per micro-batch at a fitted time each (host-bound where the experts are small). The expert gradients reduce
@@ -220,15 +220,15 @@ def _expert_dp_s(
 
 
 def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, tokens: float, ep: int) -> float:
-    """The mean rank's dispatch and combine all-to-alls per micro-batch: each a latency per peer and its bytes on
-    NVLink and InfiniBand at once."""
+    """The mean rank's dispatch and combine all-to-alls per micro-batch: each one latency (every peer's send posted
+    together) and its bytes on NVLink and InfiniBand at once."""
     if ep <= 1:
         return 0.0
     nvlink, infiniband = a2a_bytes_per_token(shape, ep, net.devices_per_node)
     inside, domains = expert_group(ep, net.devices_per_node)
     intra, inter = net.intra_ops.get("all_to_all", net.intra), net.inter_ops.get("all_to_all", net.inter)
-    one = max((inside - 1) * intra.alpha_s + tokens * nvlink * intra.beta_s_per_byte,
-              (domains - 1) * inter.alpha_s + tokens * infiniband * inter.beta_s_per_byte)  # fmt: skip
+    one = max(intra.alpha_s * (inside > 1) + tokens * nvlink * intra.beta_s_per_byte,
+              inter.alpha_s * (domains > 1) + tokens * infiniband * inter.beta_s_per_byte)  # fmt: skip
     count = 6 if training.checkpointing == "full" else 4  # dispatch and combine, forward, backward (recompute)
     return layers * count * one
 

@@ -72,7 +72,7 @@ class PredictOptions:
 class ModelOptions:
     """`--model NAME`: a layout of a workload with a predictor, at any scale on a named accelerator."""
 
-    model: str | None = setting(None, "llama: predict a Llama layout (below) instead of data parallelism",
+    model: str | None = setting(None, "llama or moe: predict that layout (below) instead of data parallelism",
                                 choices=("llama",), group=GROUP)  # fmt: skip
     accelerator: str | None = setting(None, "device by its data-sheet name (H100 SXM, H200 SXM, B200, GB200, "
                                       "A100 SXM 80GB, MI300X, V100 SXM2, ...) or NVML's", group=GROUP)  # fmt: skip

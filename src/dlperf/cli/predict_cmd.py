@@ -116,7 +116,7 @@ class ModelOptions:
     inter_commbench: str | None = setting(None, "a `dlperf commbench` record with one rank per node: the "
                                           "inter-node link", group=GROUP)  # fmt: skip
     imbalance: float | None = setting(None, "moe, --routing learned: the busiest expert's tokens over the mean "
-                                      "(default 1.3; a measured run's figure)", bound="positive",
+                                      "(default 1.45; a measured run's figure)", bound="positive",
                                       group=GROUP)  # fmt: skip
     fp8_recipe: str | None = setting(None, "moe, --float8: tensorwise (default), blockwise (DeepSeek-V3's 128 x "
                                      "128) or mxfp8 (Blackwell's)", choices=("tensorwise", "blockwise", "mxfp8"),

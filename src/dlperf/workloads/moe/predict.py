@@ -31,8 +31,8 @@ TIME_PARTS = {"compute": "attention and dense", "experts": "experts' grouped GEM
               "optimizer": "optimizer step"}  # fmt: skip
 # A learned router's busiest expert over the mean where none is given: Megatron-MoE-ModelZoo's Qwen3-235B at 16K
 # on 256 H100s (TP 4) ran 295 TFLOP/s force-balanced and 237 dropless with the learned router
-# (yanring/Megatron-MoE-ModelZoo best_practice/Qwen3/readme.md): 0.80 x, which this model gives at 1.45 (at TP 4, PP 4
-# or 8, EP 16 or 32: 0.78-0.81); taken for every model (give --imbalance from a measured run)
+# (yanring/Megatron-MoE-ModelZoo best_practice/Qwen3/readme.md@c1ad0b5): 0.80 x, which this model gives at 1.45
+# (at TP 4, PP 4 or 8, EP 16 or 32: 0.78-0.81); taken for every model (give --imbalance from a measured run)
 LEARNED_IMBALANCE = 1.45
 # Megatron-Bridge's and torchtitan's grouped GEMMs against the dense matmuls' achieved rate (fitted by
 # benchmarks/predict_moe_fit.py on the `fit` points of moe_published.json; do not edit by hand)

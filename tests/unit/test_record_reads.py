@@ -51,6 +51,10 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
         "accelerator devices_per_node micro_batch_size nodes tokens_per_s_per_device",
     ),
     "workloads/llama/predict_model.py": ("a predicted step's memory parts (bytes by name)", "parameters"),
+    "workloads/moe/predict.py": (
+        RUN_KEYS + "; a published MoE run's point (workloads/moe/moe_published.json)",
+        "accelerator devices_per_node micro_batch_size nodes tokens_per_s_per_device",
+    ),
     "reporting/published.py": (FIGURES, "accelerator framework model precision source"),
     "workloads/__init__.py": (RUN_KEYS, "command model"),
     "workloads/commbench/__init__.py": ("the commbench rank task's output", "backend"),

@@ -72,7 +72,7 @@ class PredictOptions:
 class ModelOptions:
     """`--model NAME`: a layout of a workload with a predictor, at any scale on a named accelerator."""
 
-    model: str | None = setting(None, "llama: predict a Llama layout (below) instead of data parallelism",
+    model: str | None = setting(None, "llama or moe: predict that layout (below) instead of data parallelism",
                                 choices=("llama",), group=GROUP)  # fmt: skip
     accelerator: str | None = setting(None, "device by its data-sheet name (H100 SXM, H200 SXM, B200, GB200, "
                                       "A100 SXM 80GB, MI300X, V100 SXM2, ...) or NVML's", group=GROUP)  # fmt: skip
@@ -115,6 +115,12 @@ class ModelOptions:
                                     group=GROUP)  # fmt: skip
     inter_commbench: str | None = setting(None, "a `dlperf commbench` record with one rank per node: the "
                                           "inter-node link", group=GROUP)  # fmt: skip
+    imbalance: float | None = setting(None, "moe, --routing learned: the busiest expert's tokens over the mean "
+                                      "(default 1.45; a measured run's figure)", bound="positive",
+                                      group=GROUP)  # fmt: skip
+    fp8_recipe: str | None = setting(None, "moe, --float8: tensorwise (default), blockwise (DeepSeek-V3's 128 x "
+                                     "128) or mxfp8 (Blackwell's)", choices=("tensorwise", "blockwise", "mxfp8"),
+                                     group=GROUP)  # fmt: skip
     search: bool = setting(False, "rank the layouts that fit, best first, with why each loses", group=GROUP)
     top: int = setting(10, "layouts --search shows (default 10)", bound="positive", group=GROUP)
     json: bool = setting(False, "print JSON", group=GROUP)
@@ -162,6 +168,7 @@ def _predict_model(args: argparse.Namespace) -> int:
     per_node = options.devices_per_node or accelerator(options.accelerator).devices_per_node
     given = {f.name: getattr(args, f.name) for f in fields(workload.config_type) if hasattr(args, f.name)}
     values = {**given, "nodes": args.nodes, "devices_per_node": per_node, "precision": args.precision}
+    values |= _moe_options(options, workload)
     shown = predictors()[workload.name].shown(values, _setting(options, workload, per_node), options.search,
                                               options.top, options.json)  # fmt: skip
     if isinstance(shown, dict):
@@ -171,10 +178,20 @@ def _predict_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _moe_options(options: ModelOptions, workload: Workload) -> dict[str, Any]:
+    """--imbalance and --fp8-recipe where given: the routed experts' (a model without them refuses them)."""
+    given = {k: getattr(options, k) for k in ("imbalance", "fp8_recipe") if getattr(options, k) is not None}
+    if given and "num_experts" not in {f.name for f in fields(workload.config_type)}:
+        names = " and ".join(f"--{k.replace('_', '-')}" for k in given)
+        raise ConfigError(f"{names} apply to --model moe (routed experts), not {workload.name}: drop them")
+    return given
+
+
 def _setting(options: ModelOptions, workload: Workload, per_node: int) -> Setting:
     share = STACK_RECOMPUTE[options.stack] if options.recompute_mm_share is None else options.recompute_mm_share
     training = Training(options.precision, recompute_mm_share=share, async_tp=options.async_tp,
-                        loss_parallel=options.loss_parallel)  # fmt: skip
+                        loss_parallel=options.loss_parallel,
+                        distributed_optimizer=options.stack == "megatron")  # fmt: skip
     return setting_for(
         options.accelerator, per_node, options.precision, options.stack, training, _measured(options, workload),
         {**{k: getattr(options, k) for k in ("memory_gib", "memory_tbs", "intra_node_gbs", "inter_node_gbit",

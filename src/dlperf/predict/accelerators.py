@@ -43,6 +43,11 @@ _A100 = "NVIDIA A100 Tensor Core GPU data sheet (2021)"
 _V100 = "NVIDIA Tesla V100 data sheet (2020)"
 _B200 = "NVIDIA HGX B200 / DGX B200 specifications (8-GPU totals / 8)"
 _GB200 = "NVIDIA GB200 NVL72 specifications (72-GPU totals / 72)"
+_H800 = (
+    "NVIDIA H800: H100 SXM's compute, NVLink cut to 400 GB/s (bidirectional); DeepSeek-V3 technical report, sec. 3.1"
+)
+_B300 = "NVIDIA HGX B300 specifications (8-GPU totals / 8): 288 GB HBM3e, 8 TB/s, NVLink 5, B200's dense bf16/fp8"
+_GB300 = "NVIDIA GB300 NVL72 specifications (72-GPU totals / 72): 288 GB HBM3e, 8 TB/s, GB200's dense bf16/fp8"
 _MI300X = "AMD Instinct MI300X data sheet (2023); 7 Infinity Fabric links of 128 GB/s (bidirectional) per GPU"
 _DGX_H = "DGX H100/H200: 8 GPUs on NVSwitch, 8 ConnectX-7 NICs (400 Gb/s InfiniBand per GPU)"
 
@@ -69,6 +74,14 @@ ACCELERATORS: dict[str, Accelerator] = {
                     "DGX B200: 8 GPUs on NVSwitch (NVLink 5), 8 ConnectX-7 NICs (400 Gb/s per GPU)"),
         Accelerator("GB200", 186, 8.0, 900, 72, 400, _GB200,
                     "GB200 NVL72: one NVLink domain of 72 GPUs, 400 Gb/s ConnectX-7 per GPU between racks"),
+        Accelerator("H800 SXM", 80, 3.35, 200, 8, 400, _H800,
+                    "DeepSeek's H800 cluster: 8 GPUs on NVLink, 8 x 400 Gb/s InfiniBand per node (report sec. 3.1)",
+                    peaks="H100 SXM"),
+        Accelerator("B300", 288, 8.0, 900, 8, 800, _B300,
+                    "DGX B300: 8 GPUs on NVSwitch (NVLink 5), 8 ConnectX-8 NICs (800 Gb/s per GPU)", peaks="B200"),
+        Accelerator("GB300", 288, 8.0, 900, 72, 800, _GB300,
+                    "GB300 NVL72: one NVLink domain of 72 GPUs, 800 Gb/s ConnectX-8 per GPU between racks",
+                    peaks="GB200"),
         Accelerator("MI300X", 192, 5.3, 448, 8, 400, _MI300X,
                     "an 8-GPU MI300X platform (xGMI fully connected), 400 Gb/s per GPU"),
     )

@@ -37,8 +37,15 @@ STACK_EFFICIENCY: dict[str, tuple[float, float]] = {
 # other devices take full-power Hopper's, unchecked (the output says so)
 REFERENCE_DEVICE = "H100 SXM 96GB 500W"
 DEVICE_SCALE: dict[str, float] = {"hopper": 1.2783, "A100": 1.6365}
-DEVICE_CLASS = {"A100 SXM 40GB": "A100", "A100 SXM 80GB": "A100", "A100 PCIe 80GB": "A100"}
+# Blackwell Ultra (B300, GB300): the same dense peaks as B200 / GB200 in the data sheets, yet Megatron-Bridge's
+# Qwen3-30B-A3B ran 1.22 x faster on 8 GB300s than in the identical layout on 8 GB200s (the higher power limit,
+# the doubled attention softmax units); fitted on its DeepSeek-V3 BF16 run on 256 GB300s by
+# benchmarks/predict_moe_fit.py (no dense point checks it); do not edit by hand
+DEVICE_SCALE["blackwell-ultra"] = 1.6902
+DEVICE_CLASS = {"A100 SXM 40GB": "A100", "A100 SXM 80GB": "A100", "A100 PCIe 80GB": "A100", "B300": "blackwell-ultra",
+                "GB300": "blackwell-ultra"}  # fmt: skip
 CHECKED_DEVICES = ("H100 SXM 96GB 500W", "H100 SXM", "H200 SXM", "A100 SXM 80GB")
+MOE_CHECKED_DEVICES = ("B200", "GB200", "GB300")  # Hopper's scale (GB300: its own) against Megatron-Bridge's MoE
 STACKS = tuple(STACK_EFFICIENCY)
 STACK_RECOMPUTE = {"torchtitan": 0.5, "torchtitan-compile": 0.5, "megatron": 0.0}
 CP_KV_HEADS_STACKS = ("megatron",)  # Transformer Engine's CP ring passes keys and values at their own (GQA) heads
@@ -79,7 +86,9 @@ def _fitted_efficiency(acc: Accelerator, stack: str) -> tuple[float, float, str]
     efficiency, fp8_efficiency = STACK_EFFICIENCY[stack]
     scale = 1.0 if acc.name == REFERENCE_DEVICE else DEVICE_SCALE[DEVICE_CLASS.get(acc.name, "hopper")]
     where = f"fitted to published {stack} runs (predict/calibration.py)"
-    if acc.name not in CHECKED_DEVICES:
+    if acc.name in MOE_CHECKED_DEVICES:
+        where += f"; {acc.name}'s checked on published MoE runs only (docs/scaling.md)"
+    elif acc.name not in CHECKED_DEVICES:
         where += f"; {acc.name} takes full-power Hopper's, no published run of it checked"
     return efficiency * scale, fp8_efficiency * scale, where
 

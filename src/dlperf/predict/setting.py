@@ -28,6 +28,8 @@ class Training:
     fused_optimizer: bool = True  # AdamW's fused kernel (dlperf on CUDA, torchtitan); unfused (CPU) makes temporaries
     cp_kv_heads: bool = False  # the CP ring passes keys and values at their own (GQA) heads (Megatron's Transformer
     # Engine); dlperf and torchtitan repeat them to the query heads before attention, and the ring passes those
+    distributed_optimizer: bool = False  # Megatron's: 16-bit weights and fp32 gradients whole on every rank, the
+    # fp32 master weights and moments sharded (the MoE model's experts; the Llama model keeps FSDP's memory)
 
     @property
     def act_bytes(self) -> int:

@@ -91,6 +91,7 @@ class ModelShape:
     params: int
     embedding: int  # the token embedding's parameters; the untied output layer holds as many
     flops_per_token: int  # the records' MFU count
+    attention_width: int = 0  # H·Q of the score FLOPs where it is not `hidden` (MLA's (qk + v) / 2 per head)
 
     @property
     def kv_width(self) -> int:
@@ -198,7 +199,7 @@ def _compute_s(
     """(compute seconds per micro-batch on the last stage, the slowest: it holds the output layer; the output
     layer's share of them; its attention FLOPs; the forward's share of the compute)."""
     block_mm = tokens * layers * 6 * shape.block_params / tp
-    attention = tokens * layers * 12 * shape.hidden * shape.seq / tp  # H·Q = h
+    attention = tokens * layers * 12 * (shape.attention_width or shape.hidden) * shape.seq / tp  # H·Q
     output = tokens * 6 * shape.vocab * shape.hidden / tp
     if training.checkpointing == "full":
         block_mm, attention = block_mm * 4 / 3, attention * 4 / 3

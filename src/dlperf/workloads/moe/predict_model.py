@@ -1,0 +1,260 @@
+"""A mixture-of-experts training step at any layout: the dense part (attention, norms, router, shared experts, the
+dense first blocks, embedding and output) is the Llama model's (workloads/llama/predict_model.py, called whole),
+the routed experts are added here. Everything is per device and per step; docs/scaling.md holds the checks.
+
+The expert mesh is Megatron's with expert tensor parallelism 1 (and torchtitan's with etp 1): the ep ranks of a
+group are neighbours along tp x cp x dp_shard (tp innermost), each holds num_experts / ep experts whole, and the
+(tp x cp x dp) / ep groups of ep ranks (expert data parallelism, edp) shard and reduce the experts' state.
+
+Routed experts, per MoE block and micro-batch on one rank: its tokens (b·s / (cp·tp) under sequence parallelism)
+each pick top_k experts. Dispatch and combine are all-to-alls of top_k·h values per token (16-bit), forward and
+backward (four, six under full recomputation); of a rank's pairs (ep_node - 1)/ep stay on the NVLink domain
+(ep_node = the group's ranks inside one domain: 8 on HGX, 72 on NVL72) and (ep - ep_node)/ep cross InfiniBand
+through the rank's own NIC, the two at once (NCCL's and DeepEP's all-to-all post every peer together); the
+busiest rank receives `imbalance` times the mean. The experts' grouped GEMMs do 18·h·f per token-expert pair
+(forward and backward of three matrices) for the busiest expert's `imbalance` x the mean share (capped at the
+capacity factor, whose excess is dropped), at the device's rate times the stack's grouped-GEMM share, plus the
+local experts' weights read once forward and twice backward at the memory bandwidth: the roofline (Williams,
+Waterman and Patterson 2009) is why a grouped GEMM's efficiency falls with the tokens each expert gets (below
+about rate / bandwidth, ~170 tokens on an H100, it is bound by the weights). A share of the all-to-all hides
+behind compute where the stack overlaps it (Megatron's 1F1B A2A overlap of one micro-batch's dispatch with
+another's experts; DeepEP's and DualPipe's). Each MoE block launches 9 GEMMs per local expert and MOE_KERNELS
+more per micro-batch at a fitted time each (host-bound where the experts are small). The expert gradients reduce
+and the weights gather over edp once per step (`_expert_dp_s`), AdamW steps the local expert shard, and the
+experts' time joins each pipeline slot (so the bubble grows with it).
+
+Memory: the expert state (fp32 values, gradients, two moments: 16 bytes per parameter) sharded over edp, their
+unsharded 16-bit values and fp32 gradients while a stage runs (as the dense part's FSDP buffers), and per token-
+expert pair the dispatched input, SwiGLU's two projections and its output kept for backward (none under full
+recomputation), for as many micro-batches as the schedule holds in flight.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dlperf.predict.setting import Device, Network, Training
+from dlperf.workloads.llama.layout import LlamaLayout
+from dlperf.workloads.llama.predict_model import (
+    OPTIMIZER_BYTES_PER_PARAM,
+    SCHEDULE_BUBBLE,
+    ModelShape,
+    _in_flight,
+    _peak,
+    predict_llama,
+)
+from dlperf.workloads.moe.config import MoEConfig, parameter_counts
+
+STATE_BYTES = 16  # fp32 value, gradient and AdamW's two moments per parameter
+A2A_BYTES = 2  # dispatch and combine in 16 bits
+MOE_KERNELS = 60  # an MoE block's kernels beside the experts' GEMMs, forward and backward (assumed, not counted)
+
+
+@dataclass(frozen=True)
+class MoEShape:
+    """What the prediction needs of an MoE model: the dense part as a Llama shape and the routed experts."""
+
+    dense: ModelShape  # everything but the routed experts; its block holds attention, norms, router, shared experts
+    moe_layers: int
+    experts: int
+    top_k: int
+    expert_ffn: int
+    total: int
+    active: int
+    flops_per_token: int  # 6 x active non-embedding parameters + the attention scores' 12·L·H·Q·T (PaLM's count)
+    flops_per_token_causal: int  # the attention term halved (MaxText's and Megatron-Bridge's count)
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert's SwiGLU."""
+        return 3 * self.dense.hidden * self.expert_ffn
+
+
+@dataclass(frozen=True)
+class Experts:
+    """How the routed experts run: the stack's and the router's figures."""
+
+    imbalance: float = 1.0  # the busiest expert's tokens over the mean (1.0: force-balanced)
+    capacity_factor: float | None = None  # None: dropless
+    grouped_gemm_share: float = 1.0  # of the dense matmuls' achieved rate the grouped GEMMs reach at large sizes
+    a2a_hidden: float = 0.0  # of the all-to-all hidden behind compute (Megatron's 1F1B A2A overlap, DeepEP)
+    launch_s: float = 0.0  # per kernel an MoE block launches (host-bound at small sizes)
+
+
+@dataclass(frozen=True)
+class MoEPrediction:
+    step_s: float
+    tokens_per_s_per_device: float
+    mfu: float  # PaLM's count (active experts, attention whole) over the run precision's datasheet peak
+    mfu_causal: float  # the attention term halved, as Megatron-Bridge's tables count
+    time: dict[str, float]  # seconds per step by part
+    memory: dict[str, float]  # bytes per device by part, the worst stage
+    memory_bytes: float
+    fits: bool
+    device_memory_bytes: float
+    tokens_per_expert: float  # of one local expert per micro-batch and block: what its grouped GEMM sees
+    dropped_share: float  # of the busiest expert's tokens, past the capacity factor
+
+
+def moe_shape(config: MoEConfig) -> MoEShape:
+    counts = parameter_counts(config)
+    h, moe_layers = config.hidden_size, config.num_layers - config.num_dense_layers
+    routed = moe_layers * config.num_experts * 3 * h * config.moe_ffn_hidden_size
+    width = _attention_width(config)
+    attention_flops = 12 * config.num_layers * width * config.seq_length
+    kv = config.num_kv_heads * config.head_dim if config.attention == "gqa" else config.kv_lora_rank
+    dense = ModelShape(
+        layers=config.num_layers, hidden=h, heads=h, kv_heads=kv,  # heads = hidden: kv_width is kv_heads
+        ffn=config.num_shared_experts * config.moe_ffn_hidden_size
+        + config.num_dense_layers * config.ffn_hidden_size // config.num_layers,
+        vocab=config.vocab_size, seq=config.seq_length, params=counts.total - routed, embedding=counts.embedding,
+        flops_per_token=6 * (counts.active - counts.embedding) + attention_flops, attention_width=width,
+    )  # fmt: skip
+    base = 6 * (counts.active - counts.embedding)
+    return MoEShape(dense, moe_layers, config.num_experts, config.top_k, config.moe_ffn_hidden_size, counts.total,
+                    counts.active, base + attention_flops, base + attention_flops // 2)  # fmt: skip
+
+
+def _attention_width(config: MoEConfig) -> int:
+    """H·Q of the score FLOPs: GQA's heads x head size; MLA's heads x the mean of its query/key and value sizes."""
+    if config.attention == "gqa":
+        return config.num_heads * config.head_dim
+    return config.num_heads * (config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim) // 2
+
+
+def expert_group(ep: int, per_node: int) -> tuple[int, int]:
+    """(the ep group's ranks inside one NVLink domain, its domains): neighbouring ranks, tp innermost."""
+    inside = min(ep, per_node)
+    return inside, math.ceil(ep / inside)
+
+
+def a2a_bytes_per_token(shape: MoEShape, ep: int, per_node: int) -> tuple[float, float]:
+    """(bytes one token sends over NVLink, over InfiniBand) in one dispatch: top_k copies of h 16-bit values,
+    spread evenly over the ep ranks; those to itself move nothing."""
+    inside, _ = expert_group(ep, per_node)
+    pair = shape.dense.hidden * A2A_BYTES
+    return shape.top_k * pair * (inside - 1) / ep, shape.top_k * pair * (ep - inside) / ep
+
+
+def expert_params_per_rank(shape: MoEShape, layers: int, ep: int) -> float:
+    """The routed experts' parameters a rank holds whole on a stage of `layers` MoE blocks."""
+    return layers * shape.experts / ep * shape.expert_params
+
+
+def expert_state_bytes(shape: MoEShape, layers: int, ep: int, edp: int) -> float:
+    """The expert state a rank keeps between steps: 16 bytes per parameter, its 1/edp shard of the local experts."""
+    return STATE_BYTES * expert_params_per_rank(shape, layers, ep) / edp
+
+
+def predict_moe(
+    shape: MoEShape, layout: LlamaLayout, ep: int, experts: Experts, training: Training, device: Device,
+    net: Network,
+) -> MoEPrediction:  # fmt: skip
+    """Step time, its parts, MFU and memory per device (the model in the module's docstring)."""
+    dense = predict_llama(shape.dense, layout, training, device, net)
+    pp, v, m = layout.pp, layout.stages_per_rank, layout.accumulation_steps
+    layers = min(math.ceil(shape.dense.layers / pp), shape.moe_layers)  # the last stage's MoE blocks
+    edp = layout.tp * layout.cp * layout.dp_shard * layout.dp_replicate // ep
+    tokens = layout.micro_batch_size * shape.dense.seq / (layout.cp * layout.tp)  # this rank's, sequence-parallel
+    paced = min(experts.imbalance, experts.capacity_factor or math.inf)
+    grouped_s, per_expert = _grouped_gemm_s(shape, training, device, layers, tokens, ep, experts, paced)
+    a2a_s = _a2a_s(shape, training, net, layers, tokens, ep) * experts.imbalance * (1 - experts.a2a_hidden)
+    launch_s = layers * launches(shape, ep) * experts.launch_s
+    slot = grouped_s + a2a_s + launch_s
+    bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / v * slot if pp > 1 else 0.0
+    local = expert_params_per_rank(shape, layers, ep)
+    fsdp_s = _expert_dp_s(training, net, local, ep, edp, dense.time["compute"] / m + grouped_s, layers)
+    optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / edp / device.memory_bytes_per_s
+    time = {**dense.time, "experts": m * grouped_s, "all_to_all": m * a2a_s, "launches": m * launch_s}
+    time["pipeline_bubble"] += bubble_s
+    time["fsdp_dp"] += fsdp_s
+    time["optimizer"] += optimizer_s
+    step = dense.step_s + m * slot + bubble_s + fsdp_s + optimizer_s
+    memory = _memory(shape, layout, training, dense.memory, layers, tokens, ep, edp, paced)
+    total = _peak(memory, m)
+    tokens_per_s = layout.global_batch_size * shape.dense.seq / step / layout.world_size
+    peak = device.peak_tflops * 1e12
+    dropped = 1 - paced / experts.imbalance
+    return MoEPrediction(step, tokens_per_s, tokens_per_s * shape.flops_per_token / peak,
+                         tokens_per_s * shape.flops_per_token_causal / peak, time, memory, total,
+                         total <= device.memory_bytes, device.memory_bytes, per_expert, dropped)  # fmt: skip
+
+
+def _grouped_gemm_s(
+    shape: MoEShape, training: Training, device: Device, layers: int, tokens: float, ep: int, experts: Experts,
+    paced: float,
+) -> tuple[float, float]:  # fmt: skip
+    """(the busiest rank's expert seconds per micro-batch, the tokens each local expert gets): FLOPs at the grouped
+    share of the matmul rate, plus the local weights read three times (forward, and backward's two GEMMs)."""
+    per_expert = tokens * shape.top_k * ep / shape.experts
+    pairs = tokens * shape.top_k * paced
+    flops = layers * pairs * 6 * shape.expert_params * (4 / 3 if training.checkpointing == "full" else 1)
+    rate = (device.fp8_rate if training.float8 else device.rate) * experts.grouped_gemm_share
+    weight_bytes = 1 if training.float8 else 2
+    reads = 3 * layers * shape.experts / ep * shape.expert_params * weight_bytes / device.memory_bytes_per_s
+    return flops / rate + reads, per_expert
+
+
+def launches(shape: MoEShape, ep: int) -> int:
+    """Kernels one MoE block launches per micro-batch, forward and backward: three GEMMs per local expert each for
+    the forward, the input's gradient and the weights' (Transformer Engine's grouped linear runs one cuBLAS GEMM per
+    expert), and MOE_KERNELS for the router, its top-k, the permutations and the all-to-alls."""
+    return 9 * shape.experts // ep + MOE_KERNELS
+
+
+def _expert_dp_s(
+    training: Training, net: Network, local: float, ep: int, edp: int, micro_s: float, layers: int
+) -> float:  # fmt: skip
+    """The expert gradients' reduce-scatter (fp32) and the weights' all-gather (16-bit, 8-bit under float8) over
+    the edp ranks ep apart, once per step as Megatron's distributed optimizer runs them: the reduction bucket by
+    bucket during the last micro-batch's backward, the gather during the first one's forward (`micro_s`: one
+    micro-batch's compute, a third of it forward), each but for its last block's share hidden by nothing else."""
+    if edp <= 1:
+        return 0.0
+    weight_bytes = 1 if training.float8 else 2
+    reduce = net.collective_s("reduce_scatter", local * 4, edp, ep)
+    gather = net.collective_s("all_gather", local * weight_bytes, edp, ep)
+    hidden = max(0.0, reduce - micro_s * 2 / 3) + max(0.0, gather - micro_s / 3)
+    return hidden + (reduce + gather) / max(layers, 1)
+
+
+def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, tokens: float, ep: int) -> float:
+    """The mean rank's dispatch and combine all-to-alls per micro-batch: each one latency (every peer's send posted
+    together) and its bytes on NVLink and InfiniBand at once."""
+    if ep <= 1:
+        return 0.0
+    nvlink, infiniband = a2a_bytes_per_token(shape, ep, net.devices_per_node)
+    inside, domains = expert_group(ep, net.devices_per_node)
+    intra, inter = net.intra_ops.get("all_to_all", net.intra), net.inter_ops.get("all_to_all", net.inter)
+    one = max(intra.alpha_s * (inside > 1) + tokens * nvlink * intra.beta_s_per_byte,
+              inter.alpha_s * (domains > 1) + tokens * infiniband * inter.beta_s_per_byte)  # fmt: skip
+    count = 6 if training.checkpointing == "full" else 4  # dispatch and combine, forward, backward (recompute)
+    return layers * count * one
+
+
+def _memory(
+    shape: MoEShape, layout: LlamaLayout, training: Training, dense: dict[str, float], layers: int, tokens: float,
+    ep: int, edp: int, paced: float,
+) -> dict[str, float]:  # fmt: skip
+    """The dense part's bytes by part with the experts' added to each."""
+    local = expert_params_per_rank(shape, layers, ep)
+    compute_bytes = 4 if training.precision == "fp32" else 2
+    sharded = local / edp
+    if training.distributed_optimizer or layout.pp > 1:  # whole while the stage runs (Megatron's always)
+        unsharded = local * (compute_bytes + 4)
+    else:  # FSDP2: two blocks', and the gradients accumulating whole over micro-batches
+        unsharded = 2 * local / max(layers, 1) * (compute_bytes + 4)
+        unsharded += local * compute_bytes if layout.accumulation_steps > 1 else 0.0
+    h, f = shape.dense.hidden, shape.expert_ffn
+    kept = {"none": 2 * h + 3 * f, "selective": 2 * h + 2 * f, "full": 0.0}[training.checkpointing]
+    kept *= training.act_bytes  # selective: Megatron's recomputed SwiGLU (moe_act) keeps its input, not its output
+    activations = tokens * shape.top_k * paced * kept * _in_flight(layout, layers, True)
+    parts = dict(dense)
+    # Megatron's fp32 master weights live in the optimizer's shard and its gradients only whole (in the buffers)
+    parts["parameters"] += 0.0 if training.distributed_optimizer else 4 * sharded
+    parts["gradients"] += 0.0 if training.distributed_optimizer else 4 * sharded
+    parts["optimizer"] += 8 * sharded
+    parts["fsdp_buffers"] += unsharded
+    parts["activations"] += activations
+    return parts

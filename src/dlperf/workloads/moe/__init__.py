@@ -73,7 +73,7 @@ class MoEWorkload(LlamaWorkload):
     report_title = "MoE"
     flops_formula = "(6N_active + 12·L·H·Q·T) per token"
     plausible = PlausibleWork("a DeepSeek-V3 sequence", ("deepseek_v3", "deepseek-v3", "qwen3_moe", "mixtral"), 1e14)
-    predictor = None
+    predictor = "dlperf.workloads.moe.predict:PREDICTOR"
 
     sizes = SIZES
 

@@ -67,3 +67,27 @@ def test_the_debug_sweep_plans_its_cases(capsys, tmp_path):
     assert code == 0, err
     for case in ("debug_single_bias_s256_gbs2", "debug_single_balanced_s256_gbs2", "debug_fsdp2_ep2_bias_s256_gbs2"):
         assert f"{case}_fp32" in out
+
+
+def test_the_layouts_table_shows_each_moe_cases_measured_imbalance_beside_its_routing():
+    """A MoE case's row carries the median of its repeats' measured imbalance and the routing that gave it (the
+    figure force-balanced tables hide); a section without MoE runs keeps the dense table's columns."""
+    from tiny import tiny_moe
+
+    from dlperf.reporting.layouts_table import group_by_case, layouts_table
+    from dlperf.workloads import check_spec, spec_from_mapping
+
+    rows = {}
+    for routing, imbalances in (("learned", [2.4, 2.6, 2.5]), ("balanced", [1.0, 1.0])):
+        spec = spec_from_mapping(tiny_moe(devices_per_node=2, ep=2, routing=routing))
+        plan = check_spec(spec)
+        rows[routing] = [
+            {"model": "moe", "table": plan.table, "group": plan.group, "status": "ok", "world_size": 2,
+             "throughput": 10.0, "moe": {"routing": routing, "imbalance": value}, **plan.record_fields}
+            for value in imbalances
+        ]  # fmt: skip
+    lines = layouts_table(group_by_case(rows["learned"] + rows["balanced"]))
+    assert "| expert imbalance (routing) |" in next(line for line in lines if line.startswith("| group"))
+    assert any("| 2.50 (learned) |" in line for line in lines) and any("| 1.00 (balanced) |" in line for line in lines)
+    dense = {"model": "gpt", "table": "layouts", "group": "DP_1x1x1_2_64x2_fp32", "status": "ok", "world_size": 1}
+    assert "imbalance" not in "\n".join(layouts_table(group_by_case([dense])))

@@ -19,13 +19,11 @@ from dlperf.reporting.doubts import Flag, case_flags
 from dlperf.workloads import known_workload
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
-HEADER = markdown_table.header(
-    (
-        "group", "case", "nodes", "devices per node", "devices", "latency (ms)", "memory (MiB)",
-        "throughput (samples/s)", "tokens/s", "TFLOP/s per device", "MFU", "repeats", "flags",
-    ),
-    "llrrrrrrrrrrl",
+COLUMNS = (
+    "group", "case", "nodes", "devices per node", "devices", "latency (ms)", "memory (MiB)",
+    "throughput (samples/s)", "tokens/s", "TFLOP/s per device", "MFU",
 )  # fmt: skip
+ROUTING = "expert imbalance (routing)"  # a section with MoE runs: the measured max/mean picks per expert
 
 
 def title(model: str) -> str:
@@ -103,6 +101,15 @@ def _cells(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
     ]
 
 
+def _routing_text(ok: list[RunRecord]) -> str:
+    """The median measured imbalance of a MoE case's repeats beside its routing (`1.00 (balanced)`), the figure
+    a force-balanced table hides; empty for a dense model."""
+    imbalance = median_of(r.moe.imbalance for r in ok if r.moe)
+    routing = next((r.moe.routing for r in ok if r.moe and r.moe.routing), None)
+    text = number_text(imbalance, ".2f")
+    return f"{text} ({routing})" if text and routing else text
+
+
 def _notes(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
     """The case's footnotes: each flag's, then why its MFU is empty where a record says."""
     notes = [f"- {case} [{flag.label}]: {flag.note}" for flag in flags]
@@ -110,17 +117,25 @@ def _notes(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
     return notes + ([f"- {case}: MFU left empty: {note}."] if note else [])
 
 
-def _heading(models: list[str]) -> list[str]:
-    """The section's title (the workloads' report titles) and what its columns mean (their FLOPs formulas)."""
+def _heading(models: list[str], routed: bool) -> list[str]:
+    """The section's title (the workloads' report titles), what its columns mean (their FLOPs formulas) and its
+    header, with the experts' measured imbalance where the section has MoE runs."""
+    columns = (*COLUMNS, *([ROUTING] if routed else []), "repeats", "flags")
     formulas = "; ".join(f"{title(m)}: {formula(m)}" for m in models if formula(m))
     return [
         f"## {', '.join(title(m) for m in models)}",
         "",
         "Latency is ms per iteration (one global batch); memory the peak of any device; throughput global "
         f"samples/s; TFLOP/s per device from the model's FLOPs ({formulas}); MFU against the device's "
-        "dense peak for the precision (src/dlperf/metrics/flops.py).",
+        "dense peak for the precision (src/dlperf/metrics/flops.py)"
+        + (
+            "; expert imbalance the busiest expert's picks over the mean, measured over the timed window"
+            if routed
+            else ""
+        )
+        + ".",
         "",
-        *HEADER,
+        *markdown_table.header(columns, "ll" + "r" * (len(columns) - 3) + "l"),
     ]
 
 
@@ -128,10 +143,13 @@ def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
     """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
     if not records_by_case:
         return []
-    lines = _heading(sorted({r.model or "gpt" for records in records_by_case.values() for r in records}))
+    routed = any(r.moe for records in records_by_case.values() for r in records)
+    lines = _heading(sorted({r.model or "gpt" for records in records_by_case.values() for r in records}), routed)
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         flags = case_flags([r for r in records if r.status == "ok"])
-        lines.append(markdown_table.row(_cells(case, records, flags)))
+        routing = [_routing_text([r for r in records if r.status == "ok"])] if routed else []
+        cells = _cells(case, records, flags)
+        lines.append(markdown_table.row([*cells[:-2], *routing, *cells[-2:]]))
         notes += _notes(case, records, flags)
     return lines + [""] + (notes + [""] if notes else [])

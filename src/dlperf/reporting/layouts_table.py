@@ -101,6 +101,13 @@ def _cells(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
     ]
 
 
+def _routed_cells(case: str, records: list[RunRecord], flags: list[Flag], routed: bool) -> list[str]:
+    """The row's cells, with the experts' imbalance before its repeats and flags in a section with MoE runs."""
+    cells = _cells(case, records, flags)
+    routing = [_routing_text([r for r in records if r.status == "ok"])] if routed else []
+    return [*cells[:-2], *routing, *cells[-2:]]
+
+
 def _routing_text(ok: list[RunRecord]) -> str:
     """The median measured imbalance of a MoE case's repeats beside its routing (`1.00 (balanced)`), the figure
     a force-balanced table hides; empty for a dense model."""
@@ -143,13 +150,12 @@ def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
     """Markdown lines of the layouts table (GPT, Llama); empty when there are no such records."""
     if not records_by_case:
         return []
-    routed = any(r.moe for records in records_by_case.values() for r in records)
-    lines = _heading(sorted({r.model or "gpt" for records in records_by_case.values() for r in records}), routed)
+    every = [r for records in records_by_case.values() for r in records]
+    routed = any(r.moe for r in every)
+    lines = _heading(sorted({r.model or "gpt" for r in every}), routed)
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         flags = case_flags([r for r in records if r.status == "ok"])
-        routing = [_routing_text([r for r in records if r.status == "ok"])] if routed else []
-        cells = _cells(case, records, flags)
-        lines.append(markdown_table.row([*cells[:-2], *routing, *cells[-2:]]))
+        lines.append(markdown_table.row(_routed_cells(case, records, flags, routed)))
         notes += _notes(case, records, flags)
     return lines + [""] + (notes + [""] if notes else [])

@@ -48,6 +48,14 @@ def check_experts(config: MoEConfig, layout: LlamaLayout) -> None:
         )
 
 
+def _check_rotary(config: MoEConfig) -> None:
+    """The rotary part of a head (GQA's whole head, MLA's rope part) turns pairs: even and positive."""
+    rotary = config.head_dim if config.attention == "gqa" else config.qk_rope_head_dim
+    if rotary % 2 or rotary == 0:
+        name = "head_dim" if config.attention == "gqa" else "qk_rope_head_dim"
+        raise ConfigError(f"{flag(name)} {rotary} must be even and positive (rotary embeddings turn pairs)")
+
+
 def check_heads(config: MoEConfig, layout: LlamaLayout) -> None:
     """GQA: whole query-head groups and an even head size; MLA: an even rotary part; both: heads split by tp."""
     if config.num_heads % layout.tp:
@@ -55,10 +63,7 @@ def check_heads(config: MoEConfig, layout: LlamaLayout) -> None:
         raise ConfigError(
             f"{kind}'s {flag('num_heads')} {config.num_heads} is not divisible by {flag('tp')} {layout.tp}"
         )
-    rotary = config.head_dim if config.attention == "gqa" else config.qk_rope_head_dim
-    if rotary % 2 or rotary == 0:
-        name = "head_dim" if config.attention == "gqa" else "qk_rope_head_dim"
-        raise ConfigError(f"{flag(name)} {rotary} must be even and positive (rotary embeddings turn pairs)")
+    _check_rotary(config)
     if config.attention == "gqa" and config.num_heads % config.num_kv_heads:
         raise ConfigError(
             f"{flag('num_heads')} {config.num_heads} is not divisible by {flag('num_kv_heads')} {config.num_kv_heads}"

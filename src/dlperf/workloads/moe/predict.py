@@ -194,6 +194,16 @@ def shown(values: dict[str, Any], setting: Setting, search_: bool, top: int, as_
     return _lines(config, layout, got, setting, values)
 
 
+def _layout_line(config: MoEConfig, layout: LlamaLayout, values: Mapping[str, Any], routing: str) -> str:
+    schedule = f" {layout.pp_schedule}" if layout.pp > 1 else ""
+    float8 = f", float8 {values.get('fp8_recipe') or 'tensorwise'}" if config.float8 else ""
+    return (
+        f"layout {layout.name()}_ep{config.ep}{schedule}, seq {config.seq_length}, global batch "
+        f"{layout.global_batch_size}, micro-batch {layout.micro_batch_size} x {layout.accumulation_steps}, "
+        f"checkpointing {config.activation_checkpoint}{float8}, routing {routing}"
+    )
+
+
 def _lines(config: MoEConfig, layout: LlamaLayout, got: MoEPrediction, setting: Setting, values: Mapping[str, Any]):
     shape = moe_shape(config)
     nodes, per_node = values["nodes"], values["devices_per_node"]
@@ -205,10 +215,7 @@ def _lines(config: MoEConfig, layout: LlamaLayout, got: MoEPrediction, setting: 
         f"MoE {config.size}: {shape.total / 1e9:.1f} B parameters, {shape.active / 1e9:.1f} B active, "
         f"{config.num_experts} experts top-{config.top_k}, on {nodes * per_node} x {setting.accelerator.name} "
         f"({nodes} node(s) of {per_node})",
-        f"layout {layout.name()}_ep{config.ep}{f' {layout.pp_schedule}' if layout.pp > 1 else ''}, seq "
-        f"{config.seq_length}, global batch {layout.global_batch_size}, micro-batch {layout.micro_batch_size} x "
-        f"{layout.accumulation_steps}, checkpointing {config.activation_checkpoint}"
-        f"{', float8 ' + (values.get('fp8_recipe') or 'tensorwise') if config.float8 else ''}, routing {routing}",
+        _layout_line(config, layout, values, routing),
         f"  step time        {got.step_s:.3f} s",
         f"  tokens/s/device  {got.tokens_per_s_per_device:,.1f}",
         f"  MFU              {got.mfu:.1%} (6 x active N + 12·L·H·Q·T), {got.mfu_causal:.1%} causal (the attention "

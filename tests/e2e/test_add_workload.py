@@ -86,7 +86,9 @@ def test_the_toy_is_predicted_by_its_own_predictor(toy_tree):
     got = json.loads(toy_dlperf(toy_tree, [*base, "--toy-batch", "2", "--json"]).stdout)
     assert got == {"step_s": pytest.approx(6 * 8 * 2 / rate), "devices": 16, "accelerator": "H100 SXM"}
     helped = " ".join(toy_dlperf(toy_tree, ["predict", "--help"]).stdout.split())
-    assert "--model toy: --toy-width TOY_WIDTH" in helped and "--model {toy,llama}" in helped
+    from dlperf.workloads import predictors
+
+    assert "--model toy: --toy-width TOY_WIDTH" in helped and f"--model {{toy,{','.join(predictors())}}}" in helped
     llama = toy_dlperf(toy_tree, ["predict", "--model", "llama", "--size", "8b", "--accelerator", "H100 SXM"])
     assert llama.returncode == 0 and "Llama 32 layers x 4096" in llama.stdout, llama.stderr
 

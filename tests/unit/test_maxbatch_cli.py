@@ -92,8 +92,11 @@ def test_llama_searches_its_micro_batch(tmp_path, capsys, probes):
 
 
 def test_a_model_without_a_batch_is_refused(tmp_path, capsys, probes):
+    from dlperf.workloads import all_workloads
+
     code, _, err = run_cli(["maxbatch", "--model", "commbench", "--out", str(tmp_path)], capsys)
-    assert code == 2 and "searches the batch of resnet50 or gpt or llama, not commbench" in err and not probes
+    searched = " or ".join(w.name for w in all_workloads() if w.batch_key)  # every workload that declares a batch
+    assert code == 2 and f"searches the batch of {searched}, not commbench" in err and not probes
     code, _, err = run_cli(["maxbatch", *LLAMA, "--micro-batch-size", "2", "--out", str(tmp_path)], capsys)
     assert code == 2 and "--micro-batch-size is what maxbatch varies" in err and not probes
 

@@ -25,6 +25,7 @@ from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.machine.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
+from dlperf.orchestration.kinds import NATIVE, kind_of
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu, versions
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
@@ -34,7 +35,7 @@ from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
 from dlperf.records.validate import check_file, job_problem
 from dlperf.reporting.report import refuse_to_replace, write_report
-from dlperf.spec import EXTERNAL, RunSpec, file_keys, parse_topology, setting
+from dlperf.spec import RunSpec, file_keys, parse_topology, setting
 from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
 
 DEFAULT_REPEATS = 5
@@ -223,7 +224,7 @@ def _ablation_by_default(values: dict[str, Any], run_spec: RunSpec, plan: Worklo
     """A sweep's data-parallel case of 2+ devices times the sync ablation unless its file sets `ablate` (`off`
     opts out): without it the waterfall's split of the scaling loss is not measured (docs/scaling.md). It costs
     two times `iters` steps more per run; a step that cannot skip synchronisation records why, at no cost."""
-    if "ablate" in values or run_spec.world_size < 2 or run_spec.engine == EXTERNAL:
+    if "ablate" in values or run_spec.world_size < 2 or kind_of(run_spec) is not NATIVE:
         return False
     layout = plan.layout
     return layout is None or (

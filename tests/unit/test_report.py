@@ -9,6 +9,7 @@ from conftest import run_cli
 from report_records import record
 
 from dlperf.metrics.stats import percentile, spread, t95
+from dlperf.records.load import as_record
 from dlperf.records.store import write_json_atomic
 
 
@@ -176,3 +177,22 @@ def test_cpu_devices_of_unlike_size_get_no_speedup():
     (cases,) = like.values()
     assert cases[1].speedup == 1.8 and cases[1].efficiency == 0.9
     assert group_table("resnet50", "b128_fp32", cases)[0].endswith(", 1 CPU thread per rank")
+
+
+def test_the_report_says_where_the_time_went():
+    """Two runs from 1,000 s to 1,100 s: 40 s of timed windows, 10 s of first steps, a sync ablation of 4 + 4 steps of
+    1 s and 1.5 s (10 s), 50 s inside the first run and 40 s inside the second, so 10 s between runs."""
+    from dlperf.reporting.time_spent import time_lines
+
+    first = record("1n1g", 1, 100.0, started_at=1000.0, finished_at=1050.0, elapsed_s=20.0, first_step_s=5.0)
+    ablation = {"iters": 4, "step_ms": 1000.0, "synced_step_ms": 1500.0}
+    second = record("1n2g", 1, 180.0, started_at=1060.0, finished_at=1100.0, elapsed_s=20.0, first_step_s=5.0,
+                    ablation=ablation)  # fmt: skip
+    lines = time_lines([as_record(first), as_record(second)])
+    assert lines[0] == "## Where the time went"
+    assert lines[2] == (
+        "2 runs took 1.7 min from the first start to the last end: timed windows 40.0 s (40%); first steps (start-up,"
+        " compile) 10.0 s (10%); sync ablation 10.0 s (10%); the rest of each run (processes, rendezvous, the warm-up "
+        "after its first step, the record) 30.0 s (30%); between runs (machine facts, reports, gaps) 10.0 s (10%)."
+    )
+    assert time_lines([as_record(record("1n1g", 1, 100.0))]) == []  # no stamps: nothing claimed

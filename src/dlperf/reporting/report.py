@@ -33,6 +33,7 @@ from dlperf.reporting.measured_on import frameworks, where_measured
 from dlperf.reporting.predicted import predicted_exposed_ms, predicted_speedups
 from dlperf.reporting.published import COLUMN as PUBLISHED
 from dlperf.reporting.published import published_lines, published_matches
+from dlperf.reporting.time_spent import time_lines
 from dlperf.reporting.waterfall import ScalingLoss, measured_groups, scaling_losses, waterfall_lines
 from dlperf.wording import count
 
@@ -403,7 +404,8 @@ def build_markdown(
     benches = [r for r in others if isinstance(r, CommbenchRecord)]
     lines += commbench_lines(benches)
     failures = _failures([*records, *benches])
-    return "\n".join(lines + _compile_lines(summary) + failures + _environment_lines([*records, *others]))
+    timing = time_lines(records)
+    return "\n".join(lines + _compile_lines(summary) + timing + failures + _environment_lines([*records, *others]))
 
 
 def check_one_sweep(records: Sequence[RunRecord], root: str | Path) -> None:

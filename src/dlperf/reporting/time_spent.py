@@ -1,0 +1,89 @@
+"""Where a results folder's hours went: its runs' wall time beside the timed windows it bought, from the records'
+own stamps (`started_at`/`finished_at` of each run, its `elapsed_s`, `first_step_s` and the ablation's steps).
+
+A methodology that starts every repeat as a fresh process pays start-up per run; this says how much, so a sweep
+that spends most of a GPU node outside its timed windows shows it (issue 55's measure of dlperf's own cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from dlperf.records.schema import RunRecord
+
+
+@dataclass(frozen=True)
+class TimeSpent:
+    """Seconds: from the first run's start to the last one's end, and what the runs spent it on."""
+
+    runs: int
+    span_s: float
+    timed_s: float
+    first_steps_s: float
+    ablation_s: float
+    in_runs_s: float  # every run's launch to its record
+
+    @property
+    def rest_of_runs_s(self) -> float:
+        """Process start, rendezvous, the warm-up after the first step, gathering, the record."""
+        return max(self.in_runs_s - self.timed_s - self.first_steps_s - self.ablation_s, 0.0)
+
+    @property
+    def between_runs_s(self) -> float:
+        """The machine's facts, the report, the gaps between one run's record and the next one's launch."""
+        return max(self.span_s - self.in_runs_s, 0.0)
+
+
+def time_spent(records: Sequence[RunRecord]) -> TimeSpent | None:
+    """The folder's time by part, over the runs that carry both stamps; None where none does."""
+    stamped = [r for r in records if None not in (r.started_at, r.finished_at)]
+    if not stamped:
+        return None
+    starts, ends = [r.started_at for r in stamped], [r.finished_at for r in stamped]
+    return TimeSpent(
+        runs=len(stamped),
+        span_s=max(ends) - min(starts),
+        timed_s=_seconds(r.elapsed_s for r in stamped),
+        first_steps_s=_seconds(r.first_step_s for r in stamped),
+        ablation_s=sum(map(_ablation_s, stamped)),
+        in_runs_s=sum(ends) - sum(starts),
+    )
+
+
+def _seconds(values: Iterable[float | None]) -> float:
+    return sum(v for v in values if v is not None)
+
+
+def _ablation_s(record: RunRecord) -> float:
+    """The sync ablation's steps after the timed window: as many without synchronisation as with it."""
+    ablation = record.ablation
+    if ablation is None or not ablation.iters or ablation.step_ms is None or ablation.synced_step_ms is None:
+        return 0.0
+    return ablation.iters * (ablation.step_ms + ablation.synced_step_ms) / 1000
+
+
+def time_lines(records: Sequence[RunRecord]) -> list[str]:
+    """report.md's section: the wall time and each part's share of it."""
+    spent = time_spent(records)
+    if spent is None or spent.span_s <= 0:
+        return []
+    parts = (
+        ("timed windows", spent.timed_s),
+        ("first steps (start-up, compile)", spent.first_steps_s),
+        ("sync ablation", spent.ablation_s),
+        ("the rest of each run (processes, rendezvous, the warm-up after its first step, the record)",
+         spent.rest_of_runs_s),
+        ("between runs (machine facts, reports, gaps)", spent.between_runs_s),
+    )  # fmt: skip
+    said = "; ".join(f"{name} {_minutes(s)} ({s / spent.span_s:.0%})" for name, s in parts if s > 0)
+    return [
+        "## Where the time went",
+        "",
+        f"{spent.runs} runs took {_minutes(spent.span_s)} from the first start to the last end: {said}.",
+        "",
+    ]
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.1f} s"

@@ -31,6 +31,8 @@ def test_balanced_expert_parallel_run_records_its_routing(tmp_path):
     assert (record["parameters_total"], record["parameters_active"]) == (counts.total, counts.active)
     assert record["parallel"]["ep"] == 2 and "_ep2_balanced_" in record["report_case"]
     assert record["tokens_per_s"] > 0 and record["flops_per_token"] > 0
+    shown = [line.split() for line in done.stdout.splitlines() if line.startswith("expert imbalance")]
+    assert shown == [["expert", "imbalance", "(max/mean)", "1.00,", "worst", "block", "1.00", "(balanced", "routing)"]]
 
 
 def test_bad_input_is_one_line_before_any_process(tmp_path):

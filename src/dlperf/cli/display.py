@@ -133,6 +133,7 @@ def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
         *_figure_rows(record),
         *_phase_rows(record),
         *_ablation_rows(record),
+        *_routing_rows(record),
         _energy_row(record),
     ]
 
@@ -180,6 +181,17 @@ def _phase_rows(record: RunRecord) -> list[tuple[str, str]]:
         ("step phases (ms)", parts),
         ("exposed comm / straggler wait (ms)", f"{phases.exposed_ms:.1f} / {phases.straggler_wait_ms:.1f}"),
     ]
+
+
+def _routing_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """A MoE run: its routing and the imbalance its routers measured over the timed window (max / mean picks per
+    expert; 1.0 is even), and the picks a capacity factor dropped."""
+    moe = record.moe
+    if not moe or moe.imbalance is None:
+        return []
+    worst = f", worst block {moe.imbalance_worst_block:.2f}" if moe.imbalance_worst_block is not None else ""
+    dropped = f"; {moe.dropped_tokens} of {moe.routed_tokens} picks dropped" if moe.dropped_tokens else ""
+    return [("expert imbalance (max/mean)", f"{moe.imbalance:.2f}{worst} ({moe.routing} routing){dropped}")]
 
 
 def _ablation_rows(record: RunRecord) -> list[tuple[str, str]]:

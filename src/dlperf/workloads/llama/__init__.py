@@ -70,10 +70,10 @@ def variant_tag(spec: RunSpec, layout: LlamaLayout) -> str:
     return "_".join(parts)
 
 
-def work_tag(config: LlamaConfig) -> str:
+def work_tag(config: LlamaConfig, sizes: dict[str, dict], tokens: tuple[tuple[str, str], ...]) -> str:
     """The shape values the case name leaves out, where they differ from the size's (the record's `work`)."""
-    own = SIZES[config.size]
-    return "_".join(f"{token}{getattr(config, key)}" for key, token in WORK_TOKENS if getattr(config, key) != own[key])
+    own = sizes[config.size]
+    return "_".join(f"{token}{getattr(config, key)}" for key, token in tokens if getattr(config, key) != own[key])
 
 
 def flops_per_token(config: LlamaConfig, causal: bool = False) -> int:
@@ -115,12 +115,21 @@ class LlamaWorkload(Workload):
         if spec.data != "synthetic":
             open_token_file(spec.data, config.vocab_size, config.seq_length)
 
+    work_tokens: tuple[tuple[str, str], ...] = WORK_TOKENS  # the shape values a case's name leaves out
+
+    def case_name(self, config: LlamaConfig, layout: LlamaLayout) -> str:
+        return report_case(config, layout)
+
+    def layout_fields(self, config: LlamaConfig, layout: LlamaLayout) -> dict[str, Any]:
+        """The record's report group and parallel layout."""
+        return {"report_group": report_group(layout), "parallel": layout.as_record()}
+
     def plan(self, spec: RunSpec) -> WorkloadPlan:
         config: LlamaConfig = spec.workload
-        layout = layout_of(spec)
-        case = report_case(config, layout)
+        layout = self.checked_layout(spec)
+        case = self.case_name(config, layout)
         group = f"{case}_{variant_tag(spec, layout)}"
-        work = work_tag(config)
+        work = work_tag(config, self.sizes, self.work_tokens)
         return WorkloadPlan(
             global_batch=layout.global_batch_size,
             batch_per_device=layout.global_batch_size // layout.dp,
@@ -130,12 +139,7 @@ class LlamaWorkload(Workload):
             table="layouts",
             layout=layout,
             lr=config.lr if config.lr is not None else DEFAULT_LR,
-            record_fields={
-                "report_case": case,
-                "report_group": report_group(layout),
-                "parallel": layout.as_record(),
-                "work": work,
-            },  # fmt: skip
+            record_fields={"report_case": case, **self.layout_fields(config, layout), "work": work},
         )
 
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:

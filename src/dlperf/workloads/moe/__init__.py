@@ -11,8 +11,7 @@ from typing import Any
 from dlperf.metrics import flops
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import PlausibleWork, WorkloadPlan
-from dlperf.workloads.llama import LlamaWorkload, report_group, variant_tag
-from dlperf.workloads.llama.config import DEFAULT_LR
+from dlperf.workloads.llama import LlamaWorkload, report_group
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.moe.config import DEFAULT_AUX_LOSS_COEF, SIZES, MoEConfig, parameter_counts
 from dlperf.workloads.moe.layout import moe_layout
@@ -80,30 +79,16 @@ class MoEWorkload(LlamaWorkload):
     def checked_layout(self, spec: RunSpec) -> LlamaLayout:
         return moe_layout(spec)
 
-    def plan(self, spec: RunSpec) -> WorkloadPlan:
-        config: MoEConfig = spec.workload
-        layout = moe_layout(spec)
-        case = report_case(config, layout)
-        group = f"{case}_{variant_tag(spec, layout)}"
-        work = "_".join(f"{token}{getattr(config, key)}" for key, token in WORK_TOKENS
-                        if getattr(config, key) != SIZES[config.size][key])  # fmt: skip
+    work_tokens = WORK_TOKENS
+
+    def case_name(self, config: MoEConfig, layout: LlamaLayout) -> str:
+        return report_case(config, layout)
+
+    def layout_fields(self, config: MoEConfig, layout: LlamaLayout) -> dict[str, Any]:
+        """Llama's report group with `EP` joined where experts are sharded (`FSDP+EP`), and the EP degree."""
         kinds = report_group(layout)
-        return WorkloadPlan(
-            global_batch=layout.global_batch_size,
-            batch_per_device=layout.global_batch_size // layout.dp,
-            micro_batch=layout.micro_batch_size,
-            group=group,
-            stem=f"{group}_{work}" if work else group,
-            table="layouts",
-            layout=layout,
-            lr=config.lr if config.lr is not None else DEFAULT_LR,
-            record_fields={
-                "report_case": case,
-                "report_group": kinds if config.ep == 1 else ("" if kinds == "single" else kinds + "+") + "EP",
-                "parallel": {**layout.as_record(), "ep": config.ep},
-                "work": work,
-            },
-        )
+        group = kinds if config.ep == 1 else ("" if kinds == "single" else kinds + "+") + "EP"
+        return {"report_group": group, "parallel": {**layout.as_record(), "ep": config.ep}}
 
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
         """Tokens/s, the active-expert FLOPs in both conventions (the MFU basis) and the total and active

@@ -100,16 +100,17 @@ def search(values: Mapping[str, Any], setting: Setting) -> tuple[list[Candidate]
     too_big.sort(key=lambda c: c.prediction.memory_bytes)
     if fitting:
         best = fitting[0].prediction
-        fitting = [fitting[0]] + [replace(c, reason=_loses(c.prediction, best)) for c in fitting[1:]]
+        fitting = [fitting[0]] + [replace(c, reason=loses(c.prediction, best, TIME_PARTS)) for c in fitting[1:]]
     too_big = [replace(c, reason=f"needs {c.prediction.memory_bytes / GIB:.1f} GiB of "
                                  f"{c.prediction.device_memory_bytes / GIB:.0f}") for c in too_big]  # fmt: skip
     return fitting, too_big, refused
 
 
-def _loses(got: LlamaPrediction, best: LlamaPrediction) -> str:
-    """The parts of the step that grow most against the best layout (per step, the same global batch)."""
+def loses(got: Any, best: Any, names: dict[str, str]) -> str:
+    """The parts of the step (`time`, named by `names`) that grow most against the best layout (per step, the same
+    global batch): a Llama's or a MoE's prediction alike."""
     worse = sorted(((got.time[k] - best.time[k], k) for k in got.time), reverse=True)
-    parts = [f"{TIME_PARTS[k]} +{d * 1e3:.0f} ms" for d, k in worse[:2] if d > 0.0005]
+    parts = [f"{names[k]} +{d * 1e3:.0f} ms" for d, k in worse[:2] if d > 0.0005]
     if not parts:
         return f"ties with the best ({got.step_s / best.step_s - 1:+.2%} step time)"
     return f"{got.step_s / best.step_s - 1:+.1%} step time: " + ", ".join(parts)

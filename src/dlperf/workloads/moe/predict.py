@@ -18,6 +18,7 @@ from dlperf.predict.setting import Predictor, Setting, Training
 from dlperf.spec import flag
 from dlperf.workloads.llama.config import MULTI_STAGE_SCHEDULES
 from dlperf.workloads.llama.layout import LlamaLayout, _stages_per_rank
+from dlperf.workloads.llama.predict import loses
 from dlperf.workloads.moe.config import SIZES, MoEConfig
 from dlperf.workloads.moe.predict_model import Experts, MoEPrediction, moe_shape, predict_moe
 
@@ -168,17 +169,8 @@ def search(values: Mapping[str, Any], setting: Setting) -> tuple[list[Candidate]
     too_big.sort(key=lambda c: c.prediction.memory_bytes)
     if fitting:
         best = fitting[0].prediction
-        fitting = [fitting[0]] + [replace(c, reason=_loses(c.prediction, best)) for c in fitting[1:]]
+        fitting = [fitting[0]] + [replace(c, reason=loses(c.prediction, best, TIME_PARTS)) for c in fitting[1:]]
     return fitting, too_big, refused
-
-
-def _loses(got: MoEPrediction, best: MoEPrediction) -> str:
-    """The parts of the step that grow most against the best layout."""
-    worse = sorted(((got.time[k] - best.time[k], k) for k in got.time), reverse=True)
-    parts = [f"{TIME_PARTS[k]} +{d * 1e3:.0f} ms" for d, k in worse[:2] if d > 0.0005]
-    if not parts:
-        return f"ties with the best ({got.step_s / best.step_s - 1:+.2%} step time)"
-    return f"{got.step_s / best.step_s - 1:+.1%} step time: " + ", ".join(parts)
 
 
 def shown(values: dict[str, Any], setting: Setting, search_: bool, top: int, as_json: bool) -> dict | list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,8 +130,11 @@ def _single(args: argparse.Namespace) -> list[Path]:
     if writer:
         print(f"dlperf: {terminal(root)} is still being written by {terminal(writer)}: the report covers the "
               f"{count(len(records), 'record')} written so far", file=sys.stderr)  # fmt: skip
-    request = FolderReport(root, records, others, out, formats, predict, args.overlap, args.tensorboard)
-    return write_folder_report(dataclasses.replace(request, overwrite=args.overwrite, writer=writer))
+    return write_folder_report(
+        FolderReport(
+            root, records, others, out, formats, predict, args.overlap, args.tensorboard, args.overwrite, writer
+        )
+    )
 
 
 def _folder_records(root: Path, merge: bool) -> tuple[list[RunRecord], list[Record]]:

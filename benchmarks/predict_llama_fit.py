@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dlperf.predict import calibration
 from dlperf.workloads.llama import predict as llama_predict
+from dlperf.workloads.llama.predict import held_out_summary
 
 # (point, what it fits), in order: each fit takes the ones before it as given
 FITS = (
@@ -70,12 +71,7 @@ def main() -> None:
             f"| {got.tokens_per_s_per_device:.0f} | {error:+.1%} | {got.mfu:.1%} | "
             f"{point.get('published_memory_gib', '')} | {got.memory_bytes / 2**30:.1f} |"
         )
-    checked = [r for r in rows if r[0]["role"] == "check"]
-    errors = sorted(abs(e) for _, _, e in checked)
-    print(
-        f"held out: {len(checked)} points, median |error| {llama_predict.median_abs_error(checked):.1%}, "
-        f"max {errors[-1]:.1%}; fitted on {len(rows) - len(checked)}"
-    )
+    print(held_out_summary(rows))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import itertools
 import statistics
 
 from dlperf.predict import calibration
+from dlperf.workloads.llama.predict import held_out_summary
 from dlperf.workloads.moe import predict as moe_predict
 
 SHARES = [round(0.5 + 0.025 * i, 3) for i in range(29)]  # 0.5 to 1.2
@@ -60,12 +61,7 @@ def main() -> None:
             f"{got.tokens_per_s_per_device:.0f} | {error:+.1%} | {got.mfu_causal:.1%} | "
             f"{got.memory_bytes / 2**30:.0f} | {'yes' if got.fits else 'NO'} |"
         )
-    checked = [r for r in rows if r[0]["role"] == "check"]
-    errors = sorted(abs(e) for _, _, e in checked)
-    print(
-        f"held out: {len(checked)} points, median |error| {moe_predict.median_abs_error(checked):.1%}, "
-        f"max {errors[-1]:.1%}; fitted on {len(rows) - len(checked)}"
-    )
+    print(held_out_summary(rows))
 
 
 if __name__ == "__main__":

@@ -229,8 +229,19 @@ def published_errors(role: str | None = "check") -> list[tuple[dict[str, Any], L
     return rows
 
 
-def median_abs_error(rows: list[tuple[dict[str, Any], LlamaPrediction, float]]) -> float:
+def median_abs_error(rows: list[tuple[dict[str, Any], Any, float]]) -> float:
+    """The median |error| of (point, prediction, error) rows: a Llama's or a MoE's published points."""
     return statistics.median(abs(e) for _, _, e in rows)
+
+
+def held_out_summary(rows: list[tuple[dict[str, Any], Any, float]]) -> str:
+    """The fit benchmarks' last line: the held-out points' median and largest |error|, and how many were fitted."""
+    checked = [r for r in rows if r[0]["role"] == "check"]
+    largest = max(abs(e) for _, _, e in checked)
+    return (
+        f"held out: {len(checked)} points, median |error| {median_abs_error(checked):.1%}, max {largest:.1%}; "
+        f"fitted on {len(rows) - len(checked)}"
+    )
 
 
 PREDICTOR = Predictor(IGNORED, shown)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from importlib import resources
@@ -269,10 +268,6 @@ def published_errors(role: str | None = "check", fit: tuple[float, float] | None
             got = predict_point(point, fit)
             rows.append((point, got, got.tokens_per_s_per_device / point["tokens_per_s_per_device"] - 1))
     return rows
-
-
-def median_abs_error(rows) -> float:
-    return statistics.median(abs(e) for _, _, e in rows)
 
 
 PREDICTOR = Predictor(IGNORED, shown)

@@ -108,10 +108,10 @@ def test_killed_worker_fails_the_run_with_its_signal(tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and not (log.exists() and "iter 2/" in log.read_text()):
         time.sleep(0.5)
-    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn" in " ".join(p.cmdline())]
-    victims = [p for p in workers if "--multiprocessing-fork" in " ".join(p.cmdline())] or workers
-    assert victims, "no worker process found"
-    victims[-1].send_signal(signal.SIGKILL)
+    (agent,) = [p for p in psutil.Process(proc.pid).children() if "dlperf.launch.agent" in " ".join(p.cmdline())]
+    workers = agent.children()  # the ranks, forked from the agent
+    assert len(workers) == 2, workers
+    workers[-1].send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
     record, _ = load_run(tmp_path, "1n2g")

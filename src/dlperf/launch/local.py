@@ -75,7 +75,7 @@ def _ranks(ranks: list[int]) -> str:
 def rank_states(log_dir: Path, ranks: int | None) -> tuple[list[int], list[int]]:
     """The ranks still running and, of the node's `ranks` dlperf starts itself (None: a command's own processes,
     which keep no markers), those not yet started, from the markers each rank keeps in the run's elastic log folder
-    (see elastic.rank_main); torch-free, so it reads the files rather than importing elastic."""
+    (see one_process.marked); it reads the files rather than importing the agent's side."""
 
     def marked(state: str) -> list[int]:
         return sorted(int(p.name.split("-")[1].split(".")[0]) for p in log_dir.glob(f"rank-*.{state}"))

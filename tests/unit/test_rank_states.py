@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import replace
 
@@ -31,7 +32,8 @@ def test_a_commands_own_processes_keep_no_markers_and_are_not_called_unstarted(t
 def test_a_lone_rank_runs_in_its_agent_and_its_failure_is_the_result(tmp_path, monkeypatch, capsys):
     """One process on one node: no launcher, the rank in the agent's own process, with the variables torchrun gives
     one worker; a rank that raises is a failed result with its cause's line (its traceback on the console), and it
-    leaves the markers a timeout reads: started, no longer running."""
+    leaves the markers a timeout reads: started, no longer running; the garbage collector, off for the rank's
+    start-up, is back on."""
     for name in one_rank_env(""):
         monkeypatch.setenv(name, "stale")  # restored after the test: the rank sets them in this process
     launch = NodeLaunch(nnodes=1, nproc_per_node=1, run_id="r", rdzv_endpoint="127.0.0.1:29511", log_dir=str(tmp_path))
@@ -42,4 +44,5 @@ def test_a_lone_rank_runs_in_its_agent_and_its_failure_is_the_result(tmp_path, m
     assert (result.failure.rank, result.failure.exitcode) == (0, 1)
     assert "Traceback" in capsys.readouterr().err
     assert rank_states(tmp_path, 1) == ([], [])
+    assert gc.isenabled()
     assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["MASTER_PORT"]) == ("0", "1", "29511")

@@ -33,6 +33,7 @@ TORCHTUNE_4 = "torchtune/1n4g/pr2605-xpu-llama2-7b_b2_bf16_1.log"
 MAXTEXT_OLD = "maxtext/1n8g/pgo-llama2-7b-a3-old_b12_bf16_1.log"
 LITGPT = "litgpt/1n1g/0-to-litgpt-phi2-lora_b4_bf16_1.log"
 LITGPT_OLD = "litgpt/1n1g/issue689-redpajama-pythia70m_b4_fp16_1.log"
+LITGPT_SUMMARY = "litgpt/1n1g/pr1805-pretrain-summary_b1_bf16_1.log"
 LIGHTNING_SLOW = "tqdm/1n1g/issue4225-lightning-sit_b1_fp32_1.log"
 TF21 = "keras/1n1g/tf21-mnist-blog_b32_fp32_1.log"
 TF2_VERBOSE2 = "keras/1n1g/guildai-r-fashion-verbose2_b32_fp32_1.log"
@@ -50,7 +51,7 @@ def read(log: str, **options) -> dict:
 
 def test_every_stacks_log_is_a_case():
     cases = {HELLO, CSCS, DSCHAT, NANOTRON_8, NANOTRON_2, TORCHTUNE, TORCHTUNE_4, MAXTEXT_OLD, LITGPT, LITGPT_OLD,
-             LIGHTNING_SLOW, TF21, TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
+             LITGPT_SUMMARY, LIGHTNING_SLOW, TF21, TF2_VERBOSE2, MEGATRON_DS}  # fmt: skip
     assert {str(p.relative_to(STACKS)) for p in STACKS.rglob("*.log")} == cases
 
 
@@ -219,6 +220,16 @@ def test_litgpt_iterations_are_micro_batches_over_their_iter_time(tmp_path):
     record = read(LITGPT_OLD)
     assert record["kept_steps"] == [76, 98] and len(old) == 23
     assert record["throughput"] == pytest.approx(23 * 4 / (sum(old) / 1000), rel=1e-9)
+
+
+def test_litgpt_pretrain_summary_is_its_tokens_over_its_training_time():
+    """LitGPT's pretraining summary alone (#1805's own example): 999,424 tokens over its 48.30 s Training Time,
+    20,692 tokens/s for the whole run, said so; its printed `Tok/sec: 60.93` divides by a clock reading
+    (`time.perf_counter()` at the start), not the elapsed time, and is not read."""
+    record = read(LITGPT_SUMMARY)
+    assert (record["status"], record["format"], record["unit"]) == ("ok", "litgpt", "tokens/s")
+    assert record["throughput"] == pytest.approx(999424 / 48.30, rel=1e-12)
+    assert "whole-run figure" in record["window_note"] and "not read" in record["reading_notes"][0]
 
 
 def test_a_slow_lightning_bar_is_timed_by_count_times_its_s_per_it():

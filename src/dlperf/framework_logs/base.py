@@ -179,6 +179,9 @@ class LogFormat:
     rules: tuple[str, ...] = ("printed",)  # supported rules, the default first
     window: int | None = None
     printed_from: Literal["speed", "seconds"] = "speed"
+    # the printed figure needs no batch though the reader gives it as seconds per iteration (DeepSpeed's timer: the
+    # given batch over the timer's own rate, which the rule divides by that batch again)
+    batch_free: bool = False
     practice: str = ""  # the published rule and where it comes from
     framework: str | None = None  # the framework whose logs these are, as the records and reports name it
     unit: str = "samples/s"
@@ -206,6 +209,9 @@ class LogFormat:
     printed_part: str = ""
     # the reader's second reading counts less than the figure by design (real tokens where the figure counts padding)
     check_counts_less: bool = False
+    # what the reader's second reading times where that is a part of each iteration (a component timer): where it is
+    # the faster, the printed figure, which covers the whole, stands and the second is kept as evidence (crosscheck.py)
+    check_part: str = ""
     # the printed figure counts the samples the loop planned (HF Trainer's train_samples_per_second: steps x the
     # global batch), not those it trained: a hook that counted fewer over the same stretch is right (external_run.py)
     counts_planned: bool = False

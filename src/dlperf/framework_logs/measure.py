@@ -31,6 +31,7 @@ from dlperf.framework_logs.runs import split_runs, with_starts
 from dlperf.framework_logs.screen import Screen, plausible
 from dlperf.framework_logs.settle import settle_note
 from dlperf.framework_logs.window import Window
+from dlperf.records.schema import GIVEN_BATCH_NOTE
 
 __all__ = ["CoarseLines", "Measured", "measure"]
 
@@ -176,6 +177,24 @@ def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterat
         raise DataError(f"a number in the log is out of any range ({error}): not a log of a run") from None
 
 
+def _given_batch(w: Window, fmt: LogFormat, rule: str, shape: RunShape) -> str | None:
+    """Where the figure counts the given global batch because the kept lines print none: said so, for the record
+    and the report (`batch_given`)."""
+    last = w.last
+    if last is None:
+        return None
+    if rule == "timestamp":
+        given = last.samples is None and fmt.steps_are_iterations
+    else:
+        given = fmt.printed_from == "seconds" and not fmt.batch_free and last.seconds is not None and last.batch is None
+    if not given:
+        return None
+    return (
+        f"{GIVEN_BATCH_NOTE} {shape.global_batch} ({shape.global_batch // shape.world_size} per device x "
+        f"{shape.world_size}, from the file's path or --batch-size): no kept line prints its own"
+    )
+
+
 def _result(w: Window, fmt: LogFormat, rule: str, shape: RunShape, runs: int) -> Measured:
     """The window's figure by the rule (refused where it cannot be a speed), the other reading beside it."""
     note = w.fallback()
@@ -189,7 +208,7 @@ def _result(w: Window, fmt: LogFormat, rule: str, shape: RunShape, runs: int) ->
     return Measured(
         second=second,
         second_reading=reading,
-        notes=(*w.notes, *([settled] if settled else [])),
+        notes=tuple(note for note in (*w.notes, settled, _given_batch(w, fmt, used, shape)) if note),
         tokens_per_sample=w.tokens,
         unit=w.unit,
         batch_free=rules.batch_free(w, fmt, used),

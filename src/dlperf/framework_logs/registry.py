@@ -5,11 +5,14 @@ from __future__ import annotations
 from dlperf.errors import ConfigError
 from dlperf.framework_logs.base import LogFormat
 from dlperf.framework_logs.formats import (
+    aws_fsdp,
     declared,
     deepspeed,
+    deepspeed_chat,
     dllogger,
     dlperf_log,
     dlperf_steps,
+    gpt_neox,
     hf_trainer,
     hugectr,
     keras,
@@ -20,7 +23,9 @@ from dlperf.framework_logs.formats import (
     maxtext,
     megatron,
     mlperf,
+    modded_nanogpt,
     mxnet,
+    nanochat,
     nanogpt,
     nanotron,
     nemo,
@@ -38,9 +43,11 @@ FORMATS: tuple[LogFormat, ...] = (
     *keras.FORMATS,
     *dllogger.FORMATS,
     *mlperf.FORMATS,
+    *gpt_neox.FORMATS,
     *megatron.FORMATS,
     *torchtitan.FORMATS,
     *maxtext.FORMATS,
+    *deepspeed_chat.FORMATS,
     *deepspeed.FORMATS,
     *nanotron.FORMATS,
     *torchtune.FORMATS,
@@ -57,6 +64,9 @@ FORMATS: tuple[LogFormat, ...] = (
     *timm.FORMATS,
     *nanogpt.FORMATS,
     *llmc.FORMATS,
+    *nanochat.FORMATS,
+    *modded_nanogpt.FORMATS,
+    *aws_fsdp.FORMATS,
     *tqdm_bar.FORMATS,
 )
 # named only: the instrumentation's side file is read by the run that wrote it, never detected

@@ -310,6 +310,11 @@ class RunRecord:
     origin: Origin = loaded(Origin)
 
 
+# how a reading note starts where the figure counts the batch the file's path or --batch-size gave, as no kept line
+# of the log prints its own (framework_logs/measure.py writes it, reporting/doubts.py flags the row)
+GIVEN_BATCH_NOTE = "samples per iteration: the given global batch,"
+
+
 @dataclass(frozen=True)
 class PeerReading:
     """What a peer-log reader adds to a record, for `dlperf extract` and a `--command` run alike

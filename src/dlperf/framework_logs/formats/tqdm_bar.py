@@ -70,7 +70,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         seconds, off = bar_time(n, _clock(m["clock"]), m["rate"], m["unit"])
         last_n, last_time = n, seconds
         step = offset_steps + n
-        yield Point(step=step, timestamp=offset_time + seconds, samples=step * shape.global_batch, resolution=off)
+        yield Point(step=step, timestamp=offset_time + seconds, resolution=off)  # x the global batch given
 
 
 FORMATS = (

@@ -69,12 +69,14 @@ def test_writer_spells_only_declared_fields(tmp_path):
         external = "command" in values
         assert type(built).__name__ == ("ExternalRunRecord" if external else "RunRecord")
         assert written["kind"] == built.kind == ("external" if external else "native")  # written, not guessed
+        assert written["engine"] == (None if external else "torch")  # a command runs no engine
         with pytest.raises(TypeError, match="does not declare energy.kwh"):  # a writer's misspelling, in use too
             typed({**written, "energy": {"kwh": 1.0}})
 
 
 def test_an_older_records_kind_is_derived_once_on_loading(tmp_path):
-    """A `dlperf.run/2` record carries no `kind`: `upgrade` derives it from its keys, so it loads as its kind."""
+    """A `dlperf.run/2` record carries no `kind`: `upgrade` derives it from its keys, so it loads as its kind; an
+    older external record's engine `external` loads as null."""
     from dlperf.records.load import load_record
 
     old = {**record("1n1g", 1, 100.0), "schema": "dlperf.run/2", "engine": "external", "command": "python t.py"}
@@ -85,6 +87,11 @@ def test_an_older_records_kind_is_derived_once_on_loading(tmp_path):
     assert (
         type(loaded).__name__ == "ExternalRunRecord" and loaded.kind == "external" and loaded.command == "python t.py"
     )
+    assert loaded.engine is None  # before dlperf.run/4 the external kind was spelled as an engine
+    path.write_text(json.dumps({**old, "schema": "dlperf.run/3", "kind": "external"}))
+    assert load_record(path).engine is None
+    path.write_text(json.dumps({**old, "schema": "dlperf.run/3", "engine": "jax"}))
+    assert (load_record(path).kind, load_record(path).engine) == ("native", "jax")  # a /3 record says its kind
 
 
 def test_loaded_record_is_its_declared_kind():

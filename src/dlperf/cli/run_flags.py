@@ -12,8 +12,8 @@ from dlperf.engines import engine_names
 from dlperf.launch import launcher_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import WHERE, LaunchOptions
-from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag, setting
-from dlperf.workloads import Workload, all_workloads, model_names
+from dlperf.spec import COMMON_KEYS, RunSpec, flag, setting
+from dlperf.workloads import OLD_EXTERNAL, Workload, all_workloads, model_names
 
 
 def _group(parser: argparse.ArgumentParser, title: str):
@@ -33,8 +33,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     groups[RUN_GROUP]("--model", help=f"workload to benchmark: {', '.join(model_names())} (default resnet50)")
     groups[RUN_GROUP](
         "--engine",
-        choices=[*engine_names(), EXTERNAL],
-        help=f"framework that runs it (default torch; {EXTERNAL} with --command)",
+        choices=[*engine_names(), OLD_EXTERNAL],  # `external`: deprecated, --command alone says it
+        help="framework that runs dlperf's loop (default torch; none with --command)",
     )
     hints = get_type_hints(RunSpec)
     for f in fields(RunSpec):

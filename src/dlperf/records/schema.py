@@ -9,10 +9,12 @@ its readers, nowhere else (docs/architecture.md, "Add a record field"). The clas
 fails where it is written. Readers get instances of these classes (`records.load`), so a misspelled field fails
 where it is read; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
 
-`dlperf.run/3` (this version) writes the run's `kind` (`native`, `task`, `external`, `extracted`: the dataclass it
-loads as); `dlperf.run/2` keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
+`dlperf.run/4` (this version) writes an external run's `engine` null (it ran no engine: its `kind` says what it
+is); `dlperf.run/3` writes the run's `kind` (`native`, `task`, `external`, `extracted`: the dataclass it loads
+as); `dlperf.run/2` keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
-readable: `upgrade` fills the new fields from the old ones, an old record's kind derived once from its keys.
+readable: `upgrade` fills the new fields from the old ones, an old record's kind derived once from its keys and
+its engine `external` read as null.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ from dlperf.records.parts import (
     Warmup,
 )
 
-SCHEMA = "dlperf.run/3"
-OLD_SCHEMAS = ("dlperf.run/1", "dlperf.run/2")  # records without a `kind`: `upgrade` derives it
+SCHEMA = "dlperf.run/4"
+OLD_SCHEMAS = ("dlperf.run/1", "dlperf.run/2", "dlperf.run/3")  # `upgrade` brings them to SCHEMA
 READABLE = (*OLD_SCHEMAS, SCHEMA)
 MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
 COMMBENCH_SCHEMA = "dlperf.commbench/1"
@@ -103,7 +105,7 @@ class RunRecord:
 
     __pydantic_config__ = FINITE
 
-    schema: str = doc("`dlperf.run/3`; `dlperf.run/1` and `/2` records are still read (`upgrade`)", "name")
+    schema: str = doc("`dlperf.run/4`; `dlperf.run/1` to `/3` records are still read (`upgrade`)", "name")
     kind: Kind = doc(
         "`native` (dlperf's timed loop), `task` (a rank task: commbench), `external` (`--command`) or `extracted`"
         " (`dlperf extract`); absent: `native`; derived from the keys for records older than `dlperf.run/3`",
@@ -111,7 +113,7 @@ class RunRecord:
     )
     dlperf_version: str | None = doc("the dlperf that wrote the record", track="param")
     model: str = doc("workload", "name", track="param")
-    engine: str | None = doc("engine (`torch`, `jax`, `external`)", track="param")
+    engine: str | None = doc("engine (`torch`, `jax`); null for an external or extracted run", track="param")
     case: str = doc("topology (`1n2g`)", "name", track="param")
     group: str = doc("report group (`b128_fp32`)", "name", track="param")
     table: str | None = doc("which report table (`scaling` or the GPT `layouts`)", track="param")
@@ -455,6 +457,8 @@ def declared_kind(record: Mapping[str, Any]) -> type:
 
 def _old_kind(record: Mapping[str, Any]) -> Kind:
     """The kind of a record written before `dlperf.run/3`, from its keys: the one place a kind is derived."""
+    if record.get("schema") == "dlperf.run/3":
+        return "native"  # it says any other kind
     if record.get("source") == "extract":
         return "extracted"
     return "external" if record.get("engine") == "external" or "command" in record else "native"
@@ -525,6 +529,8 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
         record.setdefault("table", "layouts" if record.get("model") == "gpt" else "scaling")
     if record.get("schema") in OLD_SCHEMAS:
         record.setdefault("kind", _old_kind(record))
+        if record.get("engine") == "external":  # before dlperf.run/4 the external kind was spelled as an engine
+            record["engine"] = None
     return record
 
 

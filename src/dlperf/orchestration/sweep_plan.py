@@ -25,7 +25,7 @@ from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.machine.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
-from dlperf.orchestration.kinds import NATIVE, kind_of
+from dlperf.orchestration.kinds import NATIVE, kind_of, require_training
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu, versions
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
@@ -36,7 +36,7 @@ from dlperf.records.store import check_writable
 from dlperf.records.validate import check_file, job_problem
 from dlperf.reporting.report import refuse_to_replace, write_report
 from dlperf.spec import RunSpec, file_keys, parse_topology, setting
-from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
+from dlperf.workloads import WorkloadPlan, spec_from_mapping
 
 DEFAULT_REPEATS = 5
 AUTO = "auto"

@@ -150,14 +150,6 @@ def decode_spec(data: dict[str, Any]) -> RunSpec:
     return spec_from_mapping(data)
 
 
-def require_training(spec: RunSpec) -> None:
-    """`dlperf run` and `sweep` time training steps; a workload with its own rank task has its own command."""
-    if get_workload(spec.model).tasks:
-        raise ConfigError(
-            f"{flag('model')} {spec.model} is not a training workload: measure it with `dlperf {spec.model}`"
-        )
-
-
 def check_spec(spec: RunSpec) -> WorkloadPlan:
     """Every check of the values themselves, then the plan; raises ConfigError/DataError with the fix. The engine
     is the run kind's to check (`check_engine`: a `--command` runs none of dlperf's)."""
@@ -201,7 +193,6 @@ __all__ = [
     "model_names",
     "plausible_work",
     "predictors",
-    "require_training",
     "searched_batch",
     "spec_from_mapping",
     "workload_keys",

@@ -7,28 +7,19 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import counted, say
 from dlperf.errors import ConfigError
 from dlperf.secrets import mask
 from dlperf.spec import setting
 
-
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "export",
-        parents=[common],
-        help=summary("export"),
-        description="`dlperf export mlflow FOLDER --tracking-uri URI [--experiment NAME]` makes the sweep a parent "
-        "run and every record a child run (parameters, metrics with each timing window as a step, doubt flags "
-        "and status as tags, report.md, plots and the record as artifacts). `dlperf export wandb FOLDER [--dir "
-        "DIR] [--project NAME]` writes the same as W&B offline runs that `wandb sync` uploads. Runs are found by "
-        "their record's identity first: a second export adds nothing, and a rerun after a fault (a server gone, a "
-        "full disk) finishes what the first left, each record once.",
-    )
-    add_declared(parser, ExportOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = (
+    "`dlperf export mlflow FOLDER --tracking-uri URI [--experiment NAME]` makes the sweep a parent "
+    "run and every record a child run (parameters, metrics with each timing window as a step, doubt flags "
+    "and status as tags, report.md, plots and the record as artifacts). `dlperf export wandb FOLDER [--dir "
+    "DIR] [--project NAME]` writes the same as W&B offline runs that `wandb sync` uploads. Runs are found by "
+    "their record's identity first: a second export adds nothing, and a rerun after a fault (a server gone, a "
+    "full disk) finishes what the first left, each record once."
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +30,9 @@ class ExportOptions:
     experiment: str = setting("dlperf", "mlflow: the experiment", bound="non-empty")
     dir: str | None = setting(None, "wandb: where the offline runs go, under DIR/wandb (default FOLDER)")
     project: str = setting("dlperf", "wandb: the project `wandb sync` uploads to", bound="non-empty")
+
+
+OPTIONS = (ExportOptions,)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import console, counted, eta_text, run_line, say
 from dlperf.cli.estimate import duration_estimates
@@ -35,17 +34,15 @@ from dlperf.orchestration import (
 )
 from dlperf.records.load import Record
 
+DESCRIPTION = (
+    "Run every case of a YAML sweep file (run keys; list values are matrix axes; "
+    "`topology: [1n1g, 1n8g]`; `repeats: N`), each repeated, writing each record as it is produced to "
+    "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
+    "report.md, summary.json and plots in OUT."
+)
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "sweep",
-        parents=[common],
-        help=summary("sweep"),
-        description="Run every case of a YAML sweep file (run keys; list values are matrix axes; "
-        "`topology: [1n1g, 1n8g]`; `repeats: N`), each repeated, writing each record as it is produced to "
-        "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
-        "report.md, summary.json and plots in OUT.",
-    )
+
+def register(parser: argparse.ArgumentParser) -> None:
     add_declared(parser, SweepOptions)
     # What shapes a sweep besides its file, kept in its folder for --resume: the repeat rule and where it runs.
     stored = [*stored_sweep_fields(), *add_launch_options(parser)]

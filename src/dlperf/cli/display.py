@@ -19,6 +19,7 @@ from dlperf.records.parts import Ablation, Energy, MoERouting, SteadyState, Step
 from dlperf.records.schema import PeerReading, RunRecord, shown
 from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
+from dlperf.wording import count
 
 # soft_wrap: a long path or command stays one line (a terminal folds it visually, a pipe keeps it whole)
 console = Console(stderr=False, highlight=False, soft_wrap=True)
@@ -50,14 +51,9 @@ def eta_text(seconds: float | None, left: int, untimed: Sequence[str] = ()) -> s
     if not left:
         return ""
     if seconds is None:
-        return f"{counted(left, 'run')} left, ETA after the first run"
+        return f"{count(left, 'run')} left, ETA after the first run"
     bound = f" or more ({', '.join(untimed)} not yet timed)" if untimed else ""
-    return f"{counted(left, 'run')} left, ETA {duration(seconds)}{bound}"
-
-
-def counted(n: int, noun: str) -> str:
-    """`1 run`, `2 runs`."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    return f"{count(left, 'run')} left, ETA {duration(seconds)}{bound}"
 
 
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

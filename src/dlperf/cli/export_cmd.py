@@ -7,10 +7,11 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from dlperf.cli.display import counted, say
+from dlperf.cli.display import say
 from dlperf.errors import ConfigError
 from dlperf.secrets import mask
 from dlperf.spec import setting
+from dlperf.wording import count
 
 DESCRIPTION = (
     "`dlperf export mlflow FOLDER --tracking-uri URI [--experiment NAME]` makes the sweep a parent "
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
         for outcome in export_mlflow(args.folder, uri, args.experiment):
             say(
-                f"{counted(len(outcome.created), 'new run')} under parent run {outcome.parent_run_id} in experiment "
+                f"{count(len(outcome.created), 'new run')} under parent run {outcome.parent_run_id} in experiment "
                 f"{args.experiment} ({outcome.experiment_id}) at {mask(uri)}; {outcome.existing} records were "
                 "exported before"
             )
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.dir or args.folder
     outcome = export_wandb(args.folder, out, args.project)
-    say(f"{counted(len(outcome.run_dirs), 'new W&B offline run')}; {outcome.existing} were written before")
+    say(f"{count(len(outcome.run_dirs), 'new W&B offline run')}; {outcome.existing} were written before")
     for path in outcome.run_dirs:
         say(f"  {path}")
     say(f"upload with: wandb sync {out}/wandb/offline-run-*")

@@ -11,7 +11,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dlperf.cli.declared_flags import add_declared, declared_options
-from dlperf.cli.display import console, counted, eta_text, run_line, say
+from dlperf.cli.display import console, eta_text, run_line, say
 from dlperf.cli.estimate import duration_estimates
 from dlperf.cli.live import LogFollower
 from dlperf.cli.run_flags import add_launch_options, launch_options
@@ -33,6 +33,7 @@ from dlperf.orchestration import (
     sweep_to_report,
 )
 from dlperf.records.load import Record
+from dlperf.wording import count
 
 DESCRIPTION = (
     "Run every case of a YAML sweep file (run keys; list values are matrix axes; "
@@ -62,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     failed = len(outcome.failed)
     say(
-        f"{counted(len(outcome.ran), 'run')} done ({failed} failed), {outcome.skipped} skipped as complete; "
+        f"{count(len(outcome.ran), 'run')} done ({failed} failed), {outcome.skipped} skipped as complete; "
         f"report: {outcome.report / 'report.md'}"
     )
     if outcome.failed_before:
-        say(f"{counted(len(outcome.failed_before), 'run')} failed before and kept failed; rerun them with: "
+        say(f"{count(len(outcome.failed_before), 'run')} failed before and kept failed; rerun them with: "
             f"{outcome.resume} --retry-failed")  # fmt: skip
     return 1 if failed or outcome.failed_before else 0
 
@@ -91,7 +92,7 @@ class SweepView:
         if isinstance(event, Commands):
             print(event.text)
         elif isinstance(event, Planned):
-            planned = counted(len(event.plan.cases), "case")
+            planned = count(len(event.plan.cases), "case")
             say(f"sweep {event.sweep_id}: {planned} planned -> {event.out}; collecting the environment")
         elif isinstance(event, Started):
             self._start(event.plan, event.start, event.out)
@@ -115,14 +116,14 @@ class SweepView:
         total = len(start.jobs)
         if plan.adaptive:
             say(
-                f"sweep {start.sweep_id}: {counted(len(plan.cases), 'case')}, each repeated until its median is "
+                f"sweep {start.sweep_id}: {count(len(plan.cases), 'case')}, each repeated until its median is "
                 f"known within {plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) "
                 f"-> {out}"
             )
         else:
             say(
-                f"sweep {start.sweep_id}: {counted(len(plan.cases), 'case')} x {counted(plan.repeats, 'repeat')} = "
-                f"{counted(total, 'run')} -> {out}"
+                f"sweep {start.sweep_id}: {count(len(plan.cases), 'case')} x {count(plan.repeats, 'repeat')} = "
+                f"{count(total, 'run')} -> {out}"
             )
         self._clock = SweepClock(start.jobs)
         started = time.time()

@@ -133,10 +133,6 @@ def _compile_lines(summary: dict[GroupKey, list[CaseSummary]]) -> list[str]:
     return ["## Compiler cost", "", *markdown.table(header, rows, "lllrrr"), ""]
 
 
-def _steps(steps: int | None) -> str:
-    return "never" if steps is None else str(steps)
-
-
 def memory_text(peaks: dict[str, float]) -> str:
     """The peak memory a row shows: allocated (CUDA) or rss (CPU); reserved, named, where a run knows only that
     (an external script's process tree, a JAX device)."""

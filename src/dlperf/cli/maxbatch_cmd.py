@@ -8,8 +8,9 @@ import argparse
 from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_run_options, explicit_run_values
-from dlperf.maxbatch.search import MaxBatchResult, Probe
+from dlperf.maxbatch.search import MaxBatchResult
 from dlperf.orchestration import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
+from dlperf.records.parts import Probe
 from dlperf.reporting import markdown as markdown_table
 from dlperf.wording import count
 from dlperf.workloads import all_workloads

@@ -297,7 +297,7 @@ class CollectiveFit:
 
 @dataclass(frozen=True)
 class Probe:
-    """One run of a max-batch search at one batch (`maxbatch/search.Probe`)."""
+    """One run of a max-batch search at one batch (`maxbatch/search.py`)."""
 
     batch: int | None = None
     fits: bool | None = None

@@ -179,21 +179,7 @@ def check_engine_settings(spec: RunSpec) -> None:
 
 
 __all__ = [
-    "CpuEstimate",
-    "PlausibleWork",
-    "Workload",
-    "WorkloadPlan",
-    "all_workloads",
-    "check_engine",
-    "check_spec",
-    "decode_spec",
-    "get_workload",
-    "known_workload",
-    "model_aliases",
-    "model_names",
-    "plausible_work",
-    "predictors",
-    "searched_batch",
-    "spec_from_mapping",
-    "workload_keys",
-]
+    "CpuEstimate", "PlausibleWork", "Workload", "WorkloadPlan", "all_workloads", "check_engine", "check_spec",
+    "decode_spec", "get_workload", "known_workload", "model_aliases", "model_names", "plausible_work",
+    "predictors", "searched_batch", "spec_from_mapping", "workload_keys"
+]  # fmt: skip

@@ -35,7 +35,12 @@ def test_pytorch_script_on_two_hosts(cluster, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     folder = tmp_path / "out" / "resnet50" / "2n1g"
     record = json.loads((folder / "resnet50_b4_fp32_external_1.json").read_text())
-    assert record["status"] == "ok" and record["engine"] == "external" and record["world_size"] == 2
+    assert (
+        record["status"] == "ok"
+        and record["kind"] == "external"
+        and record["engine"] is None
+        and record["world_size"] == 2
+    )
     assert record["hosts"] == sorted(hosts) and [env["node"] for env in record["env"]["nodes"]] == hosts
     log = (folder / "resnet50_b4_fp32_external_1.log").read_text()
     times = [float(t) for t in re.findall(r"\tTime\s+([\d.]+) \(", log)]
@@ -62,7 +67,12 @@ def test_pytorch_script_under_slurm(tmp_path):
     batch_output = folder / "resnet50_b2_fp32_external.sbatch.out"
     assert done.returncode == 0, done.stderr + (batch_output.read_text() if batch_output.exists() else "")
     record = json.loads((folder / "resnet50_b2_fp32_external_1.json").read_text())
-    assert record["status"] == "ok" and record["engine"] == "external" and record["world_size"] == 2
+    assert (
+        record["status"] == "ok"
+        and record["kind"] == "external"
+        and record["engine"] is None
+        and record["world_size"] == 2
+    )
     log = (folder / "resnet50_b2_fp32_external_1.log").read_text()
     assert len(re.findall(r"Epoch: \[0\]", log)) == 44  # both ranks of node 0
     assert record["throughput"] > 0 and record["env"]["nodes"][0]["node"]

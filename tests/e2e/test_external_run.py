@@ -79,7 +79,12 @@ def test_pytorch_script_sweep_on_one_and_two_ranks_is_reported(tmp_path):
     found = {r["world_size"]: r for r in records(out)}
     assert sorted(found) == [1, 2]
     for world, record in found.items():
-        assert record["status"] == "ok" and record["engine"] == "external" and record["format"] == "pytorch-imagenet"
+        assert (
+            record["status"] == "ok"
+            and record["kind"] == "external"
+            and record["engine"] is None
+            and record["format"] == "pytorch-imagenet"
+        )
         assert record["command"] == IMAGENET and record["config"]["command_per"] == "rank"
         assert record["global_batch_size"] == 4 * world and record["group"] == "b4_fp32_external"
         log = (out / "resnet50" / f"1n{world}g" / "resnet50_b4_fp32_external_1.log").read_text()
@@ -195,10 +200,19 @@ def test_refused_before_launch(tmp_path, args, message):
     assert len(done.stderr.strip().splitlines()) == 1 and not list(tmp_path.rglob("*.json"))
 
 
+def test_engine_external_is_a_deprecated_alias(capsys):
+    """`engine: external`, how a command run was asked for before its kind said it, still runs, said once."""
+    for _ in range(2):
+        spec = spec_from_mapping({"engine": "external", "command": "python t.py"})
+        assert spec.engine is None and spec.command == "python t.py"
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "--engine external is deprecated: --command alone" in line
+
+
 def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path):
     template = "t --arch {model} --it {iters} -b {batch_size} -g {global_batch_size} --r {repeat} --amp {amp} {rank}"
     spec = spec_from_mapping({"model": "resnet50", "batch_size": 16, "devices_per_node": 2, "command": template})
-    assert spec.engine == "external"
+    assert spec.engine is None  # a command is the external kind: it runs no engine
     (job,) = plan_jobs(spec, check_spec(spec), [3], tmp_path)
     launch = job.command
     rdzv = rendezvous_for(1, 2, "127.0.0.1", 29500, launch.values)
@@ -206,7 +220,7 @@ def test_case_keys_fill_placeholders_and_slurm_jobs_rebuild_the_command(tmp_path
     assert argv[1] == ["t", "--arch", "resnet50", "--it", "100", "-b", "16", "-g", "32", "--r", "3", "--amp", "0", "1"]
     assert launch.workdir == os.getcwd() and launch.per == "rank" and not launch.shell
     flags = spec_flags(spec)
-    assert flags[flags.index("--command") + 1] == template and "--engine" in flags
+    assert flags[flags.index("--command") + 1] == template and "--engine" not in flags
 
 
 def test_a_nan_loss_in_dlperf_format_fails_the_external_run(tmp_path):

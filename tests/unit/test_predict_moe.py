@@ -17,6 +17,7 @@ sends 4096 x 114,688 x 7/8 = 411,041,792 bytes over NVLink, its 7 messages poste
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import assert_one_line_error, run_cli
@@ -34,6 +35,7 @@ from dlperf.workloads.moe.predict_model import (
     a2a_bytes_per_token,
     expert_params_per_rank,
     expert_state_bytes,
+    kept_bytes_per_pair,
     moe_shape,
     predict_moe,
 )
@@ -51,6 +53,19 @@ def test_all_to_all_bytes_per_token_on_each_link():
 def test_expert_memory_under_ep_and_fsdp():
     assert expert_params_per_rank(DSV3, 16, 64) == 2818572288
     assert expert_state_bytes(DSV3, 16, 64, 4) == 11274289152
+
+
+def test_activation_bytes_per_token_expert_pair_by_hand():
+    """DeepSeek-V3 (h 7168, expert SwiGLU 2048) in bf16, selective (the SwiGLU output recomputed): the dispatched
+    input, the two projections and the experts' output, 2 x (7168 + 2 x 2048 + 7168) = 36,864 bytes; Megatron
+    keeps no experts' output (the scores are weighed into the activation): 2 x (7168 + 4096) = 22,528; under float8
+    its input is kept quantized: 7168 + 2 x 4096 = 15,360; no recomputation adds the SwiGLU output, 2048 more."""
+    megatron = Training(distributed_optimizer=True, checkpointing="selective")
+    assert kept_bytes_per_pair(DSV3, Training(checkpointing="selective")) == 36864
+    assert kept_bytes_per_pair(DSV3, megatron) == 22528
+    assert kept_bytes_per_pair(DSV3, replace(megatron, float8=True)) == 15360
+    assert kept_bytes_per_pair(DSV3, replace(megatron, float8=True, checkpointing="none")) == 15360 + 2048
+    assert kept_bytes_per_pair(DSV3, replace(megatron, checkpointing="full")) == 0
 
 
 def test_active_flops_by_hand_and_megatron_bridges_count():
@@ -103,14 +118,15 @@ def test_search_ranks_fitting_layouts_with_why_each_loses():
 
 
 def test_published_points_held_out():
-    """Fitted on a third at most; the held-out median is 15.8 % (the issue's 15 % target is not met: gpt-oss's
-    points run 27-65 % above what Megatron-Bridge published, docs/scaling.md); the other Blackwell points within
-    17 %."""
+    """Fitted on a third at most; the held-out median within the issue's 15 % (13.2 %), and every held-out point
+    beyond 35 % says why in its `outlier` (gpt-oss's three Blackwell rows, Qwen3-30B dropless on 16 H100s;
+    docs/scaling.md); the other Blackwell points within 17 %."""
     points = moe_predict.published_points()
     assert sum(p["role"] == "fit" for p in points) <= len(points) / 3
     rows = moe_predict.published_errors("check")
-    assert median_abs_error(rows) < 0.17
+    assert median_abs_error(rows) < 0.15
     assert all(isinstance(got.fits, bool) for _, got, _ in rows)
+    assert all(p.get("outlier") for p, _, e in rows if abs(e) > 0.35)
     dense_moe = [e for p, _, e in rows if not p["size"].startswith("gpt-oss") and p["accelerator"] != "H100 SXM"]
     assert max(abs(e) for e in dense_moe) < 0.17
 

@@ -41,7 +41,7 @@ DEVICE_SCALE: dict[str, float] = {"hopper": 1.2783, "A100": 1.6365}
 # Qwen3-30B-A3B ran 1.22 x faster on 8 GB300s than in the identical layout on 8 GB200s (the higher power limit,
 # the doubled attention softmax units); fitted on its DeepSeek-V3 BF16 run on 256 GB300s by
 # benchmarks/predict_moe_fit.py (no dense point checks it); do not edit by hand
-DEVICE_SCALE["blackwell-ultra"] = 1.6902
+DEVICE_SCALE["blackwell-ultra"] = 1.6897
 DEVICE_CLASS = {"A100 SXM 40GB": "A100", "A100 SXM 80GB": "A100", "A100 PCIe 80GB": "A100", "B300": "blackwell-ultra",
                 "GB300": "blackwell-ultra"}  # fmt: skip
 CHECKED_DEVICES = ("H100 SXM 96GB 500W", "H100 SXM", "H200 SXM", "A100 SXM 80GB")

@@ -85,6 +85,9 @@ class Experts:
     launch_s: float = 0.0  # per kernel an MoE block launches (host-bound at small sizes)
     grad_bytes: int = 4  # of an expert gradient in its buffer and reduction: fp32, or 2 where the run reduces in
     # bf16 (Megatron's grad_reduce_in_fp32 False, which Megatron-Bridge's MoE performance recipes set)
+    tp_folded: bool = True  # ep folded over tp too, each tp rank routing its sequence slice (Megatron's and
+    # torchtitan's expert-TP 1); False: dlperf's MoE workload, every tp rank running its ep group's experts on the
+    # whole sequence (their work, all-to-all and activations tp times; their state replicated over tp)
 
 
 @dataclass(frozen=True)
@@ -160,8 +163,9 @@ def predict_moe(
     dense = predict_llama(shape.dense, layout, training, device, net)
     pp, v, m = layout.pp, layout.stages_per_rank, layout.accumulation_steps
     layers = min(math.ceil(shape.dense.layers / pp), shape.moe_layers)  # the last stage's MoE blocks
-    edp = layout.tp * layout.cp * layout.dp_shard * layout.dp_replicate // ep
-    tokens = layout.micro_batch_size * shape.dense.seq / (layout.cp * layout.tp)  # this rank's, sequence-parallel
+    tp = layout.tp if experts.tp_folded else 1  # the tp ranks that split the experts' tokens and state
+    edp = tp * layout.cp * layout.dp_shard * layout.dp_replicate // ep
+    tokens = layout.micro_batch_size * shape.dense.seq / (layout.cp * tp)  # this rank's, sequence-parallel
     paced = min(experts.imbalance, experts.capacity_factor or math.inf)
     grouped_s, per_expert = _grouped_gemm_s(shape, training, device, layers, tokens, ep, experts, paced)
     a2a_s = _a2a_s(shape, training, net, layers, tokens, ep) * experts.imbalance * (1 - experts.a2a_hidden)
@@ -169,9 +173,9 @@ def predict_moe(
     slot = grouped_s + a2a_s + launch_s
     bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / v * slot if pp > 1 else 0.0
     local = expert_params_per_rank(shape, layers, ep)
-    fsdp_s = _expert_dp_s(
-        training, net, (local, experts.grad_bytes), ep, edp, dense.time["compute"] / m + grouped_s, layers
-    )
+    gathers = 2 * m if pp == 1 and not training.distributed_optimizer else 1  # FSDP2's forward and backward each
+    fsdp_s = _expert_dp_s(training, net, (local, experts.grad_bytes), (ep * layout.tp // tp, edp, gathers),
+                          dense.time["compute"] / m + grouped_s, layers)  # fmt: skip
     optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / edp / device.memory_bytes_per_s
     time = {**dense.time, "experts": m * grouped_s, "all_to_all": m * a2a_s, "launches": m * launch_s}
     time["pipeline_bubble"] += bubble_s
@@ -198,7 +202,7 @@ def _grouped_gemm_s(
     pairs = tokens * shape.top_k * paced
     flops = layers * pairs * 6 * shape.expert_params * (4 / 3 if training.checkpointing == "full" else 1)
     rate = (device.fp8_rate if training.float8 else device.rate) * experts.grouped_gemm_share
-    weight_bytes = 1 if training.float8 else 2
+    weight_bytes = 4 if training.precision == "fp32" else 1 if training.float8 else 2
     reads = 3 * layers * shape.experts / ep * shape.expert_params * weight_bytes / device.memory_bytes_per_s
     return flops / rate + reads, per_expert
 
@@ -211,21 +215,26 @@ def launches(shape: MoEShape, ep: int) -> int:
 
 
 def _expert_dp_s(
-    training: Training, net: Network, experts: tuple[float, int], ep: int, edp: int, micro_s: float, layers: int
+    training: Training, net: Network, experts: tuple[float, int], group: tuple[int, int, int], micro_s: float,
+    layers: int,
 ) -> float:  # fmt: skip
     """The gradients of `experts` (local parameters, bytes per gradient) reduce-scattered and their weights
-    all-gathered (16-bit, 8-bit under float8) over the edp ranks ep apart, once per step as Megatron's distributed
-    optimizer runs them: the reduction bucket by bucket during the last micro-batch's backward, the gather during the
-    first one's forward (`micro_s`: one micro-batch's compute, a third of it forward), each but for its last block's
-    share hidden by nothing else."""
+    all-gathered (16-bit, 8-bit under float8; fp32 in fp32) over the edp ranks `stride` apart (`group`: stride, edp,
+    gathers per step), the reduction bucket by bucket during the last micro-batch's backward, each gather during a
+    forward (`micro_s`: one micro-batch's compute, a third of it forward): once per step as Megatron's distributed
+    optimizer runs them, forward and backward each micro-batch as FSDP2 does. Each is hidden but for its last
+    block's share, except where nothing overlaps (gloo on the computing cores)."""
+    stride, edp, gathers = group
     if edp <= 1:
         return 0.0
     local, grad_bytes = experts
-    weight_bytes = 1 if training.float8 else 2
-    reduce = net.collective_s("reduce_scatter", local * grad_bytes, edp, ep)
-    gather = net.collective_s("all_gather", local * weight_bytes, edp, ep)
-    hidden = max(0.0, reduce - micro_s * 2 / 3) + max(0.0, gather - micro_s / 3)
-    return hidden + (reduce + gather) / max(layers, 1)
+    weight_bytes = 4 if training.precision == "fp32" else 1 if training.float8 else 2
+    reduce = net.collective_s("reduce_scatter", local * grad_bytes, edp, stride)
+    gather = net.collective_s("all_gather", local * weight_bytes, edp, stride)
+    if not training.overlap:
+        return reduce + gathers * gather
+    hidden = max(0.0, reduce - micro_s * 2 / 3) + gathers * max(0.0, gather - micro_s / 3)
+    return hidden + (reduce + gathers * gather) / max(layers, 1)
 
 
 def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, tokens: float, ep: int) -> float:

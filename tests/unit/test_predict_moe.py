@@ -86,6 +86,17 @@ def test_all_to_all_time_by_hand():
     assert got.tokens_per_expert == 4096 * 8 * 8 / 256
 
 
+def test_dlperfs_experts_on_every_tp_rank():
+    """dlperf's MoE runs each ep group's experts on every tp rank over the whole sequence: at TP 2 each rank's
+    expert tokens and all-to-all bytes are twice a sequence-parallel rank's (Megatron's folding)."""
+    net = Network(8, intra=Link(0.0, 1 / 360e9), inter=Link(0.0, 1 / 40e9))
+    layout = LlamaLayout(1, 1, 4, 1, 2, 1, 4, "1f1b", 1)
+    folded = predict_moe(DSV3, layout, 4, Experts(), Training(), H100.device, net)
+    dlperf = predict_moe(DSV3, layout, 4, Experts(tp_folded=False), Training(), H100.device, net)
+    assert dlperf.tokens_per_expert == 2 * folded.tokens_per_expert == 4096 * 8 * 4 / 256
+    assert dlperf.time["all_to_all"] == pytest.approx(2 * folded.time["all_to_all"])
+
+
 def test_the_busiest_expert_sets_the_pace_and_capacity_drops():
     values = {"size": "qwen3-30b-a3b", "nodes": 1, "devices_per_node": 8, "ep": 8, "global_batch_size": 64}
     _, balanced = moe_predict.predict({**values, "routing": "balanced"}, H100)

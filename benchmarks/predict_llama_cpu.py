@@ -58,8 +58,8 @@ LAYOUTS = {
     "tp2 fsdp2 (4 ranks)": {"tp": 2, "dp_shard": 2},
     "pp2 fsdp2 (4 ranks)": {"pp": 2, "dp_shard": 2, "global_batch_size": 8},
 }
-RUN = ["--device", "cpu", "--cpu-threads", "1", "--precision", "fp32", "--warmup-iters", "1", "--iters", "4",
-       "--print-every", "2", "--overwrite"]  # fmt: skip
+RUN = ["--device", "cpu", "--cpu-threads", "1", "--precision", "fp32", "--warmup-iters", "1", "--print-every", "2",
+       "--overwrite"]  # fmt: skip
 ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
@@ -67,7 +67,7 @@ def flags(values: dict) -> list[str]:
     return [x for k, v in values.items() for x in (f"--{k.replace('_', '-')}", str(v))]
 
 
-def dlperf_run(values: dict, devices: int, out: Path, rss: bool = False, model: str = "llama") -> dict:
+def dlperf_run(values: dict, devices: int, out: Path, rss: bool = False, model: str = "llama", iters: int = 4) -> dict:
     """The run's record; one already in `out` is read, not run again (--out of an earlier call: the predictions
     again from the same measurements). `rss`: glibc set so that the RSS follows the live tensors (ENV), for the
     memory; each large allocation then faults its pages in afresh, which slows a step (HSDP 2 x 1: 1.86 s against
@@ -76,9 +76,9 @@ def dlperf_run(values: dict, devices: int, out: Path, rss: bool = False, model: 
     if found:
         return json.loads(found[0].read_text())
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "dlperf", "run", "--model", model, *RUN, *flags(values), "--devices-per-node",
-                    str(devices), "--out", str(out)], check=True, capture_output=True,
-                   env=ENV if rss else None)  # fmt: skip
+    subprocess.run([sys.executable, "-m", "dlperf", "run", "--model", model, "--iters", str(iters), *RUN,
+                    *flags(values), "--devices-per-node", str(devices), "--out", str(out)], check=True,
+                   capture_output=True, env=ENV if rss else None)  # fmt: skip
     (record,) = out.glob(f"{model}/*/*.json")
     return json.loads(record.read_text())
 
@@ -133,7 +133,8 @@ def measured_links(out: Path) -> tuple[Link, dict[str, Link]]:
 class Check(NamedTuple):
     """What differs between the models checked: the dlperf model, its shape and layouts, the minimal model of a
     layout (the process's own memory), the prediction of (values, devices, device, links, the timed run's record)
-    -> (step s, bytes), and the one-rank step's optimizer seconds at a copy rate."""
+    -> (step s, bytes), the one-rank step's optimizer seconds at a copy rate, and the timed steps per run with
+    whether a step is its run's fastest window (on a machine others load: the least disturbed) or the median."""
 
     model: str
     shape: dict
@@ -141,6 +142,12 @@ class Check(NamedTuple):
     minimal: Callable[[dict], dict]
     predict: Callable[[dict, int, Device, Network, dict], tuple[float, float]]
     optimizer_s: Callable[[float], float]
+    iters: int = 4
+    best_window: bool = False
+
+    def step_s(self, record: dict) -> float:
+        throughput = max(record["window_throughputs"]) if self.best_window else record["throughput"]
+        return record["global_batch_size"] / throughput
 
 
 def run_check(check: Check, out: Path) -> None:
@@ -156,19 +163,20 @@ def run_check(check: Check, out: Path) -> None:
     for name, layout in check.layouts.items():
         values = {**check.shape, **layout}
         slug = name.split(" (")[0].replace(" ", "_")
-        one = dlperf_run(check.shape, 1, out / f"{slug}_single", model=check.model)  # the device's rate right now
-        one_step = one["global_batch_size"] / one["throughput"]
-        # the FLOPs over the step less its optimizer (memory-bound: at the copy rate, as the model times it)
-        rate = one["tflops_per_device"] * one_step / (one_step - check.optimizer_s(bandwidth))
+        # the device's rate right now: the one-rank run's FLOPs over its step less its optimizer (memory-bound: at
+        # the copy rate, as the model times it)
+        one = dlperf_run(check.shape, 1, out / f"{slug}_single", model=check.model, iters=check.iters)
+        one_step = check.step_s(one)
+        rate = one["flops_per_iteration"] / 1e12 / (one_step - check.optimizer_s(bandwidth))
         rate, share = (rate / 2, bandwidth / 2) if "4 ranks" in name else (rate, bandwidth)
         device = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=share)
         devices = 1 if name == "single" else 4 if "4 ranks" in name else 2  # 4 ranks share the 2 cores
         net = Network(devices, intra, intra, ops, ops)  # one machine, each collective on its own fit
-        timed = dlperf_run(values, devices, out / f"{slug}_time", model=check.model)
+        timed = dlperf_run(values, devices, out / f"{slug}_time", model=check.model, iters=check.iters)
         run = dlperf_run(values, devices, out / slug, rss=True, model=check.model)
         minimal = check.minimal(values)
         base = dlperf_run(minimal, devices, out / f"{slug}_minimal", rss=True, model=check.model)
-        step = timed["global_batch_size"] / timed["throughput"]
+        step = check.step_s(timed)
         memory = (run["peak_memory_mib"]["rss"] - base["peak_memory_mib"]["rss"]) * MIB
         want_step, want_memory = check.predict(values, devices, device, net, timed)
         want_memory -= check.predict(minimal, devices, device, net, base)[1]

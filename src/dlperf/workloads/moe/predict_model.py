@@ -272,7 +272,9 @@ def _memory(
     local = expert_params_per_rank(shape, layers, ep)
     compute_bytes = 4 if training.precision == "fp32" else 2
     sharded = local / edp
-    if training.distributed_optimizer or layout.pp > 1:  # whole while the stage runs (Megatron's always)
+    if not training.distributed_optimizer and layout.dp_shard * layout.cp * layout.dp_replicate == 1:
+        unsharded = 0.0  # no FSDP where nothing averages gradients (the dense part's rule)
+    elif training.distributed_optimizer or layout.pp > 1:  # whole while the stage runs (Megatron's always)
         unsharded = local * (compute_bytes + grad_bytes)
     else:  # FSDP2: two blocks', and the gradients accumulating whole over micro-batches
         unsharded = 2 * local / max(layers, 1) * (compute_bytes + 4)

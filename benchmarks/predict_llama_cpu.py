@@ -60,6 +60,7 @@ LAYOUTS = {
 }
 RUN = ["--device", "cpu", "--cpu-threads", "1", "--precision", "fp32", "--warmup-iters", "1", "--print-every", "2",
        "--overwrite"]  # fmt: skip
+QUIET = 0.5  # cores other processes may keep busy before a run is flagged noisy (dlperf's machine-load limit)
 ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
@@ -144,10 +145,31 @@ class Check(NamedTuple):
     optimizer_s: Callable[[float], float]
     iters: int = 4
     best_window: bool = False
+    attempts: int = 1  # (one-rank, timed) pairs tried while other jobs kept more than QUIET cores busy
 
     def step_s(self, record: dict) -> float:
         throughput = max(record["window_throughputs"]) if self.best_window else record["throughput"]
         return record["global_batch_size"] / throughput
+
+
+def others_cores(record: dict) -> float:
+    """Cores other processes kept busy over the run's timed window (its record's machine_load), the busiest node."""
+    return max(node["other_cores"] for node in record["machine_load"])
+
+
+def timed_pair(check: Check, values: dict, devices: int, out: Path, slug: str) -> tuple[dict, dict]:
+    """(the one-rank run, the layout's timed run) just after it: the first pair in which other jobs kept at most
+    QUIET cores busy in both (dlperf's own noise limit), else the least loaded of `attempts`."""
+    pairs = []
+    for attempt in range(check.attempts):
+        tag = f"_{attempt}" if attempt else ""
+        one = dlperf_run(check.shape, 1, out / f"{slug}_single{tag}", model=check.model, iters=check.iters)
+        timed = dlperf_run(values, devices, out / f"{slug}_time{tag}", model=check.model, iters=check.iters)
+        pairs.append((max(others_cores(one), others_cores(timed)), attempt, one, timed))
+        if pairs[-1][0] <= QUIET:
+            break
+    _, _, one, timed = min(pairs)
+    return one, timed
 
 
 def run_check(check: Check, out: Path) -> None:
@@ -156,23 +178,22 @@ def run_check(check: Check, out: Path) -> None:
     bandwidth = copy_bandwidth()
     print(f"memory: {bandwidth / 1e9:.1f} GB/s read and written by one core")
     print(
-        "| layout | one rank (GFLOP/s) | measured step (s) | predicted | error | measured MiB above minimal | "
-        "predicted | error |"
+        "| layout | others' cores | one rank (GFLOP/s) | measured step (s) | predicted | error | measured MiB above "
+        "minimal | predicted | error |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, layout in check.layouts.items():
         values = {**check.shape, **layout}
         slug = name.split(" (")[0].replace(" ", "_")
-        # the device's rate right now: the one-rank run's FLOPs over its step less its optimizer (memory-bound: at
-        # the copy rate, as the model times it)
-        one = dlperf_run(check.shape, 1, out / f"{slug}_single", model=check.model, iters=check.iters)
+        devices = 1 if name == "single" else 4 if "4 ranks" in name else 2  # 4 ranks share the 2 cores
+        one, timed = timed_pair(check, values, devices, out, slug)
+        # the device's rate then: the one-rank run's FLOPs over its step less its optimizer (memory-bound: at the
+        # copy rate, as the model times it)
         one_step = check.step_s(one)
         rate = one["flops_per_iteration"] / 1e12 / (one_step - check.optimizer_s(bandwidth))
         rate, share = (rate / 2, bandwidth / 2) if "4 ranks" in name else (rate, bandwidth)
         device = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=share)
-        devices = 1 if name == "single" else 4 if "4 ranks" in name else 2  # 4 ranks share the 2 cores
         net = Network(devices, intra, intra, ops, ops)  # one machine, each collective on its own fit
-        timed = dlperf_run(values, devices, out / f"{slug}_time", model=check.model, iters=check.iters)
         run = dlperf_run(values, devices, out / slug, rss=True, model=check.model)
         minimal = check.minimal(values)
         base = dlperf_run(minimal, devices, out / f"{slug}_minimal", rss=True, model=check.model)
@@ -180,8 +201,9 @@ def run_check(check: Check, out: Path) -> None:
         memory = (run["peak_memory_mib"]["rss"] - base["peak_memory_mib"]["rss"]) * MIB
         want_step, want_memory = check.predict(values, devices, device, net, timed)
         want_memory -= check.predict(minimal, devices, device, net, base)[1]
+        load = max(others_cores(one), others_cores(timed))
         print(
-            f"| {name} | {rate * 1e3:.1f} | {step:.2f} | {want_step:.2f} | {want_step / step - 1:+.1%} | "
+            f"| {name} | {load:.2f} | {rate * 1e3:.1f} | {step:.2f} | {want_step:.2f} | {want_step / step - 1:+.1%} | "
             f"{memory / MIB:.0f} | {want_memory / MIB:.0f} | {want_memory / memory - 1:+.1%} |",
             flush=True,
         )

@@ -279,7 +279,10 @@ def _memory(
     else:  # FSDP2: two blocks', and the gradients accumulating whole over micro-batches
         unsharded = 2 * local / max(layers, 1) * (compute_bytes + 4)
         unsharded += local * compute_bytes if layout.accumulation_steps > 1 else 0.0
-    activations = tokens * shape.top_k * paced * kept_bytes_per_pair(shape, training) * _in_flight(layout, layers, True)
+    # the first stage holds the most micro-batches in flight, but the dense first blocks are among its blocks
+    first = max(0, math.ceil(shape.dense.layers / layout.pp) - (shape.dense.layers - shape.moe_layers))
+    in_flight = max(_in_flight(layout, first, True), _in_flight(layout, layers, False))
+    activations = tokens * shape.top_k * paced * kept_bytes_per_pair(shape, training) * in_flight
     parts = dict(dense)
     # Megatron's fp32 master weights live in the optimizer's shard beside the moments, its gradients only whole
     parts["parameters"] += 0.0 if training.distributed_optimizer else 4 * sharded

@@ -279,9 +279,15 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     counted, note = samples_check(stream, kept, job.plan.global_batch)
     figures["samples_per_step"] = dump(counted)
     figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, tuple(kept)) if kept else None
-    hook = "timed by dlperf's start-up hook: every update"
-    figures["reading_notes"] = [hook, *stream.notes, *([note] if note else [])]
+    figures["reading_notes"] = _hook_notes(stream, figures_of(figures), note)
     return figures
+
+
+def _hook_notes(stream: Stream, read: ExternalRunRecord, note: str | None) -> list[str]:
+    """What the hook's record says: that the hook timed it, what merging found, where the steady-state test placed
+    the window (the stream's reading), and how the samples were counted."""
+    hook = "timed by dlperf's start-up hook: every update"
+    return [hook, *stream.notes, *(read.reading_notes or []), *([note] if note else [])]
 
 
 def samples_check(stream: Stream, kept: list[int] | None, declared: int) -> tuple[SamplesPerStep, str | None]:

@@ -6,8 +6,9 @@ process's side file by framework_logs/hookranks.py), one line per update of the 
 and marks of the stretches a trainer's own figure covers (`train <begin> <end>`: transformers' train_runtime;
 `epoch <time>`: a Lightning epoch began), read by `trace` for the like-for-like comparison.
 
-Read by the timestamp rule with the run's own warm-up and window (`--warmup-iters`, `--iters`, as native runs):
-samples between the last warm-up step and the window's last, over the time between them. Steps where no samples
+Read by the timestamp rule with the run's own warm-up and window (`--warmup-iters`, `--iters`, as native runs), the
+window starting where the updates' times settle past that warm-up (settle.py): samples between the last warm-up
+step and the window's last, over the time between them. Steps where no samples
 were counted count the case's global batch (the record says so). Never detected in a log: a `--command` run names it.
 """
 

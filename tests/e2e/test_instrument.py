@@ -64,8 +64,8 @@ def test_a_loop_that_prints_nothing_is_timed_by_the_hook_alone(tmp_path):
     assert_window(record, steps, 5, 20, 4, last_step=30)
     assert len(steps.read_text().splitlines()) == 30  # one line per optimizer step, nothing else
     assert "printed nothing" in record["cross_check"]["note"]
-    assert record["samples_per_step"] == {"counted": None, "declared": 4}  # its tensors are made in the loop
-    assert any("not counted" in note and "on trust" in note for note in record["reading_notes"])
+    assert record["samples_per_step"] == {"counted": 4, "declared": 4}  # its tensors, made once, the model's input
+    assert any("counted from the model's input" in note for note in record["reading_notes"])
     assert not any(tmp_path.rglob("*.log")) or all(p.stat().st_size == 0 for p in tmp_path.rglob("*.log"))
 
 
@@ -95,9 +95,11 @@ def test_the_hook_changes_nothing_the_script_prints_and_keeps_a_sites_own(tmp_pa
     hooked = subprocess.run([sys.executable, "-c", HOOKED], env=hooked_env, capture_output=True, text=True, check=True)
     assert (hooked.stdout, hooked.stderr) == (plain.stdout, plain.stderr) == ("the site hook ran\ndone SGD\n", "")
     (side,) = tmp_path.glob("run.steps.*")  # one process, one file (the forked child stepped nothing)
-    rows = [line.split() for line in side.read_text().splitlines()]
+    note, *lines = side.read_text().splitlines()
+    rows = [line.split() for line in lines]
     assert [row[0] for row in rows] == ["1", "2", "3", "4", "5"]  # the two optimizers' calls: one update each
-    assert all(row[2:] == ["-", "0", "-"] for row in rows)  # nothing counted (tensors made in the loop), rank 0
+    assert all(row[2:] == ["3", "0", "-"] for row in rows)  # no DataLoader: the model's input, rank 0
+    assert note.startswith("# samples counted from the model's input") and "Linear" in note
 
 
 def trainers(module: str) -> str:
@@ -149,7 +151,7 @@ def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path
                        "--out", str(tmp_path / "out")])  # fmt: skip
     record = the_record(tmp_path / "out")
     assert done.returncode == 1 and record["status"] == "failed" and "NaN loss" in record["error"]
-    assert next((tmp_path / "out").rglob("*.steps.*")).read_text().count("\n") == 30  # it was timed
+    assert len(steps_rows(next((tmp_path / "out").rglob("*.steps.*")))) == 30  # it was timed
 
 
 KERAS_ASYNC = """

@@ -59,8 +59,7 @@ class Measured:
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
     own: float | None = None  # the framework's own practice's figure for the same run (LogFormat.own_reading)
     contradictions: tuple[str, ...] = ()  # what in the window disagrees with itself beyond its noise
-    # the iteration the window starts after: the count, or where the steady-state test moved it (None: no window)
-    warmup: int | None = None
+    warmup: int | None = None  # the iteration the window starts after: the count, or where the steady test moved it
 
 
 def measure(
@@ -86,14 +85,14 @@ def measure(
     except DataError as refusal:
         if whole.point is None:
             raise
-        return _screened(_whole_run_figure(whole.point, refusal, fmt, shape, runs), screen)
+        return _screened(_whole_run_figure(whole.point, refusal, fmt, shape, (runs, warmup)), screen)
     error: DataError | None = None
     for w in reversed(done):  # the last run that gives a figure
         try:
             return _screened(_result(w, fmt, rule, shape, runs), screen)
         except DataError as e:
             if w is done[-1] and whole.point is not None:
-                return _screened(_whole_run_figure(whole.point, e, fmt, shape, runs), screen)
+                return _screened(_whole_run_figure(whole.point, e, fmt, shape, (runs, warmup)), screen)
             error = error or e
     assert error is not None
     raise error
@@ -119,9 +118,13 @@ class _WholeRun:
             yield point
 
 
-def _whole_run_figure(point: Point, why: DataError, fmt: LogFormat, shape: RunShape, runs: int) -> Measured:
-    """The run's own figure for all of it, where the rule's window gives none: said so in the record."""
+def _whole_run_figure(
+    point: Point, why: DataError, fmt: LogFormat, shape: RunShape, counts: tuple[int, int]
+) -> Measured:
+    """The run's own figure for all of it, where the rule's window gives none: said so in the record. `counts`: the
+    runs in the file and the warm-up count the rule asked for."""
     assert point.speed is not None  # a reader's whole-run point carries its figure
+    runs, warmup = counts
     return Measured(
         throughput=plausible(point.speed, "printed", fmt, shape),
         kept=1,
@@ -132,6 +135,7 @@ def _whole_run_figure(point: Point, why: DataError, fmt: LogFormat, shape: RunSh
         metrics={},
         window_note=f"the rule's window gives no figure ({why}): took the run's own whole-run figure",
         runs=max(runs, 1),
+        warmup=warmup,
         notes=(point.note,) if point.note else (),
         unit=point.unit,
         batch_free=True,

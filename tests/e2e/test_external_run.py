@@ -42,19 +42,21 @@ def records(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(out.rglob("*.json")) if p.parent != out]
 
 
-def imagenet_expected(log: str, global_batch: int) -> float:
-    """By hand: per iteration the median printed time over the ranks, iterations 21 on, global batch / mean."""
+def imagenet_expected(log: str, global_batch: int, after: int = 20) -> float:
+    """By hand: per iteration the median printed time over the ranks, the iterations after `after` (the record's
+    warm-up: 20, or where the steady-state test found the lines settled), global batch / mean."""
     times: dict[int, list[float]] = {}
     for step, seconds in re.findall(r"Epoch: \[0\]\[\s*(\d+)/\d+\]\tTime\s+([\d.]+) \(", log):
         times.setdefault(int(step), []).append(float(seconds))
-    kept = [statistics.median(times[s]) for s in sorted(times) if s > 20]
+    kept = [statistics.median(times[s]) for s in sorted(times) if s > after]
     return global_batch / statistics.fmean(kept)
 
 
-def keras_expected(log: str) -> float:
-    """By hand: the mean printed examples/second of the lines after steps 0-100 (the published start-up skip)."""
+def keras_expected(log: str, after: int = 100) -> float:
+    """By hand: the mean printed examples/second of the lines from step `after` (the published start-up skip of
+    100, or where the steady-state test found the lines settled)."""
     lines = re.findall(r"([\d.]+) examples/second between steps (\d+) and", log)
-    return statistics.fmean(float(speed) for speed, start in lines if int(start) >= 100)
+    return statistics.fmean(float(speed) for speed, start in lines if int(start) >= after)
 
 
 def stray(marker: str) -> list[int]:
@@ -89,7 +91,9 @@ def test_pytorch_script_sweep_on_one_and_two_ranks_is_reported(tmp_path):
         assert record["global_batch_size"] == 4 * world and record["group"] == "b4_fp32_external"
         log = (out / "resnet50" / f"1n{world}g" / "resnet50_b4_fp32_external_1.log").read_text()
         assert len(re.findall(r"Epoch: \[0\]", log)) == 24 * world  # every rank's lines in the run's log
-        assert record["throughput"] == pytest.approx(imagenet_expected(log, 4 * world), rel=1e-9)
+        assert record["throughput"] == pytest.approx(
+            imagenet_expected(log, 4 * world, record["warmup_iterations"]), rel=1e-9
+        )
         assert record["latency_ms"]["mean"] == pytest.approx(4 * world / record["throughput"] * 1000, rel=1e-9)
     console = (out / "resnet50" / "1n2g" / "resnet50_b4_fp32_external_1.console.txt").read_text()
     assert "[rank 0] Epoch" in console and "[rank 1] Epoch" in console
@@ -109,7 +113,7 @@ def test_jax_keras_style_script(tmp_path, devices):
     (record,) = records(tmp_path)
     log = (tmp_path / "resnet50" / f"1n{devices}g" / "resnet50_b8_fp32_external_1.log").read_text()
     assert record["status"] == "ok" and record["format"] == "tf2-keras" and record["world_size"] == devices
-    assert record["throughput"] == pytest.approx(keras_expected(log), rel=1e-9)
+    assert record["throughput"] == pytest.approx(keras_expected(log, record["warmup_iterations"]), rel=1e-9)
     assert len(re.findall("TimeHistory", log)) == 3  # JAX process 0 prints for the whole job
     report = run_dlperf(["report", str(tmp_path)])
     assert report.returncode == 0, report.stderr
@@ -131,7 +135,9 @@ def test_per_node_command_starts_its_own_workers(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (record,) = records(tmp_path)
     log = (tmp_path / "resnet50" / "1n2g" / "resnet50_b2_fp32_external_1.log").read_text()
-    assert record["status"] == "ok" and record["throughput"] == pytest.approx(imagenet_expected(log, 4), rel=1e-9)
+    assert record["status"] == "ok" and record["throughput"] == pytest.approx(
+        imagenet_expected(log, 4, record["warmup_iterations"]), rel=1e-9
+    )
 
 
 def test_failing_rank_stops_the_others_and_is_a_failed_record(tmp_path):

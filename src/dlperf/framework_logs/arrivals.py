@@ -1,7 +1,7 @@
 """The arrival-time second reading of a `--command` log: dlperf stamps each line as it reaches the log
 (`<run>.arrivals`: the log's end offset and a monotonic time per line written, launch/external_node.py), so any
 reader's points carry a time even where the script prints none: samples between the points (their steps x the
-global batch) over the arrival times between them, in the same warm-up and window.
+global batch) over the arrival times between them, in the same window (its start as the reader placed it).
 
 It can only check: a program that buffers its output delivers lines in bursts, and lines printed less than 20 ms
 apart time their own printing as much as the training, so such readings are dropped, not used; a figure that
@@ -73,7 +73,7 @@ def arrival_reading(log: Path, fmt: LogFormat, warmup: int, window: int | None, 
 
     timed = dataclasses.replace(fmt, rules=("timestamp",), steps_are_iterations=True)
     try:
-        measured: Measured = measure(stamped(), timed, "timestamp", warmup, window, shape)
+        measured: Measured = measure(stamped(), timed, "timestamp", warmup, window, shape, settles=False)
     except DataError:
         return None
     if not gaps[0] or gaps[1] > BURSTY * gaps[0] or gaps[2] / gaps[0] < MIN_GAP_S or measured.kept < 2:

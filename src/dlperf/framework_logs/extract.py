@@ -113,7 +113,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     assert measured is not None  # a log gives no figure only where it says why its run failed
     if raw.unterminated:
         measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
-    record = _measured_record(info, shape, fmt, (rule, options.rule is not None), measured, warmup, window)
+    record = _measured_record(info, shape, fmt, (rule, options.rule is not None), measured, window)
     if options.accelerator:
         record.update(printed_mfu(measured.metrics.get("tflops_per_device"), fmt, options.accelerator, info.precision))
     return record
@@ -194,7 +194,6 @@ def _measured_record(
     fmt: LogFormat,
     reading: tuple[str, bool],
     measured: Measured,
-    warmup: int,
     window: int | None,
 ) -> dict[str, Any]:
     """An ok record: the figures the rule measured, with the second reading beside them (`reading`: the rule, and
@@ -213,7 +212,7 @@ def _measured_record(
         error=None,
         throughput=measured.throughput,
         throughput_per_device=measured.throughput / info.world_size,
-        warmup_iterations=warmup,
+        warmup_iterations=measured.warmup,
         window_iterations=window,
         kept_lines=measured.kept,
         kept_steps=[measured.first_step, measured.last_step],

@@ -187,6 +187,9 @@ class LogFormat:
     unit: str = "samples/s"
     printed: str = "global"  # what the printed figure is: "global" or "per device" (readers scale to global)
     last_only: bool = False
+    # the window starts where the kept lines settle (settle.py); False: the writer ran its own warm-up first and
+    # logged only the timed windows after it (dlperf's own log, whose `--warmup-iters auto` measured it already)
+    settles: bool = True
     memory_kind: str = "reserved"  # what a printed memory figure is, as dlperf's records name it
     steps_are_iterations: bool = True  # False: `step` numbers progress events, so the timestamp rule needs samples
     record_start: re.Pattern[str] | None = None  # where one of its records begins, to part records merged on a line

@@ -41,7 +41,7 @@ class Window:
         # the latest points and where their intervals start, for the short-log fallback and `last_only`
         self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
         # the first lines past the count, held until settle.py places the window (None: placed, or not tested)
-        self.settles = settles and not fmt.last_only  # a whole-run figure (`last_only`) has no warm-up to find
+        self.settles = settles and fmt.settles and not fmt.last_only  # a whole-run figure has no warm-up to find
         self.pending: list[tuple[Point, int | None]] | None = [] if self.settles else None
         self.settled: str | None = None  # what the test found, for the record (None: nothing to say)
         self.found = warmup  # the iteration the window starts after: the count, or where the test moved it

@@ -36,6 +36,7 @@ FORMATS = (
         read=read,
         rules=("printed", "timestamp"),
         warmup=0,
+        settles=False,
         practice="warm-up iterations are never logged, so every window is kept",
     ),
 )

@@ -67,6 +67,7 @@ FORMATS = (
             (r"^\{'model_name': ", r"'micro_batch_size': \d+"),
         ),
         clue=("iter time: ", "'train': TrainArgs(", "'micro_batch_size': "),
+        reads=("micro_batch_size=",),
         read=read,
         warmup=5,
         printed_from="seconds",

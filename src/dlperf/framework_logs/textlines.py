@@ -172,13 +172,6 @@ def _physical(chunk: bytes) -> Iterator[tuple[int, int, bytes]]:
     """(start, end after its line end, text) of each line of `chunk` (ending in `\\n`, `\\r\\n` or `\\r`, or not
     at all: the file's last)."""
     start = 0
-    if b"\r" not in chunk:
-        for text in chunk.split(b"\n"):
-            end = start + len(text) + 1
-            if text or end <= len(chunk):
-                yield start, min(end, len(chunk)), text
-            start = end
-        return
     for m in LINE_END.finditer(chunk):
         yield start, m.end(), chunk[start : m.start()]
         start = m.end()

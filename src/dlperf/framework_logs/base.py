@@ -14,6 +14,10 @@ from dlperf.errors import DataError
 RULES = ("printed", "timestamp")
 
 
+class AnyCase(str):
+    """A string a reader looks for in any case (its pattern ignores case): LogFormat.reads."""
+
+
 @dataclass(frozen=True)
 class RunShape:
     """What a reader may need from the file's place in the layout to turn its lines into global figures."""
@@ -224,6 +228,10 @@ class LogFormat:
     # a line the signature matches holds one of these strings: a literal scan (far faster than a signature that
     # cannot start with a literal) rules out other lines first, which on a megabyte line is most of detection's time
     clue: tuple[str, ...] = ()
+    # ... and a line the reader (or `success`) acts on holds one of the clue's strings or of these (a config line it
+    # takes its batch from, a line that pauses its clock; `AnyCase` where its pattern ignores case): in a long log
+    # the lines holding neither, nor a failure word, are passed over unread (prefilter.py). No clue: all are read.
+    reads: tuple[str, ...] = ()
 
     def recognises(self, line: str) -> bool:
         if self.clue and not any(clue in line for clue in self.clue):

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dlperf.framework_logs.base import ISO_TIME, NUMBER, LogFormat, Point, RunShape, iso_time, to_float
+from dlperf.framework_logs.base import ISO_TIME, NUMBER, AnyCase, LogFormat, Point, RunShape, iso_time, to_float
 
 START_STEP = 2  # ThroughputTimer's default start_step: steps 1-2 are never timed
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
@@ -147,6 +147,12 @@ FORMATS = (
             r"|\] \d+/\d+, (?:RunningAvg)?SamplesPerSec="
         ),
         clue=("[Rank 0] step=", "SamplesPerSec="),
+        reads=(
+            "train_batch_size .",
+            AnyCase("saving model checkpoint"),
+            AnyCase("checkpoint global_step"),
+            AnyCase("saving checkpoint"),
+        ),
         read=read,
         rules=("printed", "timestamp"),
         warmup=10,

@@ -32,6 +32,7 @@ FORMATS = (
         name="dlperf",
         description="dlperf's own `[dlperf] iter i/n ... samples/s N ms/iter M time T` lines",
         signature=WINDOW_RE,
+        clue=("[dlperf] iter ",),
         record_start=re.compile(r"\[dlperf\] "),
         read=read,
         rules=("printed", "timestamp"),

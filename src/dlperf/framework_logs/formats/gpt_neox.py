@@ -66,6 +66,7 @@ FORMATS = (
         "DeepSpeed's ThroughputTimer the second reading",
         signature=re.compile(r"^\s*samples/sec: [\d.]+ \| iteration\s+\d+/\s*\d+ \| elapsed time per iteration"),
         clue=("samples/sec: ",),
+        reads=("SamplesPerSec=",),
         read=read,
         warmup=10,
         rates_over_time=True,

@@ -95,6 +95,7 @@ FORMATS = (
             (TOTAL.pattern,),  # the summary's tokens come first, and the reader needs them
         ),
         clue=("iter time: ", "'train': TrainArgs(", "'micro_batch_size': ", "| - Total "),
+        reads=("micro_batch_size=", "| - Training Time"),
         read=read,
         warmup=5,
         printed_from="seconds",

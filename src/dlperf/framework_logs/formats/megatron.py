@@ -161,6 +161,7 @@ FORMATS = (
             )
         ),
         clue=("elapsed time per iteration (", "elapsed_time_per_iteration_ms="),
+        reads=("saving checkpoint at iteration", "validation loss at ", "Step Time : "),
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,

@@ -79,6 +79,7 @@ FORMATS = (
         description="a tqdm bar alone (`59/60 [00:05<00:00, 10.82it/s]`): iterations x the global batch over the "
         "bar's own time",
         signature=re.compile(r"\|\s*\d+/\S+ \[(?:\d+:)?\d+:\d\d<[^,\]]*,\s*[\d.]+(?:it/s|s/it)"),
+        clue=("it/s", "s/it"),
         read=read,
         rules=("timestamp",),
         warmup=5,

@@ -47,7 +47,8 @@ def _small_logs() -> list[Path]:
 
 
 OWN = {"llmc": "llmc", "gpt-neox": "gpt-neox", "deepspeed-chat": "deepspeed-chat", "aws-fsdp": "aws-fsdp",
-       "nanochat": "nanochat", "modded-nanogpt": "modded-nanogpt"}  # format -> its fixtures' folder  # fmt: skip
+       "nanochat": "nanochat", "modded-nanogpt": "modded-nanogpt",
+       "deepspeed-pipe": "megatron-deepspeed"}  # format -> its fixtures' folder  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
@@ -198,3 +199,17 @@ def test_a_batch_taken_from_the_path_is_said_in_the_record_and_the_report(tmp_pa
     )
     assert any(n.startswith(note) for n in record["reading_notes"])
     assert [f.label for f in case_flags([record]) if f.label == "batch given"] == ["batch given"]
+
+
+def test_deepspeed_pipeline_engine_lines_are_its_batch_free_whole_iterations(tmp_path):
+    """DeepSpeed's pipeline engine (`steps: 2 loss: 12.8004 iter time (s): 145.206 samples/sec: 7.052`: its
+    train_batch_size over the train_batch timer, every micro-batch and the optimizer step): the Megatron-DeepSpeed
+    log without its own iteration lines is read by them, at no batch of the path's (b12 where 16 trained); its
+    first known line, `[Rank 0] step=0`, is the engine's, which yields to them."""
+    pipe = DISAGREE / "megatron-deepspeed" / "16n4g" / "bigscience-meg-ds-3d-gpt2-pipe_b16_fp16_1.log"
+    lines = [line for line in pipe.read_text("utf-8").splitlines() if "| elapsed time per iteration" not in line]
+    assert "[Rank 0] step=0" in lines[1] and detect(lines[1]).name == "deepspeed"
+    record = read(copy_to(tmp_path, pipe, lines, name="pipe_b12_fp16_1.log"))
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "deepspeed-pipe", [2, 2])
+    assert record["throughput"] == 7.052 and record["unit"] == "samples/s"
+    assert not any("given global batch" in note for note in record["reading_notes"])

@@ -22,6 +22,8 @@ ALCF = DISAGREE / "megatron-deepspeed" / "2n4g" / "alcf-polaris-llama-1b_b32_fp1
 README = DISAGREE / "megatron-deepspeed" / "2n4g" / "alcf-readme-polaris-llama-7b_b96_fp16_1.log"
 TORCHRUN = DISAGREE / "failures" / "1n4g" / "salmonn-torchrun-rank1-error_b6_bf16_1.log"
 NEMO1_BAR = DISAGREE / "nemo1-bar" / "1n8g" / "awsome-nemo-launcher-gpt3-126m_b32_bf16_1.log"
+BLOOM = DISAGREE / "megatron-deepspeed" / "48n8g" / "bloom176b-chronicles-wrapped_b5_bf16_1.log"
+PIPE = DISAGREE / "megatron-deepspeed" / "16n4g" / "bigscience-meg-ds-3d-gpt2-pipe_b16_fp16_1.log"
 
 
 def read(path: Path, **options) -> dict:
@@ -47,6 +49,44 @@ def test_an_engine_line_first_does_not_name_the_format():
     assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [199, 200])
     assert record["throughput"] == pytest.approx(2 * 768 / (14.2875 + 14.5414), rel=1e-9)
     assert record["cross_check"]["agree"]
+
+
+def test_a_hard_wrapped_bloom_line_takes_its_batch_from_the_continuation_line():
+    """BLOOM-176B's chronicles quote five iteration lines wrapped at 153 columns: the first part (iteration, time)
+    is a record on its own, `| global batch size: 2048 |` is on the line after. 2048 / 384 GPUs is no whole batch
+    per device, so the path says b5 (1920: x0.938 where the first part was read alone); the cut line is joined with
+    its rest: 5 x 2048 over the five times, the printed samples per second agreeing, no batch from the path."""
+    parts = BLOOM.read_text("utf-8").splitlines()
+    assert [len(line) for line in parts[:3]] == [153, 153, 62] and "global batch size: 2048" in parts[1]
+    times = [float(t) for t in re.findall(r"elapsed time per iteration \(s\): ([\d.]+)", "".join(parts))]
+    record = read(BLOOM)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [42780, 42784])
+    assert record["throughput"] == pytest.approx(5 * 2048 / sum(times), rel=1e-12)  # 19.037 sequences/s
+    assert record["cross_check"]["agree"] and not any("given global batch" in n for n in record["reading_notes"])
+
+
+def test_megatron_lines_without_a_batch_take_the_engines_printed_batch_else_say_the_paths(tmp_path):
+    """A 2021 Megatron-DeepSpeed 3D run (Megatron-LM v1.1.5: no `global batch size` in its iteration lines) whose
+    first known lines are DeepSpeed's (`[Rank 0] step=`, the pipeline engine's `steps: 1 ... samples/sec: 6.805`,
+    printed just before each iteration line): read as Megatron, at the engine's printed train_batch_size (1024),
+    whatever the path says (b12 here); with that line cut, at the path's batch, the record saying so and the
+    report flagging the row."""
+    from dlperf.reporting.doubts import case_flags
+
+    lines = PIPE.read_text("utf-8").splitlines()
+    elsewhere = tmp_path / "16n4g" / "meg-ds-3d_b12_fp16_1.log"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("\n".join(lines) + "\n")
+    for log in (PIPE, elsewhere):
+        record = read(log)
+        assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [2, 2])
+        assert record["throughput"] == pytest.approx(1024 / 145.207, rel=1e-12)
+        assert "samples per step: the engine's printed train_batch_size" in record["reading_notes"]
+    elsewhere.write_text("\n".join(line for line in lines if "train_batch_size" not in line) + "\n")
+    record = read(elsewhere)
+    assert record["throughput"] == pytest.approx(12 * 64 / 145.207, rel=1e-12)
+    assert any(n.startswith("samples per iteration: the given global batch, 768") for n in record["reading_notes"])
+    assert [f.label for f in case_flags([record]) if f.label == "batch given"] == ["batch given"]
 
 
 def test_a_component_timer_that_disagrees_gives_way_to_the_stamps_kept_as_evidence(tmp_path):
@@ -118,16 +158,20 @@ def test_a_nemo1_bar_is_never_sent_to_a_rule_its_format_refuses():
     assert "the tqdm format has the timestamp rule only" in str(refused.value)
 
 
-def test_the_live_line_of_a_silent_command_says_training_once_the_hook_timed_a_step(tmp_path):
-    """A script that prints nothing: "... starting the ranks" until the start-up hook writes its first step beside
-    the log (`<run>.steps.<host>.<pid>`), then "training"."""
+def test_the_live_line_of_a_silent_command_says_running_then_training_once_the_hook_timed_a_step(tmp_path):
+    """A script that prints nothing: "... starting the ranks" until its log is opened (as its processes start),
+    then "... running, no step seen yet" (never "starting the ranks" for its whole run), and "training" once the
+    start-up hook writes its first step beside the log (`<run>.steps.<host>.<pid>`)."""
     log = tmp_path / "run.log"
     lines: list[str] = []
     with LogFollower(log, lines.append, quiet_s=0.05, poll_s=0.01, plain=True):
-        log.write_text("")
         _wait_for(lambda: any(line.startswith("... starting the ranks") for line in lines))
+        log.write_text("")
+        _wait_for(lambda: any(line.startswith("... running, no step seen yet: ") for line in lines))
         (tmp_path / "run.steps.host.123").write_text('{"step": 1}\n')
         _wait_for(lambda: any(line.startswith("... training") for line in lines))
+    said = [line.split(":")[0] for line in lines if line.startswith("... ")]
+    assert said == sorted(said, key=["... starting the ranks", "... running, no step seen yet", "... training"].index)
     assert "first step timed: training" in lines
     assert lines.index("first step timed: training") < next(i for i, t in enumerate(lines) if t.startswith("... tr"))
 

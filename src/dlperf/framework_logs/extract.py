@@ -83,10 +83,16 @@ def _formatted_lines(
 
 def _iterations_format(engine: LogFormat, lines: Iterator[str]) -> LogFormat:
     """The format of the lines that carry the iterations: the first format `engine` yields to that recognises a
-    later line (Megatron-DeepSpeed's `iteration ... |` lines around DeepSpeed's engine lines), else `engine`. The
-    file is read again as the format found, so the lines looked at here are not held."""
-    yielded = [get_format(name) for name in engine.yields_to]
-    return next((f for line in lines for f in yielded if f.recognises(line)), engine)
+    later line (Megatron-DeepSpeed's `iteration ... |` lines around DeepSpeed's engine lines), and on from it while
+    the format found yields too (DeepSpeed's pipeline-engine line, printed just before Megatron-DeepSpeed's own:
+    the iteration line still names the format), else `engine`. The file is read again as the format found, so the
+    lines looked at here are not held."""
+    found = engine
+    for line in lines:
+        if not found.yields_to:
+            break
+        found = next((f for f in map(get_format, found.yields_to) if f.recognises(line)), found)
+    return found
 
 
 def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:

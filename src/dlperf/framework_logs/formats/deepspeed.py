@@ -160,7 +160,7 @@ FORMATS = (
         batch_free=True,
         memory_kind="allocated",
         stamps_when_unprinted=True,
-        yields_to=("gpt-neox", "megatron", "deepspeed-chat"),
+        yields_to=("gpt-neox", "megatron", "deepspeed-chat", "deepspeed-pipe"),
         printed_part="forward, backward and the optimizer step (its ThroughputTimer; no data loading, nothing between "
         "steps)",
         own_reading="DeepSpeed's own RunningAvgSamplesPerSec at the last kept step (every step after step 2)",

@@ -35,7 +35,7 @@ micro-batches as the schedule holds in flight.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dlperf.predict.setting import Device, Network, Training
 from dlperf.workloads.llama.layout import LlamaLayout
@@ -67,11 +67,19 @@ class MoEShape:
     active: int
     flops_per_token: int  # 6 x active non-embedding parameters + the attention scores' 12·L·H·Q·T (PaLM's count)
     flops_per_token_causal: int  # the attention term halved (MaxText's and Megatron-Bridge's count)
+    shared_experts: int = 0  # of expert_ffn each, in the dense part's feed-forward
 
     @property
     def expert_params(self) -> int:
         """One routed expert's SwiGLU."""
         return 3 * self.dense.hidden * self.expert_ffn
+
+    def without_shared(self) -> ModelShape:
+        """The dense part less the shared experts (dlperf runs them whole on every tp rank, as its routed ones)."""
+        params = self.moe_layers * self.shared_experts * self.expert_params
+        ffn = self.dense.ffn - self.shared_experts * self.expert_ffn
+        return replace(self.dense, ffn=ffn, params=self.dense.params - params,
+                       flops_per_token=self.dense.flops_per_token - 6 * params)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,8 @@ def moe_shape(config: MoEConfig) -> MoEShape:
     )  # fmt: skip
     base = 6 * (counts.active - counts.embedding)
     return MoEShape(dense, moe_layers, config.num_experts, config.top_k, config.moe_ffn_hidden_size, counts.total,
-                    counts.active, base + attention_flops, base + attention_flops // 2)  # fmt: skip
+                    counts.active, base + attention_flops, base + attention_flops // 2,
+                    config.num_shared_experts)  # fmt: skip
 
 
 def _attention_width(config: MoEConfig) -> int:
@@ -160,14 +169,15 @@ def predict_moe(
     net: Network,
 ) -> MoEPrediction:  # fmt: skip
     """Step time, its parts, MFU and memory per device (the model in the module's docstring)."""
-    dense = predict_llama(shape.dense, layout, training, device, net)
+    shared = 0 if experts.tp_folded or layout.tp == 1 else shape.shared_experts  # run as routed ones, unsplit
+    dense = predict_llama(shape.without_shared() if shared else shape.dense, layout, training, device, net)
     pp, v, m = layout.pp, layout.stages_per_rank, layout.accumulation_steps
     layers = min(math.ceil(shape.dense.layers / pp), shape.moe_layers)  # the last stage's MoE blocks
     tp = layout.tp if experts.tp_folded else 1  # the tp ranks that split the experts' tokens and state
     edp = tp * layout.cp * layout.dp_shard * layout.dp_replicate // ep
     tokens = layout.micro_batch_size * shape.dense.seq / (layout.cp * tp)  # this rank's, sequence-parallel
     paced = min(experts.imbalance, experts.capacity_factor or math.inf)
-    grouped_s, per_expert = _grouped_gemm_s(shape, training, device, layers, tokens, ep, experts, paced)
+    grouped_s, per_expert = _grouped_gemm_s(shape, training, device, layers, tokens, (ep, shared), experts, paced)
     a2a_s = _a2a_s(shape, training, net, layers, tokens, ep) * experts.imbalance * (1 - experts.a2a_hidden)
     launch_s = layers * launches(shape, ep) * experts.launch_s
     slot = grouped_s + a2a_s + launch_s
@@ -182,7 +192,8 @@ def predict_moe(
     time["fsdp_dp"] += fsdp_s
     time["optimizer"] += optimizer_s
     step = dense.step_s + m * slot + bubble_s + fsdp_s + optimizer_s
-    memory = _memory(shape, layout, training, dense.memory, layers, tokens, ep, edp, paced, experts.grad_bytes)
+    memory = _memory(shape, layout, training, dense.memory, layers, tokens, (ep, edp), (paced, shared),
+                     experts.grad_bytes)  # fmt: skip
     total = _peak(memory, m)
     tokens_per_s = layout.global_batch_size * shape.dense.seq / step / layout.world_size
     peak = device.peak_tflops * 1e12
@@ -193,17 +204,19 @@ def predict_moe(
 
 
 def _grouped_gemm_s(
-    shape: MoEShape, training: Training, device: Device, layers: int, tokens: float, ep: int, experts: Experts,
-    paced: float,
+    shape: MoEShape, training: Training, device: Device, layers: int, tokens: float, group: tuple[int, int],
+    experts: Experts, paced: float,
 ) -> tuple[float, float]:  # fmt: skip
     """(the busiest rank's expert seconds per micro-batch, the tokens each local expert gets): FLOPs at the grouped
-    share of the matmul rate, plus the local weights read three times (forward, and backward's two GEMMs)."""
+    share of the matmul rate, plus the local weights read three times (forward, and backward's two GEMMs); `group`:
+    (ep, the shared experts every token passes on this rank besides, where they are not in the dense part)."""
+    ep, shared = group
     per_expert = tokens * shape.top_k * ep / shape.experts
-    pairs = tokens * shape.top_k * paced
+    pairs = tokens * (shape.top_k * paced + shared)
     flops = layers * pairs * 6 * shape.expert_params * (4 / 3 if training.checkpointing == "full" else 1)
     rate = (device.fp8_rate if training.float8 else device.rate) * experts.grouped_gemm_share
     weight_bytes = 4 if training.precision == "fp32" else 1 if training.float8 else 2
-    reads = 3 * layers * shape.experts / ep * shape.expert_params * weight_bytes / device.memory_bytes_per_s
+    reads = 3 * layers * (shape.experts / ep + shared) * shape.expert_params * weight_bytes / device.memory_bytes_per_s
     return flops / rate + reads, per_expert
 
 
@@ -266,9 +279,11 @@ def kept_bytes_per_pair(shape: MoEShape, training: Training) -> float:
 
 def _memory(
     shape: MoEShape, layout: LlamaLayout, training: Training, dense: dict[str, float], layers: int, tokens: float,
-    ep: int, edp: int, paced: float, grad_bytes: int,
+    group: tuple[int, int], picks: tuple[float, int], grad_bytes: int,
 ) -> dict[str, float]:  # fmt: skip
-    """The dense part's bytes by part with the experts' added to each."""
+    """The dense part's bytes by part with the experts' added to each; `group`: (ep, edp), `picks`: (the busiest
+    expert's pace, the shared experts run as routed ones besides: their state sharded with the dense part's)."""
+    (ep, edp), (paced, shared) = group, picks
     local = expert_params_per_rank(shape, layers, ep)
     compute_bytes = 4 if training.precision == "fp32" else 2
     sharded = local / edp
@@ -282,12 +297,13 @@ def _memory(
     # the first stage holds the most micro-batches in flight, but the dense first blocks are among its blocks
     first = max(0, math.ceil(shape.dense.layers / layout.pp) - (shape.dense.layers - shape.moe_layers))
     in_flight = max(_in_flight(layout, first, True), _in_flight(layout, layers, False))
-    activations = tokens * shape.top_k * paced * kept_bytes_per_pair(shape, training) * in_flight
+    activations = tokens * (shape.top_k * paced + shared) * kept_bytes_per_pair(shape, training) * in_flight
     parts = dict(dense)
     # Megatron's fp32 master weights live in the optimizer's shard beside the moments, its gradients only whole
     parts["parameters"] += 0.0 if training.distributed_optimizer else 4 * sharded
     parts["gradients"] += 0.0 if training.distributed_optimizer else 4 * sharded
     parts["optimizer"] += (12 if training.distributed_optimizer else 8) * sharded
+    parts["optimizer"] += STATE_BYTES * layers * shared * shape.expert_params / (layout.dp_shard * layout.cp)
     parts["fsdp_buffers"] += unsharded
     parts["activations"] += activations
     return parts

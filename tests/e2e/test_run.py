@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -50,24 +51,25 @@ STEMS = {1: "resnet50_b4_fp32_realdata_1", 2: "resnet50_b4_fp32_1"}
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, images):
-    """The folder of the module's run on `devices` ranks, run on first use: the record test and the overwrite test
-    share the one-process run."""
-    made: dict[int, Path] = {}
+    """The folder and stdout (a pipe) of the module's run on `devices` ranks, under umask 022 into a long folder name,
+    run on first use: the record, live-lines and overwrite tests share the one-process run."""
+    made: dict[int, tuple[Path, str]] = {}
 
-    def folder(devices: int) -> Path:
+    def run(devices: int) -> tuple[Path, str]:
         if devices not in made:
-            out = tmp_path_factory.mktemp(f"run{devices}")
-            done = run_dlperf(run_args(devices, images, out))
+            out = tmp_path_factory.mktemp(f"run{devices}") / ("a-results-folder-with-a-long-name-" * 3)
+            done = subprocess.run([sys.executable, "-m", "dlperf", *run_args(devices, images, out)],
+                                  capture_output=True, text=True, timeout=300, umask=0o022)  # fmt: skip
             assert done.returncode == 0, done.stderr
-            made[devices] = out
+            made[devices] = out, done.stdout
         return made[devices]
 
-    return folder
+    return run
 
 
 @pytest.mark.parametrize("devices", [1, 2])
 def test_run_writes_log_and_record(finished, images, devices):
-    record, log = load_run(finished(devices), f"1n{devices}g", STEMS[devices])
+    record, log = load_run(finished(devices)[0], f"1n{devices}g", STEMS[devices])
     assert record["status"] == "ok" and record["error"] is None
     assert record["config"]["data"] == (str(images) if devices == 1 else "synthetic")
     assert record["world_size"] == devices
@@ -101,9 +103,23 @@ def test_run_writes_log_and_record(finished, images, devices):
     assert windows[1].samples_per_s == pytest.approx(expected, rel=0.01, abs=0.005)
 
 
+def test_live_lines_through_a_pipe_and_files_under_umask_022(finished):
+    """The one-process run: live lines and the whole record path through a pipe, files 0644 under umask 022."""
+    out, stdout = finished(1)
+    lines = stdout.splitlines()
+    folder = out / "resnet50" / "1n1g"
+    assert lines[0] == f"log: {folder / STEMS[1]}.log"
+    assert any(line.startswith("ranks up (1): warming up 1 iterations") for line in lines)
+    assert any(line.startswith("warm-up done in ") for line in lines)
+    assert [line.split()[1] for line in lines if line.startswith("iter ")] == ["2/4", "4/4"]
+    assert lines[-1] == f"record: {folder / STEMS[1]}.json"  # never wrapped at 80 columns
+    for suffix in (".json", ".log"):
+        assert stat.S_IMODE((folder / f"{STEMS[1]}{suffix}").stat().st_mode) == 0o644
+
+
 def test_existing_run_is_not_overwritten(finished, images, tmp_path):
     out = tmp_path / "out"
-    shutil.copytree(finished(1), out)  # the module's one-process run, copied: a run done before
+    shutil.copytree(finished(1)[0], out)  # the module's one-process run, copied: a run done before
     record_path = out / "resnet50" / "1n1g" / f"{STEMS[1]}.json"
     before = record_path.read_text()
     again = run_dlperf(run_args(1, images, out))

@@ -72,6 +72,7 @@ def test_every_format_has_a_fixture_and_expected_figures():
         "deepspeed-chat",
         "aws-fsdp",
         "modded-nanogpt",
+        "deepspeed-pipe",  # a real BigScience log: tests/unit/test_readers_unread_lines.py
         *TRAINERS,
     }
     assert set(EXPECTED) | real_only == set(BY_NAME)

@@ -235,7 +235,8 @@ def _batch_size(batch) -> tuple[int, int]:
     """(samples, real tokens) of a batch: the first dimension of its first tensor; the ones of its
     `attention_mask`, else its `labels` that are not -100, where those are on the host (0: not counted)."""
     shape = getattr(_first_tensor(batch), "shape", None)
-    samples = int(shape[0]) if shape else 0
+    first = shape[0] if shape else None
+    samples = int(first) if isinstance(first, int) else 0  # None: a symbolic input (Keras builds a model with one)
     if not (hasattr(batch, "keys") and hasattr(batch, "get")):
         return samples, 0
     mask, labels = batch.get("attention_mask"), batch.get("labels")

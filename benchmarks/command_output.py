@@ -5,7 +5,7 @@ The script (tests/fixtures/scripts/loud_windows.py) prints 8 dlperf-format timin
 lines between them. dlperf's side is `dlperf run --command` (instrument off: the script's lines are the figure),
 its stdout (the console a user sees) counted, not kept; a psutil sampler every 50 ms sums the resident memory of
 dlperf's own processes (the CLI and the node's agent, not the script), which is what must stay flat while the
-output streams through.
+output streams through, and their CPU seconds (as last seen: the machine may be shared, so times alone mislead).
 
     python benchmarks/command_output.py                 # 1 GiB
     python benchmarks/command_output.py --bytes 200e6
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -32,12 +33,17 @@ def script_argv(size: int) -> list[str]:
     return [sys.executable, str(SCRIPT), "--bytes", str(size), "--windows", "8", "--gap-s", "0"]
 
 
-def bare(size: int, target: str) -> float:
-    """The script alone, its output into `target`: the time writing it takes."""
-    start = time.perf_counter()
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bare(size: int, target: str) -> tuple[float, float]:
+    """The script alone, its output into `target`: the time writing it takes, and its CPU seconds."""
+    start, cpu = time.perf_counter(), children_cpu()
     with open(target, "wb") as sink:
         subprocess.run(script_argv(size), stdout=sink, stderr=subprocess.STDOUT, check=True)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 class Peaks:
@@ -45,6 +51,7 @@ class Peaks:
 
     def __init__(self, root: psutil.Process, out: Path) -> None:
         self.root, self.out, self.cli, self.agent, self.total = root, out, 0, 0, 0
+        self.cpu: dict[int, float] = {}  # pid -> the CPU seconds it had used when last seen
         self.started, self.log_size, self.log_done = time.perf_counter(), 0, 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -60,6 +67,7 @@ class Peaks:
                 try:
                     if proc.cmdline()[1:2] != [str(SCRIPT)]:
                         sizes[proc.pid] = proc.memory_info().rss
+                        self.cpu[proc.pid] = sum(proc.cpu_times()[:2])
                 except psutil.Error:
                     continue
             self.cli = max(self.cli, sizes.get(self.root.pid, 0))
@@ -105,7 +113,7 @@ def under_dlperf(size: int, out: Path) -> dict:
     reader.join()
     wall = time.perf_counter() - start
     files = {p.name: p.stat().st_size for p in sorted(out.rglob("*")) if p.is_file()}
-    return {"rc": proc.returncode, "wall": wall, "peaks": peaks, "printed": printed[0], "files": files}
+    return {"rc": proc.returncode, "wall": wall, "peaks": peaks, "printed": printed[0], "files": files, "pid": proc.pid}
 
 
 def main() -> None:
@@ -114,16 +122,21 @@ def main() -> None:
     args = parser.parse_args()
     size = int(args.bytes)
     with tempfile.TemporaryDirectory(prefix="dlperf-output-") as tmp:
-        null_s = bare(size, os.devnull)
-        file_s = bare(size, str(Path(tmp) / "bare.txt"))
+        null_s, _ = bare(size, os.devnull)
+        file_s, script_cpu = bare(size, str(Path(tmp) / "bare.txt"))
         Path(tmp, "bare.txt").unlink()
+        cpu = children_cpu()
         found = under_dlperf(size, Path(tmp) / "out")
+        cpu = children_cpu() - cpu
     peaks = found["peaks"]
     print(f"output {size / MIB:.0f} MiB, load average {os.getloadavg()[0]:.1f} after the runs")
     print(f"bare script > /dev/null   {null_s:8.1f} s")
-    print(f"bare script > file        {file_s:8.1f} s")
+    print(f"bare script > file        {file_s:8.1f} s  ({script_cpu:.1f} CPU s)")
     print(f"dlperf run --command      {found['wall']:8.1f} s  (exit code {found['rc']}; the log complete at "
           f"{peaks.log_done:.1f} s, then read)")  # fmt: skip
+    cli_cpu = peaks.cpu.get(found["pid"], 0.0)
+    print(f"CPU seconds: {cpu:.1f} in all, dlperf CLI {cli_cpu:.1f} (its reading), agent "
+          f"{sum(peaks.cpu.values()) - cli_cpu:.1f} (the copy), the script the rest")  # fmt: skip
     print(f"peak RSS: dlperf CLI {peaks.cli / MIB:.0f} MiB, agent {peaks.agent / MIB:.0f} MiB, "
           f"together {peaks.total / MIB:.0f} MiB")  # fmt: skip
     print(f"dlperf's console output   {found['printed'] / MIB:8.2f} MiB")

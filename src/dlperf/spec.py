@@ -31,7 +31,6 @@ MAX_NODES = 65536
 MAX_DEVICES_PER_NODE = 1024  # CPU ranks on the biggest hosts; GPUs are 8 to 72
 TOPOLOGY_RE = re.compile(r"^(\d+)n(\d+)[gd]$")
 DEFAULT_PRINT_EVERY = 20
-EXTERNAL = "external"  # the engine of a run whose workload is another framework's own script (`command`)
 COMMAND_PER = ("rank", "node")
 LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")  # whose launcher's variables a command's processes get
 ABLATIONS = ("off", "sync")  # `--ablate`: the ablation windows a run times after its timed window
@@ -56,7 +55,7 @@ BOUNDS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
     "port": (lambda v: 1 <= v <= 65535, "a port number in [1, 65535]", "a port number in [1, 65535]"),
 }
 
-COMMAND_GROUP = "another framework's own script (engine external)"
+COMMAND_GROUP = "another framework's own script (an external run)"
 TIMING_GROUP = "timing"
 
 
@@ -100,7 +99,8 @@ class RunSpec:
 
     model: str
     workload: Any
-    engine: str = "torch"  # its flag lists the registered engines (cli/run_flags.py)
+    # its flag lists the registered engines (cli/run_flags.py); None for a `command` (the external kind): no engine
+    engine: str | None = "torch"
     nodes: int = setting(1, "number of nodes (hosts)", bound="positive")
     devices_per_node: int = setting(1, "processes/devices per node, each a rank", bound="positive")
     precision: str = setting(
@@ -153,7 +153,7 @@ class RunSpec:
     peak_tflops: float | None = setting(
         None, "device peak TFLOP/s for MFU (default: dlperf's table in metrics/flops.py)", bound="positive"
     )
-    # engine `external`: a command template run per rank (or per node), its log read by a peer-log reader
+    # the external kind: a command template run per rank (or per node), its log read by a peer-log reader
     command: str | None = setting(
         None,
         "run this training command instead of dlperf's loop, once per rank, with MASTER_ADDR, MASTER_PORT, "
@@ -161,6 +161,7 @@ class RunSpec:
         "{framework_launcher}, {batch_size}, {precision}, {amp}, {world_size}, {nnodes}, {nproc_per_node}, "
         "{node_rank}, {rank}, {local_rank}, {repeat}, {model} and the case's keys are filled in; run as an "
         "argument list (shlex), no shell",
+        bound=NON_EMPTY,
         group=COMMAND_GROUP,
     )
     log_format: str = setting(
@@ -290,14 +291,15 @@ class RunSpec:
         self._validate_command()
 
     def _validate_command(self) -> None:
-        """A command goes with engine `external` and only with it; its template is checked by the orchestrator."""
-        if self.engine == EXTERNAL and not (isinstance(self.command, str) and self.command.strip()):
-            raise ConfigError(
-                f"{flag('engine')} external runs a framework's own script: give it as {flag('command')} 'python ...'"
-            )
-        if self.command is not None and self.engine != EXTERNAL:
+        """A command runs instead of an engine; its template is checked by the orchestrator."""
+        if self.command is not None and self.engine is not None:
             raise ConfigError(
                 f"{flag('command')} runs another framework's script, not {flag('engine')} {self.engine}: drop one"
+            )
+        if self.command is None and self.engine is None:
+            raise ConfigError(
+                f"no {flag('engine')}: dlperf's loop runs on torch or jax; another framework's script, give it as "
+                f"{flag('command')} 'python ...'"
             )
         for name in ("framework", "label"):
             _require_label(name, getattr(self, name))
@@ -313,7 +315,7 @@ class RunSpec:
         """The token that names who runs the work in a group and its files: the engine, or for an external run
         its label, else its framework (so two commands never share a file or a case)."""
         if self.command is not None:
-            return self.label or self.framework or EXTERNAL
+            return self.label or self.framework or "external"
         return self.engine
 
 

@@ -7,6 +7,7 @@ by its own predictor module. No other file of dlperf changes."""
 from __future__ import annotations
 
 import filecmp
+import importlib.util
 import json
 import os
 import shutil
@@ -93,26 +94,6 @@ def test_the_toy_is_predicted_by_its_own_predictor(toy_tree):
     assert llama.returncode == 0 and "Llama 32 layers x 4096" in llama.stdout, llama.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("engine", ["torch", "jax"])
-def test_the_toy_runs_on_both_engines(toy_tree, tmp_path, engine):
-    if engine == "jax":
-        pytest.importorskip("flax", reason="the JAX engine needs jax, flax and optax: pip install 'dlperf[jax]'")
-    args = ["run", "--model", "toy", "--engine", engine, "--toy-width", "16", "--device", "cpu",
-            "--warmup-iters", "1", "--iters", "6", "--print-every", "2", "--out", str(tmp_path)]  # fmt: skip
-    done = toy_dlperf(toy_tree, args, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (path,) = tmp_path.rglob(f"toy_w16_fp32_{engine}*.json")
-    record = json.loads(path.read_text())
-    assert record["status"] == "ok" and record["model"] == "toy" and record["engine"] == engine
-    assert record["config"]["toy_width"] == 16 and record["global_batch_size"] == 4 and record["throughput"] > 0
-    assert record["loss_last"] < record["loss_first"]  # SGD at lr 0.05 on least squares: the loss falls
-    report = toy_dlperf(toy_tree, ["report", str(tmp_path), "--format", "md"])
-    assert report.returncode == 0, report.stderr[-3000:]
-    text = (tmp_path / "report.md").read_text()
-    assert "## Toy least squares" in text and "(Toy least squares: 2·w per sample, forward)" in text
-
-
 def test_the_toy_declares_its_names_and_speed_bound(toy_tree):
     """What reports and extract read through the registry, without running anything: the batch maxbatch varies,
     the names other frameworks give the toy, and its plausible speed."""
@@ -130,17 +111,28 @@ def test_the_toy_declares_its_names_and_speed_bound(toy_tree):
 
 
 @pytest.mark.slow
-def test_the_toy_sweeps_with_its_estimate(toy_tree, tmp_path):
+def test_the_toy_sweeps_on_both_engines_with_its_estimate(toy_tree, tmp_path):
+    """One sweep of the toy on each engine (the JAX one where flax is installed): its CPU estimate said, each record
+    with a throughput and a falling loss, the sweep's report under the toy's title."""
+    engines = ["torch", *(["jax"] if importlib.util.find_spec("flax") else [])]
     config = tmp_path / "toy.yaml"
     config.write_text(
-        "model: toy\ndevice: cpu\nwarmup_iters: 1\niters: 4\nprint_every: 2\nrepeats: 1\ntoy_width: [4]\n"
+        "model: toy\ndevice: cpu\nwarmup_iters: 1\niters: 6\nprint_every: 2\nrepeats: 1\ntoy_width: 16\n"
+        f"matrix: [{', '.join(f'{{engine: {engine}}}' for engine in engines)}]\n"
     )
-    done = toy_dlperf(toy_tree, ["sweep", str(config), "--out", str(tmp_path / "out")], timeout=600)
+    out = tmp_path / "out"
+    done = toy_dlperf(toy_tree, ["sweep", str(config), "--out", str(out)], timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "estimate: toy 1n1g w4_fp32_torch at width 4 takes about" in done.stdout
+    assert "estimate: toy 1n1g w16_fp32_torch at width 16 takes about" in done.stdout
     assert "for a quick look use --toy-width 2" in done.stdout
-    (path,) = (tmp_path / "out").rglob("toy_w4_fp32_torch*.json")
-    assert json.loads(path.read_text())["status"] == "ok"
+    for engine in engines:
+        (path,) = out.rglob(f"toy_w16_fp32_{engine}*.json")
+        record = json.loads(path.read_text())
+        assert record["status"] == "ok" and record["model"] == "toy" and record["engine"] == engine
+        assert record["config"]["toy_width"] == 16 and record["global_batch_size"] == 4 and record["throughput"] > 0
+        assert record["loss_last"] < record["loss_first"]  # SGD at lr 0.05 on least squares: the loss falls
+    text = (out / "report.md").read_text()
+    assert "## Toy least squares" in text and "(Toy least squares: 2·w per sample, forward)" in text
 
 
 @pytest.mark.slow

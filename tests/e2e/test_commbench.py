@@ -20,7 +20,7 @@ from dlperf.metrics.bandwidth import OPS, Timing, bus_factor, fit_alpha_beta, fi
 @pytest.mark.parametrize(
     ("op", "n", "factor"),
     [("all_reduce", 4, 1.5), ("all_reduce", 8, 1.75), ("all_reduce", 1, 0.0), ("all_gather", 4, 0.75),
-     ("reduce_scatter", 8, 0.875), ("send_recv", 8, 1.0)],
+     ("reduce_scatter", 8, 0.875), ("send_recv", 8, 1.0), ("all_to_all", 4, 0.75)],
 )  # fmt: skip
 def test_bus_factors(op, n, factor):
     assert bus_factor(op, n) == factor
@@ -90,7 +90,8 @@ def test_two_process_commbench_through_the_cli_and_the_report(tmp_path):
     assert measured == {(op, size) for op in OPS for size in sizes}
     for row in record["results"]:
         assert row["seconds"] > 0
-        factor = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "send_recv": 1.0}[row["op"]]  # n = 2
+        factor = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "send_recv": 1.0,
+                  "all_to_all": 0.5}[row["op"]]  # n = 2  # fmt: skip
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * factor)
     assert set(record["fits"]) == set(OPS)
     assert read_fit(record, "all_reduce").points == 3

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import run_cli, run_dlperf
@@ -13,6 +15,7 @@ from dlperf.records.schema import SCHEMA
 from dlperf.records.store import write_json_atomic
 
 SLOW_MS = 1000
+SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts"
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +107,12 @@ def test_resnet50_counted_flops_land_in_the_record(straggler_run):
 
 @pytest.mark.slow
 def test_sweep_repeats_auto_stops_with_a_reason(tmp_path):
+    """The sweep decides after each repeat, whatever runs: a script printing dlperf's window lines (no framework to
+    start, a second a repeat)."""
     sweep = tmp_path / "tiny.yaml"
+    command = f"{sys.executable} {SCRIPTS / 'loud_windows.py'} --windows 3 --iters-per-window 2 --batch 2"
     sweep.write_text(
-        "model: resnet50\nimage_size: 32\nnum_classes: 10\nbatch_size: 2\ndevice: cpu\nwarmup_iters: 1\n"
-        "iters: 2\nprint_every: 1\ntopology: 1n1g\n"
+        f"model: resnet50\nbatch_size: 2\ntopology: 1n1g\ncommand: {json.dumps(command)}\nlog_format: dlperf\n"
     )
     out = tmp_path / "out"
     result = run_dlperf(
@@ -115,13 +120,13 @@ def test_sweep_repeats_auto_stops_with_a_reason(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     records = sorted((out / "resnet50" / "1n1g").glob("*.json"), key=lambda p: p.name)
-    assert [p.name for p in records] == [f"resnet50_b2_fp32_{i}.json" for i in (1, 2, 3)]
+    assert [p.name for p in records] == [f"resnet50_b2_fp32_external_{i}.json" for i in (1, 2, 3)]
     stops = [json.loads(p.read_text())["repeats_stop"] for p in records]
     assert [s["stop"] for s in stops] == [False, False, True]
     assert "--max-repeats 3 reached" in stops[-1]["reason"]  # 3 repeats give no distribution-free 95 % interval
     # the console wraps lines (at spaces or hyphens): compare without whitespace
     assert "repeatsstopped:--max-repeats3reached" in "".join(result.stdout.split())
-    summary = json.loads((out / "summary.json").read_text())["resnet50"]["b2_fp32"]["1n1g"]
+    summary = json.loads((out / "summary.json").read_text())["resnet50"]["b2_fp32_external"]["1n1g"]
     assert summary["repeats_stop"]["stop"] and summary["repeats"] == 3
 
 

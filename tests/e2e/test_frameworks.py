@@ -126,7 +126,7 @@ def test_image_size_and_command_label_split_series():
     full = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, work="")
     old_small = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, config={"image_size": 32})  # before `work`
     assert series_of(small)[0] != series_of(full)[0] and series_of(old_small)[0] == series_of(small)[0]
-    tf = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, kind="external", engine="external", label="tf-official",
+    tf = record("resnet50", "1n1g", 4, "fp32", 1, 1.0, kind="external", label="tf-official",
                 group="b4_fp32_tf-official", work="")  # fmt: skip
     assert series_of(tf)[0] == series_of(full)[0]  # frameworks meet in the series of the same work
 
@@ -160,7 +160,7 @@ def test_work_and_command_in_record_and_group():
 def test_one_folder_with_two_commands_is_never_one_median(tmp_path):
     folder = tmp_path / "mixed"
     for label, framework, speed in (("tf-official", "tensorflow 2.20.0", 10.0), ("examples", "torch 2.9.0", 30.0)):
-        rec = record("resnet50", "1n1g", 4, "fp32", 1, speed, kind="external", engine="external", label=label,
+        rec = record("resnet50", "1n1g", 4, "fp32", 1, speed, kind="external", label=label,
                      framework=framework, group=f"b4_fp32_{label}")  # fmt: skip
         write_json_atomic(folder / "resnet50" / "1n1g" / f"resnet50_b4_fp32_{label}_1.json", rec)
     for by in ("source", "engine", "framework"):
@@ -202,9 +202,9 @@ def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, c
 
     import torch
 
-    native = {r["engine"]: r["framework"] for r in records if r["engine"] != "external"}
+    native = {r["engine"]: r["framework"] for r in records if r["kind"] != "external"}
     assert native == {"torch": f"torch {torch.__version__}", "jax": f"jax {version('jax')}"}
-    command = {r["label"]: r["framework"] for r in records if r["engine"] == "external"}
+    command = {r["label"]: r["framework"] for r in records if r["kind"] == "external"}
     assert command == {"examples-style": f"torch {version('torch')}", "keras-style": f"jax {version('jax')}"}
     code, _out, err = run_cli(["report", str(out), "--by", "framework", "--format", "json"], capsys)
     assert code == 0, err
@@ -216,7 +216,7 @@ def test_sweep_native_torch_jax_and_two_commands_report_by_framework(tmp_path, c
         f"{command['keras-style']} (keras-style)",
     ]
     (series,) = summary["series"]
-    by_label = {r["framework"] + (f" ({r['label']})" if r["engine"] == "external" else ""): r for r in records}
+    by_label = {r["framework"] + (f" ({r['label']})" if r["kind"] == "external" else ""): r for r in records}
     for label, cell in series["cases"]["1n1g"]["sources"].items():
         assert cell["median_speed"] == round(by_label[label]["throughput"], 2)  # the summary rounds to 0.01
 

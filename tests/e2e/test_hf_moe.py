@@ -40,13 +40,13 @@ def test_hf_moe_classes_through_command_match_their_own_clock(tmp_path, model, h
     (path,) = [p for p in tmp_path.rglob("*.json") if p.parent != tmp_path]
     record = json.loads(path.read_text())
     assert record["status"] == "ok" and record["format"] == "dlperf-steps"
-    assert record["kept_steps"] == [WARMUP + 1, WARMUP + ITERS]
+    first, last = record["kept_steps"]  # from where the steps settle (the steady-state test), at or past WARMUP
+    assert first > WARMUP and last == min(first + ITERS - 1, 30)
     assert record["samples_per_step"]["counted"] == BATCH  # the DataLoader's batches, counted by the hook
     (log,) = [p for p in tmp_path.rglob("*.log") if "update 1 " in p.read_text()]
     clock = own_clock(log.read_text())
     assert sorted(clock) == list(range(1, 31))
-    last = WARMUP + ITERS
-    own = BATCH * ITERS / (clock[last][0] - clock[WARMUP][0])
+    own = BATCH * (last - first + 1) / (clock[last][0] - clock[first - 1][0])
     assert record["throughput"] == pytest.approx(own, rel=0.02)
     assert record["tokens_per_s"] == pytest.approx(32 * record["throughput"], rel=1e-6)  # attention_mask's ones
     auxes = [aux for _, aux in clock.values()]

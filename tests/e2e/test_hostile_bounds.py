@@ -300,7 +300,7 @@ def test_an_external_scripts_memory_estimate_warns_without_refusing():
     from dlperf.orchestration.preflight import preflight_warning
     from dlperf.workloads import check_spec, spec_from_mapping
 
-    values = {"model": "gpt", "case": "DP_8x1x1_16_1536x16", "device": "cpu", "engine": "external"}
+    values = {"model": "gpt", "case": "DP_8x1x1_16_1536x16", "device": "cpu"}
     spec = spec_from_mapping({**values, "command": "python train.py"})
     box = {"cpu_cores": 2, "memory_gib": 24.0, "gpus": []}
     assert "the machine has 24 GiB" in preflight_warning(spec, check_spec(spec), box)

@@ -24,13 +24,27 @@ SCRIPTS = Path(__file__).parents[1] / "fixtures" / "scripts" / "trainers"
 TRAINERS_PYTHON = os.environ.get("DLPERF_TEST_TRAINERS_PYTHON")
 
 
+def steps_rows(steps: Path) -> list[list[str]]:
+    return [line.split() for line in steps.read_text().splitlines() if line[:1].isdigit()]  # not marks, notes
+
+
 def steps_figure(steps: Path, warmup: int, iters: int, batch: int) -> float:
     """By hand: the samples of steps warmup+1 .. warmup+iters over the time between step `warmup` and the last."""
-    rows = [line.split() for line in steps.read_text().splitlines() if line[:1].isdigit()]  # not marks, notes
+    rows = steps_rows(steps)
     times = {int(step): float(t) for step, t, *_ in rows}
     samples = {int(step): batch if n == "-" else int(n) for step, _, n, *_ in rows}
     last = min(warmup + iters, max(times))
     return sum(samples[s] for s in range(warmup + 1, last + 1)) / (times[last] - times[warmup])
+
+
+def assert_window(record: dict, steps: Path, warmup: int, iters: int, batch: int, last_step: int) -> None:
+    """The record's window: `iters` steps from where the steady-state test found the steps settled, at or past
+    `warmup` (the record saying where it moved the start), its figure by hand over those steps."""
+    found = record["warmup_iterations"]
+    moved = [note for note in record["reading_notes"] if "settle only after" in note]
+    assert found >= warmup and bool(moved) == (found > warmup)
+    assert record["kept_steps"] == [found + 1, min(found + iters, last_step)]
+    assert record["throughput"] == pytest.approx(steps_figure(steps, found, iters, batch), rel=1e-9)
 
 
 def the_record(out: Path) -> dict:
@@ -46,12 +60,12 @@ def test_a_loop_that_prints_nothing_is_timed_by_the_hook_alone(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     record = the_record(tmp_path)
     (steps,) = tmp_path.rglob("*.steps")  # the run's stream, merged from each process's file
-    assert record["status"] == "ok" and record["format"] == "dlperf-steps" and record["kept_steps"] == [6, 25]
-    assert record["throughput"] == pytest.approx(steps_figure(steps, 5, 20, 4), rel=1e-9)
+    assert record["status"] == "ok" and record["format"] == "dlperf-steps"
+    assert_window(record, steps, 5, 20, 4, last_step=30)
     assert len(steps.read_text().splitlines()) == 30  # one line per optimizer step, nothing else
     assert "printed nothing" in record["cross_check"]["note"]
-    assert record["samples_per_step"] == {"counted": None, "declared": 4}  # its tensors are made in the loop
-    assert any("not counted" in note and "on trust" in note for note in record["reading_notes"])
+    assert record["samples_per_step"] == {"counted": 4, "declared": 4}  # its tensors, made once, the model's input
+    assert any("counted from the model's input" in note for note in record["reading_notes"])
     assert not any(tmp_path.rglob("*.log")) or all(p.stat().st_size == 0 for p in tmp_path.rglob("*.log"))
 
 
@@ -81,9 +95,11 @@ def test_the_hook_changes_nothing_the_script_prints_and_keeps_a_sites_own(tmp_pa
     hooked = subprocess.run([sys.executable, "-c", HOOKED], env=hooked_env, capture_output=True, text=True, check=True)
     assert (hooked.stdout, hooked.stderr) == (plain.stdout, plain.stderr) == ("the site hook ran\ndone SGD\n", "")
     (side,) = tmp_path.glob("run.steps.*")  # one process, one file (the forked child stepped nothing)
-    rows = [line.split() for line in side.read_text().splitlines()]
+    note, *lines = side.read_text().splitlines()
+    rows = [line.split() for line in lines]
     assert [row[0] for row in rows] == ["1", "2", "3", "4", "5"]  # the two optimizers' calls: one update each
-    assert all(row[2:] == ["-", "0", "-"] for row in rows)  # nothing counted (tensors made in the loop), rank 0
+    assert all(row[2:] == ["3", "0", "-"] for row in rows)  # no DataLoader: the model's input, rank 0
+    assert note.startswith("# samples counted from the model's input") and "Linear" in note
 
 
 def trainers(module: str) -> str:
@@ -115,8 +131,8 @@ def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batc
     (steps,) = tmp_path.rglob("*.steps")  # the run's stream, merged from each process's file
     assert record["status"] == "ok" and record["format"] == "dlperf-steps"
     assert record["framework"].startswith(f"{module} ") and "unknown" not in record["framework"]
-    assert record["throughput"] == pytest.approx(steps_figure(steps, 8, 12, batch), rel=1e-9)
-    rows = [line.split() for line in steps.read_text().splitlines() if line[:1].isdigit()]
+    assert_window(record, steps, 8, 12, batch, last_step=len(steps_rows(steps)))
+    rows = steps_rows(steps)
     assert all(row[2] == str(batch) for row in rows)  # the framework's batch
     check = record["cross_check"]  # the script's own figure, or why its rounding gives none (Keras' fast steps)
     assert (fmt in (check["reading"] or "") and check["second"] > 0) or "printed too coarsely" in check["note"]
@@ -135,7 +151,7 @@ def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path
                        "--out", str(tmp_path / "out")])  # fmt: skip
     record = the_record(tmp_path / "out")
     assert done.returncode == 1 and record["status"] == "failed" and "NaN loss" in record["error"]
-    assert next((tmp_path / "out").rglob("*.steps.*")).read_text().count("\n") == 30  # it was timed
+    assert len(steps_rows(next((tmp_path / "out").rglob("*.steps.*")))) == 30  # it was timed
 
 
 KERAS_ASYNC = """

@@ -13,21 +13,25 @@ from pathlib import Path
 
 import pytest
 from conftest import run_dlperf
+from test_instrument import trainers
 
 from dlperf.framework_logs.hookranks import merge
 from dlperf.instrument import STARTUP, STEPS_VARIABLE
+from dlperf.orchestration.external_run import samples_check
 
 SCRIPT = Path(__file__).parents[1] / "fixtures" / "scripts" / "update_shapes.py"
 
 
-def hooked(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def hooked(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, python: str = sys.executable
+) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "PYTHONPATH")}
     environment = {**base, "PYTHONPATH": str(STARTUP), STEPS_VARIABLE: str(tmp_path / "run.steps"), **(env or {})}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], env=environment, capture_output=True, text=True,
+    return subprocess.run([python, str(SCRIPT), *args], env=environment, capture_output=True, text=True,
                           timeout=300)  # fmt: skip
 
 
-def own(stderr: str) -> dict[int, tuple[int, float, int]]:
+def own_clock(stderr: str) -> dict[int, tuple[int, float, int]]:
     """The script's own clock: update -> (its samples, time.monotonic() after it, its real tokens)."""
     rows = [line.split() for line in stderr.splitlines() if line.startswith("update ")]
     return {int(n): (int(samples), float(t), int(tokens)) for _, n, samples, t, tokens in rows}
@@ -42,6 +46,7 @@ def own(stderr: str) -> dict[int, tuple[int, float, int]]:
         ("accum", 9, [32, 32, 13]),  # 4 micro-batches of 8; the epoch's last update holds 2, one of them short
         ("padded", 30, [8] * 9 + [5]),  # dicts with an attention mask: its ones are the tokens
         ("inbackward", 30, [8] * 9 + [5]),  # 4 optimizers, one per parameter, stepped during backward
+        ("sliced", 9, [32, 32, 13]),  # accum's updates from sliced tensors: counted from the model's input
     ],
 )
 def test_one_stamp_per_update_with_its_counted_samples(tmp_path, shape, updates, sizes):
@@ -50,9 +55,9 @@ def test_one_stamp_per_update_with_its_counted_samples(tmp_path, shape, updates,
     # the two figures 11 % apart (CI, gan); the stamps' own offsets are held below as they were
     done = hooked(tmp_path, "--shape", shape, "--own-clock", "--batch-ms", "50")
     assert done.returncode == 0, done.stderr[-2000:]
-    clock = own(done.stderr)
+    clock = own_clock(done.stderr)
     stream = merge(tmp_path / "run.steps", world_size=1)
-    assert stream is not None and stream.notes == ()
+    assert stream is not None and stream.notes == (() if shape != "sliced" else (MODEL_INPUT,))
     assert len(clock) == len(stream.samples) == updates
     assert [stream.samples[k] for k in range(1, updates + 1)] == sizes * 3 == [clock[k][0] for k in clock]
     real = [clock[k][2] or None for k in clock]  # the script's own count of its attention masks' ones
@@ -65,6 +70,37 @@ def test_one_stamp_per_update_with_its_counted_samples(tmp_path, shape, updates,
     figure = sum(stream.samples[k] for k in range(2, updates + 1)) / (times[updates] - times[1])
     own_figure = by_hand / (clock[updates][1] - clock[1][1])
     assert figure == pytest.approx(own_figure, rel=0.02)
+
+
+MODEL_INPUT = (
+    "the hook noted: samples counted from the model's input: the first dimension of what Sequential takes at each "
+    "call with gradients on (no DataLoader or trainer batch was seen)"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["prefetch", "timm"])
+def test_a_loader_that_fetches_ahead_never_shifts_a_count_onto_the_declared_batch(tmp_path, shape):
+    """A prefetcher takes batch k+1 from the DataLoader before batch k trains: the DataLoader's count is an update
+    early (16 at an epoch's first update, none at its last). timm's PrefetchLoader is counted at what it yields, as
+    accelerate's loaders: exact. Another prefetcher's uncounted update is 0 in the stream, never the declared batch
+    (that made 16 + 8 x 7 + 5 + 8 = 85 of the epoch's 77), and the record says which updates."""
+    python = trainers("timm") if shape == "timm" else sys.executable
+    done = hooked(tmp_path, "--shape", shape, "--own-clock", python=python)
+    assert done.returncode == 0, done.stderr[-2000:]
+    own = [samples for samples, _, _ in own_clock(done.stderr).values()]
+    stream = merge(tmp_path / "run.steps", world_size=1)
+    assert own == [8] * 9 + [5] + [8] * 9 + [5] + [8] * 9 + [5] and stream is not None and stream.notes == ()
+    counted = list(stream.samples.values())
+    if shape == "timm":
+        assert counted == own
+        return
+    assert counted == [16, *[8] * 7, 5, None] * 3 and sum(n or 0 for n in counted) == sum(own)
+    assert [row.split()[2] for row in stream.text.splitlines()][9::10] == ["0", "0", "0"]
+    per_update, note = samples_check(stream, [5, 24], declared=8)
+    assert per_update.counted == pytest.approx(sum(n or 0 for n in counted[4:24]) / 20)
+    assert note is not None and "no samples counted at 2 of the window's 20 updates (10, 20)" in note
+    assert "not the declared 8" in note
 
 
 @pytest.mark.slow
@@ -165,4 +201,4 @@ def test_a_compiled_step_prints_nothing_of_the_hook(tmp_path):
     hooked = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert hooked.stdout == "done\n" and "monotonic" not in hooked.stderr and "UserWarning" not in hooked.stderr
     (side,) = tmp_path.glob("run.steps.*")
-    assert [line.split()[0] for line in side.read_text().splitlines()] == ["1", "2", "3", "4"]
+    assert [line.split()[0] for line in side.read_text().splitlines() if line[:1] != "#"] == ["1", "2", "3", "4"]

@@ -1,6 +1,6 @@
 """The JAX engine through dlperf's own CLI and launchers: records like the torch engine's (FLOPs and MFU from
-metrics/flops.py, XLA's compile time as compile_s), DP=2 and TP=2 under torchrun's launcher giving the
-1-process losses, and a run over two network-namespace hosts."""
+metrics/flops.py, XLA's compile time as compile_s), TP=2 under torchrun's launcher and DP=2 over two
+network-namespace hosts giving the 1-process losses."""
 
 from __future__ import annotations
 
@@ -72,21 +72,25 @@ def test_resnet50_sweep_record_and_report(tmp_path):
     assert [(r["engine"], r["status"]) for r in runs] == [("jax", "ok")]
 
 
-@pytest.mark.parametrize("layout", [["--tp", "2"], ["--dp", "2"]], ids=["tp2", "dp2"])
-def test_two_processes_give_one_process_losses(tmp_path, one_process_gpt, layout):
-    """Same global batch and seed: the first and last loss of 2 processes under the launcher match 1 process."""
-    single = one_process_gpt
-    pair = jax_run(tmp_path / "two", [*TINY_GPT, "--devices-per-node", "2", *layout])
+def assert_one_process_losses(pair: dict, single: dict) -> None:
+    """Same global batch and seed: the first and last loss of 2 processes match 1 process."""
     assert pair["world_size"] == 2 and len(pair["ranks"]) == 2
-    cores = len(os.sched_getaffinity(0))  # XLA's CPU pool follows the cores each rank is pinned to
-    assert [r["cpu_threads"] for r in single["ranks"]] == [cores]
-    assert [r["cpu_threads"] for r in pair["ranks"]] == [max(1, cores // 2)] * 2
     assert pair["loss_first"] == pytest.approx(single["loss_first"], abs=1e-4)
     assert pair["loss_last"] == pytest.approx(single["loss_last"], abs=1e-4)
     assert pair["loss_last"] != pytest.approx(pair["loss_first"], abs=1e-3)  # five steps of training moved it
 
 
-def test_two_hosts(tmp_path_factory, tmp_path):
+def test_tp2_under_the_launcher_gives_one_process_losses(tmp_path, one_process_gpt):
+    """TP=2 in 2 processes under torchrun's launcher, each pinned to its share of the cores (DP=2 is the two-host
+    test's)."""
+    pair = jax_run(tmp_path / "two", [*TINY_GPT, "--devices-per-node", "2", "--tp", "2"])
+    assert_one_process_losses(pair, one_process_gpt)
+    cores = len(os.sched_getaffinity(0))  # XLA's CPU pool follows the cores each rank is pinned to
+    assert [r["cpu_threads"] for r in one_process_gpt["ranks"]] == [cores]
+    assert [r["cpu_threads"] for r in pair["ranks"]] == [max(1, cores // 2)] * 2
+
+
+def test_dp2_over_two_hosts_gives_one_process_losses(tmp_path_factory, tmp_path, one_process_gpt):
     from netns_hosts import netns_hosts
 
     with netns_hosts(2, tmp_path_factory.mktemp("netns")) as cluster:
@@ -97,6 +101,7 @@ def test_two_hosts(tmp_path_factory, tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
         (path,) = tmp_path.rglob("*_jax_*.json")
         record = json.loads(path.read_text())
-        assert record["status"] == "ok" and record["case"] == "2n1g"
+        assert record["status"] == "ok" and record["case"] == "2n1g" and record["parallel"]["dp"] == 2
         assert sorted(r["host"] for r in record["ranks"]) == sorted(cluster.addresses)
+        assert_one_process_losses(record, one_process_gpt)
         assert cluster.stray_pids() == {}

@@ -65,27 +65,21 @@ def test_two_hosts_resnet50(cluster, tmp_path):
     assert cluster.stray_pids() == {}
 
 
-def test_three_hosts_and_hostfile(cluster, tmp_path):
+def test_three_hosts_by_hostfile_and_ipv6_address(cluster, tmp_path):
+    """The tiny GPT on 3 hosts named in a hostfile (slots, comments), the first two by their IPv6 addresses: ssh,
+    the c10d rendezvous ([addr]:port) and the record all take IPv6 addresses, bracketed or bare, beside IPv4."""
+    v6 = cluster.addresses6
+    hosts = [f"[{v6[0]}]", v6[1], cluster.addresses[2]]
     hostfile = tmp_path / "hosts"
-    hostfile.write_text("".join(f"{address} slots=1  # node {i}\n" for i, address in enumerate(cluster.addresses)))
+    hostfile.write_text("".join(f"{address} slots=1  # node {i}\n" for i, address in enumerate(hosts)))
     command = [sys.executable, "-m", "dlperf", "run", *TINY_GPT, "--hostfile", str(hostfile), "--out", str(tmp_path)]
     command += [*cluster.ssh_options(), "--ifname", cluster.ifname]
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     record = only_record(tmp_path)
-    assert record["world_size"] == 3 and record["hosts"] == sorted(cluster.addresses)
+    assert record["status"] == "ok" and record["model"] == "gpt" and record["case"] == "3n1g"
+    assert record["world_size"] == 3 and record["hosts"] == sorted([v6[0], v6[1], cluster.addresses[2]])
     assert record["global_batch_size"] == 3 * 2 and record["throughput"] > 0  # 3 data-parallel ranks of 2
-
-
-def test_two_hosts_gpt_by_ipv6_address(cluster, tmp_path):
-    """The tiny GPT over IPv6: ssh, the c10d rendezvous ([addr]:port) and the record all take IPv6 addresses,
-    bracketed or bare."""
-    first, second = cluster.addresses6[:2]
-    done = dlperf(cluster, ["run", *TINY_GPT, "--out", str(tmp_path)], [f"[{first}]", second])
-    assert done.returncode == 0, done.stderr
-    record = only_record(tmp_path)
-    assert record["status"] == "ok" and record["model"] == "gpt" and record["world_size"] == 2
-    assert record["case"] == "2n1g" and record["hosts"] == sorted([first, second]) and record["throughput"] > 0
     assert cluster.stray_pids() == {}
 
 

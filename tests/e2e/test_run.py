@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 from conftest import TINY, run_dlperf
-from tiny import QUICK_RUN, as_flags, tiny_gpt
 
 from dlperf.records.runlog import parse_config, parse_warmup, parse_window
 
@@ -24,12 +26,52 @@ def load_run(out, topology: str, stem: str = "resnet50_b4_fp32_1"):
     return json.loads((folder / f"{stem}.json").read_text()), (folder / f"{stem}.log").read_text().splitlines()
 
 
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> Path:
+    """2 classes of 4 JPEGs: an image folder for the real-data path."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("data")
+    for label in ("cat", "dog"):
+        (root / label).mkdir()
+        for i in range(4):
+            Image.new("RGB", (40, 40), color=(i * 40, 100, 200)).save(root / label / f"{i}.jpg")
+    return root
+
+
+def run_args(devices: int, images: Path, out: Path) -> list[str]:
+    """The tiny ResNet-50 on `devices` ranks: one process reads the image folder, two ranks synthetic data (both
+    paths, each run once)."""
+    data = ["--data", str(images), "--workers", "0"] if devices == 1 else []
+    return ["run", *TINY, "--devices-per-node", str(devices), *data, "--out", str(out)]
+
+
+STEMS = {1: "resnet50_b4_fp32_realdata_1", 2: "resnet50_b4_fp32_1"}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, images):
+    """The folder and stdout (a pipe) of the module's run on `devices` ranks, under umask 022 into a long folder name,
+    run on first use: the record, live-lines and overwrite tests share the one-process run."""
+    made: dict[int, tuple[Path, str]] = {}
+
+    def run(devices: int) -> tuple[Path, str]:
+        if devices not in made:
+            out = tmp_path_factory.mktemp(f"run{devices}") / ("a-results-folder-with-a-long-name-" * 3)
+            done = subprocess.run([sys.executable, "-m", "dlperf", *run_args(devices, images, out)],
+                                  capture_output=True, text=True, timeout=300, umask=0o022)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            made[devices] = out, done.stdout
+        return made[devices]
+
+    return run
+
+
 @pytest.mark.parametrize("devices", [1, 2])
-def test_run_writes_log_and_record(tmp_path, devices):
-    done = run_dlperf(["run", *TINY, "--devices-per-node", str(devices), "--out", str(tmp_path)])
-    assert done.returncode == 0, done.stderr
-    record, log = load_run(tmp_path, f"1n{devices}g")
+def test_run_writes_log_and_record(finished, images, devices):
+    record, log = load_run(finished(devices)[0], f"1n{devices}g", STEMS[devices])
     assert record["status"] == "ok" and record["error"] is None
+    assert record["config"]["data"] == (str(images) if devices == 1 else "synthetic")
     assert record["world_size"] == devices
     assert record["global_batch_size"] == 4 * devices
     assert record["throughput"] > 0
@@ -61,32 +103,31 @@ def test_run_writes_log_and_record(tmp_path, devices):
     assert windows[1].samples_per_s == pytest.approx(expected, rel=0.01, abs=0.005)
 
 
-def test_existing_run_is_not_overwritten(tmp_path):
-    gpt = as_flags(tiny_gpt(micro_batch_size=2, **QUICK_RUN))  # any model: the tiny GPT starts quickest
-    assert run_dlperf(["run", *gpt, "--out", str(tmp_path)]).returncode == 0
-    (record_path,) = (tmp_path / "gpt" / "1n1g").glob("*.json")
+def test_live_lines_through_a_pipe_and_files_under_umask_022(finished):
+    """The one-process run: live lines and the whole record path through a pipe, files 0644 under umask 022."""
+    out, stdout = finished(1)
+    lines = stdout.splitlines()
+    folder = out / "resnet50" / "1n1g"
+    assert lines[0] == f"log: {folder / STEMS[1]}.log"
+    assert any(line.startswith("ranks up (1): warming up 1 iterations") for line in lines)
+    assert any(line.startswith("warm-up done in ") for line in lines)
+    assert [line.split()[1] for line in lines if line.startswith("iter ")] == ["2/4", "4/4"]
+    assert lines[-1] == f"record: {folder / STEMS[1]}.json"  # never wrapped at 80 columns
+    for suffix in (".json", ".log"):
+        assert stat.S_IMODE((folder / f"{STEMS[1]}{suffix}").stat().st_mode) == 0o644
+
+
+def test_existing_run_is_not_overwritten(finished, images, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(finished(1)[0], out)  # the module's one-process run, copied: a run done before
+    record_path = out / "resnet50" / "1n1g" / f"{STEMS[1]}.json"
     before = record_path.read_text()
-    again = run_dlperf(["run", *gpt, "--out", str(tmp_path)])
+    again = run_dlperf(run_args(1, images, out))
     assert again.returncode == 2
     assert "already exists: pass --overwrite" in again.stderr and "Traceback" not in again.stderr
     assert record_path.read_text() == before
-    assert run_dlperf(["run", *gpt, "--out", str(tmp_path), "--overwrite"]).returncode == 0
+    assert run_dlperf([*run_args(1, images, out), "--overwrite"]).returncode == 0
     assert json.loads(record_path.read_text())["started_at"] > json.loads(before)["started_at"]
-
-
-def test_image_folder_data(tmp_path):
-    from PIL import Image
-
-    for label in ("cat", "dog"):
-        folder = tmp_path / "data" / label
-        folder.mkdir(parents=True)
-        for i in range(4):
-            Image.new("RGB", (40, 40), color=(i * 40, 100, 200)).save(folder / f"{i}.jpg")
-    args = ["run", *TINY, "--data", str(tmp_path / "data"), "--workers", "0", "--out", str(tmp_path / "out")]
-    done = run_dlperf(args)
-    assert done.returncode == 0, done.stderr
-    record, _ = load_run(tmp_path / "out", "1n1g", "resnet50_b4_fp32_realdata_1")
-    assert record["status"] == "ok" and record["config"]["data"] == str(tmp_path / "data")
 
 
 def test_timeout_is_a_failed_record(tmp_path):

@@ -18,6 +18,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -86,13 +88,38 @@ def stop_mlflow(server: subprocess.Popen, how: int = signal.SIGTERM) -> None:
     server.wait(timeout=30)
 
 
+@dataclass
+class MlflowServer:
+    """The module's `mlflow server` on its own store and port; a test may kill it and start it again there."""
+
+    root: Path
+    port: int
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.process = start_mlflow(self.root, self.port)
+
+    def kill(self) -> None:
+        stop_mlflow(self.process, signal.SIGKILL)
+
+
 @pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    server = start_mlflow(tmp_path_factory.mktemp("mlflow"), port := _free_port())
+def mlflow_process(tmp_path_factory) -> Iterator[MlflowServer]:
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow"), _free_port())
+    server.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield server
     finally:
-        stop_mlflow(server)
+        stop_mlflow(server.process)
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(mlflow_process) -> str:
+    return mlflow_process.url
 
 
 def rest(url: str, path: str, body: dict | None = None) -> dict:
@@ -258,34 +285,33 @@ def assert_exactly_once(url: str, experiment: str, folder: Path) -> None:
 
 
 @pytest.mark.slow
-def test_mlflow_export_killed_with_its_server_is_resumed_exactly_once(tmp_path):
+def test_mlflow_export_killed_with_its_server_is_resumed_exactly_once(mlflow_process, tmp_path):
+    """The module's server, SIGKILLed under an export and started again on its store (an experiment of its own)."""
     folder = records_folder(tmp_path / "sweep", 20)
-    root = tmp_path / "mlflow"
-    root.mkdir()
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = start_mlflow(root, port)
+    url = mlflow_process.url
     # no retries: the export fails as the server goes, not after MLflow's two minutes of retries
     env = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
-    command = [sys.executable, "-m", "dlperf", "export", "mlflow", str(folder), "--tracking-uri", url]
+    args = ["export", "mlflow", str(folder), "--tracking-uri", url, "--experiment", "killed"]
     try:
-        export = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        export = subprocess.Popen([sys.executable, "-m", "dlperf", *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
         while export.poll() is None:  # killed once the export has made its first runs
             with contextlib.suppress(urllib.error.URLError, OSError, KeyError):
-                if len(all_runs(url, "dlperf")) >= 3:
+                if len(all_runs(url, "killed")) >= 3:
                     break
             time.sleep(0.05)
-        stop_mlflow(server, signal.SIGKILL)
+        mlflow_process.kill()
         _, err = export.communicate(timeout=300)
         assert_one_line_error(export.returncode, err, "cannot export", url, "rerun")
-        server = start_mlflow(root, port)  # the same backend store
-        left = all_runs(url, "dlperf")
+        mlflow_process.start()  # the same backend store
+        left = all_runs(url, "killed")
         assert 3 <= len(left) < 41, left
-        done = run_dlperf(["export", "mlflow", str(folder), "--tracking-uri", url])
+        done = run_dlperf(args)
         assert done.returncode == 0 and "were exported before" in done.stdout, done.stdout + done.stderr
-        assert_exactly_once(url, "dlperf", folder)
+        assert_exactly_once(url, "killed", folder)
     finally:
-        stop_mlflow(server)
+        if mlflow_process.process.poll() is not None:  # the module's other tests still need it
+            mlflow_process.start()
 
 
 @pytest.mark.slow

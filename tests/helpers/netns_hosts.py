@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tiny import OMP_PASSIVE
 
 IFNAME = "dlnet0"
 SSHD = "/usr/sbin/sshd"
@@ -164,6 +165,7 @@ def _start_sshd(cluster: Cluster, host: NetnsHost, cpu: int | None) -> int:
                 "StrictModes no",
                 "UsePAM no",
                 "MaxStartups 100",
+                f"SetEnv {'='.join(OMP_PASSIVE)}",  # the suite's OpenMP setting on every host (tiny.OMP_PASSIVE)
                 "",
             ]
         )

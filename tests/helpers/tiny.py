@@ -16,6 +16,10 @@ TINY_MOE_SHAPE = dict(TINY_GPT_SHAPE, num_kv_heads=2, head_dim=16, ffn_hidden_si
 # XLA compiling for the CPU without LLVM's costly passes: compiling is most of a tiny JAX run's time (about half
 # of it goes), and both sides of every loss comparison are built by the same compiler
 FAST_XLA_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# OpenMP's threads sleeping while they wait, not spinning: the suite's torch processes outnumber 2 cores, and a
+# waiting thread that spins takes the core its partner needs to finish (a tiny ResNet-50 run: 37 CPU-seconds with
+# spinning, 19 without, at load 13; the same losses)
+OMP_PASSIVE = ("OMP_WAIT_POLICY", "PASSIVE")
 # a quick timed run on the CPU
 QUICK_RUN = dict(warmup_iters=1, iters=4, print_every=2, device="cpu")
 # the layout tests' run (tests/helpers/layouts.py, jax_layouts.py): 4 layers, two stages per rank under the

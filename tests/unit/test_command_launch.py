@@ -79,7 +79,7 @@ def test_command_line_reads_env_options_into_the_environment():
 
 
 def test_console_names_the_records_unit():
-    record = {"kind": "external", "engine": "external", "model": "resnet50", "case": "1n1g",
+    record = {"kind": "external", "model": "resnet50", "case": "1n1g",
               "group": "b8_fp32_external", "repeat": 1, "status": "ok", "throughput": 12.5,
               "unit": "images/s"}  # fmt: skip
     assert "12.50 images/s" in run_line(record)

@@ -100,15 +100,18 @@ def test_per_node_one_process_without_rank():
         node_processes("t", RDZV, node_rank=2)
 
 
-def _imagenet_expected(stdout: str, batch: int) -> float:
-    """Global batch over the mean printed batch time, after the 2 warm-up lines."""
+def _imagenet_expected(stdout: str, batch: int, after: int) -> float:
+    """Global batch over the mean printed batch time of the iterations after `after` (the record's warm-up: the 2
+    asked for, or where the steady-state test found the lines settled; a line per iteration)."""
     times = [float(t) for t in re.findall(r"\tTime\s+([\d.]+) \(", stdout)]
-    return batch / statistics.fmean(times[2:])
+    return batch / statistics.fmean(times[after:])
 
 
-def _keras_expected(stdout: str, batch: int) -> float:
-    """The mean printed examples/second of the windows after the first (steps 0-10, the warm-up)."""
-    return statistics.fmean(float(s) for s in re.findall(r"([\d.]+) examples/second", stdout)[1:])
+def _keras_expected(stdout: str, batch: int, after: int) -> float:
+    """The mean printed examples/second of the windows from step `after` (steps 0-10 the warm-up asked for, or
+    where the steady-state test found the lines settled)."""
+    lines = re.findall(r"([\d.]+) examples/second between steps (\d+) and", stdout)
+    return statistics.fmean(float(speed) for speed, start in lines if int(start) >= after)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +137,8 @@ def test_fixture_script_output_is_read_by_its_peer_reader(tmp_path, script, args
     assert skipped == []
     assert record["format"] == fmt and record["kept_lines"] >= 2
     assert record["throughput"] > 0
-    assert record["throughput"] == pytest.approx(expected(done.stdout, batch), rel=1e-9)
+    assert record["warmup_iterations"] >= warmup
+    assert record["throughput"] == pytest.approx(expected(done.stdout, batch, record["warmup_iterations"]), rel=1e-9)
 
 
 def _base_env() -> dict[str, str]:

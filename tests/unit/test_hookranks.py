@@ -77,3 +77,39 @@ def test_counted_tokens_over_the_kept_updates_or_none_where_one_was_not_counted(
     stream = merge(tmp_path / "run.steps", 1)
     assert counted_tokens_per_s(stream, (2, 3)) == pytest.approx((90 + 70) / 2.0)
     assert counted_tokens_per_s(stream, (3, 4)) is None and counted_tokens_per_s(stream, (1, 2)) is None
+
+
+def test_an_update_counted_nothing_where_the_others_were_counts_none_never_the_declared(tmp_path):
+    """A loader that fetches ahead counts each batch an update early: an epoch's first update 16, its last none
+    (for 8, 8, 8, 8). Filled with the declared 8, each epoch read 40 samples of its 32; counted as none, 32, and
+    the note names the updates."""
+    from dlperf.framework_logs.base import RunShape
+    from dlperf.framework_logs.formats import dlperf_steps
+
+    counts = ["16", "8", "8", "-"] * 2
+    write(tmp_path, "a.1", [f"{k} {k}.000000 {n} 0 -" for k, n in enumerate(counts, start=1)])
+    stream = merge(tmp_path / "run.steps", 1)
+    assert stream.samples[4] is None and stream.text.splitlines()[3] == "4 4.000000 0 0 -"
+    points = list(dlperf_steps.read(stream.text.splitlines(), RunShape(global_batch=8, world_size=1)))
+    assert points[-1].samples == 64  # two epochs of 32
+    counted, note = samples_check(stream, [2, 8], declared=8)
+    assert counted.counted == pytest.approx((8 + 8 + 0 + 16 + 8 + 8 + 0) / 7)
+    assert "no samples counted at 2 of the window's 7 updates (4, 8)" in note and "not the declared 8" in note
+
+
+@pytest.mark.parametrize(
+    ("counts", "cause"),
+    [
+        (SamplesPerStep(None, 8), "took the declared 8 an update on trust: check --batch-size"),
+        (SamplesPerStep(8, 8), "as declared, so not the batch flags"),
+        (SamplesPerStep(6.5, 8), "counted 6.5 samples an update where 8 is declared"),
+    ],
+)
+def test_a_contradiction_names_what_the_hook_counted_and_blames_the_flags_only_where_it_trusted_them(counts, cause):
+    """The hook's figure and the script's over one stretch 1.15x apart: the refusal said "check --batch-size/
+    --global-batch-size" whatever the hook counted; it says what the hook counted, the flags only where it took them
+    on trust."""
+    from dlperf.orchestration.external_run import counted_cause
+
+    said = counted_cause(counts)
+    assert cause in said and ("--batch-size" in said) == (counts.counted is None)

@@ -12,7 +12,7 @@ from dlperf.workloads import check_spec, spec_from_mapping
 def test_a_command_run_gets_no_resnet50_estimate():
     """A `--command` run's model is only its case label: dlperf's ResNet-50 rate says nothing of the script's
     work (it printed `about 1h02m per run`)."""
-    spec = spec_from_mapping({"device": "cpu", "engine": "external", "command": "python train.py"})
+    spec = spec_from_mapping({"device": "cpu", "command": "python train.py"})
     assert single_run_estimate(spec, check_spec(spec), {"cpu_cores": 2, "gpus": []}) is None
 
 

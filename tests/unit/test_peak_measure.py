@@ -32,15 +32,11 @@ def test_dtypes_without_units_here_say_why():
 
 
 def peak_cli(args: list[str], capsys) -> tuple[int, str, str]:
-    """`dlperf peak` through its own parser (the lead registers it in cli/main.py)."""
-    import argparse
-
-    from dlperf.cli import peak_cmd
+    """`dlperf peak` through its own parser."""
+    from dlperf.cli.main import build_parser
     from dlperf.errors import DlperfError
 
-    parser = argparse.ArgumentParser(prog="dlperf")
-    peak_cmd.register(parser.add_subparsers(), argparse.ArgumentParser(add_help=False))
-    parsed = parser.parse_args(["peak", *args])
+    parsed = build_parser(["peak", *args]).parse_args(["peak", *args])
     try:
         code = parsed.func(parsed)
     except DlperfError as error:

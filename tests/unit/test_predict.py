@@ -34,6 +34,10 @@ def test_link_from_a_commbench_fit():
     # all-reduce over 4 ranks fitted as 6 ms + 1.5 us/byte: the ring's 6 steps and bus factor 1.5 give 1 ms, 1 us/byte
     fit = AlphaBetaFit("all_reduce", 4, alpha_s=6e-3, beta_s_per_byte=1.5e-6, r2=1.0, max_rel_error=0.0, points=4)
     assert Link.from_fit(fit) == Link(pytest.approx(1e-3), pytest.approx(1e-6))
+    # all-to-all over 4 ranks, 20 us + 0.75 ns per buffer byte: every peer posted at once (one latency), 3/4 of the
+    # buffer leaves the rank: 1 ns per byte that crosses, what the MoE model's dispatch multiplies by
+    fit = AlphaBetaFit("all_to_all", 4, alpha_s=2e-5, beta_s_per_byte=7.5e-10, r2=1.0, max_rel_error=0.0, points=4)
+    assert Link.from_fit(fit) == Link(pytest.approx(2e-5), pytest.approx(1e-9))
 
 
 def test_ddp_buckets():

@@ -67,6 +67,15 @@ def test_fsdp_step_and_memory_by_hand():
     assert got.memory_bytes == pytest.approx(25648) and got.fits
 
 
+def test_transformer_engine_layers_keep_sequence_parallel_activations():
+    """Megatron's fused layers keep each norm's input and output, q/k/v, attention's output and SwiGLU's input and
+    output: 6h + 2kv + 3f = 48 + 16 + 48 = 112 elements per block and token x 2 blocks x 4 tokens x 2 bytes = 1,792;
+    sequence parallelism shards every one, 896 at TP 2 (dlperf's own keeps the norms' outputs whole there)."""
+    te = Training(te_layers=True)
+    assert predict_llama(SHAPE, layout(), te, DEVICE, NET).memory["activations"] == pytest.approx(1792)
+    assert predict_llama(SHAPE, layout(tp=2, dp_shard=1), te, DEVICE, NET).memory["activations"] == pytest.approx(896)
+
+
 def test_tensor_parallel_collectives_by_hand():
     """TP 2: per block 2 all-gathers and 2 reduce-scatters forward and as many backward, plus the output layer's
     pair; each moves half of 4 tokens x 8 x 2 bytes: 1 ms + 32 us. 2 blocks x 8 + 2 = 10 x 2 = 20 of them. Without

@@ -17,6 +17,7 @@ sends 4096 x 114,688 x 7/8 = 411,041,792 bytes over NVLink, its 7 messages poste
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import assert_one_line_error, run_cli
@@ -34,6 +35,7 @@ from dlperf.workloads.moe.predict_model import (
     a2a_bytes_per_token,
     expert_params_per_rank,
     expert_state_bytes,
+    kept_bytes_per_pair,
     moe_shape,
     predict_moe,
 )
@@ -53,6 +55,19 @@ def test_expert_memory_under_ep_and_fsdp():
     assert expert_state_bytes(DSV3, 16, 64, 4) == 11274289152
 
 
+def test_activation_bytes_per_token_expert_pair_by_hand():
+    """DeepSeek-V3 (h 7168, expert SwiGLU 2048) in bf16, selective (the SwiGLU output recomputed): the dispatched
+    input, the two projections and the experts' output, 2 x (7168 + 2 x 2048 + 7168) = 36,864 bytes; Megatron
+    keeps no experts' output (the scores are weighed into the activation): 2 x (7168 + 4096) = 22,528; under float8
+    its input is kept quantized: 7168 + 2 x 4096 = 15,360; no recomputation adds the SwiGLU output, 2048 more."""
+    megatron = Training(distributed_optimizer=True, checkpointing="selective")
+    assert kept_bytes_per_pair(DSV3, Training(checkpointing="selective")) == 36864
+    assert kept_bytes_per_pair(DSV3, megatron) == 22528
+    assert kept_bytes_per_pair(DSV3, replace(megatron, float8=True)) == 15360
+    assert kept_bytes_per_pair(DSV3, replace(megatron, float8=True, checkpointing="none")) == 15360 + 2048
+    assert kept_bytes_per_pair(DSV3, replace(megatron, checkpointing="full")) == 0
+
+
 def test_active_flops_by_hand_and_megatron_bridges_count():
     assert DSV3.flops_per_token == 219753621504 + 61404610560
     assert DSV3.flops_per_token_causal == 219753621504 + 61404610560 // 2
@@ -69,6 +84,17 @@ def test_all_to_all_time_by_hand():
     got = predict_moe(DSV3, layout, 8, Experts(), Training(), H100.device, net)
     assert got.time["all_to_all"] == pytest.approx(0.267214, rel=1e-5)
     assert got.tokens_per_expert == 4096 * 8 * 8 / 256
+
+
+def test_dlperfs_experts_on_every_tp_rank():
+    """dlperf's MoE runs each ep group's experts on every tp rank over the whole sequence: at TP 2 each rank's
+    expert tokens and all-to-all bytes are twice a sequence-parallel rank's (Megatron's folding)."""
+    net = Network(8, intra=Link(0.0, 1 / 360e9), inter=Link(0.0, 1 / 40e9))
+    layout = LlamaLayout(1, 1, 4, 1, 2, 1, 4, "1f1b", 1)
+    folded = predict_moe(DSV3, layout, 4, Experts(), Training(), H100.device, net)
+    dlperf = predict_moe(DSV3, layout, 4, Experts(tp_folded=False), Training(), H100.device, net)
+    assert dlperf.tokens_per_expert == 2 * folded.tokens_per_expert == 4096 * 8 * 4 / 256
+    assert dlperf.time["all_to_all"] == pytest.approx(2 * folded.time["all_to_all"])
 
 
 def test_the_busiest_expert_sets_the_pace_and_capacity_drops():
@@ -103,14 +129,15 @@ def test_search_ranks_fitting_layouts_with_why_each_loses():
 
 
 def test_published_points_held_out():
-    """Fitted on a third at most; the held-out median is 15.8 % (the issue's 15 % target is not met: gpt-oss's
-    points run 27-65 % above what Megatron-Bridge published, docs/scaling.md); the other Blackwell points within
-    17 %."""
+    """Fitted on a third at most; the held-out median within the issue's 15 % (13.2 %), and every held-out point
+    beyond 35 % says why in its `outlier` (gpt-oss's three Blackwell rows, Qwen3-30B dropless on 16 H100s;
+    docs/scaling.md); the other Blackwell points within 17 %."""
     points = moe_predict.published_points()
     assert sum(p["role"] == "fit" for p in points) <= len(points) / 3
     rows = moe_predict.published_errors("check")
-    assert median_abs_error(rows) < 0.17
+    assert median_abs_error(rows) < 0.15
     assert all(isinstance(got.fits, bool) for _, got, _ in rows)
+    assert all(p.get("outlier") for p, _, e in rows if abs(e) > 0.35)
     dense_moe = [e for p, _, e in rows if not p["size"].startswith("gpt-oss") and p["accelerator"] != "H100 SXM"]
     assert max(abs(e) for e in dense_moe) < 0.17
 

@@ -22,6 +22,8 @@ ALCF = DISAGREE / "megatron-deepspeed" / "2n4g" / "alcf-polaris-llama-1b_b32_fp1
 README = DISAGREE / "megatron-deepspeed" / "2n4g" / "alcf-readme-polaris-llama-7b_b96_fp16_1.log"
 TORCHRUN = DISAGREE / "failures" / "1n4g" / "salmonn-torchrun-rank1-error_b6_bf16_1.log"
 NEMO1_BAR = DISAGREE / "nemo1-bar" / "1n8g" / "awsome-nemo-launcher-gpt3-126m_b32_bf16_1.log"
+BLOOM = DISAGREE / "megatron-deepspeed" / "48n8g" / "bloom176b-chronicles-wrapped_b5_bf16_1.log"
+PIPE = DISAGREE / "megatron-deepspeed" / "16n4g" / "bigscience-meg-ds-3d-gpt2-pipe_b16_fp16_1.log"
 
 
 def read(path: Path, **options) -> dict:
@@ -49,11 +51,55 @@ def test_an_engine_line_first_does_not_name_the_format():
     assert record["cross_check"]["agree"]
 
 
-def test_a_component_timer_that_disagrees_gives_way_to_the_stamps_kept_as_evidence():
+def test_a_hard_wrapped_bloom_line_takes_its_batch_from_the_continuation_line():
+    """BLOOM-176B's chronicles quote five iteration lines wrapped at 153 columns: the first part (iteration, time)
+    is a record on its own, `| global batch size: 2048 |` is on the line after. 2048 / 384 GPUs is no whole batch
+    per device, so the path says b5 (1920: x0.938 where the first part was read alone); the cut line is joined with
+    its rest: 5 x 2048 over the five times, the printed samples per second agreeing, no batch from the path."""
+    parts = BLOOM.read_text("utf-8").splitlines()
+    assert [len(line) for line in parts[:3]] == [153, 153, 62] and "global batch size: 2048" in parts[1]
+    times = [float(t) for t in re.findall(r"elapsed time per iteration \(s\): ([\d.]+)", "".join(parts))]
+    record = read(BLOOM)
+    assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [42780, 42784])
+    assert record["throughput"] == pytest.approx(5 * 2048 / sum(times), rel=1e-12)  # 19.037 sequences/s
+    assert record["cross_check"]["agree"] and not any("given global batch" in n for n in record["reading_notes"])
+
+
+def test_megatron_lines_without_a_batch_take_the_engines_printed_batch_else_say_the_paths(tmp_path):
+    """A 2021 Megatron-DeepSpeed 3D run (Megatron-LM v1.1.5: no `global batch size` in its iteration lines) whose
+    first known lines are DeepSpeed's (`[Rank 0] step=`, the pipeline engine's `steps: 1 ... samples/sec: 6.805`,
+    printed just before each iteration line): read as Megatron, at the engine's printed train_batch_size (1024),
+    whatever the path says (b12 here); with that line cut, at the path's batch, the record saying so and the
+    report flagging the row."""
+    from dlperf.reporting.doubts import case_flags
+
+    lines = PIPE.read_text("utf-8").splitlines()
+    elsewhere = tmp_path / "16n4g" / "meg-ds-3d_b12_fp16_1.log"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("\n".join(lines) + "\n")
+    for log in (PIPE, elsewhere):
+        record = read(log)
+        assert (record["status"], record["format"], record["kept_steps"]) == ("ok", "megatron", [2, 2])
+        assert record["throughput"] == pytest.approx(1024 / 145.207, rel=1e-12)
+        assert "samples per step: the engine's printed train_batch_size" in record["reading_notes"]
+    elsewhere.write_text("\n".join(line for line in lines if "train_batch_size" not in line) + "\n")
+    record = read(elsewhere)
+    assert record["throughput"] == pytest.approx(12 * 64 / 145.207, rel=1e-12)
+    assert any(n.startswith("samples per iteration: the given global batch, 768") for n in record["reading_notes"])
+    assert [f.label for f in case_flags([record]) if f.label == "batch given"] == ["batch given"]
+
+
+def test_a_component_timer_that_disagrees_gives_way_to_the_stamps_kept_as_evidence(tmp_path):
     """Read as DeepSpeed (forced), the timer's 58.755 (forward, backward, step) and the time stamps' 768 / 14.542 s
-    disagree (1.11x): the stamps, which cover the whole iteration, are the figure; the timer's is the second
-    reading, and the record says why. Never "ok" with the timer's figure beside `agree: false`."""
-    record = read(README, format="deepspeed")
+    disagree (1.11x): where the log prints the engine's batch (DeepSpeedConfig.print's `train_batch_size ....` line,
+    put before the README's lines here in the form the HelloDeepSpeed log holds it), the stamps count it and cover
+    the whole iteration: they are the figure, the timer's the second reading, and the record says why. Never "ok"
+    with the timer's figure beside `agree: false`."""
+    log = tmp_path / "2n4g" / README.name
+    log.parent.mkdir()
+    config = "[2024-04-21 02:40:00,000] [INFO] [config.py:964:print]   train_batch_size ............. 768\n"
+    log.write_text(config + README.read_text("utf-8"))
+    record = read(log, format="deepspeed")
     check = record["cross_check"]
     assert (record["status"], record["rule"]) == ("ok", "timestamp")
     assert record["throughput"] == pytest.approx(768 / 14.542, rel=1e-6)  # the stamps' 1 ms
@@ -61,16 +107,23 @@ def test_a_component_timer_that_disagrees_gives_way_to_the_stamps_kept_as_eviden
     assert check["ratio"] == pytest.approx(record["throughput"] / check["second"])
     assert "ThroughputTimer" in check["reading"] and "cover the whole iteration" in check["note"]
     assert check["note"] in record["reading_notes"]
+    assert "samples per step: the engine's printed train_batch_size" in record["reading_notes"]
     assert set(check) <= {"agree", "second", "ratio", "reading", "tolerance", "note"}  # records/parts.py CrossCheck
 
 
-def test_engine_lines_alone_far_from_their_stamps_take_the_stamps_not_the_flags():
-    """The ALCF log's DeepSpeed lines read as DeepSpeed: its timer's 74.8 is 4.71x the stamps' 15.89 (256 per
-    16.1 s iteration), by no factor of the run's shape: the stamps are taken, not the user's flags blamed."""
-    record = read(ALCF, format="deepspeed", warmup=2)
-    assert (record["status"], record["rule"]) == ("ok", "timestamp")
-    assert record["throughput"] == pytest.approx(15.8934, abs=1e-4)
-    assert record["cross_check"]["second"] == pytest.approx(74.84645585628223)
+@pytest.mark.parametrize(("log", "options", "figures"), [
+    (README, {}, ("58.755", "52.8125", "1.11x")),
+    (ALCF, {"warmup": 2}, ("74.8465", "15.8934", "4.71x")),
+])  # fmt: skip
+def test_a_batch_free_timer_faster_than_stamps_at_the_given_batch_is_refused_naming_both_causes(log, options, figures):
+    """The engine's lines alone, no batch printed: the timer needs no batch but times a part of each iteration,
+    the stamps cover it all but count the path's batch. Either can be wrong (a placeholder batch in the path read a
+    GPT-NeoX log 0.034x by the stamps), so neither is taken: refused, both figures and both causes named."""
+    with pytest.raises(DataError) as refused:
+        read(log, format="deepspeed", **options)
+    text = str(refused.value)
+    assert all(figure in text for figure in figures) and "\n" not in text
+    assert "needs no batch" in text and "the log prints no batch to tell" in text and "--rule timestamp" in text
 
 
 def test_a_rule_asked_for_that_contradicts_the_stamps_is_refused_with_both_figures_and_no_flag_blamed():
@@ -105,16 +158,20 @@ def test_a_nemo1_bar_is_never_sent_to_a_rule_its_format_refuses():
     assert "the tqdm format has the timestamp rule only" in str(refused.value)
 
 
-def test_the_live_line_of_a_silent_command_says_training_once_the_hook_timed_a_step(tmp_path):
-    """A script that prints nothing: "... starting the ranks" until the start-up hook writes its first step beside
-    the log (`<run>.steps.<host>.<pid>`), then "training"."""
+def test_the_live_line_of_a_silent_command_says_running_then_training_once_the_hook_timed_a_step(tmp_path):
+    """A script that prints nothing: "... starting the ranks" until its log is opened (as its processes start),
+    then "... running, no step seen yet" (never "starting the ranks" for its whole run), and "training" once the
+    start-up hook writes its first step beside the log (`<run>.steps.<host>.<pid>`)."""
     log = tmp_path / "run.log"
     lines: list[str] = []
     with LogFollower(log, lines.append, quiet_s=0.05, poll_s=0.01, plain=True):
-        log.write_text("")
         _wait_for(lambda: any(line.startswith("... starting the ranks") for line in lines))
+        log.write_text("")
+        _wait_for(lambda: any(line.startswith("... running, no step seen yet: ") for line in lines))
         (tmp_path / "run.steps.host.123").write_text('{"step": 1}\n')
         _wait_for(lambda: any(line.startswith("... training") for line in lines))
+    said = [line.split(":")[0] for line in lines if line.startswith("... ")]
+    assert said == sorted(said, key=["... starting the ranks", "... running, no step seen yet", "... training"].index)
     assert "first step timed: training" in lines
     assert lines.index("first step timed: training") < next(i for i, t in enumerate(lines) if t.startswith("... tr"))
 

@@ -56,7 +56,7 @@ NOT_RECORDS: dict[str, tuple[str, str]] = {
         "accelerator devices_per_node micro_batch_size nodes tokens_per_s_per_device",
     ),
     "reporting/published.py": (FIGURES, "accelerator framework model precision source"),
-    "workloads/__init__.py": (RUN_KEYS, "command model"),
+    "workloads/__init__.py": (RUN_KEYS, "command engine model"),
     "workloads/commbench/__init__.py": ("the commbench rank task's output", "backend"),
     "workloads/gpt/__init__.py": (RUN_KEYS, "case"),
     "workloads/gpt/cases.py": ("a regex match's named group", "group"),

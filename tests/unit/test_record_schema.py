@@ -69,12 +69,14 @@ def test_writer_spells_only_declared_fields(tmp_path):
         external = "command" in values
         assert type(built).__name__ == ("ExternalRunRecord" if external else "RunRecord")
         assert written["kind"] == built.kind == ("external" if external else "native")  # written, not guessed
+        assert written["engine"] == (None if external else "torch")  # a command runs no engine
         with pytest.raises(TypeError, match="does not declare energy.kwh"):  # a writer's misspelling, in use too
             typed({**written, "energy": {"kwh": 1.0}})
 
 
 def test_an_older_records_kind_is_derived_once_on_loading(tmp_path):
-    """A `dlperf.run/2` record carries no `kind`: `upgrade` derives it from its keys, so it loads as its kind."""
+    """A `dlperf.run/2` record carries no `kind`: `upgrade` derives it from its keys, so it loads as its kind; an
+    older external record's engine `external` loads as null."""
     from dlperf.records.load import load_record
 
     old = {**record("1n1g", 1, 100.0), "schema": "dlperf.run/2", "engine": "external", "command": "python t.py"}
@@ -85,6 +87,11 @@ def test_an_older_records_kind_is_derived_once_on_loading(tmp_path):
     assert (
         type(loaded).__name__ == "ExternalRunRecord" and loaded.kind == "external" and loaded.command == "python t.py"
     )
+    assert loaded.engine is None  # before dlperf.run/4 the external kind was spelled as an engine
+    path.write_text(json.dumps({**old, "schema": "dlperf.run/3", "kind": "external"}))
+    assert load_record(path).engine is None
+    path.write_text(json.dumps({**old, "schema": "dlperf.run/3", "engine": "jax"}))
+    assert (load_record(path).kind, load_record(path).engine) == ("native", "jax")  # a /3 record says its kind
 
 
 def test_loaded_record_is_its_declared_kind():
@@ -103,3 +110,25 @@ def test_loaded_record_is_its_declared_kind():
     bench = as_record({"schema": COMMBENCH_SCHEMA, "status": "ok", "dtype": "fp32", "model": "commbench", "nodes": 2})
     assert type(bench) is CommbenchRecord and bench.dtype == "fp32"
     assert (bench.run.model, bench.run.nodes, bench.run.throughput) == ("commbench", 2, None)
+
+
+def test_console_rows_are_the_declared_ones(capsys):
+    """The table after a run has a row per field declared with `show` (none written by hand in cli/display.py):
+    each plain one with its value written by its format, a null one left out, an external run's unit in labels."""
+    from dlperf.cli.display import show_record
+    from dlperf.records.schema import ExternalRunRecord, shown
+
+    figures = {"compile_s": 12.34, "window_cv": 0.012, "latency_ms": {"mean": 10.0, "p50": 9.9, "p90": None}}
+    show_record({**record("1n1g", 1, 300.0), **figures}, "r.json")
+    rows = dict(line.split("  ", 1) for line in capsys.readouterr().out.splitlines()[2:-1])
+    assert {k: v.strip() for k, v in rows.items() if k in ("compile (s)", "window CV", "latency (ms)")} == {
+        "compile (s)": "12.3",
+        "window CV": "1.2%",
+        "latency (ms)": "mean 10.00, p50 9.90",
+    }
+    assert "tokens/s" not in rows and "loss first" not in rows  # declared, null here: no row
+    assert ("format", "log format", "") in shown(ExternalRunRecord) and "format" not in declared_keys(RunRecord)
+    external = {**record("1n1g", 1, 12.5), "kind": "external", "unit": "images/s", "format": "pytorch-imagenet"}
+    show_record(external, "e.json")
+    out = capsys.readouterr().out
+    assert "throughput (images/s)" in out and "log format" in out and "pytorch-imagenet" in out

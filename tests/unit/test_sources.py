@@ -163,7 +163,6 @@ def test_a_tensorflow_command_is_named_by_its_framework_and_no_row_is_empty(tmp_
             1,
             speed,
             kind="external",
-            engine="external",
             framework="tensorflow 2.20.0",
             env=machine,
         )
@@ -183,9 +182,7 @@ def test_a_tensorflow_command_is_named_by_its_framework_and_no_row_is_empty(tmp_
 def test_report_environment_names_the_commands_framework(tmp_path, capsys):
     machine = {"host": "h", "cpu": "Xeon", "os": "Linux", "python": "3.11.9"}
     for case, speed in (("1n1g", 300.0), ("1n2g", 580.0)):
-        rec = record(
-            "resnet50", case, 128, "fp32", 1, speed, kind="external", engine="external", framework="tensorflow 2.20.0"
-        )
+        rec = record("resnet50", case, 128, "fp32", 1, speed, kind="external", framework="tensorflow 2.20.0")
         write_json_atomic(tmp_path / "tf" / "resnet50" / case / "resnet50_b128_fp32_1.json", {**rec, "env": machine})
     code, _, err = run_cli(["report", str(tmp_path / "tf"), "--out", str(tmp_path / "out")], capsys)
     assert code == 0, err

@@ -19,7 +19,7 @@ def test_one_slow_rank_is_flagged_by_hand():
     assert result.median_rank_ms == pytest.approx(10.35)  # median of 10.2, 10.2, 10.5, 11.5
     assert (result.slowest_rank, result.slowest_host) == (2, "b")
     assert result.spread == pytest.approx((11.5 - 10.2) / 10.35)
-    assert result.stragglers == [2] and result.as_record()["flagged"]
+    assert result.stragglers == [2] and result.flagged
     assert find_stragglers(steps, ["a", "a", "b", "b"], straggler_pct=0.12).stragglers == []
 
 
@@ -42,6 +42,8 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
     import torch
     import torch.distributed as dist
 
+    from dlperf.records.codec import dump
+
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     a = torch.randn(64, 64)
     gathered: list[list[float]] = [[] for _ in range(world)]
@@ -61,7 +63,7 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
     if rank == 0:
         result = find_stragglers(gathered, hosts)
         with open(out, "w") as f:
-            json.dump(result.as_record(), f)
+            json.dump(dump(result), f)
     dist.destroy_process_group()
 
 

@@ -1,5 +1,5 @@
 """The commands: each one's module, imported only when the command is named, and its one-line summary, which
-`dlperf --help` lists without importing any of them (each module registers its parser with the same words)."""
+`dlperf --help` lists without importing any of them (each command's parser has the same words, cli/main.py)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,3 @@ SUMMARIES = {
     "predict": "predict data-parallel scaling from a 1-device run and commbench records",
     "references": "list the published training figures reports compare against, with their sources",
 }
-
-
-def summary(command: str) -> str:
-    """The command's one-line summary, for its parser's `help=`."""
-    return SUMMARIES[command]

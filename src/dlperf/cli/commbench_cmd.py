@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.run_flags import (
     add_launch_options,
@@ -21,21 +20,18 @@ from dlperf.spec import setting
 from dlperf.workloads import spec_from_mapping
 from dlperf.workloads.commbench import DEFAULT_SIZES, DTYPES
 
+DESCRIPTION = (
+    "Time all-reduce, all-gather, reduce-scatter and point-to-point over a sweep of message sizes "
+    "on the ranks a `dlperf run` with the same flags would start (NCCL on GPUs, gloo on CPUs); print "
+    "algorithm and bus bandwidth and a latency/bandwidth (alpha-beta) fit per collective, and write a "
+    "dlperf.commbench/1 record to OUT/commbench/<N>n<G>g/ for `dlperf predict` and `dlperf report`."
+)
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "commbench",
-        parents=[common],
-        help=summary("commbench"),
-        description="Time all-reduce, all-gather, reduce-scatter and point-to-point over a sweep of message sizes "
-        "on the ranks a `dlperf run` with the same flags would start (NCCL on GPUs, gloo on CPUs); print "
-        "algorithm and bus bandwidth and a latency/bandwidth (alpha-beta) fit per collective, and write a "
-        "dlperf.commbench/1 record to OUT/commbench/<N>n<G>g/ for `dlperf predict` and `dlperf report`.",
-    )
+
+def register(parser: argparse.ArgumentParser) -> None:
     add_declared(parser, CommbenchOptions, choices={"engine": engine_names()})
     add_launch_options(parser)
     add_output_options(parser)
-    parser.set_defaults(func=run)
 
 
 WHAT = "what to measure"

@@ -6,8 +6,6 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table, say
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.reporting.compare import CaseComparison, compare
@@ -15,21 +13,14 @@ from dlperf.reporting.history import label_records
 from dlperf.reporting.verdict import DEFAULT_THRESHOLD, check_threshold
 from dlperf.spec import setting
 
-
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "compare",
-        parents=[common],
-        help=summary("compare"),
-        description="Per case of BASE and NEW (folders from run, sweep or extract): the ratio NEW/BASE from every "
-        "timed window of every repeat (a two-level model, repeats and the windows inside them), its 95 % interval "
-        "and p-value, and a verdict (faster, slower, same, inconclusive) at --threshold; 3 repeats a side suffice. "
-        "Exit status 1 only for a significant slowdown beyond the threshold, or a case that fails in NEW where it "
-        "ran in BASE, so CI can gate on it. With --db, BASE and NEW are labels of a history (`dlperf history add "
-        "--label`), a shared PostgreSQL one included: every machine's records under each label.",
-    )
-    add_declared(parser, CompareOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = (
+    "Per case of BASE and NEW (folders from run, sweep or extract): the ratio NEW/BASE from every "
+    "timed window of every repeat (a two-level model, repeats and the windows inside them), its 95 % interval "
+    "and p-value, and a verdict (faster, slower, same, inconclusive) at --threshold; 3 repeats a side suffice. "
+    "Exit status 1 only for a significant slowdown beyond the threshold, or a case that fails in NEW where it "
+    "ran in BASE, so CI can gate on it. With --db, BASE and NEW are labels of a history (`dlperf history add "
+    "--label`), a shared PostgreSQL one included: every machine's records under each label."
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +32,9 @@ class CompareOptions:
     )
     json: bool = setting(False, "print every figure of every case as JSON")
     db: str | None = setting(None, "a history (file path or postgresql://...): BASE and NEW are its labels")
+
+
+OPTIONS = (CompareOptions,)
 
 
 def _mean(mean: float | None, present: bool) -> str:

@@ -6,7 +6,8 @@ with an ellipsis, so paths, commands and numbers can be copied from a log.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -14,10 +15,11 @@ from rich.text import Text
 
 from dlperf.escape import terminal
 from dlperf.records.load import RecordLike, as_record
-from dlperf.records.parts import Energy, given
-from dlperf.records.schema import ExternalRunRecord, PeerReading, RunRecord
+from dlperf.records.parts import Ablation, Energy, MoERouting, SteadyState, StepPhases, given
+from dlperf.records.schema import PeerReading, RunRecord, shown
 from dlperf.reporting.aggregate import cpu_threads, threads_text
 from dlperf.reporting.doubts import console_flags
+from dlperf.wording import count
 
 # soft_wrap: a long path or command stays one line (a terminal folds it visually, a pipe keeps it whole)
 console = Console(stderr=False, highlight=False, soft_wrap=True)
@@ -49,14 +51,9 @@ def eta_text(seconds: float | None, left: int, untimed: Sequence[str] = ()) -> s
     if not left:
         return ""
     if seconds is None:
-        return f"{counted(left, 'run')} left, ETA after the first run"
+        return f"{count(left, 'run')} left, ETA after the first run"
     bound = f" or more ({', '.join(untimed)} not yet timed)" if untimed else ""
-    return f"{counted(left, 'run')} left, ETA {duration(seconds)}{bound}"
-
-
-def counted(n: int, noun: str) -> str:
-    """`1 run`, `2 runs`."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    return f"{count(left, 'run')} left, ETA {duration(seconds)}{bound}"
 
 
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -112,14 +109,16 @@ def latency_of(record: RunRecord) -> tuple[float | None, str]:
     return None, ""
 
 
-def _number(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
-
-
 def show_record(record: RecordLike, path: str) -> None:
-    """A successful run's figures as a table, its flags and where its record is."""
+    """A successful run's figures as a table, a row per field its kind declares with `show` (records/schema.py),
+    its flags and where its record is."""
     record = as_record(record)
-    rows = _external_rows(record) if isinstance(record, ExternalRunRecord) else _native_rows(record)
+    unit = unit_of(record)
+    rows = [
+        row
+        for name, label, how in shown(type(record))
+        for row in _rows(record, label.replace("{unit}", unit), how, getattr(record, name))
+    ]
     print_table(f"{record.model} {record.case} {record.group} repeat {record.repeat}", ("metric", "value"), rows)
     flags = console_flags(record)
     if flags:
@@ -127,76 +126,64 @@ def show_record(record: RecordLike, path: str) -> None:
     say(f"record: {path}")
 
 
-def _native_rows(record: RunRecord) -> list[tuple[str, str]]:
-    return [
-        *_speed_rows(record),
-        *_figure_rows(record),
-        *_phase_rows(record),
-        *_ablation_rows(record),
-        *_routing_rows(record),
-        _energy_row(record),
-    ]
+Rows = list[tuple[str, str]]
 
 
-def _speed_rows(record: RunRecord) -> list[tuple[str, str]]:
-    """What every native run measures: throughput, windows, latency, memory, loss, start-up, size, steadiness."""
-    latency = record.latency_ms or {}
-    steady = record.throughput_steady
-    return [
-        ("throughput (samples/s)", f"{record.throughput:.2f}"),
-        ("per device (samples/s)", f"{record.throughput_per_device:.2f}"),
-        ("window throughputs", ", ".join(f"{w:.1f}" for w in record.window_throughputs or [])),
-        ("latency mean / p50 / p90 (ms)", " / ".join(f"{latency[q]:.2f}" for q in ("mean", "p50", "p90"))),
-        ("peak memory (MiB)", ", ".join(f"{k} {v:.0f}" for k, v in (record.peak_memory_mib or {}).items())),
-        ("loss first -> last", f"{_number(record.loss_first)} -> {_number(record.loss_last)}"),
-        ("first step (s)", f"{record.first_step_s:.2f}"),
-        ("world size", str(record.world_size) + threads_text({cpu_threads(record)})),
-        ("steady throughput (samples/s)", f"{steady:.2f}" if steady else "never stable"),
-    ]
+def _rows(record: RunRecord, label: str, how: str, value: Any) -> Rows:
+    """A field's rows: its rendering's below, else its value written by the format spec `how` (none where null)."""
+    if how in _RENDERINGS:
+        return _RENDERINGS[how](record, label, value)
+    return [] if value is None else [(label, _written(value, how))]
 
 
-def _figure_rows(record: RunRecord) -> list[tuple[str, str]]:
-    """The derived figures a workload counts (none of them where the step counts no FLOPs, e.g. JAX's ResNet);
-    MFU always, with why it is missing."""
-    optional = (
-        ("tokens/s", record.tokens_per_s, ".1f"),
-        ("FLOPs per iteration", record.flops_per_iteration, ".4g"),
-        ("TFLOP/s per device", record.tflops_per_device, ".4g"),
-    )
-    rows = [(label, f"{value:{spec}}") for label, value, spec in optional if value is not None]
-    mfu = percent(record.mfu)
-    rows.append(("MFU", mfu if record.mfu is not None else f"{mfu} ({record.mfu_note})"))
-    if record.window_cv is not None:
-        rows.append(("window CV", percent(record.window_cv)))
-    return rows
+def _written(value: Any, how: str) -> str:
+    """A value by the format spec `how` (`%`: a percentage); a list's items and a mapping's `key value` pairs each
+    so, the nulls left out."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {_written(item, how)}" for key, item in value.items() if item is not None)
+    if isinstance(value, list):
+        return ", ".join(_written(item, how) for item in value if item is not None)
+    return percent(value) if how == "%" else f"{value:{how}}"
 
 
-def _phase_rows(record: RunRecord) -> list[tuple[str, str]]:
+def _threads(record: RunRecord, label: str, size: int) -> Rows:
+    return [(label, f"{size}{threads_text({cpu_threads(record)})}")]
+
+
+def _steady(record: RunRecord, label: str, steady: SteadyState | None) -> Rows:
+    if steady is None:
+        return []
+    return [(label, f"{record.throughput_steady:.2f}" if record.throughput_steady else "never stable")]
+
+
+def _mfu(record: RunRecord, label: str, mfu: float | None) -> Rows:
+    """MFU always where it was asked for, with why it is missing (none of an external script's)."""
+    if mfu is None and not record.mfu_note:
+        return []
+    return [(label, percent(mfu) if mfu is not None else f"n/a ({record.mfu_note})")]
+
+
+def _phases(record: RunRecord, label: str, phases: StepPhases | None) -> Rows:
     """Where the step went (metrics/step_phases.py); the report sets it against the 1-device run."""
-    phases = record.step_phases
     if not phases:
         return []
     parts = ", ".join(f"{name} {ms:.1f}" for name, ms in given(phases.phases_ms).items())
-    return [
-        ("step phases (ms)", parts),
-        ("exposed comm / straggler wait (ms)", f"{phases.exposed_ms:.1f} / {phases.straggler_wait_ms:.1f}"),
-    ]
+    waits = f"{phases.exposed_ms:.1f} / {phases.straggler_wait_ms:.1f}"
+    return [(label, parts), ("exposed comm / straggler wait (ms)", waits)]
 
 
-def _routing_rows(record: RunRecord) -> list[tuple[str, str]]:
-    """A MoE run: its routing and the imbalance its routers measured over the timed window (max / mean picks per
-    expert; 1.0 is even), and the picks a capacity factor dropped."""
-    moe = record.moe
+def _routing(record: RunRecord, label: str, moe: MoERouting | None) -> Rows:
+    """A MoE run: the imbalance its routers measured over the timed window (max / mean picks per expert; 1.0 is
+    even), and the picks a capacity factor dropped."""
     if not moe or moe.imbalance is None:
         return []
     worst = f", worst block {moe.imbalance_worst_block:.2f}" if moe.imbalance_worst_block is not None else ""
     dropped = f"; {moe.dropped_tokens} of {moe.routed_tokens} picks dropped" if moe.dropped_tokens else ""
-    return [("expert imbalance (max/mean)", f"{moe.imbalance:.2f}{worst} ({moe.routing} routing){dropped}")]
+    return [(label, f"{moe.imbalance:.2f}{worst} ({moe.routing} routing){dropped}")]
 
 
-def _ablation_rows(record: RunRecord) -> list[tuple[str, str]]:
+def _ablation(record: RunRecord, label: str, ablation: Ablation | None) -> Rows:
     """--ablate sync: the same steps without gradient synchronisation, or why they were not measured."""
-    ablation = record.ablation
     if not ablation:
         return []
     if not ablation.ratio:
@@ -204,30 +191,26 @@ def _ablation_rows(record: RunRecord) -> list[tuple[str, str]]:
     gap = ablation.synced_step_ms - ablation.step_ms
     return [
         (
-            "step without / with gradient sync (ms)",
+            label,
             f"{ablation.step_ms:.1f} / {ablation.synced_step_ms:.1f} (alternating windows): "
             f"communication {gap:.1f} ms a step",
         )
     ]
 
 
-def _energy_row(record: RunRecord) -> tuple[str, str]:
-    energy = record.energy or Energy()
-    return ("energy (J)", f"{energy.joules:.1f}" if energy.joules else f"n/a: {energy.reason}")
+def _energy(record: RunRecord, label: str, energy: Energy | None) -> Rows:
+    if energy is None:
+        return []
+    return [(label, f"{energy.joules:.1f}" if energy.joules else f"n/a: {energy.reason}")]
 
 
-def _external_rows(record: ExternalRunRecord) -> list[tuple[str, str]]:
-    """An external run's record: what its log reader found."""
-    unit = unit_of(record)
-    rows = [
-        (f"throughput ({unit})", f"{record.throughput:.2f}"),
-        (f"per device ({unit})", f"{record.throughput_per_device:.2f}"),
-    ]
-    mean = (record.latency_ms or {}).get("mean")
-    if mean is not None:
-        rows.append(("latency mean (ms)", f"{mean:.2f}"))
-    rows += [("log format / rule", f"{record.format} / {record.rule}"), ("world size", str(record.world_size))]
-    memory = record.peak_memory_mib or {}
-    if memory:
-        rows.append(("peak memory (MiB)", ", ".join(f"{k} {v:.0f}" for k, v in memory.items())))
-    return rows
+# The renderings a field's declaration names (`show=(label, how)`) where a format spec cannot write it
+_RENDERINGS: dict[str, Callable[[RunRecord, str, Any], Rows]] = {
+    "threads": _threads,
+    "steady": _steady,
+    "mfu": _mfu,
+    "phases": _phases,
+    "routing": _routing,
+    "ablation": _ablation,
+    "energy": _energy,
+}

@@ -7,28 +7,20 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import say
 from dlperf.engines import engine_names, engine_versions
 from dlperf.machine.environment import collect_environment
 from dlperf.spec import setting
 
-
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "env",
-        parents=[common],
-        help=summary("env"),
-        description="Print the environment that every run record carries.",
-    )
-    add_declared(parser, EnvOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = "Print the environment that every run record carries."
 
 
 @dataclass(frozen=True)
 class EnvOptions:
     json: bool = setting(False, "print JSON instead of a readable list")
+
+
+OPTIONS = (EnvOptions,)
 
 
 def run(args: argparse.Namespace) -> int:

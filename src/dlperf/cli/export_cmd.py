@@ -7,28 +7,20 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
-from dlperf.cli.display import counted, say
+from dlperf.cli.display import say
 from dlperf.errors import ConfigError
 from dlperf.secrets import mask
 from dlperf.spec import setting
+from dlperf.wording import count
 
-
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "export",
-        parents=[common],
-        help=summary("export"),
-        description="`dlperf export mlflow FOLDER --tracking-uri URI [--experiment NAME]` makes the sweep a parent "
-        "run and every record a child run (parameters, metrics with each timing window as a step, doubt flags "
-        "and status as tags, report.md, plots and the record as artifacts). `dlperf export wandb FOLDER [--dir "
-        "DIR] [--project NAME]` writes the same as W&B offline runs that `wandb sync` uploads. Runs are found by "
-        "their record's identity first: a second export adds nothing, and a rerun after a fault (a server gone, a "
-        "full disk) finishes what the first left, each record once.",
-    )
-    add_declared(parser, ExportOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = (
+    "`dlperf export mlflow FOLDER --tracking-uri URI [--experiment NAME]` makes the sweep a parent "
+    "run and every record a child run (parameters, metrics with each timing window as a step, doubt flags "
+    "and status as tags, report.md, plots and the record as artifacts). `dlperf export wandb FOLDER [--dir "
+    "DIR] [--project NAME]` writes the same as W&B offline runs that `wandb sync` uploads. Runs are found by "
+    "their record's identity first: a second export adds nothing, and a rerun after a fault (a server gone, a "
+    "full disk) finishes what the first left, each record once."
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +31,9 @@ class ExportOptions:
     experiment: str = setting("dlperf", "mlflow: the experiment", bound="non-empty")
     dir: str | None = setting(None, "wandb: where the offline runs go, under DIR/wandb (default FOLDER)")
     project: str = setting("dlperf", "wandb: the project `wandb sync` uploads to", bound="non-empty")
+
+
+OPTIONS = (ExportOptions,)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
         for outcome in export_mlflow(args.folder, uri, args.experiment):
             say(
-                f"{counted(len(outcome.created), 'new run')} under parent run {outcome.parent_run_id} in experiment "
+                f"{count(len(outcome.created), 'new run')} under parent run {outcome.parent_run_id} in experiment "
                 f"{args.experiment} ({outcome.experiment_id}) at {mask(uri)}; {outcome.existing} records were "
                 "exported before"
             )
@@ -63,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.dir or args.folder
     outcome = export_wandb(args.folder, out, args.project)
-    say(f"{counted(len(outcome.run_dirs), 'new W&B offline run')}; {outcome.existing} were written before")
+    say(f"{count(len(outcome.run_dirs), 'new W&B offline run')}; {outcome.existing} were written before")
     for path in outcome.run_dirs:
         say(f"  {path}")
     say(f"upload with: wandb sync {out}/wandb/offline-run-*")

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ResultsError
 from dlperf.framework_logs.base import RULES
 from dlperf.framework_logs.display import plain, shown
@@ -28,22 +26,14 @@ from dlperf.spec import setting
 SKIPPED_EXIT = 3
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "extract",
-        parents=[common],
-        help=summary("extract"),
-        description="Read every log under LOG_DIR laid out as <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log "
-        "(any parents, e.g. bz128/), or one log FILE with its shape given (--nodes, --devices-per-node, "
-        "--batch-size), measure each run's throughput the published way, check it by a second reading of the log, "
-        "and write report.md, summary.json, plots and one record per run (records/) into --out. Exit status: 0 all "
-        "logs read; "
-        f"{SKIPPED_EXIT} some logs skipped (named on stderr with the reason); 2 bad usage or no usable log.",
-    )
-    add_declared(parser, ExtractOptions)
-    parser.set_defaults(func=run)
-
-
+DESCRIPTION = (
+    "Read every log under LOG_DIR laid out as <N>n<G>g/<model>_b<batch>_<precision>_<repeat>.log "
+    "(any parents, e.g. bz128/), or one log FILE with its shape given (--nodes, --devices-per-node, "
+    "--batch-size), measure each run's throughput the published way, check it by a second reading of the log, "
+    "and write report.md, summary.json, plots and one record per run (records/) into --out. Exit status: 0 all "
+    "logs read; "
+    f"{SKIPPED_EXIT} some logs skipped (named on stderr with the reason); 2 bad usage or no usable log."
+)
 SHAPE = "one log FILE (its shape is not in its name)"
 
 
@@ -90,6 +80,9 @@ class ExtractOptions:
     out: str | None = setting(None, "where to write (default: LOG_DIR-extract beside LOG_DIR)", bound="non-empty")
     overwrite: bool = setting(False, "replace a report or records already in --out (default: refuse)")
     list_formats: bool = setting(False, "name every format with its rules and defaults")
+
+
+OPTIONS = (ExtractOptions,)
 
 
 def run(args: argparse.Namespace) -> int:

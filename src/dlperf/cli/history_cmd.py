@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table, say
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.records.load import load_records
@@ -25,21 +23,15 @@ from dlperf.spec import setting
 DEFAULT_DB = os.environ.get("DLPERF_HISTORY") or str(Path.home() / ".dlperf" / "history.sqlite")
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "history",
-        parents=[common],
-        help=summary("history"),
-        description="`dlperf history add DIR [--label L]` stores every record under DIR (once each) under a label "
-        "(default: the dlperf commit that measured it). `dlperf history show` prints each case's (geometric) mean "
-        "throughput per label, in the order measured, with the change against the label before (the ratio of the "
-        "means) and the verdict of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that "
-        "label's. --db is a "
-        "file (SQLite) or postgresql://USER@HOST/DB, a history a team shares: several machines add at once, each "
-        "record stored once.",
-    )
-    add_declared(parser, HistoryOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = (
+    "`dlperf history add DIR [--label L]` stores every record under DIR (once each) under a label "
+    "(default: the dlperf commit that measured it). `dlperf history show` prints each case's (geometric) mean "
+    "throughput per label, in the order measured, with the change against the label before (the ratio of the "
+    "means) and the verdict of `dlperf compare` (faster, slower, same, inconclusive) of its repeats against that "
+    "label's. --db is a "
+    "file (SQLite) or postgresql://USER@HOST/DB, a history a team shares: several machines add at once, each "
+    "record stored once."
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +48,9 @@ class HistoryOptions:
         f"history database: a file path (SQLite) or postgresql://USER@HOST/DB (default {mask_url(DEFAULT_DB)}; env "
         "DLPERF_HISTORY)",
     )
+
+
+OPTIONS = (HistoryOptions,)
 
 
 def run(args: argparse.Namespace) -> int:

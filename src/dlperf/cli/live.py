@@ -19,6 +19,9 @@ READ_MAX = 1 << 18  # what one poll reads at most: the follower's memory stays b
 BEHIND_MAX = 1 << 20  # an external command's log grown further than this: jump to its last READ_MAX
 SHOWN_MAX = 20  # an external command's lines shown per poll; beyond, only the progress lines a reader knows
 
+STARTING = "starting the ranks"
+RUNNING = "running, no step seen yet"  # an external command's processes started, no step of theirs timed yet
+
 # extra text for a window line (GPT: tokens/s, TFLOP/s, MFU), from the window's samples/s
 WindowExtra = Callable[[float], str]
 
@@ -56,7 +59,7 @@ class LogFollower:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="dlperf-log-follower", daemon=True)
         self._started = time.time()
-        self._phase = "starting the ranks"
+        self._phase = STARTING
         self._phase_since = time.monotonic()
         self._ablating = False  # the run's config asks for the sync ablation after its timed window
         self._last_news = self._phase_since  # the last line shown: after quiet_s without one, the phase is said
@@ -105,8 +108,8 @@ class LogFollower:
 
     def _first_step(self) -> None:
         """An external command's run (`plain`) is training once the start-up hook has written its first step
-        (`<run>.steps.<host>.<pid>` beside the log): a script that prints nothing is no longer starting its ranks."""
-        if not (self.plain and self.path is not None and self._phase == "starting the ranks"):
+        (`<run>.steps.<host>.<pid>` beside the log)."""
+        if not (self.plain and self.path is not None and self._phase in (STARTING, RUNNING)):
             return
         steps = self.path.with_suffix(".steps").name + "."
         try:
@@ -126,7 +129,7 @@ class LogFollower:
         if found is not None and found[0] != self.path:
             self._close()
             self.path = found[0]
-            self._phase, self._phase_since = "starting the ranks", time.monotonic()
+            self._phase, self._phase_since = STARTING, time.monotonic()
             self.emit(found[1])
             self._last_news = time.monotonic()
         elif found is None and self.path is not None:  # that run ended
@@ -139,9 +142,7 @@ class LogFollower:
         file was replaced)."""
         if self._handle is not None and self._replaced(self._handle):
             self._close()
-        if self._handle is None:
-            self._handle = self._open()
-        if self._handle is None:
+        if self._handle is None and not self._reopen():
             return
         skipped = self._catch_up() if self.plain else 0
         self._pending += self._handle.read(READ_MAX)
@@ -152,6 +153,15 @@ class LogFollower:
         for line in self._thinned(texts, skipped) if self.plain else texts:
             if self._event(line):
                 self._last_news = time.monotonic()
+
+    def _reopen(self) -> bool:
+        """Whether the log is open now. An external command's log (`plain`) is opened as its processes start
+        (launch/external_node.py): from then on its ranks run, though a silent script shows no step until the hook
+        times one."""
+        self._handle = self._open()
+        if self._handle is not None and self.plain and self._phase == STARTING:
+            self._phase, self._phase_since = RUNNING, time.monotonic()
+        return self._handle is not None
 
     def _catch_up(self) -> int:
         """Where the log grew faster than it can be shown (a script printing a gigabyte), the bytes jumped over to

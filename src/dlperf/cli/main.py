@@ -1,5 +1,6 @@
-"""`dlperf`: the command line. Each subcommand lives in its own module with `register` and `run`, imported only
-when it is the command named (all of them for `dlperf --help`), so a reading command never loads a running one."""
+"""`dlperf`: the command line. Each subcommand lives in its own module, imported only when it is the command named
+(all of them for `dlperf --help`), so a reading command never loads a running one: its `DESCRIPTION`, its flags
+(`OPTIONS`, the dataclasses whose fields are flags, and `register(parser)` for the rest) and its `run`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from dlperf import __version__
 from dlperf.cli.commands import COMMANDS, SUMMARIES
+from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.parser import Parser
 from dlperf.errors import DlperfError, clip
 from dlperf.secrets import learn, mask
@@ -38,8 +40,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in _registered(argv, sub):
-        importlib.import_module(COMMANDS[name]).register(sub, common)
+        register(sub, common, name)
     return parser
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, name: str) -> None:
+    """The command's parser, from what its module declares."""
+    module = importlib.import_module(COMMANDS[name])
+    parser = sub.add_parser(name, parents=[common], help=SUMMARIES[name], description=module.DESCRIPTION)
+    for options in getattr(module, "OPTIONS", ()):
+        add_declared(parser, options)
+    if hasattr(module, "register"):
+        module.register(parser)
+    parser.set_defaults(func=module.run)
 
 
 def _registered(argv: Sequence[str] | None, sub: argparse._SubParsersAction) -> list[str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_run_options, explicit_run_values
-from dlperf.maxbatch.search import MaxBatchResult, Probe
+from dlperf.maxbatch.search import MaxBatchResult
 from dlperf.orchestration import CPU_CAP_SHARE, SearchOptions, prepare_search, run_search
+from dlperf.records.parts import Probe
 from dlperf.reporting import markdown as markdown_table
 from dlperf.wording import count
 from dlperf.workloads import all_workloads
@@ -22,20 +22,18 @@ def _batch_flags() -> str:
     return ", ".join(f"--{key.replace('_', '-')} for {name}" for name, key in keys)
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "maxbatch",
-        parents=[common],
-        help=summary("maxbatch"),
-        description="Probe a case at growing batch sizes (x2 from --start until one runs out of memory, then "
-        "bisect to within --step), each probe a fresh `dlperf run` process; print every probe's throughput and "
-        "peak memory, the largest batch that fits and the fastest one, and write a dlperf.maxbatch/1 record to "
-        "OUT/<model>/<N>n<G>g/ for the report's bsz=max column. The batch is the model's batch per device: "
-        f"{_batch_flags()}.",
-    )
+DESCRIPTION = (
+    "Probe a case at growing batch sizes (x2 from --start until one runs out of memory, then "
+    "bisect to within --step), each probe a fresh `dlperf run` process; print every probe's throughput and "
+    "peak memory, the largest batch that fits and the fastest one, and write a dlperf.maxbatch/1 record to "
+    "OUT/<model>/<N>n<G>g/ for the report's bsz=max column. The batch is the model's batch per device: "
+    f"{_batch_flags()}."
+)
+
+
+def register(parser: argparse.ArgumentParser) -> None:
     add_run_options(parser)
     add_declared(parser, SearchOptions)
-    parser.set_defaults(func=run)
 
 
 TABLE_HEADER = markdown_table.header(("batch", "fits", "status", "samples/s", "peak memory (MiB)", "reason"), "rllrrl")

@@ -7,8 +7,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import print_table
 from dlperf.engines.torch.peak import DEFAULT_PEAKS_FILE, DTYPES
 from dlperf.errors import ConfigError, clip
@@ -16,17 +14,10 @@ from dlperf.metrics.peaks import lookup_peak
 from dlperf.orchestration import measure_and_store
 from dlperf.spec import setting
 
-
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "peak",
-        parents=[common],
-        help=summary("peak"),
-        description="A sweep of GEMM shapes per dtype (best sustained rate), stored in --out so that runs on this "
-        "device report MFU against the measured peak beside the datasheet one.",
-    )
-    add_declared(parser, PeakOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = (
+    "A sweep of GEMM shapes per dtype (best sustained rate), stored in --out so that runs on this "
+    "device report MFU against the measured peak beside the datasheet one."
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +28,9 @@ class PeakOptions:
     iters: int = setting(20, "GEMMs per timed run (default 20)", bound="positive")
     out: str = setting(str(DEFAULT_PEAKS_FILE), f"peaks file (default {DEFAULT_PEAKS_FILE})", bound="non-empty")
     json: bool = setting(False, "print the results as JSON")
+
+
+OPTIONS = (PeakOptions,)
 
 
 MAX_SIDE = 65536  # a 65536-square fp32 matrix is 16 GiB already

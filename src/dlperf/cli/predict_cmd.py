@@ -9,7 +9,6 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared, declared_options
 from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_workload_options
@@ -32,21 +31,19 @@ from dlperf.workloads import Workload, get_workload, predictors
 GROUP = "a layout at any scale (--model)"
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "predict",
-        parents=[common],
-        help=summary("predict"),
-        description="Predict DDP's step time, throughput and speedup at --devices per node x --nodes from a 1n1g "
-        "run record (step time, gradient bytes) and commbench records (the all-reduce alpha-beta fit): ring "
-        "all-reduce per bucket, hierarchical across nodes, overlapped with the backward pass as DDP does; the "
-        "exposed part is added to the step. COMMBENCH_RECORD measured on one node is the intra-node link, one "
-        "measured across nodes (one rank per node) the inter-node link.",
-    )
+DESCRIPTION = (
+    "Predict DDP's step time, throughput and speedup at --devices per node x --nodes from a 1n1g "
+    "run record (step time, gradient bytes) and commbench records (the all-reduce alpha-beta fit): ring "
+    "all-reduce per bucket, hierarchical across nodes, overlapped with the backward pass as DDP does; the "
+    "exposed part is added to the step. COMMBENCH_RECORD measured on one node is the intra-node link, one "
+    "measured across nodes (one rank per node) the inter-node link."
+)
+
+
+def register(parser: argparse.ArgumentParser) -> None:
     add_declared(parser, PredictOptions)
     add_declared(parser, ModelOptions, choices={"model": list(predictors())})
     add_workload_options(parser, {name: predictor.ignored for name, predictor in predictors().items()})
-    parser.set_defaults(func=run)
 
 
 @dataclass(frozen=True)

@@ -6,32 +6,26 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.display import say
 from dlperf.errors import ConfigError
 from dlperf.references import figures, load
 from dlperf.spec import setting
 from dlperf.wording import count
 
-
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "references",
-        parents=[common],
-        help=summary("references"),
-        description="List the shipped table of published training figures (per device), each with its source, "
-        "accelerator, precision, batch and framework. A report row of the same model on the same accelerator at the "
-        "same precision shows its percentage of the best one.",
-    )
-    add_declared(parser, ReferencesOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = (
+    "List the shipped table of published training figures (per device), each with its source, "
+    "accelerator, precision, batch and framework. A report row of the same model on the same accelerator at the "
+    "same precision shows its percentage of the best one."
+)
 
 
 @dataclass(frozen=True)
 class ReferencesOptions:
     model: str | None = setting(None, "only this model's figures (e.g. resnet50)")
     json: bool = setting(False, "print the figures as JSON")
+
+
+OPTIONS = (ReferencesOptions,)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,8 +7,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlperf.cli.commands import summary
-from dlperf.cli.declared_flags import add_declared
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
@@ -33,20 +31,14 @@ ENGINES_DIR = "engines"
 FRAMEWORKS_DIR = "frameworks"
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "report",
-        parents=[common],
-        help=summary("report"),
-        description="Read every run record under DIR and write report.md (published-style tables), summary.json "
-        "(per model, group and case: average_speed, median_speed, speedup, batch_size_per_device, ...) and PNG "
-        "plots of throughput and speedup against the ideal line. With several folders (native runs or "
-        "`dlperf extract` output, each a source labelled by --label or its folder name) write the cross-source "
-        "summary instead: one row per source at the largest topology they share, per-case tables with the ratio "
-        "to the first source, their environment differences, overlay plots and report.html.",
-    )
-    add_declared(parser, ReportOptions)
-    parser.set_defaults(func=run)
+DESCRIPTION = (
+    "Read every run record under DIR and write report.md (published-style tables), summary.json "
+    "(per model, group and case: average_speed, median_speed, speedup, batch_size_per_device, ...) and PNG "
+    "plots of throughput and speedup against the ideal line. With several folders (native runs or "
+    "`dlperf extract` output, each a source labelled by --label or its folder name) write the cross-source "
+    "summary instead: one row per source at the largest topology they share, per-case tables with the ratio "
+    "to the first source, their environment differences, overlay plots and report.html."
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +80,9 @@ class ReportOptions:
         f"TensorBoard event files under LOGDIR (needs {TENSORBOARD_HINT})",
         metavar="LOGDIR",
     )
+
+
+OPTIONS = (ReportOptions,)
 
 
 def run(args: argparse.Namespace) -> int:

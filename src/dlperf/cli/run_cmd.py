@@ -6,7 +6,6 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 
-from dlperf.cli.commands import summary
 from dlperf.cli.display import percent, say, show_record
 from dlperf.cli.estimate import single_run_estimate
 from dlperf.cli.live import LogFollower, WindowExtra
@@ -23,20 +22,17 @@ from dlperf.orchestration import FORCE_HELP, RunHooks, kind_of, run_one, trainin
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan
 
+DESCRIPTION = (
+    "Benchmark one case: warm up, time --iters iterations in windows, write the log and a JSON "
+    "record to OUT/<model>/<N>n<G>g/. Several devices per node run as ranks under torchrun's launcher."
+)
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "run",
-        parents=[common],
-        help=summary("run"),
-        description="Benchmark one case: warm up, time --iters iterations in windows, write the log and a JSON "
-        "record to OUT/<model>/<N>n<G>g/. Several devices per node run as ranks under torchrun's launcher.",
-    )
+
+def register(parser: argparse.ArgumentParser) -> None:
     add_run_options(parser)
     add_launch_options(parser)
     add_output_options(parser)
     parser.add_argument("--force", action="store_true", help=FORCE_HELP)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,8 +12,9 @@ from dlperf.engines import engine_names
 from dlperf.launch import launcher_names
 from dlperf.launch.hosts import parse_hosts, read_hostfile
 from dlperf.launch.options import WHERE, LaunchOptions
-from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, flag, setting
-from dlperf.workloads import Workload, all_workloads, model_names
+from dlperf.orchestration.kinds import TASK
+from dlperf.spec import COMMON_KEYS, RunSpec, flag, setting
+from dlperf.workloads import OLD_EXTERNAL, Workload, all_workloads, model_names
 
 
 def _group(parser: argparse.ArgumentParser, title: str):
@@ -33,8 +34,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     groups[RUN_GROUP]("--model", help=f"workload to benchmark: {', '.join(model_names())} (default resnet50)")
     groups[RUN_GROUP](
         "--engine",
-        choices=[*engine_names(), EXTERNAL],
-        help=f"framework that runs it (default torch; {EXTERNAL} with --command)",
+        choices=[*engine_names(), OLD_EXTERNAL],  # `external`: deprecated, --command alone says it
+        help="framework that runs dlperf's loop (default torch; none with --command: `external` is deprecated)",
     )
     hints = get_type_hints(RunSpec)
     for f in fields(RunSpec):
@@ -80,7 +81,7 @@ def _training_fields(only: dict[str, frozenset[str]] | None) -> dict[str, list[t
     it, with its field and annotation (a measurement of its own, like commbench, has its own command and flags)."""
     owners: dict[str, list[tuple[Workload, Field, Any]]] = {}
     for workload in all_workloads():
-        if not workload.tasks and (only is None or workload.name in only):
+        if not TASK.owns(workload) and (only is None or workload.name in only):
             hints = get_type_hints(workload.config_type)
             for f in fields(workload.config_type):
                 if f.name not in (only or {}).get(workload.name, ()):

@@ -10,9 +10,8 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dlperf.cli.commands import summary
 from dlperf.cli.declared_flags import add_declared, declared_options
-from dlperf.cli.display import console, counted, eta_text, run_line, say
+from dlperf.cli.display import console, eta_text, run_line, say
 from dlperf.cli.estimate import duration_estimates
 from dlperf.cli.live import LogFollower
 from dlperf.cli.run_flags import add_launch_options, launch_options
@@ -34,18 +33,17 @@ from dlperf.orchestration import (
     sweep_to_report,
 )
 from dlperf.records.load import Record
+from dlperf.wording import count
+
+DESCRIPTION = (
+    "Run every case of a YAML sweep file (run keys; list values are matrix axes; "
+    "`topology: [1n1g, 1n8g]`; `repeats: N`), each repeated, writing each record as it is produced to "
+    "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
+    "report.md, summary.json and plots in OUT."
+)
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "sweep",
-        parents=[common],
-        help=summary("sweep"),
-        description="Run every case of a YAML sweep file (run keys; list values are matrix axes; "
-        "`topology: [1n1g, 1n8g]`; `repeats: N`), each repeated, writing each record as it is produced to "
-        "OUT/<model>/<N>n<G>g/. A failed run is recorded with its reason and the sweep goes on. Ends with "
-        "report.md, summary.json and plots in OUT.",
-    )
+def register(parser: argparse.ArgumentParser) -> None:
     add_declared(parser, SweepOptions)
     # What shapes a sweep besides its file, kept in its folder for --resume: the repeat rule and where it runs.
     stored = [*stored_sweep_fields(), *add_launch_options(parser)]
@@ -65,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     failed = len(outcome.failed)
     say(
-        f"{counted(len(outcome.ran), 'run')} done ({failed} failed), {outcome.skipped} skipped as complete; "
+        f"{count(len(outcome.ran), 'run')} done ({failed} failed), {outcome.skipped} skipped as complete; "
         f"report: {outcome.report / 'report.md'}"
     )
     if outcome.failed_before:
-        say(f"{counted(len(outcome.failed_before), 'run')} failed before and kept failed; rerun them with: "
+        say(f"{count(len(outcome.failed_before), 'run')} failed before and kept failed; rerun them with: "
             f"{outcome.resume} --retry-failed")  # fmt: skip
     return 1 if failed or outcome.failed_before else 0
 
@@ -94,7 +92,7 @@ class SweepView:
         if isinstance(event, Commands):
             print(event.text)
         elif isinstance(event, Planned):
-            planned = counted(len(event.plan.cases), "case")
+            planned = count(len(event.plan.cases), "case")
             say(f"sweep {event.sweep_id}: {planned} planned -> {event.out}; collecting the environment")
         elif isinstance(event, Started):
             self._start(event.plan, event.start, event.out)
@@ -118,14 +116,14 @@ class SweepView:
         total = len(start.jobs)
         if plan.adaptive:
             say(
-                f"sweep {start.sweep_id}: {counted(len(plan.cases), 'case')}, each repeated until its median is "
+                f"sweep {start.sweep_id}: {count(len(plan.cases), 'case')}, each repeated until its median is "
                 f"known within {plan.adaptive.target_ci:.2%} (3 to {plan.repeats} repeats, at most {total} runs) "
                 f"-> {out}"
             )
         else:
             say(
-                f"sweep {start.sweep_id}: {counted(len(plan.cases), 'case')} x {counted(plan.repeats, 'repeat')} = "
-                f"{counted(total, 'run')} -> {out}"
+                f"sweep {start.sweep_id}: {count(len(plan.cases), 'case')} x {count(plan.repeats, 'repeat')} = "
+                f"{count(total, 'run')} -> {out}"
             )
         self._clock = SweepClock(start.jobs)
         started = time.time()

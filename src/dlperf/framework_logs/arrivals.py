@@ -1,7 +1,7 @@
 """The arrival-time second reading of a `--command` log: dlperf stamps each line as it reaches the log
 (`<run>.arrivals`: the log's end offset and a monotonic time per line written, launch/external_node.py), so any
 reader's points carry a time even where the script prints none: samples between the points (their steps x the
-global batch) over the arrival times between them, in the same warm-up and window.
+global batch) over the arrival times between them, in the same window (its start as the reader placed it).
 
 It can only check: a program that buffers its output delivers lines in bursts, and lines printed less than 20 ms
 apart time their own printing as much as the training, so such readings are dropped, not used; a figure that
@@ -11,15 +11,17 @@ off by a factor of the run's shape or over 2x).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import io
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 from dlperf.errors import DataError
 from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.framework_logs.measure import Measured, measure
-from dlperf.framework_logs.textlines import strip_prefixes
+from dlperf.framework_logs.prefilter import Prefilter
+from dlperf.framework_logs.textlines import LogLines, holding, strip_prefixes
 
 BURST_S = 1e-3  # lines closer than this arrived in one write of a buffered program
 BURSTY = 0.5  # a reading whose kept points mostly arrived in bursts is no reading
@@ -28,16 +30,26 @@ BURSTY = 0.5  # a reading whose kept points mostly arrived in bursts is no readi
 MIN_GAP_S = 0.02
 
 
-def stamped_lines(log: Path, arrivals: Path) -> Iterator[tuple[float, str]]:
-    """(arrival time, line) for every line of the log, `\\r` redraws as lines of their own."""
-    with open(log, "rb") as text, open(arrivals, encoding="ascii") as stamps:
-        done = 0
-        for row in stamps:
-            end, when = row.split()
-            chunk = text.read(int(end) - done)
-            done = int(end)
-            for line in io.StringIO(chunk.decode("utf-8", "replace"), newline=None):
-                yield float(when), line.rstrip("\n")
+def stamped_lines(log: Path, arrivals: Path, prefilter: Prefilter | None = None) -> Iterator[tuple[float, str]]:
+    """(arrival time, line) for the log's lines (those `prefilter` finds), `\\r` redraws as lines of their own: a
+    line's time is the first stamp at or after its end."""
+    with open(arrivals, encoding="ascii") as stamps, closing(LogLines(log, prefilter)) as lines:
+        rows = (row.split() for row in stamps)
+        end, when = -1, 0.0
+        for line in lines:
+            while lines.offset > end:
+                row = next(rows, None)
+                if row is None:
+                    return
+                end, when = int(row[0]), float(row[1])
+            yield when, line
+
+
+def _last_stamp(arrivals: Path, default: float) -> float:
+    """The time of the arrivals' last stamp: the log's last line's, passed over or not (`default`: no stamp)."""
+    with open(arrivals, encoding="ascii") as stamps:
+        last = collections.deque(stamps, maxlen=1)
+    return float(last[0].split()[1]) if last else default
 
 
 def arrival_reading(log: Path, fmt: LogFormat, warmup: int, window: int | None, shape: RunShape) -> float | None:
@@ -50,9 +62,10 @@ def arrival_reading(log: Path, fmt: LogFormat, warmup: int, window: int | None, 
     gaps = [0, 0, 0.0]  # steps that advanced, those of them that arrived in a burst, and their time
 
     def lines() -> Iterator[str]:
-        for when, line in stamped_lines(log, arrivals):
+        for when, line in stamped_lines(log, arrivals, holding((*fmt.clue, *fmt.reads)) if fmt.clue else None):
             clock[0] = when
             yield from (strip_prefixes(record) for record in fmt.records_in(strip_prefixes(line)))
+        clock[0] = _last_stamp(arrivals, clock[0])  # where the reader gives its last point once the lines end
 
     def stamped() -> Iterator[Point]:
         """Each point at its line's arrival, with the samples so far: its iterations x the samples the line says
@@ -73,7 +86,7 @@ def arrival_reading(log: Path, fmt: LogFormat, warmup: int, window: int | None, 
 
     timed = dataclasses.replace(fmt, rules=("timestamp",), steps_are_iterations=True)
     try:
-        measured: Measured = measure(stamped(), timed, "timestamp", warmup, window, shape)
+        measured: Measured = measure(stamped(), timed, "timestamp", warmup, window, shape, settles=False)
     except DataError:
         return None
     if not gaps[0] or gaps[1] > BURSTY * gaps[0] or gaps[2] / gaps[0] < MIN_GAP_S or measured.kept < 2:

@@ -14,6 +14,10 @@ from dlperf.errors import DataError
 RULES = ("printed", "timestamp")
 
 
+class AnyCase(str):
+    """A string a reader looks for in any case (its pattern ignores case): LogFormat.reads."""
+
+
 @dataclass(frozen=True)
 class RunShape:
     """What a reader may need from the file's place in the layout to turn its lines into global figures."""
@@ -179,11 +183,17 @@ class LogFormat:
     rules: tuple[str, ...] = ("printed",)  # supported rules, the default first
     window: int | None = None
     printed_from: Literal["speed", "seconds"] = "speed"
+    # the printed figure needs no batch though the reader gives it as seconds per iteration (DeepSpeed's timer: the
+    # given batch over the timer's own rate, which the rule divides by that batch again)
+    batch_free: bool = False
     practice: str = ""  # the published rule and where it comes from
     framework: str | None = None  # the framework whose logs these are, as the records and reports name it
     unit: str = "samples/s"
     printed: str = "global"  # what the printed figure is: "global" or "per device" (readers scale to global)
     last_only: bool = False
+    # the window starts where the kept lines settle (settle.py); False: the writer ran its own warm-up first and
+    # logged only the timed windows after it (dlperf's own log, whose `--warmup-iters auto` measured it already)
+    settles: bool = True
     memory_kind: str = "reserved"  # what a printed memory figure is, as dlperf's records name it
     steps_are_iterations: bool = True  # False: `step` numbers progress events, so the timestamp rule needs samples
     record_start: re.Pattern[str] | None = None  # where one of its records begins, to part records merged on a line
@@ -206,6 +216,9 @@ class LogFormat:
     printed_part: str = ""
     # the reader's second reading counts less than the figure by design (real tokens where the figure counts padding)
     check_counts_less: bool = False
+    # what the reader's second reading times where that is a part of each iteration (a component timer): where it is
+    # the faster, the printed figure, which covers the whole, stands and the second is kept as evidence (crosscheck.py)
+    check_part: str = ""
     # the printed figure counts the samples the loop planned (HF Trainer's train_samples_per_second: steps x the
     # global batch), not those it trained: a hook that counted fewer over the same stretch is right (external_run.py)
     counts_planned: bool = False
@@ -215,6 +228,10 @@ class LogFormat:
     # a line the signature matches holds one of these strings: a literal scan (far faster than a signature that
     # cannot start with a literal) rules out other lines first, which on a megabyte line is most of detection's time
     clue: tuple[str, ...] = ()
+    # ... and a line the reader (or `success`) acts on holds one of the clue's strings or of these (a config line it
+    # takes its batch from, a line that pauses its clock; `AnyCase` where its pattern ignores case): in a long log
+    # the lines holding neither, nor a failure word, are passed over unread (prefilter.py). No clue: all are read.
+    reads: tuple[str, ...] = ()
 
     def recognises(self, line: str) -> bool:
         if self.clue and not any(clue in line for clue in self.clue):

@@ -57,11 +57,11 @@ def cross_check(
     if check["agree"]:
         return check
     about = _factors_near(ratio, shape, measured)
-    note = _batch_note(measured, shape, ratio) or _lower_bound_note(measured, ratio, about, second_is_lower_bound)
+    note = _batch_note(measured, shape, ratio, fmt) or _lower_bound_note(measured, ratio, about, second_is_lower_bound)
     if note is not None:
         return {**check, "note": note}
     judge = fmt if not (asked or second_is_lower_bound) else None
-    if judge is not None and not about and (chosen := _whole_iteration(check, measured, rule, unit, judge)):
+    if judge is not None and not about and (chosen := _whole_iteration(check, measured, (rule, unit), shape, judge)):
         return chosen
     if about or not (1 / FLAG_WITHIN <= ratio <= FLAG_WITHIN):
         raise _contradiction(measured, rule, unit, ratio, about, fmt)
@@ -71,14 +71,25 @@ def cross_check(
 
 
 def _whole_iteration(
-    check: dict[str, Any], measured: Measured, rule: str, unit: str, fmt: LogFormat
+    check: dict[str, Any], measured: Measured, reading_unit: tuple[str, str], shape: RunShape, fmt: LogFormat
 ) -> dict[str, Any] | None:
     """Where the printed figure times a part of each iteration (a component timer) and the second reading is the
     time stamps, which cover all of it: the stamps' figure is taken (`taken`, which the caller pops: the record's
-    figure), the printed one kept as the second reading, the evidence."""
-    reading = str(measured.second_reading)
+    figure), the printed one kept as the second reading, the evidence. Where the second reading is the component
+    timer (`check_part`) and the faster, the printed figure stands, the timer's kept as the evidence. Stamps that
+    count the given batch cannot overrule a printed figure that needs none: refused, both causes named."""
+    (rule, unit), reading = reading_unit, str(measured.second_reading)
+    if fmt.check_part and check["second"] > measured.throughput:
+        return {
+            **check,
+            "note": f"the {reading} ({check['second']:.6g} {unit}) time only {fmt.check_part}; the printed figure "
+            f"({measured.throughput:.6g}) covers the whole iteration: it is taken, the other kept as the second "
+            "reading",
+        }
     if not (rule == "printed" and fmt.printed_part and reading.startswith("time stamps")):
         return None
+    if measured.batch_free and "the given global batch" in reading:
+        raise _part_or_batch(check, measured, unit, shape, fmt)
     printed, stamps = measured.throughput, check["second"]
     return {
         **check,
@@ -89,6 +100,19 @@ def _whole_iteration(
         f"times only {fmt.printed_part}: the stamps' figure is taken, the printed one kept as the second reading",
         "taken": stamps,
     }
+
+
+def _part_or_batch(check: dict[str, Any], measured: Measured, unit: str, shape: RunShape, fmt: LogFormat) -> DataError:
+    """A batch-free component timer faster than the stamps at the given batch: its part or that batch is wrong."""
+    ratio, batch = check["ratio"], shape.global_batch
+    return DataError(
+        f"two readings of the run disagree: the printed figure gives {measured.throughput:.6g} {unit} and needs no "
+        f"batch, but times only {fmt.printed_part}; the {measured.second_reading} give {check['second']:.6g} "
+        f"({ratio:.3g}x) over the whole iteration at the {batch} samples per iteration given: either the timer "
+        f"leaves out {1 - 1 / ratio:.0%} of each iteration or an iteration trains about {batch * ratio:.4g} samples, "
+        f"and the log prints no batch to tell; pass --rule timestamp if {batch} is right, --rule printed for the "
+        "timer's figure"
+    )
 
 
 def _contradiction(
@@ -136,9 +160,12 @@ def _factors_near(ratio: float, shape: RunShape, measured: Measured) -> list[str
     ]
 
 
-def _batch_note(measured: Measured, shape: RunShape, ratio: float) -> str | None:
-    """The printed figure needs no batch; the log's own stamps say the batch given for it is wrong."""
+def _batch_note(measured: Measured, shape: RunShape, ratio: float, fmt: LogFormat | None) -> str | None:
+    """The printed figure needs no batch; the log's own stamps say the batch given for it is wrong (unless the
+    figure times a part of each iteration and is the faster: then that part may be the cause)."""
     if not (measured.second_reading and "the given global batch" in measured.second_reading and measured.batch_free):
+        return None
+    if fmt is not None and fmt.printed_part and ratio > 1:
         return None
     return (
         f"the log's time stamps imply a global batch of about {shape.global_batch * ratio:.4g} per iteration, "

@@ -15,11 +15,21 @@ from dlperf.framework_logs.base import RULES, LogFormat, RunShape
 from dlperf.framework_logs.crosscheck import cross_check
 from dlperf.framework_logs.devices import logged_accelerator
 from dlperf.framework_logs.display import path_text, shown
+from dlperf.framework_logs.failures import WORDS as FAILURE_WORDS
 from dlperf.framework_logs.failures import FailureWatch
 from dlperf.framework_logs.measure import CoarseLines, Measured, measure
+from dlperf.framework_logs.prefilter import Prefilter
 from dlperf.framework_logs.published_names import LogInfo, Skipped, find_logs, parse_log_path
-from dlperf.framework_logs.registry import detect, get_format
-from dlperf.framework_logs.textlines import UNTERMINATED, log_lines, open_regular, rejoin_wrapped, strip_prefixes
+from dlperf.framework_logs.registry import FORMATS, detect, get_format
+from dlperf.framework_logs.textlines import (
+    UNTERMINATED,
+    LogLines,
+    holding,
+    log_lines,
+    open_regular,
+    rejoin_wrapped,
+    strip_prefixes,
+)
 from dlperf.metrics.peaks import lookup_peak, table_precision
 from dlperf.records.schema import SCHEMA
 
@@ -49,14 +59,15 @@ class Options:
                 )
 
 
-def _formatted_lines(lines: Iterator[str], forced: LogFormat | None, flag: str) -> tuple[LogFormat, Iterator[str]]:
+def _formatted_lines(
+    lines: Iterator[str], forced: LogFormat | None, flag: str, raw: LogLines
+) -> tuple[LogFormat, Iterator[str]]:
     """The log's format (given, or the first line any format recognises) and the lines from there on; None for the
     lines where the file must be read again as that format (a fallback format's, or one an engine's lines yield to)."""
     if forced is not None:
         return forced, lines
-    seen, fallback = False, None
+    fallback = None
     for line in lines:
-        seen = True
         fmt = detect(line)
         if fmt is not None and fmt.yields_to:
             return _iterations_format(fmt, lines), None
@@ -65,17 +76,23 @@ def _formatted_lines(lines: Iterator[str], forced: LogFormat | None, flag: str) 
         fallback = fallback or fmt
     if fallback is not None:
         return fallback, None
-    if not seen:
+    if raw.empty:
         raise DataError("the file is empty")
     raise DataError(f"no line of a known format: see `dlperf extract --list-formats`, or pass {flag} NAME")
 
 
 def _iterations_format(engine: LogFormat, lines: Iterator[str]) -> LogFormat:
     """The format of the lines that carry the iterations: the first format `engine` yields to that recognises a
-    later line (Megatron-DeepSpeed's `iteration ... |` lines around DeepSpeed's engine lines), else `engine`. The
-    file is read again as the format found, so the lines looked at here are not held."""
-    yielded = [get_format(name) for name in engine.yields_to]
-    return next((f for line in lines for f in yielded if f.recognises(line)), engine)
+    later line (Megatron-DeepSpeed's `iteration ... |` lines around DeepSpeed's engine lines), and on from it while
+    the format found yields too (DeepSpeed's pipeline-engine line, printed just before Megatron-DeepSpeed's own:
+    the iteration line still names the format), else `engine`. The file is read again as the format found, so the
+    lines looked at here are not held."""
+    found = engine
+    for line in lines:
+        if not found.yields_to:
+            break
+        found = next((f for f in map(get_format, found.yields_to) if f.recognises(line)), found)
+    return found
 
 
 def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
@@ -83,7 +100,7 @@ def _holds_mllog(path: Path, chunk: int = 1 << 20) -> bool:
     marker, tail = b":::MLLOG ", b""
     with open_regular(path) as f:
         while block := f.read(chunk):
-            if marker in tail + block:
+            if marker in block or marker in tail + block[: len(marker)]:
                 return True
             tail = block[-len(marker) :]
     return False
@@ -94,14 +111,14 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     forced = _forced_format(info, options)
     shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
-    with closing(log_lines(info.path)) as raw:
+    with closing(log_lines(info.path, _needed(forced))) as raw:
         recognised = _Recognised(forced)
-        lines = watch.watch(strip_prefixes(line) for line in rejoin_wrapped(raw, recognised))
+        lines = watch.watch(strip_prefixes(line) for run in raw.spans() for line in rejoin_wrapped(run, recognised))
         try:
-            fmt, rest = _formatted_lines(lines, forced, options.format_flag)
+            fmt, rest = _formatted_lines(lines, forced, options.format_flag, raw)
         except DataError as error:
             return _failed(info, shape, None, "printed", _failure_or(error, watch))
-        recognised.fmt = fmt
+        recognised.fmt, raw.prefilter = fmt, _needed(fmt)
         if rest is None:  # a fallback's lines, or an engine's that yield: read the whole file again as that format
             return read_run(info, dataclasses.replace(options, format=fmt.name))
         watch.success = fmt.success
@@ -113,10 +130,20 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     assert measured is not None  # a log gives no figure only where it says why its run failed
     if raw.unterminated:
         measured = dataclasses.replace(measured, notes=(*measured.notes, UNTERMINATED))
-    record = _measured_record(info, shape, fmt, (rule, options.rule is not None), measured, warmup, window)
+    record = _measured_record(info, shape, fmt, (rule, options.rule is not None), measured, window)
     if options.accelerator:
         record.update(printed_mfu(measured.metrics.get("tflops_per_device"), fmt, options.accelerator, info.precision))
     return record
+
+
+def _needed(fmt: LogFormat | None) -> Prefilter | None:
+    """The lines a reading needs: those holding a string of the format's, or of any format's while it is not known
+    (their readers' too: lines passed over before it is known are none its reader needs), or a failure word; None
+    (every line) for a format without a clue."""
+    formats = FORMATS if fmt is None else (fmt,)
+    if not all(f.clue for f in formats):
+        return None
+    return holding((*(word for f in formats for word in (*f.clue, *f.reads)), *FAILURE_WORDS))
 
 
 class _Recognised:
@@ -194,7 +221,6 @@ def _measured_record(
     fmt: LogFormat,
     reading: tuple[str, bool],
     measured: Measured,
-    warmup: int,
     window: int | None,
 ) -> dict[str, Any]:
     """An ok record: the figures the rule measured, with the second reading beside them (`reading`: the rule, and
@@ -213,7 +239,7 @@ def _measured_record(
         error=None,
         throughput=measured.throughput,
         throughput_per_device=measured.throughput / info.world_size,
-        warmup_iterations=warmup,
+        warmup_iterations=measured.warmup,
         window_iterations=window,
         kept_lines=measured.kept,
         kept_steps=[measured.first_step, measured.last_step],

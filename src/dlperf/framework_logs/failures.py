@@ -18,15 +18,17 @@ MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("traceback", re.compile(r"Traceback \(most recent call last\)|ChildFailedError")),
 )
 # Every marker holds one of these words: one literal scan rules out almost every line before the markers' regexes.
-KEYWORDS = re.compile(
-    "f memory|F MEMORY|OutOfMemory|OOM|RESOURCE_EX|Signal|exitcode|Segmentation|Killed|Error|Exception|Traceback"
-)
+MARKER_WORDS = ("f memory", "F MEMORY", "OutOfMemory", "OOM", "RESOURCE_EX", "Signal", "exitcode", "Segmentation",
+                "Killed", "Error", "Exception", "Traceback")  # fmt: skip
+KEYWORDS = re.compile("|".join(MARKER_WORDS))
+NAN_WORDS = ("nan", "NaN")  # a NaN loss's line holds one
+WORDS = (*MARKER_WORDS, *NAN_WORDS)  # a line holding none says nothing of how the run ended
 # `loss: nan`, `loss=nan`, and dlperf's own `loss nan` (a space, no sign between)
 NAN_LOSS = re.compile(r"\bloss\b(?:[^|,]{0,40}?[:=]\s*|\s+)[-+]?nan\b", re.IGNORECASE)
 
 
 def _nan_loss(line: str) -> bool:
-    return ("nan" in line or "NaN" in line) and NAN_LOSS.search(line) is not None
+    return any(word in line for word in NAN_WORDS) and NAN_LOSS.search(line) is not None
 
 
 class FailureWatch:

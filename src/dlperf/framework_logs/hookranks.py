@@ -102,8 +102,11 @@ def _coverage(ranks: dict[int, Process], world_size: int) -> list[str]:
 
 
 def _stream_text(lead: Process, samples: dict[int, int | None], tokens: dict[int, int | None]) -> str:
-    """The stream's file: the lead's marks, then `<step> <time> <global samples|-> 0 <global tokens|->` rows."""
-    rows = [f"{s} {t:.6f} {samples[s] or '-'} 0 {tokens[s] or '-'}" for s, t in lead.times.items()]
+    """The stream's file: the lead's marks, then `<step> <time> <global samples|-> 0 <global tokens|->` rows. Where
+    the run counted some updates, one it counted nothing for is 0, never the declared batch (`-`, which only a run
+    that counted nothing gets): a loader that fetches ahead counted its batch at the update before."""
+    uncounted = "0" if any(n is not None for n in samples.values()) else "-"
+    rows = [f"{s} {t:.6f} {samples[s] or uncounted} 0 {tokens[s] or '-'}" for s, t in lead.times.items()]
     return "\n".join([*lead.marks, *rows]) + "\n"
 
 

@@ -7,9 +7,9 @@ The steps, the same for every format:
    ranks.py);
 2. runs: a step that goes back (or a new planned length) starts a new run (runs.py); the last run that gives a
    figure is measured, and the record says how many runs the file held;
-3. window (window.py): lines whose interval starts before the warm-up iteration are skipped, the next `window`
-   iterations are kept; where the log is shorter than the rule asks for, what the rule allows is used and
-   `window_note` says so.
+3. window (window.py): lines whose interval starts before the warm-up iteration are skipped, and so are the
+   next lines until their step times settle (settle.py, the steady-state test); the next `window` iterations are
+   kept; where the log is shorter than the rule asks for, what the rule allows is used and `window_note` says so.
    The framework's own practice (`Point.own`: its last printed step, its running average) is kept beside the
    window's figure, and ranks of one iteration printing figures more than ranks.RANK_SPREAD apart are a
    contradiction the record names.
@@ -29,8 +29,8 @@ from dlperf.framework_logs.base import LogFormat, Point, RunShape
 from dlperf.framework_logs.rules import CoarseLines
 from dlperf.framework_logs.runs import split_runs, with_starts
 from dlperf.framework_logs.screen import Screen, plausible
-from dlperf.framework_logs.settle import settle_note
 from dlperf.framework_logs.window import Window
+from dlperf.records.schema import GIVEN_BATCH_NOTE
 
 __all__ = ["CoarseLines", "Measured", "measure"]
 
@@ -60,6 +60,7 @@ class Measured:
     batch_free: bool = False  # the figure is the printed speed, which needs no batch from the file's path
     own: float | None = None  # the framework's own practice's figure for the same run (LogFormat.own_reading)
     contradictions: tuple[str, ...] = ()  # what in the window disagrees with itself beyond its noise
+    warmup: int | None = None  # the iteration the window starts after: the count, or where the steady test moved it
 
 
 def measure(
@@ -70,27 +71,29 @@ def measure(
     window: int | None,
     shape: RunShape,
     on_point: Callable[[], None] | None = None,
+    settles: bool = True,
 ) -> Measured:
     """Apply `rule` to the last run in `points` that gives a figure; `on_point()` is called for every point.
+    `settles`: the window starts where the lines settle past `warmup` (False: at `warmup`, a window already placed).
 
     Where the last run's window gives no figure but the run printed its own whole-run figure, that is the figure."""
     screen = Screen(fmt, shape)
     whole = _WholeRun()
-    new_window = functools.partial(Window, fmt, warmup, window, shape.global_batch)
+    new_window = functools.partial(Window, fmt, warmup, window, shape.global_batch, settles)
     done, runs = _windows(whole(screen(_tap(points, on_point))), new_window)
     try:
         _refuse_unmeasurable(done, screen, fmt, warmup)
     except DataError as refusal:
         if whole.point is None:
             raise
-        return _screened(_whole_run_figure(whole.point, refusal, fmt, shape, runs), screen)
+        return _screened(_whole_run_figure(whole.point, refusal, fmt, shape, (runs, warmup)), screen)
     error: DataError | None = None
     for w in reversed(done):  # the last run that gives a figure
         try:
             return _screened(_result(w, fmt, rule, shape, runs), screen)
         except DataError as e:
             if w is done[-1] and whole.point is not None:
-                return _screened(_whole_run_figure(whole.point, e, fmt, shape, runs), screen)
+                return _screened(_whole_run_figure(whole.point, e, fmt, shape, (runs, warmup)), screen)
             error = error or e
     assert error is not None
     raise error
@@ -116,9 +119,13 @@ class _WholeRun:
             yield point
 
 
-def _whole_run_figure(point: Point, why: DataError, fmt: LogFormat, shape: RunShape, runs: int) -> Measured:
-    """The run's own figure for all of it, where the rule's window gives none: said so in the record."""
+def _whole_run_figure(
+    point: Point, why: DataError, fmt: LogFormat, shape: RunShape, counts: tuple[int, int]
+) -> Measured:
+    """The run's own figure for all of it, where the rule's window gives none: said so in the record. `counts`: the
+    runs in the file and the warm-up count the rule asked for."""
     assert point.speed is not None  # a reader's whole-run point carries its figure
+    runs, warmup = counts
     return Measured(
         throughput=plausible(point.speed, "printed", fmt, shape),
         kept=1,
@@ -129,6 +136,7 @@ def _whole_run_figure(point: Point, why: DataError, fmt: LogFormat, shape: RunSh
         metrics={},
         window_note=f"the rule's window gives no figure ({why}): took the run's own whole-run figure",
         runs=max(runs, 1),
+        warmup=warmup,
         notes=(point.note,) if point.note else (),
         unit=point.unit,
         batch_free=True,
@@ -143,11 +151,13 @@ def _windows(points: Iterable[Point], new_window: Callable[[], Window]) -> tuple
     for run, point, start in with_starts(split_runs(points)):
         if current is None or run != current_run:
             if current is not None:
+                current.finish()
                 done.append(current)
             current, current_run = new_window(), run
             runs += 1
         current.add(point, start)
     if current is not None:
+        current.finish()
         done.append(current)
     return done, runs
 
@@ -176,6 +186,24 @@ def _tap(points: Iterable[Point], on_point: Callable[[], None] | None) -> Iterat
         raise DataError(f"a number in the log is out of any range ({error}): not a log of a run") from None
 
 
+def _given_batch(w: Window, fmt: LogFormat, rule: str, shape: RunShape) -> str | None:
+    """Where the figure counts the given global batch because the kept lines print none: said so, for the record
+    and the report (`batch_given`)."""
+    last = w.last
+    if last is None:
+        return None
+    if rule == "timestamp":
+        given = last.samples is None and fmt.steps_are_iterations
+    else:
+        given = fmt.printed_from == "seconds" and not fmt.batch_free and last.seconds is not None and last.batch is None
+    if not given:
+        return None
+    return (
+        f"{GIVEN_BATCH_NOTE} {shape.global_batch} ({shape.global_batch // shape.world_size} per device x "
+        f"{shape.world_size}, from the file's path or --batch-size): no kept line prints its own"
+    )
+
+
 def _result(w: Window, fmt: LogFormat, rule: str, shape: RunShape, runs: int) -> Measured:
     """The window's figure by the rule (refused where it cannot be a speed), the other reading beside it."""
     note = w.fallback()
@@ -185,11 +213,11 @@ def _result(w: Window, fmt: LogFormat, rule: str, shape: RunShape, runs: int) ->
     if used != rule:
         note = "; ".join(filter(None, [note, f"no kept {fmt.name} line prints a figure: read by its time stamps"]))
     second, reading = rules.second(w, fmt, used, shape)
-    settled = settle_note(w.early, w.warmup)
     return Measured(
         second=second,
         second_reading=reading,
-        notes=(*w.notes, *([settled] if settled else [])),
+        notes=tuple(note for note in (*w.notes, w.settled, _given_batch(w, fmt, used, shape)) if note),
+        warmup=w.found,
         tokens_per_sample=w.tokens,
         unit=w.unit,
         batch_free=rules.batch_free(w, fmt, used),

@@ -35,7 +35,7 @@ def figure(w: Window, fmt: LogFormat, rule: str, shape: RunShape) -> float:
 
 def batch_free(w: Window, fmt: LogFormat, rule: str) -> bool:
     """The figure is the printed speed of every kept line, which needs no batch from the file's path."""
-    return rule == "printed" and fmt.printed_from == "speed" and w.speed_n == w.kept
+    return rule == "printed" and (fmt.batch_free or fmt.printed_from == "speed" and w.speed_n == w.kept)
 
 
 def second(w: Window, fmt: LogFormat, rule: str, shape: RunShape) -> tuple[float | None, str | None]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import io
+import itertools
+import operator
 import os
 import re
 import stat
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from dlperf.errors import DataError
+from dlperf.framework_logs.prefilter import Prefilter
 
 MAX_LINE = 1 << 20  # longer "lines" mean a binary or corrupted file; never hold more than this at once
 
@@ -34,52 +36,152 @@ UNTERMINATED = (
     "mid-write leaves a cut line instead)"
 )
 CARET_M = "^M"  # a carriage return as some terminals, editors and issue posts print it
+MARGIN = 1 << 16  # kept past the lines handled: the lines around finds at a block's end, read with the next block
+BLOCK = MAX_LINE - 2 * MARGIN  # read at once: with the margin before it, under the longest line
+LINE_END = re.compile(rb"\r\n?|\n")
+# bytes that change how a line reads wherever they are: NUL refuses the file; ESC and BS are taken out of a line
+# (strip_prefixes), which can join a reader's string
+DECORATION = ("\x00", "\x1b", "\x08")
+
+
+def holding(words: Iterable[str]) -> Prefilter:
+    """A prefilter of the lines holding one of `words`, or a byte that changes how a line reads."""
+    return Prefilter((*words, *DECORATION))
 
 
 class LogLines:
     """The lines of `path` without their line ends, one at a time (bounded memory); `unterminated` tells, once
-    read, that the file's last line had no line end.
+    read, that the file's last line had no line end; `offset` is where the last line given ends in the file.
 
     Raises DataError for a binary file (NUL bytes or a line over 1 MiB). A last line without a line end is read: a
     log copied from an issue or a terminal often lacks the final newline. A carriage return, written (`\\r`, a
-    progress bar's redraw) or printed as the two characters `^M`, ends a line too.
+    progress bar's redraw) or printed as the two characters `^M`, ends a line too. With a `prefilter` only the
+    lines it finds are given (the others change no reading), `spans()` giving each run of consecutive ones apart;
+    it may be replaced while the lines are read (by one finding fewer, once the format is known).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, prefilter: Prefilter | None = None) -> None:
         self.path = path
+        self.prefilter = prefilter
         self.unterminated = False
-        self._lines = self._read()
+        self.empty = True
+        self.offset = 0
+        self._stretches = self._read()
 
     def __iter__(self) -> Iterator[str]:
-        return self._lines
+        return itertools.chain.from_iterable(lines for _, lines in self._stretches)
+
+    def spans(self) -> Iterator[Iterator[str]]:
+        """The lines as runs of consecutive lines of the file: no line of a run is next to one of another."""
+        runs = itertools.groupby(self._stretches, key=operator.itemgetter(0))
+        return (itertools.chain.from_iterable(lines for _, lines in run) for _, run in runs)
 
     def close(self) -> None:
-        self._lines.close()
+        self._stretches.close()
 
-    def _read(self) -> Iterator[str]:
-        with io.TextIOWrapper(open_regular(self.path), encoding="utf-8", errors="replace", newline=None) as f:
-            number = 0
+    def _read(self) -> Iterator[tuple[int, Iterator[str]]]:
+        """(the run it is in, its lines) for each stretch of lines given."""
+        with open_regular(self.path) as f:
+            buf, base, done, run, hot_to = b"", 0, 0, 0, 0  # base: buf's offset in the file; done: lines given to
             while True:
-                line = f.readline(MAX_LINE)
-                if not line:
-                    return
-                number += 1
-                if "\x00" in line:
-                    raise DataError(f"binary content (NUL bytes) on line {number}: not a text log")
-                if not line.endswith("\n"):
-                    if len(line) >= MAX_LINE:
-                        raise DataError(f"line {number} is longer than {MAX_LINE // 1024} KiB: not a text log")
-                    self.unterminated = True
-                line = line.rstrip("\n")
-                if CARET_M in line:
-                    yield from line.split(CARET_M)
-                else:
-                    yield line
+                block = f.read(BLOCK)
+                buf += block
+                self.empty = self.empty and not buf
+                limit = _cut(buf, eof=not block)
+                if not limit:
+                    if not block:
+                        return
+                    self._check_long(buf, base)
+                    continue
+                spans, hot_to = self._spans(buf, limit, hot_to)
+                for start, end in spans:
+                    run += base + start > done
+                    yield run, self._lines_of(buf[start:end], base + start)
+                    done = base + end
+                self.unterminated = self.unterminated or (not block and buf[-1:] not in b"\r\n")
+                buf, base = buf[limit:], base + limit
+
+    def _spans(self, buf: bytes, limit: int, hot_to: int) -> tuple[list[tuple[int, int]], int]:
+        if self.prefilter is None:
+            return [(0, limit)], 0
+        return self.prefilter.spans(buf, limit, hot_to, MAX_LINE)
+
+    def _lines_of(self, chunk: bytes, at: int) -> Iterator[str]:
+        """The lines of `chunk`, whole lines from `at` in the file: split at once where no line needs a look of its
+        own (a `\\r`, a NUL, a `^M`, a line that may be too long)."""
+        text = chunk.decode("utf-8", "replace")
+        if "\r" in text or "\x00" in text or CARET_M in text or len(chunk) >= MAX_LINE:
+            yield from self._looked_at(chunk, at)
+            return
+        lines, last = text.split("\n"), at + len(chunk)
+        if not lines[-1]:
+            lines.pop()  # after the last line end
+        for line, raw in zip(lines, chunk.split(b"\n")):
+            at += len(raw) + 1
+            self.offset = at if at <= last else last
+            yield line
+
+    def _looked_at(self, chunk: bytes, at: int) -> Iterator[str]:
+        """The lines of `chunk`, each looked at: NUL bytes and too long lines refused, `^M`s ending lines."""
+        for start, end, raw in _physical(chunk):
+            self.offset = at + end
+            line = raw.decode("utf-8", "replace")
+            if "\x00" in line[:MAX_LINE]:
+                raise DataError(f"binary content (NUL bytes) on line {self._number(at + start)}: not a text log")
+            self._refuse_long(line, at + start)
+            if CARET_M in line:
+                yield from line.split(CARET_M)
+            else:
+                yield line
+
+    def _refuse_long(self, line: str, at: int) -> None:
+        if len(line) >= MAX_LINE:
+            raise DataError(f"line {self._number(at)} is longer than {MAX_LINE // 1024} KiB: not a text log")
+
+    def _check_long(self, buf: bytes, base: int) -> None:
+        """A line that has no end within the buffer: refused once it holds MAX_LINE characters."""
+        end = min(i for i in (buf.find(b"\n"), buf.find(b"\r"), len(buf)) if i >= 0)
+        if end >= MAX_LINE:
+            self._refuse_long(buf[:end].decode("utf-8", "replace"), base)
+
+    def _number(self, offset: int) -> int:
+        """The number of the line that starts at `offset`, counted again: only a refusal says it."""
+        ends, last = 0, b""
+        with open_regular(self.path) as f:
+            while offset > 0 and (block := f.read(min(BLOCK, offset))):
+                offset -= len(block)
+                ends += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
+                ends -= last == b"\r" and block[:1] == b"\n"
+                last = block[-1:]
+        return ends + 1
 
 
-def log_lines(path: Path) -> LogLines:
+def _cut(buf: bytes, eof: bool) -> int:
+    """Where the lines handled now end: at the last line end MARGIN before the buffer's end, whose lines after it
+    are read with the next block; at the end of the file, its end; 0 where none."""
+    if eof:
+        return len(buf)
+    end = len(buf) - MARGIN
+    at = max(buf.rfind(b"\n", 0, end), buf.rfind(b"\r", 0, end)) if end > 0 else -1
+    if at < 0:
+        return 0
+    return at + 2 if buf[at : at + 2] == b"\r\n" else at + 1
+
+
+def _physical(chunk: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(start, end after its line end, text) of each line of `chunk` (ending in `\\n`, `\\r\\n` or `\\r`, or not
+    at all: the file's last)."""
+    start = 0
+    for m in LINE_END.finditer(chunk):
+        yield start, m.end(), chunk[start : m.start()]
+        start = m.end()
+    if start < len(chunk):
+        yield start, len(chunk), chunk[start:]
+
+
+def log_lines(path: Path, prefilter: Prefilter | None = None) -> LogLines:
     """The lines of `path` (LogLines)."""
-    return LogLines(path)
+    return LogLines(path, prefilter)
 
 
 # What launchers and pasting put in front of a framework's own line, removed before any reader sees it:

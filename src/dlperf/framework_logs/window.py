@@ -1,5 +1,7 @@
 """The window over one run: the warm-up's lines skipped, the next `window` iterations kept as running sums (bounded
-memory), and what the rule allows where the log is shorter than the rule asks for."""
+memory), and what the rule allows where the log is shorter than the rule asks for. The first lines past the
+warm-up count are held back (settle.SETTLE_LINES at most) until the steady-state test places the window's start
+(settle.py): those before the lines settle are warm-up too."""
 
 from __future__ import annotations
 
@@ -7,13 +9,13 @@ from collections import deque
 
 from dlperf.errors import DataError
 from dlperf.framework_logs.base import LogFormat, Point
-from dlperf.framework_logs.settle import SETTLE_LINES, line_rate
+from dlperf.framework_logs.settle import SETTLE_LINES, Line, Settled, settle
 
 
 class Window:
     """One run: skips the warm-up, keeps the window; remembers only sums and three points."""
 
-    def __init__(self, fmt: LogFormat, warmup: int, window: int | None, batch: int) -> None:
+    def __init__(self, fmt: LogFormat, warmup: int, window: int | None, batch: int, settles: bool = True) -> None:
         self.fmt, self.warmup, self.window, self.batch = fmt, warmup, window, batch
         self.seen = 0
         self.anchor: Point | None = None  # the last point before the window: where the timestamp rule starts
@@ -38,7 +40,11 @@ class Window:
         self.rate_iterations = self.rate_seconds = 0.0  # rates combined as samples over time (rates_over_time)
         # the latest points and where their intervals start, for the short-log fallback and `last_only`
         self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
-        self.early: list[tuple[int | None, float]] = []  # the first kept lines' (step, rate), settle.py's test
+        # the first lines past the count, held until settle.py places the window (None: placed, or not tested)
+        self.settles = settles and fmt.settles and not fmt.last_only  # a whole-run figure has no warm-up to find
+        self.pending: list[tuple[Point, int | None]] | None = [] if self.settles else None
+        self.settled: str | None = None  # what the test found, for the record (None: nothing to say)
+        self.found = warmup  # the iteration the window starts after: the count, or where the test moved it
 
     def add(self, point: Point, start: int | None) -> None:
         self.seen += 1
@@ -47,7 +53,59 @@ class Window:
             self.memory = max(self.memory or 0.0, point.memory_mib)
         if start is not None and start < self.warmup:
             self.anchor = point
-        elif (
+        elif self.pending is not None:
+            self.pending.append((point, start))
+            if len(self.pending) == SETTLE_LINES:
+                self.finish()
+        else:
+            self._place(point, start)
+
+    def finish(self) -> None:
+        """Place the held lines: the steady-state test's warm-up moves the anchor, the rest go in the window."""
+        if self.pending:
+            self._settle(self.pending)
+        self.pending = None
+
+    def _settle(self, held: list[tuple[Point, int | None]]) -> None:
+        found = settle(self._lines(held), self.warmup) if self.settles else Settled(0, None)
+        self.settled = found.note
+        if found.drop:
+            self.anchor = held[found.drop - 1][0]
+            self.found = self.anchor.step
+        self.pending = None
+        for point, start in held[found.drop :]:
+            self._place(point, start)
+
+    def _lines(self, held: list[tuple[Point, int | None]]) -> list[Line]:
+        """The held lines as the test sees them: each one's printed rate, else its samples over the time since the
+        line before (the anchor for the first)."""
+        lines, previous = [], self.anchor
+        for point, start in held:
+            lines.append(Line(point.step, iterations_of(point, start), self._rate(previous, point)))
+            previous = point
+        return lines
+
+    def _rate(self, previous: Point | None, point: Point) -> float | None:
+        if point.speed is not None and point.speed > 0:
+            return point.speed
+        if point.seconds is not None and point.seconds > 0:
+            return (point.batch or self.batch) / point.seconds
+        return self._stamped_rate(previous, point)
+
+    def _stamped_rate(self, previous: Point | None, point: Point) -> float | None:
+        """Samples over the time stamps since the line before (none across a pause of the framework's clock)."""
+        if previous is None or previous.timestamp is None or point.timestamp is None or point.paused:
+            return None
+        try:
+            samples = samples_between(previous, point, self.fmt, self.batch)
+        except DataError:
+            return None
+        elapsed = point.timestamp - previous.timestamp
+        return samples / elapsed if samples > 0 and elapsed > 0 else None
+
+    def _place(self, point: Point, start: int | None) -> None:
+        """A line past the warm-up: in the window, or after it."""
+        if (
             self.window is not None
             and self.window_start is not None
             and start is not None
@@ -65,8 +123,6 @@ class Window:
             self.first, self.first_start = point, start
         self.kept += 1
         self.last = point
-        if len(self.early) < SETTLE_LINES and (rate := line_rate(point.speed, point.seconds, point.batch)):
-            self.early.append((point.step, rate))
         if point.speed is not None:
             self._keep_speed(point.speed, point, start)
         if point.seconds is not None:
@@ -80,7 +136,7 @@ class Window:
         self.speed_sum += speed
         self.speed_n += 1
         if speed > 0:  # each line's iterations at its rate: the window's samples over its time
-            iterations = max(point.step - start, 1) if point.step is not None and start is not None else 1
+            iterations = iterations_of(point, start)
             self.rate_iterations += iterations
             self.rate_seconds += iterations / speed
 
@@ -136,11 +192,10 @@ class Window:
         tail = list(self.tail)
         half = tail[len(tail) // 2 :]
         self.anchor = tail[len(tail) // 2 - 1][0]
-        for point, start in half:
-            self._keep(point, start)
+        self._settle(half)
         return (
             f"the run prints {self.seen} lines, all inside the {self.warmup}-iteration warm-up: "
-            f"kept the later {len(half)} (iterations {half[0][0].step}-{half[-1][0].step})"
+            f"kept the later {self.kept} (iterations {self.first_step}-{self.last_step})"
         )
 
     def _short_window(self) -> str | None:
@@ -165,6 +220,11 @@ class Window:
         self.first = self.last = self.first_start = None
 
 
+def iterations_of(point: Point, start: int | None) -> int:
+    """The iterations a line's interval covers: from its start to its step (one where unknown)."""
+    return max(point.step - start, 1) if point.step is not None and start is not None else 1
+
+
 class TimedSteps:
     """The one rule for every format that prints a step time (`base.timed_step`): the kept iterations' samples
     over their summed time, never a mean of per-line rates (which weighs the fast lines more)."""
@@ -176,8 +236,7 @@ class TimedSteps:
         """A line's time is per iteration over the iterations since its interval's start (one where unknown); its
         rounding as printed (`resolution`) is summed the same way."""
         assert point.seconds is not None
-        gap = point.step - start if point.step is not None and start is not None else 1
-        iterations = max(gap, 1)
+        iterations = iterations_of(point, start)
         self.iterations += iterations
         self.samples += (point.batch or batch) * iterations
         self.seconds += point.seconds * iterations

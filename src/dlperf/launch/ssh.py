@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import shlex
 import shutil
 import subprocess
 import tarfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from dlperf.errors import LaunchError
 from dlperf.launch.base import Launcher, RunJob
@@ -27,7 +28,7 @@ from dlperf.launch.local import agent_command, timed_out
 from dlperf.launch.messages import AgentSpec, NodeResult, RunResult, merge_results
 from dlperf.launch.options import LaunchOptions
 from dlperf.records.paths import RunPaths
-from dlperf.records.store import write_text_atomic
+from dlperf.records.store import write_chunks_atomic
 from dlperf.spec import RunSpec
 
 STOP_GRACE_S = 15.0
@@ -248,24 +249,24 @@ class SshLauncher(Launcher):
             node.proc.stdin.close()
 
     def _fetch(self, node: Node, paths: RunPaths) -> NodeResult:
-        """The node's result (its log too when it held rank 0), or a failure naming the host."""
-        try:
-            done = subprocess.run(
-                ssh_command(node.host, self.options, node.fetch_command()),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=self.options.connect_timeout + 60,
-            )
-        except subprocess.TimeoutExpired:
+        """The node's result (its log too when it held rank 0, streamed into the run's log), or a failure naming
+        the host."""
+        fetch = ssh_command(node.host, self.options, node.fetch_command())
+        proc = subprocess.Popen(fetch, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        late = threading.Event()
+        watchdog = threading.Timer(self.options.connect_timeout + 60, lambda: (late.set(), proc.kill()))
+        watchdog.start()
+        with proc.stdout:
+            result = unpack(proc.stdout, paths.log)
+        watchdog.cancel()
+        proc.wait()
+        if late.is_set():
             return NodeResult.failed(f"{node.host.name} did not answer", host=node.host.address)
-        files = untar(done.stdout)
-        if "run.log" in files:
-            write_text_atomic(paths.log, files["run.log"])
-        if "result.json" not in files:
+        if result is None:
             return NodeResult.failed(
                 f"the agent on {node.host.name} ended without a result; see {node.console}", host=node.host.address
             )
-        return NodeResult.from_json(files["result.json"])
+        return NodeResult.from_json(result)
 
 
 def _kill_all(procs: list[subprocess.Popen]) -> None:
@@ -274,14 +275,18 @@ def _kill_all(procs: list[subprocess.Popen]) -> None:
         proc.wait()
 
 
-def untar(data: bytes) -> dict[str, str]:
-    """Regular files of a tar stream by base name; a truncated stream yields what arrived."""
-    files: dict[str, str] = {}
-    with contextlib.suppress(tarfile.TarError), tarfile.open(fileobj=io.BytesIO(data), mode="r|") as archive:
+def unpack(stream: IO[bytes], log: Path) -> str | None:
+    """A node's tar stream: its `run.log` copied into `log` as it comes (a gigabyte is never held), its
+    `result.json` returned; a truncated stream gives what arrived whole (a cut log is not written)."""
+    result = None
+    with contextlib.suppress(tarfile.TarError), tarfile.open(fileobj=stream, mode="r|") as archive:
         for member in archive:
-            if member.isfile():
-                files[Path(member.name).name] = archive.extractfile(member).read().decode("utf-8", "replace")
-    return files
+            content = archive.extractfile(member) if member.isfile() else None
+            if content is not None and Path(member.name).name == "run.log":
+                write_chunks_atomic(log, iter(lambda: content.read(1 << 20), b""))  # noqa: B023 - used at once
+            elif content is not None and Path(member.name).name == "result.json":
+                result = content.read().decode("utf-8", "replace")
+    return result
 
 
 def probe_error(host: Host, code: int, stderr: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dlperf.errors import ConfigError
+from dlperf.records.parts import Probe
 
 Status = Literal["ok", "oom", "error"]
 
@@ -25,16 +26,6 @@ class ProbeOutcome:
     peak_memory_mib: float | None = None
     limit_mib: float | None = None  # the memory the batch must fit in, where the probe knows it
     reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Probe:
-    batch: int
-    fits: bool
-    status: Status
-    throughput: float | None
-    peak_memory_mib: float | None
-    reason: str | None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dlperf.errors import ConfigError, clip
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import CommbenchRecord
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all")
 SCHEMA = "dlperf.commbench/1"
 ONE_RANK = (
     "one rank: nothing crosses a link (a collective over one rank is a no-op or a local copy), so no bandwidth "
@@ -25,7 +25,8 @@ ONE_RANK = (
 
 
 def bus_factor(op: str, world_size: int) -> float:
-    """Bytes each rank moves per byte of buffer: a ring all-reduce is a reduce-scatter plus an all-gather."""
+    """Bytes each rank moves per byte of buffer: a ring all-reduce is a reduce-scatter plus an all-gather; an
+    all-to-all keeps its own 1/n of the buffer (nccl-tests' alltoall: busbw = algbw x (n-1)/n)."""
     if op not in OPS:
         raise ConfigError(f"unknown collective {op!r}: choose from {', '.join(OPS)}")
     if world_size < 1:
@@ -33,7 +34,7 @@ def bus_factor(op: str, world_size: int) -> float:
     n = world_size
     if op == "all_reduce":
         return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter"):
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     return 1.0
 

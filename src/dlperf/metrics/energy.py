@@ -21,11 +21,12 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlperf.machine.gpus import GpuId, nvml_handles
+from dlperf.records.parts import Energy
 
 POWER_SAMPLE_INTERVAL_S = 0.1
 POWERCAP_ROOT = Path("/sys/class/powercap")
@@ -41,18 +42,6 @@ class EnergyReading:
     devices: int
     method: str | None
     reason: str | None = None
-
-
-@dataclass(frozen=True)
-class EnergyResult:
-    joules: float | None
-    joules_per_sample: float | None
-    avg_watts_per_device: float | None
-    method: str | None
-    reason: str | None
-
-    def as_record(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _load_nvml(nvml: Any | None) -> tuple[Any | None, str | None]:
@@ -197,16 +186,14 @@ class EnergyMeter:
         return EnergyReading(joules, seconds, len(self.indices), self.method)
 
 
-def energy_result(readings: Sequence[EnergyReading], samples: float) -> EnergyResult:
+def energy_result(readings: Sequence[EnergyReading], samples: float) -> Energy:
     """All nodes' readings summed over the window; null with the reasons if any node could not be metered."""
     reason = _unmetered(readings)
     if reason is not None:
-        return EnergyResult(None, None, None, None, reason)
+        return Energy(None, None, None, None, reason)
     joules = sum(r.joules for r in readings)
     method = " + ".join(dict.fromkeys(r.method for r in readings))
-    return EnergyResult(
-        joules, joules / samples if samples else None, _watts_per_device(joules, readings), method, None
-    )
+    return Energy(joules, joules / samples if samples else None, _watts_per_device(joules, readings), method, None)
 
 
 def _unmetered(readings: Sequence[EnergyReading]) -> str | None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from dlperf.records.parts import RepeatsStop
 
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_TARGET_CI = 0.01
@@ -65,21 +67,6 @@ def median_ci_exact(values: Sequence[float], confidence: float = DEFAULT_CONFIDE
     return MedianInterval(median, ordered[k - 1], ordered[n - k], confidence, coverage, "exact", n)
 
 
-@dataclass(frozen=True)
-class StopDecision:
-    """Whether to run another repeat; `reason` is what the case's record says about why it stopped."""
-
-    stop: bool
-    reason: str
-    repeats: int
-    half_width: float | None
-    target: float
-
-    def as_record(self) -> dict[str, object]:
-        """Record field (per case, on the last repeat's record or the sweep's case summary): repeats_stop."""
-        return asdict(self)
-
-
 def _check_rule(target_ci: float, max_repeats: int, min_repeats: int) -> None:
     if not 0 < target_ci < 1:
         raise ValueError(f"--target-ci must be a fraction in (0, 1), got {target_ci}")
@@ -93,23 +80,23 @@ def should_stop(
     max_repeats: int = DEFAULT_MAX_REPEATS,
     min_repeats: int = MIN_REPEATS,
     confidence: float = DEFAULT_CONFIDENCE,
-) -> StopDecision:
+) -> RepeatsStop:
     """The adaptive-repeat rule, given the throughputs of the good repeats so far."""
     _check_rule(target_ci, max_repeats, min_repeats)
     n = len(values)
     interval = median_ci_exact(values, confidence) if n else None
     half = interval.half_width if interval else None
     if n < min_repeats:
-        return StopDecision(False, f"{n} of at least {min_repeats} repeats", n, half, target_ci)
+        return RepeatsStop(False, f"{n} of at least {min_repeats} repeats", n, half, target_ci)
     if half is not None and half <= target_ci:
         reason = f"{confidence:.0%} half-width of the median {half:.2%} within the target {target_ci:.2%} after {n}"
-        return StopDecision(True, reason, n, half, target_ci)
+        return RepeatsStop(True, reason, n, half, target_ci)
     if n >= max_repeats:
         width = "no interval yet" if half is None else f"half-width {half:.2%}"
         reason = f"--max-repeats {max_repeats} reached with {width} (target {target_ci:.2%})"
-        return StopDecision(True, reason, n, half, target_ci)
+        return RepeatsStop(True, reason, n, half, target_ci)
     width = interval.reason if half is None else f"half-width {half:.2%} above the target {target_ci:.2%}"
-    return StopDecision(False, width, n, half, target_ci)
+    return RepeatsStop(False, width, n, half, target_ci)
 
 
 NORMAL_MAD = 1.482602218505602  # 1 / the standard normal's 75th percentile

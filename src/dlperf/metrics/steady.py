@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+
+from dlperf.records.parts import SteadyState
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_WINDOWS = 3
@@ -44,24 +45,6 @@ def is_stable(
     """Online check for `--warmup-iters auto`: are the last `windows` windows so far stable?"""
     _check(tolerance, windows)
     return len(window_throughputs) >= windows and windows_stable(window_throughputs[-windows:], tolerance)
-
-
-@dataclass(frozen=True)
-class SteadyState:
-    """The first stationary window (index among the run's windows and the iteration it starts at), or why none."""
-
-    stable: bool
-    window_index: int | None
-    iteration: int | None
-    throughput: float | None
-    windows_used: int
-    tolerance: float
-    windows_required: int
-    reason: str | None = None
-
-    def as_record(self) -> dict[str, object]:
-        """Record fields: steady_state (this, as a dict), steady_state_iter, throughput_steady."""
-        return {"steady_state": asdict(self), "steady_state_iter": self.iteration, "throughput_steady": self.throughput}
 
 
 def detect_steady_state(

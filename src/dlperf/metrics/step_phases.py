@@ -17,28 +17,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+
+from dlperf.records.parts import Phases, StepPhases
 
 PHASES = ("data", "sync_in", "compute", "sync_out", "update")
 COLLECTIVE = ("sync_in", "sync_out")
-
-
-@dataclass(frozen=True)
-class StepPhases:
-    steps: int
-    ranks: int
-    phases_ms: dict[str, float]  # mean per step on the rank with the most collective time (the fastest)
-    exposed_ms: float  # the least collective time per step of any rank
-    straggler_wait_ms: float  # the most minus the least
-    rank_collective_ms: list[float]  # each rank's mean collective time per step
-
-    @property
-    def step_ms(self) -> float:
-        return sum(self.phases_ms.values())
-
-    def as_record(self, measure: str) -> dict[str, object]:
-        """Record field `step_phases`: the above, the mean step they add up to, and how they were timed."""
-        return {"measure": measure, **asdict(self), "step_ms": self.step_ms}
 
 
 def _checked_steps(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> int:
@@ -54,17 +37,22 @@ def _checked_steps(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> int:
     return steps
 
 
-def summarise_phases(per_rank: Sequence[Mapping[str, Sequence[float]]]) -> StepPhases:
-    """The run's step phases from each rank's phase times per step (index = rank; milliseconds, PHASES as keys)."""
+def summarise_phases(per_rank: Sequence[Mapping[str, Sequence[float]]], measure: str | None = None) -> StepPhases:
+    """The run's step phases from each rank's phase times per step (index = rank; milliseconds, PHASES as keys),
+    timed by `measure`: the phases of the rank with the most collective time (the fastest), the least collective
+    time of any rank (exposed), the most minus the least (the straggler wait), each rank's collective time and the
+    mean step they add up to."""
     steps = _checked_steps(per_rank)
     means = [{name: statistics.fmean(phases[name]) for name in PHASES} for phases in per_rank]
     collective = [sum(m[name] for name in COLLECTIVE) for m in means]
     fastest = max(range(len(means)), key=collective.__getitem__)
     return StepPhases(
+        measure=measure,
         steps=steps,
         ranks=len(per_rank),
-        phases_ms=means[fastest],
+        phases_ms=Phases(**means[fastest]),
         exposed_ms=min(collective),
         straggler_wait_ms=max(collective) - min(collective),
         rank_collective_ms=collective,
+        step_ms=sum(means[fastest].values()),
     )

@@ -11,36 +11,20 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+
+from dlperf.records.parts import Stragglers
 
 DEFAULT_STRAGGLER_PCT = 0.05
-
-
-@dataclass(frozen=True)
-class Stragglers:
-    rank_median_ms: list[float]
-    median_rank_ms: float
-    slowest_rank: int
-    slowest_host: str
-    spread: float
-    straggler_pct: float
-    stragglers: list[int]  # ranks more than straggler_pct slower than the median rank
-
-    @property
-    def flagged(self) -> bool:
-        return bool(self.stragglers)
-
-    def as_record(self) -> dict[str, object]:
-        """Record field `stragglers`: all of the above plus `flagged`."""
-        return {**asdict(self), "flagged": self.flagged}
 
 
 def find_stragglers(
     step_ms_per_rank: Sequence[Sequence[float]],
     hosts: Sequence[str],
     straggler_pct: float = DEFAULT_STRAGGLER_PCT,
+    measure: str | None = None,
 ) -> Stragglers:
-    """Per-rank summary from each rank's step times (index = rank) and each rank's host."""
+    """Per-rank summary from each rank's step times (index = rank) and each rank's host (`measure`: what was timed);
+    `stragglers` the ranks more than straggler_pct slower than the median rank."""
     if not step_ms_per_rank or len(step_ms_per_rank) != len(hosts):
         raise ValueError(f"{len(step_ms_per_rank)} ranks of step times but {len(hosts)} hosts")
     if any(not steps for steps in step_ms_per_rank):
@@ -50,6 +34,7 @@ def find_stragglers(
     medians = [statistics.median(steps) for steps in step_ms_per_rank]
     middle = statistics.median(medians)
     slowest = max(range(len(medians)), key=medians.__getitem__)
+    stragglers = [rank for rank, m in enumerate(medians) if m > middle * (1 + straggler_pct)]
     return Stragglers(
         rank_median_ms=medians,
         median_rank_ms=middle,
@@ -57,5 +42,7 @@ def find_stragglers(
         slowest_host=hosts[slowest],
         spread=(max(medians) - min(medians)) / middle,
         straggler_pct=straggler_pct,
-        stragglers=[rank for rank, m in enumerate(medians) if m > middle * (1 + straggler_pct)],
+        stragglers=stragglers,
+        flagged=bool(stragglers),
+        measure=measure,
     )

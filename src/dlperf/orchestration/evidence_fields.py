@@ -30,6 +30,7 @@ from dlperf.metrics.noise import MachineLoad, noise_verdict
 from dlperf.metrics.steady import detect_steady_state
 from dlperf.metrics.step_phases import summarise_phases
 from dlperf.metrics.stragglers import find_stragglers
+from dlperf.records.codec import dump
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, get_workload
 
@@ -52,7 +53,12 @@ def steady_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
             warmup["reason"] = (
                 f"not stable within --max-warmup-iters {spec.max_warmup_iters}: timed anyway, throughput flagged"
             )
-    return {**steady.as_record(), "warmup": warmup}
+    return {
+        "steady_state": dump(steady),
+        "steady_state_iter": steady.iteration,
+        "throughput_steady": steady.throughput,
+        "warmup": warmup,
+    }
 
 
 def node_leaders(measured: RunMeasurement) -> list[Any]:
@@ -69,8 +75,9 @@ def straggler_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
     ranks = sorted(measured.ranks, key=lambda r: r.rank)
     if len(ranks) < 2 or any(not r.own_step_ms for r in ranks):
         return {"stragglers": None}
-    found = find_stragglers([r.own_step_ms for r in ranks], [r.host for r in ranks], spec.straggler_pct / 100)
-    return {"stragglers": {**found.as_record(), "measure": measured.measurement.own_step_measure}}
+    own, hosts = [r.own_step_ms for r in ranks], [r.host for r in ranks]
+    found = find_stragglers(own, hosts, spec.straggler_pct / 100, measured.measurement.own_step_measure)
+    return {"stragglers": dump(found)}
 
 
 def phase_fields(measured: RunMeasurement) -> dict[str, Any]:
@@ -80,10 +87,12 @@ def phase_fields(measured: RunMeasurement) -> dict[str, Any]:
     if any(not r.phase_ms for r in ranks):
         return {"step_phases": None}
     try:
-        phases = summarise_phases([r.phase_ms for r in ranks])
+        phases = summarise_phases(
+            [r.phase_ms for r in ranks], "CUDA events" if measured.device_type == "cuda" else "host clock"
+        )
     except ValueError:
         return {"step_phases": None}
-    return {"step_phases": phases.as_record("CUDA events" if measured.device_type == "cuda" else "host clock")}
+    return {"step_phases": dump(phases)}
 
 
 NO_SYNC = (
@@ -134,7 +143,7 @@ def energy_fields(measured: RunMeasurement) -> dict[str, Any]:
     readings = [EnergyReading(**r.energy) for r in node_leaders(measured) if r.energy]
     m = measured.measurement
     result = energy_result(readings, m.global_batch * m.iters)
-    return {"energy": result.as_record()}
+    return {"energy": dump(result)}
 
 
 def flops_fields(

@@ -279,33 +279,58 @@ def _timed_figures(job: RunJob) -> dict[str, Any] | None:
     counted, note = samples_check(stream, kept, job.plan.global_batch)
     figures["samples_per_step"] = dump(counted)
     figures["tokens_per_s_counted"] = counted_tokens_per_s(stream, tuple(kept)) if kept else None
-    hook = "timed by dlperf's start-up hook: every update"
-    figures["reading_notes"] = [hook, *stream.notes, *([note] if note else [])]
+    figures["reading_notes"] = _hook_notes(stream, figures_of(figures), note)
     return figures
+
+
+def _hook_notes(stream: Stream, read: ExternalRunRecord, note: str | None) -> list[str]:
+    """What the hook's record says: that the hook timed it, what merging found, where the steady-state test placed
+    the window (the stream's reading), and how the samples were counted."""
+    hook = "timed by dlperf's start-up hook: every update"
+    return [hook, *stream.notes, *(read.reading_notes or []), *([note] if note else [])]
 
 
 def samples_check(stream: Stream, kept: list[int] | None, declared: int) -> tuple[SamplesPerStep, str | None]:
     """The samples per update of the kept steps as counted (summed over ranks) against the declared global batch
-    (counted None: not counted, the declared taken), and a note where they differ or nothing was counted."""
+    (counted None: not counted, the declared taken), and a note where they differ or something was not counted."""
     if not kept:
         return SamplesPerStep(None, declared), None
-    steps = range(kept[0], kept[1] + 1)
-    missing = [s for s in steps if stream.samples.get(s) is None]
-    if missing:
+    if all(n is None for n in stream.samples.values()):
         return SamplesPerStep(None, declared), (
-            f"samples not counted at {len(missing)} of the window's {len(steps)} updates (no DataLoader or "
-            f"trainer batch went into the model: tensors made in the loop): the declared {declared} per update "
-            "(--global-batch-size, or --batch-size x devices) was taken on trust"
+            f"samples not counted at any update (no DataLoader, trainer batch or model input was seen): the "
+            f"declared {declared} per update (--global-batch-size, or --batch-size x devices) was taken on trust"
         )
-    counted = sum(stream.samples[s] or 0 for s in steps) / len(steps)
-    if counted == declared:
-        return SamplesPerStep(counted, declared), None
-    sizes = sorted({stream.samples[s] for s in steps})
+    return _counted_check([stream.samples.get(s) for s in range(kept[0], kept[1] + 1)], kept[0], declared)
+
+
+def _counted_check(counts: list[int | None], first: int, declared: int) -> tuple[SamplesPerStep, str | None]:
+    """The window's counts (from update `first` on) against the declared batch, in a run that counted some."""
+    counted = sum(n or 0 for n in counts) / len(counts)
+    missing = [first + i for i, n in enumerate(counts) if n is None]
+    if missing:
+        return SamplesPerStep(counted, declared), _uncounted(missing, len(counts), declared)
+    note = None if counted == declared else _differs(counted, sorted({n or 0 for n in counts}), declared)
+    return SamplesPerStep(counted, declared), note
+
+
+def _differs(counted: float, sizes: list[int], declared: int) -> str:
+    """The note for counts that differ from the declared batch: the counted ones make the figure."""
     each = f"{sizes[0]}-{sizes[-1]}" if len(sizes) > 1 else f"{sizes[0]}"
-    return SamplesPerStep(counted, declared), (
+    return (
         f"counted {counted:.6g} samples per update (each {each}, all ranks) where {declared} is declared "
         f"(--global-batch-size, or --batch-size x devices: the samples of one optimizer update): the counted "
         "samples make the figure"
+    )
+
+
+def _uncounted(missing: list[int], updates: int, declared: int) -> str:
+    """The note for updates of the window the hook counted nothing for where it counted the others."""
+    named = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+    return (
+        f"no samples counted at {len(missing)} of the window's {updates} updates ({named}) where the others were: "
+        f"they count none, not the declared {declared} (a loader that fetches ahead, as apex's data_prefetcher "
+        "does, counts each batch at the update before it: an epoch's first update two batches, its last none; "
+        "the window's samples are right to a batch at each end)"
     )
 
 
@@ -346,7 +371,10 @@ def _script_check(
     if same is not None:
         hook, stretch_printed, stretch = same
         planned = fmt.counts_planned if (fmt := BY_NAME.get(str(script.format))) else False
-        return like_for_like(check, hook * scale, stretch_printed or printed, stretch, unit, planned)
+        try:
+            return like_for_like(check, hook * scale, stretch_printed or printed, stretch, unit, planned)
+        except DataError as error:  # what the hook counted says where the cause lies
+            raise DataError(f"{error}; {counted_cause(timed.samples_per_step or SamplesPerStep())}") from None
     return check if check.agree else dataclasses.replace(check, note=_other_steps(script))
 
 
@@ -370,7 +398,7 @@ def like_for_like(
     if abs(like - 1) > TOLERANCE:
         raise DataError(
             f"the log contradicts itself: over {stretch} the script prints {printed:.6g} {unit} but dlperf's "
-            f"hook timed {hook:.6g} ({like:.3g}x); check --batch-size/--global-batch-size and --log-format"
+            f"hook timed {hook:.6g} ({like:.3g}x)"
         )
     covers = f"the record's window and the script's figure cover other steps ({check.ratio:.3g}x); "
     note = covers + (
@@ -381,6 +409,26 @@ def like_for_like(
     )
     pair = LikeForLike(hook=hook, script=printed, ratio=like, stretch=stretch)
     return dataclasses.replace(check, agree=agree, note=note, like_for_like=pair)
+
+
+def counted_cause(counts: SamplesPerStep) -> str:
+    """What the hook counted, and so where the cause of a contradiction lies: the batch flags only where the hook
+    took the declared batch on trust."""
+    if counts.counted is None:
+        return (
+            f"the hook counted no samples and took the declared {counts.declared or 'batch'} an update on trust: "
+            "check --batch-size/--global-batch-size, and --log-format"
+        )
+    if counts.counted == counts.declared:
+        return (
+            f"the hook counted {counts.counted:.6g} samples an update, as declared, so not the batch flags: the "
+            "script counts other samples or time over it than its reader knows (check --log-format)"
+        )
+    return (
+        f"the hook counted {counts.counted:.6g} samples an update where {counts.declared} is declared, and its count "
+        "makes its figure: the script counts other samples over it (the declared batch where its reader takes the "
+        "batch from the flags, or its own planned count)"
+    )
 
 
 def log_tail(job: RunJob, lines: int = TAIL_LINES) -> list[str]:

@@ -10,7 +10,7 @@ import os
 from types import ModuleType
 from typing import Any, ClassVar
 
-from dlperf.errors import DataError
+from dlperf.errors import ConfigError, DataError
 from dlperf.external.identity import framework_label
 from dlperf.external.template import case_values
 from dlperf.launch.base import RunJob
@@ -20,8 +20,8 @@ from dlperf.records.paths import RunPaths
 from dlperf.records.schema import Kind, Record
 from dlperf.records.written import typed
 from dlperf.secrets import mask
-from dlperf.spec import RunSpec
-from dlperf.workloads import WorkloadPlan, check_engine, get_workload
+from dlperf.spec import RunSpec, flag
+from dlperf.workloads import Workload, WorkloadPlan, check_engine, get_workload
 
 
 class RunKind:
@@ -78,6 +78,11 @@ class TaskKind(RunKind):
     """A workload's rank task instead of the timed loop (commbench): its record is the workload's own."""
 
     name: ClassVar[Kind] = "task"
+
+    @staticmethod
+    def owns(workload: Workload) -> bool:
+        """A workload whose rank task runs instead of the timed loop (its `tasks`): the one test of them."""
+        return bool(workload.tasks)
 
     def fields(self, job: RunJob, result: RunResult) -> dict[str, Any]:
         return {}  # no training batch
@@ -162,7 +167,15 @@ def kind_of(spec: RunSpec) -> RunKind:
     every other run dlperf's timed loop."""
     if spec.command is not None:
         return EXTERNAL_KIND
-    return TASK if get_workload(spec.model).tasks else NATIVE
+    return TASK if TASK.owns(get_workload(spec.model)) else NATIVE
+
+
+def require_training(spec: RunSpec) -> None:
+    """`dlperf run` and `sweep` time training steps; a workload with its own rank task has its own command."""
+    if TASK.owns(get_workload(spec.model)):
+        raise ConfigError(
+            f"{flag('model')} {spec.model} is not a training workload: measure it with `dlperf {spec.model}`"
+        )
 
 
 def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> Record:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.maxbatch import RunProbe, build_maxbatch_record, dlperf_run_argv, find_max_batch
-from dlperf.maxbatch.search import MaxBatchResult, Probe, ProbeOutcome
+from dlperf.maxbatch import RunProbe, dlperf_run_argv, find_max_batch
+from dlperf.maxbatch.search import MaxBatchResult, ProbeOutcome
 from dlperf.orchestration.kinds import kind_of
-from dlperf.records.schema import batch_free_group
+from dlperf.records.parts import Probe
+from dlperf.records.schema import MaxbatchRecord, batch_free_group
 from dlperf.records.store import check_writable
 from dlperf.records.written import write_record
 from dlperf.spec import RunSpec, flag, setting
@@ -129,15 +131,22 @@ def run_search(search: MaxBatchSearch, on_probe: Callable[[Probe], None]) -> Max
         result = find_max_batch(
             probe, options.start, options.max_batch, options.headroom, options.step, on_probe=on_probe
         )
-    record = build_maxbatch_record(
-        result,
+    record = MaxbatchRecord(
+        status="ok" if result.max_batch else "failed",
+        error=result.error,
         model=search.spec.model,
         case=search.spec.topology,
-        group=search.plan.group,
+        variant=batch_free_group(search.plan.group),  # what the report matches the case's runs on
         precision=search.spec.precision,
         batch_flag=search.batch_flag,
         config=search.values,
+        headroom_pct=result.headroom_pct,
         memory_cap_gib=options.memory_cap,
+        max_batch=result.max_batch,
+        best_batch=result.best_batch,
+        best_throughput=result.best_throughput,
+        probes=list(result.probes),
+        finished_at=time.time(),
     )
     write_record(search.record_path, record)
     return result

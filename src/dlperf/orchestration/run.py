@@ -15,7 +15,7 @@ from dlperf.errors import ResultsError
 from dlperf.launch import Launcher, LaunchOptions, RunJob, launcher_for
 from dlperf.launch.messages import RunResult
 from dlperf.machine.environment import collect_environment
-from dlperf.orchestration.kinds import build_record, kind_of
+from dlperf.orchestration.kinds import build_record, kind_of, require_training
 from dlperf.orchestration.preflight import preflight_warning
 from dlperf.records.load import Record, load_record
 from dlperf.records.lock import results_lock
@@ -24,7 +24,7 @@ from dlperf.records.schema import READABLE
 from dlperf.records.store import check_free_space, check_writable, claim_paths, removed_if_refused
 from dlperf.records.written import record_json, with_fields, write_record
 from dlperf.spec import RunSpec
-from dlperf.workloads import WorkloadPlan, check_spec, get_workload, require_training, spec_from_mapping
+from dlperf.workloads import WorkloadPlan, check_spec, get_workload, spec_from_mapping
 
 OnRecord = Callable[[RunJob, Record], None]
 Decide = Callable[[Record], dict[str, Any]]  # fields decided from a record, written with it in one write

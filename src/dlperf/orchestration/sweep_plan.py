@@ -24,19 +24,21 @@ from typing import Any
 from dlperf.errors import ConfigError, ResultsError
 from dlperf.launch import Launcher, RunJob
 from dlperf.machine.environment import collect_environment
-from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, StopDecision, should_stop
-from dlperf.orchestration.kinds import NATIVE, kind_of
+from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, should_stop
+from dlperf.orchestration.kinds import NATIVE, kind_of, require_training
 from dlperf.orchestration.preflight import FORCE_HELP, preflight_warning
 from dlperf.orchestration.run import Decide, OnRecord, check_run, execute, plan_jobs, preflight, share_cpu, versions
 from dlperf.orchestration.sweep_file import check_run_count, load_sweep_file
+from dlperf.records.codec import dump
 from dlperf.records.load import Record, RecordLike, as_record, load_record
 from dlperf.records.lock import results_lock
+from dlperf.records.parts import RepeatsStop
 from dlperf.records.paths import run_paths
 from dlperf.records.store import check_writable
 from dlperf.records.validate import check_file, job_problem
 from dlperf.reporting.report import refuse_to_replace, write_report
 from dlperf.spec import RunSpec, file_keys, parse_topology, setting
-from dlperf.workloads import WorkloadPlan, require_training, spec_from_mapping
+from dlperf.workloads import WorkloadPlan, spec_from_mapping
 
 DEFAULT_REPEATS = 5
 AUTO = "auto"
@@ -104,7 +106,7 @@ class AdaptiveRepeats:
     target_ci: float = DEFAULT_TARGET_CI
     max_repeats: int = DEFAULT_MAX_REPEATS
 
-    def decide(self, throughputs: list[float]) -> StopDecision:
+    def decide(self, throughputs: list[float]) -> RepeatsStop:
         return should_stop(throughputs, self.target_ci, self.max_repeats)
 
 
@@ -412,7 +414,7 @@ def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner)
     ran: list[Record] = []
     skipped = 0
     throughputs: list[float] = []
-    decision: StopDecision | None = None
+    decision: RepeatsStop | None = None
 
     def decide(record: Record) -> dict[str, Any]:
         nonlocal decision
@@ -420,7 +422,7 @@ def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner)
         if value is not None:
             throughputs.append(value)
         decision = adaptive.decide(throughputs)
-        return {"repeats_stop": decision.as_record()}
+        return {"repeats_stop": dump(decision)}
 
     for job in jobs:
         if runner.done_before(job):

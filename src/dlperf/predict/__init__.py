@@ -15,18 +15,7 @@ from dlperf.predict.model import (
 from dlperf.predict.records import DEFAULT_BACKWARD_SHARE, links_from_records, op_links_from_records, run_from_record
 
 __all__ = [
-    "DEFAULT_BACKWARD_SHARE",
-    "GptSingleDevice",
-    "LayoutPrediction",
-    "Link",
-    "Prediction",
-    "SingleDeviceRun",
-    "allreduce_s",
-    "ddp_buckets",
-    "links_from_records",
-    "op_links_from_records",
-    "predict_data_parallel",
-    "predict_gpt_layout",
-    "ring_allreduce_s",
-    "run_from_record",
-]
+    "DEFAULT_BACKWARD_SHARE", "GptSingleDevice", "LayoutPrediction", "Link", "Prediction", "SingleDeviceRun",
+    "allreduce_s", "ddp_buckets", "links_from_records", "op_links_from_records", "predict_data_parallel",
+    "predict_gpt_layout", "ring_allreduce_s", "run_from_record"
+]  # fmt: skip

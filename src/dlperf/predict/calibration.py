@@ -41,14 +41,16 @@ DEVICE_SCALE: dict[str, float] = {"hopper": 1.2783, "A100": 1.6365}
 # Qwen3-30B-A3B ran 1.22 x faster on 8 GB300s than in the identical layout on 8 GB200s (the higher power limit,
 # the doubled attention softmax units); fitted on its DeepSeek-V3 BF16 run on 256 GB300s by
 # benchmarks/predict_moe_fit.py (no dense point checks it); do not edit by hand
-DEVICE_SCALE["blackwell-ultra"] = 1.6902
+DEVICE_SCALE["blackwell-ultra"] = 1.6897
 DEVICE_CLASS = {"A100 SXM 40GB": "A100", "A100 SXM 80GB": "A100", "A100 PCIe 80GB": "A100", "B300": "blackwell-ultra",
                 "GB300": "blackwell-ultra"}  # fmt: skip
 CHECKED_DEVICES = ("H100 SXM 96GB 500W", "H100 SXM", "H200 SXM", "A100 SXM 80GB")
 MOE_CHECKED_DEVICES = ("B200", "GB200", "GB300")  # Hopper's scale (GB300: its own) against Megatron-Bridge's MoE
 STACKS = tuple(STACK_EFFICIENCY)
 STACK_RECOMPUTE = {"torchtitan": 0.5, "torchtitan-compile": 0.5, "megatron": 0.0}
-CP_KV_HEADS_STACKS = ("megatron",)  # Transformer Engine's CP ring passes keys and values at their own (GQA) heads
+# Transformer Engine's stacks: its CP ring passes keys and values at their own (GQA) heads, its fused layers keep a
+# block's activations sharded by sequence parallelism
+TE_STACKS = ("megatron",)
 LINK_EFFICIENCY = 0.8  # achieved share of a datasheet link rate (assumed, not fitted): commbench fits replace it
 INTRA_LATENCY_US = 5.0  # per ring step inside a node (assumed)
 INTER_LATENCY_US = 10.0  # per ring step between nodes (assumed)
@@ -153,7 +155,7 @@ def setting_for(acc_name: str, devices_per_node: int, precision: str, stack: str
     o = dict(overrides or {})
     acc = accelerator(acc_name)
     acc = replace(acc, **{k: o[k] for k in ("memory_gib", "memory_tbs") if o.get(k) is not None})
-    training = replace(training, cp_kv_heads=stack in CP_KV_HEADS_STACKS)
+    training = replace(training, cp_kv_heads=stack in TE_STACKS, te_layers=stack in TE_STACKS)
     device = device_model(acc, precision, stack, measured or Measured(), training.float8)
     intra, inter, sources = links(acc, o.get("intra_node_gbs"), o.get("inter_node_gbit"), o.get("intra_latency_us"),
                                   o.get("inter_latency_us"), o.get("intra_fit"), o.get("inter_fit"))  # fmt: skip

@@ -30,6 +30,8 @@ class Training:
     # Engine); dlperf and torchtitan repeat them to the query heads before attention, and the ring passes those
     distributed_optimizer: bool = False  # Megatron's: 16-bit weights and fp32 gradients whole on every rank, the
     # fp32 master weights and moments sharded (the MoE model's experts; the Llama model keeps FSDP's memory)
+    te_layers: bool = False  # Transformer Engine's fused layers under sequence parallelism (Megatron's): what a
+    # block keeps for backward, every tensor sharded over tp (predict_model._activations_per_token)
 
     @property
     def act_bytes(self) -> int:

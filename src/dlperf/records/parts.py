@@ -56,7 +56,7 @@ class Accelerator:
 
 @dataclass(frozen=True)
 class RepeatsStop:
-    """`--repeats auto`'s decision after a repeat (`metrics/repeats.StopDecision`)."""
+    """`--repeats auto`'s decision after a repeat (`metrics/repeats.should_stop`)."""
 
     stop: bool | None = None
     reason: str | None = None
@@ -187,7 +187,7 @@ class Ablation:
 
 @dataclass(frozen=True)
 class Energy:
-    """The timed window's energy, all nodes summed (`metrics/energy.EnergyResult`)."""
+    """The timed window's energy, all nodes summed (`metrics/energy.energy_result`)."""
 
     joules: float | None = None
     joules_per_sample: float | None = None
@@ -299,7 +299,7 @@ class CollectiveFit:
 
 @dataclass(frozen=True)
 class Probe:
-    """One run of a max-batch search at one batch (`maxbatch/search.Probe`)."""
+    """One run of a max-batch search at one batch (`maxbatch/search.py`)."""
 
     batch: int | None = None
     fits: bool | None = None

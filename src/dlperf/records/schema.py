@@ -9,10 +9,12 @@ its readers, nowhere else (docs/architecture.md, "Add a record field"). The clas
 fails where it is written. Readers get instances of these classes (`records.load`), so a misspelled field fails
 where it is read; `tests/unit/test_record_reads.py` keeps string keys of record fields out of the readers.
 
-`dlperf.run/3` (this version) writes the run's `kind` (`native`, `task`, `external`, `extracted`: the dataclass it
-loads as); `dlperf.run/2` keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
+`dlperf.run/4` (this version) writes an external run's `engine` null (it ran no engine: its `kind` says what it
+is); `dlperf.run/3` writes the run's `kind` (`native`, `task`, `external`, `extracted`: the dataclass it loads
+as); `dlperf.run/2` keeps only the workload's own keys in `config` and adds `batch_size_per_device`,
 `micro_batch_size`, `engine` and `table`; `dlperf.run/1` records (one flat config for every model) stay
-readable: `upgrade` fills the new fields from the old ones, an old record's kind derived once from its keys.
+readable: `upgrade` fills the new fields from the old ones, an old record's kind derived once from its keys and
+its engine `external` read as null.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ from dlperf.records.parts import (
     Warmup,
 )
 
-SCHEMA = "dlperf.run/3"
-OLD_SCHEMAS = ("dlperf.run/1", "dlperf.run/2")  # records without a `kind`: `upgrade` derives it
+SCHEMA = "dlperf.run/4"
+OLD_SCHEMAS = ("dlperf.run/1", "dlperf.run/2", "dlperf.run/3")  # `upgrade` brings them to SCHEMA
 READABLE = (*OLD_SCHEMAS, SCHEMA)
 MAXBATCH_SCHEMA = "dlperf.maxbatch/1"  # `dlperf maxbatch`'s record; the report's bsz=max column reads it
 COMMBENCH_SCHEMA = "dlperf.commbench/1"
@@ -66,15 +68,28 @@ Check = Literal["name", "count", "positive", "throughput", ""]
 Kind = Literal["native", "task", "external", "extracted"]
 
 
-def doc(meaning: str, check: Check = "", default: Any = None, track: Literal["param", "metric", ""] = "") -> Any:
-    """A declared field: its meaning (the docs' reference table), the value check beyond its type, and whether an
-    experiment tracker gets it as a run's parameter or metric (`reporting/tracking.py`)."""
-    return field(default=default, metadata={"doc": meaning, "check": check, "track": track})
+def doc(
+    meaning: str,
+    check: Check = "",
+    default: Any = None,
+    track: Literal["param", "metric", ""] = "",
+    show: tuple[str, str] = (),
+) -> Any:
+    """A declared field: its meaning (the docs' reference table), the value check beyond its type, whether an
+    experiment tracker gets it as a run's parameter or metric (`reporting/tracking.py`), and its row in the table
+    after a run (`cli/display.py`): the label (`{unit}`: what the throughput counts) and how the value is written,
+    a format spec (`.2f`; `%`: a percentage) or a rendering of the console's own (`mfu`, `phases`, ...)."""
+    return field(default=default, metadata={"doc": meaning, "check": check, "track": track, "show": show})
 
 
 def tracked(kind: type, how: str) -> tuple[str, ...]:
     """The kind's fields declared with `track=how`, in declaration order."""
     return tuple(f.name for f in declared_fields(kind) if f.metadata.get("track") == how)
+
+
+def shown(kind: type) -> tuple[tuple[str, str, str], ...]:
+    """The kind's fields declared with a console row: (name, label, how), in declaration order."""
+    return tuple((f.name, *f.metadata["show"]) for f in declared_fields(kind) if f.metadata.get("show"))
 
 
 @dataclass(frozen=True)
@@ -103,7 +118,7 @@ class RunRecord:
 
     __pydantic_config__ = FINITE
 
-    schema: str = doc("`dlperf.run/3`; `dlperf.run/1` and `/2` records are still read (`upgrade`)", "name")
+    schema: str = doc("`dlperf.run/4`; `dlperf.run/1` to `/3` records are still read (`upgrade`)", "name")
     kind: Kind = doc(
         "`native` (dlperf's timed loop), `task` (a rank task: commbench), `external` (`--command`) or `extracted`"
         " (`dlperf extract`); absent: `native`; derived from the keys for records older than `dlperf.run/3`",
@@ -111,14 +126,14 @@ class RunRecord:
     )
     dlperf_version: str | None = doc("the dlperf that wrote the record", track="param")
     model: str = doc("workload", "name", track="param")
-    engine: str | None = doc("engine (`torch`, `jax`, `external`)", track="param")
+    engine: str | None = doc("engine (`torch`, `jax`); null for an external or extracted run", track="param")
     case: str = doc("topology (`1n2g`)", "name", track="param")
     group: str = doc("report group (`b128_fp32`)", "name", track="param")
     table: str | None = doc("which report table (`scaling` or the GPT `layouts`)", track="param")
     repeat: int | None = doc("repeat number", "count", track="param")
     nodes: int = doc("nodes", "count", track="param")
     devices_per_node: int = doc("devices per node", "count", track="param")
-    world_size: int = doc("processes (devices) in all", "count", track="param")
+    world_size: int = doc("processes (devices) in all", "count", track="param", show=("world size", "threads"))
     precision: str = doc("precision (`fp32`, `amp-bf16`, ...)", "name", track="param")
     batch_size: int | None = doc("= `batch_size_per_device`, the published name", "count")
     batch_size_per_device: int | None = doc(
@@ -151,17 +166,25 @@ class RunRecord:
     repeats_stop: RepeatsStop | None = doc(
         "with `--repeats auto`: the decision after this repeat (`stop`, `reason`, `half_width`, `target`)"
     )
-    throughput: float | None = doc("global samples/s over the timed iterations", "throughput", track="metric")
-    throughput_per_device: float | None = doc("throughput / world size", "positive", track="metric")
-    window_throughputs: list[float | None] | None = doc("samples/s of each timing window (null: not finite)")
+    throughput: float | None = doc(
+        "global samples/s over the timed iterations", "throughput", track="metric", show=("throughput ({unit})", ".2f")
+    )
+    throughput_per_device: float | None = doc(
+        "throughput / world size", "positive", track="metric", show=("per device ({unit})", ".2f")
+    )
+    window_throughputs: list[float | None] | None = doc(
+        "samples/s of each timing window (null: not finite)", show=("window throughputs", ".1f")
+    )
     latency_ms: dict[str, float | None] | None = doc(
-        "`mean`, `p50`, `p90` milliseconds per iteration (CUDA events on GPUs, no sync per step)"
+        "`mean`, `p50`, `p90` milliseconds per iteration (CUDA events on GPUs, no sync per step)",
+        show=("latency (ms)", ".2f"),
     )
     peak_memory_mib: dict[str, float | None] | None = doc(
         "per device, max over ranks: CUDA `allocated` and `reserved` over the timed steps (the allocator's cache is "
         "released, `torch.cuda.empty_cache()`, before `reset_peak_memory_stats` at the window's start, so "
         "`reserved` holds none of the warm-up's cuDNN or autotuning workspaces); on CPUs the workers' peak `rss` "
-        "(the process's, warm-up included)"
+        "(the process's, warm-up included)",
+        show=("peak memory (MiB)", ".0f"),
     )
     device_type: str | None = doc("`cuda`, `cpu`, ...", track="param")
     ranks: list[Rank] | None = doc(
@@ -170,10 +193,12 @@ class RunRecord:
     )
     hosts: list[str | None] | None = doc("the hosts the run used")
     elapsed_s: float | None = doc("timed window in seconds", track="metric")
-    first_step_s: float | None = doc("time to the first finished step", track="metric")
-    compile_s: float | None = doc("compile time (`--compile`; XLA's ahead-of-time compile on JAX)", track="metric")
-    loss_first: float | None = doc("loss of the first step", track="metric")
-    loss_last: float | None = doc("loss of the last timed step", track="metric")
+    first_step_s: float | None = doc("time to the first finished step", track="metric", show=("first step (s)", ".2f"))
+    compile_s: float | None = doc(
+        "compile time (`--compile`; XLA's ahead-of-time compile on JAX)", track="metric", show=("compile (s)", ".1f")
+    )
+    loss_first: float | None = doc("loss of the first step", track="metric", show=("loss first", ".4g"))
+    loss_last: float | None = doc("loss of the last timed step", track="metric", show=("loss last", ".4g"))
     parameters: int | None = doc("trainable parameters of rank 0's model (its shard under TP, PP or FSDP)")
     gradient_bytes: int | None = doc("bytes of those parameters' gradients (what DDP all-reduces per step)")
     parameters_total: int | None = doc(
@@ -185,11 +210,13 @@ class RunRecord:
     )
     moe: MoERouting | None = doc(
         "MoE: the routing as run and as measured over the timed window (picks per expert and per EP rank, their "
-        "imbalance max / mean, dropped picks), each timing window's too (`workloads/moe/meter.py`)"
+        "imbalance max / mean, dropped picks), each timing window's too (`workloads/moe/meter.py`)",
+        show=("expert imbalance (max/mean)", "routing"),
     )
     steady_state: SteadyState | None = doc(
         "where the window throughputs become stationary (3 windows within ±5 % of their median; `metrics/steady.py`);"
-        " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure"
+        " `stable: false` with the `reason` when never. `throughput` stays the published fixed-warm-up figure",
+        show=("steady throughput ({unit})", "steady"),
     )
     steady_state_iter: int | None = doc("the iteration the steady state starts at")
     throughput_steady: float | None = doc("samples/s from the steady state on", track="metric")
@@ -202,7 +229,7 @@ class RunRecord:
         " run's own) busier than 10 % of the cores (at least half a core), or another process on the run's GPUs"
     )
     noise_reasons: list[str] | None = doc("why the run is noisy")
-    window_cv: float | None = doc("coefficient of variation of the windows", track="metric")
+    window_cv: float | None = doc("coefficient of variation of the windows", track="metric", show=("window CV", "%"))
     machine_load: list[MachineLoad] | None = doc(
         "one entry per node, from snapshots by the node's local rank 0 at the start and end of the timed window:"
         " load averages, others' CPU seconds and cores (the machine's busy time less the run's own tree), of them"
@@ -217,7 +244,8 @@ class RunRecord:
         " `sync_out`, `update` on the rank that waits most in collectives), `exposed_ms` (collective time of the"
         " slowest rank: communication no compute hid), `straggler_wait_ms` (the fastest rank's wait for the"
         " slowest), `rank_collective_ms`, `steps`, `ranks`, `step_ms` and `measure`; null where the step's phases"
-        " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)"
+        " are not timed (compiled steps, TP/PP/FSDP layouts, JAX, `--command`)",
+        show=("step phases (ms)", "phases"),
     )
     ablation: Ablation | None = doc(
         "`--ablate sync`: after the timed window, the same ranks' steps without gradient synchronisation (DDP's"
@@ -226,22 +254,28 @@ class RunRecord:
         " `synced_window_throughputs`, `iters`, `elapsed_s` (all of it, each window's one settling step included); or"
         " `method` null with the `reason` where the step cannot skip it"
         " (one rank, a compiled step, TP/PP/FSDP, JAX). The waterfall's machine sharing and communication come from"
-        " `ratio` (docs/scaling.md)"
+        " `ratio` (docs/scaling.md)",
+        show=("step without / with gradient sync (ms)", "ablation"),
     )
     energy: Energy | None = doc(
         "`joules`, `joules_per_sample`, `avg_watts_per_device`, `method` over the timed window, all nodes summed"
-        " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`"
+        " (NVML energy counter, else power sampling; RAPL on CPUs), or null values with the `reason`",
+        show=("energy (J)", "energy"),
     )
     flops_per_iteration: float | None = doc(
         "FLOPs of one iteration counted by FlopCounterMode on the meta device at the run's shapes, else the"
-        " workload's formula (GPT adds `flops_per_iteration_formula`, the published formula)"
+        " workload's formula (GPT adds `flops_per_iteration_formula`, the published formula)",
+        show=("FLOPs per iteration", ".4g"),
     )
     flops_source: str | None = doc("where `flops_per_iteration` comes from")
-    tflops_per_device: float | None = doc("achieved TFLOP/s per device", track="metric")
+    tflops_per_device: float | None = doc(
+        "achieved TFLOP/s per device", track="metric", show=("TFLOP/s per device", ".4g")
+    )
     mfu: float | None = doc(
         "model FLOPs utilisation against `mfu_peak_tflops` (`metrics/flops.py`); an unknown device leaves it null"
         " with the reason in `mfu_note`, never a fallback",
         track="metric",
+        show=("MFU", "mfu"),
     )
     mfu_note: str | None = doc("why MFU is null")
     mfu_peak_tflops: float | None = doc("the device's dense peak TFLOP/s (`metrics/peaks.py`)")
@@ -263,7 +297,9 @@ class RunRecord:
         " (`FSDP+TP`)",
         track="param",
     )
-    tokens_per_s: float | None = doc("GPT, Llama: throughput x sequence length", track="metric")
+    tokens_per_s: float | None = doc(
+        "GPT, Llama: throughput x sequence length", track="metric", show=("tokens/s", ".1f")
+    )
     tokens_per_s_per_device: float | None = doc("GPT, Llama: tokens/s / world size", track="metric")
     flops_per_iteration_formula: float | None = doc(
         "GPT, Llama: the published formula's FLOPs per iteration, the MFU basis where no count exists"
@@ -311,6 +347,11 @@ class RunRecord:
     origin: Origin = loaded(Origin)
 
 
+# how a reading note starts where the figure counts the batch the file's path or --batch-size gave, as no kept line
+# of the log prints its own (framework_logs/measure.py writes it, reporting/doubts.py flags the row)
+GIVEN_BATCH_NOTE = "samples per iteration: the given global batch,"
+
+
 @dataclass(frozen=True)
 class PeerReading:
     """What a peer-log reader adds to a record, for `dlperf extract` and a `--command` run alike
@@ -318,8 +359,8 @@ class PeerReading:
 
     __pydantic_config__ = FINITE
 
-    format: str | None = doc("the peer reader that read the log")
-    rule: str | None = doc("the rule that read it")
+    format: str | None = doc("the peer reader that read the log", show=("log format", ""))
+    rule: str | None = doc("the rule that read it", show=("rule", ""))
     unit: str | None = doc("what the throughput counts (`samples/s`, `tokens/s`)")
     printed_figure: str | None = doc("the figure the framework printed")
     warmup_iterations: int | None = doc("iterations the reader skipped as warm-up")
@@ -456,6 +497,8 @@ def declared_kind(record: Mapping[str, Any]) -> type:
 
 def _old_kind(record: Mapping[str, Any]) -> Kind:
     """The kind of a record written before `dlperf.run/3`, from its keys: the one place a kind is derived."""
+    if record.get("schema") == "dlperf.run/3":
+        return "native"  # it says any other kind
     if record.get("source") == "extract":
         return "extracted"
     return "external" if record.get("engine") == "external" or "command" in record else "native"
@@ -526,6 +569,8 @@ def upgrade(record: dict[str, Any]) -> dict[str, Any]:
         record.setdefault("table", "layouts" if record.get("model") == "gpt" else "scaling")
     if record.get("schema") in OLD_SCHEMAS:
         record.setdefault("kind", _old_kind(record))
+        if record.get("engine") == "external":  # before dlperf.run/4 the external kind was spelled as an engine
+            record["engine"] = None
     return record
 
 

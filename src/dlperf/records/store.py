@@ -11,7 +11,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,13 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    write_chunks_atomic(path, (data,))
+
+
+def write_chunks_atomic(path: str | Path, chunks: Iterable[bytes]) -> None:
     """Write through a temporary file renamed into place, with the mode a plain `open` would give (the umask's):
     mkstemp makes files 0600, which would hide a shared results folder from the team. A failure leaves no
-    temporary file and names `path`."""
+    temporary file and names `path`. `chunks` are written as they come: a stream is never held whole."""
     path = Path(path)
     tmp = None
     try:
@@ -69,7 +73,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
         os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

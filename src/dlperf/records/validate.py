@@ -18,6 +18,7 @@ from typing import Any
 from dlperf.records.codec import DecodeError, decode, short
 from dlperf.records.schema import (
     READABLE,
+    SCHEMA,
     THROUGHPUT_RANGE,
     RunRecord,
     declared_fields,
@@ -177,7 +178,7 @@ def _unread_run_problem(data: dict[str, Any]) -> str | None:
     """A run record this dlperf cannot read: its schema key lost, or a newer schema; None for other files."""
     if "schema" not in data:
         if "status" in data and "throughput" in data:
-            return 'has no schema key: a run record edited by hand? add "schema": "dlperf.run/3"'
+            return f'has no schema key: a run record edited by hand? add "schema": "{SCHEMA}"'
         return None
     if str(data["schema"]).startswith("dlperf.run/"):
         return f"has schema {short(data['schema'])}, newer than this dlperf reads: upgrade dlperf"

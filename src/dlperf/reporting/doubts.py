@@ -18,7 +18,7 @@ from dlperf.metrics.stats import spread
 from dlperf.metrics.steady import DEFAULT_WINDOWS
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.parts import SteadyState, Stragglers, Warmup
-from dlperf.records.schema import ExtractedRecord, PeerReading, RunRecord
+from dlperf.records.schema import GIVEN_BATCH_NOTE, ExtractedRecord, PeerReading, RunRecord
 
 BASELINE_CASE = "1n1g"
 # Repeats of a quiet run agree like its windows do: the same documented limit as metrics/noise.WINDOW_CV_LIMIT.
@@ -221,7 +221,15 @@ def _run_doubt_flags(row: _Row) -> list[Flag]:
 
 def _reading_flags(row: _Row) -> list[Flag]:
     peers = [r for r in row.records if isinstance(r, PeerReading)]
-    return _contradiction_flags(peers, row.n) + _cross_check_flags(peers, row.n)
+    return _contradiction_flags(peers, row.n) + _cross_check_flags(peers, row.n) + _given_batch_flags(peers, row.n)
+
+
+def _given_batch_flags(peers: list[PeerReading], n: int) -> list[Flag]:
+    """Logs whose figure counts the batch the file's path (or --batch-size) gave, their lines printing none."""
+    given = [note for r in peers for note in r.reading_notes or [] if note.startswith(GIVEN_BATCH_NOTE)]
+    if not given:
+        return []
+    return [Flag("batch given", f"{len(given)} of {n} logs print no batch: {given[0]}. Check it against the run.")]
 
 
 def _contradiction_flags(peers: list[PeerReading], n: int) -> list[Flag]:

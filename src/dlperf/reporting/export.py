@@ -58,7 +58,7 @@ def run_row(record: RunRecord) -> dict[str, Any]:
         "devices_per_node": record.devices_per_node,
         "batch_size_per_device": record.batch_size,
         "precision": record.precision,
-        "engine": record.engine or peer.format,
+        "engine": record.engine or ("external" if record.kind == "external" else peer.format),  # who ran it
         "repeat": record.repeat,
         "status": record.status,
         "throughput": _number(record.throughput),

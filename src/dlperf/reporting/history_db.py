@@ -227,20 +227,21 @@ class _SqliteStore:
         return added
 
     def rows(self, case: str | None) -> list[tuple]:
-        try:
-            _check_version(_SqliteSchema(self.connection).version(), self.shown)
+        with self._reading():
             return self.connection.execute(*_read_query(case, "?")).fetchall()
-        except sqlite3.Error as error:
-            raise ResultsError(
-                f"history database {self.shown} is not one dlperf wrote ({error}): choose another --db"
-            ) from None
 
     def records(self, label: str) -> tuple[list[Any], list[str]]:
         select, labels = _label_queries("?")
-        try:
-            _check_version(_SqliteSchema(self.connection).version(), self.shown)
+        with self._reading():
             found = [r[0] for r in self.connection.execute(select, (label,))]
             return found, [r[0] for r in self.connection.execute(labels)]
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A look at a history dlperf wrote (schema checked); SQLite's error is one line."""
+        try:
+            _check_version(_SqliteSchema(self.connection).version(), self.shown)
+            yield
         except sqlite3.Error as error:
             raise ResultsError(
                 f"history database {self.shown} is not one dlperf wrote ({error}): choose another --db"

@@ -22,6 +22,7 @@ from dlperf.records.schema import RunRecord  # noqa: E402
 from dlperf.reporting.aggregate import CaseSummary  # noqa: E402
 from dlperf.reporting.figures import save_figure  # noqa: E402
 from dlperf.reporting.measured_on import frameworks, where_measured  # noqa: E402
+from dlperf.reporting.sources import engine_of as record_engine  # noqa: E402
 
 SUPERLINEAR = "eff>100%"
 SWITCHES = {"compile": "torch.compile", "realdata": "real data", "channels-last": "channels-last"}
@@ -189,7 +190,7 @@ def _tflops_bars(axis: Axes, measured: list[CaseSummary]) -> None:
 def engine_of(case: CaseSummary) -> str:
     """The engine(s) a case's records ran on (`torch`, `jax`, an external label's framework): a scaling line joins
     one engine's points only."""
-    engines = sorted({str(r.engine or "torch") for r in case.records + case.failed})
+    engines = sorted({record_engine(r) for r in case.records + case.failed})
     return "+".join(engines) or "torch"
 
 

@@ -33,6 +33,7 @@ from dlperf.reporting.measured_on import frameworks, where_measured
 from dlperf.reporting.predicted import predicted_exposed_ms, predicted_speedups
 from dlperf.reporting.published import COLUMN as PUBLISHED
 from dlperf.reporting.published import published_lines, published_matches
+from dlperf.reporting.sources import engine_of
 from dlperf.reporting.time_spent import time_lines
 from dlperf.reporting.waterfall import ScalingLoss, measured_groups, scaling_losses, waterfall_lines
 from dlperf.wording import count
@@ -130,10 +131,6 @@ def _compile_lines(summary: dict[GroupKey, list[CaseSummary]]) -> list[str]:
         for p in payoffs
     ]
     return ["## Compiler cost", "", *markdown.table(header, rows, "lllrrr"), ""]
-
-
-def _steps(steps: int | None) -> str:
-    return "never" if steps is None else str(steps)
 
 
 def memory_text(peaks: dict[str, float]) -> str:
@@ -296,7 +293,7 @@ def _frameworks_text(records: Sequence[Record], env: dict[str, Any]) -> str:
     is not dlperf's torch); torchvision beside a native torch run."""
     runs = [_run_fields(r) for r in records]
     names = sorted({str(r.framework) for r in runs if r.framework})
-    if any((r.engine or "torch") == "torch" for r in runs) and env.get("torchvision"):
+    if any(engine_of(r) == "torch" for r in runs) and env.get("torchvision"):
         names.append(f"torchvision {env['torchvision']}")
     return ", ".join(names) or "framework not recorded"
 

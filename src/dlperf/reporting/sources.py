@@ -73,6 +73,11 @@ def _label(record: RunRecord) -> str | None:
     return record.label if isinstance(record, ExternalRunRecord) else None
 
 
+def _runner(record: RunRecord) -> str | None:
+    """The token a record's group names who ran it by (RunSpec.engine_tag): its engine, an external run's label."""
+    return (record.label or "external") if isinstance(record, ExternalRunRecord) else record.engine
+
+
 def series_of(record: RecordLike) -> tuple[SeriesKey, int]:
     """The series a record belongs to and its batch size per device: the group and its work (other image sizes,
     sequence lengths: other series) minus its `b<batch>` token and its engine's (`jax`, an external run's label),
@@ -80,8 +85,8 @@ def series_of(record: RecordLike) -> tuple[SeriesKey, int]:
     layout and global batch (`DP_2x1x1_8_64x2_fp32`): its series is the work of one data-parallel replica instead
     (`tp1_pp1_64x2_fp32`, the per-replica batch), so its 1n1g and 1n2g runs are one series that scales."""
     record = as_record(record)
-    who = {record.engine, _label(record)}  # an external run's group names its command by its label
-    tokens = [t for t in group_with_work(record).split("_") if not BATCH_TOKEN.match(t) and t not in who]
+    who = _runner(record)
+    tokens = [t for t in group_with_work(record).split("_") if not BATCH_TOKEN.match(t) and t != who]
     if record.table == "layouts" and record.parallel is not None:
         tp, pp = record.parallel.tp, record.parallel.pp  # a layout names both
         kept = [t for t in tokens if t not in LAYOUT_PREFIXES and not LAYOUT_NUMBERS.match(t)]
@@ -104,8 +109,8 @@ def engine_of(record: RunRecord) -> str:
     are never one engine), else the record's engine (torch before engines were recorded)."""
     if isinstance(record, ExtractedRecord):
         return str(record.format or "extracted")
-    if record.engine == "external":
-        return str(_label(record) or "external")
+    if isinstance(record, ExternalRunRecord):
+        return str(record.label or "external")
     return str(record.engine or "torch")
 
 
@@ -117,7 +122,7 @@ def framework_source(record: RunRecord) -> str:
         return engine_of(record)
     label = _label(record)
     first = str(name).split(" ")[0]
-    return f"{name} ({label})" if record.engine == "external" and label and label != first else str(name)
+    return f"{name} ({label})" if label and label != first else str(name)
 
 
 def _split_by_command(label: str, records: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import difflib
 import pkgutil
+import sys
 from dataclasses import fields
 from functools import cache
 from typing import Any
 
 from dlperf.errors import ConfigError
-from dlperf.spec import COMMON_KEYS, EXTERNAL, RunSpec, coerce, flag
+from dlperf.spec import COMMON_KEYS, RunSpec, coerce, flag
 from dlperf.workloads.base import CpuEstimate, PlausibleWork, Workload, WorkloadPlan
 
 # model name -> "module:Workload subclass"; the definitions are torch-free, imported on first use
@@ -28,6 +29,7 @@ WORKLOADS: dict[str, str] = {
     "commbench": "dlperf.workloads.commbench:CommbenchWorkload",
 }
 RUN_FIELDS = {f.name: f for f in fields(RunSpec)}
+OLD_EXTERNAL = "external"  # `engine: external`, a deprecated alias of giving `command` alone (docs/external-scripts.md)
 
 
 def get_workload(name: str) -> Workload:
@@ -88,8 +90,10 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
     belongs to another model, is refused in one line."""
     given = {str(raw_key).replace("-", "_"): value for raw_key, value in values.items()}
     merged = {**(base or {}), **given}
+    if merged.get("engine") == OLD_EXTERNAL:
+        _drop_old_external(merged)
     if merged.get("command") is not None:
-        merged.setdefault("engine", EXTERNAL)  # a command is another framework's script: no need to say so twice
+        merged.setdefault("engine", None)  # a command is the external kind: dlperf loads no engine for it
     model = merged.get("model", "resnet50")
     if not isinstance(model, str):
         raise ConfigError(f"key 'model' must be a model name, got {model!r}")
@@ -109,6 +113,24 @@ def spec_from_mapping(values: dict[str, Any], base: dict[str, Any] | None = None
     return RunSpec(workload=workload.config_type(**specific), **common)
 
 
+def _drop_old_external(merged: dict[str, Any]) -> None:
+    """`engine: external`, how a `--command` run was asked for before the run's kind said it: a deprecated alias."""
+    if merged.get("command") is None:
+        raise ConfigError(
+            f"{flag('engine')} external is no engine: for another framework's script, give it as {flag('command')}"
+        )
+    _say_deprecated(flag("engine"))
+    merged["engine"] = None
+
+
+@cache
+def _say_deprecated(engine: str) -> None:
+    print(
+        f"dlperf: {engine} external is deprecated: {flag('command')} alone runs another framework's script",
+        file=sys.stderr,
+    )
+
+
 def _unknown_key(key: str, model: str, own: tuple[str, ...]) -> str:
     """Why `key` is refused for `model`: another model's key, or a near miss of one of its own."""
     keys = COMMON_KEYS + own
@@ -126,14 +148,6 @@ def _unknown_key(key: str, model: str, own: tuple[str, ...]) -> str:
 def decode_spec(data: dict[str, Any]) -> RunSpec:
     """The inverse of RunSpec.to_dict, for a spec that crossed a process boundary."""
     return spec_from_mapping(data)
-
-
-def require_training(spec: RunSpec) -> None:
-    """`dlperf run` and `sweep` time training steps; a workload with its own rank task has its own command."""
-    if get_workload(spec.model).tasks:
-        raise ConfigError(
-            f"{flag('model')} {spec.model} is not a training workload: measure it with `dlperf {spec.model}`"
-        )
 
 
 def check_spec(spec: RunSpec) -> WorkloadPlan:
@@ -165,22 +179,7 @@ def check_engine_settings(spec: RunSpec) -> None:
 
 
 __all__ = [
-    "CpuEstimate",
-    "PlausibleWork",
-    "Workload",
-    "WorkloadPlan",
-    "all_workloads",
-    "check_engine",
-    "check_spec",
-    "decode_spec",
-    "get_workload",
-    "known_workload",
-    "model_aliases",
-    "model_names",
-    "plausible_work",
-    "predictors",
-    "require_training",
-    "searched_batch",
-    "spec_from_mapping",
-    "workload_keys",
-]
+    "CpuEstimate", "PlausibleWork", "Workload", "WorkloadPlan", "all_workloads", "check_engine", "check_spec",
+    "decode_spec", "get_workload", "known_workload", "model_aliases", "model_names", "plausible_work",
+    "predictors", "searched_batch", "spec_from_mapping", "workload_keys"
+]  # fmt: skip

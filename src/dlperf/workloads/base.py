@@ -35,6 +35,23 @@ class WorkloadPlan:
     lr: float | None = None
 
 
+def variant_tag(spec: RunSpec, *switches: str, before_compile: tuple[str, ...] = (), data: str = "realdata") -> str:
+    """Precision plus every switch that changes speed (the workload's own, "" where off, after compile or before
+    it), so no two variants share a file name: fp32 parts on IEEE FP32 rather than TF32, compile, real data (the
+    workload's word for its loader) and who runs it where not torch (another engine, a command's label)."""
+    compiled = ("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}") if spec.compile else ""
+    parts = (
+        spec.precision,
+        f"{spec.fp32_math}-fp32" if spec.fp32_math != "tf32" else "",
+        *before_compile,
+        compiled,
+        *switches,
+        data if spec.data != "synthetic" else "",
+        spec.engine_tag if spec.engine != "torch" else "",
+    )
+    return "_".join(part for part in parts if part)
+
+
 class PlausibleWork(NamedTuple):
     """What bounds a plausible speed in another framework's log of this workload (dlperf extract): a sample in
     words, the name fragments that say a log ran it, and its training FLOPs per sample, a low estimate (3 x forward

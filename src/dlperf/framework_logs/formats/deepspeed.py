@@ -18,7 +18,11 @@ batch is needed. Rule (the seeds' method): the first printed interval (steps 3-1
 `steps_per_print` 10: allocation, autotuning) skipped, the samples of the later printed intervals over the timer's
 time for them. The timer leaves out what happens between steps (data loading, checkpoint saving), which the time
 stamps hold: the second reading is the stamps x steps x the global batch over the intervals without a checkpoint
-save. DeepSpeed's own figure, the last RunningAvgSamplesPerSec (every step after step 2), is kept beside it.
+save, at the engine's own batch where the log prints its configuration (`DeepSpeedConfig.print`: `[config.py:...:
+print]   train_batch_size ............. 16`), else at the global batch given (the file's path), which the timer's
+figure does not depend on: where the timer is the faster of the two and the batch is the given one, either can be
+the cause and the log is refused, both named (crosscheck.py). DeepSpeed's own figure, the last
+RunningAvgSamplesPerSec (every step after step 2), is kept beside it.
 A log of `[Rank 0] step=` lines alone (no timer lines: DeepSpeed-Chat, HF Trainer + DeepSpeed) is read by their
 time stamps x steps x the global batch.
 """
@@ -27,8 +31,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 
-from dlperf.framework_logs.base import ISO_TIME, NUMBER, LogFormat, Point, RunShape, iso_time, to_float
+from dlperf.framework_logs.base import ISO_TIME, NUMBER, AnyCase, LogFormat, Point, RunShape, iso_time, to_float
 
 START_STEP = 2  # ThroughputTimer's default start_step: steps 1-2 are never timed
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
@@ -39,6 +44,8 @@ TIMER = re.compile(
 )
 CURRENT = re.compile(rf"\bCurrSamplesPerSec=({NUMBER})")
 MEMORY = re.compile(rf"\bMaxMemAllocated=({NUMBER})GB")
+CONFIG_BATCH = re.compile(r"\[config\.py:\d+:print\]\s+train_batch_size \.+ (\d+)\s*$")
+PRINTED_BATCH = "samples per step: the engine's printed train_batch_size"
 SAVE = re.compile(r"Saving model checkpoint|Checkpoint global_step\d+ is about to be saved|\bsaving checkpoint", re.I)
 
 
@@ -59,6 +66,7 @@ class _TimerLines:
 
     def __init__(self, batch: int) -> None:
         self.batch = batch
+        self.printed_batch = False  # the batch is the engine's own printed train_batch_size, not the path's
         self.previous: tuple[int, float] | None = None  # (printed step, the timer's clock there in steps / (samples/s))
         self.pending: tuple[int, float | None] | None = None  # a `step=` line no timer line has followed yet
         self.saved = False  # a checkpoint was saved since the last point: the stamps hold it, the timer does not
@@ -70,9 +78,9 @@ class _TimerLines:
             return
         m = TIMER.search(line) if "SamplesPerSec=" in line else None
         if m is None:
-            self.saved = self.saved or SAVE.search(line) is not None
+            self._between(line)
             return
-        step = _timer_step(m)
+        step = timer_step(m)
         if step is None:
             return
         self.pending = None
@@ -81,10 +89,18 @@ class _TimerLines:
             yield self._interval(step, average, line)
             self.saved = False
 
+    def _between(self, line: str) -> None:
+        """A line between the engine's own: a checkpoint save, or the engine's configuration with its batch."""
+        self.saved = self.saved or SAVE.search(line) is not None
+        if "train_batch_size" in line and (c := CONFIG_BATCH.search(line)) and int(c[1]) > 0:
+            self.batch, self.printed_batch = int(c[1]), True
+
     def flush_step_line(self) -> Iterator[Point]:
         """The `step=` line no timer line followed: a point of its time stamp alone."""
         if self.pending is not None:
-            yield Point(step=self.pending[0], timestamp=self.pending[1], paused=self.saved)
+            yield Point(
+                step=self.pending[0], timestamp=self.pending[1], paused=self.saved, **self._counted(self.pending[0])
+            )
             self.saved = False
 
     def _interval(self, step: int, average: float, line: str) -> Point:
@@ -104,10 +120,15 @@ class _TimerLines:
             own=average,
             memory_mib=to_float(memory[1]) * 1024 if memory else None,
             metrics=(("curr_samples_per_s", to_float(current[1])),) if current else (),
+            **self._counted(step),
         )
 
+    def _counted(self, step: int) -> dict[str, Any]:
+        """The samples trained to `step` and per step at the engine's printed batch; nothing at the path's."""
+        return {"samples": step * self.batch, "batch": self.batch, "note": PRINTED_BATCH} if self.printed_batch else {}
 
-def _timer_step(m: re.Match[str]) -> int | None:
+
+def timer_step(m: re.Match[str]) -> int | None:
     """The global step of a timer line; None for an old line of epoch E > 0, which counts steps within its epoch
     (the timer's clock all of them)."""
     if m["global"] is not None:
@@ -126,13 +147,20 @@ FORMATS = (
             r"|\] \d+/\d+, (?:RunningAvg)?SamplesPerSec="
         ),
         clue=("[Rank 0] step=", "SamplesPerSec="),
+        reads=(
+            "train_batch_size .",
+            AnyCase("saving model checkpoint"),
+            AnyCase("checkpoint global_step"),
+            AnyCase("saving checkpoint"),
+        ),
         read=read,
         rules=("printed", "timestamp"),
         warmup=10,
         printed_from="seconds",
+        batch_free=True,
         memory_kind="allocated",
         stamps_when_unprinted=True,
-        yields_to=("megatron",),
+        yields_to=("gpt-neox", "megatron", "deepspeed-chat", "deepspeed-pipe"),
         printed_part="forward, backward and the optimizer step (its ThroughputTimer; no data loading, nothing between "
         "steps)",
         own_reading="DeepSpeed's own RunningAvgSamplesPerSec at the last kept step (every step after step 2)",

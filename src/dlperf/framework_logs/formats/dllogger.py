@@ -84,6 +84,7 @@ FORMATS = (
         name="dllogger-pytorch-bert",
         description="DeepLearningExamples PyTorch BERT DLLogger `Training Iteration` lines (time stamps only)",
         signature=re.compile(r"^DLL \S+ \S+ - .*Training Iteration: \d+"),
+        clue=("DLL ",),
         read=reader((), "training_sequences_per_second"),
         rules=("timestamp",),
         warmup=20,
@@ -96,6 +97,7 @@ FORMATS = (
         name="dllogger-pytorch",
         description="DeepLearningExamples PyTorch DLLogger lines with `train.total_ips` (global img/s)",
         signature=InOrder((r"^DLL \S+ \S+ - ", r"Iteration: \d+ ", r"train\.total_ips : ")),
+        clue=("DLL ",),
         read=reader(("train.total_ips",)),
         rules=("timestamp", "printed"),
         warmup=25,
@@ -114,6 +116,7 @@ FORMATS = (
                 r"(?<![\w.])(?:total_ips|imgs_per_sec|throughput_train) : ",
             )
         ),
+        clue=("DLL ",),
         read=reader(("total_ips", "imgs_per_sec", "throughput_train"), "throughput_train"),
         rules=("printed", "timestamp"),
         warmup=20,

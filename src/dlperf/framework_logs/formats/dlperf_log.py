@@ -32,10 +32,12 @@ FORMATS = (
         name="dlperf",
         description="dlperf's own `[dlperf] iter i/n ... samples/s N ms/iter M time T` lines",
         signature=WINDOW_RE,
+        clue=("[dlperf] iter ",),
         record_start=re.compile(r"\[dlperf\] "),
         read=read,
         rules=("printed", "timestamp"),
         warmup=0,
+        settles=False,
         practice="warm-up iterations are never logged, so every window is kept",
     ),
 )

@@ -1,14 +1,16 @@
 """The run's stream of dlperf's instrumentation hook (instrument/startup/sitecustomize.py, merged from each
 process's side file by framework_logs/hookranks.py), one line per update of the model:
 
-    <step> <monotonic seconds after it> <the step's global samples, or - where none were counted> 0 <tokens, or ->
+    <step> <monotonic seconds after it> <the step's global samples, or - where the run counted none> 0 <tokens, or ->
 
 and marks of the stretches a trainer's own figure covers (`train <begin> <end>`: transformers' train_runtime;
 `epoch <time>`: a Lightning epoch began), read by `trace` for the like-for-like comparison.
 
-Read by the timestamp rule with the run's own warm-up and window (`--warmup-iters`, `--iters`, as native runs):
-samples between the last warm-up step and the window's last, over the time between them. Steps where no samples
-were counted count the case's global batch (the record says so). Never detected in a log: a `--command` run names it.
+Read by the timestamp rule with the run's own warm-up and window (`--warmup-iters`, `--iters`, as native runs), the
+window starting where the updates' times settle past that warm-up (settle.py): samples between the last warm-up
+step and the window's last, over the time between them. The steps of a run that counted no samples at any update
+(`-`) count the case's global batch (the record says so); a run that counted some has 0 for the others
+(hookranks.py). Never detected in a log: a `--command` run names it.
 """
 
 from __future__ import annotations

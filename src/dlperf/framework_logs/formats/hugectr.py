@@ -32,6 +32,7 @@ FORMATS = (
         name="hugectr",
         description="HugeCTR `Iter: i Time(n iters): t s` lines (latency; throughput = global batch / latency)",
         signature=re.compile(r"Iter: \d+ Time\(\d+ iters\): \S+s"),
+        clue=(" iters): ",),
         read=read,
         warmup=1,
         printed_from="seconds",

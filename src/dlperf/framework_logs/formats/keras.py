@@ -51,6 +51,7 @@ FORMATS = (
         name="tf2-keras",
         description="TensorFlow 2 Keras TimeHistory lines (`N examples/second between steps A and B`)",
         signature=InOrder(("TimeHistory: ", r" examples/second between steps \d+ and \d+")),
+        clue=("TimeHistory: ",),
         read=read,
         rules=("printed", "timestamp"),
         warmup=100,

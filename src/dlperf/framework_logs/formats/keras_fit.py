@@ -197,6 +197,8 @@ FORMATS = (
             r"^\s*\d+/\d+ (?:- \d+s - ?|━+ \d+(?::\d\d){0,2}s? |\[[=>.]*\] - \d+s )\d+(?:us|ms|s)/(?:step|sample)"
             r"|^\s*\d+/\d+ - \d+s - loss: "
         ),
+        clue=("s/step", "s/sample", "s - loss: "),
+        reads=("Epoch", "s - ", "Train on "),
         read=read,
         warmup=1,
         printed_from="seconds",

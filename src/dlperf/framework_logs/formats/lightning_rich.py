@@ -64,6 +64,7 @@ FORMATS = (
         description="Lightning's Rich progress bar (`Epoch 0/... ━━━ 60/60 0:00:15 • 0:00:00 3.92it/s`) x the "
         "global batch",
         signature=re.compile(r"Epoch \d+/-?\d+ ━+ \d+/\S+ \d+:\d\d:\d\d •(?: \S+)? +[\d.]+it/s"),
+        clue=("it/s",),
         read=read,
         warmup=0,
         last_only=True,

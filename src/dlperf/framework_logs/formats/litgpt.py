@@ -13,6 +13,19 @@ Rule (the seeds' method): the first 5 iterations skipped; the samples of the log
 their summed `iter time`; an iteration's samples are the micro-batch x devices: the printed config's
 `micro_batch_size` where the log holds it (`TrainArgs(... micro_batch_size=4 ...)`, or lit-gpt's hyperparameter
 dict), else the path's batch per device. The record says which.
+
+The run's summary (pretrain.py `setup` since v0.5.4, Lightning-AI/litgpt#1805; the fine-tuning scripts' report,
+utils.py `create_finetuning_performance_report`):
+
+| - Total tokens  : 999,424                     (fine-tuning: `| - Total Tokens (w/ Padding) :   2674`)
+| - Training Time : 48.30 s
+
+`Training Time` runs from before `fit` to after the final checkpoint's save (compilation, evaluation and saving in
+it); pretraining's total tokens are `iter_num x micro_batch_size x max_seq_length x world size`, every iteration's
+planned tokens (those before a resume too). That whole-run figure, tokens over the time, is the record's only where
+no window of iteration lines gives one, said so. Pretraining's printed `Tok/sec` divides by `train_time`, the
+`time.perf_counter()` reading at the start, not the elapsed time (60.93 in #1805's own example of 999,424 tokens in
+48.30 s): it is not read.
 """
 
 from __future__ import annotations
@@ -29,30 +42,44 @@ LINE = re.compile(
 LOSS = re.compile(rf"\bloss(?: train)?:? ({NUMBER})")
 MICRO = re.compile(r"(?:'micro_batch_size': |\bmicro_batch_size=)(\d+)")
 SECONDS = {"ms": 1e-3, "s": 1.0}
+TOTAL = re.compile(r"^\| - Total [Tt]okens(?: \(w/ Padding\))?\s*:\s*([\d,]+)\s*$")
+TIME = re.compile(rf"^\| - Training Time\s*:\s*({NUMBER}) s\s*$")
+SUMMARY = (
+    "LitGPT's summary: its total tokens over its Training Time (the whole run, compilation, evaluation and saving "
+    "included; its printed pretraining Tok/sec divides by a clock reading, not the elapsed time, and is not read)"
+)
 PRINTED_MICRO = "samples per iteration: the printed micro_batch_size x devices"
 PATH_MICRO = "samples per iteration: the path's batch per device (LitGPT's micro_batch_size) x devices"
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    micro = None
+    micro: int | None = None
+    tokens: list[int] = []  # the summary's token count, once its line is read
     for line in lines:
-        if "iter time:" not in line:
+        if line.startswith("| - "):
+            yield from _summary(line, tokens)
+        elif "iter time:" not in line:
             if micro is None and "micro_batch_size" in line and (m := MICRO.search(line)):
                 micro = int(m[1])
-            continue
-        if (m := LINE.search(line)) is None:
-            continue
-        unit = SECONDS[m["unit"]]
-        loss = LOSS.search(line)
-        batch = micro * shape.world_size if micro else shape.global_batch
-        yield Point(
-            step=int(m["iter"]),
-            seconds=to_float(m["time"]) * unit,
-            batch=batch,
-            resolution=0.005 * unit,
-            note=PRINTED_MICRO if micro else PATH_MICRO,
-            metrics=(("loss", to_float(loss[1])),) if loss else (),
-        )
+        elif (m := LINE.search(line)) is not None:
+            yield _point(m, micro, shape)
+
+
+def _point(m: re.Match[str], micro: int | None, shape: RunShape) -> Point:
+    """An iteration line's point: one micro-batch on every device over its iter time."""
+    unit, loss = SECONDS[m["unit"]], LOSS.search(m.string)
+    return Point(step=int(m["iter"]), seconds=to_float(m["time"]) * unit,
+                 batch=micro * shape.world_size if micro else shape.global_batch, resolution=0.005 * unit,
+                 note=PRINTED_MICRO if micro else PATH_MICRO,
+                 metrics=(("loss", to_float(loss[1])),) if loss else ())  # fmt: skip
+
+
+def _summary(line: str, tokens: list[int]) -> Iterator[Point]:
+    """The summary's whole-run figure at its Training Time line, its tokens from the line before."""
+    if m := TOTAL.match(line):
+        tokens[:] = [int(m[1].replace(",", ""))]
+    elif tokens and (t := TIME.match(line)) and to_float(t[1]) > 0:
+        yield Point(step=None, speed=tokens[0] / to_float(t[1]), whole_run=True, unit="tokens/s", note=SUMMARY)
 
 
 FORMATS = (
@@ -65,8 +92,10 @@ FORMATS = (
             (r"\biter\s+\d+(?: \|)? step\s+\d+(?::| \|) ", rf"\biter time: {NUMBER} ?(?:ms|s)\b"),
             (r"'train': TrainArgs\(",),
             (r"^\{'model_name': ", r"'micro_batch_size': \d+"),
+            (TOTAL.pattern,),  # the summary's tokens come first, and the reader needs them
         ),
-        clue=("iter time: ", "'train': TrainArgs(", "'micro_batch_size': "),
+        clue=("iter time: ", "'train': TrainArgs(", "'micro_batch_size': ", "| - Total "),
+        reads=("micro_batch_size=", "| - Training Time"),
         read=read,
         warmup=5,
         printed_from="seconds",

@@ -31,12 +31,22 @@ the per-layer values go to TensorBoard / W&B only, never this line.
 
 ALCF's fork (argonne-lcf/Megatron-DeepSpeed, `training_log`) prints the fields as `iteration=  N/  M |
 consumed_samples= ... | elapsed_time_per_iteration_ms= ... | global_batch_size= ... | samples_per_second= ...`.
-These logs hold DeepSpeed's engine lines too (`[Rank 0] step=`, its ThroughputTimer's): the iteration lines are
-the log's, whatever engine line comes first (extract.py's detection; the timer times a part of each iteration).
+These logs hold DeepSpeed's engine lines too (`[Rank 0] step=`, its ThroughputTimer's, its pipeline engine's
+`steps: N loss: ...`): the iteration lines are the log's, whatever engine line comes first (extract.py's detection;
+the timer times a part of each iteration). Where an iteration line prints no `global batch size` (Megatron-LM
+v1.1.5 under DeepSpeed, 2021), the engine's printed configuration (`[config.py:...:print]   train_batch_size ....
+1024`, the global batch Megatron-DeepSpeed gives it) is its batch, before the file's path.
+
+Every field of the line ends with ` |`, so an iteration line that does not end so was cut where a terminal or a
+post wrapped it (BLOOM-176B's chronicles: 153 columns, `| global batch size: 2048 |` on the line after): the lines
+after it that hold a field separator and start no record of their own are its rest, joined up to the one that
+ends so (at most WRAP_MAX_PARTS; a wrap just after a ` |` ends the record there). textlines.rejoin_wrapped puts
+back only records whose first part no format recognises, and this one's is recognised.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 
@@ -51,6 +61,8 @@ from dlperf.framework_logs.base import (
     timed_step,
     to_float,
 )
+from dlperf.framework_logs.formats.deepspeed import CONFIG_BATCH, PRINTED_BATCH
+from dlperf.framework_logs.textlines import WRAP_MAX_PARTS
 
 ITERATION = re.compile(r"\biteration(?:\s+|=\s*)(\d+)/\s*(\d+) \|")
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
@@ -88,12 +100,11 @@ FIELDS = {
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     after_first: tuple[int, int | None] | None = None  # (run, the step after its iteration 1): timed from the start
-    paused = bridge = False
-    for line in lines:
+    between = _Between()
+    for line in _records(lines):
         iteration = ITERATION.search(line)
         if not iteration:
-            paused = paused or PAUSE.search(line) is not None
-            bridge = bridge or BRIDGE.search(line) is not None
+            between.see(line)
             continue
         fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
         ms = _iteration_ms(fields)
@@ -101,21 +112,87 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             continue
         step, run = int(iteration[1]), int(iteration[2])
         after_first = _after_first(after_first, step, run)
-        from_start = after_first is not None and after_first[1] == step and not bridge
-        yield _point(line, fields, step, ms, run, from_start, paused)
-        paused = False
+        from_start = after_first is not None and after_first[1] == step and not between.bridge
+        yield _point(line, fields, (step, ms, run), (from_start, between.paused), between.engine_batch)
+        between.paused = False
+
+
+class _Between:
+    """What the lines between iteration lines tell: a pause of the interval timer since the last one, that the log
+    is Megatron-Bridge's, and DeepSpeed's printed train_batch_size (for lines that print no batch)."""
+
+    def __init__(self) -> None:
+        self.paused = self.bridge = False
+        self.engine_batch: float | None = None
+
+    def see(self, line: str) -> None:
+        self.paused = self.paused or PAUSE.search(line) is not None
+        self.bridge = self.bridge or BRIDGE.search(line) is not None
+        if "train_batch_size" in line and (c := CONFIG_BATCH.search(line)) and int(c[1]) > 0:
+            self.engine_batch = int(c[1])
+
+
+def _records(lines: Iterable[str]) -> Iterator[str]:
+    """The lines, an iteration line a wrap cut joined with its rest (the module's docstring)."""
+    cut: _Cut | None = None
+    for line in lines:
+        if cut is not None and cut.take(line):
+            if cut.ended():
+                yield "".join(cut.parts)
+                cut = None
+            continue
+        if cut is not None:
+            yield "".join(cut.parts)
+        cut = _Cut(line) if ITERATION.search(line) and not _ends(line) else None
+        if cut is None:
+            yield line
+    if cut is not None:
+        yield "".join(cut.parts)
+
+
+class _Cut:
+    """An iteration line a wrap cut, and its rest so far."""
+
+    def __init__(self, line: str) -> None:
+        self.parts = [line]
+
+    def take(self, line: str) -> bool:
+        """Whether `line` is more of the record (then joined): it holds a field separator, starts no line the
+        reader looks at on its own (an iteration, a pause, Bridge's), and the parts are within the wrap's bound."""
+        if "|" not in line or len(self.parts) >= WRAP_MAX_PARTS:
+            return False
+        if any(pattern.search(line) for pattern in (ITERATION, PAUSE, BRIDGE)):
+            return False
+        self.parts.append(line)
+        return True
+
+    def ended(self) -> bool:
+        return _ends(self.parts[-1])
+
+
+def _ends(line: str) -> bool:
+    """Megatron ends every field, so its whole line, with ` |`."""
+    return line.rstrip().endswith("|")
 
 
 def _point(
-    line: str, fields: dict[str, float], step: int, ms: float, run: int, from_start: bool, paused: bool
+    line: str,
+    fields: dict[str, float],
+    at: tuple[int, float, int],
+    timing: tuple[bool, bool],
+    engine_batch: float | None,
 ) -> Point:
-    """An iteration line's point; `from_start`: its time is timed from the run's start (the line after iteration 1)."""
+    """An iteration line's point at (step, ms, run); `timing`: (its time is timed from the run's start, the line
+    after iteration 1; a pause came before it); `engine_batch` where the line prints no batch of its own."""
+    step, ms, run = at
+    from_start, paused = timing
     tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
     moe = tuple((m[1], to_float(m[2])) for m in MOE.finditer(line))
-    return timed_step(
+    batch = fields.get("global batch size", engine_batch)
+    point = timed_step(
         step,
         ms / 1000,
-        batch=fields.get("global batch size"),
+        batch=batch,
         start=0 if from_start else None,
         timestamp=_stamp(line),
         samples=fields.get("consumed samples"),
@@ -124,6 +201,8 @@ def _point(
         paused=paused,
         check=fields.get("samples per second"),
     )
+    printed = "global batch size" not in fields and batch is not None
+    return dataclasses.replace(point, note=PRINTED_BATCH) if printed else point
 
 
 def _iteration_ms(fields: dict[str, float]) -> float | None:
@@ -161,6 +240,7 @@ FORMATS = (
             )
         ),
         clue=("elapsed time per iteration (", "elapsed_time_per_iteration_ms="),
+        reads=("saving checkpoint at iteration", "validation loss at ", "Step Time : "),
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,

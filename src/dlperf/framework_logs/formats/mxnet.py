@@ -46,6 +46,7 @@ FORMATS = (
         name="mxnet",
         description="MXNet `Epoch[e] Batch [i] Speed: N samples/sec`, every rank printing (median across ranks)",
         signature=re.compile(r"Epoch\[\d+\] Batch ?\[[\d-]+\]\s+Speed: \S+ samples/sec"),
+        clue=("Speed: ",),
         read=read,
         rules=("printed", "timestamp"),
         warmup=20,

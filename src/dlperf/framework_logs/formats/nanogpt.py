@@ -68,6 +68,8 @@ FORMATS = (
         signature=re.compile(
             rf"^tokens per iteration will be: [\d,]+$|^iter \d+: loss (?:{NUMBER}|nan), time {NUMBER}ms, mfu"
         ),
+        clue=("tokens per iteration will be: ", ": loss "),
+        reads=(": train loss",),
         read=read,
         warmup=5,
         printed_from="seconds",

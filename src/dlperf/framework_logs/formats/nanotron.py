@@ -117,6 +117,7 @@ FORMATS = (
             (r"\[Start training\] ", r"\| sequence_length: \d+"),
         ),
         clue=("| tokens_per_sec: ", "[Start training] "),
+        reads=("| sequence_length: ",),
         read=read,
         warmup=5,
         printed_from="seconds",

@@ -76,6 +76,7 @@ FORMATS = (
                 r"\b(?:avg_)?(?:elapse|batch_cost):? \S",
             )
         ),
+        clue=("[Pass ", "[Epoch ", "[TRAIN] epoch: ", "epoch: ["),
         read=read,
         check_reading="the printed ips x world size",
         warmup=20,

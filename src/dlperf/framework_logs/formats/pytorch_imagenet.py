@@ -31,6 +31,7 @@ FORMATS = (
         description="PyTorch examples ImageNet `Epoch: [e][i/n] Time t (avg)` lines (median across ranks)",
         signature=re.compile(r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+\S+ \("),
         record_start=re.compile(r"Epoch: \[\d+\]\["),
+        clue=("Epoch: [",),
         read=read,
         warmup=20,
         window=100,

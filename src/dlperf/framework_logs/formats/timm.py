@@ -82,6 +82,7 @@ FORMATS = (
         description="timm train.py `Train: e [i/n ...] ... Time: Vs, R/s (As, R'/s)`: the running mean update time "
         "turned back into each interval's",
         signature=InOrder((r"Train: \d+ \[\s*\d+/\d+ ", rf"Time: {NUMBER}s,\s*{NUMBER}/s\s+\({NUMBER}s,")),
+        clue=("Train: ",),
         read=read,
         warmup=5,
         printed_from="seconds",

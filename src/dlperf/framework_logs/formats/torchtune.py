@@ -49,6 +49,7 @@ FORMATS = (
         name="torchtune",
         description="torchtune `Step N | loss:... lr:... tokens_per_second_per_gpu:R` metric lines",
         signature=re.compile(rf"^Step \d+ \|.*\btokens_per_second_per_gpu:{NUMBER}"),
+        clue=("tokens_per_second_per_gpu:",),
         read=read,
         warmup=5,
         unit="tokens/s",

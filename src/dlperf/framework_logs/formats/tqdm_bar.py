@@ -70,7 +70,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         seconds, off = bar_time(n, _clock(m["clock"]), m["rate"], m["unit"])
         last_n, last_time = n, seconds
         step = offset_steps + n
-        yield Point(step=step, timestamp=offset_time + seconds, samples=step * shape.global_batch, resolution=off)
+        yield Point(step=step, timestamp=offset_time + seconds, resolution=off)  # x the global batch given
 
 
 FORMATS = (
@@ -79,6 +79,7 @@ FORMATS = (
         description="a tqdm bar alone (`59/60 [00:05<00:00, 10.82it/s]`): iterations x the global batch over the "
         "bar's own time",
         signature=re.compile(r"\|\s*\d+/\S+ \[(?:\d+:)?\d+:\d\d<[^,\]]*,\s*[\d.]+(?:it/s|s/it)"),
+        clue=("it/s", "s/it"),
         read=read,
         rules=("timestamp",),
         warmup=5,

@@ -19,7 +19,10 @@ a process group exists, before that the launcher's variables. The samples are co
 dimension of each batch that went into the model since the last update (what a DataLoader yields with gradients
 on, as accelerate's loaders yield it: an evaluation loop under no_grad is not counted; transformers'
 `training_step` inputs; Lightning's batch; Keras' batches of an array, the short last one included); `-` where
-nothing was counted (tensors made inside the loop), which the parent takes as the declared batch and says so.
+nothing was counted. Where no loader or trainer counts a batch (tensors made or sliced inside the loop), the model's
+input is: the first dimension of what the first module called with gradients on that has parameters takes at each
+call (a `#` line says so; not where that module holds none of the stepped parameters); a run where nothing is ever
+counted is taken at the declared batch by the parent, which says so.
 Tokens: an `attention_mask`'s ones, else the `labels` not -100, where a batch holds them on the host.
 
 Where the script imports them, it hooks, after their own import:
@@ -28,7 +31,7 @@ Where the script imports them, it hooks, after their own import:
   the parameters are on a GPU, an update's time is when the GPU finished its last step (a CUDA event recorded at
   that call, `_dlperf_gpu_steps.py`), not when `step()` returned having queued it; GradScaler's steps skipped on
   inf/nan gradients are updates too; the DataLoader's iterator, counting each batch it yields;
-- accelerate's loaders: the batches they yield, not the one they fetch ahead;
+- accelerate's loaders and timm's PrefetchLoader: the batches they yield, not the one they fetch ahead;
 - DeepSpeed's engine: an update made inside `engine.step()` is stamped when it returns (after ZeRO's gathers);
 - transformers' Trainer: each micro-batch `training_step` takes, and the span of its train_runtime;
 - Lightning's Trainer: a callback counting each batch and marking the start of each epoch;
@@ -76,6 +79,9 @@ class _Steps:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self.dead = False
+        self.finder = self.model = (
+            None  # the global hook looking for the model; the model and its hook (kept in a fork)
+        )
         self._start()
 
     def _start(self) -> None:
@@ -95,6 +101,9 @@ class _Steps:
         self.samples = self.tokens = 0  # counted since the open update's last call
         self.framework = False  # a trainer's own hook counts: the DataLoader's count (fetched ahead) is not used
         self.quiet = 0  # inside a loader that fetches ahead: its inner DataLoader's batches are not counted
+        self.counted = False  # a loader or a trainer counted a batch: the model's input is not counted
+        self.by_model = False  # the model's input was counted (said once in the side file)
+        self.model_samples = self.model_tokens = 0  # the model's input since the last step() call
         self.flushed = time.monotonic()
 
     def count(self, batch, framework: bool = False) -> None:
@@ -104,6 +113,7 @@ class _Steps:
         elif self.framework and not framework:
             return
         n, tokens = _batch_size(batch)
+        self.counted = self.counted or n > 0
         self.samples += n
         self.tokens += tokens
 
@@ -115,11 +125,24 @@ class _Steps:
             self._close()
         self.stepped.update(keys)
         self.last_call(now)
+        if not self.counted:
+            self._take_model_input()
         self.open_samples += self.samples
         self.open_tokens += self.tokens
         self.samples = self.tokens = 0
         if now - self.flushed >= FLUSH_S:
             self.flush()
+
+    def _take_model_input(self) -> None:
+        """No loader or trainer counts: the model's input since the last call is what the update took (said once)."""
+        if self.model_samples and not self.by_model:
+            self.by_model = True
+            self.note(
+                f"samples counted from the model's input: the first dimension of what {type(self.model[0]).__name__} "
+                "takes at each call with gradients on (no DataLoader or trainer batch was seen)"
+            )
+        self.samples, self.tokens = self.model_samples, self.model_tokens
+        self.model_samples = self.model_tokens = 0
 
     def last_call(self, now: float) -> None:
         """The open update's last call so far: its host time and, on a GPU, its one event recorded there (a
@@ -131,6 +154,7 @@ class _Steps:
     def record(self, samples: int) -> None:
         """One whole update (a Keras batch) of `samples` (0: not counted)."""
         self.open_at, self.open_samples, self.open_tokens = time.monotonic(), samples, 0
+        self.model_samples = self.model_tokens = 0  # Keras counts its own batches
         self._close()
         if time.monotonic() - self.flushed >= FLUSH_S:
             self.flush()
@@ -211,7 +235,8 @@ def _batch_size(batch) -> tuple[int, int]:
     """(samples, real tokens) of a batch: the first dimension of its first tensor; the ones of its
     `attention_mask`, else its `labels` that are not -100, where those are on the host (0: not counted)."""
     shape = getattr(_first_tensor(batch), "shape", None)
-    samples = int(shape[0]) if shape else 0
+    first = shape[0] if shape else None
+    samples = int(first) if isinstance(first, int) else 0  # None: a symbolic input (Keras builds a model with one)
     if not (hasattr(batch, "keys") and hasattr(batch, "get")):
         return samples, 0
     mask, labels = batch.get("attention_mask"), batch.get("labels")
@@ -243,8 +268,53 @@ def _stepped(optimizer, _args, _kwargs) -> None:
     if not STEPS.gpu_checked:
         STEPS.gpu_checked = True
         _guarded("GPU step clock")(_gpu_clock)(optimizer)
+    if STEPS.calls == 0 and STEPS.model is not None:
+        _guarded("the model's input")(_check_model)(optimizer)
     keys = [(id(optimizer), id(group["params"][0])) for group in optimizer.param_groups if group["params"]]
     STEPS.stepped_groups(keys or [(id(optimizer), 0)])
+
+
+@_guarded("torch.nn")
+def _modules(module) -> None:
+    """Watch for the model, whose input is counted where no loader or trainer counts a batch (tensors made or sliced
+    in the loop): immune to a loader's fetching ahead."""
+    STEPS.finder = module.register_module_forward_pre_hook(_not_traced(_find_model))
+
+
+def _find_model(module, _args) -> None:
+    """The first module called with gradients on that has parameters is the model (a whole model is called before
+    its parts): where no loader or trainer counted a batch before it, its calls are counted from this one on (a
+    forward hook, which sees keyword inputs too); else nothing is added to the model."""
+    if STEPS.finder is None or not sys.modules["torch"].is_grad_enabled() or next(module.parameters(), None) is None:
+        return
+    STEPS.finder.remove()
+    STEPS.finder = None
+    if STEPS.counted:
+        return
+    try:
+        STEPS.model = module, module.register_forward_hook(_not_traced(_model_input), with_kwargs=True)
+    except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure (an old torch)
+        STEPS.note(f"dlperf hook for the model's input: {type(error).__name__}: {error}")
+
+
+def _model_input(_module, args, kwargs, _output) -> None:
+    """A call of the model: its input's first dimension and real tokens, while no loader or trainer counts."""
+    if STEPS.counted or not sys.modules["torch"].is_grad_enabled():
+        return
+    n, tokens = _batch_size(args[0] if args else kwargs)
+    STEPS.model_samples += n
+    STEPS.model_tokens += tokens
+
+
+def _check_model(optimizer) -> None:
+    """At the first update: a watched module that holds none of the stepped parameters (a frozen teacher called
+    first) is not the model: its input is not counted."""
+    model, handle = STEPS.model
+    params = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if all(id(p) not in params for p in model.parameters()):
+        handle.remove()
+        STEPS.model = None
+        STEPS.model_samples = STEPS.model_tokens = 0
 
 
 def _gpu_clock(optimizer) -> None:
@@ -330,10 +400,17 @@ def _accelerate(module) -> None:
     for name in ("DataLoaderShard", "DataLoaderDispatcher"):
         cls = getattr(module, name, None)
         if cls is not None:
-            cls.__iter__ = _yielded(cls.__iter__)
+            cls.__iter__ = _yielded(cls.__iter__, "accelerate")
 
 
-def _yielded(iterate):
+@_guarded("timm")
+def _timm(module) -> None:
+    """timm's PrefetchLoader (timm/data/loader.py) takes the next batch from its DataLoader before it yields the one
+    before: each epoch's first update would count two batches and its last none. What it yields is counted."""
+    module.PrefetchLoader.__iter__ = _yielded(module.PrefetchLoader.__iter__, "timm")
+
+
+def _yielded(iterate, what: str):
     def counted_iter(self):
         inner = iterate(self)
         while True:
@@ -348,7 +425,7 @@ def _yielded(iterate):
                 if sys.modules["torch"].is_grad_enabled():  # an evaluation loop under no_grad feeds no update
                     STEPS.count(batch)
             except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure
-                STEPS.note(f"dlperf hook for accelerate: {type(error).__name__}: {error}")
+                STEPS.note(f"dlperf hook for {what}: {type(error).__name__}: {error}")
             yield batch
 
     return counted_iter
@@ -477,11 +554,13 @@ def _keras_batches(args, kwargs):
 
 
 PATCHES = {
+    "torch.nn.modules.module": _modules,
     "torch.optim.optimizer": _torch,
     "torch.amp.grad_scaler": _grad_scaler,
     "torch.utils.data.dataloader": _dataloader,
     "torch.distributed.distributed_c10d": _distributed,
     "accelerate.data_loader": _accelerate,
+    "timm.data.loader": _timm,
     "deepspeed.runtime.engine": _deepspeed,
     "transformers.trainer": _transformers,
     "lightning.pytorch.trainer.trainer": _lightning,

@@ -34,6 +34,10 @@ def _collective(op: str, size_bytes: int, device: torch.device, dtype: torch.dty
         full = torch.ones(whole, device=device, dtype=dtype)
         shard = torch.empty(per_rank, device=device, dtype=dtype)
         return whole * itemsize, lambda: dist.reduce_scatter_tensor(shard, full)
+    if op == "all_to_all":  # each rank's buffer split evenly over the ranks, its own 1/n staying (nccl-tests')
+        sent = torch.ones(whole, device=device, dtype=dtype)
+        received = torch.empty(whole, device=device, dtype=dtype)
+        return whole * itemsize, lambda: dist.all_to_all_single(received, sent)
     # send_recv: a ring, each rank sending to the next and receiving from the one before, as nccl-tests does
     message = max(1, size_bytes // itemsize)
     outgoing = torch.ones(message, device=device, dtype=dtype)

@@ -10,7 +10,7 @@ from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, flag
-from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
+from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, variant_tag
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
 from dlperf.workloads.gpt.layout import Layout, layout_of, padded_vocab
@@ -19,22 +19,10 @@ from dlperf.workloads.language_model.tokens import open_token_file
 __all__ = ["GPTConfig", "GPTWorkload"]
 
 
-def variant_tag(spec: RunSpec, layout: Layout) -> str:
-    """Precision plus every switch that changes speed but not the layout name."""
-    parts = [spec.precision]
-    if spec.fp32_math != "tf32":
-        parts.append(f"{spec.fp32_math}-fp32")  # fp32 parts of any precision run on IEEE FP32, not TF32
-    if spec.compile:
-        parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
-    if layout.pp > 1:
-        parts.append(layout.pp_schedule)
-    if layout.dp > 1 and layout.dp_mode != "ddp":
-        parts.append(layout.dp_mode)
-    if spec.data != "synthetic":
-        parts.append("realdata")
-    if spec.engine != "torch":
-        parts.append(spec.engine_tag)
-    return "_".join(parts)
+def gpt_variant(spec: RunSpec, layout: Layout) -> str:
+    """The switches that change speed but not the layout name: the pipeline schedule, FSDP."""
+    schedule = layout.pp_schedule if layout.pp > 1 else ""
+    return variant_tag(spec, schedule, layout.dp_mode if layout.dp > 1 and layout.dp_mode != "ddp" else "")
 
 
 def work_tag(spec: RunSpec) -> str:
@@ -81,7 +69,7 @@ class GPTWorkload(Workload):
 
     def plan(self, spec: RunSpec) -> WorkloadPlan:
         layout = layout_of(spec)
-        group = f"{cases.short_name(spec, layout.dp, layout.global_batch_size)}_{variant_tag(spec, layout)}"
+        group = f"{cases.short_name(spec, layout.dp, layout.global_batch_size)}_{gpt_variant(spec, layout)}"
         log_name = cases.log_name(spec, layout.dp, layout.global_batch_size)
         return WorkloadPlan(
             global_batch=layout.global_batch_size,

@@ -12,7 +12,7 @@ from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec
-from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan
+from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, variant_tag
 from dlperf.workloads.language_model.tokens import open_token_file
 from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, LlamaConfig, parameter_counts
 from dlperf.workloads.llama.layout import LlamaLayout, layout_of
@@ -49,25 +49,13 @@ def report_group(layout: LlamaLayout) -> str:
     return "+".join(kinds) or "single"
 
 
-def variant_tag(spec: RunSpec, layout: LlamaLayout) -> str:
-    """Precision plus every switch that changes speed but not the case name."""
+def llama_variant(spec: RunSpec, layout: LlamaLayout) -> str:
+    """The switches that change speed but not the case name: float8, activation checkpointing, the schedule."""
     config: LlamaConfig = spec.workload
-    parts = [spec.precision]
-    if spec.fp32_math != "tf32":
-        parts.append(f"{spec.fp32_math}-fp32")
-    if config.float8:
-        parts.append("float8")
-    if config.activation_checkpoint != "none":
-        parts.append(f"ac-{config.activation_checkpoint}")
-    if spec.compile:
-        parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
-    if layout.pp > 1:
-        parts.append(layout.pp_schedule + (f"-v{layout.stages_per_rank}" if layout.stages_per_rank > 2 else ""))
-    if spec.data != "synthetic":
-        parts.append("realdata")
-    if spec.engine != "torch":
-        parts.append(spec.engine_tag)
-    return "_".join(parts)
+    checkpoint = f"ac-{config.activation_checkpoint}" if config.activation_checkpoint != "none" else ""
+    stages = f"-v{layout.stages_per_rank}" if layout.stages_per_rank > 2 else ""
+    schedule = layout.pp_schedule + stages if layout.pp > 1 else ""
+    return variant_tag(spec, schedule, before_compile=("float8" if config.float8 else "", checkpoint))
 
 
 def work_tag(config: LlamaConfig, sizes: dict[str, dict], tokens: tuple[tuple[str, str], ...]) -> str:
@@ -128,7 +116,7 @@ class LlamaWorkload(Workload):
         config: LlamaConfig = spec.workload
         layout = self.checked_layout(spec)
         case = self.case_name(config, layout)
-        group = f"{case}_{variant_tag(spec, layout)}"
+        group = f"{case}_{llama_variant(spec, layout)}"
         work = work_tag(config, self.sizes, self.work_tokens)
         return WorkloadPlan(
             global_batch=layout.global_batch_size,

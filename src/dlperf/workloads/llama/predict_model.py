@@ -49,7 +49,9 @@ two blocks unsharded in the compute dtype plus their fp32 gradients (prefetch an
 stage's unsharded parameters and gradients, and with several micro-batches the unsharded gradients they accumulate;
 autocast's 16-bit weight copies where no FSDP casts them; float8 weight copies of two blocks. Activations per block
 and token, counted from the tensors autograd keeps in this model (dlperf's and torchtitan's Llama): without
-checkpointing (10h + kv + 4f)/tp + 2h (the norms' outputs are all-gathered whole for the column-parallel matmuls);
+checkpointing (10h + kv + 4f)/tp + 2h (the norms' outputs are all-gathered whole for the column-parallel matmuls;
+Transformer Engine's fused layers, Megatron's, keep (6h + 2kv + 3f)/tp under sequence parallelism, Korthikanti et
+al. 2022's count for a SwiGLU block without dropout, and recompute nothing more under selective with flash);
 selective the block input and attention output (2h/tp) and the matmul outputs it keeps (the share not recomputed of
 (h + 2kv + 2f)/tp + 2h, the row-parallel ones whole before their reduce-scatter, whose 2h/tp outputs are kept too);
 full h/tp; plus one block's whole set while it is recomputed, times the layers and micro-batches in flight (all of
@@ -128,6 +130,9 @@ def _stage_params(shape: ModelShape, layers: int, first: bool, last: bool) -> in
 def _activations_per_token(shape: ModelShape, tp: int, training: Training) -> tuple[float, float]:
     """(elements kept per block and token, elements of one block's whole set while it is recomputed)."""
     h, kv, f = shape.hidden, shape.kv_width, shape.ffn
+    if training.te_layers:  # each norm's input and output, q/k/v, attention's output, SwiGLU's input and output
+        whole = (6 * h + 2 * kv + 3 * f) / tp  # all sharded: the gathered norm outputs are gathered again backward
+        return (h / tp, whole) if training.checkpointing == "full" else (whole, 0.0)  # flash: selective keeps all
     whole = (10 * h + kv + 4 * f) / tp + 2 * h
     if training.checkpointing == "none":
         return whole, 0.0

@@ -103,7 +103,8 @@ def experts_of(config: MoEConfig, values: Mapping[str, Any], fit: tuple[float, f
         raise ConfigError("--imbalance is the learned router's: drop it, or give --routing learned")
     imbalance = 1.0 if config.routing == "balanced" else given or LEARNED_IMBALANCE
     share, launch_s = fit or (GROUPED_GEMM_SHARE, LAUNCH_S)
-    return Experts(imbalance, config.capacity_factor, share, values.get("a2a_hidden", 0.0), launch_s)
+    grad_bytes = 4 if values.get("grad_reduce_fp32", True) else 2
+    return Experts(imbalance, config.capacity_factor, share, values.get("a2a_hidden", 0.0), launch_s, grad_bytes)
 
 
 def predict(
@@ -249,7 +250,7 @@ def published_points() -> list[dict[str, Any]]:
 
 LAYOUT_KEYS = ("size", "nodes", "devices_per_node", "tp", "pp", "cp", "ep", "pp_schedule", "stages_per_rank",
                "seq_length", "global_batch_size", "micro_batch_size", "activation_checkpoint", "float8", "routing",
-               "fp8_recipe", "a2a_hidden")  # fmt: skip
+               "fp8_recipe", "a2a_hidden", "grad_reduce_fp32")  # fmt: skip
 
 
 def predict_point(point: Mapping[str, Any], fit: tuple[float, float] | None = None) -> MoEPrediction:

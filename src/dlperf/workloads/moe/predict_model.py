@@ -20,19 +20,22 @@ about rate / bandwidth, ~170 tokens on an H100, it is bound by the weights). A s
 behind compute where the stack overlaps it (Megatron's 1F1B A2A overlap of one micro-batch's dispatch with
 another's experts; DeepEP's and DualPipe's). Each MoE block launches 9 GEMMs per local expert and MOE_KERNELS
 more per micro-batch at a fitted time each (host-bound where the experts are small). The expert gradients reduce
-and the weights gather over edp once per step (`_expert_dp_s`), AdamW steps the local expert shard, and the
-experts' time joins each pipeline slot (so the bubble grows with it).
+(fp32, or 16-bit where the run reduces in bf16) and the weights gather over edp once per step (`_expert_dp_s`),
+AdamW steps the local expert shard, and the experts' time joins each pipeline slot (so the bubble grows with it).
 
-Memory: the expert state (fp32 values, gradients, two moments: 16 bytes per parameter) sharded over edp, their
-unsharded 16-bit values and fp32 gradients while a stage runs (as the dense part's FSDP buffers), and per token-
-expert pair the dispatched input, SwiGLU's two projections and its output kept for backward (none under full
-recomputation), for as many micro-batches as the schedule holds in flight.
+Memory: the expert state (fp32 values, gradients, two moments: 16 bytes per parameter) sharded over edp (Megatron's
+distributed optimizer: the fp32 values and moments, 12 bytes, over edp; the 16-bit values and the gradients, fp32 or
+16-bit as the run reduces them, whole), their unsharded 16-bit values and gradients while a stage runs (as the
+dense part's FSDP buffers), and per token-expert pair the dispatched input, SwiGLU's two projections, its output
+and the experts' output kept for backward (none under full recomputation; Megatron weighs the routing scores into
+the activation, keeps no experts' output, and under float8 keeps the GEMM inputs quantized), for as many
+micro-batches as the schedule holds in flight.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dlperf.predict.setting import Device, Network, Training
 from dlperf.workloads.llama.layout import LlamaLayout
@@ -64,11 +67,19 @@ class MoEShape:
     active: int
     flops_per_token: int  # 6 x active non-embedding parameters + the attention scores' 12·L·H·Q·T (PaLM's count)
     flops_per_token_causal: int  # the attention term halved (MaxText's and Megatron-Bridge's count)
+    shared_experts: int = 0  # of expert_ffn each, in the dense part's feed-forward
 
     @property
     def expert_params(self) -> int:
         """One routed expert's SwiGLU."""
         return 3 * self.dense.hidden * self.expert_ffn
+
+    def without_shared(self) -> ModelShape:
+        """The dense part less the shared experts (dlperf runs them whole on every tp rank, as its routed ones)."""
+        params = self.moe_layers * self.shared_experts * self.expert_params
+        ffn = self.dense.ffn - self.shared_experts * self.expert_ffn
+        return replace(self.dense, ffn=ffn, params=self.dense.params - params,
+                       flops_per_token=self.dense.flops_per_token - 6 * params)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,11 @@ class Experts:
     grouped_gemm_share: float = 1.0  # of the dense matmuls' achieved rate the grouped GEMMs reach at large sizes
     a2a_hidden: float = 0.0  # of the all-to-all hidden behind compute (Megatron's 1F1B A2A overlap, DeepEP)
     launch_s: float = 0.0  # per kernel an MoE block launches (host-bound at small sizes)
+    grad_bytes: int = 4  # of an expert gradient in its buffer and reduction: fp32, or 2 where the run reduces in
+    # bf16 (Megatron's grad_reduce_in_fp32 False, which Megatron-Bridge's MoE performance recipes set)
+    tp_folded: bool = True  # ep folded over tp too, each tp rank routing its sequence slice (Megatron's and
+    # torchtitan's expert-TP 1); False: dlperf's MoE workload, every tp rank running its ep group's experts on the
+    # whole sequence (their work, all-to-all and activations tp times; their state replicated over tp)
 
 
 @dataclass(frozen=True)
@@ -113,7 +129,8 @@ def moe_shape(config: MoEConfig) -> MoEShape:
     )  # fmt: skip
     base = 6 * (counts.active - counts.embedding)
     return MoEShape(dense, moe_layers, config.num_experts, config.top_k, config.moe_ffn_hidden_size, counts.total,
-                    counts.active, base + attention_flops, base + attention_flops // 2)  # fmt: skip
+                    counts.active, base + attention_flops, base + attention_flops // 2,
+                    config.num_shared_experts)  # fmt: skip
 
 
 def _attention_width(config: MoEConfig) -> int:
@@ -152,26 +169,31 @@ def predict_moe(
     net: Network,
 ) -> MoEPrediction:  # fmt: skip
     """Step time, its parts, MFU and memory per device (the model in the module's docstring)."""
-    dense = predict_llama(shape.dense, layout, training, device, net)
+    shared = 0 if experts.tp_folded or layout.tp == 1 else shape.shared_experts  # run as routed ones, unsplit
+    dense = predict_llama(shape.without_shared() if shared else shape.dense, layout, training, device, net)
     pp, v, m = layout.pp, layout.stages_per_rank, layout.accumulation_steps
     layers = min(math.ceil(shape.dense.layers / pp), shape.moe_layers)  # the last stage's MoE blocks
-    edp = layout.tp * layout.cp * layout.dp_shard * layout.dp_replicate // ep
-    tokens = layout.micro_batch_size * shape.dense.seq / (layout.cp * layout.tp)  # this rank's, sequence-parallel
+    tp = layout.tp if experts.tp_folded else 1  # the tp ranks that split the experts' tokens and state
+    edp = tp * layout.cp * layout.dp_shard * layout.dp_replicate // ep
+    tokens = layout.micro_batch_size * shape.dense.seq / (layout.cp * tp)  # this rank's, sequence-parallel
     paced = min(experts.imbalance, experts.capacity_factor or math.inf)
-    grouped_s, per_expert = _grouped_gemm_s(shape, training, device, layers, tokens, ep, experts, paced)
+    grouped_s, per_expert = _grouped_gemm_s(shape, training, device, layers, tokens, (ep, shared), experts, paced)
     a2a_s = _a2a_s(shape, training, net, layers, tokens, ep) * experts.imbalance * (1 - experts.a2a_hidden)
     launch_s = layers * launches(shape, ep) * experts.launch_s
     slot = grouped_s + a2a_s + launch_s
     bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / v * slot if pp > 1 else 0.0
     local = expert_params_per_rank(shape, layers, ep)
-    fsdp_s = _expert_dp_s(training, net, local, ep, edp, dense.time["compute"] / m + grouped_s, layers)
+    gathers = 2 * m if pp == 1 and not training.distributed_optimizer else 1  # FSDP2's forward and backward each
+    fsdp_s = _expert_dp_s(training, net, (local, experts.grad_bytes), (ep * layout.tp // tp, edp, gathers),
+                          dense.time["compute"] / m + grouped_s, layers)  # fmt: skip
     optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / edp / device.memory_bytes_per_s
     time = {**dense.time, "experts": m * grouped_s, "all_to_all": m * a2a_s, "launches": m * launch_s}
     time["pipeline_bubble"] += bubble_s
     time["fsdp_dp"] += fsdp_s
     time["optimizer"] += optimizer_s
     step = dense.step_s + m * slot + bubble_s + fsdp_s + optimizer_s
-    memory = _memory(shape, layout, training, dense.memory, layers, tokens, ep, edp, paced)
+    memory = _memory(shape, layout, training, dense.memory, layers, tokens, (ep, edp), (paced, shared),
+                     experts.grad_bytes)  # fmt: skip
     total = _peak(memory, m)
     tokens_per_s = layout.global_batch_size * shape.dense.seq / step / layout.world_size
     peak = device.peak_tflops * 1e12
@@ -182,17 +204,19 @@ def predict_moe(
 
 
 def _grouped_gemm_s(
-    shape: MoEShape, training: Training, device: Device, layers: int, tokens: float, ep: int, experts: Experts,
-    paced: float,
+    shape: MoEShape, training: Training, device: Device, layers: int, tokens: float, group: tuple[int, int],
+    experts: Experts, paced: float,
 ) -> tuple[float, float]:  # fmt: skip
     """(the busiest rank's expert seconds per micro-batch, the tokens each local expert gets): FLOPs at the grouped
-    share of the matmul rate, plus the local weights read three times (forward, and backward's two GEMMs)."""
+    share of the matmul rate, plus the local weights read three times (forward, and backward's two GEMMs); `group`:
+    (ep, the shared experts every token passes on this rank besides, where they are not in the dense part)."""
+    ep, shared = group
     per_expert = tokens * shape.top_k * ep / shape.experts
-    pairs = tokens * shape.top_k * paced
+    pairs = tokens * (shape.top_k * paced + shared)
     flops = layers * pairs * 6 * shape.expert_params * (4 / 3 if training.checkpointing == "full" else 1)
     rate = (device.fp8_rate if training.float8 else device.rate) * experts.grouped_gemm_share
-    weight_bytes = 1 if training.float8 else 2
-    reads = 3 * layers * shape.experts / ep * shape.expert_params * weight_bytes / device.memory_bytes_per_s
+    weight_bytes = 4 if training.precision == "fp32" else 1 if training.float8 else 2
+    reads = 3 * layers * (shape.experts / ep + shared) * shape.expert_params * weight_bytes / device.memory_bytes_per_s
     return flops / rate + reads, per_expert
 
 
@@ -204,19 +228,26 @@ def launches(shape: MoEShape, ep: int) -> int:
 
 
 def _expert_dp_s(
-    training: Training, net: Network, local: float, ep: int, edp: int, micro_s: float, layers: int
+    training: Training, net: Network, experts: tuple[float, int], group: tuple[int, int, int], micro_s: float,
+    layers: int,
 ) -> float:  # fmt: skip
-    """The expert gradients' reduce-scatter (fp32) and the weights' all-gather (16-bit, 8-bit under float8) over
-    the edp ranks ep apart, once per step as Megatron's distributed optimizer runs them: the reduction bucket by
-    bucket during the last micro-batch's backward, the gather during the first one's forward (`micro_s`: one
-    micro-batch's compute, a third of it forward), each but for its last block's share hidden by nothing else."""
+    """The gradients of `experts` (local parameters, bytes per gradient) reduce-scattered and their weights
+    all-gathered (16-bit, 8-bit under float8; fp32 in fp32) over the edp ranks `stride` apart (`group`: stride, edp,
+    gathers per step), the reduction bucket by bucket during the last micro-batch's backward, each gather during a
+    forward (`micro_s`: one micro-batch's compute, a third of it forward): once per step as Megatron's distributed
+    optimizer runs them, forward and backward each micro-batch as FSDP2 does. Each is hidden but for its last
+    block's share, except where nothing overlaps (gloo on the computing cores)."""
+    stride, edp, gathers = group
     if edp <= 1:
         return 0.0
-    weight_bytes = 1 if training.float8 else 2
-    reduce = net.collective_s("reduce_scatter", local * 4, edp, ep)
-    gather = net.collective_s("all_gather", local * weight_bytes, edp, ep)
-    hidden = max(0.0, reduce - micro_s * 2 / 3) + max(0.0, gather - micro_s / 3)
-    return hidden + (reduce + gather) / max(layers, 1)
+    local, grad_bytes = experts
+    weight_bytes = 4 if training.precision == "fp32" else 1 if training.float8 else 2
+    reduce = net.collective_s("reduce_scatter", local * grad_bytes, edp, stride)
+    gather = net.collective_s("all_gather", local * weight_bytes, edp, stride)
+    if not training.overlap:
+        return reduce + gathers * gather
+    hidden = max(0.0, reduce - micro_s * 2 / 3) + gathers * max(0.0, gather - micro_s / 3)
+    return hidden + (reduce + gathers * gather) / max(layers, 1)
 
 
 def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, tokens: float, ep: int) -> float:
@@ -233,28 +264,46 @@ def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, token
     return layers * count * one
 
 
+def kept_bytes_per_pair(shape: MoEShape, training: Training) -> float:
+    """Bytes one token-expert pair keeps for backward: the dispatched input (h) and the SwiGLU output (f;
+    recomputed under selective, Megatron's moe_act) for their GEMMs' weight gradients, which Transformer Engine
+    (Megatron's) keeps quantized under float8, a byte each; SwiGLU's two projections (2f); the experts' output (h)
+    for the routing scores' gradient, except where Megatron's grouped MLP weighs the scores into the activation."""
+    if training.checkpointing == "full":
+        return 0.0
+    h, f = shape.dense.hidden, shape.expert_ffn
+    act, megatron = training.act_bytes, training.distributed_optimizer  # the switch `--stack megatron` sets
+    inputs = (h + f if training.checkpointing == "none" else h) * (1 if training.float8 and megatron else act)
+    return inputs + (2 * f + (0 if megatron else h)) * act
+
+
 def _memory(
     shape: MoEShape, layout: LlamaLayout, training: Training, dense: dict[str, float], layers: int, tokens: float,
-    ep: int, edp: int, paced: float,
+    group: tuple[int, int], picks: tuple[float, int], grad_bytes: int,
 ) -> dict[str, float]:  # fmt: skip
-    """The dense part's bytes by part with the experts' added to each."""
+    """The dense part's bytes by part with the experts' added to each; `group`: (ep, edp), `picks`: (the busiest
+    expert's pace, the shared experts run as routed ones besides: their state sharded with the dense part's)."""
+    (ep, edp), (paced, shared) = group, picks
     local = expert_params_per_rank(shape, layers, ep)
     compute_bytes = 4 if training.precision == "fp32" else 2
     sharded = local / edp
-    if training.distributed_optimizer or layout.pp > 1:  # whole while the stage runs (Megatron's always)
-        unsharded = local * (compute_bytes + 4)
+    if not training.distributed_optimizer and layout.dp_shard * layout.cp * layout.dp_replicate == 1:
+        unsharded = 0.0  # no FSDP where nothing averages gradients (the dense part's rule)
+    elif training.distributed_optimizer or layout.pp > 1:  # whole while the stage runs (Megatron's always)
+        unsharded = local * (compute_bytes + grad_bytes)
     else:  # FSDP2: two blocks', and the gradients accumulating whole over micro-batches
         unsharded = 2 * local / max(layers, 1) * (compute_bytes + 4)
         unsharded += local * compute_bytes if layout.accumulation_steps > 1 else 0.0
-    h, f = shape.dense.hidden, shape.expert_ffn
-    kept = {"none": 2 * h + 3 * f, "selective": 2 * h + 2 * f, "full": 0.0}[training.checkpointing]
-    kept *= training.act_bytes  # selective: Megatron's recomputed SwiGLU (moe_act) keeps its input, not its output
-    activations = tokens * shape.top_k * paced * kept * _in_flight(layout, layers, True)
+    # the first stage holds the most micro-batches in flight, but the dense first blocks are among its blocks
+    first = max(0, math.ceil(shape.dense.layers / layout.pp) - (shape.dense.layers - shape.moe_layers))
+    in_flight = max(_in_flight(layout, first, True), _in_flight(layout, layers, False))
+    activations = tokens * (shape.top_k * paced + shared) * kept_bytes_per_pair(shape, training) * in_flight
     parts = dict(dense)
-    # Megatron's fp32 master weights live in the optimizer's shard and its gradients only whole (in the buffers)
+    # Megatron's fp32 master weights live in the optimizer's shard beside the moments, its gradients only whole
     parts["parameters"] += 0.0 if training.distributed_optimizer else 4 * sharded
     parts["gradients"] += 0.0 if training.distributed_optimizer else 4 * sharded
-    parts["optimizer"] += 8 * sharded
+    parts["optimizer"] += (12 if training.distributed_optimizer else 8) * sharded
+    parts["optimizer"] += STATE_BYTES * layers * shared * shape.expert_params / (layout.dp_shard * layout.cp)
     parts["fsdp_buffers"] += unsharded
     parts["activations"] += activations
     return parts

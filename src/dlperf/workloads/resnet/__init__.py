@@ -12,7 +12,7 @@ from typing import Literal
 from dlperf.errors import ConfigError, DataError
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, flag, setting
-from dlperf.workloads.base import CpuEstimate, PlausibleWork, Workload, WorkloadPlan
+from dlperf.workloads.base import CpuEstimate, PlausibleWork, Workload, WorkloadPlan, variant_tag
 from dlperf.workloads.resnet.dali_data import require_dali
 
 # torchvision's resnet50 without its 1000-class head (2048 x 1000 weights + 1000 biases): 25,557,032 in all
@@ -75,23 +75,12 @@ def work_tag(spec: RunSpec) -> str:
     return "_".join(parts)
 
 
-def variant_tag(spec: RunSpec) -> str:
-    """Precision plus every switch that changes speed, so no two variants share a file name."""
+def resnet_variant(spec: RunSpec) -> str:
+    """The switches that change speed: channels-last, the optimizer's implementation, the data loader."""
     config: ResNetConfig = spec.workload
-    parts = [spec.precision]
-    if spec.fp32_math != "tf32":
-        parts.append(f"{spec.fp32_math}-fp32")  # fp32 parts of any precision run on IEEE FP32, not TF32
-    if spec.compile:
-        parts.append("compile" if spec.compile_mode == "default" else f"compile-{spec.compile_mode}")
-    if config.channels_last:
-        parts.append("channels-last")
-    if config.optimizer_impl != "auto":
-        parts.append(config.optimizer_impl)
-    if spec.data != "synthetic":
-        parts.append("realdata" if config.data_loader == "torchvision" else f"realdata-{config.data_loader}")
-    if spec.engine != "torch":
-        parts.append(spec.engine_tag)
-    return "_".join(parts)
+    optimizer = config.optimizer_impl if config.optimizer_impl != "auto" else ""
+    data = "realdata" if config.data_loader == "torchvision" else f"realdata-{config.data_loader}"
+    return variant_tag(spec, "channels-last" if config.channels_last else "", optimizer, data=data)
 
 
 class ResNet50Workload(Workload):
@@ -118,7 +107,7 @@ class ResNet50Workload(Workload):
 
     def plan(self, spec: RunSpec) -> WorkloadPlan:
         config: ResNetConfig = spec.workload
-        group = f"b{config.batch_size}_{variant_tag(spec)}"
+        group = f"b{config.batch_size}_{resnet_variant(spec)}"
         return WorkloadPlan(
             global_batch=config.batch_size * spec.world_size,
             batch_per_device=config.batch_size,

@@ -45,6 +45,8 @@ FORMATS = (
         "counted in samples, tokens, epochs or iterations, or one whole-run figure; per device or global by evidence",
         signature=re.compile(r":::MLLOG \{"),
         record_start=re.compile(r":::MLLOG \{"),
+        clue=(":::MLLOG {",),
+        reads=(":::MLLOG ", '"key": "run_stop"'),
         success=re.compile(r'"key": "run_stop".*"status": "success"'),
         read=read,
         check_reading="each interval's time stamps x its count (epochs x the data set, samples, tokens / sequence)",

@@ -1,0 +1,86 @@
+"""`dlperf predict --model moe`'s model against MoE runs measured here, on the CPU (gloo, 1 thread per rank).
+
+The same check as the dense Llama's (benchmarks/predict_llama_cpu.py, whose measuring it reuses): a 2-rank
+commbench (each collective's own fit, the all-to-all's too), one core's copy rate, and for each layout a one-rank
+run just before it (the device's rate), the layout timed, the layout again for its peak RSS and with a minimal
+model (the process's own memory). The model is torchtitan's DeepSeek-V3 debug model (6 blocks, the first dense; 8
+experts top 3 and 2 shared) with grouped-query attention for its MLA, at sequence 256, force-balanced (`--routing
+balanced`: imbalance 1.0 by construction) but for one layout with the learned router, predicted at the imbalance
+its record measured. Each run times 8 steps in 4 windows and its fastest window is its step (the least disturbed
+on a machine other jobs load; the dense check, on a quiet one, takes the median), and a layout's one-rank and
+timed runs are made again, up to 6 times, while other jobs kept more than half a core busy in either (dlperf's
+own noise limit; the least loaded pair is kept, its load printed). dlperf's MoE folds ep inside
+dp_shard x cp and runs every expert on each tp rank (`Experts(tp_folded=False)`); the grouped GEMMs run at the
+one-rank run's rate (share 1) and no launch time is added (the rate holds the host's work).
+
+    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu   # ~35 min on 2 quiet cores, ~2 h on loaded ones
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from predict_llama_cpu import Check, cpu_training, run_check
+
+from dlperf.predict.setting import Device, Network
+from dlperf.spec import RunSpec
+from dlperf.workloads import get_workload, spec_from_mapping
+from dlperf.workloads.llama.predict_model import OPTIMIZER_BYTES_PER_PARAM
+from dlperf.workloads.moe.layout import moe_layout
+from dlperf.workloads.moe.predict_model import Experts, moe_shape, predict_moe
+
+# the debug model with grouped-query attention for MLA (16 heads of 16, 4 key/value heads): the model counts MLA's
+# activations as a GQA block's, which leaves out its per-head queries, keys and values (docs/scaling.md)
+SHAPE = {"size": "debug", "seq_length": 256, "micro_batch_size": 2, "routing": "balanced", "attention": "gqa",
+         "num_kv_heads": 4}  # fmt: skip
+# 2 blocks (a dense one and a MoE one; one per stage) of hidden 64, a vocabulary of 256: the process's own memory,
+# which the prediction does not count
+MINIMAL = {"num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 128, "moe_ffn_hidden_size": 64, "vocab_size": 256,
+           "num_heads": 4, "num_kv_heads": 2}  # fmt: skip
+LAYOUTS = {
+    "single": {},
+    "ep2": {"ep": 2},
+    "ep2 learned": {"ep": 2, "routing": "learned"},
+    "ep4 (4 ranks)": {"ep": 4},
+    "fsdp4 ep2 (4 ranks)": {"ep": 2},
+    "tp2 ep2 (4 ranks)": {"tp": 2, "ep": 2},
+    "pp2 ep2 (4 ranks)": {"pp": 2, "ep": 2, "global_batch_size": 8},
+}
+
+
+def moe_spec(values: dict, devices: int) -> RunSpec:
+    """The spec of a CPU run of these values, checked as `dlperf run` checks it."""
+    spec = spec_from_mapping({**values, "model": "moe", "device": "cpu", "nodes": 1, "devices_per_node": devices,
+                              "precision": "fp32"})  # fmt: skip
+    get_workload("moe").validate(spec)
+    return spec
+
+
+def predicted(values: dict, devices: int, device: Device, net: Network, record: dict) -> tuple[float, float]:
+    spec = moe_spec(values, devices)
+    config = spec.workload
+    imbalance = record["moe"]["imbalance"] if config.routing == "learned" else 1.0
+    experts = Experts(imbalance, config.capacity_factor, grouped_gemm_share=1.0, tp_folded=False)
+    training = cpu_training(config.activation_checkpoint)
+    got = predict_moe(moe_shape(config), moe_layout(spec), config.ep, experts, training, device, net)
+    return got.step_s, got.memory_bytes
+
+
+def optimizer_s(bandwidth: float) -> float:
+    """The one-rank step's AdamW over every parameter, as the model times it."""
+    return OPTIMIZER_BYTES_PER_PARAM * moe_shape(moe_spec(SHAPE, 1).workload).total / bandwidth
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    minimal = lambda values: {**values, **MINIMAL}  # noqa: E731
+    run_check(
+        Check("moe", SHAPE, LAYOUTS, minimal, predicted, optimizer_s, iters=8, best_window=True, attempts=6), args.out
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -69,23 +69,29 @@ def agent_started(token: str) -> bool:
     return any("dlperf.launch.agent" in cmd for _, cmd in processes_with(token))
 
 
+def timing(tmp_path: Path) -> bool:
+    """The lone rank, which runs inside its agent, is in its timed steps."""
+    return any("iter " in log.read_text() for log in (tmp_path / "out").rglob("*.log"))
+
+
 def workers_started(token: str) -> bool:
-    return sum("multiprocessing" in cmd for _, cmd in processes_with(token)) >= 2
+    return sum("dlperf.launch.agent" in cmd for _, cmd in processes_with(token)) >= 3  # the agent, its forked ranks
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "moment",
+    ("topology", "moment"),
     [
-        pytest.param(lambda token: agent_started(token), id="agent-starting"),
-        pytest.param(lambda token: workers_started(token), id="workers-running"),
+        pytest.param("1n2g", lambda token, tmp: agent_started(token), id="agent-starting"),
+        pytest.param("1n2g", lambda token, tmp: workers_started(token), id="workers-running"),
+        pytest.param("1n1g", lambda token, tmp: timing(tmp), id="lone-rank-timing"),
     ],
 )
-def test_killed_parent_leaves_nothing_running(tmp_path, moment):
+def test_killed_parent_leaves_nothing_running(tmp_path, topology, moment):
     token = uuid.uuid4().hex
-    sweep = start_sweep(tmp_path, token, iters=100000)
+    sweep = start_sweep(tmp_path, token, iters=100000, topology=topology)
     try:
-        assert wait_for(lambda: moment(token), 120), "the run never reached the moment to kill it"
+        assert wait_for(lambda: moment(token, tmp_path), 120), "the run never reached the moment to kill it"
         sweep.send_signal(signal.SIGKILL)
         sweep.wait()
         assert wait_for(lambda: not processes_with(token), 60), processes_with(token)

@@ -138,25 +138,28 @@ def test_timeout_is_a_failed_record(tmp_path):
     assert record["status"] == "failed" and "timed out" in record["error"]
 
 
-def test_killed_worker_fails_the_run_with_its_signal(tmp_path):
-    """SIGKILL one of two ranks mid-run: a failed record naming rank and signal, and no process left."""
+@pytest.mark.parametrize("devices", [1, 2])
+def test_killed_worker_fails_the_run_with_its_signal(tmp_path, devices):
+    """SIGKILL a rank mid-run (of two, the last; a lone rank runs inside its agent): a failed record naming rank and
+    signal, and no process left."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dlperf", "run", *TINY, "--devices-per-node", "2", "--iters", "2000",
+        [sys.executable, "-m", "dlperf", "run", *TINY, "--devices-per-node", str(devices), "--iters", "2000",
          "--print-every", "1", "--out", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    log = tmp_path / "resnet50" / "1n2g" / "resnet50_b4_fp32_1.log"
+    log = tmp_path / "resnet50" / f"1n{devices}g" / "resnet50_b4_fp32_1.log"
     deadline = time.time() + 120
     while time.time() < deadline and not (log.exists() and "iter 2/" in log.read_text()):
         time.sleep(0.5)
-    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "spawn" in " ".join(p.cmdline())]
-    victims = [p for p in workers if "--multiprocessing-fork" in " ".join(p.cmdline())] or workers
-    assert victims, "no worker process found"
-    victims[-1].send_signal(signal.SIGKILL)
+    (agent,) = [p for p in psutil.Process(proc.pid).children() if "dlperf.launch.agent" in " ".join(p.cmdline())]
+    workers = agent.children() if devices > 1 else [agent]  # the ranks, forked from the agent
+    assert len(workers) == devices, workers
+    workers[-1].send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
-    record, _ = load_run(tmp_path, "1n2g")
+    record, _ = load_run(tmp_path, f"1n{devices}g")
     assert record["status"] == "failed"
-    assert "SIGKILL" in record["error"] and record["failure"]["signal"] == "SIGKILL"
+    assert f"worker rank {devices - 1} on " in record["error"] and record["error"].endswith("was killed by SIGKILL")
+    assert record["failure"]["signal"] == "SIGKILL" and record["failure"]["rank"] == devices - 1
     assert "SIGKILL" in err and "Traceback" not in err
     assert not [p for p in workers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -12,8 +12,8 @@ from conftest import TINY, run_dlperf
 from dlperf.engines.torch.own_work import SLOW_LOADER_ENV
 from dlperf.harness.loop import Measurement
 from dlperf.harness.results import RankFacts, RunMeasurement
-from dlperf.launch.elastic import first_meaningful_line
 from dlperf.launch.messages import RunResult
+from dlperf.launch.one_process import first_meaningful_line
 from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
 from dlperf.records.load import as_record

@@ -180,8 +180,9 @@ def test_cpu_devices_of_unlike_size_get_no_speedup():
 
 
 def test_the_report_says_where_the_time_went():
-    """Two runs from 1,000 s to 1,100 s: 40 s of timed windows, 10 s of first steps, a sync ablation of 4 + 4 steps of
-    1 s and 1.5 s (10 s), 50 s inside the first run and 40 s inside the second, so 10 s between runs."""
+    """Two runs from 1,000 s to 1,100 s: 40 s of timed windows, 10 s of first steps (records without the warm-up's
+    time), a sync ablation of 4 + 4 steps of 1 s and 1.5 s (10 s), 50 s inside the first run and 40 s inside the
+    second, so 10 s between runs; records that time their warm-up and ablation count all of both."""
     from dlperf.reporting.time_spent import time_lines
 
     first = record("1n1g", 1, 100.0, started_at=1000.0, finished_at=1050.0, elapsed_s=20.0, first_step_s=5.0)
@@ -191,8 +192,15 @@ def test_the_report_says_where_the_time_went():
     lines = time_lines([as_record(first), as_record(second)])
     assert lines[0] == "## Where the time went"
     assert lines[2] == (
-        "2 runs took 1.7 min from the first start to the last end: timed windows 40.0 s (40%); first steps (start-up,"
-        " compile) 10.0 s (10%); sync ablation 10.0 s (10%); the rest of each run (processes, rendezvous, the warm-up "
-        "after its first step, the record) 30.0 s (30%); between runs (machine facts, reports, gaps) 10.0 s (10%)."
+        "2 runs took 1.7 min from the first start to the last end: timed windows 40.0 s (40%); warm-ups (their first"
+        " steps' start-up and compiling included) 10.0 s (10%); sync ablation 10.0 s (10%); the rest of each run"
+        " (processes, imports, rendezvous, the model's build, the record) 30.0 s (30%); between runs (machine facts,"
+        " reports, gaps) 10.0 s (10%). Outside the steps they ran (timed, warm-up, ablation): 40.0 s (40%)."
     )
+    first["warmup"] = {"mode": "fixed", "iters": 3, "elapsed_s": 8.0}
+    second["warmup"] = {"mode": "fixed", "iters": 3, "elapsed_s": 9.0}
+    second["ablation"] = {**ablation, "elapsed_s": 14.0}  # each window's settling step too
+    timed = time_lines([as_record(first), as_record(second)])[2]
+    assert "warm-ups (their first steps' start-up and compiling included) 17.0 s (17%)" in timed
+    assert "sync ablation 14.0 s (14%)" in timed and timed.endswith("ablation): 29.0 s (29%).")
     assert time_lines([as_record(record("1n1g", 1, 100.0))]) == []  # no stamps: nothing claimed

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from dlperf.framework_logs.registry import detect
-from dlperf.framework_logs.textlines import strip_prefixes
 from dlperf.records.runlog import WindowLine, parse_config, parse_warmup, parse_window
 
 READ_MAX = 1 << 18  # what one poll reads at most: the follower's memory stays bounded whatever the log's size
@@ -182,6 +180,9 @@ class LogFollower:
         knows (its progress), after a line saying what was left out."""
         if len(lines) <= SHOWN_MAX and not skipped:
             return lines
+        from dlperf.framework_logs.registry import detect  # every format's patterns: only an external run needs them
+        from dlperf.framework_logs.textlines import strip_prefixes
+
         progress = [line for line in lines if detect(strip_prefixes(line)) is not None]
         shown = progress[-SHOWN_MAX:] if progress else lines[-SHOWN_MAX:]
         left = len(lines) - len(shown)

@@ -35,8 +35,10 @@ class Measurement:
 
     `own_step_ms` is this rank's own work per timed step (see `TrainStep.own_clock`), `own_step_measure` what it is,
     `phase_ms` this rank's step phases per timed step where the clock times them (metrics/step_phases.py).
-    `warmup_*` describe the warm-up that ran: its iterations, and with `--warmup-iters auto` its window throughputs
-    and whether they became stable (None for a fixed warm-up).
+    `warmup_*` describe the warm-up that ran: its iterations, its seconds (the first step included), and with
+    `--warmup-iters auto` its window throughputs and whether they became stable (None for a fixed warm-up).
+    `ablation_s` is the whole sync ablation's seconds, each window's settling step included (a sweep's account of
+    where its time went, reporting/time_spent.py).
     """
 
     iters: int
@@ -52,6 +54,7 @@ class Measurement:
     warmup_window_throughputs: list[float] = field(default_factory=list)
     warmup_window_iters: list[int] = field(default_factory=list)
     warmup_stable: bool | None = None
+    warmup_s: float | None = None
     own_step_ms: list[float] = field(default_factory=list)
     own_step_measure: str = "step"
     phase_ms: dict[str, list[float]] = field(default_factory=dict)
@@ -61,6 +64,7 @@ class Measurement:
     # paired with them (alternating)
     ablation_window_throughputs: list[float] = field(default_factory=list)
     ablation_synced_window_throughputs: list[float] = field(default_factory=list)
+    ablation_s: float | None = None
 
     @property
     def throughput(self) -> float:
@@ -240,8 +244,9 @@ def timed_loop(
     # the timed steps' peak: the allocator's cache is released first, so neither peak holds the warm-up's cuDNN
     # benchmarking or autotuning workspaces
     engine.reset_peak_memory()
+    warmup_s = time.perf_counter() - started
     if on_warmup:  # the live view tells start-up and compiling apart from the timed windows
-        on_warmup(WarmupLine(warm.done, first_step_s, time.perf_counter() - started, time.time(), step.compile_s))
+        on_warmup(WarmupLine(warm.done, first_step_s, warmup_s, time.time(), step.compile_s))
     for probe in probes:  # before the barrier, so no rank's timed window holds another's snapshot
         probe.start()
     engine.barrier()
@@ -249,6 +254,7 @@ def timed_loop(
     for probe in reversed(probes):  # last started, first stopped: the energy meter sits closest to the window
         probe.stop()
     ablation: tuple[list[float], list[float]] = ([], [])
+    ablation_started = time.perf_counter()
     if ablate == "sync" and step.no_sync is not None:
         ablation = _ablation_windows(step, engine, iters, print_every, global_batch)
     return Measurement(
@@ -265,6 +271,7 @@ def timed_loop(
         warmup_window_throughputs=warm.windows,
         warmup_window_iters=warm.lengths,
         warmup_stable=warm.stable,
+        warmup_s=warmup_s,
         own_step_ms=timed.own_ms if own_clock else timed.step_ms,
         own_step_measure=step.own_measure if own_clock else "step",
         phase_ms=own_clock.phases() if own_clock else {},
@@ -272,4 +279,5 @@ def timed_loop(
         compile_s=step.compile_s,
         ablation_window_throughputs=ablation[0],
         ablation_synced_window_throughputs=ablation[1],
+        ablation_s=time.perf_counter() - ablation_started if ablation[0] else None,
     )

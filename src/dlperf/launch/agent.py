@@ -7,7 +7,8 @@ id, so one srun command gives each node its own result file.
 The launching parent may name itself in DLPERF_PARENT_PID and the run's temporary folder in DLPERF_RUN_DIR:
 an agent whose parent is already gone exits at once, and one that outlives its parent removes that folder.
 
-It starts the node's workers through torchrun's launcher API (elastic_launch, c10d rendezvous) and
+It starts the node's workers through torchrun's launcher API (elastic_launch, c10d rendezvous), or runs a lone
+rank itself (one process on one node: nothing to meet, its framework imported once, one_process.py), and
 writes a JSON result: rank 0's measurement when this node holds rank 0, or the failure with the rank,
 exit code and signal of the first worker that died. The parent process (local or over ssh) reads it.
 """
@@ -116,6 +117,8 @@ def run_agent(argv: list[str] | None) -> int:
             spec = AgentSpec.from_json(f.read())
     if spec.command is not None:
         from dlperf.launch.external_node import launch  # another framework's own script
+    elif spec.launch.one_process:
+        from dlperf.launch.one_process import launch  # the rank runs here: its framework imported once
     else:
         from dlperf.launch.elastic import launch  # torch: imported only once the death signal is armed
 

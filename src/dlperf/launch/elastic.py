@@ -2,13 +2,17 @@
 
 It writes nothing itself: `launch` returns rank 0's measurement when this node holds rank 0, or the failure with
 the rank, exit code and signal of the first worker that died.
+
+The ranks are forked from the agent, which imported torch for the launcher: each run's ranks are still new
+processes, but none imports torch again (spawned ranks did, 2 to 6 s of every multi-process run on a CPU, issue
+55). Forking is safe here because the agent has touched no device (CUDA is initialised in the ranks, after the
+fork) and runs no torch op before it (no thread pool to inherit).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -17,52 +21,31 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, r
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from dlperf.engines.base import node_name
-from dlperf.harness.results import RunMeasurement
 from dlperf.harness.worker import run_rank
 from dlperf.launch.messages import AgentSpec, NodeResult
-from dlperf.records.codec import decode
+from dlperf.launch.one_process import first_meaningful_line, marked, measured_result
 
 RANKS_DIR_ENV = "DLPERF_RANKS_DIR"
 
 
-def running_marker(folder: str | Path, rank: int | str, state: str = "running") -> Path:
-    """`rank-N.running` while the rank works; `rank-N.started`, kept, once it began (a timeout tells a rank still
-    starting from one that finished)."""
-    return Path(folder) / f"rank-{rank}.{state}"
+# A new interpreter's handlers; a forked rank would keep the launcher's, which turn SIGTERM into an exception that
+# waits for the running collective to return (a rank stopped after its peer died would linger until SIGKILL).
+FRESH_HANDLERS = {
+    signal.SIGTERM: signal.SIG_DFL,
+    signal.SIGHUP: signal.SIG_DFL,
+    signal.SIGQUIT: signal.SIG_DFL,
+    signal.SIGINT: signal.default_int_handler,
+}
 
 
 @record
 def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     """Every rank's entry under torchrun's launcher; `record` writes a failing rank's traceback for the agent.
     A marker file says the rank is running, so a timeout can name the ranks that never finished."""
-    marker = running_marker(os.environ[RANKS_DIR_ENV], os.environ.get("RANK", "0"))
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
-    running_marker(marker.parent, os.environ.get("RANK", "0"), "started").touch()
-    try:
+    for signum, handler in FRESH_HANDLERS.items():
+        signal.signal(signum, handler)
+    with marked(os.environ[RANKS_DIR_ENV], os.environ.get("RANK", "0")):
         return run_rank(run, log_path)
-    finally:
-        marker.unlink(missing_ok=True)
-
-
-MAX_CAUSE = 500
-
-
-def first_meaningful_line(message: str) -> str:
-    """The cause's first line that says something (an exception's `Type: text`), whole: not a traceback frame,
-    not a lone quote or bracket; a line ending in `:` is joined with the next one."""
-    lines = [line.strip() for line in message.strip().splitlines()]
-    meaningful = [
-        line
-        for line in lines
-        if sum(c.isalnum() for c in line) >= 3 and not line.startswith(("Traceback", 'File "', "^"))
-    ]
-    if not meaningful:
-        return ""
-    text = meaningful[0]
-    if text.endswith(":") and len(meaningful) > 1:
-        text = f"{text} {meaningful[1]}"
-    return text if len(text) <= MAX_CAUSE else text[:MAX_CAUSE] + "..."
 
 
 def describe_failure(error: ChildFailedError) -> NodeResult:
@@ -98,7 +81,7 @@ def launch(spec: AgentSpec) -> NodeResult:
         },
         max_restarts=0,
         monitor_interval=0.1,
-        start_method="spawn",
+        start_method="fork",  # see the module's docstring
         local_addr=settings.local_addr,
         logs_specs=DefaultLogsSpecs(log_dir=settings.log_dir),
     )
@@ -109,5 +92,4 @@ def launch(spec: AgentSpec) -> NodeResult:
     except SignalException as error:
         name = signal.Signals(error.sigval).name
         return NodeResult.failed(f"{node_name()} stopped by {name}", host=node_name(), stopped=True)
-    rank0 = outputs.get(0) if isinstance(outputs, dict) else None
-    return NodeResult(host=node_name(), measured=decode(RunMeasurement, rank0, strict=False) if rank0 else None)
+    return measured_result(outputs.get(0) if isinstance(outputs, dict) else None)

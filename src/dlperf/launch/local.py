@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dlperf.engines.base import node_name
 from dlperf.errors import ConfigError
 from dlperf.launch.base import Launcher, RunJob
 from dlperf.launch.messages import AgentSpec, NodeResult, RunResult
@@ -75,7 +76,7 @@ def _ranks(ranks: list[int]) -> str:
 def rank_states(log_dir: Path, ranks: int | None) -> tuple[list[int], list[int]]:
     """The ranks still running and, of the node's `ranks` dlperf starts itself (None: a command's own processes,
     which keep no markers), those not yet started, from the markers each rank keeps in the run's elastic log folder
-    (see elastic.rank_main); torch-free, so it reads the files rather than importing elastic."""
+    (see one_process.marked); it reads the files rather than importing the agent's side."""
 
     def marked(state: str) -> list[int]:
         return sorted(int(p.name.split("-")[1].split(".")[0]) for p in log_dir.glob(f"rank-*.{state}"))
@@ -131,7 +132,16 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
         return RunResult(
             measured=node.measured, failure=node.failure, node_facts=[node.command_facts] if node.command_facts else []
         )
-    code = proc.returncode
+    return _without_result(spec, proc.returncode, console_path)
+
+
+def _without_result(spec: AgentSpec, code: int, console_path: Path) -> RunResult:
+    """The agent ended before writing its result: killed while it ran a lone rank itself, the rank's death, named
+    as torchrun's launcher names a dead worker's; else the launcher's."""
+    if code < 0 and spec.launch.one_process and spec.command is None:
+        name = signal.Signals(-code).name
+        host = node_name()
+        return RunResult.failed(f"worker rank 0 on {host} was killed by {name}", rank=0, host=host, signal=name)
     reason = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
     return RunResult.failed(f"launcher {reason} before writing a result; see {console_path}")
 

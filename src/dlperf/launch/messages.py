@@ -33,6 +33,11 @@ class NodeLaunch:
     rdzv_timeout: int = 300
     node_rank: int | None = None  # an external command's node rank where the launcher fixes it (else SLURM_PROCID)
 
+    @property
+    def one_process(self) -> bool:
+        """One rank on one node: nobody to meet, so the agent runs it itself (launch/one_process.py)."""
+        return self.nnodes == 1 and self.nproc_per_node == 1
+
 
 @dataclass(frozen=True)
 class CommandLaunch:

@@ -6,14 +6,18 @@ import math
 import statistics
 from collections.abc import Sequence
 
-import numpy as np
-
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's "linear" method), q in [0, 100]."""
+    """Linear-interpolated percentile, q in [0, 100]: numpy's "linear" method, computed as numpy computes it (the
+    same float), without importing numpy into every process that writes or shows a record (0.1 to 0.2 s)."""
     if not values:
         raise ValueError("percentile of no values")
-    return float(np.percentile(values, q, method="linear"))
+    ordered = sorted(float(v) for v in values)
+    at = (len(ordered) - 1) * (q / 100)
+    below = math.floor(at)
+    low, high = ordered[below], ordered[min(below + 1, len(ordered) - 1)]
+    gamma = at - below
+    return high - (high - low) * (1 - gamma) if gamma >= 0.5 else low + (high - low) * gamma
 
 
 def t95(dof: int) -> float:

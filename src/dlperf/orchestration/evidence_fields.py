@@ -44,7 +44,8 @@ def steady_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
     lengths = [*m.warmup_window_iters, *(m.window_iters or [spec.window] * len(m.window_throughputs))]
     first = 1 if auto else m.warmup_iters  # auto: its windows start after the first step
     steady = detect_steady_state(windows, lengths, first_iter=first, samples_per_iter=m.global_batch)
-    warmup: dict[str, Any] = {"mode": "auto" if auto else "fixed", "iters": m.warmup_iters, "stable": m.warmup_stable}
+    warmup: dict[str, Any] = {"mode": "auto" if auto else "fixed", "iters": m.warmup_iters, "stable": m.warmup_stable,
+                              "elapsed_s": m.warmup_s}  # fmt: skip
     if auto:
         warmup["window_throughputs"] = m.warmup_window_throughputs
         warmup["max_iters"] = spec.max_warmup_iters
@@ -128,6 +129,7 @@ def ablation_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
             "window_throughputs": unsynced,
             "synced_window_throughputs": synced,
             "iters": m.iters,
+            "elapsed_s": m.ablation_s,
         }
     }
 

@@ -7,6 +7,7 @@ read by `dlperf extract`, is written by `framework_logs/extract.py`."""
 from __future__ import annotations
 
 import os
+from types import ModuleType
 from typing import Any, ClassVar
 
 from dlperf.errors import ConfigError, DataError
@@ -14,14 +15,6 @@ from dlperf.external.identity import framework_label
 from dlperf.external.template import case_values
 from dlperf.launch.base import RunJob
 from dlperf.launch.messages import CommandLaunch, Failure, RunResult
-from dlperf.orchestration.external_run import (
-    check_command,
-    command_fields,
-    framework_of,
-    line_patterns,
-    log_tail,
-    read_figures,
-)
 from dlperf.orchestration.record import common_fields, external_record, measured_record, strict_json, task_record
 from dlperf.records.paths import RunPaths
 from dlperf.records.schema import Kind, Record
@@ -98,6 +91,14 @@ class TaskKind(RunKind):
         return task_record(job, result, record)
 
 
+def _external() -> ModuleType:
+    """The external run's side (every peer log format's patterns, 0.1 s of a CPU): imported for a `--command`
+    only, not by every `dlperf run` before its agent starts (issue 55)."""
+    from dlperf.orchestration import external_run
+
+    return external_run
+
+
 class ExternalKind(RunKind):
     """Another framework's own script (`--command`): dlperf starts its processes and reads its log."""
 
@@ -106,7 +107,7 @@ class ExternalKind(RunKind):
     shows_windows = False
 
     def check(self, spec: RunSpec, plan: WorkloadPlan) -> None:
-        check_command(spec, plan)
+        _external().check_command(spec, plan)
 
     def engines(self, spec: RunSpec) -> list[str]:
         return []  # dlperf cannot know what the script loads
@@ -124,17 +125,21 @@ class ExternalKind(RunKind):
             framework=spec.framework,
             stop_after_lines=spec.stop_after_lines,
             stop_after_seconds=spec.stop_after_seconds,
-            line_patterns=list(line_patterns(spec)),
+            line_patterns=list(_external().line_patterns(spec)),
             instrument=spec.instrument == "auto",
         )
         return RunJob(spec, plan, repeat, paths, command)
 
     def framework(self, spec: RunSpec, env: dict[str, Any], result: RunResult) -> str:
-        return framework_of(spec, env, result.node_facts)
+        return _external().framework_of(spec, env, result.node_facts)
 
     def fields(self, job: RunJob, result: RunResult) -> dict[str, Any]:
         spec = job.spec
-        own = {"command": mask(spec.command or ""), "label": spec.engine_tag, **command_fields(spec, result.node_facts)}
+        own = {
+            "command": mask(spec.command or ""),
+            "label": spec.engine_tag,
+            **_external().command_fields(spec, result.node_facts),
+        }
         return {**super().fields(job, result), **own}
 
     def outcome(self, job: RunJob, result: RunResult) -> tuple[Failure | None, Any]:
@@ -142,13 +147,13 @@ class ExternalKind(RunKind):
         if result.failure:
             return result.failure, None
         try:
-            return None, read_figures(job, result.node_facts)
+            return None, _external().read_figures(job, result.node_facts)
         except DataError as error:
             return Failure(f"its output gives no throughput: {error}"), None
 
     def failed(self, job: RunJob, record: dict[str, Any], failure: Failure) -> dict[str, Any]:
         """And its last log lines."""
-        return {**super().failed(job, record, failure), "log_tail": [mask(line) for line in log_tail(job)]}
+        return {**super().failed(job, record, failure), "log_tail": [mask(line) for line in _external().log_tail(job)]}
 
     def record(self, job: RunJob, result: RunResult, record: dict[str, Any], made_from: Any) -> dict[str, Any]:
         return external_record(job, result, record, made_from)

@@ -12,7 +12,6 @@ from dlperf.launch.messages import Failure, RunResult
 from dlperf.metrics.accelerator import accelerator_identity
 from dlperf.metrics.stats import latency_summary
 from dlperf.orchestration.evidence_fields import causal_mfu, evidence_fields, flops_fields
-from dlperf.orchestration.external_run import figures_of, noise_of
 from dlperf.records.schema import SCHEMA
 from dlperf.secrets import mask
 from dlperf.workloads import get_workload
@@ -71,6 +70,8 @@ def _accelerator(job: RunJob, result: RunResult, env: dict[str, Any]) -> dict[st
 def external_record(job: RunJob, result: RunResult, record: dict[str, Any], figures: dict) -> dict[str, Any]:
     """An external command's run: the peer reader's figures from its log, and the workload's derived metrics, which
     start from samples/s whatever the reading's unit."""
+    from dlperf.orchestration.external_run import figures_of, noise_of  # see kinds._external
+
     spec = job.spec
     record.update(figures)
     reading = figures_of(figures)

@@ -101,6 +101,7 @@ class Warmup:
     window_throughputs: list[float] | None = None
     max_iters: int | None = None
     reason: str | None = None
+    elapsed_s: float | None = None  # the whole warm-up, its first step included
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ class Ablation:
     window_throughputs: list[float] | None = None
     synced_window_throughputs: list[float] | None = None
     iters: int | None = None
+    elapsed_s: float | None = None  # the whole ablation, each window's settling step included
 
 
 @dataclass(frozen=True)

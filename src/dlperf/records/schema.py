@@ -221,8 +221,8 @@ class RunRecord:
     steady_state_iter: int | None = doc("the iteration the steady state starts at")
     throughput_steady: float | None = doc("samples/s from the steady state on", track="metric")
     warmup: Warmup | None = doc(
-        "`mode` (`fixed` or `auto`), `iters` run; for auto its `window_throughputs`, `max_iters`, `stable` and, when"
-        " not stable, the `reason`"
+        "`mode` (`fixed` or `auto`), `iters` run, `elapsed_s` (the first step included); for auto its"
+        " `window_throughputs`, `max_iters`, `stable` and, when not stable, the `reason`"
     )
     noisy: bool | None = doc(
         "the run's verdict (`metrics/noise.py`): windows' CV above 5 %, others (the machine's busy CPU time less the"
@@ -251,7 +251,8 @@ class RunRecord:
         "`--ablate sync`: after the timed window, the same ranks' steps without gradient synchronisation (DDP's"
         " no_sync()) in windows alternating with synchronised ones: `method`, `step_ms` and `throughput` without"
         " synchronisation, `synced_step_ms` of the paired windows, their `ratio`, `window_throughputs`,"
-        " `synced_window_throughputs`, `iters`; or `method` null with the `reason` where the step cannot skip it"
+        " `synced_window_throughputs`, `iters`, `elapsed_s` (all of it, each window's one settling step included); or"
+        " `method` null with the `reason` where the step cannot skip it"
         " (one rank, a compiled step, TP/PP/FSDP, JAX). The waterfall's machine sharing and communication come from"
         " `ratio` (docs/scaling.md)",
         show=("step without / with gradient sync (ms)", "ablation"),

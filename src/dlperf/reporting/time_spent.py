@@ -1,5 +1,6 @@
 """Where a results folder's hours went: its runs' wall time beside the timed windows it bought, from the records'
-own stamps (`started_at`/`finished_at` of each run, its `elapsed_s`, `first_step_s` and the ablation's steps).
+own stamps (`started_at`/`finished_at` of each run, its `elapsed_s`, its warm-up's and its sync ablation's
+`elapsed_s`; records older than those two give the first step alone and the ablation's timed steps).
 
 A methodology that starts every repeat as a fresh process pays start-up per run; this says how much, so a sweep
 that spends most of a GPU node outside its timed windows shows it (issue 55's measure of dlperf's own cost).
@@ -20,14 +21,14 @@ class TimeSpent:
     runs: int
     span_s: float
     timed_s: float
-    first_steps_s: float
+    warmups_s: float
     ablation_s: float
     in_runs_s: float  # every run's launch to its record
 
     @property
     def rest_of_runs_s(self) -> float:
-        """Process start, rendezvous, the warm-up after the first step, gathering, the record."""
-        return max(self.in_runs_s - self.timed_s - self.first_steps_s - self.ablation_s, 0.0)
+        """Processes and imports, rendezvous, the model's build, gathering, the record."""
+        return max(self.in_runs_s - self.timed_s - self.warmups_s - self.ablation_s, 0.0)
 
     @property
     def between_runs_s(self) -> float:
@@ -45,7 +46,7 @@ def time_spent(records: Sequence[RunRecord]) -> TimeSpent | None:
         runs=len(stamped),
         span_s=max(ends) - min(starts),
         timed_s=_seconds(r.elapsed_s for r in stamped),
-        first_steps_s=_seconds(r.first_step_s for r in stamped),
+        warmups_s=_seconds(map(_warmup_s, stamped)),
         ablation_s=sum(map(_ablation_s, stamped)),
         in_runs_s=sum(ends) - sum(starts),
     )
@@ -55,10 +56,21 @@ def _seconds(values: Iterable[float | None]) -> float:
     return sum(v for v in values if v is not None)
 
 
+def _warmup_s(record: RunRecord) -> float | None:
+    """The warm-up as it measured itself, its first step included; else its first step alone."""
+    warmup = record.warmup
+    return warmup.elapsed_s if warmup and warmup.elapsed_s is not None else record.first_step_s
+
+
 def _ablation_s(record: RunRecord) -> float:
-    """The sync ablation's steps after the timed window: as many without synchronisation as with it."""
+    """The sync ablation after the timed window as it measured itself, each window's settling step included; else
+    its timed steps alone, as many without synchronisation as with it."""
     ablation = record.ablation
-    if ablation is None or not ablation.iters or ablation.step_ms is None or ablation.synced_step_ms is None:
+    if ablation is None:
+        return 0.0
+    if ablation.elapsed_s is not None:
+        return ablation.elapsed_s
+    if not ablation.iters or ablation.step_ms is None or ablation.synced_step_ms is None:
         return 0.0
     return ablation.iters * (ablation.step_ms + ablation.synced_step_ms) / 1000
 
@@ -70,17 +82,18 @@ def time_lines(records: Sequence[RunRecord]) -> list[str]:
         return []
     parts = (
         ("timed windows", spent.timed_s),
-        ("first steps (start-up, compile)", spent.first_steps_s),
+        ("warm-ups (their first steps' start-up and compiling included)", spent.warmups_s),
         ("sync ablation", spent.ablation_s),
-        ("the rest of each run (processes, rendezvous, the warm-up after its first step, the record)",
-         spent.rest_of_runs_s),
+        ("the rest of each run (processes, imports, rendezvous, the model's build, the record)", spent.rest_of_runs_s),
         ("between runs (machine facts, reports, gaps)", spent.between_runs_s),
     )  # fmt: skip
     said = "; ".join(f"{name} {_minutes(s)} ({s / spent.span_s:.0%})" for name, s in parts if s > 0)
+    outside = spent.rest_of_runs_s + spent.between_runs_s
     return [
         "## Where the time went",
         "",
-        f"{spent.runs} runs took {_minutes(spent.span_s)} from the first start to the last end: {said}.",
+        f"{spent.runs} runs took {_minutes(spent.span_s)} from the first start to the last end: {said}. Outside "
+        f"the steps they ran (timed, warm-up, ablation): {_minutes(outside)} ({outside / spent.span_s:.0%}).",
         "",
     ]
 

@@ -31,7 +31,8 @@ at the memory bandwidth. Under PP the stage gathers
 once and reduces once per step (torchtitan keeps parameters unsharded between micro-batches), the reduction behind
 the last micro-batch's backward. CP: ring attention passes the key/value chunk (repeated to the query heads, as
 dlperf and torchtitan give it to attention; at the key/value heads under Megatron's Transformer Engine) cp-1 times
-per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention.
+per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention (Llama 3's
+all-gather of the keys and values at their heads, `cp_all_gather`, moves as many bytes, hidden behind nothing).
 PP: each micro-batch sends activations forward and gradients back at each of the rank's stage boundaries, not
 hidden. The bubble: the last stage (the slowest) works its m micro-batches while the others fill the pipeline
 before and drain it after, pp-1 micro-batch slots of a stage without the output layer for gpipe and 1f1b, (pp-1)/v
@@ -258,11 +259,12 @@ def _cp_s(
     cp, tp = layout.cp, layout.tp
     if cp <= 1:
         return 0.0
-    width = shape.kv_width if training.cp_kv_heads else shape.hidden  # keys' and values' heads as passed
+    gathered = training.cp_all_gather  # the same bytes as the ring's, none of them behind attention
+    width = shape.kv_width if training.cp_kv_heads or gathered else shape.hidden  # keys' and values' heads as passed
     chunk = 2 * tokens * width / tp * training.act_bytes
     round_attention = attention / layers / cp / device.rate  # one local chunk and cp-1 passed ones
     forward_rounds = 2 if training.checkpointing == "full" else 1
-    hides = 1.0 if training.overlap else 0.0
+    hides = 1.0 if training.overlap and not gathered else 0.0
     hidden_fwd = max(0.0, net.send_s(chunk, tp) - hides * round_attention * forward_share)
     hidden_bwd = max(0.0, net.send_s(2 * chunk, tp) - hides * round_attention * (1 - forward_share))
     return layers * (cp - 1) * (forward_rounds * hidden_fwd + hidden_bwd)

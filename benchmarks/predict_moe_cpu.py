@@ -15,7 +15,7 @@ than half a core busy in either (dlperf's own noise limit; the least loaded pair
 dlperf's MoE folds ep inside dp_shard x cp and runs every expert on each tp rank (`Experts(tp_folded=False)`); the
 grouped GEMMs run at the one-rank run's rate (share 1) and no launch time is added (the rate holds the host's work).
 
-    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu   # ~35 min on 2 quiet cores, ~2 h on loaded ones
+    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu   # ~55 min on 2 quiet cores (the mla layouts too)
     nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu --memory-only   # the mla layouts, ~15 min
 """
 

@@ -185,7 +185,7 @@ def run_check(check: Check, out: Path) -> None:
     for name, layout in check.layouts.items():
         values = {**check.shape, **layout}
         slug = name.split(" (")[0].replace(" ", "_")
-        devices = 1 if name == "single" else 4 if "4 ranks" in name else 2  # 4 ranks share the 2 cores
+        devices = 1 if name.endswith("single") else 4 if "4 ranks" in name else 2  # 4 ranks share the 2 cores
         one, timed = timed_pair(check, values, devices, out, slug)
         # the device's rate then: the one-rank run's FLOPs over its step less its optimizer (memory-bound: at the
         # copy rate, as the model times it)

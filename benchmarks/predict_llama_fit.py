@@ -50,6 +50,15 @@ def fit() -> None:
         _set(target, round((low + high) / 2, 4))
 
 
+def _cited(source: str) -> str:
+    """A GitHub source as [repo file@commit](url), a paper's as [arXiv id](url)."""
+    if "arxiv.org/abs/" in source:
+        return f"[arXiv {source.rsplit('/', 1)[-1]}]({source})"
+    repo, _, rest = source.removeprefix("https://github.com/").partition("/blob/")
+    commit, _, path = rest.partition("/")
+    return f"[{repo.split('/')[1]} {path.rsplit('/', 1)[-1]}@{commit[:7]}]({source})"
+
+
 def main() -> None:
     fit()
     print("STACK_EFFICIENCY =", calibration.STACK_EFFICIENCY)
@@ -63,9 +72,7 @@ def main() -> None:
     for point, got, error in rows:
         devices = point["nodes"] * point["devices_per_node"]
         mark = " (fit)" if point["role"] == "fit" else ""
-        repo, _, rest = point["source"].removeprefix("https://github.com/").partition("/blob/")
-        commit, _, path = rest.partition("/")
-        where = f"[{repo.split('/')[1]} {path.rsplit('/', 1)[-1]}@{commit[:7]}]({point['source']})"
+        where = _cited(point["source"])
         print(
             f"| {point['id']}{mark} | {where}, {point['row']} | {devices} | {point['tokens_per_s_per_device']:g} "
             f"| {got.tokens_per_s_per_device:.0f} | {error:+.1%} | {got.mfu:.1%} | "

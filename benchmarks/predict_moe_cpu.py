@@ -6,14 +6,17 @@ run just before it (the device's rate), the layout timed, the layout again for i
 model (the process's own memory). The model is torchtitan's DeepSeek-V3 debug model (6 blocks, the first dense; 8
 experts top 3 and 2 shared) with grouped-query attention for its MLA, at sequence 256, force-balanced (`--routing
 balanced`: imbalance 1.0 by construction) but for one layout with the learned router, predicted at the imbalance
-its record measured. Each run times 8 steps in 4 windows and its fastest window is its step (the least disturbed
-on a machine other jobs load; the dense check, on a quiet one, takes the median), and a layout's one-rank and
-timed runs are made again, up to 6 times, while other jobs kept more than half a core busy in either (dlperf's
-own noise limit; the least loaded pair is kept, its load printed). dlperf's MoE folds ep inside
-dp_shard x cp and runs every expert on each tp rank (`Experts(tp_folded=False)`); the grouped GEMMs run at the
-one-rank run's rate (share 1) and no launch time is added (the rate holds the host's work).
+its record measured; the `mla` layouts keep its multi-head latent attention (16 heads of 128 + 64 query/key and
+128 values over hidden 256: the attention holds most of the activations) and `--memory-only` measures their memory
+alone (a peak RSS is not disturbed by other jobs, a step time is). Each run times 8 steps in 4 windows and its
+fastest window is its step (the least disturbed on a machine other jobs load; the dense check, on a quiet one,
+takes the median), and a layout's one-rank and timed runs are made again, up to 6 times, while other jobs kept more
+than half a core busy in either (dlperf's own noise limit; the least loaded pair is kept, its load printed).
+dlperf's MoE folds ep inside dp_shard x cp and runs every expert on each tp rank (`Experts(tp_folded=False)`); the
+grouped GEMMs run at the one-rank run's rate (share 1) and no launch time is added (the rate holds the host's work).
 
-    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu   # ~35 min on 2 quiet cores, ~2 h on loaded ones
+    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu   # ~55 min on 2 quiet cores (the mla layouts too)
+    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu --memory-only   # the mla layouts, ~15 min
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from predict_llama_cpu import Check, cpu_training, run_check
+from predict_llama_cpu import MIB, Check, cpu_training, dlperf_run, run_check
 
+from dlperf.predict.model import Link
 from dlperf.predict.setting import Device, Network
 from dlperf.spec import RunSpec
 from dlperf.workloads import get_workload, spec_from_mapping
@@ -30,14 +34,15 @@ from dlperf.workloads.llama.predict_model import OPTIMIZER_BYTES_PER_PARAM
 from dlperf.workloads.moe.layout import moe_layout
 from dlperf.workloads.moe.predict_model import Experts, moe_shape, predict_moe
 
-# the debug model with grouped-query attention for MLA (16 heads of 16, 4 key/value heads): the model counts MLA's
-# activations as a GQA block's, which leaves out its per-head queries, keys and values (docs/scaling.md)
+# the debug model with grouped-query attention for MLA (16 heads of 16, 4 key/value heads), its step's attention
+# timed as the dense Llama's; the `mla` layouts keep MLA
 SHAPE = {"size": "debug", "seq_length": 256, "micro_batch_size": 2, "routing": "balanced", "attention": "gqa",
          "num_kv_heads": 4}  # fmt: skip
 # 2 blocks (a dense one and a MoE one; one per stage) of hidden 64, a vocabulary of 256: the process's own memory,
 # which the prediction does not count
 MINIMAL = {"num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 128, "moe_ffn_hidden_size": 64, "vocab_size": 256,
-           "num_heads": 4, "num_kv_heads": 2}  # fmt: skip
+           "num_heads": 4, "num_kv_heads": 2, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+           "v_head_dim": 16}  # fmt: skip
 LAYOUTS = {
     "single": {},
     "ep2": {"ep": 2},
@@ -46,6 +51,13 @@ LAYOUTS = {
     "fsdp4 ep2 (4 ranks)": {"ep": 2},
     "tp2 ep2 (4 ranks)": {"tp": 2, "ep": 2},
     "pp2 ep2 (4 ranks)": {"pp": 2, "ep": 2, "global_batch_size": 8},
+}
+MLA = {"attention": "mla"}
+MLA_LAYOUTS = {
+    "mla single": MLA,
+    "mla ep2": {**MLA, "ep": 2},
+    "mla tp2 ep2 (4 ranks)": {**MLA, "tp": 2, "ep": 2},
+    "mla pp2 ep2 (4 ranks)": {**MLA, "pp": 2, "ep": 2, "global_batch_size": 8},
 }
 
 
@@ -72,13 +84,35 @@ def optimizer_s(bandwidth: float) -> float:
     return OPTIMIZER_BYTES_PER_PARAM * moe_shape(moe_spec(SHAPE, 1).workload).total / bandwidth
 
 
+def memory_only(out: Path) -> None:
+    """Each mla layout's peak RSS above its minimal model's against the prediction (rates and links do not enter
+    the memory: placeholders)."""
+    device = Device(peak_tflops=1.0, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=1e9)
+    print("| layout | measured MiB above minimal | predicted | error |\n|---|---:|---:|---:|")
+    for name, layout in MLA_LAYOUTS.items():
+        values, slug = {**SHAPE, **layout}, name.split(" (")[0].replace(" ", "_")
+        devices = 1 if "single" in name else 4 if "4 ranks" in name else 2
+        net = Network(devices, Link(0.0, 1e-9), Link(0.0, 1e-9))
+        run = dlperf_run(values, devices, out / slug, rss=True, model="moe")
+        base = dlperf_run({**values, **MINIMAL}, devices, out / f"{slug}_minimal", rss=True, model="moe")
+        memory = (run["peak_memory_mib"]["rss"] - base["peak_memory_mib"]["rss"]) * MIB
+        want = predicted(values, devices, device, net, run)[1] - predicted({**values, **MINIMAL}, devices, device,
+                                                                            net, base)[1]  # fmt: skip
+        print(f"| {name} | {memory / MIB:.0f} | {want / MIB:.0f} | {want / memory - 1:+.1%} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--memory-only", action="store_true", help="the mla layouts' memory alone")
     args = parser.parse_args()
+    if args.memory_only:
+        memory_only(args.out)
+        return
     minimal = lambda values: {**values, **MINIMAL}  # noqa: E731
+    layouts = {**LAYOUTS, **MLA_LAYOUTS}
     run_check(
-        Check("moe", SHAPE, LAYOUTS, minimal, predicted, optimizer_s, iters=8, best_window=True, attempts=6), args.out
+        Check("moe", SHAPE, layouts, minimal, predicted, optimizer_s, iters=8, best_window=True, attempts=6), args.out
     )
 
 

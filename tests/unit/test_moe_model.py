@@ -143,3 +143,32 @@ def test_checkpointing_counts_each_pick_once():
         results.append((losses, step.model["moe"]["tokens_per_expert"]))
     assert results[0][1] == [2 * 8 * 32 * 2 * 3 // 4] * 4
     assert results[1] == results[0] and results[2] == results[0]
+
+
+def test_mla_keeps_what_the_prediction_counts():
+    """What autograd saves in one forward of the debug size's latent attention (16 heads, query rank 0), fp32: the
+    prediction's count per token (predict_model.mla_kept: 16 x 896 per-head and 576 + 2 x 512 latent elements)
+    and besides only attention's logsumexp (one per head) and kv_norm's reciprocal RMS (one)."""
+    from dlperf.workloads.llama.model import rope_tables
+    from dlperf.workloads.moe.model import LatentAttention
+    from dlperf.workloads.moe.predict import moe_config
+    from dlperf.workloads.moe.predict_model import mla_kept
+
+    config = moe_config({"size": "debug", "seq_length": 64})
+    shape = model_shape(config)
+    attention = LatentAttention(shape)
+    cos, sin = rope_tables(shape.rotary())
+    x = torch.randn(2, 64, shape.hidden_size, requires_grad=True)
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        attention(x, cos, sin)
+    for t in (x, cos, sin, *attention.parameters()):
+        storages.pop(t.untyped_storage().data_ptr(), None)
+    kept = mla_kept(config)
+    assert (kept.heads, kept.latent) == (16 * (4 * 192 + 128), 576 + 2 * 512)
+    assert sum(storages.values()) / (2 * 64 * 4) == kept.heads + kept.latent + 16 + 1

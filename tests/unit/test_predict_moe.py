@@ -29,6 +29,7 @@ from dlperf.predict.setting import Network, Training
 from dlperf.workloads import predictors
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.llama.predict import median_abs_error
+from dlperf.workloads.llama.predict_model import _activations_per_token
 from dlperf.workloads.moe import predict as moe_predict
 from dlperf.workloads.moe.predict_model import (
     Experts,
@@ -36,6 +37,7 @@ from dlperf.workloads.moe.predict_model import (
     expert_params_per_rank,
     expert_state_bytes,
     kept_bytes_per_pair,
+    mla_kept,
     moe_shape,
     predict_moe,
 )
@@ -66,6 +68,22 @@ def test_activation_bytes_per_token_expert_pair_by_hand():
     assert kept_bytes_per_pair(DSV3, replace(megatron, float8=True)) == 15360
     assert kept_bytes_per_pair(DSV3, replace(megatron, float8=True, checkpointing="none")) == 15360 + 2048
     assert kept_bytes_per_pair(DSV3, replace(megatron, checkpointing="full")) == 0
+
+
+def test_mla_activations_by_hand():
+    """DeepSeek-V3's MLA per token (128 heads, query/key 128 + 64, values 128, ranks 512 and 1536): dlperf keeps
+    128 x (4 x 192 + 128) = 114,688 per-head elements and 576 + 2 x 512 + 3 x 1536 = 6,208 latent ones, Transformer
+    Engine 128 x (2 x 192 + 2 x 128) + 576 + 512 + 2 x 1536 = 86,080 (where a GQA count at the latent's width gave
+    2 x 7168 + 2 x 512 = 15,360), with the up projections recomputed the output alone of the per-head tensors:
+    128 x 128 + 4,160 = 20,544. A Megatron block at TP 1 in bf16 with the dense part's SwiGLU of 2048 + 3 x
+    18,432 / 61 = 2,954: 2 x (4 x 7168 + 86,080 + 3 x 2,954) = 247,228 bytes per token; at TP 8 an eighth."""
+    kept = mla_kept(moe_predict.moe_config({"size": "deepseek-v3"}))
+    assert (kept.heads, kept.latent, kept.te) == (114688, 6208, 86080)
+    assert mla_kept(moe_predict.moe_config({"size": "deepseek-v3"}), True).te == 20544
+    megatron = Training(te_layers=True, checkpointing="selective")
+    assert 2 * _activations_per_token(DSV3.dense, 1, megatron)[0] == 247228
+    assert 2 * _activations_per_token(DSV3.dense, 8, megatron)[0] == pytest.approx(247228 / 8)
+    assert _activations_per_token(DSV3.dense, 2, Training())[0] == (6 * 7168 + 114688 + 4 * 2954) / 2 + 2 * 7168 + 6208
 
 
 def test_active_flops_by_hand_and_megatron_bridges_count():

@@ -28,6 +28,8 @@ class Training:
     fused_optimizer: bool = True  # AdamW's fused kernel (dlperf on CUDA, torchtitan); unfused (CPU) makes temporaries
     cp_kv_heads: bool = False  # the CP ring passes keys and values at their own (GQA) heads (Megatron's Transformer
     # Engine); dlperf and torchtitan repeat them to the query heads before attention, and the ring passes those
+    cp_all_gather: bool = False  # keys and values all-gathered at their GQA heads before attention, not hidden
+    # (Llama 3's CP: Dubey et al. 2024, section 3.3.2)
     distributed_optimizer: bool = False  # Megatron's: 16-bit weights and fp32 gradients whole on every rank, the
     # fp32 master weights and moments sharded (the MoE model's experts; the Llama model keeps FSDP's memory)
     te_layers: bool = False  # Transformer Engine's fused layers under sequence parallelism (Megatron's): what a

@@ -212,8 +212,11 @@ def predict_point(point: Mapping[str, Any]) -> LlamaPrediction:
     if point["pp"] > 1:
         values["stages_per_rank"] = point["stages_per_rank"]
     training = Training(
-        recompute_mm_share=point["recompute_mm_share"], async_tp=point["async_tp"], loss_parallel=True
-    )  # torchtitan's and Megatron's vocabulary-parallel loss
+        recompute_mm_share=point["recompute_mm_share"],
+        async_tp=point["async_tp"],
+        loss_parallel=True,
+        cp_all_gather=point.get("cp_all_gather", False),
+    )  # loss_parallel: torchtitan's and Megatron's vocabulary-parallel loss
     setting = setting_for(point["accelerator"], point["devices_per_node"], "amp-bf16", point["stack"], training,
                           overrides={k: point.get(k) for k in ("memory_gib", "memory_tbs")})  # fmt: skip
     return predict(values, setting)[1]

@@ -31,7 +31,8 @@ at the memory bandwidth. Under PP the stage gathers
 once and reduces once per step (torchtitan keeps parameters unsharded between micro-batches), the reduction behind
 the last micro-batch's backward. CP: ring attention passes the key/value chunk (repeated to the query heads, as
 dlperf and torchtitan give it to attention; at the key/value heads under Megatron's Transformer Engine) cp-1 times
-per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention.
+per block forward and key/value plus their gradients backward, each hidden behind one chunk's attention (Llama 3's
+all-gather of the keys and values at their heads, `cp_all_gather`, moves as many bytes, hidden behind nothing).
 PP: each micro-batch sends activations forward and gradients back at each of the rank's stage boundaries, not
 hidden. The bubble: the last stage (the slowest) works its m micro-batches while the others fill the pipeline
 before and drain it after, pp-1 micro-batch slots of a stage without the output layer for gpipe and 1f1b, (pp-1)/v
@@ -51,7 +52,8 @@ autocast's 16-bit weight copies where no FSDP casts them; float8 weight copies o
 and token, counted from the tensors autograd keeps in this model (dlperf's and torchtitan's Llama): without
 checkpointing (10h + kv + 4f)/tp + 2h (the norms' outputs are all-gathered whole for the column-parallel matmuls;
 Transformer Engine's fused layers, Megatron's, keep (6h + 2kv + 3f)/tp under sequence parallelism, Korthikanti et
-al. 2022's count for a SwiGLU block without dropout, and recompute nothing more under selective with flash);
+al. 2022's count for a SwiGLU block without dropout, and recompute nothing more under selective with flash; an
+attention other than GQA, MLA, gives its own count for the 4h + kv and 2h + 2kv of q, k, v and output: `AttentionKept`);
 selective the block input and attention output (2h/tp) and the matmul outputs it keeps (the share not recomputed of
 (h + 2kv + 2f)/tp + 2h, the row-parallel ones whole before their reduce-scatter, whose 2h/tp outputs are kept too);
 full h/tp; plus one block's whole set while it is recomputed, times the layers and micro-batches in flight (all of
@@ -80,6 +82,16 @@ SCHEDULE_BUBBLE = {"gpipe": 1.0, "1f1b": 1.0, "interleaved-1f1b": 1.0, "interlea
 
 
 @dataclass(frozen=True)
+class AttentionKept:
+    """Elements per token an attention other than GQA (MLA) keeps for backward in place of GQA's q, k, v and output
+    (4h + kv in dlperf's and torchtitan's count, 2h + 2kv in Transformer Engine's), by stack."""
+
+    heads: float  # dlperf's and torchtitan's per-head tensors, sharded over tp
+    latent: float  # theirs computed from the gathered norm output: whole on every tp rank
+    te: float  # Transformer Engine's (Megatron's), all sharded under sequence parallelism
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """A Llama's dimensions and counts as the workload computes them (parameter_counts, flops_per_token)."""
 
@@ -94,6 +106,7 @@ class ModelShape:
     embedding: int  # the token embedding's parameters; the untied output layer holds as many
     flops_per_token: int  # the records' MFU count
     attention_width: int = 0  # H·Q of the score FLOPs where it is not `hidden` (MLA's (qk + v) / 2 per head)
+    attention_kept: AttentionKept | None = None  # what an attention other than GQA keeps for backward
 
     @property
     def kv_width(self) -> int:
@@ -129,11 +142,13 @@ def _stage_params(shape: ModelShape, layers: int, first: bool, last: bool) -> in
 
 def _activations_per_token(shape: ModelShape, tp: int, training: Training) -> tuple[float, float]:
     """(elements kept per block and token, elements of one block's whole set while it is recomputed)."""
-    h, kv, f = shape.hidden, shape.kv_width, shape.ffn
+    h, kv, f, other = shape.hidden, shape.kv_width, shape.ffn, shape.attention_kept
     if training.te_layers:  # each norm's input and output, q/k/v, attention's output, SwiGLU's input and output
-        whole = (6 * h + 2 * kv + 3 * f) / tp  # all sharded: the gathered norm outputs are gathered again backward
+        attention = other.te if other else 2 * h + 2 * kv
+        whole = (4 * h + attention + 3 * f) / tp  # all sharded: the gathered norm outputs are gathered again backward
         return (h / tp, whole) if training.checkpointing == "full" else (whole, 0.0)  # flash: selective keeps all
-    whole = (10 * h + kv + 4 * f) / tp + 2 * h
+    heads, latent = (other.heads, other.latent) if other else (4 * h + kv, 0.0)
+    whole = (6 * h + heads + 4 * f) / tp + 2 * h + latent
     if training.checkpointing == "none":
         return whole, 0.0
     if training.checkpointing == "selective":  # block input, attention output, the matmul outputs it keeps
@@ -244,11 +259,12 @@ def _cp_s(
     cp, tp = layout.cp, layout.tp
     if cp <= 1:
         return 0.0
-    width = shape.kv_width if training.cp_kv_heads else shape.hidden  # keys' and values' heads as passed
+    gathered = training.cp_all_gather  # the same bytes as the ring's, none of them behind attention
+    width = shape.kv_width if training.cp_kv_heads or gathered else shape.hidden  # keys' and values' heads as passed
     chunk = 2 * tokens * width / tp * training.act_bytes
     round_attention = attention / layers / cp / device.rate  # one local chunk and cp-1 passed ones
     forward_rounds = 2 if training.checkpointing == "full" else 1
-    hides = 1.0 if training.overlap else 0.0
+    hides = 1.0 if training.overlap and not gathered else 0.0
     hidden_fwd = max(0.0, net.send_s(chunk, tp) - hides * round_attention * forward_share)
     hidden_bwd = max(0.0, net.send_s(2 * chunk, tp) - hides * round_attention * (1 - forward_share))
     return layers * (cp - 1) * (forward_rounds * hidden_fwd + hidden_bwd)

@@ -119,7 +119,8 @@ def predict(
     if config.float8 and device.fp8_efficiency:
         device = replace(device, fp8_efficiency=device.fp8_efficiency * FP8_RECIPE[recipe])
     experts = experts_of(config, values, fit)
-    return layout, predict_moe(moe_shape(config), layout, config.ep, experts, training, device, setting.network)
+    shape = moe_shape(config, values.get("recompute_mla_up_proj", False))
+    return layout, predict_moe(shape, layout, config.ep, experts, training, device, setting.network)
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ def published_points() -> list[dict[str, Any]]:
 
 LAYOUT_KEYS = ("size", "nodes", "devices_per_node", "tp", "pp", "cp", "ep", "pp_schedule", "stages_per_rank",
                "seq_length", "global_batch_size", "micro_batch_size", "activation_checkpoint", "float8", "routing",
-               "fp8_recipe", "a2a_hidden", "grad_reduce_fp32")  # fmt: skip
+               "fp8_recipe", "a2a_hidden", "grad_reduce_fp32", "recompute_mla_up_proj")  # fmt: skip
 
 
 def predict_point(point: Mapping[str, Any], fit: tuple[float, float] | None = None) -> MoEPrediction:

@@ -42,6 +42,7 @@ from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.llama.predict_model import (
     OPTIMIZER_BYTES_PER_PARAM,
     SCHEDULE_BUBBLE,
+    AttentionKept,
     ModelShape,
     _in_flight,
     _peak,
@@ -113,7 +114,9 @@ class MoEPrediction:
     dropped_share: float  # of the busiest expert's tokens, past the capacity factor
 
 
-def moe_shape(config: MoEConfig) -> MoEShape:
+def moe_shape(config: MoEConfig, up_projections_recomputed: bool = False) -> MoEShape:
+    """`up_projections_recomputed`: MLA's per-head queries, keys and values recomputed in backward, as Megatron's
+    recompute_modules mla_up_proj and DeepSeek-V3's training (its report's section 3.2.3) do."""
     counts = parameter_counts(config)
     h, moe_layers = config.hidden_size, config.num_layers - config.num_dense_layers
     routed = moe_layers * config.num_experts * 3 * h * config.moe_ffn_hidden_size
@@ -126,6 +129,7 @@ def moe_shape(config: MoEConfig) -> MoEShape:
         + config.num_dense_layers * config.ffn_hidden_size // config.num_layers,
         vocab=config.vocab_size, seq=config.seq_length, params=counts.total - routed, embedding=counts.embedding,
         flops_per_token=6 * (counts.active - counts.embedding) + attention_flops, attention_width=width,
+        attention_kept=None if config.attention == "gqa" else mla_kept(config, up_projections_recomputed),
     )  # fmt: skip
     base = 6 * (counts.active - counts.embedding)
     return MoEShape(dense, moe_layers, config.num_experts, config.top_k, config.moe_ffn_hidden_size, counts.total,
@@ -138,6 +142,21 @@ def _attention_width(config: MoEConfig) -> int:
     if config.attention == "gqa":
         return config.num_heads * config.head_dim
     return config.num_heads * (config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim) // 2
+
+
+def mla_kept(config: MoEConfig, up_projections_recomputed: bool = False) -> AttentionKept:
+    """MLA's activations per token (DeepSeek-V3's shapes). dlperf's keeps each head's query and key (qk_nope +
+    qk_rope wide), its value zero-padded to that width and the attention's output at it (the fused kernels want one
+    head size), the output cut to v_head_dim for wo; and, from the gathered norm output, whole on each tp rank, the
+    latent with the rotary key (kv_lora_rank + qk_rope_head_dim), kv_norm's normalised input and output and the
+    query's rank with its norm's two (torchtitan's keeps as much at DeepSeek-V3's head sizes: values unpadded in
+    their projection, the output twice). Transformer Engine keeps the query and key, the value and the output, and
+    each down projection's and norm's outputs, all sequence-sharded (Megatron-Core's MLASelfAttention); with the
+    up projections recomputed, of the per-head tensors the output alone."""
+    heads, qk, v = config.num_heads, config.qk_nope_head_dim + config.qk_rope_head_dim, config.v_head_dim
+    kv, q, down = config.kv_lora_rank, config.q_lora_rank, config.kv_lora_rank + config.qk_rope_head_dim
+    te_heads = heads * v if up_projections_recomputed else heads * (2 * qk + 2 * v)
+    return AttentionKept(heads * (4 * qk + v), down + 2 * kv + 3 * q, te_heads + down + kv + 2 * q)
 
 
 def expert_group(ep: int, per_node: int) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,16 +113,22 @@ def trainers(module: str) -> str:
     return TRAINERS_PYTHON
 
 
+HF_RUNTIME = re.compile(r"'train_runtime': '?([0-9.]+)")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("module", "script", "batch", "fmt"),
+    ("module", "script", "batch", "fmt", "epoch", "planned"),
     [
-        ("transformers", "hf_trainer_tiny.py --steps 24", 4, "hf-trainer"),
-        ("keras", "keras_fit_tiny.py --steps 8 --epochs 3 --verbose 2", 16, "keras"),
-        ("lightning", "lightning_tiny.py --steps 24 --width 64", 16, "lightning-rich"),
+        # 35 samples in batches of 4 (8 of 4, one of 3), 2 an update: by hand 8, 8, 8, 8, 3 an epoch, 175 in 25
+        # updates; transformers' train_samples_per_second counts max_steps x 4 x 2 = 200 over its train_runtime
+        ("transformers", "hf_trainer_tiny.py --steps 25 --accumulate 2 --samples 35", 4, "hf-trainer", [8, 8, 8, 8, 3],
+         8),
+        ("keras", "keras_fit_tiny.py --steps 8 --epochs 3 --verbose 2", 16, "keras", [16], None),
+        ("lightning", "lightning_tiny.py --steps 24 --width 64", 16, "lightning-rich", [16], None),
     ],
-)
-def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batch, fmt):
+)  # fmt: skip
+def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batch, fmt, epoch, planned):
     python = trainers(module)
     command = f"env KERAS_BACKEND=torch {python} {SCRIPTS / script} --batch-size {{batch_size}}"
     done = run_dlperf(["run", "--batch-size", str(batch), "--framework", module, "--command", command,
@@ -131,16 +138,23 @@ def test_trainer_runs_unchanged_timed_by_the_hook(tmp_path, module, script, batc
     (steps,) = tmp_path.rglob("*.steps")  # the run's stream, merged from each process's file
     assert record["status"] == "ok" and record["format"] == "dlperf-steps"
     assert record["framework"].startswith(f"{module} ") and "unknown" not in record["framework"]
-    assert_window(record, steps, 8, 12, batch, last_step=len(steps_rows(steps)))
     rows = steps_rows(steps)
-    assert all(row[2] == str(batch) for row in rows)  # the framework's batch
+    assert_window(record, steps, 8, 12, batch, last_step=len(rows))
+    assert [int(row[2]) for row in rows] == (epoch * len(rows))[: len(rows)]  # the samples each update trained
     check = record["cross_check"]  # the script's own figure, or why its rounding gives none (Keras' fast steps)
     assert (fmt in (check["reading"] or "") and check["second"] > 0) or "printed too coarsely" in check["note"]
     if check["second"] is not None:  # the script's figure is held to the hook's over the same stretch
         same = check["like_for_like"]
         assert same["script"] == pytest.approx(check["second"], rel=1e-12)  # summed in another order: last bits
         assert same["ratio"] == pytest.approx(same["hook"] / same["script"])
-        assert abs(same["ratio"] - 1) <= 0.10 and check["agree"] == (abs(same["ratio"] - 1) <= 0.02)
+        if planned is None:
+            assert abs(same["ratio"] - 1) <= 0.10 and check["agree"] == (abs(same["ratio"] - 1) <= 0.02)
+        else:  # HF's figure: its planned samples over its train_runtime; the hook's count of what trained stands
+            (runtime,) = [float(m[1]) for m in HF_RUNTIME.finditer(next(tmp_path.rglob("*.log")).read_text())]
+            assert check["second"] == pytest.approx(len(rows) * planned / runtime, rel=2e-3)
+            assert same["ratio"] == pytest.approx(sum(int(r[2]) for r in rows) / (len(rows) * planned), rel=2e-3)
+            assert check["agree"] is False and "the samples its loop planned" in check["note"]
+    assert planned is None or check["second"]
 
 
 def test_a_run_its_own_log_calls_failed_stays_failed_however_well_timed(tmp_path):

@@ -79,20 +79,26 @@ MODEL_INPUT = (
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", ["prefetch", "timm"])
+@pytest.mark.parametrize("shape", ["prefetch", "timm", "stateful", "nodes"])
 def test_a_loader_that_fetches_ahead_never_shifts_a_count_onto_the_declared_batch(tmp_path, shape):
     """A prefetcher takes batch k+1 from the DataLoader before batch k trains: the DataLoader's count is an update
     early (16 at an epoch's first update, none at its last). timm's PrefetchLoader is counted at what it yields, as
     accelerate's loaders: exact. Another prefetcher's uncounted update is 0 in the stream, never the declared batch
-    (that made 16 + 8 x 7 + 5 + 8 = 85 of the epoch's 77), and the record says which updates."""
-    python = trainers("timm") if shape == "timm" else sys.executable
+    (that made 16 + 8 x 7 + 5 + 8 = 85 of the epoch's 77), and the record says which updates. torchdata's
+    StatefulDataLoader (2 workers) is a DataLoader: exact. torchdata.nodes' Prefetcher reads the DataLoader in a
+    thread of its own, whose grad mode is not the loop's: it counted 24, 8 x 6, 5, -, - and then 101 (the evaluation
+    pass's 77 and 3 batches ahead), shifting with the thread's timing; off the main thread the DataLoader is not
+    counted, the model's input is: exact."""
+    needs = {"prefetch": None, "timm": "timm"}.get(shape, "torchdata")
+    python = trainers(needs) if needs else sys.executable
     done = hooked(tmp_path, "--shape", shape, "--own-clock", python=python)
     assert done.returncode == 0, done.stderr[-2000:]
     own = [samples for samples, _, _ in own_clock(done.stderr).values()]
     stream = merge(tmp_path / "run.steps", world_size=1)
-    assert own == [8] * 9 + [5] + [8] * 9 + [5] + [8] * 9 + [5] and stream is not None and stream.notes == ()
+    assert own == [8] * 9 + [5] + [8] * 9 + [5] + [8] * 9 + [5] and stream is not None
+    assert stream.notes == ((MODEL_INPUT,) if shape == "nodes" else ())
     counted = list(stream.samples.values())
-    if shape == "timm":
+    if shape != "prefetch":
         assert counted == own
         return
     assert counted == [16, *[8] * 7, 5, None] * 3 and sum(n or 0 for n in counted) == sum(own)

@@ -71,6 +71,7 @@ FSDP_K8S = DISAGREE / "aws-fsdp" / "4n8g" / "k8s-readme-llama3.1-8b_b1_bf16_1.lo
 FSDP_SLURM = DISAGREE / "aws-fsdp" / "4n8g" / "slurm-readme-llama3-8b_b1_bf16_1.log"
 NANOCHAT = PEER_LOGS / "handwritten" / "nanochat" / "1n8g" / "d20-speedrun_b32_bf16_1.log"
 MODDED = DISAGREE / "modded-nanogpt" / "1n8g"
+NANOCHAT_A100 = DISAGREE / "nanochat" / "1n8g" / "pr147-a100-sxm4-d20_b32_bf16_1.log"
 
 
 def read(path: Path, **options) -> dict:
@@ -165,6 +166,31 @@ def test_nanochat_is_the_total_batch_over_each_steps_dt_after_step_10(tmp_path):
     bare = read(copy_to(tmp_path, NANOCHAT, [line for line in lines if "Total batch" not in line], "1n4g"))
     assert bare["throughput"] == pytest.approx(524288, rel=1e-12)
     assert any("printed tok/sec x dt" in note for note in bare["reading_notes"])
+
+
+def test_nanochat_reads_a_real_logs_steps_at_their_printed_rate_x_dt():
+    """Real lines (karpathy/nanochat PR 147, an A100 SXM4 run: steps 4-10, no `Total batch size` line): each step's
+    tokens are its printed tok/sec x dt (524,285-524,289, the d20 speedrun's 524,288), over the steps' summed dt.
+    All lie inside nanochat's 10-step warm-up: the later 4 are kept and the record says so; --log-warmup 3 keeps
+    steps 4-10. Hand reading of steps 7-10: 527,053 tokens/s."""
+    rows = re.findall(r"^step (\d+)/\d+ .*? \| dt: ([\d.]+)ms \| tok/sec: ([\d,]+) \|", NANOCHAT_A100.read_text(), re.M)
+    steps = {int(n): (float(ms) / 1000, int(rate.replace(",", ""))) for n, ms, rate in rows}
+
+    def by_hand(first: int) -> float:
+        kept = [steps[n] for n in range(first, 11)]
+        return sum(dt * rate for dt, rate in kept) / sum(dt for dt, _ in kept)
+
+    record = read(NANOCHAT_A100)
+    assert (record["status"], record["format"], record["unit"], record["kept_steps"]) == (
+        "ok",
+        "nanochat",
+        "tokens/s",
+        [7, 10],
+    )
+    assert record["throughput"] == pytest.approx(by_hand(7), rel=1e-12) and round(by_hand(7)) == 527053
+    assert "all inside the 10-iteration warm-up: kept the later 4" in record["window_note"]
+    assert any("printed tok/sec x dt" in note for note in record["reading_notes"])
+    assert read(NANOCHAT_A100, warmup=3)["throughput"] == pytest.approx(by_hand(4), rel=1e-12)
 
 
 def test_modded_nanogpt_is_a_steps_tokens_over_its_training_clock():

@@ -30,7 +30,7 @@ Where the script imports them, it hooks, after their own import:
   PyTorch loop, HF Trainer, Lightning, timm and nanoGPT are timed at each update (an accumulation boundary); where
   the parameters are on a GPU, an update's time is when the GPU finished its last step (a CUDA event recorded at
   that call, `_dlperf_gpu_steps.py`), not when `step()` returned having queued it; GradScaler's steps skipped on
-  inf/nan gradients are updates too; the DataLoader's iterator, counting each batch it yields;
+  inf/nan gradients are updates too; the DataLoader's iterator, counting each batch it yields on the main thread;
 - accelerate's loaders and timm's PrefetchLoader: the batches they yield, not the one they fetch ahead;
 - DeepSpeed's engine: an update made inside `engine.step()` is stamped when it returns (after ZeRO's gathers);
 - transformers' Trainer: each micro-batch `training_step` takes, and the span of its train_runtime;
@@ -377,6 +377,10 @@ def _distributed(module) -> None:
 
 @_guarded("torch DataLoader")
 def _dataloader(module) -> None:
+    """Each batch a DataLoader's iterator yields (torchdata's StatefulDataLoader's too: a subclass), on the main
+    thread only: a loader read from a thread of its own (torchdata.nodes' Prefetcher over a DataLoader,
+    prefetch_generator's BackgroundGenerator) is fetching ahead of the updates, and that thread's grad mode is not
+    the loop's (an evaluation pass counted); there the model's input is counted."""
     base = module._BaseDataLoaderIter
     fetch = base.__next__
 
@@ -384,7 +388,7 @@ def _dataloader(module) -> None:
 
     def counted_next(self):
         batch = fetch(self)
-        if not STEPS.quiet and grad():  # an evaluation loop under no_grad feeds no update
+        if not STEPS.quiet and grad() and threading.current_thread() is threading.main_thread():
             try:
                 STEPS.count(batch)
             except Exception as error:  # noqa: BLE001 - the script must not see the hook's own failure

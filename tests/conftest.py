@@ -60,7 +60,7 @@ def run_dlperf(
 # --no-loadscope-reorder, pyproject.toml), so a long file started last keeps one worker busy alone
 LONGEST_FIRST = (
     "test_multihost_ssh.py",  # 165 s
-    "test_llama_layouts.py",  # 69 s (98.9 CPU-seconds, 2026-12-02)
+    "test_llama_layouts.py",  # 106.3 CPU-seconds with the GPT's layouts in its launches (2026-12-02)
     "test_tf_official.py",  # 93 s, one test
     "test_run.py",  # 119 s
     "test_evidence.py",  # 103 s
@@ -73,7 +73,6 @@ LONGEST_FIRST = (
     "test_frameworks.py",  # 56 s
     "test_add_workload.py",  # 55 s at load 1 (both engines, a real maxbatch)
     "test_waterfall_runs.py",  # 39 s at load 1
-    "test_gpt_layouts.py",  # 53 s
     "test_trackers.py",  # 19 s at load 5, 61 s at load 12 (an mlflow server's start-up: 12 s and 31 s of it)
 )
 

@@ -1,27 +1,13 @@
-"""The parallel layouts compute what one process computes: 5 steps of the tiny GPT, fp32, gloo on the CPU; each
-launch computes the one-process reference on its rank 0 first, then builds and steps several layouts in the same
-processes."""
+"""The GPT's pipeline through dlperf's CLI and torchrun's launcher. (The GPT's layouts against one process run in
+test_llama_layouts.py's launches, beside the Llama's.)"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from layouts import ONE_PROCESS, launch
 
 pytestmark = pytest.mark.slow
-
-TWO_PROCESS = [{}, {"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}, {"pp": 2, "pp_schedule": "1f1b"}]  # {}: DP=2
-# DP2xTP2, TP2xPP2, DP2xPP2 with DDP and with FSDP2, their meshes built one after another in one launch
-FOUR_PROCESS = [{"tp": 2}, {"tp": 2, "pp": 2}, {"pp": 2}, {"pp": 2, "dp_mode": "fsdp"}]
-
-
-@pytest.mark.parametrize(("nproc", "layouts"), [(2, TWO_PROCESS), (4, FOUR_PROCESS)])
-def test_layouts_match_single_process(tmp_path, nproc, layouts):
-    single, *parallel = launch(tmp_path, nproc, "gpt", [ONE_PROCESS, *layouts])
-    assert len(single) == 5 and single[0] > single[-1]  # it trains
-    for layout, got in zip(layouts, parallel, strict=True):
-        assert got == pytest.approx(single, rel=1e-4), f"layout {layout} on {nproc} processes"
 
 
 def test_pipeline_run_logs_last_stage_loss(tmp_path):

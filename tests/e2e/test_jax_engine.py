@@ -1,10 +1,10 @@
 """The JAX engine through dlperf's own CLI and launchers: records like the torch engine's (FLOPs and MFU from
 metrics/flops.py, XLA's compile time as compile_s), TP=2 under torchrun's launcher and DP=2 over two
-network-namespace hosts giving the 1-process losses."""
+network-namespace hosts giving the 1-process losses. (ResNet-50's sweep on JAX is test_jax_parallel.py's, where
+its record is the one-device reference of DP=2.)"""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_dlperf
+from conftest import run_dlperf
 from netns_hosts import remote_python
 from tiny import QUICK_RUN, as_flags, tiny_gpt
 
@@ -52,24 +52,6 @@ def test_gpt_one_process_record(one_process_gpt):
     assert record["loss_last"] < record["loss_first"]
     # JAX dispatch is asynchronous: per-step latency is each window's mean, so a window's steps are equal
     assert record["latency_ms"]["p50"] == pytest.approx(record["latency_ms"]["mean"], rel=0.5)
-
-
-def test_resnet50_sweep_record_and_report(tmp_path):
-    """One process through a sweep: the record, and (issue 21) a case with no FLOP count, its tflops_per_device
-    None, never stops the sweep before its report."""
-    config = tmp_path / "s.yaml"
-    keys = dict(zip((flag.removeprefix("--").replace("-", "_") for flag in TINY[::2]), TINY[1::2], strict=True))
-    keys.update(iters=2, print_every=2)  # one timed window is a record; ResNet-50's steps cost a CPU-second each
-    config.write_text("".join(f"{key}: {value}\n" for key, value in keys.items()) + "engine: jax\nrepeats: 1\n")
-    done = run_dlperf(["sweep", str(config), "--out", str(tmp_path / "out")], timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "internal error" not in done.stderr and "report:" in done.stdout
-    (path,) = (tmp_path / "out").rglob("*_jax_*.json")
-    record = json.loads(path.read_text())
-    assert record["status"] == "ok" and record["group"] == "b4_fp32_jax" and record["global_batch_size"] == 4
-    assert record["compile_s"] > 0 and record["peak_memory_mib"]["rss"] > 0 and record["tflops_per_device"] is None
-    runs = list(csv.DictReader((tmp_path / "out" / "runs.csv").open()))
-    assert [(r["engine"], r["status"]) for r in runs] == [("jax", "ok")]
 
 
 def assert_one_process_losses(pair: dict, single: dict) -> None:

@@ -81,24 +81,25 @@ def test_planted_slow_rank_and_slow_loader(baseline, tmp_path):
 
 
 def test_ablate_sync_times_the_same_ranks_without_gradient_sync(tmp_path):
-    """`--ablate sync` on 2 gloo ranks of ResNet-50 at 32 px: after the timed window, windows under DDP's no_sync()
+    """`--ablate sync` on 2 gloo ranks of the tiny GPT under DDP: after the timed window, windows under DDP's no_sync()
     alternating with synchronised ones, between barriers, in the record's `ablation` that the waterfall reads."""
     out = tmp_path / "records"
-    resnet = ["--model", "resnet50", "--device", "cpu", "--image-size", "32", "--num-classes", "10"]
-    timing = ["--batch-size", "2", "--warmup-iters", "1", "--iters", "2", "--print-every", "1"]
-    _dlperf(["run", *resnet, *timing, "--devices-per-node", "2", "--ablate", "sync", "--out", str(out)])
-    (path,) = (out / "resnet50" / "1n2g").glob("*.json")
+    gpt = as_flags(tiny_gpt(micro_batch_size=2, warmup_iters=1, iters=2, print_every=1, device="cpu"))
+    _dlperf(["run", *gpt, "--devices-per-node", "2", "--ablate", "sync", "--out", str(out)])
+    (path,) = (out / "gpt" / "1n2g").glob("*.json")
     record = json.loads(path.read_text())
     ablation = record["ablation"]
     assert ablation["method"].startswith("no_sync") and ablation["iters"] == 2
     assert len(ablation["window_throughputs"]) == len(ablation["synced_window_throughputs"]) == 2
     assert ablation["step_ms"] == pytest.approx(record["global_batch_size"] / ablation["throughput"] * 1000)
     assert ablation["ratio"] == pytest.approx(ablation["step_ms"] / ablation["synced_step_ms"])
-    assert record["config"]["ablate"] == "sync" and record["group"] == "b2_fp32"
+    assert (
+        record["config"]["ablate"] == "sync" and record["group"] == "DP_2x1x1_4_64x2_fp32"
+    )  # the unablated run's name
 
 
 def test_unsynchronised_steps_all_reduce_nothing():
-    """Under the loop's `--ablate sync` windows, 2 gloo ranks of dlperf's ResNet-50 step: a DDP comm hook counts
+    """Under the loop's `--ablate sync` windows, 2 gloo ranks of dlperf's tiny GPT step: a DDP comm hook counts
     the gradient buckets each step all-reduces; no step inside no_sync() reduces any, every step outside does."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

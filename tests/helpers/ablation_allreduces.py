@@ -1,6 +1,6 @@
-"""Two gloo ranks time dlperf's ResNet-50 step (32 px, batch 2) through the loop's `--ablate sync` windows, a DDP
-comm hook counting the gradient buckets all-reduced by each step; rank 0 prints one JSON line: per step, whether it
-ran inside no_sync() and how many buckets it all-reduced.
+"""Two gloo ranks time dlperf's tiny GPT step (micro-batch 2, under DDP) through the loop's `--ablate sync`
+windows, a DDP comm hook counting the gradient buckets all-reduced by each step; rank 0 prints one JSON line: per
+step, whether it ran inside no_sync() and how many buckets it all-reduced.
 
     python tests/helpers/ablation_allreduces.py PORT
 """
@@ -14,6 +14,7 @@ import sys
 from contextlib import contextmanager
 
 import torch.multiprocessing as mp
+from tiny import tiny_gpt
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 
@@ -28,10 +29,7 @@ def rank_main(rank: int, port: int) -> None:
     from dlperf.harness.worker import build_step
     from dlperf.workloads import get_workload, spec_from_mapping
 
-    spec = spec_from_mapping(
-        {"model": "resnet50", "device": "cpu", "batch_size": 2, "image_size": 32, "num_classes": 10}
-        | {"devices_per_node": 2, "cpu_threads": 1}
-    )
+    spec = spec_from_mapping(tiny_gpt(micro_batch_size=2, device="cpu", devices_per_node=2, cpu_threads=1))
     engine = get_engine(spec.engine)
     engine.setup(spec, RankEnv.from_environ())
     step = build_step(spec, get_workload(spec.model).plan(spec), engine)

@@ -2,10 +2,11 @@
 
     torchrun --nproc-per-node N tests/helpers/layouts.py OUT.json gpt '[{"tp": 2}, {"pp": 2, "pp_schedule": "gpipe"}]' 5
 
-Each layout is a set of run-key changes over the model's tiny keys (TINY); the world size is torchrun's, except for
-a layout of one device (ONE_PROCESS, the one-process reference, or it with other changes), which rank 0 computes
-alone while the others wait (no second interpreter importing torch for it). Every layout is built, stepped and torn
-down in these same processes, so one launch checks several layouts.
+Each layout is a set of run-key changes over the model's tiny keys (TINY); it may name another tiny model than the
+launch's (`"model"`) and its own step count (`"steps"`), so two models' layouts share one launch's processes. The
+world size is torchrun's, except for a layout of one device (ONE_PROCESS, the one-process reference, or it with other
+changes), which rank 0 computes alone while the others wait (no second interpreter importing torch for it). Every
+layout is built, stepped and torn down in these same processes, so one launch checks several layouts.
 
 float8 (FLOAT8) runs on the CPU: torch's `_scaled_mm` has a CPU kernel there, so torchao's float8 training and its
 TP styles compute what they compute on a GPU, only slowly. dlperf refuses float8 off a GPU of compute capability
@@ -44,6 +45,9 @@ FLOAT8 = {"float8": True, "device": "auto"}
 
 
 def losses(model: str, changes: dict, engine: TorchEngine, steps: int = STEPS) -> list[float]:
+    changes = dict(changes)
+    steps = changes.pop("steps", steps)
+    model = changes.get("model", model)
     spec = spec_from_mapping({**TINY[model], "devices_per_node": engine.rank.world_size, **changes})
     step = get_workload(model).builder("torch")(spec, check_spec(spec), engine)
     return [step.read_loss(step.run()) for _ in range(steps)]
@@ -74,7 +78,7 @@ def launch(tmp_path: Path, nproc: int, model: str, layouts: list[dict], steps: i
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
-        _, stderr = torchrun.communicate(timeout=240)
+        _, stderr = torchrun.communicate(timeout=480)
     finally:  # a hung rank must not outlive the test: stop torchrun's whole session, workers included
         if torchrun.poll() is None:
             os.killpg(torchrun.pid, signal.SIGKILL)

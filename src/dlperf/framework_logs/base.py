@@ -323,37 +323,6 @@ class StepCounter:
         return self._offset + iteration
 
 
-def timed_step(
-    step: int,
-    seconds: float,
-    *,
-    batch: float | None = None,
-    start: int | None = None,
-    timestamp: float | None = None,
-    samples: float | None = None,
-    run: Hashable = None,
-    metrics: tuple[tuple[str, float], ...] = (),
-    check: float | None = None,
-    paused: bool = False,
-) -> Point:
-    """A line that prints the time of an iteration (one's, or the mean over the log interval), the one rule for
-    every format that prints a step time: the window's figure is its samples over the summed time of its
-    iterations (`measure.samples_over_time`), never a mean of per-line rates. `batch` is the line's own global
-    batch where it prints one."""
-    return Point(
-        step=step,
-        seconds=seconds,
-        batch=batch,
-        start=start,
-        timestamp=timestamp,
-        samples=samples,
-        run=run,
-        metrics=metrics,
-        check=check,
-        paused=paused,
-    )
-
-
 def per_device(value: float, shape: RunShape) -> float:
     """A per-device printed figure -> the global one (every device of a synchronous job does the same work)."""
     return value * shape.world_size

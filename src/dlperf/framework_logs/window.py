@@ -226,7 +226,7 @@ def iterations_of(point: Point, start: int | None) -> int:
 
 
 class TimedSteps:
-    """The one rule for every format that prints a step time (`base.timed_step`): the kept iterations' samples
+    """The one rule for every format that prints a step time (`Point.seconds`): the kept iterations' samples
     over their summed time, never a mean of per-line rates (which weighs the fast lines more)."""
 
     def __init__(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, to_float
 
 LINE = re.compile(rf"Iter: (?P<iter>\d+) Time\((?P<n>\d+) iters\): (?P<time>{NUMBER})s")
 
@@ -24,7 +24,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         m = LINE.search(line)
         if m and int(m["n"]) > 0:
             step, iterations = int(m["iter"]), int(m["n"])
-            yield timed_step(step, to_float(m["time"]) / to_float(m["n"]), start=step - iterations)
+            yield Point(step=step, seconds=to_float(m["time"]) / iterations, start=step - iterations)
 
 
 FORMATS = (

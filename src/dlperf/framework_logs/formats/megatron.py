@@ -46,7 +46,6 @@ back only records whose first part no format recognises, and this one's is recog
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 
@@ -58,7 +57,6 @@ from dlperf.framework_logs.base import (
     Point,
     RunShape,
     iso_time,
-    timed_step,
     to_float,
 )
 from dlperf.framework_logs.formats.deepspeed import CONFIG_BATCH, PRINTED_BATCH
@@ -189,9 +187,10 @@ def _point(
     tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
     moe = tuple((m[1], to_float(m[2])) for m in MOE.finditer(line))
     batch = fields.get("global batch size", engine_batch)
-    point = timed_step(
-        step,
-        ms / 1000,
+    printed = "global batch size" not in fields and batch is not None
+    return Point(
+        step=step,
+        seconds=ms / 1000,
         batch=batch,
         start=0 if from_start else None,
         timestamp=_stamp(line),
@@ -200,9 +199,8 @@ def _point(
         metrics=(() if tflops is None else (("tflops_per_device", tflops),)) + moe,
         paused=paused,
         check=fields.get("samples per second"),
+        note=PRINTED_BATCH if printed else None,
     )
-    printed = "global batch size" not in fields and batch is not None
-    return dataclasses.replace(point, note=PRINTED_BATCH) if printed else point
 
 
 def _iteration_ms(fields: dict[str, float]) -> float | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, to_float
 
 LINE = re.compile(rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<batch>\d+)/\s*(?P<total>\d+)\]\s+Time\s+(?P<time>{NUMBER})")
 
@@ -22,7 +22,7 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
         m = LINE.search(line)
         if m:
             step = int(m["epoch"]) * int(m["total"]) + int(m["batch"])
-            yield timed_step(step, to_float(m["time"]), start=step - 1, run=int(m["total"]))
+            yield Point(step=step, seconds=to_float(m["time"]), start=step - 1, run=int(m["total"]))
 
 
 FORMATS = (

@@ -20,14 +20,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, metrics_in, to_float
 from dlperf.framework_logs.formats.deepspeed import START_STEP, TIMER, timer_step
 
 LINE = re.compile(
     rf"^\s*samples/sec: (?P<speed>{NUMBER}) \| iteration\s+(?P<step>\d+)/\s*(?P<steps>\d+) \| "
     rf"elapsed time per iteration \(ms\): (?P<ms>{NUMBER}) \|"
 )
-LOSS = re.compile(rf"\| lm_loss: ({NUMBER}) \|")
+LOSS = {"loss": re.compile(rf"\| lm_loss: ({NUMBER}) \|")}
 KEPT_CLOCKS = 64  # the timer's latest printed steps held for the next NeoX line
 
 
@@ -54,9 +54,8 @@ def _timer_rate(clocks: dict[int, float], first: int | None, last: int) -> float
 
 
 def _point(m: re.Match[str], timer: float | None) -> Point:
-    loss = LOSS.search(m.string)
     return Point(step=int(m["step"]), run=int(m["steps"]), speed=to_float(m["speed"]), seconds=to_float(m["ms"]) / 1000,
-                 check=timer, metrics=(("loss", to_float(loss[1])),) if loss else ())  # fmt: skip
+                 check=timer, metrics=metrics_in(m.string, LOSS))  # fmt: skip
 
 
 FORMATS = (

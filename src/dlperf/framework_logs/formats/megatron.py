@@ -50,20 +50,18 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.framework_logs.base import (
-    ISO_TIME,
     NUMBER,
     InOrder,
     LogFormat,
     Point,
     RunShape,
-    iso_time,
+    stamp_in,
     to_float,
 )
-from dlperf.framework_logs.formats.deepspeed import CONFIG_BATCH, PRINTED_BATCH
+from dlperf.framework_logs.formats.deepspeed import CONFIG_BATCH, PRINTED_BATCH, STAMP
 from dlperf.framework_logs.textlines import WRAP_MAX_PARTS
 
 ITERATION = re.compile(r"\biteration(?:\s+|=\s*)(\d+)/\s*(\d+) \|")
-STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
 PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
 BRIDGE = re.compile(r"\bStep Time : \d+(?:\.\d+)?s GPU utilization: ")  # Megatron-Bridge's rank-0 line
 MOE = re.compile(rf"\| ((?:[a-z]+_)*load_balancing_loss|z_loss): +({NUMBER})")  # the routers' aux losses, MoE runs
@@ -193,7 +191,7 @@ def _point(
         seconds=ms / 1000,
         batch=batch,
         start=0 if from_start else None,
-        timestamp=_stamp(line),
+        timestamp=stamp_in(STAMP, line),
         samples=fields.get("consumed samples"),
         run=run,
         metrics=(() if tflops is None else (("tflops_per_device", tflops),)) + moe,
@@ -219,11 +217,6 @@ def _after_first(held: tuple[int, int | None] | None, step: int, run: int) -> tu
     if held is not None and held[0] == run and held[1] in (None, step):
         return (run, step)
     return None
-
-
-def _stamp(line: str) -> float | None:
-    stamp = STAMP.match(line)
-    return iso_time(stamp[1]) if stamp else None
 
 
 FORMATS = (

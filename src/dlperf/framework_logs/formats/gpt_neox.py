@@ -42,7 +42,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                     del clocks[min(clocks)]
         elif "samples/sec:" in line and (m := LINE.match(line)):
             step = int(m["step"])
-            yield _point(m, _timer_rate(clocks, previous, step))
+            yield Point(step=step, run=int(m["steps"]), speed=to_float(m["speed"]), seconds=to_float(m["ms"]) / 1000,
+                        check=_timer_rate(clocks, previous, step), metrics=metrics_in(line, LOSS))  # fmt: skip
             previous = step
 
 
@@ -51,11 +52,6 @@ def _timer_rate(clocks: dict[int, float], first: int | None, last: int) -> float
     if first is None or first not in clocks or last not in clocks or clocks[last] <= clocks[first]:
         return None
     return (last - first) / (clocks[last] - clocks[first])
-
-
-def _point(m: re.Match[str], timer: float | None) -> Point:
-    return Point(step=int(m["step"]), run=int(m["steps"]), speed=to_float(m["speed"]), seconds=to_float(m["ms"]) / 1000,
-                 check=timer, metrics=metrics_in(m.string, LOSS))  # fmt: skip
 
 
 FORMATS = (

@@ -342,7 +342,7 @@ def metrics_in(
 
 
 def loss(text: str) -> tuple[tuple[str, float], ...]:
-    """A line's printed loss as its metric; none where it is no number (`nan`, `inf`: the failure watch's)."""
+    """A line's printed loss as its metric; none where it is no number (`nan`, `inf`: failures.py says so)."""
     return () if text in ("nan", "inf", "-inf") else (("loss", to_float(text)),)
 
 

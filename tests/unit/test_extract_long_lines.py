@@ -14,7 +14,7 @@ import pytest
 from dlperf.errors import DataError
 from dlperf.framework_logs.base import InOrder
 from dlperf.framework_logs.registry import FORMATS, detect
-from dlperf.framework_logs.textlines import log_lines, rejoin_wrapped, strip_prefixes
+from dlperf.framework_logs.textlines import LogLines, rejoin_wrapped, strip_prefixes
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "peer-logs"
 
@@ -66,7 +66,7 @@ def _fixture_lines() -> tuple[str, ...]:
 
 
 def _lines(path: Path) -> list[str]:
-    with contextlib.suppress(DataError), closing(log_lines(path)) as lines:
+    with contextlib.suppress(DataError), closing(LogLines(path)) as lines:
         return [strip_prefixes(line) for line in lines]
     return []  # a fixture that is no text log on purpose
 

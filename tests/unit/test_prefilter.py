@@ -13,7 +13,7 @@ from dlperf.framework_logs.base import AnyCase
 from dlperf.framework_logs.extract import Options, extract_dir, read_run
 from dlperf.framework_logs.published_names import LogInfo
 from dlperf.framework_logs.registry import FORMATS, get_format
-from dlperf.framework_logs.textlines import BLOCK, MARGIN, holding, log_lines
+from dlperf.framework_logs.textlines import BLOCK, MARGIN, LogLines, holding
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "peer-logs"
 CHATTER = "W1201 12:00:00.000000 4242 chatter.py:42] a framework's warning, printed again and again{}: {:>12d}\n"
@@ -80,7 +80,7 @@ def test_a_long_log_reads_as_with_every_line_read(tmp_path, monkeypatch):
     passed_over = read_run(info, Options(warmup=0))
     assert passed_over["format"] == "megatron"
     assert passed_over["kept_lines"] == 30  # the wrapped records too
-    with closing(log_lines(log, extract._needed(get_format("megatron")))) as given:
+    with closing(LogLines(log, extract._needed(get_format("megatron")))) as given:
         assert sum(1 for _ in given) < lines / 10  # the chatter is passed over
     _every_line(monkeypatch)
     assert read_run(info, Options(warmup=0)) == passed_over
@@ -89,7 +89,7 @@ def test_a_long_log_reads_as_with_every_line_read(tmp_path, monkeypatch):
 def test_a_word_is_found_in_any_case_where_its_reader_ignores_case(tmp_path):
     log = tmp_path / "deepspeed.log"
     log.write_text("chatter\n" * 1000 + "[INFO] SAVING CHECKPOINT to /ckpt\n" + "chatter\n" * 1000)
-    with closing(log_lines(log, holding([AnyCase("saving checkpoint"), "SamplesPerSec="]))) as given:
+    with closing(LogLines(log, holding([AnyCase("saving checkpoint"), "SamplesPerSec="]))) as given:
         assert list(given) == ["chatter"] * 12 + ["[INFO] SAVING CHECKPOINT to /ckpt"] + ["chatter"] * 12
 
 

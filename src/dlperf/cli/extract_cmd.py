@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ResultsError
+from dlperf.escape import terminal
 from dlperf.framework_logs.base import RULES
-from dlperf.framework_logs.display import plain, shown
+from dlperf.framework_logs.display import shown
 from dlperf.framework_logs.extract import Options, extract_dir, extract_file, record_target
 from dlperf.framework_logs.published_names import PLAIN_NAME, LogInfo, Skipped
 from dlperf.framework_logs.registry import describe
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.log_dir)
     records, skipped = _read_logs(root, args)
     for item in skipped:
-        print(f"dlperf: skipped {shown(item.path)}: {plain(item.reason)}", file=sys.stderr)
+        print(f"dlperf: skipped {shown(item.path)}: {terminal(item.reason)}", file=sys.stderr)
     if not records:
         raise ResultsError(f"none of the {len(skipped)} logs under {shown(root)} gave a result (reasons above)")
     _report_extracted(_out_dir(root, args), records, args)
@@ -138,9 +139,9 @@ def _report_extracted(out: Path, records: list[dict[str, Any]], args: argparse.N
 def _say_trouble(record: ExtractedRecord) -> None:
     """A record's warning and a failed run's reason, on stderr."""
     if record.warning:
-        print(f"dlperf: warning: {plain(record.warning)}", file=sys.stderr)
+        print(f"dlperf: warning: {terminal(record.warning)}", file=sys.stderr)
     if record.status != "ok":
-        print(f"dlperf: failed run {shown(record.file)}: {plain(record.error)}", file=sys.stderr)
+        print(f"dlperf: failed run {shown(record.file)}: {terminal(record.error)}", file=sys.stderr)
 
 
 def _file_info(path: Path, args: argparse.Namespace) -> LogInfo:

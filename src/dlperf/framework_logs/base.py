@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -298,6 +298,12 @@ def iso_time(text: str) -> float:
     return _midnight(m[1]) + hours * 3600 + minutes * 60 + seconds + fraction
 
 
+def stamp_in(pattern: re.Pattern[str], line: str) -> float | None:
+    """The ISO time stamp `pattern` (its first group) finds at the start of `line`; None where there is none."""
+    m = pattern.match(line)
+    return iso_time(m[1]) if m else None
+
+
 def glog_time(year: int, mmdd: str, clock: str) -> float:
     """glog's `I0826 15:13:29.256277` prefix has no year: the caller supplies one."""
     return iso_time(f"{year:04d}-{mmdd[:2]}-{mmdd[2:]} {clock}")
@@ -323,37 +329,34 @@ class StepCounter:
         return self._offset + iteration
 
 
-def timed_step(
-    step: int,
-    seconds: float,
-    *,
-    batch: float | None = None,
-    start: int | None = None,
-    timestamp: float | None = None,
-    samples: float | None = None,
-    run: Hashable = None,
-    metrics: tuple[tuple[str, float], ...] = (),
-    check: float | None = None,
-    paused: bool = False,
-) -> Point:
-    """A line that prints the time of an iteration (one's, or the mean over the log interval), the one rule for
-    every format that prints a step time: the window's figure is its samples over the summed time of its
-    iterations (`measure.samples_over_time`), never a mean of per-line rates. `batch` is the line's own global
-    batch where it prints one."""
-    return Point(
-        step=step,
-        seconds=seconds,
-        batch=batch,
-        start=start,
-        timestamp=timestamp,
-        samples=samples,
-        run=run,
-        metrics=metrics,
-        check=check,
-        paused=paused,
-    )
-
-
 def per_device(value: float, shape: RunShape) -> float:
     """A per-device printed figure -> the global one (every device of a synchronous job does the same work)."""
     return value * shape.world_size
+
+
+def metrics_in(
+    line: str, patterns: Mapping[str, re.Pattern[str]], value: Callable[[str], float] = to_float
+) -> tuple[tuple[str, float], ...]:
+    """The extra figures (`Point.metrics`) `patterns` find in `line`, each its first group, in the patterns' order."""
+    return tuple((name, value(m[1])) for name, pattern in patterns.items() if (m := pattern.search(line)))
+
+
+def loss(text: str) -> tuple[tuple[str, float], ...]:
+    """A line's printed loss as its metric; none where it is no number (`nan`, `inf`: failures.py says so)."""
+    return () if text in ("nan", "inf", "-inf") else (("loss", to_float(text)),)
+
+
+def each_line(
+    find: Callable[[str], re.Match[str] | None],
+    point: Callable[[re.Match[str], RunShape], Point | None],
+    guard: str = "",
+) -> Reader:
+    """The reader of a format whose every point is one line on its own: `point(m, shape)` of each line holding
+    `guard` (a literal scan rules most lines out before the regex is tried) that `find` matches (None: no point)."""
+
+    def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+        for line in lines:
+            if guard in line and (m := find(line)) and (found := point(m, shape)) is not None:
+                yield found
+
+    return read

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.textlines import log_lines
+from dlperf.framework_logs.textlines import LogLines
 from dlperf.metrics.peaks import device_key
 from dlperf.wording import count
 
@@ -23,7 +23,7 @@ def logged_accelerator(path: Path, world_size: int, per_node: int) -> dict[str, 
     kinds, which a one-device-type record cannot say)."""
     found: dict[str, str] = {}
     try:
-        for line in itertools.islice(log_lines(path), SCANNED):
+        for line in itertools.islice(LogLines(path), SCANNED):
             if m := TF_DEVICE.search(line):
                 found[m["bus"]] = m["name"].strip()
     except DataError:

@@ -17,11 +17,6 @@ def path_text(path: str | os.PathLike[str]) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def plain(text: str) -> str:
-    """`text` with every control or invisible formatting character written as its escape (`\\n`, `\\x1b`)."""
-    return terminal(text)
-
-
 def shown(path: str | os.PathLike[str]) -> str:
     """How every path is printed: valid UTF-8, on one line, no terminal escapes."""
-    return plain(path_text(path))
+    return terminal(path_text(path))

@@ -25,7 +25,6 @@ from dlperf.framework_logs.textlines import (
     UNTERMINATED,
     LogLines,
     holding,
-    log_lines,
     open_regular,
     rejoin_wrapped,
     strip_prefixes,
@@ -111,7 +110,7 @@ def read_run(info: LogInfo, options: Options) -> dict[str, Any]:
     forced = _forced_format(info, options)
     shape = RunShape(global_batch=info.batch_size * info.world_size, world_size=info.world_size, workload=info.model)
     watch = FailureWatch()
-    with closing(log_lines(info.path, _needed(forced))) as raw:
+    with closing(LogLines(info.path, _needed(forced))) as raw:
         recognised = _Recognised(forced)
         lines = watch.watch(strip_prefixes(line) for run in raw.spans() for line in rejoin_wrapped(run, recognised))
         try:

@@ -26,16 +26,13 @@ FOREIGN_FLOPS_PER_SAMPLE = (
 )
 
 
-def flops_per_sample() -> tuple[PlausibleWork, ...]:
-    return FOREIGN_FLOPS_PER_SAMPLE + plausible_work()
-
-
 def workload_class(fmt: LogFormat, shape: RunShape) -> tuple[str, float] | None:
     """The workload's class and its FLOPs per sample where the model's name says (not for token rates)."""
     if fmt.unit == "tokens/s" or not shape.workload:
         return None
     name = shape.workload.lower()
-    return next(((what, flops) for what, parts, flops in flops_per_sample() if any(p in name for p in parts)), None)
+    works = (*FOREIGN_FLOPS_PER_SAMPLE, *plausible_work())
+    return next(((what, flops) for what, parts, flops in works if any(p in name for p in parts)), None)
 
 
 def speed_bound(fmt: LogFormat, shape: RunShape) -> float:

@@ -117,10 +117,7 @@ def find_logs(root: Path) -> tuple[list[Path], list[Skipped]]:
     logs: list[Path] = []
     skipped: list[Skipped] = []
 
-    def unlisted(path: Path, reason: str) -> None:
-        skipped.append(Skipped(path, reason))
-
-    for path in find_named(root, ".log", unlisted):
+    for path in find_named(root, ".log", lambda path, reason: skipped.append(Skipped(path, reason))):
         if (reason := _not_a_log(path)) is None:
             logs.append(path)
         else:

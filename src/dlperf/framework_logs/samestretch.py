@@ -13,7 +13,7 @@ from pathlib import Path
 from dlperf.errors import DataError
 from dlperf.framework_logs.base import LogFormat, RunShape
 from dlperf.framework_logs.formats.dlperf_steps import trace
-from dlperf.framework_logs.textlines import log_lines, strip_prefixes
+from dlperf.framework_logs.textlines import LogLines, strip_prefixes
 
 
 def hook_over_script_stretch(
@@ -24,9 +24,9 @@ def hook_over_script_stretch(
     if fmt.same_stretch is None:
         return None
     try:
-        with closing(log_lines(steps)) as raw:
+        with closing(LogLines(steps)) as raw:
             hooked = trace(raw, shape.global_batch)
-        with closing(log_lines(log)) as raw:
+        with closing(LogLines(log)) as raw:
             lines = (strip_prefixes(r) for line in raw for r in fmt.records_in(strip_prefixes(line)))
             points = list(fmt.read(lines, shape))
     except DataError:

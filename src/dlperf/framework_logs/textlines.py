@@ -179,11 +179,6 @@ def _physical(chunk: bytes) -> Iterator[tuple[int, int, bytes]]:
         yield start, len(chunk), chunk[start:]
 
 
-def log_lines(path: Path, prefilter: Prefilter | None = None) -> LogLines:
-    """The lines of `path` (LogLines)."""
-    return LogLines(path, prefilter)
-
-
 # What launchers and pasting put in front of a framework's own line, removed before any reader sees it:
 # srun's task number (`55:  `), torchrun's `[default0]:` and `[rank0]:` tags (any number of them), a markdown
 # quote (`> `) or knitr's output mark (`#> `, R Markdown), a tqdm bar that shared the line with another record

@@ -19,25 +19,12 @@ class Window:
         self.fmt, self.warmup, self.window, self.batch = fmt, warmup, window, batch
         self.seen = 0
         self.anchor: Point | None = None  # the last point before the window: where the timestamp rule starts
-        self.first: Point | None = None
-        self.first_start: int | None = None  # where the first kept line's interval starts
-        self.last: Point | None = None
         self.window_start: int | None = None
-        self.kept = 0
         self.late = 0  # points after a full window
-        self.speed_sum = 0.0
-        self.speed_n = 0
-        self.timed = TimedSteps()
-        self.stamps = Stamps(fmt, batch)
         self.memory: float | None = None
-        self.metric_sums: dict[str, float] = {}
-        self.check_sum, self.check_n = 0.0, 0
-        self.notes: dict[str, None] = {}
         self.tokens: int | None = None
         self.unit: str | None = None
-        self.own: float | None = None
-        self.contradictions: dict[str, None] = {}
-        self.rate_iterations = self.rate_seconds = 0.0  # rates combined as samples over time (rates_over_time)
+        self._reset()
         # the latest points and where their intervals start, for the short-log fallback and `last_only`
         self.tail: deque[tuple[Point, int | None]] = deque(maxlen=64)
         # the first lines past the count, held until settle.py places the window (None: placed, or not tested)
@@ -208,16 +195,20 @@ class Window:
         return None
 
     def _reset(self) -> None:
+        """The kept lines' sums, none kept yet."""
         self.kept = self.speed_n = 0
-        self.speed_sum = self.rate_iterations = self.rate_seconds = 0.0
-        self.own = None
-        self.contradictions = {}
+        self.speed_sum = 0.0
+        self.rate_iterations = self.rate_seconds = 0.0  # rates combined as samples over time (rates_over_time)
+        self.own: float | None = None
+        self.contradictions: dict[str, None] = {}
         self.timed = TimedSteps()
         self.stamps = Stamps(self.fmt, self.batch)
-        self.metric_sums = {}
+        self.metric_sums: dict[str, float] = {}
         self.check_sum, self.check_n = 0.0, 0
-        self.notes = {}
-        self.first = self.last = self.first_start = None
+        self.notes: dict[str, None] = {}
+        self.first: Point | None = None
+        self.last: Point | None = None
+        self.first_start: int | None = None  # where the first kept line's interval starts
 
 
 def iterations_of(point: Point, start: int | None) -> int:
@@ -226,7 +217,7 @@ def iterations_of(point: Point, start: int | None) -> int:
 
 
 class TimedSteps:
-    """The one rule for every format that prints a step time (`base.timed_step`): the kept iterations' samples
+    """The one rule for every format that prints a step time (`Point.seconds`): the kept iterations' samples
     over their summed time, never a mean of per-line rates (which weighs the fast lines more)."""
 
     def __init__(self) -> None:

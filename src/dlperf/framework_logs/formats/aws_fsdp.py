@@ -15,9 +15,8 @@ where their whole seconds leave it known to 2 % (rules.PRECISION).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import ISO_TIME, NUMBER, LogFormat, Point, RunShape, iso_time, to_float
+from dlperf.framework_logs.base import ISO_TIME, NUMBER, LogFormat, Point, RunShape, each_line, iso_time, loss, to_float
 
 LINE = re.compile(
     rf"^(?P<time>{ISO_TIME}) I \[train\.py:\d+\] Batch (?P<batch>\d+) Loss: (?P<loss>{NUMBER}|nan), "
@@ -25,12 +24,9 @@ LINE = re.compile(
 )
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        if "Speed: " in line and (m := LINE.match(line)):
-            loss = () if m["loss"] == "nan" else (("loss", to_float(m["loss"])),)
-            yield Point(step=int(m["batch"]), speed=to_float(m["speed"]), timestamp=iso_time(m["time"]),
-                        resolution=0.5, metrics=loss)  # fmt: skip
+def _point(m: re.Match[str], shape: RunShape) -> Point:
+    return Point(step=int(m["batch"]), speed=to_float(m["speed"]), timestamp=iso_time(m["time"]), resolution=0.5,
+                 metrics=loss(m["loss"]))  # fmt: skip
 
 
 FORMATS = (
@@ -39,7 +35,7 @@ FORMATS = (
         description="awsome-distributed-training's FSDP train.py `Batch N Loss: L, Speed: S samples/sec, lr: R` lines",
         signature=re.compile(rf"^{ISO_TIME} I \[train\.py:\d+\] Batch \d+ Loss: \S+, Speed: [\d.]+ samples/sec"),
         clue=(" samples/sec",),
-        read=read,
+        read=each_line(LINE.match, _point, "Speed: "),
         rules=("printed", "timestamp"),
         warmup=5,
         rates_over_time=True,

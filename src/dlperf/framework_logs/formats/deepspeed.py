@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dlperf.framework_logs.base import ISO_TIME, NUMBER, AnyCase, LogFormat, Point, RunShape, iso_time, to_float
+from dlperf.framework_logs.base import ISO_TIME, NUMBER, AnyCase, LogFormat, Point, RunShape, stamp_in, to_float
 
 START_STEP = 2  # ThroughputTimer's default start_step: steps 1-2 are never timed
 STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
@@ -47,11 +47,6 @@ MEMORY = re.compile(rf"\bMaxMemAllocated=({NUMBER})GB")
 CONFIG_BATCH = re.compile(r"\[config\.py:\d+:print\]\s+train_batch_size \.+ (\d+)\s*$")
 PRINTED_BATCH = "samples per step: the engine's printed train_batch_size"
 SAVE = re.compile(r"Saving model checkpoint|Checkpoint global_step\d+ is about to be saved|\bsaving checkpoint", re.I)
-
-
-def _stamp(line: str) -> float | None:
-    m = STAMP.match(line)
-    return iso_time(m[1]) if m else None
 
 
 def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
@@ -74,7 +69,7 @@ class _TimerLines:
     def feed(self, line: str) -> Iterator[Point]:
         if (s := STEP.search(line)) is not None:
             yield from self.flush_step_line()
-            self.pending = (int(s[1]), _stamp(line))
+            self.pending = (int(s[1]), stamp_in(STAMP, line))
             return
         m = TIMER.search(line) if "SamplesPerSec=" in line else None
         if m is None:
@@ -115,7 +110,7 @@ class _TimerLines:
             step=step,
             start=start,
             seconds=seconds,
-            timestamp=_stamp(line),
+            timestamp=stamp_in(STAMP, line),
             paused=self.saved,
             own=average,
             memory_mib=to_float(memory[1]) * 1024 if memory else None,

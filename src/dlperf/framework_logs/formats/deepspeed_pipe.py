@@ -18,9 +18,8 @@ these lines beside their own iteration lines: those are the log's (`yields_to`, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, iso_time, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, each_line, loss, stamp_in, to_float
 from dlperf.framework_logs.formats.deepspeed import STAMP
 
 LINE = re.compile(
@@ -29,13 +28,9 @@ LINE = re.compile(
 )
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        if "samples/sec: " in line and (m := LINE.search(line)):
-            stamp = STAMP.match(line)
-            loss = () if m["loss"] == "nan" else (("loss", to_float(m["loss"])),)
-            yield Point(step=int(m["step"]), speed=to_float(m["speed"]), seconds=to_float(m["s"]),
-                        timestamp=iso_time(stamp[1]) if stamp else None, metrics=loss)  # fmt: skip
+def _point(m: re.Match[str], shape: RunShape) -> Point:
+    return Point(step=int(m["step"]), speed=to_float(m["speed"]), seconds=to_float(m["s"]),
+                 timestamp=stamp_in(STAMP, m.string), metrics=loss(m["loss"]))  # fmt: skip
 
 
 FORMATS = (
@@ -44,7 +39,7 @@ FORMATS = (
         description="DeepSpeed's pipeline engine `steps: N loss: L iter time (s): T samples/sec: S` lines",
         signature=re.compile(r"(?:^|\[Rank 0\] )steps: \d+ loss: \S+ (?:.*? )?iter time \(s\): [\d.]+ samples/sec: "),
         clue=("iter time (s): ",),
-        read=read,
+        read=each_line(LINE.search, _point, "samples/sec: "),
         rules=("printed", "timestamp"),
         warmup=10,
         rates_over_time=True,

@@ -20,14 +20,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, metrics_in, to_float
 from dlperf.framework_logs.formats.deepspeed import START_STEP, TIMER, timer_step
 
 LINE = re.compile(
     rf"^\s*samples/sec: (?P<speed>{NUMBER}) \| iteration\s+(?P<step>\d+)/\s*(?P<steps>\d+) \| "
     rf"elapsed time per iteration \(ms\): (?P<ms>{NUMBER}) \|"
 )
-LOSS = re.compile(rf"\| lm_loss: ({NUMBER}) \|")
+LOSS = {"loss": re.compile(rf"\| lm_loss: ({NUMBER}) \|")}
 KEPT_CLOCKS = 64  # the timer's latest printed steps held for the next NeoX line
 
 
@@ -42,7 +42,8 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                     del clocks[min(clocks)]
         elif "samples/sec:" in line and (m := LINE.match(line)):
             step = int(m["step"])
-            yield _point(m, _timer_rate(clocks, previous, step))
+            yield Point(step=step, run=int(m["steps"]), speed=to_float(m["speed"]), seconds=to_float(m["ms"]) / 1000,
+                        check=_timer_rate(clocks, previous, step), metrics=metrics_in(line, LOSS))  # fmt: skip
             previous = step
 
 
@@ -51,12 +52,6 @@ def _timer_rate(clocks: dict[int, float], first: int | None, last: int) -> float
     if first is None or first not in clocks or last not in clocks or clocks[last] <= clocks[first]:
         return None
     return (last - first) / (clocks[last] - clocks[first])
-
-
-def _point(m: re.Match[str], timer: float | None) -> Point:
-    loss = LOSS.search(m.string)
-    return Point(step=int(m["step"]), run=int(m["steps"]), speed=to_float(m["speed"]), seconds=to_float(m["ms"]) / 1000,
-                 check=timer, metrics=(("loss", to_float(loss[1])),) if loss else ())  # fmt: skip
 
 
 FORMATS = (

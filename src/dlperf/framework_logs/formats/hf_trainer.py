@@ -19,9 +19,8 @@ over it are compared with the printed figure, like for like.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, each_line, to_float
 
 SPEED = re.compile(rf"['\"]?train_samples_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
 STEPS = re.compile(rf"['\"]?train_steps_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
@@ -31,16 +30,13 @@ WHOLE_RUN = (
 )
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        if (m := SPEED.search(line)) is None:
-            continue
-        speed, steps = to_float(m["v"]), STEPS.search(line)
-        note = WHOLE_RUN
-        if steps and to_float(steps["v"]) > 0:  # the samples of one optimizer step, gradient accumulation included
-            per_step = speed / to_float(steps["v"])
-            note += f"; {per_step:.4g} samples per optimizer step (global batch {shape.global_batch} given)"
-        yield Point(step=1, start=1, speed=speed, note=note)
+def _point(m: re.Match[str], shape: RunShape) -> Point:
+    speed, steps = to_float(m["v"]), STEPS.search(m.string)
+    note = WHOLE_RUN
+    if steps and to_float(steps["v"]) > 0:  # the samples of one optimizer step, gradient accumulation included
+        per_step = speed / to_float(steps["v"])
+        note += f"; {per_step:.4g} samples per optimizer step (global batch {shape.global_batch} given)"
+    return Point(step=1, start=1, speed=speed, note=note)
 
 
 def same_stretch(
@@ -63,7 +59,7 @@ FORMATS = (
         description="Hugging Face Trainer: the whole-run `train_samples_per_second` (dict or train metrics block)",
         signature=SPEED,
         clue=("train_samples_per_second",),
-        read=read,
+        read=each_line(SPEED.search, _point),
         warmup=0,
         last_only=True,
         counts_planned=True,

@@ -12,19 +12,15 @@ older versions, so only the printed rule.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, each_line, to_float
 
 LINE = re.compile(rf"Iter: (?P<iter>\d+) Time\((?P<n>\d+) iters\): (?P<time>{NUMBER})s")
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        m = LINE.search(line)
-        if m and int(m["n"]) > 0:
-            step, iterations = int(m["iter"]), int(m["n"])
-            yield timed_step(step, to_float(m["time"]) / to_float(m["n"]), start=step - iterations)
+def _point(m: re.Match[str], shape: RunShape) -> Point | None:
+    step, iterations = int(m["iter"]), int(m["n"])
+    return Point(step=step, seconds=to_float(m["time"]) / iterations, start=step - iterations) if iterations else None
 
 
 FORMATS = (
@@ -33,7 +29,7 @@ FORMATS = (
         description="HugeCTR `Iter: i Time(n iters): t s` lines (latency; throughput = global batch / latency)",
         signature=re.compile(r"Iter: \d+ Time\(\d+ iters\): \S+s"),
         clue=(" iters): ",),
-        read=read,
+        read=each_line(LINE.search, _point),
         warmup=1,
         printed_from="seconds",
         unit="records/s",

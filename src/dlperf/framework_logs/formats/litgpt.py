@@ -33,13 +33,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, metrics_in, to_float
 
 LINE = re.compile(
     rf"\biter\s+(?P<iter>\d+)(?: \|)? step\s+(?P<step>\d+)(?::| \|) "
     rf".*?\biter time: (?P<time>{NUMBER}) ?(?P<unit>ms|s)\b"
 )
-LOSS = re.compile(rf"\bloss(?: train)?:? ({NUMBER})")
+LOSS = {"loss": re.compile(rf"\bloss(?: train)?:? ({NUMBER})")}
 MICRO = re.compile(r"(?:'micro_batch_size': |\bmicro_batch_size=)(\d+)")
 SECONDS = {"ms": 1e-3, "s": 1.0}
 TOTAL = re.compile(r"^\| - Total [Tt]okens(?: \(w/ Padding\))?\s*:\s*([\d,]+)\s*$")
@@ -67,11 +67,11 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
 
 def _point(m: re.Match[str], micro: int | None, shape: RunShape) -> Point:
     """An iteration line's point: one micro-batch on every device over its iter time."""
-    unit, loss = SECONDS[m["unit"]], LOSS.search(m.string)
+    unit = SECONDS[m["unit"]]
     return Point(step=int(m["iter"]), seconds=to_float(m["time"]) * unit,
                  batch=micro * shape.world_size if micro else shape.global_batch, resolution=0.005 * unit,
                  note=PRINTED_MICRO if micro else PATH_MICRO,
-                 metrics=(("loss", to_float(loss[1])),) if loss else ())  # fmt: skip
+                 metrics=metrics_in(m.string, LOSS))  # fmt: skip
 
 
 def _summary(line: str, tokens: list[int]) -> Iterator[Point]:

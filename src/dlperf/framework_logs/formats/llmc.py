@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, loss, to_float
 
 TOTAL = re.compile(r"\band total_batch_size=(\d+)")
 LINE = re.compile(
@@ -42,9 +42,8 @@ def _point(m: re.Match[str], tokens: int | None) -> Point:
     if tokens is None:
         raise DataError("no `total_batch_size=` line before the first step: the tokens of a step are unknown")
     seconds = to_float(m["ms"]) / 1000
-    loss = () if m["loss"] in ("nan", "inf", "-inf") else (("loss", to_float(m["loss"])),)
     return Point(step=int(m["step"]), seconds=seconds, batch=tokens, run=int(m["steps"]), resolution=0.000005,
-                 own=to_float(m["tps"]), metrics=loss)  # fmt: skip
+                 own=to_float(m["tps"]), metrics=loss(m["loss"]))  # fmt: skip
 
 
 FORMATS = (

@@ -31,15 +31,17 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, per_device, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, metrics_in, per_device, to_float
 
 LINE = re.compile(
     rf"\bcompleted step: (?P<step>\d+), seconds: (?P<seconds>{NUMBER}), TFLOP/s/device: (?P<tflops>{NUMBER}), "
     rf"(?:Tokens/s/device: (?P<tokens>{NUMBER})|loss: )"
 )
 WEIGHTS = re.compile(rf"\btotal_weights: ({NUMBER})")
-LOSS = re.compile(rf"\bloss: ({NUMBER})")
-MOE_LB_LOSS = re.compile(rf"\bmoe_lb_loss: ({NUMBER})")  # printed where num_experts > 1 (since April 2026)
+EXTRA = {
+    "loss": re.compile(rf"\bloss: ({NUMBER})"),
+    "moe_lb_loss": re.compile(rf"\bmoe_lb_loss: ({NUMBER})"),  # printed where num_experts > 1 (since April 2026)
+}
 CONFIG = re.compile(rf"\bConfig param (per_device_batch_size|max_target_length): ({NUMBER})\s*$")
 OLD_LINE = "MaxText's older line: Tokens/s/device = per_device_batch_size x max_target_length (its config) / seconds"
 
@@ -57,7 +59,6 @@ def _point(m: re.Match[str], line: str, config: dict[str, float], shape: RunShap
     seconds = to_float(m["seconds"])
     tokens, note = _tokens_per_device(m, seconds, config)
     weights = WEIGHTS.search(line)
-    loss, moe = LOSS.search(line), MOE_LB_LOSS.search(line)
     speed = per_device(tokens, shape)
     return Point(
         step=int(m["step"]),
@@ -67,9 +68,7 @@ def _point(m: re.Match[str], line: str, config: dict[str, float], shape: RunShap
         own=speed,
         note=note,
         check=to_float(weights[1]) / seconds if weights and seconds > 0 else None,
-        metrics=(("tflops_per_device", to_float(m["tflops"])),)
-        + ((("loss", to_float(loss[1])),) if loss else ())
-        + ((("moe_lb_loss", to_float(moe[1])),) if moe else ()),
+        metrics=(("tflops_per_device", to_float(m["tflops"])), *metrics_in(line, EXTRA)),
     )
 
 

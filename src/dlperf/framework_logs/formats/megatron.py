@@ -46,26 +46,22 @@ back only records whose first part no format recognises, and this one's is recog
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.framework_logs.base import (
-    ISO_TIME,
     NUMBER,
     InOrder,
     LogFormat,
     Point,
     RunShape,
-    iso_time,
-    timed_step,
+    stamp_in,
     to_float,
 )
-from dlperf.framework_logs.formats.deepspeed import CONFIG_BATCH, PRINTED_BATCH
+from dlperf.framework_logs.formats.deepspeed import CONFIG_BATCH, PRINTED_BATCH, STAMP
 from dlperf.framework_logs.textlines import WRAP_MAX_PARTS
 
 ITERATION = re.compile(r"\biteration(?:\s+|=\s*)(\d+)/\s*(\d+) \|")
-STAMP = re.compile(rf"^\s*\[({ISO_TIME})\]")
 PAUSE = re.compile(r"saving checkpoint at iteration|validation loss at ")  # the interval timer stops for these
 BRIDGE = re.compile(r"\bStep Time : \d+(?:\.\d+)?s GPU utilization: ")  # Megatron-Bridge's rank-0 line
 MOE = re.compile(rf"\| ((?:[a-z]+_)*load_balancing_loss|z_loss): +({NUMBER})")  # the routers' aux losses, MoE runs
@@ -189,20 +185,20 @@ def _point(
     tflops = fields.get("throughput per GPU (TFLOP/s/GPU)")
     moe = tuple((m[1], to_float(m[2])) for m in MOE.finditer(line))
     batch = fields.get("global batch size", engine_batch)
-    point = timed_step(
-        step,
-        ms / 1000,
+    printed = "global batch size" not in fields and batch is not None
+    return Point(
+        step=step,
+        seconds=ms / 1000,
         batch=batch,
         start=0 if from_start else None,
-        timestamp=_stamp(line),
+        timestamp=stamp_in(STAMP, line),
         samples=fields.get("consumed samples"),
         run=run,
         metrics=(() if tflops is None else (("tflops_per_device", tflops),)) + moe,
         paused=paused,
         check=fields.get("samples per second"),
+        note=PRINTED_BATCH if printed else None,
     )
-    printed = "global batch size" not in fields and batch is not None
-    return dataclasses.replace(point, note=PRINTED_BATCH) if printed else point
 
 
 def _iteration_ms(fields: dict[str, float]) -> float | None:
@@ -221,11 +217,6 @@ def _after_first(held: tuple[int, int | None] | None, step: int, run: int) -> tu
     if held is not None and held[0] == run and held[1] in (None, step):
         return (run, step)
     return None
-
-
-def _stamp(line: str) -> float | None:
-    stamp = STAMP.match(line)
-    return iso_time(stamp[1]) if stamp else None
 
 
 FORMATS = (

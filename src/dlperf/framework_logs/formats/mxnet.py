@@ -18,7 +18,7 @@ from dlperf.framework_logs.base import (
     Point,
     RunShape,
     StepCounter,
-    iso_time,
+    stamp_in,
     to_float,
 )
 
@@ -33,11 +33,10 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     for line in lines:
         m = LINE.search(line) if "Speed:" in line else None
         if m:
-            t = STAMP.match(line)
             yield Point(
                 step=steps(int(m["epoch"]), int(m["batch"])),
                 speed=to_float(m["speed"]),
-                timestamp=iso_time(t[1]) if t else None,
+                timestamp=stamp_in(STAMP, line),
             )
 
 

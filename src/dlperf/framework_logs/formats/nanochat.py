@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, loss, to_float
 
 TOTAL = re.compile(r"^Total batch size ([\d,]+) => gradient accumulation steps: \d+")
 LINE = re.compile(
@@ -33,10 +33,9 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             tokens = to_float(t[1])
         elif line.startswith("step ") and (m := LINE.match(line)):
             seconds = to_float(m["ms"]) / 1000
-            loss = () if m["loss"] == "nan" else (("loss", to_float(m["loss"])),)
             yield Point(step=int(m["step"]), seconds=seconds, batch=tokens or to_float(m["tps"]) * seconds,
                         run=m["steps"], resolution=0.000005, note=None if tokens else FROM_RATE,
-                        metrics=loss)  # fmt: skip
+                        metrics=loss(m["loss"]))  # fmt: skip
 
 
 FORMATS = (

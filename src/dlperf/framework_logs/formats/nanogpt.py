@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, hook_over_steps, to_float
+from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, hook_over_steps, loss, to_float
 
 TOKENS = re.compile(r"tokens per iteration will be: ([\d,]+)")
 EVAL = re.compile(r"^step (\d+): train loss")
@@ -45,9 +45,8 @@ def _point(m: re.Match[str], tokens: int | None, evaluated: int | None) -> Point
     if step == evaluated:
         return Point(step=step, note=AFTER_EVAL)
     seconds = to_float(m["ms"]) / 1000
-    loss = () if m["loss"] == "nan" else (("loss", to_float(m["loss"])),)
     return Point(step=step, seconds=seconds, batch=tokens, speed=tokens / seconds if seconds > 0 else None,
-                 resolution=0.000005, metrics=loss)  # fmt: skip
+                 resolution=0.000005, metrics=loss(m["loss"]))  # fmt: skip
 
 
 def same_stretch(

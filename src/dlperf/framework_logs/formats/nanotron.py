@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from dlperf.errors import DataError
-from dlperf.framework_logs.base import InOrder, LogFormat, Point, RunShape, search_at_first
+from dlperf.framework_logs.base import InOrder, LogFormat, Point, RunShape, metrics_in, search_at_first
 
 HUMAN = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?[KMGTP]?"
 SCALE = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -38,8 +38,10 @@ LINE = re.compile(
 )
 START = re.compile(r"\[Start training\]")
 SEQUENCE = re.compile(rf"{START.pattern}.*\| sequence_length: (\d+)")
-FLOPS = re.compile(rf"\| model_tflops_per_gpu: ({HUMAN})")
-LOSS = re.compile(rf"\| lm_loss: ({HUMAN})")
+EXTRA = {
+    "tflops_per_device": re.compile(rf"\| model_tflops_per_gpu: ({HUMAN})"),
+    "loss": re.compile(rf"\| lm_loss: ({HUMAN})"),
+}
 
 
 def human(text: str) -> float:
@@ -81,10 +83,6 @@ def _point(m: re.Match[str], line: str, sequence: int | None, shape: RunShape) -
     seconds, rate = human(m["ms"]) / 1000, human(m["tps"])
     _check_devices(m, rate, shape)
     tokens, counted = _tokens(human(m["batch"]), sequence, rate * seconds)
-    metrics = tuple(
-        (name, human(x[1])) for name, pattern in (("tflops_per_device", FLOPS), ("loss", LOSS))
-        if (x := pattern.search(line))
-    )  # fmt: skip
     return Point(
         step=int(m["step"]),
         seconds=seconds,
@@ -92,7 +90,7 @@ def _point(m: re.Match[str], line: str, sequence: int | None, shape: RunShape) -
         check=rate if counted and seconds > 0 else None,
         resolution=seconds * _resolution(m["ms"]),
         tokens=sequence,
-        metrics=metrics,
+        metrics=metrics_in(line, EXTRA, human),
     )
 
 

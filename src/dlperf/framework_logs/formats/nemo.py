@@ -18,9 +18,8 @@ step times. The planned length (`iteration i/N`) tells runs apart. Megatron-Brid
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, each_line, to_float
 
 ITERATION = re.compile(r"\bTraining epoch \d+, iteration (\d+)/(\d+) \|")
 FIELDS = {
@@ -38,17 +37,6 @@ FIELDS = {
 MIB = 1024 * 1024
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        if "Training epoch" not in line or not (iteration := ITERATION.search(line)):
-            continue
-        fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(line))}
-        seconds = fields.get("train_step_timing in s")
-        if seconds is None:
-            continue
-        yield _point(int(iteration[1]), int(iteration[2]), seconds, fields, shape)
-
-
 METRICS = (  # (NeMo's name, the record's)
     ("TFLOPS_per_GPU", "tflops_per_device"),
     ("tokens_per_sec_per_gpu", "tokens_per_s_per_device"),
@@ -56,15 +44,19 @@ METRICS = (  # (NeMo's name, the record's)
 )
 
 
-def _point(step: int, run: int, seconds: float, fields: dict[str, float], shape: RunShape) -> Point:
+def _point(iteration: re.Match[str], shape: RunShape) -> Point | None:
+    fields = {name: to_float(m[1]) for name, pattern in FIELDS.items() if (m := pattern.search(iteration.string))}
+    seconds = fields.get("train_step_timing in s")
+    if seconds is None:
+        return None
     batch = fields.get("global_batch_size", float(shape.global_batch))
     reserved = fields.get("max_memory_reserved")
     return Point(
-        step=step,
+        step=int(iteration[1]),
         speed=batch / seconds if seconds > 0 else None,  # a time that is no time is refused, and counted
         seconds=seconds,
         samples=fields.get("consumed_samples"),
-        run=run,
+        run=int(iteration[2]),
         memory_mib=reserved / MIB if reserved is not None else None,
         metrics=tuple((key, fields[name]) for name, key in METRICS if name in fields),
     )
@@ -76,7 +68,7 @@ FORMATS = (
         description="NeMo 2 `Training epoch e, iteration i/n | ... | train_step_timing in s: t | ...` lines",
         signature=InOrder((r"\bTraining epoch \d+, iteration \d+/\d+ \|", r"\btrain_step_timing in s: ")),
         clue=("train_step_timing in s: ",),
-        read=read,
+        read=each_line(ITERATION.search, _point, "Training epoch"),
         warmup=11,
         window=34,
         printed_from="seconds",

@@ -16,7 +16,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, Reader, RunShape, StepCounter, per_device, to_float
+from dlperf.framework_logs.base import (
+    NUMBER,
+    LogFormat,
+    Point,
+    Reader,
+    RunShape,
+    StepCounter,
+    each_line,
+    per_device,
+    to_float,
+)
 
 RESNET = re.compile(
     rf"^train: epoch (?P<epoch>\d+), iter (?P<step>\d+), .*samples/s: (?P<speed>{NUMBER})(?: (?P<time>\d+\.\d+))?"
@@ -49,24 +59,14 @@ def stamped_reader(line_re: re.Pattern[str]) -> Reader:
     return read
 
 
-def read_models(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        m = MODELS.match(line)
-        if m:
-            step = int(m["epoch"]) * int(m["per"]) + int(m["step"])
-            yield Point(step=step, speed=per_device(to_float(m["speed"]), shape), run=int(m["epochs"]))
+def _models_point(m: re.Match[str], shape: RunShape) -> Point:
+    step = int(m["epoch"]) * int(m["per"]) + int(m["step"])
+    return Point(step=step, speed=per_device(to_float(m["speed"]), shape), run=int(m["epochs"]))
 
 
-def read_gpt(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        m = GPT.match(line)
-        if m:
-            yield Point(
-                step=int(m["step"]),
-                speed=to_float(m["speed"]),
-                seconds=to_float(m["latency"]),
-                samples=float(m["samples"]),
-            )
+def _gpt_point(m: re.Match[str], shape: RunShape) -> Point:
+    return Point(step=int(m["step"]), speed=to_float(m["speed"]), seconds=to_float(m["latency"]),
+                 samples=float(m["samples"]))  # fmt: skip
 
 
 FORMATS = (
@@ -97,7 +97,7 @@ FORMATS = (
         description="OneFlow GPT table rows `| batches | micro_batches | samples | throughput | latency | loss |`",
         signature=GPT,
         clue=("|",),
-        read=read_gpt,
+        read=each_line(GPT.match, _gpt_point),
         warmup=1,
         practice="the first print interval holds start-up; the rest are kept",
     ),
@@ -106,7 +106,7 @@ FORMATS = (
         description="Oneflow-Inc/models `[rank] [train], epoch: e/E, iter: i/n, ... throughput: N` (per rank)",
         signature=MODELS,
         clue=("] [train], epoch: ",),
-        read=read_models,
+        read=each_line(MODELS.match, _models_point),
         warmup=1,
         unit="images/s",
         printed="per device",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, StepCounter, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, InOrder, LogFormat, Point, RunShape, StepCounter, to_float
 
 POSITION = re.compile(
     r"\[Pass (?P<pass>\d+), train batch (?P<pass_batch>\d+)\]"
@@ -55,9 +55,9 @@ def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
             continue
         samples = SAMPLES.search(line)
         ips = IPS.search(line)
-        yield timed_step(
-            _step(position, steps),
-            to_float(cost["t"]),
+        yield Point(
+            step=_step(position, steps),
+            seconds=to_float(cost["t"]),
             batch=to_float(samples["n"]) * shape.world_size if samples else None,
             check=to_float(ips["ips"]) * shape.world_size if ips else None,
         )

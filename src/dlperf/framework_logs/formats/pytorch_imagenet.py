@@ -10,19 +10,15 @@ prints the same iteration, so the median over ranks is taken first.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, timed_step, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, each_line, to_float
 
 LINE = re.compile(rf"Epoch: \[(?P<epoch>\d+)\]\[\s*(?P<batch>\d+)/\s*(?P<total>\d+)\]\s+Time\s+(?P<time>{NUMBER})")
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        m = LINE.search(line)
-        if m:
-            step = int(m["epoch"]) * int(m["total"]) + int(m["batch"])
-            yield timed_step(step, to_float(m["time"]), start=step - 1, run=int(m["total"]))
+def _point(m: re.Match[str], shape: RunShape) -> Point:
+    step = int(m["epoch"]) * int(m["total"]) + int(m["batch"])
+    return Point(step=step, seconds=to_float(m["time"]), start=step - 1, run=int(m["total"]))
 
 
 FORMATS = (
@@ -32,7 +28,7 @@ FORMATS = (
         signature=re.compile(r"Epoch: \[\d+\]\[\s*\d+/\s*\d+\]\s+Time\s+\S+ \("),
         record_start=re.compile(r"Epoch: \[\d+\]\["),
         clue=("Epoch: [",),
-        read=read,
+        read=each_line(LINE.search, _point),
         warmup=20,
         window=100,
         printed_from="seconds",

@@ -18,8 +18,8 @@ gives none (`mfu: N/A` where the device's peak is unknown).
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Iterator
 
 from dlperf.framework_logs.base import (
     NUMBER,
@@ -27,6 +27,8 @@ from dlperf.framework_logs.base import (
     LogFormat,
     Point,
     RunShape,
+    each_line,
+    metrics_in,
     per_device,
     search_at_first,
     to_float,
@@ -41,23 +43,11 @@ EXTRA = {
 }
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        if "tps:" not in line:
-            continue
-        m = search_at_first(LINE, STEP, line)
-        if not m:
-            continue
-        metrics = tuple((name, to_float(x[1])) for name, pattern in EXTRA.items() if (x := pattern.search(line)))
-        memory = MEMORY.search(line)
-        speed = per_device(to_float(m["tps"]), shape)
-        yield Point(
-            step=int(m["step"]),
-            speed=speed,
-            own=speed,
-            memory_mib=to_float(memory[1]) * 1024 if memory else None,
-            metrics=metrics,
-        )
+def _point(m: re.Match[str], shape: RunShape) -> Point:
+    memory = MEMORY.search(m.string)
+    speed = per_device(to_float(m["tps"]), shape)
+    return Point(step=int(m["step"]), speed=speed, own=speed, memory_mib=to_float(memory[1]) * 1024 if memory else None,
+                 metrics=metrics_in(m.string, EXTRA))  # fmt: skip
 
 
 FORMATS = (
@@ -66,7 +56,7 @@ FORMATS = (
         description="torchtitan `step: i loss: ... memory: M GiB ... tps: N tflops: F mfu: M%` lines",
         signature=InOrder((r"step:\s*\d+\b", "loss:", r"tps:\s*[\d,]")),
         clue=("tps:",),
-        read=read,
+        read=each_line(functools.partial(search_at_first, LINE, STEP), _point, "tps:"),
         warmup=1,
         unit="tokens/s",
         printed="per device",

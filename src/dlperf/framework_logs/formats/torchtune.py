@@ -18,30 +18,21 @@ of the same rates is kept beside it (`peer_metrics.mean_of_printed_rates`, globa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 
-from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, per_device, to_float
+from dlperf.framework_logs.base import NUMBER, LogFormat, Point, RunShape, each_line, metrics_in, per_device, to_float
 
 LINE = re.compile(rf"^Step (?P<step>\d+) \|.*\btokens_per_second_per_gpu:(?P<rate>{NUMBER})")
-LOSS = re.compile(rf"\bloss:({NUMBER})")
+LOSS = {"loss": re.compile(rf"\bloss:({NUMBER})")}
 SAME_TOKENS = (
     "torchtune prints only each step's tokens/s: combined as if every step trained the same tokens (packed or "
     "fixed-length batches); see peer_metrics.mean_of_printed_rates for the spread"
 )
 
 
-def read(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
-    for line in lines:
-        if not line.startswith("Step ") or (m := LINE.match(line)) is None:
-            continue
-        speed = per_device(to_float(m["rate"]), shape)
-        loss = LOSS.search(line)
-        yield Point(
-            step=int(m["step"]),
-            speed=speed,
-            note=SAME_TOKENS,
-            metrics=(("mean_of_printed_rates", speed),) + ((("loss", to_float(loss[1])),) if loss else ()),
-        )
+def _point(m: re.Match[str], shape: RunShape) -> Point:
+    speed = per_device(to_float(m["rate"]), shape)
+    metrics = (("mean_of_printed_rates", speed), *metrics_in(m.string, LOSS))
+    return Point(step=int(m["step"]), speed=speed, note=SAME_TOKENS, metrics=metrics)
 
 
 FORMATS = (
@@ -50,7 +41,7 @@ FORMATS = (
         description="torchtune `Step N | loss:... lr:... tokens_per_second_per_gpu:R` metric lines",
         signature=re.compile(rf"^Step \d+ \|.*\btokens_per_second_per_gpu:{NUMBER}"),
         clue=("tokens_per_second_per_gpu:",),
-        read=read,
+        read=each_line(LINE.match, _point, "Step "),
         warmup=5,
         unit="tokens/s",
         printed="per device",

@@ -437,16 +437,3 @@ def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner)
         if decision is not None and decision.stop:
             break
     return ran, skipped
-
-
-__all__ = [
-    "SweepOptions",
-    "SweepPlan",
-    "finish_sweep",
-    "load_sweep_file",
-    "plan_sweep",
-    "plan_sweep_file",
-    "preflight_sweep",
-    "run_sweep",
-    "start_sweep",
-]

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
-from dlperf.cli.declared_flags import add_declared, declared_options
+from dlperf.cli.declared_flags import declared_options
 from dlperf.cli.run_flags import add_launch_options, add_output_options, launch_options
 from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
@@ -23,12 +23,6 @@ DESCRIPTION = (
     "algorithm and bus bandwidth and a latency/bandwidth (alpha-beta) fit per collective, and write a "
     "dlperf.commbench/1 record to OUT/commbench/<N>n<G>g/ for `dlperf predict` and `dlperf report`."
 )
-
-
-def register(parser: argparse.ArgumentParser) -> None:
-    add_declared(parser, CommbenchOptions, choices={"engine": engine_names()})
-    add_launch_options(parser)
-    add_output_options(parser)
 
 
 @dataclass(frozen=True)
@@ -49,12 +43,15 @@ class CommbenchOptions:
     nodes: int | None = setting(None, "number of nodes (default 1, or the number of --hosts)", bound="positive")
     devices_per_node: int = setting(1, "ranks per node (default 1)", bound="positive")
     device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu")
-    engine: str = setting("torch", "framework (default torch)")
+    engine: str = setting("torch", "framework (default torch)", choices=tuple(engine_names()))
     timeout: float = setting(3600.0, "seconds before it is stopped", bound="positive")
     cpu_threads: int | str = setting(
         "auto", "threads of each rank on a CPU device (default auto: the cores over the devices per node)",
         bound="positive or auto",
     )  # fmt: skip
+
+
+OPTIONS = (CommbenchOptions, add_launch_options, add_output_options)
 
 
 def run(args: argparse.Namespace) -> int:

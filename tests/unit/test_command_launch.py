@@ -9,7 +9,7 @@ import sys
 from dlperf.cli.display import run_line
 from dlperf.external.identity import command_line, interpreter
 from dlperf.external.template import Rendezvous, node_processes
-from dlperf.launch.external_node import last_words, thread_setting
+from dlperf.launch.external_node import last_words, thread_env, thread_setting
 
 RDZV = Rendezvous(1, 2, "127.0.0.1", 29500, 8, "fp32", 1)
 
@@ -52,20 +52,20 @@ def test_threads_as_torchrun_sets_them_unless_set(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     ranks = node_processes("python t.py", RDZV, 0)
     threads = thread_setting(ranks, cores=7)
-    assert (threads.value, threads.processes, threads.env()) == ("3", 2, {"OMP_NUM_THREADS": "3"})
+    assert (threads.value, threads.processes, thread_env(threads)) == ("3", 2, {"OMP_NUM_THREADS": "3"})
     assert thread_setting(ranks[:1], cores=1).value == "1"
     own = thread_setting(node_processes("env OMP_NUM_THREADS=5 python t.py", RDZV, 0), cores=8)
-    assert (own.value, own.set_by, own.env()) == ("5", "the environment", {})
+    assert (own.value, own.set_by, thread_env(own)) == ("5", "the environment", {})
     per_node = thread_setting(node_processes("torchrun t.py", RDZV, 0, per="node"), cores=8)
-    assert per_node.value is None and per_node.env() == {}  # torchrun decides for its own workers
+    assert per_node.value is None and thread_env(per_node) == {}  # torchrun decides for its own workers
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert thread_setting(ranks, cores=8).value == "2" and thread_setting(ranks, cores=8).env() == {}
+    assert thread_setting(ranks, cores=8).value == "2" and thread_env(thread_setting(ranks, cores=8)) == {}
     unset = thread_setting(node_processes("env -u OMP_NUM_THREADS python t.py", RDZV, 0), cores=8)
-    assert unset.value is None and unset.env() == {}
+    assert unset.value is None and thread_env(unset) == {}
     monkeypatch.delenv("OMP_NUM_THREADS")
     # a sweep's share: the same threads per process in every topology (1n1g beside 1n2g on 2 cores: 1 each)
     shared = thread_setting(ranks[:1], cores=2, share=1)
-    assert (shared.value, shared.env()) == ("1", {"OMP_NUM_THREADS": "1"})
+    assert (shared.value, thread_env(shared)) == ("1", {"OMP_NUM_THREADS": "1"})
 
 
 def test_command_line_reads_env_options_into_the_environment():

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 
-from dlperf.cli.declared_flags import add_declared
-from dlperf.cli.run_flags import (
-    add_launch_options,
-    add_output_options,
-    launch_options,
-)
+from dlperf.cli.declared_flags import declared_options
+from dlperf.cli.run_flags import add_launch_options, add_output_options, launch_options
 from dlperf.engines import engine_names
 from dlperf.errors import LaunchError
 from dlperf.metrics.bandwidth import OPS
@@ -28,61 +25,40 @@ DESCRIPTION = (
 )
 
 
-def register(parser: argparse.ArgumentParser) -> None:
-    add_declared(parser, CommbenchOptions, choices={"engine": engine_names()})
-    add_launch_options(parser)
-    add_output_options(parser)
-
-
-WHAT = "what to measure"
-
-
 @dataclass(frozen=True)
 class CommbenchOptions:
     """What to measure; --warmup-iters, --iters and --model commbench are the run flags an sbatch job script
-    rebuilds the spec with."""
+    rebuilds the spec with (the spec's `warmup_iters` and `iters`)."""
 
-    ops: str = setting(",".join(OPS), f"comma-separated collectives (default {','.join(OPS)})", group=WHAT)
-    sizes: str = setting(DEFAULT_SIZES, f"buffer sizes, K/M/G binary (default {DEFAULT_SIZES})", group=WHAT)
-    dtype: str = setting("fp32", "element type (default fp32)", choices=DTYPES, group=WHAT)
+    FLAGS_GROUP = "what to measure"
+
+    ops: str = setting(",".join(OPS), f"comma-separated collectives (default {','.join(OPS)})")
+    sizes: str = setting(DEFAULT_SIZES, f"buffer sizes, K/M/G binary (default {DEFAULT_SIZES})")
+    dtype: str = setting("fp32", "element type (default fp32)", choices=DTYPES)
     warmup: int = setting(
-        5, "untimed calls per size first (default 5)", bound="positive", flag=("--warmup", "--warmup-iters"),
-        group=WHAT,
-    )  # fmt: skip
-    repeats: int = setting(
-        20, "timed calls per size (default 20)", bound="positive", flag=("--repeats", "--iters"), group=WHAT
+        5, "untimed calls per size first (default 5)", bound="positive", flag=("--warmup", "--warmup-iters")
     )
-    model: str = setting("commbench", argparse.SUPPRESS, choices=("commbench",), group=WHAT)
-    nodes: int | None = setting(None, "number of nodes (default 1, or the number of --hosts)", bound="positive",
-                                group=WHAT)  # fmt: skip
-    devices_per_node: int = setting(1, "ranks per node (default 1)", bound="positive", group=WHAT)
-    device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu", group=WHAT)
-    engine: str = setting("torch", "framework (default torch)", group=WHAT)
-    timeout: float = setting(3600.0, "seconds before it is stopped", bound="positive", group=WHAT)
+    repeats: int = setting(20, "timed calls per size (default 20)", bound="positive", flag=("--repeats", "--iters"))
+    model: str = setting("commbench", argparse.SUPPRESS, choices=("commbench",))
+    nodes: int | None = setting(None, "number of nodes (default 1, or the number of --hosts)", bound="positive")
+    devices_per_node: int = setting(1, "ranks per node (default 1)", bound="positive")
+    device: str = setting("auto", "auto (CUDA when present, else CPU), cuda or cpu")
+    engine: str = setting("torch", "framework (default torch)", choices=tuple(engine_names()))
+    timeout: float = setting(3600.0, "seconds before it is stopped", bound="positive")
     cpu_threads: int | str = setting(
         "auto", "threads of each rank on a CPU device (default auto: the cores over the devices per node)",
-        bound="positive or auto", group=WHAT,
+        bound="positive or auto",
     )  # fmt: skip
+
+
+OPTIONS = (CommbenchOptions, add_launch_options, add_output_options)
 
 
 def run(args: argparse.Namespace) -> int:
     launch = launch_options(args)
-    spec = spec_from_mapping(
-        {
-            "model": "commbench",
-            "ops": args.ops,
-            "sizes": args.sizes,
-            "dtype": args.dtype,
-            "warmup_iters": args.warmup,
-            "iters": args.repeats,
-            "nodes": args.nodes or len(launch.hosts) or 1,
-            "devices_per_node": args.devices_per_node,
-            "device": args.device,
-            "engine": args.engine,
-            "timeout": args.timeout,
-            "cpu_threads": args.cpu_threads,
-        }
-    )
+    values = dataclasses.asdict(declared_options(CommbenchOptions, args))
+    values |= {"warmup_iters": values.pop("warmup"), "iters": values.pop("repeats")}
+    spec = spec_from_mapping({**values, "nodes": args.nodes or len(launch.hosts) or 1})
     record = run_one(spec, launch, args.out, repeat=args.repeat, overwrite=args.overwrite, hooks=RunHooks(say=print))
     if record is None:  # --dry-run: the commands were printed
         return 0

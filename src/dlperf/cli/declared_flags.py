@@ -54,13 +54,14 @@ def add_declared(
     choices: dict[str, list[str]] | None = None,
 ) -> list[str]:
     """A flag (or positional argument) for each field of `cls` declared with `spec.setting`, in field order, in
-    its `--help` group (`groups`: titled groups made before); `choices` where a registry, not the declaration,
-    holds them. Returns the dests. The options object comes back from the parsed flags with `declared_options`."""
+    its `--help` group (the field's, else the class's `FLAGS_GROUP`; `groups`: titled groups made before);
+    `choices` where a registry, not the declaration, holds them. Returns the dests. The options object comes back
+    from the parsed flags with `declared_options`."""
     groups = {} if groups is None else groups
     hints = get_type_hints(cls)
     dests = []
     for f in (f for f in fields(cls) if "help" in f.metadata):
-        title = f.metadata["group"]
+        title = f.metadata["group"] or getattr(cls, "FLAGS_GROUP", None)
         where = parser if title is None else groups.setdefault(title, parser.add_argument_group(title))
         kind = {"choices": choices[f.name]} if choices and f.name in choices else flag_kind(f, hints[f.name])
         dests.append(_add_field(where, f, kind).dest)

@@ -1,10 +1,12 @@
 """`dlperf`: the command line. Each subcommand lives in its own module, imported only when it is the command named
 (all of them for `dlperf --help`), so a reading command never loads a running one: its `DESCRIPTION`, its flags
-(`OPTIONS`, the dataclasses whose fields are flags, and `register(parser)` for the rest) and its `run`."""
+(`OPTIONS`: the dataclasses whose fields are flags and the functions that add flags several commands share;
+`register(parser)` for the rest) and its `run`."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import signal
 import sys
@@ -48,8 +50,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, n
     """The command's parser, from what its module declares."""
     module = importlib.import_module(COMMANDS[name])
     parser = sub.add_parser(name, parents=[common], help=SUMMARIES[name], description=module.DESCRIPTION)
-    for options in getattr(module, "OPTIONS", ()):
-        add_declared(parser, options)
+    for options in getattr(module, "OPTIONS", ()):  # options dataclasses, and functions that add shared flags
+        if dataclasses.is_dataclass(options):
+            add_declared(parser, options)
+        else:
+            options(parser)
     if hasattr(module, "register"):
         module.register(parser)
     parser.set_defaults(func=module.run)

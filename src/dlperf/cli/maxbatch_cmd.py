@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from dlperf.cli.declared_flags import add_declared, declared_options
+from dlperf.cli.declared_flags import declared_options
 from dlperf.cli.display import say
 from dlperf.cli.run_flags import add_run_options, explicit_run_values
 from dlperf.maxbatch.search import MaxBatchResult
@@ -31,9 +31,7 @@ DESCRIPTION = (
 )
 
 
-def register(parser: argparse.ArgumentParser) -> None:
-    add_run_options(parser)
-    add_declared(parser, SearchOptions)
+OPTIONS = (add_run_options, SearchOptions)
 
 
 TABLE_HEADER = markdown_table.header(("batch", "fits", "status", "samples/s", "peak memory (MiB)", "reason"), "rllrrl")

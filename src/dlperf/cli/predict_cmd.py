@@ -28,9 +28,6 @@ from dlperf.spec import setting
 from dlperf.user_files import read_user_file
 from dlperf.workloads import Workload, get_workload, predictors
 
-GROUP = "a layout at any scale (--model)"
-
-
 DESCRIPTION = (
     "Predict DDP's step time, throughput and speedup at --devices per node x --nodes from a 1n1g "
     "run record (step time, gradient bytes) and commbench records (the all-reduce alpha-beta fit): ring "
@@ -69,58 +66,52 @@ class PredictOptions:
 class ModelOptions:
     """`--model NAME`: a layout of a workload with a predictor, at any scale on a named accelerator."""
 
+    FLAGS_GROUP = "a layout at any scale (--model)"
+
     model: str | None = setting(None, "llama or moe: predict that layout (below) instead of data parallelism",
-                                choices=("llama",), group=GROUP)  # fmt: skip
+                                choices=("llama",))  # fmt: skip
     accelerator: str | None = setting(None, "device by its data-sheet name (H100 SXM, H200 SXM, B200, GB200, "
-                                      "A100 SXM 80GB, MI300X, V100 SXM2, ...) or NVML's", group=GROUP)  # fmt: skip
+                                      "A100 SXM 80GB, MI300X, V100 SXM2, ...) or NVML's")  # fmt: skip
     devices_per_node: int | None = setting(
-        None, "devices per node (default the accelerator's usual system: 8, 72 for GB200)", bound="positive",
-        group=GROUP,
-    )  # fmt: skip
-    precision: str = setting("amp-bf16", "amp-bf16, amp-fp16 or fp32", choices=("amp-bf16", "amp-fp16", "fp32"),
-                             group=GROUP)  # fmt: skip
+        None, "devices per node (default the accelerator's usual system: 8, 72 for GB200)", bound="positive"
+    )
+    precision: str = setting("amp-bf16", "amp-bf16, amp-fp16 or fp32", choices=("amp-bf16", "amp-fp16", "fp32"))
     stack: str = setting("torchtitan", f"software stack whose fitted efficiency applies: {', '.join(STACKS)}",
-                         choices=STACKS, group=GROUP)  # fmt: skip
-    async_tp: bool = setting(False, "async tensor parallelism (collectives overlapped with matmuls)", group=GROUP)
+                         choices=STACKS)  # fmt: skip
+    async_tp: bool = setting(False, "async tensor parallelism (collectives overlapped with matmuls)")
     loss_parallel: bool = setting(False, "the loss on the vocabulary shards under TP (torchtitan's, Megatron's); "
-                                  "dlperf's own runs gather the logits", group=GROUP)  # fmt: skip
+                                  "dlperf's own runs gather the logits")  # fmt: skip
     recompute_mm_share: float | None = setting(
         None, "share of the block matmuls selective checkpointing recomputes (default the stack's: torchtitan's "
-        "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", bound="share", group=GROUP,
+        "per-op policy 0.5, Megatron 0; dlperf's own runs 0)", bound="share",
     )  # fmt: skip
     efficiency: float | None = setting(None, "achieved fraction of the dense peak (overrides every source)",
-                                       bound="positive share", group=GROUP)  # fmt: skip
+                                       bound="positive share")  # fmt: skip
     calibrate: str | None = setting(None, "a one-device Llama run record on this accelerator: its achieved "
-                                    "TFLOP/s set the efficiency", group=GROUP)  # fmt: skip
+                                    "TFLOP/s set the efficiency")  # fmt: skip
     peaks: str = setting(str(DEFAULT_PEAKS_FILE), "`dlperf peak`'s store: a measured matmul peak caps the "
-                         "efficiency", group=GROUP)  # fmt: skip
+                         "efficiency")  # fmt: skip
     device_name: str | None = setting(None, "the name `dlperf peak` measured the device under (default "
-                                      "--accelerator)", group=GROUP)  # fmt: skip
-    memory_gib: float | None = setting(None, "device memory (default the data sheet's)", bound="positive",
-                                       group=GROUP)  # fmt: skip
-    memory_tbs: float | None = setting(None, "memory bandwidth, TB/s (default the data sheet's)", bound="positive",
-                                       group=GROUP)  # fmt: skip
+                                      "--accelerator)")  # fmt: skip
+    memory_gib: float | None = setting(None, "device memory (default the data sheet's)", bound="positive")
+    memory_tbs: float | None = setting(None, "memory bandwidth, TB/s (default the data sheet's)", bound="positive")
     intra_node_gbs: float | None = setting(None, "scale-up link per device and direction, GB/s (default the "
-                                           "data sheet's x 0.8)", bound="positive", group=GROUP)  # fmt: skip
+                                           "data sheet's x 0.8)", bound="positive")  # fmt: skip
     inter_node_gbit: float | None = setting(None, "network per device, Gbit/s (default the usual system's x 0.8)",
-                                            bound="positive", group=GROUP)  # fmt: skip
-    intra_latency_us: float | None = setting(None, "per ring step inside a node (default 5)", bound="non-negative",
-                                             group=GROUP)  # fmt: skip
-    inter_latency_us: float | None = setting(None, "per ring step between nodes (default 10)",
-                                             bound="non-negative", group=GROUP)  # fmt: skip
-    commbench: str | None = setting(None, "a `dlperf commbench` record on one node: the intra-node link",
-                                    group=GROUP)  # fmt: skip
+                                            bound="positive")  # fmt: skip
+    intra_latency_us: float | None = setting(None, "per ring step inside a node (default 5)", bound="non-negative")
+    inter_latency_us: float | None = setting(None, "per ring step between nodes (default 10)", bound="non-negative")
+    commbench: str | None = setting(None, "a `dlperf commbench` record on one node: the intra-node link")
     inter_commbench: str | None = setting(None, "a `dlperf commbench` record with one rank per node: the "
-                                          "inter-node link", group=GROUP)  # fmt: skip
+                                          "inter-node link")  # fmt: skip
     imbalance: float | None = setting(None, "moe, --routing learned: the busiest expert's tokens over the mean "
-                                      "(default 1.45; a measured run's figure)", bound="positive",
-                                      group=GROUP)  # fmt: skip
+                                      "(default 1.45; a measured run's figure)", bound="positive")  # fmt: skip
     fp8_recipe: str | None = setting(None, "moe, --float8: tensorwise (default), blockwise (DeepSeek-V3's 128 x "
-                                     "128) or mxfp8 (Blackwell's)", choices=("tensorwise", "blockwise", "mxfp8"),
-                                     group=GROUP)  # fmt: skip
-    search: bool = setting(False, "rank the layouts that fit, best first, with why each loses", group=GROUP)
-    top: int = setting(10, "layouts --search shows (default 10)", bound="positive", group=GROUP)
-    json: bool = setting(False, "print JSON", group=GROUP)
+                                     "128) or mxfp8 (Blackwell's)",
+                                     choices=("tensorwise", "blockwise", "mxfp8"))  # fmt: skip
+    search: bool = setting(False, "rank the layouts that fit, best first, with why each loses")
+    top: int = setting(10, "layouts --search shows (default 10)", bound="positive")
+    json: bool = setting(False, "print JSON")
 
 
 def run(args: argparse.Namespace) -> int:

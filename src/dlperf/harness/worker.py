@@ -8,7 +8,7 @@ from typing import Any
 
 from dlperf.engines import get_engine
 from dlperf.engines.base import Engine, RankEnv, TrainStep, node_name
-from dlperf.harness.loop import Measurement, WarmupCallback, WindowCallback, WindowProbe, timed_loop
+from dlperf.harness.loop import Measurement, timed_loop
 from dlperf.harness.probes import EnergyProbe, LoadProbe
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.machine.gpus import visible_gpu_ids
@@ -21,31 +21,6 @@ from dlperf.workloads import WorkloadPlan, decode_spec, get_workload
 def build_step(spec: RunSpec, plan: WorkloadPlan, engine: Engine) -> TrainStep:
     """The workload's step on this rank's (set-up) engine."""
     return get_workload(spec.model).builder(spec.engine)(spec, plan, engine)
-
-
-def time_step(
-    step: TrainStep,
-    spec: RunSpec,
-    plan: WorkloadPlan,
-    engine: Engine,
-    on_window: WindowCallback | None = None,
-    on_warmup: WarmupCallback | None = None,
-    probes: list[WindowProbe] | None = None,
-) -> Measurement:
-    """Time a built step with the spec's warm-up and windows."""
-    return timed_loop(
-        step,
-        engine,
-        warmup_iters=spec.warmup_iters,
-        max_warmup_iters=spec.max_warmup_iters,
-        iters=spec.iters,
-        print_every=spec.window,
-        global_batch=plan.global_batch,
-        on_window=on_window,
-        on_warmup=on_warmup,
-        probes=probes or [],
-        ablate=spec.ablate,
-    )
 
 
 def count_flops(step: TrainStep) -> tuple[int | None, str | None]:
@@ -132,8 +107,19 @@ def _work(
         return _RankWork(output=workload.task(spec.engine)(spec, plan, engine))
     step = build_step(spec, plan, engine)
     _start_collecting()
-    on_window, on_warmup = (log.window, log.warmup) if log else (None, None)
-    measurement = time_step(step, spec, plan, engine, on_window, on_warmup, [*probes, *step.probes])
+    measurement = timed_loop(
+        step,
+        engine,
+        warmup_iters=spec.warmup_iters,
+        max_warmup_iters=spec.max_warmup_iters,
+        iters=spec.iters,
+        print_every=spec.window,
+        global_batch=plan.global_batch,
+        on_window=log.window if log else None,
+        on_warmup=log.warmup if log else None,
+        probes=[*probes, *step.probes],
+        ablate=spec.ablate,
+    )
     flops, note = count_flops(step) if rank.rank == 0 else (None, None)
     return _RankWork(measurement, None, flops, note)
 

@@ -32,10 +32,12 @@ from dlperf.external.identity import command_line, framework_version
 from dlperf.external.template import Process, node_processes, rendezvous_for
 from dlperf.instrument import Placement, place
 from dlperf.launch.command_output import ConsoleView, OutputWatch, ProcessOutput, RunLog, pump
+from dlperf.launch.hosts import allocation_hosts
 from dlperf.launch.messages import AgentSpec, CommandFacts, CommandLaunch, NodeResult
 from dlperf.machine.process_tree import TreeMemory
 from dlperf.metrics.noise import machine_load, take_snapshot
-from dlperf.records.codec import decode
+from dlperf.records.codec import decode, dump
+from dlperf.records.parts import Threads
 
 POLL_S = 0.1
 FIRST_LOOK_S, WATCH_S = 0.3, 2.0  # where the processes' output goes: looked at soon after the start, then this often
@@ -125,18 +127,9 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-@dataclass(frozen=True)
-class Threads:
-    """OMP_NUM_THREADS of a node's command processes, and who decided it (the record's `threads`)."""
-
-    value: str | None
-    set_by: str
-    cores: int
-    processes: int
-
-    def env(self) -> dict[str, str]:
-        """What dlperf adds to each process's environment: only a value dlperf decided."""
-        return {THREADS: self.value} if self.set_by == DLPERF_SETS and self.value is not None else {}
+def thread_env(threads: Threads) -> dict[str, str]:
+    """What dlperf adds to each process's environment: only a value dlperf decided."""
+    return {THREADS: threads.value} if threads.set_by == DLPERF_SETS and threads.value is not None else {}
 
 
 DLPERF_SETS = "dlperf: the run's CPU share per process (--cpu-threads; auto: usable cores / processes)"
@@ -170,7 +163,7 @@ def _start(
     threads: Threads,
     steps: str | None,
 ) -> Running:
-    env = {"PYTHONUNBUFFERED": "1", **os.environ, **threads.env(), **process.env}
+    env = {"PYTHONUNBUFFERED": "1", **os.environ, **thread_env(threads), **process.env}
     placed = place(process.argv, env, steps, workdir) if steps else Placement(process.argv, env)
     proc = subprocess.Popen(
         placed.argv,
@@ -282,15 +275,9 @@ def split_endpoint(endpoint: str) -> tuple[str, int]:
 
 
 def allocation_nodes(nnodes: int) -> tuple[str, ...]:
-    """The Slurm allocation's first `nnodes` host names (scontrol), else () for the master address."""
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
-    if not nodelist or nnodes < 2:
-        return ()
-    try:
-        done = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return ()
-    return tuple(done.stdout.split()[:nnodes])
+    """The Slurm allocation's first `nnodes` host names, else () for the master address."""
+    in_slurm = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    return tuple((allocation_hosts() or [])[:nnodes]) if in_slurm and nnodes >= 2 else ()
 
 
 def stop_rule(command: CommandLaunch, node_rank: int) -> StopRule:
@@ -314,7 +301,7 @@ def command_facts(command: CommandLaunch, running: list[Running], rule: StopRule
     processes = [r.process for r in running]
     elsewhere = [said for r in running if (said := r.watch.said(r.label))]
     facts: dict[str, Any] = {"ended_by": rule.reason, **memory.as_record(), "machine_load": load,
-                             "threads": dataclasses.asdict(threads),
+                             "threads": dump(threads),
                              "output_note": "; ".join(elsewhere) or None}  # fmt: skip
     if steps and processes:
         env = {**os.environ, **processes[0].env}

@@ -9,7 +9,9 @@ or an attack either way.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,3 +121,13 @@ def hosts_for(hosts: list[Host], nodes: int, devices_per_node: int) -> list[Host
                 f"lower --devices-per-node or raise its slots"
             )
     return chosen
+
+
+def allocation_hosts() -> list[str] | None:
+    """The Slurm allocation's host names in order (scontrol), or None where they cannot be listed."""
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST", "")
+    try:
+        done = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.split()

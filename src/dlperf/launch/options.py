@@ -32,32 +32,26 @@ class LaunchOptions:
     launcher's choices are the registry's (`dlperf.launch.LAUNCHERS`); `hosts` has two flags of its own
     (`--hosts`, `--hostfile`)."""
 
+    FLAGS_GROUP = WHERE
+
     launcher: str | None = setting(
-        None, "local, ssh (the default with --hosts), srun, sbatch, or slurm: srun inside an allocation, else sbatch",
-        group=WHERE,
-    )  # fmt: skip
+        None, "local, ssh (the default with --hosts), srun, sbatch, or slurm: srun inside an allocation, else sbatch"
+    )
     hosts: tuple[Host, ...] = ()
-    master_addr: str | None = setting(None, "rendezvous address (default: the first host)", group=WHERE)
-    master_port: int | None = setting(
-        None, "rendezvous port (default: a free port on the first host)", bound="port", group=WHERE
-    )
+    master_addr: str | None = setting(None, "rendezvous address (default: the first host)")
+    master_port: int | None = setting(None, "rendezvous port (default: a free port on the first host)", bound="port")
     ifname: str | None = setting(
-        None, "network interface for NCCL and Gloo (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), e.g. eth0", group=WHERE
+        None, "network interface for NCCL and Gloo (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), e.g. eth0"
     )
-    ssh_options: tuple[str, ...] = setting(
-        (), "extra `ssh -o` option KEY=VALUE, repeatable", flag="--ssh-option", group=WHERE
-    )
-    connect_timeout: int = setting(10, "ssh connect timeout in seconds", bound="positive", group=WHERE)
+    ssh_options: tuple[str, ...] = setting((), "extra `ssh -o` option KEY=VALUE, repeatable", flag="--ssh-option")
+    connect_timeout: int = setting(10, "ssh connect timeout in seconds", bound="positive")
     remote_python: str = setting(
-        None,
-        "python on the hosts that has dlperf installed (default: this one's path)",
-        factory=lambda: sys.executable,
-        group=WHERE,
+        None, "python on the hosts that has dlperf installed (default: this one's path)", factory=lambda: sys.executable
     )
-    dry_run: bool = setting(False, "print the exact commands and scripts without running them", group=WHERE)
-    partition: str | None = setting(None, "Slurm partition for sbatch", group=WHERE)
-    account: str | None = setting(None, "Slurm account for sbatch", group=WHERE)
-    time: str | None = setting(None, "Slurm time limit for sbatch, e.g. 01:00:00", group=WHERE)
+    dry_run: bool = setting(False, "print the exact commands and scripts without running them")
+    partition: str | None = setting(None, "Slurm partition for sbatch")
+    account: str | None = setting(None, "Slurm account for sbatch")
+    time: str | None = setting(None, "Slurm time limit for sbatch, e.g. 01:00:00")
 
     @property
     def kind(self) -> str:

@@ -12,6 +12,7 @@ import subprocess
 import time
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from dlperf.errors import ConfigError, LaunchError
 from dlperf.launch.base import Launcher, OnDone, RunJob
@@ -42,15 +43,20 @@ def spec_flags(spec: RunSpec) -> list[str]:
         **{f.name: f.default for f in fields(RunSpec) if f.name not in ("model", "workload")},
         **{f.name: f.default for f in fields(type(spec.workload))},
     }
-    flags = ["--model", spec.model, "--nodes", str(spec.nodes), "--devices-per-node", str(spec.devices_per_node)]
-    for name, value in spec.to_dict().items():
-        if name in ("model", "nodes", "devices_per_node") or value == defaults.get(name) or value is None:
-            continue
-        flag = "--" + name.replace("_", "-")
+    fixed = ("model", "nodes", "devices_per_node")
+    given = {k: v for k, v in spec.to_dict().items() if k not in fixed and v != defaults.get(k)}
+    return value_flags({"model": spec.model, "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, **given})
+
+
+def value_flags(values: dict[str, Any]) -> list[str]:
+    """Values as `dlperf run` flags: `--key value`, a switch on or off (`--no-key`); None left out."""
+    flags: list[str] = []
+    for key, value in values.items():
+        name = "--" + key.replace("_", "-")
         if isinstance(value, bool):
-            flags.append(flag if value else "--no-" + flag[2:])
-        else:
-            flags += [flag, str(value)]
+            flags.append(name if value else "--no-" + name[2:])
+        elif value is not None:
+            flags += [name, str(value)]
     return flags
 
 

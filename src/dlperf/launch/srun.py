@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dlperf.errors import LaunchError
 from dlperf.launch.base import Launcher, RunJob
-from dlperf.launch.hosts import host_port
+from dlperf.launch.hosts import allocation_hosts, host_port
 from dlperf.launch.local import agent_command, free_port, stop_process_group, timed_out
 from dlperf.launch.messages import AgentSpec, NodeResult, RunResult, merge_results
 from dlperf.records.paths import RunPaths
@@ -22,12 +22,10 @@ from dlperf.records.store import write_text_atomic
 
 def first_node() -> str:
     """The allocation's first host name, which hosts the rendezvous."""
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST", "")
-    try:
-        done = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as error:
-        raise LaunchError(f"cannot list the allocation's nodes with scontrol: {error}") from None
-    return done.stdout.split()[0]
+    hosts = allocation_hosts()
+    if not hosts:
+        raise LaunchError("cannot list the allocation's nodes with scontrol (is SLURM_JOB_NODELIST set?)")
+    return hosts[0]
 
 
 def in_slurm_allocation() -> bool:

@@ -119,12 +119,7 @@ class SshLauncher(Launcher):
         return dataclasses.replace(spec, command=dataclasses.replace(spec.command, node_addrs=self.node_addrs(job)))
 
     def _node_spec(self, spec: AgentSpec, node: Node, endpoint: str) -> AgentSpec:
-        return AgentSpec(
-            run=spec.run,
-            log_path=f"{node.remote_dir}/run.log",
-            launch=spec.launch,
-            command=spec.command,
-        ).with_launch(
+        return dataclasses.replace(spec, log_path=f"{node.remote_dir}/run.log").with_launch(
             rdzv_endpoint=endpoint,
             local_addr=node.host.address,
             is_host=node.index == 0,

@@ -38,7 +38,6 @@ from dlperf.workloads import WorkloadPlan
 
 TAIL_LINES = 20
 SEARCHED_LINES = 100  # the last lines a failed rank's error is looked for in (launch's own tail: as many)
-# What a log reader's record says about the file's place in the layout: the run's own record says it already.
 # The reader's record fields that a --command run states itself: its layout, and what it measured of the run
 # (the framework from the script's interpreter, the devices from the ranks), not what the log's format names.
 LAYOUT_KEYS = {"schema", "kind", "source", "file", "model", "case", "group", "repeat", "nodes", "devices_per_node",
@@ -93,7 +92,7 @@ def line_patterns(spec: RunSpec) -> tuple[str, ...]:
     return tuple(f.signature.pattern for f in formats)
 
 
-def framework_of(spec: RunSpec, env: dict[str, Any], commands: list[CommandFacts]) -> str:
+def framework_of(spec: RunSpec, commands: list[CommandFacts]) -> str:
     """`name version`: an external run's `--framework` and the version its interpreter reported
     (external.identity), else `unknown`."""
     name = spec.framework or "unknown"
@@ -117,17 +116,14 @@ def command_fields(spec: RunSpec, commands: list[CommandFacts]) -> dict[str, Any
 
 
 def _first(values: Iterable[str | None]) -> str | None:
-    """The first node's value that says something."""
     return next((value for value in values if value), None)
 
 
 def _peak(values: Iterable[float | None]) -> float | None:
-    """The largest of the nodes' sampled peaks, where any was sampled."""
     return max((value for value in values if value is not None), default=None)
 
 
 def _dumped(parts: Iterable[Any]) -> list[Any]:
-    """The nodes' parts that exist, as the record's JSON."""
     return [dump(part) for part in parts if part]
 
 
@@ -226,9 +222,7 @@ def _arrival_check(job: RunJob, script: ExternalRunRecord) -> CrossCheck:
     check = script.cross_check or CrossCheck()
     if check.second is not None:
         return check
-    named = job.spec.log_format
-    fmt = get_format(named if named != "auto" else str(script.format))  # a declared format by its file, not its name
-    shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
+    fmt, shape = _format_and_shape(job, script)
     second = arrival_reading(job.paths.log, fmt, script.warmup_iterations, script.window_iterations, shape)
     if second is None:
         return check
@@ -336,12 +330,16 @@ def _uncounted(missing: list[int], updates: int, declared: int) -> str:
 
 def _same_stretch(job: RunJob, script: ExternalRunRecord) -> tuple[float, float | None, str] | None:
     """The hook's figure over the stretch the script's own figure covers, where its format says which."""
+    kept = tuple(script.kept_steps) if script.kept_steps else None
+    fmt, shape = _format_and_shape(job, script)
+    return hook_over_script_stretch(job.paths.log, _steps(job), fmt, shape, kept)  # type: ignore[arg-type]
+
+
+def _format_and_shape(job: RunJob, script: ExternalRunRecord) -> tuple[Any, RunShape]:
+    """The script's log format (a declared format by its file, not its name) and the run's shape."""
     named = job.spec.log_format
     fmt = get_format(named if named != "auto" else str(script.format))
-    shape = RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
-    steps = _steps(job)
-    kept = tuple(script.kept_steps) if script.kept_steps else None
-    return hook_over_script_stretch(job.paths.log, steps, fmt, shape, kept)  # type: ignore[arg-type]
+    return fmt, RunShape(job.plan.global_batch, job.spec.world_size, job.spec.model)
 
 
 SAME_STRETCH_AGREE = 0.02  # the hook and the script over one stretch: within 2 % they agree

@@ -131,7 +131,7 @@ class ExternalKind(RunKind):
         return RunJob(spec, plan, repeat, paths, command)
 
     def framework(self, spec: RunSpec, env: dict[str, Any], result: RunResult) -> str:
-        return _external().framework_of(spec, env, result.node_facts)
+        return _external().framework_of(spec, result.node_facts)
 
     def fields(self, job: RunJob, result: RunResult) -> dict[str, Any]:
         spec = job.spec

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.launch.sbatch import value_flags
 from dlperf.maxbatch import RunProbe, dlperf_run_argv, find_max_batch
 from dlperf.maxbatch.search import MaxBatchResult, ProbeOutcome
 from dlperf.orchestration.kinds import kind_of
@@ -85,18 +86,6 @@ def default_cpu_cap_gib(ranks: int) -> tuple[float, float]:
     return max(0.5, CPU_CAP_SHARE * available / ranks), available
 
 
-def case_argv(values: dict[str, Any]) -> list[str]:
-    """The case's values back as `dlperf run` flags."""
-    argv: list[str] = []
-    for key, value in values.items():
-        name = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            argv.append(name if value else "--no-" + name[2:])
-        elif value is not None:
-            argv += [name, str(value)]
-    return argv
-
-
 def make_probe(
     case_args: list[str], batch_flag: str, workdir: Path, options: SearchOptions
 ) -> Callable[[int], ProbeOutcome]:
@@ -127,7 +116,7 @@ def run_search(search: MaxBatchSearch, on_probe: Callable[[Probe], None]) -> Max
     the record to `search.record_path`."""
     options = search.options
     with tempfile.TemporaryDirectory(prefix="dlperf-maxbatch-") as workdir:
-        probe = make_probe(case_argv(search.values), search.batch_flag, Path(workdir), options)
+        probe = make_probe(value_flags(search.values), search.batch_flag, Path(workdir), options)
         result = find_max_batch(
             probe, options.start, options.max_batch, options.headroom, options.step, on_probe=on_probe
         )

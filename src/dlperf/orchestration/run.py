@@ -100,42 +100,29 @@ def execute(
     with contextlib.ExitStack() as locks:
         for root in sorted({job.paths.root for job in jobs}):
             locks.enter_context(results_lock(root))
-        return _execute(jobs, launcher, env, overwrite=overwrite, on_record=on_record, fields=fields, decide=decide)
-
-
-def _execute(
-    jobs: list[RunJob],
-    launcher: Launcher,
-    env: dict[str, Any],
-    *,
-    overwrite: bool,
-    on_record: OnRecord | None,
-    fields: dict[str, Any] | None,
-    decide: Decide | None,
-) -> list[Record]:
-    for job in jobs:
-        claim_paths(job.paths, overwrite)
-    for root in {job.paths.root for job in jobs}:
-        check_free_space(root, sum(output_bytes(job) for job in jobs if job.paths.root == root))
-    records: list[Record] = []
-    started = time.time()
-
-    def done(job: RunJob, result: RunResult | None) -> None:
-        nonlocal started
-        schema = get_workload(job.spec.model).record_schema
-        written = load_record(job.paths.record, (schema,) if schema else READABLE) if result is None else None
-        if written is None:
-            result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
-        record = with_fields(written or build_record(job, result, env, started, time.time()), fields or {})
-        record = with_fields(record, decide(record) if decide else {})
-        if written is None or record_json(record) != record_json(written):
-            record = write_record(job.paths.record, record)
-        records.append(record)
-        if on_record:
-            on_record(job, record)
+        for job in jobs:
+            claim_paths(job.paths, overwrite)
+        for root in {job.paths.root for job in jobs}:
+            check_free_space(root, sum(output_bytes(job) for job in jobs if job.paths.root == root))
+        records: list[Record] = []
         started = time.time()
 
-    launcher.run_all(jobs, done)
+        def done(job: RunJob, result: RunResult | None) -> None:
+            nonlocal started
+            schema = get_workload(job.spec.model).record_schema
+            written = load_record(job.paths.record, (schema,) if schema else READABLE) if result is None else None
+            if written is None:
+                result = result or RunResult.failed(f"the run wrote no record at {job.paths.record}")
+            record = with_fields(written or build_record(job, result, env, started, time.time()), fields or {})
+            record = with_fields(record, decide(record) if decide else {})
+            if written is None or record_json(record) != record_json(written):
+                record = write_record(job.paths.record, record)
+            records.append(record)
+            if on_record:
+                on_record(job, record)
+            started = time.time()
+
+        launcher.run_all(jobs, done)
     return records
 
 
@@ -192,17 +179,3 @@ def run_one(
         hooks.say(warning)
     with hooks.around(job, launcher, env):
         return execute([job], launcher, env, overwrite=overwrite)[0]
-
-
-__all__ = [
-    "LaunchOptions",
-    "RunHooks",
-    "check_run",
-    "execute",
-    "launcher_for",
-    "plan_jobs",
-    "preflight",
-    "run_one",
-    "share_cpu",
-    "training_spec",
-]

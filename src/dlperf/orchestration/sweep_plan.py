@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from dlperf.errors import ConfigError, ResultsError
+from dlperf.errors import ConfigError
 from dlperf.launch import Launcher, RunJob
 from dlperf.machine.environment import collect_environment
 from dlperf.metrics.repeats import DEFAULT_MAX_REPEATS, DEFAULT_TARGET_CI, MIN_REPEATS, should_stop
@@ -364,16 +364,11 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run every case and repeat; records land as they are produced, so an interrupted sweep resumes.
     Every record carries `sweep_id`, so a report can keep two sweeps under one folder apart. One sweep at a time
-    per results folder: the lock covers the resume decision and every run."""
+    per results folder: the lock covers the resume decision and every run (`sweep.sweep_to_report` has refused an
+    earlier sweep's records unless resuming or overwriting)."""
     out = options.out
     with results_lock(out):
         jobs = plan.jobs(out)
-        existing = [job for job in jobs if job.paths.record.exists()]
-        if existing and not (options.resume or options.overwrite):
-            raise ResultsError(
-                f"{out} already holds {len(existing)} records of this sweep: pass --resume to finish it "
-                f"or --overwrite to start again"
-            )
         fields = {"sweep_id": sweep_id} if sweep_id else None
         runner = _Runner(options, env, launcher, on_skip, on_record, fields)
         if plan.adaptive:
@@ -437,16 +432,3 @@ def _repeat_case(jobs: list[RunJob], adaptive: AdaptiveRepeats, runner: _Runner)
         if decision is not None and decision.stop:
             break
     return ran, skipped
-
-
-__all__ = [
-    "SweepOptions",
-    "SweepPlan",
-    "finish_sweep",
-    "load_sweep_file",
-    "plan_sweep",
-    "plan_sweep_file",
-    "preflight_sweep",
-    "run_sweep",
-    "start_sweep",
-]

@@ -65,20 +65,17 @@ def record_problem(record: dict[str, Any]) -> str | None:
     kind = declared_kind(record)
     if "status" not in record:
         return "status is missing"
-    for spec in [*declared_fields(kind), *_shared_fields(kind, record)]:
+    # its own fields, then those it shares (a commbench record's run fields) where present
+    shared = [
+        f for part, values in declared_values(kind, record)[1:] for f in declared_fields(part) if f.name in values
+    ]
+    for spec in [*declared_fields(kind), *shared]:
         problem = _declared_problem(record, spec)
         if problem:
             return problem
     if record.get("status") == "ok" and issubclass(kind, RunRecord) and record.get("throughput") is None:
         return "throughput None is not a positive finite number"  # an ok run without its figure
     return _type_problem(kind, record)
-
-
-def _shared_fields(kind: type, record: dict[str, Any]) -> list[dataclasses.Field]:
-    """The common fields a kind carries besides its own (a commbench record's run fields), where present."""
-    shared = getattr(kind, "SHARES", None)
-    own = {spec.name for spec in declared_fields(kind)}
-    return [spec for spec in declared_fields(shared) if spec.name in record and spec.name not in own] if shared else []
 
 
 def _type_problem(kind: type, record: dict[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ from dlperf.records.schema import RunRecord
 from dlperf.reporting import markdown as markdown_table
 from dlperf.reporting.aggregate import latency, median_of, number_text
 from dlperf.reporting.doubts import Flag, case_flags
+from dlperf.reporting.export import memory_peak
 from dlperf.workloads import known_workload
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
@@ -48,11 +49,7 @@ def group_by_case(records: Sequence[RecordLike]) -> dict[str, list[RunRecord]]:
 
 
 def _peak_mib(records: list[RunRecord]) -> float | None:
-    peaks = [
-        peak.get("allocated", peak.get("rss", peak.get("reserved")))
-        for r in records
-        if isinstance(peak := r.peak_memory_mib, dict) and peak
-    ]
+    peaks = [memory_peak(r.peak_memory_mib or {})[0] for r in records]
     return max((p for p in peaks if p is not None), default=None)
 
 

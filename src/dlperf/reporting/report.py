@@ -174,7 +174,6 @@ def group_table(
 def _shown_columns(
     cases: list[CaseSummary], columns: dict[str, dict[str, str]]
 ) -> tuple[dict[str, dict[str, str]], list[ExtraColumn]]:
-    """The given columns and the extra columns where any of the cases has a value."""
     given = {name: cells for name, cells in columns.items() if any(c.case in cells for c in cases)}
     extras = [column for column in EXTRA_COLUMNS if any(column[1](c) is not None for c in cases)]
     return given, extras
@@ -245,7 +244,6 @@ EXTRA_COLUMNS: tuple[ExtraColumn, ...] = (
 
 
 def _row(case: CaseSummary, columns: dict[str, dict[str, str]], extras: list[ExtraColumn]) -> list[str]:
-    """A case's row: its own cells, the given `columns`' and the extra columns', then its flags."""
     given = [cells.get(case.case, "") for cells in columns.values()]
     extra = [number_text(value(case), spec) for _, value, spec in extras]
     return [*_case_cells(case), *given, *extra, ", ".join(flag.label for flag in case.flags())]
@@ -340,7 +338,6 @@ def extra_columns(
 def _by_case(
     model: str, group: str, cases: list[CaseSummary], found: dict[tuple[str, str, str], Any], text: Callable[[Any], str]
 ) -> dict[str, str]:
-    """case -> `text` of what `found` holds for the case."""
     return {c.case: text(found[key]) for c in cases if (key := (model, group, c.case)) in found}
 
 
@@ -497,11 +494,11 @@ def _plot_tables(summary: dict[GroupKey, list[CaseSummary]], folder: Path, min_p
 
 def _plot_waterfalls(losses: dict[GroupKey, list[ScalingLoss]], folder: Path) -> list[Path]:
     """A waterfall plot per group with a case split into measured parts (reporting/waterfall_plot.py)."""
-    from dlperf.reporting.waterfall_plot import plot_waterfall  # matplotlib
+    from dlperf.reporting.waterfall_plot import waterfall_figure  # matplotlib
 
     return [
-        plot_waterfall(model, group, group_losses, folder / f"{file_name(f'{model}_{group}')}_waterfall.png")
-        for (model, group), group_losses in measured_groups(losses).items()
+        save_figure(waterfall_figure(model, group, found), folder / f"{file_name(f'{model}_{group}')}_waterfall.png")
+        for (model, group), found in measured_groups(losses).items()
     ]
 
 

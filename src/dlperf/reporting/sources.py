@@ -337,13 +337,11 @@ def environment_rows(sources: list[Source]) -> list[EnvRow]:
 
 
 def _fact_rows(envs: dict[str, dict[str, Any] | None]) -> list[EnvRow]:
-    """A row per machine fact of the first source that has an environment."""
     facts = next((list(e) for e in envs.values() if e), [])
     return [EnvRow(fact, {label: _fact(env, fact) for label, env in envs.items()}) for fact in facts]
 
 
 def _fact(env: dict[str, Any] | None, fact: str) -> str | None:
-    """One source's value of a machine fact as text; unknown or empty is None."""
     value = env.get(fact) if env else None
     return None if value in (None, "") else str(value)
 

@@ -100,7 +100,6 @@ def _logs(repeat: Repeat) -> list[float]:
 
 
 def _centre(side: Sequence[Repeat]) -> float:
-    """The mean over repeats of each repeat's mean log throughput."""
     means = [sum(logs) / len(logs) for r in side if (logs := _logs(r))]
     return sum(means) / len(means)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -400,10 +401,7 @@ def build_markdown(
 def check_one_sweep(records: Sequence[RunRecord], root: str | Path) -> None:
     """Refuse to pool the records of different sweeps (or of a sweep and single runs) into one table: their
     repeats would be counted together. `--merge` says the pooling is meant."""
-    sweeps: dict[str, int] = {}
-    for record in records:
-        name = record.sweep_id or "single runs (no sweep id)"
-        sweeps[name] = sweeps.get(name, 0) + 1
+    sweeps = Counter(record.sweep_id or "single runs (no sweep id)" for record in records)
     if len(sweeps) > 1:
         listed = ", ".join(f"{name} ({count} records)" for name, count in sorted(sweeps.items()))
         raise ResultsError(

@@ -501,14 +501,9 @@ def _plot_waterfalls(losses: dict[GroupKey, list[ScalingLoss]], folder: Path) ->
 
 
 def _plot_commbench(others: Sequence[Record], folder: Path) -> list[Path]:
-    """A bandwidth plot per measured commbench record."""
+    """A bandwidth plot per measured commbench record (repeat 1 where a record from before repeats has none)."""
     return [
-        plot_commbench(r, folder / (file_name(f"commbench_{r.case}_{r.dtype}_{_repeat(r)}") + ".png"))
+        plot_commbench(r, folder / (file_name(f"commbench_{r.case}_{r.dtype}_{r.run.repeat or 1}") + ".png"))
         for r in others
         if isinstance(r, CommbenchRecord) and r.status == "ok"
     ]
-
-
-def _repeat(record: CommbenchRecord) -> int:
-    """The record's repeat, 1 where it has none (a commbench record from before repeats were kept)."""
-    return record.run.repeat or 1

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 VERDICTS = ("faster", "slower", "same", "inconclusive")
 DEFAULT_THRESHOLD = 0.05
@@ -58,9 +58,6 @@ class Verdict:
     cv_within: float | None = None
     cv_between: float | None = None
     df: int | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ name (the environment lists every GPU of the machine, in NVML's order).
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from dlperf.machine.env_diff import env_nodes
 from dlperf.metrics.peaks import device_key
-
-FIELDS = ("kind", "name", "model", "memory_gib", "count", "per_node", "interconnect", "source")  # the record's order
+from dlperf.records.parts import Accelerator
 
 
 def accelerator_identity(
@@ -30,7 +30,7 @@ def accelerator_identity(
     else:
         facts = _cpu(node)
     facts |= {"count": count, "per_node": per_node}
-    return {key: facts[key] for key in FIELDS}
+    return {field.name: facts[field.name] for field in fields(Accelerator)}  # in the record's order
 
 
 def _gpu(device_name: str | None, gpus: list[dict[str, Any]]) -> dict[str, Any]:

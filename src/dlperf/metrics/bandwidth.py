@@ -39,15 +39,6 @@ def bus_factor(op: str, world_size: int) -> float:
     return 1.0
 
 
-def algorithm_bandwidth(size_bytes: float, seconds: float) -> float:
-    """Bytes per second of buffer."""
-    return size_bytes / seconds
-
-
-def bus_bandwidth(op: str, size_bytes: float, seconds: float, world_size: int) -> float:
-    return algorithm_bandwidth(size_bytes, seconds) * bus_factor(op, world_size)
-
-
 @dataclass(frozen=True)
 class Timing:
     """Mean seconds per call of one collective at one size, the slowest rank's."""
@@ -59,11 +50,12 @@ class Timing:
 
     @property
     def algbw(self) -> float:
-        return algorithm_bandwidth(self.size_bytes, self.seconds)
+        """Bytes per second of buffer."""
+        return self.size_bytes / self.seconds
 
     @property
     def busbw(self) -> float:
-        return bus_bandwidth(self.op, self.size_bytes, self.seconds, self.world_size)
+        return self.algbw * bus_factor(self.op, self.world_size)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,8 @@ class EnergyReading:
     reason: str | None = None
 
 
-def _load_nvml(nvml: Any | None) -> tuple[Any | None, str | None]:
+def load_nvml(nvml: Any | None = None) -> tuple[Any | None, str | None]:
+    """NVML initialised (pynvml where `nvml` is None), or None with why not."""
     if nvml is None:
         try:
             import pynvml as nvml
@@ -101,7 +102,7 @@ class EnergyMeter:
             self._samples.append((time.perf_counter(), self._watts()))
 
     def _start_nvml(self) -> None:
-        self._nvml, self.reason = _load_nvml(self._nvml_module)
+        self._nvml, self.reason = load_nvml(self._nvml_module)
         if self._nvml is None:
             return
         if not self.indices:

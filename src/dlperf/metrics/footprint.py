@@ -64,20 +64,19 @@ class Machine:
 def fit_problems(footprint: Footprint, ranks_per_node: int, on_gpu: bool, machine: Machine) -> list[str]:
     """Why `ranks_per_node` ranks of this footprint will not fit or will oversubscribe the machine; empty if fine."""
     problems = []
+    over = over_memory(footprint, ranks_per_node, on_gpu, machine)
     if on_gpu:
-        smallest = min(machine.gpu_memory_bytes, default=0)
-        if smallest and footprint.total_bytes > smallest:
-            problems.append(f"a rank needs more than the {smallest / GIB:.0f} GiB of its GPU")
+        if over:
+            problems.append(f"a rank needs more than the {min(machine.gpu_memory_bytes) / GIB:.0f} GiB of its GPU")
         if machine.gpu_memory_bytes and ranks_per_node > len(machine.gpu_memory_bytes):
             problems.append(
                 f"{count(ranks_per_node, 'rank')} per node for {count(len(machine.gpu_memory_bytes), 'GPU')}"
             )
         return problems
-    host_need = footprint.total_bytes * ranks_per_node
-    if machine.memory_bytes and host_need > machine.memory_bytes:
+    if over:
         problems.append(
-            f"{ranks_per_node} CPU ranks need about {host_need / GIB:.0f} GiB but the machine has "
-            f"{machine.memory_bytes / GIB:.0f} GiB (it will swap or be killed)"
+            f"{ranks_per_node} CPU ranks need about {footprint.total_bytes * ranks_per_node / GIB:.0f} GiB but the "
+            f"machine has {machine.memory_bytes / GIB:.0f} GiB (it will swap or be killed)"
         )
     if ranks_per_node > machine.cpu_cores:
         problems.append(f"{ranks_per_node} CPU ranks share {machine.cpu_cores} cores (oversubscribed: slow and noisy)")

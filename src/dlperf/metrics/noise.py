@@ -31,6 +31,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 
 from dlperf.machine.gpus import GpuId, nvml_handles, others_on_gpus
+from dlperf.metrics.energy import load_nvml
 
 WINDOW_CV_LIMIT = 0.05
 OTHER_CORES_FRACTION = 0.10
@@ -77,14 +78,9 @@ def _own_tree(root_pid: int) -> set[int]:
 def _gpu_processes(gpus: Sequence[GpuId], own: set[int]) -> tuple[list[dict[str, object]] | None, str | None]:
     """Other compute processes on these GPUs (NVML names, machine/gpus.py), or None with the reason NVML could
     not tell."""
-    try:
-        import pynvml
-    except ImportError:
-        return None, "nvidia-ml-py is not installed"
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as error:
-        return None, f"NVML unavailable: {error}"
+    pynvml, reason = load_nvml()
+    if pynvml is None:
+        return None, reason
     try:
         listed = []
         for gpu, handle in zip(gpus, nvml_handles(pynvml, gpus)):

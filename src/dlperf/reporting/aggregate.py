@@ -84,7 +84,6 @@ class CaseSummary:
         return None if self.speedup is None else self.speedup / self.world_size
 
     def median(self, figure: Figure) -> float | None:
-        """Median of one figure over the successful repeats."""
         return median_of(figure(r) for r in self.records)
 
     def node_differences(self) -> list[str]:

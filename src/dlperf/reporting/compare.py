@@ -4,7 +4,7 @@ ratio and a noise-aware verdict about it (see verdict.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dlperf.records.load import load_records
@@ -85,7 +85,7 @@ class CaseComparison:
             "other_cores_base": self.base_load,
             "other_cores_new": self.new_load,
             "load_note": self.load_note,
-            **({k: v for k, v in self.verdict.as_dict().items() if k != "verdict"} if self.verdict else {}),
+            **({k: v for k, v in asdict(self.verdict).items() if k != "verdict"} if self.verdict else {}),
         }
 
 

@@ -93,7 +93,6 @@ def series_notes(series: SeriesComparison) -> list[str]:
 
 
 def environment_table(comparison: Comparison) -> Table:
-    """Facts per source, one row each (EnvRow.differs says which to highlight)."""
     rows = [[row.fact, *(row.values[lbl] or "" for lbl in comparison.labels)] for row in comparison.environment]
     return ["fact", *comparison.labels], rows
 

@@ -93,7 +93,8 @@ def _straggler_doubt(record: RunRecord, extracted: bool) -> RunDoubt | None:
     stragglers = record.stragglers or Stragglers()
     if not stragglers.flagged:
         return None
-    return RunDoubt("straggler", "STRAGGLER", _straggler_text(stragglers), _straggler_advice(extracted))
+    advice = EXTRACTED_ADVICE if extracted else "Check that host and device (clocks, other load, thermal throttling)."
+    return RunDoubt("straggler", "STRAGGLER", _straggler_text(stragglers), advice)
 
 
 def _unstable_advice(extracted: bool) -> str:
@@ -102,10 +103,6 @@ def _unstable_advice(extracted: bool) -> str:
     return (
         "Its throughput averages changing speeds: use --warmup-iters auto (raise --max-warmup-iters) or more --iters."
     )
-
-
-def _straggler_advice(extracted: bool) -> str:
-    return EXTRACTED_ADVICE if extracted else "Check that host and device (clocks, other load, thermal throttling)."
 
 
 def _straggler_text(s: Stragglers) -> str:

@@ -35,7 +35,9 @@ CASE_COLUMNS = (
 MEMORY_KINDS = ("allocated", "rss", "reserved")
 
 
-def _memory(peaks: dict[str, float]) -> tuple[float | None, str]:
+def memory_peak(peaks: dict[str, float]) -> tuple[float | None, str]:
+    """The peak a row shows and its kind: allocated (CUDA) or rss (CPU); reserved where a run knows only that (an
+    external script's process tree, a JAX device)."""
     kind = next((k for k in MEMORY_KINDS if k in peaks), next(iter(peaks), None))
     return (None, "") if kind is None else (peaks[kind], kind)
 
@@ -45,7 +47,7 @@ def _number(value: Any) -> Any:
 
 
 def run_row(record: RunRecord) -> dict[str, Any]:
-    memory, kind = _memory(record.peak_memory_mib or {})
+    memory, kind = memory_peak(record.peak_memory_mib or {})
     peer = record if isinstance(record, PeerReading) else PeerReading()
     ok = record.status == "ok"
     return {
@@ -98,7 +100,7 @@ def case_row(case: CaseSummary) -> dict[str, Any]:
         "failed_repeats": len(case.failed),
         "latency_ms_p50": case.median(latency("p50")),
         "latency_ms_mean": case.median(latency("mean")),
-        "peak_memory_mib": _memory(case.peak_memory())[0],
+        "peak_memory_mib": memory_peak(case.peak_memory())[0],
         "mfu": case.median(lambda r: r.mfu),
         "flags": ";".join(flag.label for flag in case.flags()),
     }

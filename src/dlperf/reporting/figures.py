@@ -12,10 +12,13 @@ from dlperf.records.store import write_bytes_atomic
 DPI = 110
 
 
-def save_figure(fig: Any, path: Path) -> Path:
-    """`fig` as a PNG at `path`, closed afterwards (matplotlib keeps every open figure)."""
+def save_figure(fig: Any, path: Path) -> Path | None:
+    """`fig` as a PNG at `path`, closed afterwards (matplotlib keeps every open figure); None for no figure (nothing
+    measured)."""
     import matplotlib.pyplot as plt
 
+    if fig is None:
+        return None
     buffer = io.BytesIO()
     try:
         fig.savefig(buffer, format="png", dpi=DPI)

@@ -22,11 +22,11 @@ import re
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from dlperf.errors import ConfigError, ResultsError, first_line
 from dlperf.reporting.extras import require_extra
@@ -149,21 +149,52 @@ def _character_problem(text: str, where: str) -> str | None:
     return f"{where} holds {what} at character {found.start()}, which a PostgreSQL history cannot hold"
 
 
-class Store(Protocol):
-    shown: str
+Execute = Callable[..., Any]  # a connection's or cursor's `execute(sql, params)`, returning what fetches its rows
+# (tables, a table's columns) per dialect
+SCHEMA_QUERIES = {
+    "sqlite": ("SELECT name FROM sqlite_master WHERE type = 'table'", "SELECT name FROM pragma_table_info(?)"),
+    "postgresql": (
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = %s",
+    ),
+}
 
-    def add(self, rows: Sequence[tuple]) -> list[bool]:
-        """Store the rows (COLUMNS order) in one transaction; whether each was new."""
+
+class _Store:
+    """What both dialects share: the reads, given a `_reading()` that yields the dialect's `execute`."""
+
+    shown: str
+    placeholder: str
+    connection: Any
+
+    def close(self) -> None:
+        self.connection.close()
 
     def rows(self, case: str | None) -> list[tuple]:
         """The stored runs' READ_COLUMNS, of one case where given."""
+        query = f"SELECT {', '.join(READ_COLUMNS)} FROM runs"
+        where = (f" WHERE case_name = {self.placeholder}", [case]) if case else ("", [])
+        with self._reading() as execute:
+            return execute(query + where[0], where[1]).fetchall()
 
     def records(self, label: str) -> tuple[list[Any], list[str]]:
         """The records stored under `label` (JSON text, or the parsed JSON from a jsonb column), and every label."""
+        with self._reading() as execute:
+            found = execute(f"SELECT record FROM runs WHERE label = {self.placeholder}", (label,)).fetchall()
+            labels = execute("SELECT DISTINCT label FROM runs ORDER BY label").fetchall()
+            return [r[0] for r in found], [r[0] for r in labels]
+
+    def _reading(self) -> AbstractContextManager[Execute]:
+        raise NotImplementedError
+
+    def _insert(self) -> str:
+        columns = ", ".join((*COLUMNS, "added_at", "added_by"))
+        values = ", ".join([self.placeholder] * (len(COLUMNS) + 2))
+        return f"INSERT INTO runs ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING"
 
 
 @contextmanager
-def open_store(db: str | Path, create: bool = True) -> Iterator[Store]:
+def open_store(db: str | Path, create: bool = True) -> Iterator[_SqliteStore | _PostgresStore]:
     target = parse_target(db)
     store = _SqliteStore(target, create) if target.dialect == "sqlite" else _PostgresStore(target)
     try:
@@ -176,17 +207,10 @@ def _stamp() -> tuple[float, str]:
     return time.time(), socket.gethostname()
 
 
-def _read_query(case: str | None, placeholder: str) -> tuple[str, list[str]]:
-    query = f"SELECT {', '.join(READ_COLUMNS)} FROM runs"
-    return (query + f" WHERE case_name = {placeholder}", [case]) if case else (query, [])
-
-
-def _label_queries(placeholder: str) -> tuple[str, str]:
-    return f"SELECT record FROM runs WHERE label = {placeholder}", "SELECT DISTINCT label FROM runs ORDER BY label"
-
-
-class _SqliteStore:
+class _SqliteStore(_Store):
     """The embedded default: one file, a writer at a time (SQLite's own lock)."""
+
+    placeholder = "?"
 
     def __init__(self, target: Target, create: bool) -> None:
         self.shown = target.shown
@@ -206,19 +230,17 @@ class _SqliteStore:
         except (OSError, sqlite3.Error) as error:
             raise ResultsError(f"cannot open history database {self.shown}: {error}; choose another --db") from None
 
-    def close(self) -> None:
-        self.connection.close()
-
     def add(self, rows: Sequence[tuple]) -> list[bool]:
+        """Store the rows (COLUMNS order) in one transaction; whether each was new."""
         added = []
         try:
             with self.connection:
                 self.connection.execute("BEGIN IMMEDIATE")  # the schema check and the rows, one writer at a time
-                _bring_up_to_date(_SqliteSchema(self.connection), self.shown)
+                _bring_up_to_date(_Schema("sqlite", self.connection.execute), self.shown)
                 stamp = _stamp()
                 for row in rows:
                     before = self.connection.total_changes
-                    self.connection.execute(_insert("?", 12), (*row, *stamp))
+                    self.connection.execute(self._insert(), (*row, *stamp))
                     added.append(self.connection.total_changes > before)
         except sqlite3.Error as error:  # locked by another writer, or a table of another shape: nothing stored
             raise ResultsError(
@@ -226,40 +248,16 @@ class _SqliteStore:
             ) from None
         return added
 
-    def rows(self, case: str | None) -> list[tuple]:
-        with self._reading():
-            return self.connection.execute(*_read_query(case, "?")).fetchall()
-
-    def records(self, label: str) -> tuple[list[Any], list[str]]:
-        select, labels = _label_queries("?")
-        with self._reading():
-            found = [r[0] for r in self.connection.execute(select, (label,))]
-            return found, [r[0] for r in self.connection.execute(labels)]
-
     @contextmanager
-    def _reading(self) -> Iterator[None]:
+    def _reading(self) -> Iterator[Execute]:
         """A look at a history dlperf wrote (schema checked); SQLite's error is one line."""
         try:
-            _check_version(_SqliteSchema(self.connection).version(), self.shown)
-            yield
+            _check_version(_Schema("sqlite", self.connection.execute).version(), self.shown)
+            yield self.connection.execute
         except sqlite3.Error as error:
             raise ResultsError(
                 f"history database {self.shown} is not one dlperf wrote ({error}): choose another --db"
             ) from None
-
-
-def _insert(placeholder: str, count: int) -> str:
-    columns = ", ".join((*COLUMNS, "added_at", "added_by"))
-    return f"INSERT INTO runs ({columns}) VALUES ({', '.join([placeholder] * count)}) ON CONFLICT DO NOTHING"
-
-
-class _Schema(Protocol):
-    dialect: str
-
-    def tables(self) -> set[str]: ...
-    def columns(self, table: str) -> set[str]: ...
-    def version(self) -> int | None: ...
-    def execute(self, sql: str) -> None: ...
 
 
 def _check_version(version: int | None, shown: str) -> None:
@@ -268,6 +266,29 @@ def _check_version(version: int | None, shown: str) -> None:
             f"history database {shown} has schema {version}, written by a newer dlperf (this one knows up to "
             f"{SCHEMA_VERSION}): upgrade dlperf to use it"
         )
+
+
+@dataclass(frozen=True)
+class _Schema:
+    """The tables and their version as one dialect's `execute` sees them."""
+
+    dialect: str
+    run: Execute
+
+    def tables(self) -> set[str]:
+        return {r[0] for r in self.run(SCHEMA_QUERIES[self.dialect][0]).fetchall()}
+
+    def columns(self, table: str) -> set[str]:
+        return {r[0] for r in self.run(SCHEMA_QUERIES[self.dialect][1], (table,)).fetchall()}
+
+    def version(self) -> int | None:
+        if "dlperf_schema" not in self.tables():
+            return None
+        row = self.run("SELECT max(version) FROM dlperf_schema").fetchone()
+        return row[0] if row else None
+
+    def execute(self, sql: str) -> None:
+        self.run(sql)
 
 
 def _bring_up_to_date(schema: _Schema, shown: str) -> None:
@@ -295,30 +316,10 @@ def _bring_up_to_date(schema: _Schema, shown: str) -> None:
     schema.execute(f"INSERT INTO dlperf_schema (version) VALUES ({SCHEMA_VERSION})")
 
 
-class _SqliteSchema:
-    dialect = "sqlite"
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
-
-    def tables(self) -> set[str]:
-        return {r[0] for r in self.connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-    def columns(self, table: str) -> set[str]:
-        return {r[1] for r in self.connection.execute(f"PRAGMA table_info({table})")}
-
-    def version(self) -> int | None:
-        if "dlperf_schema" not in self.tables():
-            return None
-        row = self.connection.execute("SELECT max(version) FROM dlperf_schema").fetchone()
-        return row[0] if row else None
-
-    def execute(self, sql: str) -> None:
-        self.connection.execute(sql)
-
-
-class _PostgresStore:
+class _PostgresStore(_Store):
     """A shared server: any number of machines add at once; a schema change waits on an advisory lock."""
+
+    placeholder = "%s"
 
     def __init__(self, target: Target) -> None:
         require_extra("psycopg", "postgres", f"a PostgreSQL history ({target.shown})")
@@ -331,15 +332,12 @@ class _PostgresStore:
         except psycopg.Error as error:
             raise ResultsError(f"cannot connect to history database {self.shown}: {mask(first_line(error))}") from None
 
-    def close(self) -> None:
-        self.connection.close()
-
     def add(self, rows: Sequence[tuple]) -> list[bool]:
         try:
             # the schema first, in its own transaction under a lock (one machine at a time); then the rows in one
             # transaction, side by side with other machines' adds
             with self.connection.transaction(), self.connection.cursor() as cursor:
-                schema = _PostgresSchema(cursor)
+                schema = _Schema("postgresql", cursor.execute)
                 if schema.version() != SCHEMA_VERSION:
                     cursor.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_ID,))
                     _bring_up_to_date(schema, self.shown)
@@ -348,7 +346,7 @@ class _PostgresStore:
                 added = {}
                 # in key order: two adds that share records take their row locks in the same order, never deadlock
                 for row in sorted(rows, key=lambda r: r[0]):
-                    cursor.execute(_insert("%s", 12) + " RETURNING run_key", (*row, *stamp))
+                    cursor.execute(self._insert() + " RETURNING run_key", (*row, *stamp))
                     added[row[0]] = cursor.fetchone() is not None
             return [added[row[0]] for row in rows]
         except self.psycopg.Error as error:  # the server stopped, a lost connection, a refused write: rolled back
@@ -362,58 +360,18 @@ class _PostgresStore:
                 f"{retry}"
             ) from None
 
-    def rows(self, case: str | None) -> list[tuple]:
-        with self._reading() as cursor:
-            cursor.execute(*_read_query(case, "%s"))
-            return cursor.fetchall()
-
-    def records(self, label: str) -> tuple[list[Any], list[str]]:
-        select, labels = _label_queries("%s")
-        with self._reading() as cursor:
-            found = [r[0] for r in cursor.execute(select, (label,)).fetchall()]
-            return found, [r[0] for r in cursor.execute(labels).fetchall()]
-
     @contextmanager
-    def _reading(self) -> Iterator[Any]:
+    def _reading(self) -> Iterator[Execute]:
         """A read-only look at a history dlperf wrote (schema checked); a server's error is one line."""
         try:
             with self.connection.transaction(), self.connection.cursor() as cursor:
-                schema = _PostgresSchema(cursor)
+                schema = _Schema("postgresql", cursor.execute)
                 _check_version(schema.version(), self.shown)
                 if "runs" not in schema.tables():
                     raise ResultsError(
                         f"history database {self.shown} holds no dlperf history: store results first with "
                         "`dlperf history add DIR`"
                     )
-                yield cursor
+                yield cursor.execute
         except self.psycopg.Error as error:
             raise ResultsError(f"cannot read history database {self.shown}: {mask(first_line(error))}") from None
-
-
-class _PostgresSchema:
-    dialect = "postgresql"
-
-    def __init__(self, cursor: Any) -> None:
-        self.cursor = cursor
-
-    def tables(self) -> set[str]:
-        self.cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
-        return {r[0] for r in self.cursor.fetchall()}
-
-    def columns(self, table: str) -> set[str]:
-        self.cursor.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-            "AND table_name = %s",
-            (table,),
-        )
-        return {r[0] for r in self.cursor.fetchall()}
-
-    def version(self) -> int | None:
-        if "dlperf_schema" not in self.tables():
-            return None
-        self.cursor.execute("SELECT max(version) FROM dlperf_schema")
-        row = self.cursor.fetchone()
-        return row[0] if row else None
-
-    def execute(self, sql: str) -> None:
-        self.cursor.execute(sql)

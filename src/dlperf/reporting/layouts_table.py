@@ -16,6 +16,7 @@ from dlperf.records.schema import RunRecord
 from dlperf.reporting import markdown as markdown_table
 from dlperf.reporting.aggregate import latency, median_of, number_text
 from dlperf.reporting.doubts import Flag, case_flags
+from dlperf.reporting.export import memory_peak
 from dlperf.workloads import known_workload
 
 GROUP_ORDER = ("DP", "MP", "2D", "PP")
@@ -48,11 +49,7 @@ def group_by_case(records: Sequence[RecordLike]) -> dict[str, list[RunRecord]]:
 
 
 def _peak_mib(records: list[RunRecord]) -> float | None:
-    peaks = [
-        peak.get("allocated", peak.get("rss", peak.get("reserved")))
-        for r in records
-        if isinstance(peak := r.peak_memory_mib, dict) and peak
-    ]
+    peaks = [memory_peak(r.peak_memory_mib or {})[0] for r in records]
     return max((p for p in peaks if p is not None), default=None)
 
 
@@ -76,8 +73,9 @@ def _mfu_text(ok: list[RunRecord]) -> str:
     return "" if mfu is None else f"{number_text(mfu * 100, '.1f')}%"
 
 
-def _cells(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
-    """One case's row: who ran it, then the medians over its successful repeats, then its repeats and flags."""
+def _cells(case: str, records: list[RunRecord], flags: list[Flag], routed: bool) -> list[str]:
+    """One case's row: who ran it, then the medians over its successful repeats (the experts' imbalance too in a
+    section with MoE runs), then its repeats and flags."""
     ok = [r for r in records if r.status == "ok"]
     group = _row_key(case, records)[0]
     # GPT's report groups by name; other layouts (Llama's FSDP+TP, ...) by their record's own group
@@ -96,16 +94,10 @@ def _cells(case: str, records: list[RunRecord], flags: list[Flag]) -> list[str]:
         number_text(median_of(r.tokens_per_s for r in ok), ".0f"),
         number_text(median_of(r.tflops_per_device for r in ok), ".2f"),
         _mfu_text(ok),
+        *([_routing_text(ok)] if routed else []),
         f"{len(ok)}" + (f" (+{failed} failed)" if failed else ""),
         ", ".join(flag.label for flag in flags),
     ]
-
-
-def _routed_cells(case: str, records: list[RunRecord], flags: list[Flag], routed: bool) -> list[str]:
-    """The row's cells, with the experts' imbalance before its repeats and flags in a section with MoE runs."""
-    cells = _cells(case, records, flags)
-    routing = [_routing_text([r for r in records if r.status == "ok"])] if routed else []
-    return [*cells[:-2], *routing, *cells[-2:]]
 
 
 def _routing_text(ok: list[RunRecord]) -> str:
@@ -156,6 +148,6 @@ def layouts_table(records_by_case: dict[str, list[RunRecord]]) -> list[str]:
     notes = []
     for case, records in sorted(records_by_case.items(), key=lambda item: _row_key(*item)):
         flags = case_flags([r for r in records if r.status == "ok"])
-        lines.append(markdown_table.row(_routed_cells(case, records, flags, routed)))
+        lines.append(markdown_table.row(_cells(case, records, flags, routed)))
         notes += _notes(case, records, flags)
     return lines + [""] + (notes + [""] if notes else [])

@@ -8,8 +8,6 @@ more than the CV limit, noisy runs, too few repeats, ...: reporting/doubts.py) a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 from dlperf.escape import plot
@@ -20,7 +18,6 @@ from matplotlib.axes import Axes  # noqa: E402
 
 from dlperf.records.schema import RunRecord  # noqa: E402
 from dlperf.reporting.aggregate import CaseSummary  # noqa: E402
-from dlperf.reporting.figures import save_figure  # noqa: E402
 from dlperf.reporting.measured_on import frameworks, where_measured  # noqa: E402
 from dlperf.reporting.sources import engine_of as record_engine  # noqa: E402
 
@@ -136,12 +133,6 @@ def _speedup_panel(right: Axes, with_speedup: list[CaseSummary]) -> None:
     right.set(xlabel="devices", ylabel="speedup vs 1n1g", title="Speedup")
 
 
-def plot_group(cases: list[CaseSummary], title: str, path: Path) -> Path | None:
-    """One PNG with throughput and speedup panels; None when no case of the group has a measurement."""
-    fig = scaling_figure(cases, title)
-    return None if fig is None else save_figure(fig, path)
-
-
 def scaling_title(model: str, group: str, cases: list[CaseSummary]) -> str:
     records = _case_records(cases)
     framework = f"; {named}" if (named := frameworks(records)) else ""
@@ -228,8 +219,3 @@ def layout_section(case: CaseSummary) -> str:
     """DP, MP, 2D or PP: the report group a GPT case's plot belongs to."""
     group = next((r.report_group for r in case.records + case.failed if r.report_group), case.group)
     return "PP" if group == "PP" or group.endswith("_PP") else group.split("_")[0]
-
-
-def plot_layouts(model: str, section: str, cases: list[CaseSummary], path: Path) -> Path | None:
-    fig = layouts_figure(model, section, cases)
-    return None if fig is None else save_figure(fig, path)

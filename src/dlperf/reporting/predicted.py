@@ -24,25 +24,12 @@ from dlperf.reporting.aggregate import BASELINE_CASE, CaseSummary, GroupKey
 CaseKey = tuple[str, str, str]  # (model, group, case)
 
 
-def predicted_speedups(
-    summary: dict[GroupKey, list[CaseSummary]], commbench: Sequence[CommbenchRecord], overlap: bool = True
-) -> dict[CaseKey, float]:
-    """(model, group, case) -> predicted speedup against the group's 1n1g, for scaling tables with a baseline;
-    `overlap=False` hides no communication behind the backward pass (as `dlperf predict --no-overlap`)."""
-    return {key: got.speedup for key, got in predictions(summary, commbench, overlap).items()}
-
-
-def predicted_exposed_ms(
-    summary: dict[GroupKey, list[CaseSummary]], commbench: Sequence[CommbenchRecord], overlap: bool = True
-) -> dict[CaseKey, float]:
-    """(model, group, case) -> the communication per step the model predicts the step waits for, in ms."""
-    return {key: got.exposed_s * 1000 for key, got in predictions(summary, commbench, overlap).items()}
-
-
 def predictions(
     summary: dict[GroupKey, list[CaseSummary]], commbench: Sequence[CommbenchRecord], overlap: bool = True
 ) -> dict[CaseKey, Prediction]:
-    """Every case of a scaling table with a baseline that `dlperf predict`'s model can predict."""
+    """Every case of a scaling table with a baseline that `dlperf predict`'s model can predict (its `speedup`
+    against the group's 1n1g, its `exposed_s`); `overlap=False` hides no communication behind the backward pass
+    (as `dlperf predict --no-overlap`)."""
     if not commbench:
         return {}
     intra, inter = links_from_records(commbench)

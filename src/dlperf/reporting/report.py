@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.escape import file_name
 from dlperf.escape import markdown as md
+from dlperf.predict import Prediction
 from dlperf.records.codec import dump
 from dlperf.records.load import RecordLike, as_record
 from dlperf.records.schema import CommbenchRecord, MaxbatchRecord, PeerReading, Record, RunRecord, batch_free_group
@@ -27,10 +29,11 @@ from dlperf.reporting.aggregate import (
     threads_text,
 )
 from dlperf.reporting.commbench_table import commbench_lines, plot_commbench
-from dlperf.reporting.export import write_csv
+from dlperf.reporting.export import memory_peak, write_csv
+from dlperf.reporting.figures import save_figure
 from dlperf.reporting.layouts_table import group_by_case, layouts_table
 from dlperf.reporting.measured_on import frameworks, where_measured
-from dlperf.reporting.predicted import predicted_exposed_ms, predicted_speedups
+from dlperf.reporting.predicted import CaseKey, predictions
 from dlperf.reporting.published import COLUMN as PUBLISHED
 from dlperf.reporting.published import published_lines, published_matches
 from dlperf.reporting.sources import engine_of
@@ -134,13 +137,11 @@ def _compile_lines(summary: dict[GroupKey, list[CaseSummary]]) -> list[str]:
 
 
 def memory_text(peaks: dict[str, float]) -> str:
-    """The peak memory a row shows: allocated (CUDA) or rss (CPU); reserved, named, where a run knows only that
-    (an external script's process tree, a JAX device)."""
-    for kind in ("allocated", "rss"):
-        if kind in peaks:
-            return f"{peaks[kind]:.0f}"
-    kind = next(iter(peaks), None)
-    return "" if kind is None else f"{peaks[kind]:.0f} ({kind})"
+    """The peak memory a row shows (`memory_peak`), its kind named where it is neither allocated nor rss."""
+    value, kind = memory_peak(peaks)
+    if value is None:
+        return ""
+    return f"{value:.0f}" if kind in ("allocated", "rss") else f"{value:.0f} ({kind})"
 
 
 def latency_text(case: CaseSummary) -> str:
@@ -174,7 +175,6 @@ def group_table(
 def _shown_columns(
     cases: list[CaseSummary], columns: dict[str, dict[str, str]]
 ) -> tuple[dict[str, dict[str, str]], list[ExtraColumn]]:
-    """The given columns and the extra columns where any of the cases has a value."""
     given = {name: cells for name, cells in columns.items() if any(c.case in cells for c in cases)}
     extras = [column for column in EXTRA_COLUMNS if any(column[1](c) is not None for c in cases)]
     return given, extras
@@ -245,7 +245,6 @@ EXTRA_COLUMNS: tuple[ExtraColumn, ...] = (
 
 
 def _row(case: CaseSummary, columns: dict[str, dict[str, str]], extras: list[ExtraColumn]) -> list[str]:
-    """A case's row: its own cells, the given `columns`' and the extra columns', then its flags."""
     given = [cells.get(case.case, "") for cells in columns.values()]
     extra = [number_text(value(case), spec) for _, value, spec in extras]
     return [*_case_cells(case), *given, *extra, ", ".join(flag.label for flag in case.flags())]
@@ -319,23 +318,19 @@ def _failures(records: Sequence[RunRecord | CommbenchRecord]) -> list[str]:
 
 
 def extra_columns(
-    summary: dict[GroupKey, list[CaseSummary]],
-    others: Sequence[Record],
-    predict: Sequence[CommbenchRecord],
-    overlap: bool = True,
+    summary: dict[GroupKey, list[CaseSummary]], others: Sequence[Record], predicted: dict[CaseKey, Prediction]
 ) -> dict[GroupKey, dict[str, dict[str, str]]]:
     """Per group: `bsz=max` from maxbatch records of the same model, case and variant (the group without its
     batch), `predicted speedup` from `report --predict` commbench records, and the share of the best published
     figure (reporting/published.py)."""
     fits = {(r.model, r.case, r.variant): r.max_batch for r in others if isinstance(r, MaxbatchRecord) and r.max_batch}
-    predicted = predicted_speedups(summary, predict, overlap)
     published = published_matches(summary)
     out: dict[GroupKey, dict[str, dict[str, str]]] = {}
     for (model, group), cases in summary.items():
         variant = batch_free_group(group)
         out[(model, group)] = {
             "bsz=max": {c.case: str(fits[(model, c.case, variant)]) for c in cases if (model, c.case, variant) in fits},
-            "predicted speedup": _by_case(model, group, cases, predicted, "{:.2f}".format),
+            "predicted speedup": _by_case(model, group, cases, predicted, lambda got: f"{got.speedup:.2f}"),
             PUBLISHED: _by_case(model, group, cases, published, lambda match: f"{match.percent:.1f}"),
         }
     return out
@@ -344,7 +339,6 @@ def extra_columns(
 def _by_case(
     model: str, group: str, cases: list[CaseSummary], found: dict[tuple[str, str, str], Any], text: Callable[[Any], str]
 ) -> dict[str, str]:
-    """case -> `text` of what `found` holds for the case."""
     return {c.case: text(found[key]) for c in cases if (key := (model, group, c.case)) in found}
 
 
@@ -373,15 +367,14 @@ def tables_markdown(
 def build_markdown(
     summary: dict[GroupKey, list[CaseSummary]],
     records: Sequence[RunRecord],
-    others: Sequence[Record] = (),
-    predict: Sequence[CommbenchRecord] = (),
-    overlap: bool = True,
+    others: Sequence[Record],
+    predicted: dict[CaseKey, Prediction],
+    losses: dict[GroupKey, list[ScalingLoss]],
     writer: str | None = None,
 ) -> str:
-    """`others`: this folder's commbench and maxbatch records; `predict`: commbench records to predict with;
-    `writer`: who is still writing the folder (a sweep under way), said at the top: its report is partial."""
-    columns = extra_columns(summary, others, predict, overlap)
-    losses = scaling_losses(summary, predicted_exposed_ms(summary, predict, overlap))  # with the predicted comm
+    """`others`: this folder's commbench and maxbatch records; `predicted`: `--predict`'s cases; `writer`: who is
+    still writing the folder (a sweep under way), said at the top: its report is partial."""
+    columns = extra_columns(summary, others, predicted)
     lines = [
         "# dlperf report",
         "",
@@ -408,10 +401,7 @@ def build_markdown(
 def check_one_sweep(records: Sequence[RunRecord], root: str | Path) -> None:
     """Refuse to pool the records of different sweeps (or of a sweep and single runs) into one table: their
     repeats would be counted together. `--merge` says the pooling is meant."""
-    sweeps: dict[str, int] = {}
-    for record in records:
-        name = record.sweep_id or "single runs (no sweep id)"
-        sweeps[name] = sweeps.get(name, 0) + 1
+    sweeps = Counter(record.sweep_id or "single runs (no sweep id)" for record in records)
     if len(sweeps) > 1:
         listed = ", ".join(f"{name} ({count} records)" for name, count in sorted(sweeps.items()))
         raise ResultsError(
@@ -464,14 +454,15 @@ def write_report(
     formats = set(FORMATS) if formats is None else formats
     out = Path(out_dir)
     summary = summarise(records)
-    losses = scaling_losses(summary, predicted_exposed_ms(summary, predict, overlap))
+    predicted = predictions(summary, predict, overlap)
+    losses = scaling_losses(summary, {key: got.exposed_s * 1000 for key, got in predicted.items()})
     written: list[Path] = []
     if "json" in formats:
         write_json_atomic(out / "summary.json", build_summary(summary, losses))
         written.append(out / "summary.json")
         written += write_csv(records, summary, out)
     if "md" in formats:
-        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predict, overlap, writer))
+        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predicted, losses, writer))
         written.append(out / "report.md")
     if "png" in formats:
         written += _plot_tables(summary, out / "plots", min_plot_cases)
@@ -482,7 +473,7 @@ def write_report(
 
 def _plot_tables(summary: dict[GroupKey, list[CaseSummary]], folder: Path, min_plot_cases: int) -> list[Path]:
     """A scaling plot per table with `min_plot_cases` measured cases, then one per layouts section."""
-    from dlperf.reporting.plots import layout_section, plot_group, plot_layouts, scaling_title  # matplotlib
+    from dlperf.reporting.plots import layout_section, layouts_figure, scaling_figure, scaling_title  # matplotlib
 
     layouts: dict[tuple[str, str], list[CaseSummary]] = {}
     paths: list[Path | None] = []
@@ -492,31 +483,27 @@ def _plot_tables(summary: dict[GroupKey, list[CaseSummary]], folder: Path, min_p
                 layouts.setdefault((model, layout_section(case)), []).append(case)
         elif sum(1 for c in cases if c.speeds) >= min_plot_cases:
             title = scaling_title(model, group, cases)
-            paths.append(plot_group(cases, title, folder / f"{file_name(f'{model}_{group}')}.png"))
+            paths.append(save_figure(scaling_figure(cases, title), folder / f"{file_name(f'{model}_{group}')}.png"))
     for (model, section), cases in sorted(layouts.items()):
-        paths.append(plot_layouts(model, section, cases, folder / f"{file_name(f'{model}_{section}')}_layouts.png"))
+        path = folder / f"{file_name(f'{model}_{section}')}_layouts.png"
+        paths.append(save_figure(layouts_figure(model, section, cases), path))
     return [path for path in paths if path]
 
 
 def _plot_waterfalls(losses: dict[GroupKey, list[ScalingLoss]], folder: Path) -> list[Path]:
     """A waterfall plot per group with a case split into measured parts (reporting/waterfall_plot.py)."""
-    from dlperf.reporting.waterfall_plot import plot_waterfall  # matplotlib
+    from dlperf.reporting.waterfall_plot import waterfall_figure  # matplotlib
 
     return [
-        plot_waterfall(model, group, group_losses, folder / f"{file_name(f'{model}_{group}')}_waterfall.png")
-        for (model, group), group_losses in measured_groups(losses).items()
+        save_figure(waterfall_figure(model, group, found), folder / f"{file_name(f'{model}_{group}')}_waterfall.png")
+        for (model, group), found in measured_groups(losses).items()
     ]
 
 
 def _plot_commbench(others: Sequence[Record], folder: Path) -> list[Path]:
-    """A bandwidth plot per measured commbench record."""
+    """A bandwidth plot per measured commbench record (repeat 1 where a record from before repeats has none)."""
     return [
-        plot_commbench(r, folder / (file_name(f"commbench_{r.case}_{r.dtype}_{_repeat(r)}") + ".png"))
+        plot_commbench(r, folder / (file_name(f"commbench_{r.case}_{r.dtype}_{r.run.repeat or 1}") + ".png"))
         for r in others
         if isinstance(r, CommbenchRecord) and r.status == "ok"
     ]
-
-
-def _repeat(record: CommbenchRecord) -> int:
-    """The record's repeat, 1 where it has none (a commbench record from before repeats were kept)."""
-    return record.run.repeat or 1

@@ -21,6 +21,7 @@ from dlperf.records.load import RecordLike, as_record, load_records
 from dlperf.records.schema import ExternalRunRecord, ExtractedRecord, RunRecord
 from dlperf.reporting.aggregate import CaseSummary, summarise
 from dlperf.reporting.doubts import Flag
+from dlperf.reporting.measured_on import frameworks
 from dlperf.workloads import model_aliases
 
 BY_CHOICES = ("source", "engine", "framework")
@@ -66,11 +67,6 @@ def group_with_work(record: RunRecord) -> str:
     """The record's group plus its work tokens: the key under which runs are pooled across folders."""
     tokens = str(record.group).split("_")
     return "_".join(tokens + [t for t in work_of(record).split("_") if t and t not in tokens])
-
-
-def _label(record: RunRecord) -> str | None:
-    """An external run's label (its command's name), else None."""
-    return record.label if isinstance(record, ExternalRunRecord) else None
 
 
 def _runner(record: RunRecord) -> str | None:
@@ -120,7 +116,7 @@ def framework_source(record: RunRecord) -> str:
     name = record.framework
     if not name:
         return engine_of(record)
-    label = _label(record)
+    label = record.label if isinstance(record, ExternalRunRecord) else None
     first = str(name).split(" ")[0]
     return f"{name} ({label})" if label and label != first else str(name)
 
@@ -179,8 +175,7 @@ class Source:
         return ", ".join(engines)
 
     def frameworks(self) -> str | None:
-        """The frameworks (with versions) this source's records name, or None where none does."""
-        return ", ".join(sorted({str(r.framework) for r in self.records if r.framework})) or None
+        return frameworks(self.records)
 
 
 def load_sources(dirs: Sequence[str | Path], labels: Sequence[str] | None = None, by: str = "source") -> list[Source]:
@@ -342,13 +337,11 @@ def environment_rows(sources: list[Source]) -> list[EnvRow]:
 
 
 def _fact_rows(envs: dict[str, dict[str, Any] | None]) -> list[EnvRow]:
-    """A row per machine fact of the first source that has an environment."""
     facts = next((list(e) for e in envs.values() if e), [])
     return [EnvRow(fact, {label: _fact(env, fact) for label, env in envs.items()}) for fact in facts]
 
 
 def _fact(env: dict[str, Any] | None, fact: str) -> str | None:
-    """One source's value of a machine fact as text; unknown or empty is None."""
     value = env.get(fact) if env else None
     return None if value in (None, "") else str(value)
 

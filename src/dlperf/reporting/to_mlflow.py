@@ -100,7 +100,8 @@ def _reached(tracking_uri: str, shown: str) -> Any:
 
 
 def _export(client: Any, sweep: TrackedSweep, experiment_id: str) -> MlflowOutcome:
-    parent = _parent(client, experiment_id, sweep.key)
+    found = _search(client, experiment_id, SWEEP_TAG, sweep.key)  # whole or not: an interrupted export's is completed
+    parent = found[0] if found else None
     parent_id = parent.info.run_id if parent else _create(client, experiment_id, sweep.name, {SWEEP_TAG: sweep.key})
     changed = parent is None or COMPLETE_TAG not in parent.data.tags
     if changed:  # a half-made parent's too: MLflow takes a parameter logged again with its value
@@ -142,12 +143,6 @@ def _search(client: Any, experiment_id: str, tag: str, value: str) -> list[Any]:
     """The experiment's live runs whose `tag` is `value`, whole ones first, then the oldest."""
     runs = client.search_runs([experiment_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=SEARCH)
     return sorted(runs, key=lambda r: (COMPLETE_TAG not in r.data.tags, r.info.start_time or 0, r.info.run_id))
-
-
-def _parent(client: Any, experiment_id: str, key: str) -> Any:
-    """The sweep's parent run, whole or not (an interrupted export's is completed again), or None."""
-    found = _search(client, experiment_id, SWEEP_TAG, key)
-    return found[0] if found else None
 
 
 def _kept(client: Any, experiment_id: str, key: str, parent_id: str) -> Any:

@@ -36,6 +36,7 @@ TAG_CHARS = 64  # W&B's limit on a tag
 MARKER = "dlperf-exported.json"  # in a run folder: written whole; `wandb sync` reads only the .wandb file
 BLOCK, HEADER = 32768, 7  # a .wandb file's framing (LevelDB's log): 32 KiB blocks; a record's CRC, length, type
 WHOLE, LAST = 1, 4  # record types that end a record (2 and 3: its first and middle parts)
+Tracked = TrackedRun | TrackedSweep
 RERUN = "free space there, or choose a writable --dir, and rerun: the rerun keeps the runs written and writes the rest"
 
 
@@ -43,19 +44,6 @@ RERUN = "free space there, or choose a writable --dir, and rerun: the rerun keep
 class WandbOutcome:
     run_dirs: list[Path]  # the new runs' folders, for `wandb sync`
     existing: int  # runs already there
-
-
-@dataclass(frozen=True)
-class WandbContent:
-    """What one W&B run holds: the same parts as its MLflow twin (`reporting/tracking.py`)."""
-
-    config: dict[str, Any]
-    summary: dict[str, Any]
-    tags: list[str]
-    steps: dict[str, list[float]]
-    files: list[Path]
-    exit_code: int
-    artifact: str
 
 
 def run_id(kind: str, key: str) -> str:
@@ -95,19 +83,19 @@ def _writable(runs: Path) -> None:
 
 
 def _write_all(
-    wandb: Any, root: Path, project: str, todo: list[tuple[str, str, str, str, WandbContent]]
+    wandb: Any, root: Path, project: str, todo: list[tuple[str, str, str, Tracked]]
 ) -> tuple[list[tuple[str, str]], ResultsError | None]:
     """The runs written until one fails, then W&B's writer process shut down: only then are its files closed (its
     `finish` returns before the last records are on disk). The runs written, and the failure, if any."""
     done: list[tuple[str, str]] = []
     failure = None
-    for group, id_, name, job, content in todo:
+    for group, id_, job, item in todo:
         try:
-            _run(wandb, root, project, group, id_, name, job, content)
+            _run(wandb, root, project, group, id_, job, item)
         except Exception as error:
-            failure = _failed(root, id_, name, error)
+            failure = _failed(root, id_, item.name, error)
             break
-        done.append((id_, name))
+        done.append((id_, item.name))
     with contextlib.suppress(Exception, SystemExit):  # its writer ended badly: each run's file is checked anyway
         wandb.teardown()
     return done, failure
@@ -140,34 +128,18 @@ def _group(sweep: TrackedSweep) -> str:
     return sweep_id if sweep_id != "none" else sweep.key[:ID_CHARS]
 
 
-def _planned(sweep: TrackedSweep) -> list[tuple[str, str, str, WandbContent]]:
-    planned = [(run_id("sweep", sweep.key), sweep.name, "sweep", _sweep_content(sweep))]
-    return planned + [(run_id("run", r.key), r.name, "record", _run_content(r)) for r in sweep.runs]
+def _planned(sweep: TrackedSweep) -> list[tuple[str, str, Tracked]]:
+    """(run id, job type, what the run holds) of the sweep's run, then of its records'."""
+    return [(run_id("sweep", sweep.key), "sweep", sweep), *((run_id("run", r.key), "record", r) for r in sweep.runs)]
 
 
-def _sweep_content(sweep: TrackedSweep) -> WandbContent:
-    return WandbContent(
-        config=sweep.params,
-        summary={**sweep.metrics, **sweep.tags},
-        tags=["sweep"],
-        steps={},
-        files=sweep.files,
-        exit_code=0,
-        artifact=f"report-{run_id('sweep', sweep.key)}",
-    )
-
-
-def _run_content(run: TrackedRun) -> WandbContent:
-    flags = [] if run.tags["dlperf.flags"] == "none" else run.tags["dlperf.flags"].split(";")
-    return WandbContent(
-        config=run.params,
-        summary={**run.metrics, **run.tags},
-        tags=[f"status:{run.status}", *(f"flag:{f}" for f in flags), f"sweep:{run.tags['dlperf.sweep_id']}"],
-        steps=run.steps,
-        files=run.files,
-        exit_code=0 if run.status == "ok" else 1,
-        artifact=f"record-{run.key[:ID_CHARS]}",
-    )
+def _labels(item: Tracked) -> tuple[list[str], str]:
+    """A run's W&B tags and its files' artifact name: a record's status, flags and sweep; the sweep's report."""
+    if isinstance(item, TrackedSweep):
+        return ["sweep"], f"report-{run_id('sweep', item.key)}"
+    flags = [] if item.tags["dlperf.flags"] == "none" else item.tags["dlperf.flags"].split(";")
+    tags = [f"status:{item.status}", *(f"flag:{f}" for f in flags), f"sweep:{item.tags['dlperf.sweep_id']}"]
+    return tags, f"record-{item.key[:ID_CHARS]}"
 
 
 def _run_dirs(root: Path, id_: str) -> list[Path]:
@@ -193,9 +165,9 @@ def _free_bytes(root: Path) -> str:
         return "free space unknown"
 
 
-def _run(
-    wandb: Any, root: Path, project: str, group: str, id_: str, name: str, job: str, content: WandbContent
-) -> None:
+def _run(wandb: Any, root: Path, project: str, group: str, id_: str, job: str, item: Tracked) -> None:
+    """One W&B run with the same parts as its MLflow twin (`reporting/tracking.py`)."""
+    tags, artifact_name = _labels(item)
     settings = wandb.Settings(
         mode="offline", console="off", save_code=False, disable_git=True, x_disable_stats=True, silent=True
     )
@@ -203,23 +175,23 @@ def _run(
         project=project,
         dir=str(root),
         id=id_,
-        name=name,
+        name=item.name,
         group=group,
         job_type=job,
-        config=content.config,
-        tags=[t[:TAG_CHARS] for t in content.tags],
+        config=item.params,
+        tags=[t[:TAG_CHARS] for t in tags],
         settings=settings,
     )
-    for key, values in content.steps.items():
+    for key, values in (item.steps if isinstance(item, TrackedRun) else {}).items():
         for step, value in enumerate(values):
             run.log({key: value}, step=step)
-    run.summary.update(content.summary)
-    if content.files:
-        artifact = wandb.Artifact(content.artifact, type="dlperf-" + job)
-        for path in content.files:
+    run.summary.update({**item.metrics, **item.tags})
+    if item.files:
+        artifact = wandb.Artifact(artifact_name, type="dlperf-" + job)
+        for path in item.files:
             artifact.add_file(str(path), name=f"plots/{path.name}" if path.parent.name == "plots" else path.name)
         run.log_artifact(artifact)
-    run.finish(exit_code=content.exit_code)
+    run.finish(exit_code=0 if isinstance(item, TrackedSweep) or item.status == "ok" else 1)
 
 
 def _seal(root: Path, id_: str) -> Path:

@@ -11,7 +11,6 @@ runs up by these tags first, so a second export of the same folder adds nothing,
 from __future__ import annotations
 
 import hashlib
-import math
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.records.load import load_records
 from dlperf.records.schema import RunRecord, tracked
+from dlperf.records.validate import is_number
 from dlperf.reporting.aggregate import summarise
 from dlperf.reporting.doubts import run_doubts
 from dlperf.reporting.export import case_row
@@ -68,8 +68,7 @@ class TrackedSweep:
 
 
 def _number(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
+    return float(value) if is_number(value) else None
 
 
 def _params(prefix: str, values: Any) -> dict[str, str]:
@@ -82,7 +81,6 @@ def _params(prefix: str, values: Any) -> dict[str, str]:
 
 
 def _numbers(prefix: str, values: dict[str, Any] | None) -> dict[str, float]:
-    """A mapping's finite numbers as metrics `prefix.key`."""
     return {f"{prefix}.{k}": v for k, raw in (values or {}).items() if (v := _number(raw)) is not None}
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 VERDICTS = ("faster", "slower", "same", "inconclusive")
 DEFAULT_THRESHOLD = 0.05
@@ -58,9 +58,6 @@ class Verdict:
     cv_within: float | None = None
     cv_between: float | None = None
     df: int | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,6 @@ def _logs(repeat: Repeat) -> list[float]:
 
 
 def _centre(side: Sequence[Repeat]) -> float:
-    """The mean over repeats of each repeat's mean log throughput."""
     means = [sum(logs) / len(logs) for r in side if (logs := _logs(r))]
     return sum(means) / len(means)
 

@@ -5,7 +5,6 @@ throughput; a negative part (faster than one device there) rises."""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from dlperf.escape import plot as plot_text
@@ -45,19 +44,8 @@ def _title(loss: ScalingLoss) -> str:
     return f"{loss.case}: {count(loss.devices, 'device')}, {verb} {abs(loss.measured_loss):.1f} samples/s{share}{split}"
 
 
-def plot_waterfall(model: str, group: str, losses: list[ScalingLoss], path: Path) -> Path:
-    """One panel per case of the group; the PNG's path."""
-    import matplotlib.pyplot as plt
-
-    fig = waterfall_figure(model, group, losses)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def waterfall_figure(model: str, group: str, losses: list[ScalingLoss]) -> Any:
-    """The matplotlib figure of `plot_waterfall`, its titles wrapped to their panels."""
+    """The group's waterfall for the report's plots: one panel per case, its titles wrapped to their panels."""
     import matplotlib
 
     matplotlib.use("Agg")

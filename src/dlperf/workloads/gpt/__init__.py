@@ -99,13 +99,12 @@ class GPTWorkload(Workload):
         formula = flops.gpt_flops_per_iteration(
             layout.global_batch_size, config.seq_length, config.num_layers, config.hidden_size, vocab
         )
-        fields: dict[str, Any] = {
+        return {
             "flops_per_iteration_formula": formula,
             "flops_formula": "Narayanan et al. 2021, eq. 3 without recomputation (metrics/flops.py)",
             "tokens_per_s": throughput * config.seq_length,
             "tokens_per_s_per_device": throughput * config.seq_length / spec.world_size,
         }
-        return fields
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
         """The first pipeline stage's rank (it holds the embeddings and the most micro-batches in flight).

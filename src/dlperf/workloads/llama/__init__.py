@@ -12,7 +12,7 @@ from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec
-from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, variant_tag
+from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, layout_plan, variant_tag
 from dlperf.workloads.language_model.tokens import open_token_file
 from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, LlamaConfig, parameter_counts
 from dlperf.workloads.llama.layout import LlamaLayout, layout_of
@@ -118,17 +118,9 @@ class LlamaWorkload(Workload):
         case = self.case_name(config, layout)
         group = f"{case}_{llama_variant(spec, layout)}"
         work = work_tag(config, self.sizes, self.work_tokens)
-        return WorkloadPlan(
-            global_batch=layout.global_batch_size,
-            batch_per_device=layout.global_batch_size // layout.dp,
-            micro_batch=layout.micro_batch_size,
-            group=group,
-            stem=f"{group}_{work}" if work else group,
-            table="layouts",
-            layout=layout,
-            lr=config.lr if config.lr is not None else DEFAULT_LR,
-            record_fields={"report_case": case, **self.layout_fields(config, layout), "work": work},
-        )
+        lr = config.lr if config.lr is not None else DEFAULT_LR
+        fields = {"report_case": case, **self.layout_fields(config, layout), "work": work}
+        return layout_plan(layout, group, f"{group}_{work}" if work else group, lr, fields)
 
     formulas = (flops.LLM_FLOPS_FORMULA, flops.LLM_FLOPS_FORMULA_CAUSAL)  # the words of its two FLOP counts
 

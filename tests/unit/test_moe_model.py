@@ -11,9 +11,10 @@ from tiny import LAYOUT_RUN, tiny_moe
 
 from dlperf.errors import ConfigError
 from dlperf.workloads import check_spec, spec_from_mapping
+from dlperf.workloads.llama.model import materialize
 from dlperf.workloads.moe.config import parameter_counts
 from dlperf.workloads.moe.meter import RoutingMeter, window_figures
-from dlperf.workloads.moe.model import GroupedExperts, MoE, MoETransformer, Routing, has_grouped_mm, materialize
+from dlperf.workloads.moe.model import GroupedExperts, MoE, MoETransformer, Routing, has_grouped_mm
 from dlperf.workloads.moe.torch_step import model_shape, routing_of
 
 pytestmark = pytest.mark.skipif(not has_grouped_mm(), reason="this torch has no grouped GEMM")
@@ -67,7 +68,7 @@ def test_balanced_routing_is_even_and_a_capacity_factor_drops():
     tokens = torch.randn(2, 32, 64)
     balanced = built(config, Routing(balanced=True)).layers["1"].feed_forward
     balanced(tokens)
-    figures = window_figures(balanced.tokens_per_expert.view(1, -1), float(balanced.dropped), 2)
+    figures = window_figures(balanced.tokens_per_expert.view(1, -1).numpy(), int(balanced.dropped), 2)
     assert (figures["imbalance"], figures["ep_imbalance"], figures["dropped_tokens"]) == (1.0, 1.0, 0)
     assert figures["tokens_per_expert"] == [32] * 4
     dropping: MoE = built(config, Routing(capacity_factor=0.5)).layers["1"].feed_forward

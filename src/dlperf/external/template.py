@@ -22,20 +22,8 @@ from dlperf.errors import ConfigError, clip
 PER_CHOICES = ("rank", "node")
 # What each framework's own launcher gives its processes (`--launch-env`); torchrun's variables are always set.
 LAUNCH_ENVS = ("torch", "tf", "paddle", "jax", "mpi")
-NODE_PLACEHOLDERS = (
-    "nnodes",
-    "nproc_per_node",
-    "node_rank",
-    "master_addr",
-    "master_port",
-    "world_size",
-    "batch_size",
-    "precision",
-    "repeat",
-    "amp",
-    "python",
-    "framework_launcher",
-)
+NODE_PLACEHOLDERS = ("nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "world_size", "batch_size",
+                     "precision", "repeat", "amp", "python", "framework_launcher")  # fmt: skip
 RANK_PLACEHOLDERS = ("rank", "local_rank")
 PLACEHOLDERS = NODE_PLACEHOLDERS + RANK_PLACEHOLDERS
 
@@ -341,15 +329,8 @@ def node_processes(
     if not 0 <= node_rank < rdzv.nnodes:
         raise ConfigError(f"node rank {node_rank} is outside 0..{rdzv.nnodes - 1}")
     if per == "node":
-        return [
-            Process(
-                node_rank,
-                None,
-                None,
-                template_argv(template, rdzv, node_rank, shell=shell),
-                process_env(rdzv, node_rank),
-            )
-        ]
+        argv = template_argv(template, rdzv, node_rank, shell=shell)
+        return [Process(node_rank, None, None, argv, process_env(rdzv, node_rank))]
     processes = []
     for local_rank in range(rdzv.nproc_per_node):
         rank = node_rank * rdzv.nproc_per_node + local_rank

@@ -110,18 +110,12 @@ def _links(nvml: Any, handle: Any) -> dict[str, int | None]:
     """NVLink links up and the PCIe link's generation and width (the most the link and device support); None where
     NVML cannot tell (no NVLink on the part, an old driver)."""
 
-    def ask(query: Any, *args: Any) -> Any:
-        try:
-            return query(handle, *args)
-        except Exception:  # NVMLError_NotSupported and kin: the part has no such link, or NVML cannot say
-            return None
-
-    states = [ask(nvml.nvmlDeviceGetNvLinkState, link) for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))]
-    known = [state for state in states if state is not None]
+    links = range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
+    known = [state for link in links if (state := _ask(nvml.nvmlDeviceGetNvLinkState, handle, link)) is not None]
     return {
         "nvlink_links": sum(1 for state in known if state) if known else None,
-        "pcie_generation": ask(nvml.nvmlDeviceGetMaxPcieLinkGeneration),
-        "pcie_width": ask(nvml.nvmlDeviceGetMaxPcieLinkWidth),
+        "pcie_generation": _ask(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+        "pcie_width": _ask(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
     }
 
 

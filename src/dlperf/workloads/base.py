@@ -35,6 +35,14 @@ class WorkloadPlan:
     lr: float | None = None
 
 
+def layout_plan(layout: Any, group: str, stem: str, lr: float, record_fields: dict[str, Any]) -> WorkloadPlan:
+    """A language model's plan from its layout: the global batch, one data-parallel replica's share of it, its
+    micro-batches, and the report's layouts table."""
+    return WorkloadPlan(global_batch=layout.global_batch_size, batch_per_device=layout.global_batch_size // layout.dp,
+                        group=group, stem=stem, table="layouts", micro_batch=layout.micro_batch_size,
+                        record_fields=record_fields, layout=layout, lr=lr)  # fmt: skip
+
+
 def variant_tag(spec: RunSpec, *switches: str, before_compile: tuple[str, ...] = (), data: str = "realdata") -> str:
     """Precision plus every switch that changes speed (the workload's own, "" where off, after compile or before
     it), so no two variants share a file name: fp32 parts on IEEE FP32 rather than TF32, compile, real data (the

@@ -10,7 +10,7 @@ from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec, flag
-from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, variant_tag
+from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, layout_plan, variant_tag
 from dlperf.workloads.gpt import cases
 from dlperf.workloads.gpt.config import DEFAULT_LR, GPTConfig
 from dlperf.workloads.gpt.layout import Layout, layout_of, padded_vocab
@@ -70,25 +70,16 @@ class GPTWorkload(Workload):
     def plan(self, spec: RunSpec) -> WorkloadPlan:
         layout = layout_of(spec)
         group = f"{cases.short_name(spec, layout.dp, layout.global_batch_size)}_{gpt_variant(spec, layout)}"
-        log_name = cases.log_name(spec, layout.dp, layout.global_batch_size)
-        return WorkloadPlan(
-            global_batch=layout.global_batch_size,
-            batch_per_device=layout.global_batch_size // layout.dp,
-            micro_batch=layout.micro_batch_size,
-            group=group,
-            # the group as the console and the report show it, then the log name that holds every shape value
-            # (heads, micro-batch, sequence) the short name leaves out: DP_8x1x1 and 2D_8x1x1 stay apart
-            stem=f"{group}_{log_name}",
-            table="layouts",
-            layout=layout,
-            lr=spec.workload.lr if spec.workload.lr is not None else DEFAULT_LR,
-            record_fields={
-                "report_case": cases.short_name(spec, layout.dp, layout.global_batch_size),
-                "report_group": cases.name_prefix(spec, layout.dp),
-                "parallel": layout.as_record(),
-                "work": work_tag(spec),
-            },
-        )
+        # the stem: the group as the console and the report show it, then the log name that holds every shape value
+        # (heads, micro-batch, sequence) the short name leaves out: DP_8x1x1 and 2D_8x1x1 stay apart
+        stem = f"{group}_{cases.log_name(spec, layout.dp, layout.global_batch_size)}"
+        lr = spec.workload.lr if spec.workload.lr is not None else DEFAULT_LR
+        return layout_plan(layout, group, stem, lr, {
+            "report_case": cases.short_name(spec, layout.dp, layout.global_batch_size),
+            "report_group": cases.name_prefix(spec, layout.dp),
+            "parallel": layout.as_record(),
+            "work": work_tag(spec),
+        })  # fmt: skip
 
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
         """Tokens/s and the published formula's FLOPs; where no count exists the formula is the MFU basis
@@ -99,13 +90,12 @@ class GPTWorkload(Workload):
         formula = flops.gpt_flops_per_iteration(
             layout.global_batch_size, config.seq_length, config.num_layers, config.hidden_size, vocab
         )
-        fields: dict[str, Any] = {
+        return {
             "flops_per_iteration_formula": formula,
             "flops_formula": "Narayanan et al. 2021, eq. 3 without recomputation (metrics/flops.py)",
             "tokens_per_s": throughput * config.seq_length,
             "tokens_per_s_per_device": throughput * config.seq_length / spec.world_size,
         }
-        return fields
 
     def footprint(self, spec: RunSpec, plan: WorkloadPlan) -> Footprint:
         """The first pipeline stage's rank (it holds the embeddings and the most micro-batches in flight).

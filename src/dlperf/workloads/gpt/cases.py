@@ -56,19 +56,8 @@ class ReportCase:
 def _case(name: str, nodes: int, devices: int, mbz: int, heads: int) -> ReportCase:
     m = SHORT_RE.match(name)
     assert m, name
-    return ReportCase(
-        name,
-        nodes,
-        devices,
-        int(m["dp"]),
-        int(m["tp"]),
-        int(m["pp"]),
-        mbz,
-        int(m["gbs"]),
-        int(m["h"]),
-        heads,
-        int(m["l"]),
-    )
+    dp, tp, pp, gbs, h, layers = (int(m[key]) for key in ("dp", "tp", "pp", "gbs", "h", "l"))
+    return ReportCase(name, nodes, devices, dp, tp, pp, mbz, gbs, h, heads, layers)
 
 
 REPORT_CASES: dict[str, ReportCase] = {

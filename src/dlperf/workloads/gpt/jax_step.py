@@ -20,15 +20,9 @@ def recipe(spec: RunSpec, plan: WorkloadPlan) -> Recipe:
     config: GPTConfig = spec.workload
     layout: Layout = plan.layout
     dtype = train.compute_dtype(spec.precision)
-    module = GPT(
-        config.num_layers,
-        config.hidden_size,
-        config.num_heads,
-        config.seq_length,
-        padded_vocab(config.vocab_size, layout.tp),
-        dtype,
-        attention_for(spec, dtype),
-    )
+    vocab = padded_vocab(config.vocab_size, layout.tp)
+    module = GPT(config.num_layers, config.hidden_size, config.num_heads, config.seq_length, vocab, dtype,
+                 attention_for(spec, dtype))  # fmt: skip
     return next_token_recipe(spec, plan, module, ADAMW_BETAS, tp_plan=TP_PLAN)
 
 

@@ -4,23 +4,29 @@ batch."""
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch import flop_count
 from dlperf.engines.torch.engine import TorchEngine
 from dlperf.engines.torch.own_work import OWN_WORK, OwnWorkClock, data_phase
-from dlperf.engines.torch.parameters import grad_sync, param_groups, parameter_facts
+from dlperf.engines.torch.parameters import param_groups, parameter_facts
 from dlperf.engines.torch.pipeline import Pipeline
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
-from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
+from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.gpt import parallel
 from dlperf.workloads.gpt.config import ADAMW_BETAS, GPTConfig
 from dlperf.workloads.gpt.layout import Layout, padded_vocab
 from dlperf.workloads.gpt.model import GPT, GPTShape
-from dlperf.workloads.language_model.torch_data import Batches, cross_entropy, file_batches, synthetic_batches
+from dlperf.workloads.language_model.torch_data import (
+    accumulated,
+    compile_blocks,
+    cross_entropy,
+    global_loss,
+    replica_batches,
+    training_step,
+)
 
 
 def model_shape(config: GPTConfig, tp: int) -> GPTShape:
@@ -55,46 +61,18 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
         fused=device.type == "cuda",
     )
     amp = _mixed_precision(spec, layout, device)
-    batches = data_phase(own_clock, _replica_batches(spec, plan, dp_rank, device))
-    iteration = 0
-    steps = layout.accumulation_steps
+    batches = data_phase(own_clock, replica_batches(spec, plan, dp_rank, device))
     wrapped.train()
-    run_pipeline = _pipeline(wrapped, layout, stage, device, mesh, amp) if layout.pp > 1 else None
+    if layout.pp > 1:
+        run_batch = _pipeline(wrapped, layout, stage, device, mesh, amp)
+    else:
+        backward_done = own_clock.backward_done if own_clock else None
+        run_batch = accumulated(wrapped, layout.accumulation_steps, amp, device, after_backward=backward_done)
+    step = training_step(spec, device, batches, run_batch, amp, optimizer, before_step=tie_sync)
 
-    graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
-
-    def step() -> torch.Tensor | None:
-        nonlocal iteration
-        if graphs:  # a new iteration: the CUDA graphs of the blocks may reuse the previous one's outputs
-            torch.compiler.cudagraph_mark_step_begin()
-        inputs, labels = batches(iteration)
-        iteration += 1
-        if run_pipeline is not None:
-            loss = run_pipeline(inputs, labels)
-            tie_sync()
-        else:
-            loss = torch.zeros((), device=device)
-            for x, y, last in _micro_batches(inputs, labels, steps):
-                with grad_sync(wrapped, last):
-                    with amp.autocast():
-                        micro_loss = cross_entropy(wrapped(x), y) / steps
-                    amp.backward(micro_loss)
-                if own_clock:
-                    own_clock.backward_done()
-                loss += micro_loss.detach()
-        amp.step(optimizer)
-        return loss
-
-    def read_loss(loss: torch.Tensor | None) -> float | None:
-        """The global batch's mean loss: one all-reduce at window edges, where the last stage's dp replicas
-        (one tp rank each) contribute their share and every other rank zero."""
-        if not rank.distributed:
-            return loss_value(loss)
-        share = torch.zeros((), device=device)
-        if loss is not None and stage == layout.pp - 1 and tp_rank == 0:
-            share += loss.float() / layout.dp
-        dist.all_reduce(share)
-        return float(share.item())
+    # the global batch's mean loss, where the last stage's dp replicas (one tp rank each) contribute their share
+    holds_loss = stage == layout.pp - 1 and tp_rank == 0
+    read_loss = global_loss(holds_loss, layout.dp, device) if rank.distributed else loss_value
 
     def count_flops() -> int:
         """The whole model at the global batch, counted on the meta device: model FLOPs, so attention backward is
@@ -123,9 +101,7 @@ def _split_and_compile(model: GPT, spec: RunSpec, layout: Layout, mesh, stage: i
         parallel.keep_stage(model, stage, layout.pp)
     if layout.tp > 1:
         parallel.apply_tp(model, mesh["tp"])
-    if spec.compile:
-        for block in model.layers.values():
-            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    compile_blocks(model, spec)
 
 
 def _own_clock(model: GPT, layout: Layout, device: torch.device, rank: int) -> OwnWorkClock | None:
@@ -139,22 +115,6 @@ def _mixed_precision(spec: RunSpec, layout: Layout, device: torch.device) -> Mix
     if layout.tp > 1 or layout.pp > 1 or layout.dp_mode == "fsdp":
         amp.shard()  # the model is split over ranks: one inf/nan verdict for all
     return amp
-
-
-def _replica_batches(spec: RunSpec, plan: WorkloadPlan, dp_rank: int, device: torch.device) -> Batches:
-    """This data-parallel replica's rows of each global batch, synthetic or read from the data file."""
-    config: GPTConfig = spec.workload
-    global_batch = plan.layout.global_batch_size
-    rows = slice(dp_rank * plan.batch_per_device, (dp_rank + 1) * plan.batch_per_device)
-    if spec.data == "synthetic":
-        return synthetic_batches(global_batch, config.seq_length, config.vocab_size, spec.seed, rows, device)
-    return file_batches(spec.data, global_batch, config.seq_length, config.vocab_size, rows, device)
-
-
-def _micro_batches(inputs: torch.Tensor, labels: torch.Tensor, steps: int):
-    """(inputs, labels, is_last) per accumulation micro-batch of this replica's rows."""
-    for i, (x, y) in enumerate(zip(inputs.chunk(steps), labels.chunk(steps))):
-        yield x, y, i == steps - 1
 
 
 def _pipeline(module: nn.Module, layout: Layout, stage: int, device: torch.device, mesh, amp: MixedPrecision):

@@ -12,7 +12,7 @@ from dlperf.errors import ConfigError
 from dlperf.metrics import flops
 from dlperf.metrics.footprint import Footprint, activation_bytes_per_element, state_bytes
 from dlperf.spec import RunSpec
-from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, variant_tag
+from dlperf.workloads.base import PlausibleWork, Workload, WorkloadPlan, layout_plan, variant_tag
 from dlperf.workloads.language_model.tokens import open_token_file
 from dlperf.workloads.llama.config import DEFAULT_LR, SIZES, LlamaConfig, parameter_counts
 from dlperf.workloads.llama.layout import LlamaLayout, layout_of
@@ -24,12 +24,15 @@ FLOAT8_NEEDS_GPU = "float8 training (--float8) needs a CUDA GPU of compute capab
 WORK_TOKENS = (("num_heads", "nh"), ("num_kv_heads", "kv"), ("ffn_hidden_size", "ffn"), ("vocab_size", "v"))
 
 
-def size_token(config: LlamaConfig) -> str:
-    """`llama3-8b` where the shape is the named size's, else `llama3-<hidden>x<layers>` as GPT names its shapes."""
-    own = SIZES[config.size]
+def size_token(
+    config: LlamaConfig, sizes: dict[str, dict] = SIZES, named: str = "llama3-", shaped: str = "llama3-"
+) -> str:
+    """`llama3-8b` where the shape is the named size's, else `llama3-<hidden>x<layers>` as GPT names its shapes (the
+    MoE's: `deepseek-v3`, `moe-<hidden>x<layers>`)."""
+    own = sizes[config.size]
     if all(getattr(config, key) == own[key] for key in own if key != "seq_length"):
-        return f"llama3-{config.size}"
-    return f"llama3-{config.hidden_size}x{config.num_layers}"
+        return f"{named}{config.size}"
+    return f"{shaped}{config.hidden_size}x{config.num_layers}"
 
 
 def report_case(config: LlamaConfig, layout: LlamaLayout) -> str:
@@ -91,9 +94,7 @@ class LlamaWorkload(Workload):
             return values  # the check names it
         return {**values, **{k: v for k, v in self.sizes[size].items() if k not in explicit}}
 
-    def checked_layout(self, spec: RunSpec) -> LlamaLayout:
-        """The layout, refused in one line where it cannot run."""
-        return layout_of(spec)
+    checked_layout = staticmethod(layout_of)  # the layout, refused in one line where it cannot run
 
     def validate(self, spec: RunSpec) -> None:
         config: LlamaConfig = spec.workload
@@ -105,8 +106,7 @@ class LlamaWorkload(Workload):
 
     work_tokens: tuple[tuple[str, str], ...] = WORK_TOKENS  # the shape values a case's name leaves out
 
-    def case_name(self, config: LlamaConfig, layout: LlamaLayout) -> str:
-        return report_case(config, layout)
+    case_name = staticmethod(report_case)
 
     def layout_fields(self, config: LlamaConfig, layout: LlamaLayout) -> dict[str, Any]:
         """The record's report group and parallel layout."""
@@ -118,31 +118,28 @@ class LlamaWorkload(Workload):
         case = self.case_name(config, layout)
         group = f"{case}_{llama_variant(spec, layout)}"
         work = work_tag(config, self.sizes, self.work_tokens)
-        return WorkloadPlan(
-            global_batch=layout.global_batch_size,
-            batch_per_device=layout.global_batch_size // layout.dp,
-            micro_batch=layout.micro_batch_size,
-            group=group,
-            stem=f"{group}_{work}" if work else group,
-            table="layouts",
-            layout=layout,
-            lr=config.lr if config.lr is not None else DEFAULT_LR,
-            record_fields={"report_case": case, **self.layout_fields(config, layout), "work": work},
-        )
+        lr = config.lr if config.lr is not None else DEFAULT_LR
+        fields = {"report_case": case, **self.layout_fields(config, layout), "work": work}
+        return layout_plan(layout, group, f"{group}_{work}" if work else group, lr, fields)
+
+    formulas = (flops.LLM_FLOPS_FORMULA, flops.LLM_FLOPS_FORMULA_CAUSAL)  # the words of its two FLOP counts
+
+    def flops_per_token(self, config: LlamaConfig, causal: bool = False) -> int:
+        return flops_per_token(config, causal)
 
     def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
         """Tokens/s and the PaLM formula's FLOPs, the MFU basis (no count: the formula is what the peers use)."""
         config: LlamaConfig = spec.workload
-        per_token = flops_per_token(config)
-        causal = flops_per_token(config, causal=True)
+        per_token, causal = self.flops_per_token(config), self.flops_per_token(config, causal=True)
+        tokens = plan.global_batch * config.seq_length
         tokens_per_s = throughput * config.seq_length
         return {
             "flops_per_token": per_token,
-            "flops_per_iteration_formula": per_token * plan.global_batch * config.seq_length,
-            "flops_formula": flops.LLM_FLOPS_FORMULA,
+            "flops_per_iteration_formula": per_token * tokens,
+            "flops_formula": self.formulas[0],
             "flops_per_token_causal": causal,
-            "flops_per_iteration_causal": causal * plan.global_batch * config.seq_length,
-            "flops_formula_causal": flops.LLM_FLOPS_FORMULA_CAUSAL,
+            "flops_per_iteration_causal": causal * tokens,
+            "flops_formula_causal": self.formulas[1],
             "tokens_per_s": tokens_per_s,
             "tokens_per_s_per_device": tokens_per_s / spec.world_size,
         }

@@ -98,45 +98,53 @@ def swiglu(y: jax.Array, ffn_hidden_size: int, dtype: Any) -> jax.Array:
 
 
 class Block(nn.Module):
-    hidden_size: int
-    num_heads: int
-    num_kv_heads: int
-    ffn_hidden_size: int
+    """Llama's block of `config`; the MoE's (moe/jax_model.py) has its own `attend` and `feed_forward`."""
+
+    config: Any  # a LlamaConfig (the MoE's: its MoEConfig)
+    layer: int
     dtype: Any
-    attention: str | None
+    attention: str | None  # jax.nn.dot_product_attention's implementation (language_model/jax_parts.py)
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-        d = self.hidden_size // self.num_heads
         y = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="attention_norm")(x)
-        x = x + gqa_attention(y, cos, sin, self.num_heads, self.num_kv_heads, d, self.dtype, self.attention)
+        x = x + self.attend(y, cos, sin)
         y = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="ffn_norm")(x)
-        return x + swiglu(y, self.ffn_hidden_size, self.dtype)
+        return x + self.feed_forward(y)
+
+    def attend(self, y: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+        c = self.config
+        head_dim = c.hidden_size // c.num_heads
+        return gqa_attention(y, cos, sin, c.num_heads, c.num_kv_heads, head_dim, self.dtype, self.attention)
+
+    def feed_forward(self, y: jax.Array) -> jax.Array:
+        return swiglu(y, self.config.ffn_hidden_size, self.dtype)
 
 
 class Llama(nn.Module):
-    """Token ids (B, T) -> logits (B, T, vocab) in `dtype`."""
+    """Token ids (B, T) -> logits (B, T, vocab) in `dtype`; the blocks (`block_type`, made by `block`) rematerialised
+    as `config.activation_checkpoint` asks."""
 
-    num_layers: int
-    hidden_size: int
-    num_heads: int
-    num_kv_heads: int
-    ffn_hidden_size: int
-    vocab_size: int
-    rope_theta: float
+    config: Any
     dtype: Any = jnp.float32
-    attention: str | None = None  # jax.nn.dot_product_attention's implementation (language_model/jax_parts.py)
-    remat: str = "none"
+    attention: str | None = None
+    block_type = Block
+
+    def block(self, block_type: Any, layer: int) -> nn.Module:
+        return block_type(self.config, layer, self.dtype, self.attention, name=f"layers_{layer}")
+
+    def rotary_dim(self) -> int:
+        return self.config.hidden_size // self.config.num_heads
 
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
-        cos, sin = rope_tables(self.hidden_size // self.num_heads, tokens.shape[1], self.rope_theta)
-        x = nn.Embed(self.vocab_size, self.hidden_size, dtype=self.dtype, embedding_init=normal_init,
+        c = self.config
+        cos, sin = rope_tables(self.rotary_dim(), tokens.shape[1], c.rope_theta)
+        x = nn.Embed(c.vocab_size, c.hidden_size, dtype=self.dtype, embedding_init=normal_init,
                      name="tok_embeddings")(tokens)  # fmt: skip
-        policy = REMAT_POLICIES[self.remat]
-        block = Block if self.remat == "none" else nn.remat(Block, policy=policy)
-        for i in range(self.num_layers):
-            x = block(self.hidden_size, self.num_heads, self.num_kv_heads, self.ffn_hidden_size, self.dtype,
-                      self.attention, name=f"layers_{i}")(x, cos, sin)  # fmt: skip
+        remat = c.activation_checkpoint
+        block = self.block_type if remat == "none" else nn.remat(self.block_type, policy=REMAT_POLICIES[remat])
+        for i in range(c.num_layers):
+            x = self.block(block, i)(x, cos, sin)
         x = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="norm")(x)
-        return nn.Dense(self.vocab_size, use_bias=False, dtype=self.dtype, kernel_init=normal_init, name="output")(x)
+        return nn.Dense(c.vocab_size, use_bias=False, dtype=self.dtype, kernel_init=normal_init, name="output")(x)

@@ -26,27 +26,10 @@ def recipe(spec: RunSpec, plan: WorkloadPlan) -> Recipe:
     config: LlamaConfig = spec.workload
     layout: LlamaLayout = plan.layout
     dtype = train.compute_dtype(spec.precision)
-    module = Llama(
-        config.num_layers,
-        config.hidden_size,
-        config.num_heads,
-        config.num_kv_heads,
-        config.ffn_hidden_size,
-        config.vocab_size,
-        config.rope_theta,
-        dtype,
-        attention_for(spec, dtype),
-        config.activation_checkpoint,
-    )
-    return next_token_recipe(
-        spec,
-        plan,
-        module,
-        ADAMW_BETAS,
-        axes=(("dp", layout.dp_replicate), ("fsdp", layout.dp_shard), ("cp", layout.cp), ("tp", layout.tp)),
-        batch_spec=P(None, ("dp", "fsdp"), "cp"),
-        param_spec=partial(param_spec, layout.dp_shard * layout.cp, layout.tp),
-    )
+    module = Llama(config, dtype, attention_for(spec, dtype))
+    axes = (("dp", layout.dp_replicate), ("fsdp", layout.dp_shard), ("cp", layout.cp), ("tp", layout.tp))
+    return next_token_recipe(spec, plan, module, ADAMW_BETAS, axes=axes, batch_spec=P(None, ("dp", "fsdp"), "cp"),
+                             param_spec=partial(param_spec, layout.dp_shard * layout.cp, layout.tp))  # fmt: skip
 
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: JaxEngine) -> TrainStep:

@@ -11,6 +11,7 @@ from the projections' output widths, so tensor parallelism needs no flag here.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -85,12 +86,14 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, shape: LlamaShape) -> None:
+    """Llama's block; the MoE workload's gives its own attention and feed-forward."""
+
+    def __init__(self, shape: LlamaShape, attention: nn.Module | None = None, feed_forward: nn.Module | None = None):
         super().__init__()
         self.attention_norm = nn.RMSNorm(shape.hidden_size, eps=NORM_EPS)
-        self.attention = Attention(shape)
+        self.attention = attention or Attention(shape)
         self.ffn_norm = nn.RMSNorm(shape.hidden_size, eps=NORM_EPS)
-        self.feed_forward = FeedForward(shape)
+        self.feed_forward = feed_forward or FeedForward(shape)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         x = x + self.attention(self.attention_norm(x), cos, sin)
@@ -98,11 +101,14 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, shape: LlamaShape) -> None:
+    """`block(layer)` makes each block (default: Llama's); `shape` is the rotary part's, which `materialize` redraws
+    the tables from."""
+
+    def __init__(self, shape: LlamaShape, block: Callable[[int], nn.Module] | None = None) -> None:
         super().__init__()
         self.shape = shape
         self.tok_embeddings: nn.Embedding | None = nn.Embedding(shape.vocab_size, shape.hidden_size)
-        self.layers = nn.ModuleDict({str(i): Block(shape) for i in range(shape.num_layers)})
+        self.layers = nn.ModuleDict({str(i): (block or (lambda _: Block(shape)))(i) for i in range(shape.num_layers)})
         self.norm: nn.RMSNorm | None = nn.RMSNorm(shape.hidden_size, eps=NORM_EPS)
         self.output: nn.Linear | None = nn.Linear(shape.hidden_size, shape.vocab_size, bias=False)
         cos, sin = rope_tables(shape)
@@ -136,12 +142,15 @@ def materialize(model: Llama, device: torch.device, seed: int) -> None:
     draw its weights: N(0, 0.02) for every matrix and embedding, ones for the norms, each from a generator seeded by
     (seed, the parameter's name). A split parameter is drawn whole, one at a time, and the rank keeps its part, so
     every layout starts from the same values while no rank holds more than its shards and one whole parameter
-    (a 70B stage is never built unsharded)."""
+    (a 70B stage is never built unsharded). Buffers (`to_empty` leaves them undefined) start at zero: the MoE
+    routers' counters and expert biases."""
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import _CHECKPOINT_PREFIX
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     model.to_empty(device=device)
     with torch.no_grad():
+        for buffer in model.buffers():
+            buffer.zero_()
         for wrapped_name, parameter in model.named_parameters():
             name = wrapped_name.replace(_CHECKPOINT_PREFIX, "")  # the name in the unwrapped model seeds it
             split = isinstance(parameter, DTensor)

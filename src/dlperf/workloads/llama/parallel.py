@@ -6,7 +6,7 @@ data-parallel and context-parallel ranks; context parallelism (`context_parallel
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, ExitStack
 from functools import partial
 
 import torch
@@ -184,8 +184,6 @@ def context_parallel(cp_mesh, modules: Sequence[Llama]) -> Callable[..., Abstrac
     caller owns) and every stage's rotary tables are split along the sequence in load-balanced chunks, in place,
     while it is open; the tables are restored on leaving. On a CPU mesh the ring runs over the CPU attention kernel
     (cpu_ring_attention.py)."""
-    if cp_mesh is None:
-        return lambda *batch: nullcontext()
     from torch.distributed.tensor.experimental import context_parallel as torch_context_parallel
 
     tables = [t for m in modules for t in (m.rope_cos, m.rope_sin)]

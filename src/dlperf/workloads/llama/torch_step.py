@@ -4,21 +4,30 @@ global batch."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch.engine import TorchEngine
-from dlperf.engines.torch.parameters import grad_sync, param_groups, parameter_facts
+from dlperf.engines.torch.parameters import param_groups, parameter_facts
 from dlperf.engines.torch.pipeline import Pipeline, stage_ids, stage_layers
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.errors import ConfigError
-from dlperf.spec import CUDA_GRAPH_MODES, RunSpec
+from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
-from dlperf.workloads.language_model.torch_data import Batches, cross_entropy, file_batches, synthetic_batches
+from dlperf.workloads.language_model.torch_data import (
+    accumulated,
+    compile_blocks,
+    cross_entropy,
+    global_loss,
+    owned,
+    replica_batches,
+    training_step,
+)
 from dlperf.workloads.llama import FLOAT8_NEEDS_GPU, parallel
 from dlperf.workloads.llama.config import ADAMW_BETAS, LlamaConfig
 from dlperf.workloads.llama.layout import LlamaLayout
@@ -49,13 +58,9 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
 StageBuilder = Callable[[RunSpec, LlamaLayout, Any, int, torch.device], nn.Module]
 
 
-def build_with(
-    spec: RunSpec,
-    plan: WorkloadPlan,
-    engine: TorchEngine,
-    stage_builder: StageBuilder,
-    after_step: Callable[[list[nn.Module]], None] | None = None,
-) -> tuple[TrainStep, list[nn.Module]]:
+def build_with(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine, stage_builder: StageBuilder,
+               after_step: Callable[[list[nn.Module]], None] | None = None
+               ) -> tuple[TrainStep, list[nn.Module]]:  # fmt: skip
     """The step of any decoder built stage by stage by `stage_builder` (Llama's, the MoE workload's), with its
     modules; `after_step(modules)` runs after each optimizer step (the MoE routers' bias update)."""
     config: LlamaConfig = spec.workload
@@ -73,117 +78,65 @@ def build_with(
     amp = MixedPrecision(spec.precision, device)
     if rank.distributed:
         amp.shard()  # the model is split over ranks: one inf/nan verdict for all
-    batches = _replica_batches(spec, plan, layout.dp_rank(rank.rank), device)
+    batches = replica_batches(spec, plan, layout.dp_rank(rank.rank), device)
     run_batch = _batch_runner(layout, modules, ids, amp, mesh, device)
     float8_gathers = config.float8 and parallel.uses_fsdp(layout)
-    graphs = spec.compile and spec.compile_mode in CUDA_GRAPH_MODES and device.type == "cuda"
-    iteration = 0
     held.train()
 
-    def step() -> torch.Tensor | None:
-        nonlocal iteration
-        if graphs:
-            torch.compiler.cudagraph_mark_step_begin()
-        loss = run_batch(*batches(iteration))
-        iteration += 1
-        amp.step(optimizer)
+    def stepped() -> None:
         if after_step:
             after_step(modules)
         if float8_gathers:
             parallel.precompute_float8_scales(modules)
-        return loss
+
+    step = training_step(spec, device, batches, run_batch, amp, optimizer, after_step=stepped)
 
     holds_loss = layout.stages - 1 in ids and at["tp"] == 0
-    read_loss = _global_loss(layout, holds_loss, device) if rank.distributed else loss_value
+    read_loss = global_loss(holds_loss, layout.dp * layout.cp, device) if rank.distributed else loss_value
     return TrainStep(run=step, read_loss=read_loss, model=parameter_facts(held)), modules
-
-
-def _global_loss(layout: LlamaLayout, holds_loss: bool, device: torch.device):
-    """The global batch's mean loss: one all-reduce at window edges, where each data- and context-parallel rank of
-    the last stage (one tp rank each) contributes its share and every other rank zero."""
-
-    def read_loss(loss: torch.Tensor | None) -> float:
-        share = torch.zeros((), device=device)
-        if loss is not None and holds_loss:
-            share += loss.float() / (layout.dp * layout.cp)
-        dist.all_reduce(share)
-        return float(share.item())
-
-    return read_loss
 
 
 def _batch_runner(layout: LlamaLayout, modules: list[Llama], ids: list[int], amp: MixedPrecision, mesh,
                   device: torch.device):  # fmt: skip
     """One global batch through this rank's stages: a pipeline schedule, or micro-batches accumulated; under
     context parallelism where planned."""
-    cp = parallel.context_parallel(mesh["cp"] if layout.cp > 1 else None, modules)
+    cp = parallel.context_parallel(mesh["cp"], modules) if layout.cp > 1 else None
     if layout.pp == 1:
-        return _accumulated(modules[0], layout.accumulation_steps, amp, cp, layout.cp > 1, device)
+        return accumulated(modules[0], layout.accumulation_steps, amp, device, cp)
     scale = amp.scaler.scale if amp.scaler else None
     pipeline = Pipeline(modules, ids, layout.stages, layout.pp_schedule, layout.accumulation_steps, cross_entropy,
                         device, mesh["pp"].get_group(), scale=scale, context=amp.autocast)  # fmt: skip
-    return _pipelined(pipeline, cp, layout.cp > 1)
 
-
-def _owned(batch: tuple[torch.Tensor, ...], copy: bool) -> tuple[torch.Tensor, ...]:
-    """Context parallelism splits the batch in place: it gets copies, so the fixed synthetic batch stays whole."""
-    return tuple(t.clone() for t in batch) if copy else batch
-
-
-def _pipelined(pipeline: Pipeline, cp, copy: bool):
-    """One global batch through this rank's pipeline stages (under context parallelism where planned)."""
-
-    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
-        inputs, labels = _owned((inputs, labels), copy)
-        with cp(inputs, labels):
+    def pipelined(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        inputs, labels = owned((inputs, labels), cp is not None)
+        with cp(inputs, labels) if cp else nullcontext():
             return pipeline(inputs, labels)
 
-    return run
+    return pipelined
 
 
-def _accumulated(model: nn.Module, steps: int, amp: MixedPrecision, cp, copy: bool, device: torch.device):
-    """One global batch as `steps` micro-batches, gradients reduced over the data-parallel ranks on the last."""
-
-    def run(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        loss = torch.zeros((), device=device)
-        for i, micro in enumerate(zip(inputs.chunk(steps), labels.chunk(steps))):
-            x, y = _owned(micro, copy)
-            with grad_sync(model, i == steps - 1), cp(x, y):
-                with amp.autocast():
-                    micro_loss = cross_entropy(model(x), y) / steps
-                amp.backward(micro_loss)
-            loss += micro_loss.detach()
-        return loss
-
-    return run
-
-
-def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device) -> Llama:
-    """One pipeline stage (the whole model without PP), built on the meta device, cut to its layers, split,
-    checkpointed, compiled and sharded as planned there, and only then drawn on the device, each rank its part."""
+def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device,
+                model: Llama | None = None, split: Callable[[Llama], None] | None = None) -> Llama:  # fmt: skip
+    """One pipeline stage (the whole model without PP), built on the meta device, cut to its layers, split (float8
+    and TP; the MoE's `split`: its experts and TP), checkpointed, compiled and sharded as planned there, and only then
+    drawn on the device, each rank its part. `model`: the MoE's, already on the meta device."""
     config: LlamaConfig = spec.workload
-    with torch.device("meta"):
-        model = Llama(model_shape(config))
+    if model is None:
+        with torch.device("meta"):
+            model = Llama(model_shape(config))
     if layout.pp > 1:
         keep_stage(model, stage_layers(config.num_layers, layout.stages, stage), stage == 0, stage == layout.stages - 1)
-    if config.float8:
-        parallel.apply_float8(model, fsdp=parallel.uses_fsdp(layout))
-    if layout.tp > 1:
-        parallel.apply_tp(model, mesh["tp"], config.float8)
+    (split or partial(_split, config, layout, mesh))(model)
     parallel.apply_checkpointing(model, config.activation_checkpoint)
-    if spec.compile:
-        for block in model.layers.values():
-            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    compile_blocks(model, spec)
     if parallel.uses_fsdp(layout):
         parallel.apply_fsdp(model, mesh, layout, torch.bfloat16 if spec.precision == "amp-bf16" else None)
     materialize(model, device, spec.seed)
     return model
 
 
-def _replica_batches(spec: RunSpec, plan: WorkloadPlan, dp_rank: int, device: torch.device) -> Batches:
-    """This data-parallel replica's rows of each global batch, synthetic or read from the token file."""
-    config: LlamaConfig = spec.workload
-    rows = slice(dp_rank * plan.batch_per_device, (dp_rank + 1) * plan.batch_per_device)
-    if spec.data == "synthetic":
-        return synthetic_batches(plan.global_batch, config.seq_length, config.vocab_size, spec.seed, rows, device)
-    return file_batches(spec.data, plan.global_batch, config.seq_length, config.vocab_size, rows, device)
+def _split(config: LlamaConfig, layout: LlamaLayout, mesh, model: Llama) -> None:
+    if config.float8:
+        parallel.apply_float8(model, fsdp=parallel.uses_fsdp(layout))
+    if layout.tp > 1:
+        parallel.apply_tp(model, mesh["tp"], config.float8)

@@ -11,7 +11,7 @@ from typing import Any
 from dlperf.metrics import flops
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import PlausibleWork, WorkloadPlan
-from dlperf.workloads.llama import LlamaWorkload, report_group
+from dlperf.workloads.llama import LlamaWorkload, report_group, size_token
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.moe.config import DEFAULT_AUX_LOSS_COEF, SIZES, MoEConfig, parameter_counts
 from dlperf.workloads.moe.layout import moe_layout
@@ -21,14 +21,6 @@ __all__ = ["MoEConfig", "MoEWorkload"]
 # the shape values the case name does not hold, with their token in the record's `work`
 WORK_TOKENS = (("num_experts", "e"), ("top_k", "k"), ("moe_ffn_hidden_size", "effn"), ("num_heads", "nh"),
                ("vocab_size", "v"), ("num_dense_layers", "dense"))  # fmt: skip
-
-
-def size_token(config: MoEConfig) -> str:
-    """The size's name where the shape is its own (`deepseek-v3`), else `moe-<hidden>x<layers>`."""
-    own = SIZES[config.size]
-    if all(getattr(config, key) == value for key, value in own.items() if key != "seq_length"):
-        return config.size
-    return f"moe-{config.hidden_size}x{config.num_layers}"
 
 
 def routing_tag(config: MoEConfig) -> str:
@@ -47,21 +39,8 @@ def layout_name(layout: LlamaLayout, ep: int) -> str:
 def report_case(config: MoEConfig, layout: LlamaLayout) -> str:
     """Size, layout, routing, sequence and batch as the peers' tables name a run:
     `deepseek-v3_fsdp8_ep8_balanced_s4096_gbs8`."""
-    name = f"{size_token(config)}_{layout_name(layout, config.ep)}_{routing_tag(config)}"
+    name = f"{size_token(config, SIZES, '', 'moe-')}_{layout_name(layout, config.ep)}_{routing_tag(config)}"
     return f"{name}_s{config.seq_length}_gbs{layout.global_batch_size}"
-
-
-def flops_per_token(config: MoEConfig, causal: bool = False) -> int:
-    """The PaLM count over the active experts (torchtitan's), or with `causal` MaxText's: 6 x the active
-    parameters without the token embedding, plus attention's scores and weighted values at its own head sizes
-    (MLA: (qk_nope + qk_rope + v) / 2 per head, which is GQA's head_dim where all three are equal)."""
-    counts = parameter_counts(config)
-    if config.attention == "mla":
-        head = (config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim) / 2
-    else:
-        head = config.head_dim
-    count = flops.llm_flops_per_token_causal if causal else flops.llm_flops_per_token
-    return int(count(counts.active - counts.embedding, config.num_layers, config.num_heads, head, config.seq_length))
 
 
 class MoEWorkload(LlamaWorkload):
@@ -76,13 +55,11 @@ class MoEWorkload(LlamaWorkload):
 
     sizes = SIZES
 
-    def checked_layout(self, spec: RunSpec) -> LlamaLayout:
-        return moe_layout(spec)
+    checked_layout = staticmethod(moe_layout)
 
     work_tokens = WORK_TOKENS
 
-    def case_name(self, config: MoEConfig, layout: LlamaLayout) -> str:
-        return report_case(config, layout)
+    case_name = staticmethod(report_case)
 
     def layout_fields(self, config: MoEConfig, layout: LlamaLayout) -> dict[str, Any]:
         """Llama's report group with `EP` joined where experts are sharded (`FSDP+EP`), and the EP degree."""
@@ -90,33 +67,31 @@ class MoEWorkload(LlamaWorkload):
         group = kinds if config.ep == 1 else ("" if kinds == "single" else kinds + "+") + "EP"
         return {"report_group": group, "parallel": {**layout.as_record(), "ep": config.ep}}
 
-    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
-        """Tokens/s, the active-expert FLOPs in both conventions (the MFU basis) and the total and active
-        parameters."""
-        config: MoEConfig = spec.workload
-        per_token, causal = flops_per_token(config), flops_per_token(config, causal=True)
-        tokens = plan.global_batch * config.seq_length
-        tokens_per_s = throughput * config.seq_length
+    formulas = (
+        "6N_active + 12·L·H·Q·T per token (the PaLM formula over the routed experts a token uses, top_k of them, and "
+        "the shared ones; N_active without the token embedding; MLA: Q = (qk_nope + qk_rope + v) / 2)",
+        "6N_active + 6·L·H·Q·T per token (MaxText's: the attention term halved for the causal mask)",
+    )
+
+    def flops_per_token(self, config: MoEConfig, causal: bool = False) -> int:
+        """The PaLM count over the active experts (torchtitan's), or with `causal` MaxText's: 6 x the active
+        parameters without the token embedding, plus attention's scores and weighted values at its own head sizes
+        (MLA: (qk_nope + qk_rope + v) / 2 per head, which is GQA's head_dim where all three are equal)."""
         counts = parameter_counts(config)
-        return {
-            "flops_per_token": per_token,
-            "flops_per_iteration_formula": per_token * tokens,
-            "flops_formula": MOE_FLOPS_FORMULA,
-            "flops_per_token_causal": causal,
-            "flops_per_iteration_causal": causal * tokens,
-            "flops_formula_causal": MOE_FLOPS_FORMULA_CAUSAL,
-            "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_device": tokens_per_s / spec.world_size,
-            "parameters_total": counts.total,
-            "parameters_active": counts.active,
-        }
+        if config.attention == "mla":
+            head = (config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim) / 2
+        else:
+            head = config.head_dim
+        count = flops.llm_flops_per_token_causal if causal else flops.llm_flops_per_token
+        return int(
+            count(counts.active - counts.embedding, config.num_layers, config.num_heads, head, config.seq_length)
+        )
+
+    def derived_metrics(self, spec: RunSpec, plan: WorkloadPlan, throughput: float) -> dict[str, Any]:
+        """Llama's, over the active experts (the MFU basis), with the total and active parameters."""
+        counts = parameter_counts(spec.workload)
+        fields = super().derived_metrics(spec, plan, throughput)
+        return {**fields, "parameters_total": counts.total, "parameters_active": counts.active}
 
     def total_parameters(self, config: MoEConfig) -> int:
         return parameter_counts(config).total
-
-
-MOE_FLOPS_FORMULA = (
-    "6N_active + 12·L·H·Q·T per token (the PaLM formula over the routed experts a token uses, top_k of them, and the "
-    "shared ones; N_active without the token embedding; MLA: Q = (qk_nope + qk_rope + v) / 2)"
-)
-MOE_FLOPS_FORMULA_CAUSAL = "6N_active + 6·L·H·Q·T per token (MaxText's: the attention term halved for the causal mask)"

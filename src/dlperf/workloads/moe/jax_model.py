@@ -27,11 +27,9 @@ from jax.sharding import PartitionSpec as P
 
 from dlperf.workloads.llama import jax_model as llama
 from dlperf.workloads.llama.jax_model import (
-    REMAT_POLICIES,
     dense,
     gqa_attention,
     normal_init,
-    rope_tables,
     rotate,
     swiglu,
 )
@@ -260,47 +258,35 @@ def latent_attention(y: jax.Array, cos: jax.Array, sin: jax.Array, config: MoECo
     return dense(hidden, "wo", dtype)(out.reshape(batch, seq, -1))
 
 
-class Block(nn.Module):
-    config: MoEConfig
-    layer: int
-    dtype: Any
-    attention: str | None
-    mesh: Mesh
-    batch_axes: tuple[str, ...]
+class Block(llama.Block):
+    """Llama's block with the attention of the config's choice and a MoE feed-forward past the dense blocks."""
 
-    @nn.compact
-    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    mesh: Mesh | None = None
+    batch_axes: tuple[str, ...] = ()
+
+    def attend(self, y: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
         c = self.config
-        y = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="attention_norm")(x)
         if c.attention == "gqa":
-            x = x + gqa_attention(y, cos, sin, c.num_heads, c.num_kv_heads, c.head_dim, self.dtype, self.attention)
-        else:
-            x = x + latent_attention(y, cos, sin, c, self.dtype, self.attention)
-        y = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="ffn_norm")(x)
-        if self.layer < c.num_dense_layers:
-            return x + SwiGLU(c.ffn_hidden_size, self.dtype, name="feed_forward")(y)
-        return x + MoEFeedForward(c, self.dtype, self.mesh, self.batch_axes, name="feed_forward")(y)
+            return gqa_attention(y, cos, sin, c.num_heads, c.num_kv_heads, c.head_dim, self.dtype, self.attention)
+        return latent_attention(y, cos, sin, c, self.dtype, self.attention)
 
-
-class MoETransformer(nn.Module):
-    """Token ids (B, T) -> logits (B, T, vocab) in `dtype`; the batch split over `batch_axes` of `mesh`."""
-
-    config: MoEConfig
-    mesh: Mesh
-    batch_axes: tuple[str, ...]
-    dtype: Any = jnp.float32
-    attention: str | None = None  # jax.nn.dot_product_attention's implementation
-
-    @nn.compact
-    def __call__(self, tokens: jax.Array) -> jax.Array:
+    def feed_forward(self, y: jax.Array) -> jax.Array:
         c = self.config
-        rotary = c.head_dim if c.attention == "gqa" else c.qk_rope_head_dim
-        cos, sin = rope_tables(rotary, tokens.shape[1], c.rope_theta)
-        x = nn.Embed(c.vocab_size, c.hidden_size, dtype=self.dtype, embedding_init=normal_init,
-                     name="tok_embeddings")(tokens)  # fmt: skip
-        remat = c.activation_checkpoint
-        block = Block if remat == "none" else nn.remat(Block, policy=REMAT_POLICIES[remat])
-        for i in range(c.num_layers):
-            x = block(c, i, self.dtype, self.attention, self.mesh, self.batch_axes, name=f"layers_{i}")(x, cos, sin)
-        x = nn.RMSNorm(epsilon=NORM_EPS, dtype=self.dtype, name="norm")(x)
-        return nn.Dense(c.vocab_size, use_bias=False, dtype=self.dtype, kernel_init=normal_init, name="output")(x)
+        if self.layer < c.num_dense_layers:
+            return SwiGLU(c.ffn_hidden_size, self.dtype, name="feed_forward")(y)
+        return MoEFeedForward(c, self.dtype, self.mesh, self.batch_axes, name="feed_forward")(y)
+
+
+class MoETransformer(llama.Llama):
+    """Llama's decoder of MoE blocks, its batch split over `batch_axes` of `mesh`."""
+
+    mesh: Mesh | None = None
+    batch_axes: tuple[str, ...] = ()
+    block_type = Block
+
+    def block(self, block_type: Any, layer: int) -> nn.Module:
+        return block_type(self.config, layer, self.dtype, self.attention, self.mesh, self.batch_axes,
+                          name=f"layers_{layer}")  # fmt: skip
+
+    def rotary_dim(self) -> int:
+        return self.config.head_dim if self.config.attention == "gqa" else self.config.qk_rope_head_dim

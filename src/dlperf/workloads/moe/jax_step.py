@@ -65,13 +65,8 @@ def recipe(spec: RunSpec, plan: WorkloadPlan) -> Recipe:
     axes = mesh_axes(config, layout)
     dtype = train.compute_dtype(spec.precision)
     head = config.head_dim if config.attention == "gqa" else config.qk_nope_head_dim + config.qk_rope_head_dim
-    module = MoETransformer(
-        config,
-        parallel.build_mesh(axes),
-        BATCH_AXES,
-        dtype,
-        attention_implementation(jax.default_backend(), dtype, head),
-    )
+    attention = attention_implementation(jax.default_backend(), dtype, head)
+    module = MoETransformer(config, dtype, attention, mesh=parallel.build_mesh(axes), batch_axes=BATCH_AXES)
 
     def loss_fn(params: Any, extra: Any, micro: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, Any]:
         inputs, labels = micro

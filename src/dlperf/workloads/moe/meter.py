@@ -14,28 +14,7 @@ import torch.distributed as dist
 
 from dlperf.workloads.moe.config import BIAS_UPDATE_RATE, MoEConfig
 from dlperf.workloads.moe.model import MoE, Routing
-
-
-def imbalance(counts: torch.Tensor) -> tuple[float, float]:
-    """(mean over blocks, worst block) of max / mean of each block's row of `counts` (blocks, bins)."""
-    ratios = counts.max(1).values / counts.mean(1).clamp(min=1e-12)
-    return float(ratios.mean()), float(ratios.max())
-
-
-def window_figures(counts: torch.Tensor, dropped: float, ep: int) -> dict[str, Any]:
-    """One window's record from its counts (blocks, experts) and dropped picks."""
-    per_rank = counts.view(counts.shape[0], ep, -1).sum(2)
-    mean, worst = imbalance(counts)
-    kept = float(counts.sum())
-    return {
-        "tokens_per_expert": [int(n) for n in counts.sum(0).tolist()],
-        "tokens_per_ep_rank": [int(n) for n in per_rank.sum(0).tolist()],
-        "imbalance": mean,
-        "imbalance_worst_block": worst,
-        "ep_imbalance": imbalance(per_rank)[0],
-        "routed_tokens": int(kept + dropped),
-        "dropped_tokens": int(dropped),
-    }
+from dlperf.workloads.moe.routing import LossReader, closing_windows, routing_facts, window_figures
 
 
 class RoutingMeter:
@@ -45,12 +24,7 @@ class RoutingMeter:
     def __init__(self, config: MoEConfig, routing: Routing, distributed: bool, device: torch.device) -> None:
         self.ep, self.bias, self.distributed, self.device = config.ep, routing.expert_bias, distributed, device
         self.tp = config.tp  # every tp rank routes the same tokens: the sum over all ranks counts them tp times
-        self.facts = {
-            "routing": config.routing,
-            "load_balance": config.load_balance if config.routing == "learned" else None,
-            "capacity_factor": config.capacity_factor,
-            "experts_impl": "grouped" if routing.grouped else "loop",
-        }
+        self.facts = routing_facts(config, "grouped" if routing.grouped else "loop")
         self.first = config.num_dense_layers
         shape = (config.num_layers - config.num_dense_layers, config.num_experts)
         self.window, self.total = torch.zeros(shape), torch.zeros(shape)
@@ -86,15 +60,9 @@ class RoutingMeter:
         for row, block in self.blocks.items():
             block.router.expert_bias.add_(delta[row])
 
-    def wrap(self, read_loss):
+    def wrap(self, read_loss: LossReader) -> LossReader:
         """The step's loss reader, closing the routing window where it reads (every rank, at window edges)."""
-
-        def read(output: Any) -> float | None:
-            loss = read_loss(output)
-            self._close_window()
-            return loss
-
-        return read
+        return closing_windows(read_loss, self._close_window)
 
     def _close_window(self) -> None:
         both = torch.cat((self.window.flatten(), self.dropped.view(1)))
@@ -106,7 +74,7 @@ class RoutingMeter:
         self.window.zero_()
         self.dropped.zero_()
         if self.timing:
-            self.windows.append(window_figures(counts, dropped, self.ep))
+            self.windows.append(window_figures(counts.numpy(), int(dropped), self.ep))
             self.total += counts
             self.total_dropped += dropped
 
@@ -119,5 +87,5 @@ class RoutingMeter:
     def stop(self) -> None:
         self.timing = False
         if self.windows and self.window.numel():
-            self.model["moe"] = {**self.facts, **window_figures(self.total, self.total_dropped, self.ep),
+            self.model["moe"] = {**self.facts, **window_figures(self.total.numpy(), int(self.total_dropped), self.ep),
                                  "windows": self.windows}  # fmt: skip

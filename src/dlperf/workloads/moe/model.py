@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dlperf.workloads.llama import model as llama
-from dlperf.workloads.llama.model import NORM_EPS, Attention, FeedForward, rope_tables, rotate
+from dlperf.workloads.llama.model import NORM_EPS, Attention, FeedForward, rotate
 
 
 @dataclass(frozen=True)
@@ -273,46 +273,23 @@ class _AttachLoss(torch.autograd.Function):
         return grad, torch.ones_like(aux)
 
 
-class Block(llama.Block):
-    """Llama's block (its forward) with the attention of the shape's choice and a MoE feed-forward past the dense
-    blocks."""
-
-    def __init__(self, shape: MoEShape, routing: Routing, layer: int) -> None:
-        nn.Module.__init__(self)
-        self.attention_norm = nn.RMSNorm(shape.hidden_size, eps=NORM_EPS)
-        self.attention = Attention(shape) if shape.attention == "gqa" else LatentAttention(shape)
-        self.ffn_norm = nn.RMSNorm(shape.hidden_size, eps=NORM_EPS)
-        self.feed_forward = MoE(shape, routing) if layer >= shape.num_dense_layers else FeedForward(shape)
+def block(shape: MoEShape, routing: Routing, layer: int) -> llama.Block:
+    """Llama's block with the attention of the shape's choice and a MoE feed-forward past the dense blocks."""
+    attention = Attention(shape) if shape.attention == "gqa" else LatentAttention(shape)
+    return llama.Block(shape, attention, MoE(shape, routing) if layer >= shape.num_dense_layers else FeedForward(shape))
 
 
 class MoETransformer(llama.Llama):
-    """Llama's decoder (its forward, stage split and weight drawing) of MoE blocks. `shape` is the rotary part's
-    (what `materialize` redraws the tables from); `moe_shape` the whole."""
+    """Llama's decoder (its forward, stage split and weight drawing) of MoE blocks, its rotary tables the rotated
+    part's."""
 
     def __init__(self, shape: MoEShape, routing: Routing) -> None:
-        nn.Module.__init__(self)
-        self.shape, self.moe_shape = shape.rotary(), shape
-        self.tok_embeddings: nn.Embedding | None = nn.Embedding(shape.vocab_size, shape.hidden_size)
-        self.layers = nn.ModuleDict({str(i): Block(shape, routing, i) for i in range(shape.num_layers)})
-        self.norm: nn.RMSNorm | None = nn.RMSNorm(shape.hidden_size, eps=NORM_EPS)
-        self.output: nn.Linear | None = nn.Linear(shape.hidden_size, shape.vocab_size, bias=False)
-        cos, sin = rope_tables(self.shape)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
+        super().__init__(shape.rotary(), lambda layer: block(shape, routing, layer))
 
     def moe_blocks(self) -> dict[int, MoE]:
         """This stage's MoE feed-forwards by layer."""
         return {int(name): block.feed_forward for name, block in self.blocks() if isinstance(block.feed_forward, MoE)}
 
-    def blocks(self) -> list[tuple[str, Block]]:
+    def blocks(self) -> list[tuple[str, llama.Block]]:
         """(name, block) with activation checkpointing's wrapper looked through."""
         return [(name, getattr(layer, "_checkpoint_wrapped_module", layer)) for name, layer in self.layers.items()]
-
-
-def materialize(model: MoETransformer, device: torch.device, seed: int) -> None:
-    """Llama's drawing (each parameter from its name's generator, N(0, 0.02), norms ones), then the routers'
-    counters and expert biases zeroed (buffers `to_empty` leaves undefined)."""
-    llama.materialize(model, device, seed)
-    for moe in model.moe_blocks().values():
-        for buffer in (moe.router.expert_bias, moe.tokens_per_expert, moe.dropped):
-            buffer.zero_()

@@ -46,9 +46,8 @@ def shard_experts(model: MoETransformer, mesh, layout: LlamaLayout, param_dtype:
     for moe in model.moe_blocks().values():
         distribute_module(moe.experts, mesh["ep"], split)
         fully_shard(moe.experts, mesh=mesh[dims], mp_policy=policy)
-        moe.experts.grad_scale = (
-            1 / mesh["ep"].size()
-        )  # FSDP2 averages over dp / ep ranks: the whole dp's mean is 1 / ep of it
+        # FSDP2 averages over dp / ep ranks: the whole dp's mean is 1 / ep of it
+        moe.experts.grad_scale = 1 / mesh["ep"].size()
         moe.dispatcher = Dispatcher(group)
 
 

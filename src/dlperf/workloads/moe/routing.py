@@ -21,7 +21,8 @@ def imbalance(counts: np.ndarray) -> tuple[float, float]:
 
 
 def window_figures(counts: np.ndarray, dropped: int, ep: int) -> dict[str, Any]:
-    """One window's record from its kept picks (blocks, experts) and dropped picks."""
+    """One window's record from its kept picks (blocks, experts; the torch meter's float32, the same figures) and
+    dropped picks."""
     per_rank = counts.reshape(counts.shape[0], ep, -1).sum(2)
     mean, worst = imbalance(counts)
     return {

@@ -13,18 +13,15 @@ from torch import nn
 
 from dlperf.engines.base import TrainStep
 from dlperf.engines.torch.engine import TorchEngine
-from dlperf.engines.torch.pipeline import stage_layers
 from dlperf.errors import ConfigError
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
-from dlperf.workloads.llama import parallel as llama_parallel
+from dlperf.workloads.llama import torch_step as llama_step
 from dlperf.workloads.llama.layout import LlamaLayout
-from dlperf.workloads.llama.model import keep_stage
-from dlperf.workloads.llama.torch_step import build_with
 from dlperf.workloads.moe import parallel
 from dlperf.workloads.moe.config import MoEConfig
 from dlperf.workloads.moe.meter import RoutingMeter
-from dlperf.workloads.moe.model import MoEShape, MoETransformer, Routing, has_grouped_mm, materialize
+from dlperf.workloads.moe.model import MoEShape, MoETransformer, Routing, has_grouped_mm
 
 SHAPE_FIELDS = [f.name for f in dataclasses.fields(MoEShape)]
 
@@ -62,7 +59,7 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
     distributed = engine.rank.distributed
     meter = RoutingMeter(config, routing, distributed, engine.device)
     stage = partial(build_stage, routing=routing, ep=config.ep)
-    step, modules = build_with(spec, plan, engine, stage, after_step=meter.after_step)
+    step, modules = llama_step.build_with(spec, plan, engine, stage, after_step=meter.after_step)
     model = dict(step.model)
     meter.watch({layer: block for module in modules for layer, block in module.moe_blocks().items()}, model)
     return dataclasses.replace(step, read_loss=meter.wrap(step.read_loss), model=model, probes=(meter,))
@@ -70,23 +67,15 @@ def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:
 
 def build_stage(spec: RunSpec, layout: LlamaLayout, mesh, stage: int, device: torch.device, *, routing: Routing,
                 ep: int) -> nn.Module:  # fmt: skip
-    """The model on the meta device, experts split over ep and sharded, the rest FSDP2's as Llama's, then drawn
-    on the device (each rank its part of every weight, the same values under every layout)."""
-    config: MoEConfig = spec.workload
+    """Llama's stage of MoE blocks, the experts split over ep and sharded before the rest is FSDP2's as Llama's."""
     with torch.device("meta"):
-        model = MoETransformer(model_shape(config), routing)
-    if layout.pp > 1:
-        keep_stage(model, stage_layers(config.num_layers, layout.stages, stage), stage == 0, stage == layout.stages - 1)
-    param_dtype = torch.bfloat16 if spec.precision == "amp-bf16" else None
-    if ep > 1:
-        parallel.shard_experts(model, parallel.expert_mesh(layout, ep, device), layout, param_dtype)
-    if layout.tp > 1:
-        parallel.apply_tp(model, mesh["tp"])
-    llama_parallel.apply_checkpointing(model, config.activation_checkpoint)
-    if spec.compile:
-        for block in model.layers.values():
-            block.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
-    if llama_parallel.uses_fsdp(layout):
-        llama_parallel.apply_fsdp(model, mesh, layout, param_dtype)
-    materialize(model, device, spec.seed)
-    return model
+        model = MoETransformer(model_shape(spec.workload), routing)
+
+    def split(model: MoETransformer) -> None:
+        if ep > 1:
+            param_dtype = torch.bfloat16 if spec.precision == "amp-bf16" else None
+            parallel.shard_experts(model, parallel.expert_mesh(layout, ep, device), layout, param_dtype)
+        if layout.tp > 1:
+            parallel.apply_tp(model, mesh["tp"])
+
+    return llama_step.build_stage(spec, layout, mesh, stage, device, model, split)

@@ -42,6 +42,15 @@ def require_dali() -> None:
             ) from None
 
 
+def check_enough_images(folder: str, images: int, batch_size: int, world_size: int) -> None:
+    """Both loaders drop a last partial batch: a folder needs one whole global batch."""
+    if images < batch_size * world_size:
+        raise DataError(
+            f"data folder {folder} has {images} images, fewer than one global batch "
+            f"({batch_size} x {world_size}): add images or lower --batch-size"
+        )
+
+
 def dali_batches(
     folder: str,
     batch_size: int,
@@ -64,31 +73,13 @@ def dali_batches(
 
     on_gpu = device.type == "cuda"
     channels_last = memory_format == torch.channels_last
-    pipeline = _build_pipeline(
-        folder,
-        batch_size=batch_size,
-        image_size=image_size,
-        device_id=(device.index if device.index is not None else torch.cuda.current_device()) if on_gpu else None,
-        shard_id=rank,
-        num_shards=world_size,
-        seed=seed,
-        num_threads=max(1, workers),
-        layout="HWC" if channels_last else "CHW",
-    )
-    images_total = pipeline.epoch_size(READER_NAME)
-    if images_total < batch_size * world_size:
-        raise DataError(
-            f"data folder {folder} has {images_total} images, fewer than one global batch "
-            f"({batch_size} x {world_size}): add images or lower --batch-size"
-        )
+    device_id = (device.index if device.index is not None else torch.cuda.current_device()) if on_gpu else None
+    pipeline = _build_pipeline(folder, batch_size, image_size, device_id, rank, world_size, seed, max(1, workers),
+                               "HWC" if channels_last else "CHW")  # fmt: skip
+    check_enough_images(folder, pipeline.epoch_size(READER_NAME), batch_size, world_size)
     # DROP: every batch is full, as with the DataLoader's drop_last; auto_reset starts the next epoch.
-    loader = DALIGenericIterator(
-        pipeline,
-        ["images", "labels"],
-        reader_name=READER_NAME,
-        last_batch_policy=LastBatchPolicy.DROP,
-        auto_reset=True,
-    )
+    loader = DALIGenericIterator(pipeline, ["images", "labels"], reader_name=READER_NAME,
+                                 last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)  # fmt: skip
     stream = _forever(loader)
 
     def next_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,18 +92,8 @@ def dali_batches(
     return next_batch
 
 
-def _build_pipeline(
-    folder: str,
-    *,
-    batch_size: int,
-    image_size: int,
-    device_id: int | None,
-    shard_id: int,
-    num_shards: int,
-    seed: int,
-    num_threads: int,
-    layout: str,
-):
+def _build_pipeline(folder: str, batch_size: int, image_size: int, device_id: int | None, shard_id: int,
+                    num_shards: int, seed: int, num_threads: int, layout: str):  # fmt: skip
     """The DALI graph: file reader -> decode with a random crop -> resize -> flip + normalise (+ layout)."""
     from nvidia.dali import fn, pipeline_def, types
 
@@ -132,15 +113,9 @@ def _build_pipeline(
         )
         # The random-resized-crop window is decoded alone (ROI decode), drawn as torchvision's RandomResizedCrop
         # draws it: area 8-100 %, aspect 3/4-4/3, 10 attempts.
-        decoder_options = (
-            {
-                "device": "mixed",
-                "device_memory_padding": _DEVICE_MEMORY_PADDING,
-                "host_memory_padding": _HOST_MEMORY_PADDING,
-            }
-            if on_gpu
-            else {"device": "cpu"}
-        )
+        mixed = {"device": "mixed", "device_memory_padding": _DEVICE_MEMORY_PADDING,
+                 "host_memory_padding": _HOST_MEMORY_PADDING}  # fmt: skip
+        decoder_options = mixed if on_gpu else {"device": "cpu"}
         images = fn.decoders.image_random_crop(
             jpegs,
             output_type=types.RGB,

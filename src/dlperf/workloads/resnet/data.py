@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from dlperf.errors import DataError
+from dlperf.workloads.resnet.dali_data import check_enough_images
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -48,11 +48,7 @@ def folder_batches(
         ]
     )
     dataset = datasets.ImageFolder(path, transform=transform)
-    if len(dataset) < batch_size * world_size:
-        raise DataError(
-            f"data folder {path} has {len(dataset)} images, fewer than one global batch "
-            f"({batch_size} x {world_size}): add images or lower --batch-size"
-        )
+    check_enough_images(path, len(dataset), batch_size, world_size)
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     loader = DataLoader(
         dataset,

@@ -24,6 +24,12 @@ def _torch_linear_bias(fan_in: int) -> Callable[..., jax.Array]:
     return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -bound, bound)
 
 
+def batch_norm(train: bool, dtype: Any, name: str | None = None) -> nn.BatchNorm:
+    """torch's BatchNorm2d: running statistics at momentum 0.1 (Flax's 0.9), eps 1e-5, the two-pass variance."""
+    return nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, use_fast_variance=False,
+                        dtype=dtype, name=name)  # fmt: skip
+
+
 class Bottleneck(nn.Module):
     width: int
     stride: int
@@ -35,14 +41,7 @@ class Bottleneck(nn.Module):
             features, (size, size), (stride, stride), ((pad, pad), (pad, pad)), use_bias=False,
             kernel_init=conv_init, dtype=self.dtype, name=name,
         )  # fmt: skip
-        norm = lambda name: nn.BatchNorm(  # noqa: E731
-            use_running_average=not train,
-            momentum=0.9,
-            epsilon=1e-5,
-            use_fast_variance=False,
-            dtype=self.dtype,
-            name=name,
-        )
+        norm = lambda name: batch_norm(train, self.dtype, name)  # noqa: E731
         out = nn.relu(norm("bn1")(conv(self.width, 1, 1, 0, "conv1")(x)))
         out = nn.relu(norm("bn2")(conv(self.width, 3, self.stride, 1, "conv2")(out)))
         out = norm("bn3")(conv(self.width * EXPANSION, 1, 1, 0, "conv3")(out))
@@ -62,11 +61,7 @@ class ResNet50(nn.Module):
         x = nn.Conv(64, (7, 7), (2, 2), ((3, 3), (3, 3)), use_bias=False, kernel_init=conv_init, dtype=self.dtype)(
             x.astype(self.dtype)
         )
-        x = nn.relu(
-            nn.BatchNorm(
-                use_running_average=not train, momentum=0.9, epsilon=1e-5, use_fast_variance=False, dtype=self.dtype
-            )(x)
-        )
+        x = nn.relu(batch_norm(train, self.dtype)(x))
         x = nn.max_pool(x, (3, 3), (2, 2), ((1, 1), (1, 1)))
         for width, blocks, stride in STAGES:
             for i in range(blocks):

@@ -116,9 +116,7 @@ def _batches(spec: RunSpec, engine: TorchEngine, memory_format: torch.memory_for
         return synthetic_batches(config.batch_size, config.image_size, config.num_classes, device, memory_format)
     shape = (config.batch_size, config.image_size)
     if config.data_loader == "dali":
-        return dali_batches(
-            spec.data, *shape, device, memory_format, rank.rank, rank.world_size, spec.seed, config.workers
-        )
-    return folder_batches(
-        spec.data, *shape, config.workers, device, memory_format, rank.rank, rank.world_size, spec.seed
-    )
+        return dali_batches(spec.data, *shape, device, memory_format, rank.rank, rank.world_size, spec.seed,
+                            config.workers)  # fmt: skip
+    return folder_batches(spec.data, *shape, config.workers, device, memory_format, rank.rank, rank.world_size,
+                          spec.seed)  # fmt: skip

@@ -184,11 +184,15 @@ def test_killed_worker_fails_the_run_and_the_sweep_goes_on(cluster, tmp_path):
         # a guard against a hang, not a timing: at load 15 two hosts' torch imports took the ranks past 120 s
         deadline = time.monotonic() + 600
         log = tmp_path / "out" / "gpt" / "2n1g"
-        while not list(log.glob("*.console.txt")) or not _worker_pids(cluster, 1):
+        victims: set[int] = set()
+        while not victims:  # a rank seen twice, a second apart: a process the agent forks to exec a command
+            # (nvidia-smi, lscpu) also shows the agent's command line until it execs
             assert time.monotonic() < deadline and proc.poll() is None, "the first run never started its workers"
-            time.sleep(0.2)
-        time.sleep(3)  # let the ranks meet and start training
-        victim = _worker_pids(cluster, 1)[0]
+            seen = set(_worker_pids(cluster, 1)) if list(log.glob("*.console.txt")) else set()
+            time.sleep(1)
+            victims = seen & set(_worker_pids(cluster, 1))
+        time.sleep(2)  # let the ranks meet and start training
+        victim = min(victims)
         psutil.Process(victim).kill()
         output, _ = proc.communicate(timeout=600)
     finally:

@@ -132,7 +132,7 @@ def test_report_of_an_interrupted_sweep_says_how_to_finish_it(tmp_path, capsys):
     assert code == 0, err
     said = (
         "the sweep in this folder was interrupted (no dlperf process holds it): 1 of 4 runs recorded; 1 run cut off "
-        "before its record (resnet50/1n2g/resnet50_b128_fp32_1); 2 runs not run yet",
+        "before a record (resnet50/1n2g/resnet50_b128_fp32_1); 2 runs not run yet",
         f"the figures may change: finish it with `dlperf sweep --resume --out {folder}`",
     )
     assert all(part in err for part in said)

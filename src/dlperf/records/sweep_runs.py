@@ -90,20 +90,20 @@ def _sweep_note(folder: str | Path, runs: SweepRuns) -> str:
     so_far = f"{runs.recorded} of {runs.planned} runs recorded"
     if runs.writer:
         state = f"a sweep is still running in this folder ({runs.writer}): {so_far}"
-        started = _named(runs.started, "under way", "under way")
+        started = _named(runs.started, "under way")
         end = "the figures will change as they finish: report again when the sweep ends"
     else:
         state = f"the sweep in this folder was interrupted (no dlperf process holds it): {so_far}"
-        started = _named(runs.started, "cut off before its record", "cut off before their records")
+        started = _named(runs.started, "cut off before a record")
         end = f"the figures may change: finish it with `{resume_command(folder)}`, then report again"
-    parts = [state, started, _named(runs.waiting, "not run yet", "not run yet"), end]
+    parts = [state, started, _named(runs.waiting, "not run yet"), end]
     return "; ".join(part for part in parts if part)
 
 
-def _named(runs: list[RunPaths], one: str, several: str) -> str:
+def _named(runs: list[RunPaths], what: str) -> str:
     """`2 runs under way (resnet50/1n2g/resnet50_b16_fp32_1, ...)`: the first few named, the rest counted."""
     if not runs:
         return ""
     names = [f"{p.folder.parent.name}/{p.folder.name}/{p.log.stem}" for p in runs[:LISTED]]
     more = f" and {len(runs) - LISTED} more" if len(runs) > LISTED else ""
-    return f"{count(len(runs), 'run')} {several if len(runs) > 1 else one} ({', '.join(names)}{more})"
+    return f"{count(len(runs), 'run')} {what} ({', '.join(names)}{more})"

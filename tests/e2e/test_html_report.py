@@ -16,6 +16,8 @@ from conftest import run_cli
 from plotly.offline import get_plotlyjs
 from source_records import write_source
 
+from dlperf.records.paths import paths_of_record
+from dlperf.records.sweep_runs import save_planned
 from dlperf.reporting.html import write_html_report
 from dlperf.reporting.sources import build_comparison, load_sources
 
@@ -91,11 +93,20 @@ def test_record_text_is_escaped(report):
 
 
 def test_single_folder_html_keeps_the_other_files(tmp_path, capsys):
+    """The folder's sweep was cut off before its last run: the page says so first, as report.md does."""
     folder = write_source(tmp_path, "A")
+    planned = [paths_of_record(path) for path in sorted(folder.rglob("*.json"))]
+    save_planned(folder, [*planned, paths_of_record(folder / "resnet50" / "1n4g" / "resnet50_b128_fp32_9.json")], False)
     code, out, err = run_cli(["report", str(folder), "--format", "html"], capsys)
     assert code == 0, err
     assert out.split() == [str(folder / "report.html")]
     assert not (folder / "report.md").exists()
+    page = (folder / "report.html").read_text()
+    said = f"{len(planned)} of {len(planned) + 1} runs recorded; 1 run not run yet (resnet50/1n4g/resnet50_b128_fp32_9)"
+    assert (
+        f"<strong>Partial</strong>: the sweep in this folder was interrupted (no dlperf process holds it): {said}"
+        in page
+    )
     code, out, err = run_cli(["report", str(folder)], capsys)  # `all`: every format, the page too
     assert code == 0 and (folder / "report.md").exists() and str(folder / "report.html") in out.split()
 

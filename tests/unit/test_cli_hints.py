@@ -239,3 +239,7 @@ def test_a_sweep_speaks_before_the_environment_is_collected(tmp_path, capsys, mo
     assert out.startswith("sweep ") and ": 1 case planned" in out
     stored = json.loads((tmp_path / "out" / "sweep_options.json").read_text())
     assert stored["options"]["repeats"] is None and stored["config"] == str(config)
+    planned = json.loads((tmp_path / "out" / "sweep_runs.json").read_text())  # for a report made before the end
+    assert planned == {"records": ["resnet50/1n1g/resnet50_b2_fp32_1.json"], "adaptive": False}
+    code, _, err = run_cli(["report", str(tmp_path / "out")], capsys)  # stopped before its first record
+    assert code == 2 and "interrupted before its first record; finish it with `dlperf sweep --resume --out" in err

@@ -87,21 +87,92 @@ def test_report_on_a_folder_being_written_names_its_writer(tmp_path, capsys):
     assert code == 2 and f"in use by dlperf pid {os.getpid()}" in one_line(err) and "extract" not in err
 
 
-def test_report_of_a_sweep_still_running_says_it_is_partial(tmp_path, capsys):
-    """One record written, the sweep still holding the folder: the report is made of what is there, and both the
-    command and report.md say who is still writing (it said nothing of it before)."""
+def planned_sweep(folder: Path, adaptive: bool = False) -> list[Path]:
+    """A sweep's folder as it stands mid-way: four runs planned, 1n1g's first recorded, 1n2g's first begun (its
+    log, no record yet), the second repeats not started."""
     from report_records import record
 
+    from dlperf.records.paths import run_paths
+    from dlperf.records.sweep_runs import save_planned
+
+    runs = [run_paths(folder, "resnet50", case, "resnet50_b128_fp32", n) for n in (1, 2) for case in ("1n1g", "1n2g")]
+    save_planned(folder, runs, adaptive)
+    write_json_atomic(runs[0].record, record("1n1g", 1, 100.0))
+    runs[1].folder.mkdir(parents=True)
+    runs[1].log.write_text("[dlperf] config {}\n")
+    return [paths.record for paths in runs]
+
+
+def test_report_of_a_sweep_still_running_names_the_runs_to_come(tmp_path, capsys):
+    """The sweep holds the folder: the command, report.md and report.html say which runs are under way and which
+    are not run yet, and that the figures will change (a report said nothing of it before)."""
     folder = tmp_path / "running"
-    write_json_atomic(folder / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json", record("1n1g", 1, 100.0))
+    planned_sweep(folder)
     with results_lock(folder):
         code, _, err = run_cli(["report", str(folder), "--format", "md"], capsys)
     assert code == 0, err
-    assert f"is still being written by dlperf pid {os.getpid()}" in err and "the 1 record written so far" in err
-    report = (folder / "report.md").read_text()
-    assert f"**Partial**: dlperf pid {os.getpid()}" in report and "the 1 record written so far" in report
-    code, _, err = run_cli(["report", str(folder), "--format", "md"], capsys)  # the sweep ended: a whole report
-    assert code == 0 and "Partial" not in (folder / "report.md").read_text() and "still being written" not in err
+    said = (
+        f"a sweep is still running in this folder (dlperf pid {os.getpid()} on host",
+        "1 of 4 runs recorded; 1 run under way (resnet50/1n2g/resnet50_b128_fp32_1); 2 runs not run yet "
+        "(resnet50/1n1g/resnet50_b128_fp32_2, resnet50/1n2g/resnet50_b128_fp32_2); the figures will change",
+    )
+    assert all(part in err for part in said) and "--resume" not in err
+    head = (folder / "report.md").read_text().split("\n\n")[2]
+    assert head.startswith("**Partial**: a sweep is still running") and all(part in head for part in said)
+
+
+def test_report_of_an_interrupted_sweep_says_how_to_finish_it(tmp_path, capsys):
+    """No live process holds the folder: the begun run was cut off, the others never ran; --resume finishes it.
+    Once every planned run is recorded the report is whole again. (report.html: tests/e2e/test_html_report.py)"""
+    from report_records import record
+
+    from dlperf.records.sweep_runs import partial_note
+
+    folder = tmp_path / "cut"
+    records = planned_sweep(folder)
+    code, _, err = run_cli(["report", str(folder), "--format", "md"], capsys)
+    assert code == 0, err
+    said = (
+        "the sweep in this folder was interrupted (no dlperf process holds it): 1 of 4 runs recorded; 1 run cut off "
+        "before a record (resnet50/1n2g/resnet50_b128_fp32_1); 2 runs not run yet",
+        f"the figures may change: finish it with `dlperf sweep --resume --out {folder}`",
+    )
+    assert all(part in err for part in said)
+    assert all(part in (folder / "report.md").read_text() for part in said)
+    for path, (case, repeat) in zip(records[1:], [("1n2g", 1), ("1n1g", 2), ("1n2g", 2)]):
+        write_json_atomic(path, record(case, repeat, 100.0 * int(case[2])))
+    assert partial_note(folder, 4) is None
+
+
+def test_an_adaptive_case_that_stopped_has_no_repeats_to_come(tmp_path):
+    """`--repeats auto` plans the most repeats; a case whose record says it stopped runs no more of them."""
+    from dlperf.records.sweep_runs import partial_note, sweep_runs
+
+    folder = tmp_path / "auto"
+    records = planned_sweep(folder, adaptive=True)
+    records[1].with_suffix(".log").unlink()
+    stop = {"repeats_stop": {"stop": True, "reason": "the interval is within the target"}}
+    from report_records import record
+
+    write_json_atomic(records[0], record("1n1g", 1, 100.0, **stop))
+    write_json_atomic(records[1], record("1n2g", 1, 190.0))
+    runs = sweep_runs(folder)
+    assert (runs.recorded, runs.planned, [p.record for p in runs.waiting]) == (2, 3, [records[3]])
+    write_json_atomic(records[3], record("1n2g", 2, 190.0, **stop))
+    assert partial_note(folder, 3) is None
+
+
+def test_a_single_run_writing_the_folder_is_named_with_the_records_so_far(tmp_path):
+    """No sweep plan (a `dlperf run`, or a sweep of an older dlperf): who writes, and how many records are in."""
+    from report_records import record
+
+    from dlperf.records.sweep_runs import partial_note
+
+    write_json_atomic(tmp_path / "resnet50" / "1n1g" / "resnet50_b128_fp32_1.json", record("1n1g", 1, 100.0))
+    with results_lock(tmp_path):
+        note = partial_note(tmp_path, 1)
+    assert note.startswith(f"dlperf pid {os.getpid()}") and note.endswith("the 1 record written so far")
+    assert partial_note(tmp_path, 1) is None
 
 
 def test_ctrl_c_on_a_run_names_repeat_and_overwrite(tmp_path, capsys, monkeypatch):

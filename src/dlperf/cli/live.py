@@ -136,6 +136,7 @@ class LogFollower:
             self._close()
             self.path = None
             self._phase, self._phase_since = "between runs", time.monotonic()
+            self._last_news = self._phase_since  # its record's line was shown now: no "between runs: 0 s" at once
 
     def _read_events(self) -> None:
         """Show the events of the lines written since the last read (the log opened, or opened again where the

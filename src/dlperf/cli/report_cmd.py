@@ -10,15 +10,14 @@ from pathlib import Path
 from dlperf.errors import ConfigError
 from dlperf.escape import terminal
 from dlperf.records.load import find_records, load_records
-from dlperf.records.lock import writer_of
 from dlperf.records.schema import COMMBENCH_SCHEMA, MAXBATCH_SCHEMA, Record, RunRecord
+from dlperf.records.sweep_runs import partial_note
 from dlperf.reporting.commbench_table import read_commbench
 from dlperf.reporting.export import TENSORBOARD_HINT
 from dlperf.reporting.report import check_one_sweep
 from dlperf.reporting.results_writes import FolderReport, write_cross_source, write_folder_report
 from dlperf.reporting.sources import BY_CHOICES, build_comparison, load_sources
 from dlperf.spec import setting
-from dlperf.wording import count
 
 FORMAT_CHOICES = {
     "md": {"md"},
@@ -121,13 +120,12 @@ def _single(args: argparse.Namespace) -> list[Path]:
         raise ConfigError("--no-overlap changes the --predict column: add --predict COMMBENCH_RECORD")
     out = Path(args.out) if args.out else None
     formats = FORMAT_CHOICES[args.format]
-    writer = writer_of(root)
-    if writer:
-        print(f"dlperf: {terminal(root)} is still being written by {terminal(writer)}: the report covers the "
-              f"{count(len(records), 'record')} written so far", file=sys.stderr)  # fmt: skip
+    partial = partial_note(root, len(records))
+    if partial:
+        print(f"dlperf: {terminal(root)}: {terminal(partial)}", file=sys.stderr)
     return write_folder_report(
         FolderReport(
-            root, records, others, out, formats, predict, args.overlap, args.tensorboard, args.overwrite, writer
+            root, records, others, out, formats, predict, args.overlap, args.tensorboard, args.overwrite, partial
         )
     )
 

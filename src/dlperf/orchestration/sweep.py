@@ -5,7 +5,6 @@ repeat, write the report."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,9 @@ from dlperf.orchestration.sweep_plan import (
 from dlperf.orchestration.sweep_state import save_sweep_options
 from dlperf.records.load import Record, load_record
 from dlperf.records.lock import results_lock
+from dlperf.records.paths import resume_command
 from dlperf.records.store import check_writable, removed_if_refused
+from dlperf.records.sweep_runs import save_planned
 from dlperf.reporting.report import existing_report_files
 
 
@@ -99,11 +100,6 @@ class Outcome(SweepOutcome):
     failed_before: list[RunJob] = field(default_factory=list)
 
 
-def resume_command(out: str) -> str:
-    """`dlperf sweep --resume --out OUT`: the folder stores the file and every option, so nothing else is needed."""
-    return shlex.join(["dlperf", "sweep", "--resume", "--out", out])
-
-
 def sweep_to_report(
     options: SweepOptions,
     launch: LaunchOptions,
@@ -130,6 +126,7 @@ def sweep_to_report(
             sweep_id = sweep_id_for(jobs, options.resume)
             on_event(Planned(sweep_id, plan, options.out))
             save_sweep_options(options.out, str(options.config), spec_text, dict(given or {}))
+            save_planned(options.out, [job.paths for job in jobs], plan.adaptive is not None)  # for its reports
             start = start_sweep(plan, options, launcher, sweep_id)
         on_event(Started(plan, start, options.out))
         failed_before: list[RunJob] = []

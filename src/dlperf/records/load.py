@@ -16,6 +16,7 @@ from typing import Any
 from dlperf.errors import ResultsError
 from dlperf.records.codec import decode
 from dlperf.records.lock import writer_of
+from dlperf.records.paths import SWEEP_RUNS, resume_command
 from dlperf.records.schema import KINDS, READABLE, Origin, Record, RunRecord, declared_kind, declared_values, upgrade
 from dlperf.records.validate import check_file
 from dlperf.records.walk import find_named
@@ -95,6 +96,11 @@ def load_records(root: str | Path, on_skip: OnSkip = warn_skipped) -> list[RunRe
         if writer := writer_of(folder):
             raise ResultsError(
                 f"no run records under {root} yet: it is in use by {writer}; report it when that run finishes"
+            )
+        if (folder / SWEEP_RUNS).is_file():
+            raise ResultsError(
+                f"no run records under {root} yet: its sweep was interrupted before its first record; finish it "
+                f"with `{resume_command(root)}`"
             )
         logs = _log_files(folder)
         if logs:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
+
+SWEEP_RUNS = "sweep_runs.json"  # the runs a sweep planned, in order (records/sweep_runs.py)
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,14 @@ class RunPaths:
 
 
 def run_paths(out: str | Path, model: str, topology: str, stem: str, repeat: int) -> RunPaths:
-    folder = Path(out) / model / topology
-    name = f"{stem}_{repeat}"
-    return RunPaths(log=folder / f"{name}.log", record=folder / f"{name}.json", console=folder / f"{name}.console.txt")
+    return paths_of_record(Path(out) / model / topology / f"{stem}_{repeat}.json")
+
+
+def paths_of_record(record: Path) -> RunPaths:
+    """A run's files, named after its record's."""
+    return RunPaths(log=record.with_suffix(".log"), record=record, console=record.with_suffix(".console.txt"))
+
+
+def resume_command(out: str | Path) -> str:
+    """`dlperf sweep --resume --out OUT`, which finishes the sweep in OUT: the folder keeps its file and options."""
+    return shlex.join(["dlperf", "sweep", "--resume", "--out", str(out)])

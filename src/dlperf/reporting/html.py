@@ -255,15 +255,16 @@ def _waterfalls(comparison: Comparison, plots: _Plots) -> list[str]:
     ]
 
 
-def html_report(comparison: Comparison) -> str:
+def html_report(comparison: Comparison, partial: str | None = None) -> str:
     """The whole page: summary, each source's report.md tables with their flags, environment (differences
-    highlighted), per-series tables and plots, every run."""
+    highlighted), per-series tables and plots, every run; `partial` (a sweep not ended) said first."""
     plots = _Plots()
     labels = ", ".join(comparison.labels)
     body = [
         f"<h1>dlperf report: {escape.html(labels)}</h1>",
         f'<p class="note">Generated {escape.html(time.strftime("%Y-%m-%d %H:%M:%S %Z"))}. '
         f"{escape.html(EXPLANATION)}</p>",
+        *([f"<p><strong>Partial</strong>: {escape.html(partial)}.</p>"] if partial else []),
         "<h2>Summary</h2>",
         _table(summary_table(comparison)),
         *_source_tables(comparison),
@@ -297,7 +298,7 @@ def html_report(comparison: Comparison) -> str:
     )
 
 
-def write_html_report(comparison: Comparison, out_dir: str | Path) -> Path:
+def write_html_report(comparison: Comparison, out_dir: str | Path, partial: str | None = None) -> Path:
     path = Path(out_dir) / "report.html"
-    write_text_atomic(path, html_report(comparison))
+    write_text_atomic(path, html_report(comparison, partial))
     return path

@@ -39,7 +39,6 @@ from dlperf.reporting.published import published_lines, published_matches
 from dlperf.reporting.sources import engine_of
 from dlperf.reporting.time_spent import time_lines
 from dlperf.reporting.waterfall import ScalingLoss, measured_groups, scaling_losses, waterfall_lines
-from dlperf.wording import count
 
 FORMATS = ("md", "json", "png")
 
@@ -370,10 +369,10 @@ def build_markdown(
     others: Sequence[Record],
     predicted: dict[CaseKey, Prediction],
     losses: dict[GroupKey, list[ScalingLoss]],
-    writer: str | None = None,
+    partial: str | None = None,
 ) -> str:
-    """`others`: this folder's commbench and maxbatch records; `predicted`: `--predict`'s cases; `writer`: who is
-    still writing the folder (a sweep under way), said at the top: its report is partial."""
+    """`others`: this folder's commbench and maxbatch records; `predicted`: `--predict`'s cases; `partial`: what is
+    still to come in the folder (records/sweep_runs.partial_note), said at the top."""
     columns = extra_columns(summary, others, predicted)
     lines = [
         "# dlperf report",
@@ -383,12 +382,8 @@ def build_markdown(
         f"{BASELINE_CASE} in the same table, rounded to 2 places; efficiency = speedup / devices.",
         "",
     ]
-    if writer:
-        so_far = count(len(records), "record")
-        lines += [
-            f"**Partial**: {md(writer)} is still writing this folder; the tables hold the {so_far} written so far.",
-            "",
-        ]
+    if partial:
+        lines += [f"**Partial**: {md(partial)}.", ""]
     lines += tables_markdown(summary, records, columns, losses)
     lines += published_lines(published_matches(summary))
     benches = [r for r in others if isinstance(r, CommbenchRecord)]
@@ -439,11 +434,11 @@ def write_report(
     others: Sequence[RecordLike] = (),
     predict: Sequence[RecordLike] = (),
     overlap: bool = True,
-    writer: str | None = None,
+    partial: str | None = None,
 ) -> list[Path]:
     """Write the requested formats (md, json, png) into `out_dir`; returns the files written. `others` are the
-    folder's commbench and maxbatch records, `predict` commbench records for a predicted-speedup column, `writer`
-    who is still writing the folder (the report says it is partial).
+    folder's commbench and maxbatch records, `predict` commbench records for a predicted-speedup column, `partial`
+    what is still to come in the folder (said at the top).
 
     One plot per table, for tables with at least `min_plot_cases` measured cases (`dlperf extract` passes 2:
     a folder of framework logs is mostly one-case tables, whose plot adds nothing to the row and costs a second each).
@@ -462,7 +457,7 @@ def write_report(
         written.append(out / "summary.json")
         written += write_csv(records, summary, out)
     if "md" in formats:
-        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predicted, losses, writer))
+        write_text_atomic(out / "report.md", build_markdown(summary, records, others, predicted, losses, partial))
         written.append(out / "report.md")
     if "png" in formats:
         written += _plot_tables(summary, out / "plots", min_plot_cases)

@@ -39,7 +39,7 @@ class FolderReport:
     overlap: bool = True
     tensorboard: str | None = None
     overwrite: bool = False
-    writer: str | None = None  # who still writes DIR (a sweep under way): the report says it is partial
+    partial: str | None = None  # what is still to come in DIR (a sweep under way or cut off): said at the top
 
 
 def write_folder_report(request: FolderReport) -> list[Path]:
@@ -60,13 +60,13 @@ def write_folder_report(request: FolderReport) -> list[Path]:
             others=request.others,
             predict=request.predict,
             overlap=request.overlap,
-            writer=request.writer,
+            partial=request.partial,
         )
         if request.tensorboard:
             written.append(write_tensorboard(summarise(request.records), request.tensorboard))
         if "html" in request.formats:
             source = Source.from_records(request.root.resolve().name, request.records)
-            written.append(_write_html(build_comparison([source]), out))
+            written.append(_write_html(build_comparison([source]), out, request.partial))
     return written
 
 
@@ -117,8 +117,8 @@ def record_files(
     return targets
 
 
-def _write_html(comparison: Comparison, out: Path) -> Path:
+def _write_html(comparison: Comparison, out: Path, partial: str | None = None) -> Path:
     """Imported here: plotly takes a third of a second to import, which every other command would pay."""
     from dlperf.reporting.html import write_html_report
 
-    return write_html_report(comparison, out)
+    return write_html_report(comparison, out, partial)

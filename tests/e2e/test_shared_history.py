@@ -15,6 +15,7 @@ from conftest import assert_one_line_error, run_cli
 from postgres_server import PASSWORD, postgres_server
 from report_records import record
 
+from dlperf import install
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.history import add_records, history, record_key
 from dlperf.reporting.history_db import LOCK_ID, SCHEMA_VERSION, parse_target
@@ -82,7 +83,7 @@ def test_missing_driver_is_refused_naming_the_extra(tmp_path, capsys, monkeypatc
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg fails, as where it is not installed
     folder = results(tmp_path / "res", range(1, 3))
     code, _, err = run_cli(["history", "add", str(folder), "--db", "postgresql://ci@db.example/perf"], capsys)
-    assert_one_line_error(code, err, "psycopg", "pip install 'dlperf[postgres]'")
+    assert_one_line_error(code, err, "psycopg", install.extra("postgres"))
 
 
 def test_older_sqlite_history_is_upgraded_and_kept(tmp_path):

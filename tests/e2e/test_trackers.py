@@ -26,6 +26,7 @@ import pytest
 from conftest import assert_one_line_error, run_cli, run_dlperf
 from report_records import record
 
+from dlperf import install
 from dlperf.records.store import write_json_atomic
 from dlperf.reporting.history import record_key
 from dlperf.reporting.to_wandb import MARKER, run_id
@@ -217,7 +218,7 @@ def test_missing_tracker_package_names_the_extra(tracker, extra, folder, tmp_pat
     monkeypatch.setitem(sys.modules, tracker, None)
     args = ["--tracking-uri", "http://127.0.0.1:1"] if tracker == "mlflow" else ["--dir", str(tmp_path / "w")]
     code, _, err = run_cli(["export", tracker, str(folder), *args], capsys)
-    assert_one_line_error(code, err, f"pip install 'dlperf[{extra}]'")
+    assert_one_line_error(code, err, install.extra(extra))
     assert not (tmp_path / "w").exists()
 
 

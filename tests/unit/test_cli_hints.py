@@ -16,11 +16,13 @@ from test_maxbatch import fake
 from test_maxbatch_cli import CASE
 from test_predict_cli import commbench_record, single_run, write
 
+from dlperf import install
 from dlperf.cli.live import LogFollower
 from dlperf.orchestration import maxbatch as maxbatch_search
 from dlperf.records.lock import results_lock
 from dlperf.records.store import write_json_atomic
 
+ROOT = Path(__file__).resolve().parents[2]
 SWEEP = "model: resnet50\ndevice: cpu\nimage_size: 32\nnum_classes: 10\nbatch_size: 2\niters: 2\nprint_every: 1\n"
 
 
@@ -85,7 +87,20 @@ def test_jax_without_its_packages_is_refused_before_launch(tmp_path, capsys, mon
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flax" else real(name, *a))
     code, _, err = run_cli(["run", *CASE, "--engine", "jax", "--dry-run", "--out", str(tmp_path)], capsys)
-    assert code == 2 and "flax not installed" in err and "pip install -e '.[jax]' in dlperf's checkout" in err
+    assert code == 2 and "flax not installed" in err and f"pip install -e '.[jax]' in {ROOT}" in err
+
+
+def test_an_extra_is_installed_as_dlperf_was(tmp_path):
+    """From a checkout (the README's editable install) an extra is `pip install -e` there, where the index's
+    `dlperf[NAME]` would bring a second dlperf; an installed copy (its file outside a checkout) names the index."""
+    assert install.extra("mlflow") == f"pip install -e '.[mlflow]' in {ROOT}"
+    copy = tmp_path / "site-packages" / "dlperf" / "install.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(Path(install.__file__).read_text())
+    spec = importlib.util.spec_from_file_location("installed_copy", copy)
+    installed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(installed)
+    assert installed.extra("mlflow") == "pip install 'dlperf[mlflow]'"
 
 
 def test_defaults_on_a_cpu_say_how_long_in_hours():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.install import extra as install
 from dlperf.records.schema import PeerReading, RunRecord
 from dlperf.records.store import write_text_atomic
 from dlperf.reporting.aggregate import CaseSummary, GroupKey, latency
@@ -140,7 +141,7 @@ def write_csv(records: Sequence[RunRecord], summary: dict[GroupKey, list[CaseSum
     return [out / "runs.csv", out / "cases.csv"]
 
 
-TENSORBOARD_HINT = "pip install 'dlperf[tensorboard]'"
+TENSORBOARD_HINT = install("tensorboard")
 
 
 def require_tensorboard() -> None:

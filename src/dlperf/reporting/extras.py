@@ -1,10 +1,11 @@
-"""The optional extras (`pip install 'dlperf[NAME]'`): a command that needs one refuses, naming it, before it writes."""
+"""The optional extras (dlperf.install.extra): a command that needs one refuses, naming it, before it writes."""
 
 from __future__ import annotations
 
 import importlib
 
 from dlperf.errors import ConfigError
+from dlperf.install import extra as install
 
 
 def require_extra(module: str, extra: str, purpose: str) -> None:
@@ -12,4 +13,4 @@ def require_extra(module: str, extra: str, purpose: str) -> None:
     try:
         importlib.import_module(module)
     except ImportError:
-        raise ConfigError(f"{purpose} needs the {module} package: pip install 'dlperf[{extra}]'") from None
+        raise ConfigError(f"{purpose} needs the {module} package: {install(extra)}") from None

@@ -8,13 +8,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from dlperf.errors import ConfigError
+from dlperf.install import extra as install
 from dlperf.spec import RunSpec, flag
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "jax-cuda12-plugin", "jax-cuda13-plugin")
 PRECISIONS = ("fp32", "amp-bf16")
 JAX_PACKAGES = ("jax", "flax", "optax")  # what the JAX engine's steps import, checked before launch
 CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin")  # JAX's GPU backend, a package of its own since 0.4.26
-INSTALL = "pip install -e '.[jax]' in dlperf's checkout (and jax[cuda12] or jax[cuda13] on a GPU machine)"
+INSTALL = f"{install('jax')} (and jax[cuda12] or jax[cuda13] on a GPU machine)"
 
 
 def check_supported(spec: RunSpec) -> None:

@@ -17,6 +17,7 @@ from dlperf.engines.torch.parameters import param_groups, parameter_facts
 from dlperf.engines.torch.pipeline import Pipeline, stage_ids, stage_layers
 from dlperf.engines.torch.precision import MixedPrecision, loss_value
 from dlperf.errors import ConfigError
+from dlperf.install import extra as install
 from dlperf.spec import RunSpec
 from dlperf.workloads.base import WorkloadPlan
 from dlperf.workloads.language_model.torch_data import (
@@ -47,7 +48,7 @@ def check_device(config: LlamaConfig, layout: LlamaLayout, device: torch.device)
         try:
             import torchao  # noqa: F401
         except ImportError:
-            raise ConfigError("--float8 trains through torchao: pip install 'dlperf[float8]'") from None
+            raise ConfigError(f"--float8 trains through torchao: {install('float8')}") from None
 
 
 def build(spec: RunSpec, plan: WorkloadPlan, engine: TorchEngine) -> TrainStep:

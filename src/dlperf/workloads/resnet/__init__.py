@@ -38,7 +38,7 @@ class ResNetConfig:
     channels_last: bool = setting(False, "channels-last memory format", engines=("torch",))
     data_loader: DataLoader = setting(
         "torchvision",
-        "for --data PATH: torchvision (CPU decoding) or dali (GPU decoding; pip install 'dlperf[dali]')",
+        "for --data PATH: torchvision (CPU decoding) or dali (GPU decoding; dlperf's dali extra)",
         engines=("torch",),
     )
     workers: int = setting(4, "DataLoader worker processes for --data PATH", bound="non-negative")

@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from dlperf.errors import ConfigError, DataError
+from dlperf.install import extra as install
 
 if TYPE_CHECKING:
     import torch
 
-INSTALL_HINT = "pip install 'dlperf[dali]' (or the nvidia-dali-cuda120 wheel for CUDA 12)"
+INSTALL_HINT = f"{install('dali')} (or the nvidia-dali-cuda120 wheel for CUDA 12)"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 READER_NAME = "Reader"

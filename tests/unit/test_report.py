@@ -195,7 +195,7 @@ def test_the_report_says_where_the_time_went():
         "2 runs took 1.7 min from the first start to the last end: timed windows 40.0 s (40%); warm-ups (their first"
         " steps' start-up and compiling included) 10.0 s (10%); sync ablation 10.0 s (10%); the rest of each run"
         " (processes, imports, rendezvous, the model's build, the record) 30.0 s (30%); between runs (machine facts,"
-        " reports, gaps) 10.0 s (10%). Outside the steps they ran (timed, warm-up, ablation): 40.0 s (40%)."
+        " reports, gaps) 10.0 s (10%). Outside the steps they ran (timed, warm-up, compiling, ablation): 40.0 s (40%)."
     )
     first["warmup"] = {"mode": "fixed", "iters": 3, "elapsed_s": 8.0}
     second["warmup"] = {"mode": "fixed", "iters": 3, "elapsed_s": 9.0}
@@ -203,4 +203,11 @@ def test_the_report_says_where_the_time_went():
     timed = time_lines([as_record(first), as_record(second)])[2]
     assert "warm-ups (their first steps' start-up and compiling included) 17.0 s (17%)" in timed
     assert "sync ablation 14.0 s (14%)" in timed and timed.endswith("ablation): 29.0 s (29%).")
+    # XLA compiles ahead of the warm-up (compile_s outside its elapsed_s): its own part, out of the rest; torch's
+    # compile_s is its first step, inside the warm-up, so not counted twice
+    first.update(engine="jax", compile_s=6.0)
+    second.update(engine="torch", compile_s=9.0)
+    compiled = time_lines([as_record(first), as_record(second)])[2]
+    assert "XLA's compiling ahead of the warm-ups 6.0 s (6%)" in compiled and "the record) 13.0 s (13%)" in compiled
+    assert compiled.endswith("ablation): 23.0 s (23%).")
     assert time_lines([as_record(record("1n1g", 1, 100.0))]) == []  # no stamps: nothing claimed

@@ -22,13 +22,14 @@ class TimeSpent:
     span_s: float
     timed_s: float
     warmups_s: float
+    compiling_s: float  # XLA's ahead-of-time compile, before the warm-up's first step (not in its elapsed_s)
     ablation_s: float
     in_runs_s: float  # every run's launch to its record
 
     @property
     def rest_of_runs_s(self) -> float:
         """Processes and imports, rendezvous, the model's build, gathering, the record."""
-        return max(self.in_runs_s - self.timed_s - self.warmups_s - self.ablation_s, 0.0)
+        return max(self.in_runs_s - self.timed_s - self.warmups_s - self.compiling_s - self.ablation_s, 0.0)
 
     @property
     def between_runs_s(self) -> float:
@@ -47,6 +48,7 @@ def time_spent(records: Sequence[RunRecord]) -> TimeSpent | None:
         span_s=max(ends) - min(starts),
         timed_s=_seconds(r.elapsed_s for r in stamped),
         warmups_s=_seconds(map(_warmup_s, stamped)),
+        compiling_s=_seconds(r.compile_s for r in stamped if r.engine == "jax"),  # torch's is its first step
         ablation_s=sum(map(_ablation_s, stamped)),
         in_runs_s=sum(ends) - sum(starts),
     )
@@ -83,6 +85,7 @@ def time_lines(records: Sequence[RunRecord]) -> list[str]:
     parts = (
         ("timed windows", spent.timed_s),
         ("warm-ups (their first steps' start-up and compiling included)", spent.warmups_s),
+        ("XLA's compiling ahead of the warm-ups", spent.compiling_s),
         ("sync ablation", spent.ablation_s),
         ("the rest of each run (processes, imports, rendezvous, the model's build, the record)", spent.rest_of_runs_s),
         ("between runs (machine facts, reports, gaps)", spent.between_runs_s),
@@ -92,8 +95,8 @@ def time_lines(records: Sequence[RunRecord]) -> list[str]:
     return [
         "## Where the time went",
         "",
-        f"{spent.runs} runs took {_minutes(spent.span_s)} from the first start to the last end: {said}. Outside "
-        f"the steps they ran (timed, warm-up, ablation): {_minutes(outside)} ({outside / spent.span_s:.0%}).",
+        f"{spent.runs} runs took {_minutes(spent.span_s)} from the first start to the last end: {said}. Outside the "
+        f"steps they ran (timed, warm-up, compiling, ablation): {_minutes(outside)} ({outside / spent.span_s:.0%}).",
         "",
     ]
 

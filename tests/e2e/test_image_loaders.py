@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import torch
 from conftest import TINY, run_dlperf
 
+from dlperf import install
 from dlperf.errors import ConfigError
 from dlperf.workloads.resnet.dali_data import IMAGENET_MEAN, IMAGENET_STD, dali_batches
 from dlperf.workloads.resnet.data import folder_batches
@@ -102,7 +104,7 @@ def test_each_rank_reads_its_own_shard_every_epoch(jpeg_folder: Path, loader) ->
 def test_dali_missing_is_one_clear_config_error(jpeg_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """None in sys.modules makes `import nvidia.dali` fail, as on a machine without the wheel."""
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)
-    with pytest.raises(ConfigError, match=r"needs NVIDIA DALI.*pip install 'dlperf\[dali\]'"):
+    with pytest.raises(ConfigError, match="needs NVIDIA DALI.*" + re.escape(install.extra("dali"))):
         dali_loader(jpeg_folder, torch.contiguous_format, rank=0, world_size=1)
 
 

@@ -49,8 +49,11 @@ def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
 
 
 def describe_failure(error: ChildFailedError) -> NodeResult:
-    """The first failure of a ChildFailedError as plain facts: rank, exit code, signal and message."""
-    rank, failure = error.get_first_failure()
+    """The root failure of a ChildFailedError as plain facts: rank, exit code, signal and message. A rank killed by
+    a signal is the cause where others raised: its death breaks their collective (gloo's "Read error"), and their
+    error files can be stamped before the launcher notices the dead one, so torchrun's first failure may be theirs."""
+    killed = sorted((f.timestamp, rank) for rank, f in error.failures.items() if f.exitcode < 0)
+    rank, failure = (killed[0][1], error.failures[killed[0][1]]) if killed else error.get_first_failure()
     message = failure.message
     if isinstance(message, dict):
         message = message.get("message", "")

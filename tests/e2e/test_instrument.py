@@ -194,4 +194,6 @@ def test_keras_keeps_its_async_dispatch_and_counts_the_short_last_batch(tmp_path
     hooked = subprocess.run([python, "-c", KERAS_ASYNC], env=env, capture_output=True, text=True, timeout=300)
     assert plain.stdout == hooked.stdout == "async_train True\n", hooked.stderr[-2000:]
     (side,) = tmp_path.glob("run.steps.*")
-    assert [line.split()[2] for line in side.read_text().splitlines()] == ["32", "32", "32", "4"] * 2
+    counts = [line.split()[2] for line in side.read_text().splitlines()]
+    # under async dispatch Keras runs batch callbacks on a worker thread: lines come in arrival order (issue 53)
+    assert [sorted(counts[:4]), sorted(counts[4:])] == [sorted(["32", "32", "32", "4"])] * 2

@@ -45,7 +45,7 @@ def steady_fields(spec: RunSpec, measured: RunMeasurement) -> dict[str, Any]:
     first = 1 if auto else m.warmup_iters  # auto: its windows start after the first step
     steady = detect_steady_state(windows, lengths, first_iter=first, samples_per_iter=m.global_batch)
     warmup: dict[str, Any] = {"mode": "auto" if auto else "fixed", "iters": m.warmup_iters, "stable": m.warmup_stable,
-                              "elapsed_s": m.warmup_s}  # fmt: skip
+                              "elapsed_s": m.warmup_s, "compiled_ahead_s": m.compile_s}  # fmt: skip
     if auto:
         warmup["window_throughputs"] = m.warmup_window_throughputs
         warmup["max_iters"] = spec.max_warmup_iters

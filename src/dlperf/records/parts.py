@@ -102,6 +102,7 @@ class Warmup:
     max_iters: int | None = None
     reason: str | None = None
     elapsed_s: float | None = None  # the whole warm-up, its first step included
+    compiled_ahead_s: float | None = None  # the step's compile before its first run (XLA's), not in elapsed_s
 
 
 @dataclass(frozen=True)

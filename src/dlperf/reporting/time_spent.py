@@ -22,7 +22,7 @@ class TimeSpent:
     span_s: float
     timed_s: float
     warmups_s: float
-    compiling_s: float  # XLA's ahead-of-time compile, before the warm-up's first step (not in its elapsed_s)
+    compiling_s: float  # a step compiled before its first run (XLA's); torch.compile's is in the first step
     ablation_s: float
     in_runs_s: float  # every run's launch to its record
 
@@ -48,7 +48,7 @@ def time_spent(records: Sequence[RunRecord]) -> TimeSpent | None:
         span_s=max(ends) - min(starts),
         timed_s=_seconds(r.elapsed_s for r in stamped),
         warmups_s=_seconds(map(_warmup_s, stamped)),
-        compiling_s=_seconds(r.compile_s for r in stamped if r.engine == "jax"),  # torch's is its first step
+        compiling_s=_seconds(r.warmup.compiled_ahead_s for r in stamped if r.warmup),
         ablation_s=sum(map(_ablation_s, stamped)),
         in_runs_s=sum(ends) - sum(starts),
     )

@@ -22,7 +22,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from dlperf.engines.base import node_name
 from dlperf.harness.worker import run_rank
-from dlperf.launch.messages import AgentSpec, NodeResult
+from dlperf.launch.messages import AgentSpec, NodeResult, how_it_ended
 from dlperf.launch.one_process import first_meaningful_line, marked, measured_result
 
 RANKS_DIR_ENV = "DLPERF_RANKS_DIR"
@@ -52,17 +52,15 @@ def describe_failure(error: ChildFailedError) -> NodeResult:
     """The root failure of a ChildFailedError as plain facts: rank, exit code, signal and message. A rank killed by
     a signal is the cause where others raised: its death breaks their collective (gloo's "Read error"), and their
     error files can be stamped before the launcher notices the dead one, so torchrun's first failure may be theirs."""
-    killed = sorted((f.timestamp, rank) for rank, f in error.failures.items() if f.exitcode < 0)
-    rank, failure = (killed[0][1], error.failures[killed[0][1]]) if killed else error.get_first_failure()
+    killed = [(rank, f) for rank, f in error.failures.items() if f.exitcode < 0]
+    rank, failure = min(killed, key=lambda dead: dead[1].timestamp) if killed else error.get_first_failure()
     message = failure.message
     if isinstance(message, dict):
         message = message.get("message", "")
-    signal_name = failure.signal_name() if failure.exitcode < 0 else None
+    ended, signal_name = how_it_ended(failure.exitcode)
     text = first_meaningful_line(str(message))
-    if signal_name:
-        text = f"worker rank {rank} on {node_name()} was killed by {signal_name}"
-    elif not text or "pytorch.org/docs" in text:
-        text = f"worker rank {rank} on {node_name()} exited with code {failure.exitcode}"
+    if signal_name or not text or "pytorch.org/docs" in text:
+        text = f"worker rank {rank} on {node_name()} {ended}"
     return NodeResult.failed(text, rank=rank, host=node_name(), exitcode=failure.exitcode, signal=signal_name)
 
 

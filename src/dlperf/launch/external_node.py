@@ -33,7 +33,7 @@ from dlperf.external.template import Process, node_processes, rendezvous_for
 from dlperf.instrument import Placement, place
 from dlperf.launch.command_output import ConsoleView, OutputWatch, ProcessOutput, RunLog, pump
 from dlperf.launch.hosts import allocation_hosts
-from dlperf.launch.messages import AgentSpec, CommandFacts, CommandLaunch, NodeResult
+from dlperf.launch.messages import AgentSpec, CommandFacts, CommandLaunch, NodeResult, how_it_ended
 from dlperf.machine.process_tree import TreeMemory
 from dlperf.metrics.noise import machine_load, take_snapshot
 from dlperf.records.codec import decode, dump
@@ -226,8 +226,7 @@ def _failure(running: Running, code: int, host: str) -> NodeResult:
     """The first process that failed: its rank, exit code or signal, and the line that says why."""
     running.pump.join(timeout=2.0)
     last = last_words(list(running.tail))
-    signal_name = signal.Signals(-code).name if code < 0 else None
-    what = f"was killed by {signal_name}" if signal_name else f"exited with code {code}"
+    what, signal_name = how_it_ended(code)
     error = f"command {running.label} on {host} {what}" + (f": {last}" if last else "")
     return NodeResult.failed(error, rank=running.process.rank, host=host, exitcode=code, signal=signal_name)
 

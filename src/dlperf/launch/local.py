@@ -14,7 +14,7 @@ from pathlib import Path
 from dlperf.engines.base import node_name
 from dlperf.errors import ConfigError
 from dlperf.launch.base import Launcher, RunJob
-from dlperf.launch.messages import AgentSpec, NodeResult, RunResult
+from dlperf.launch.messages import AgentSpec, NodeResult, RunResult, how_it_ended
 from dlperf.spec import RunSpec
 
 KILL_GRACE_S = 10.0
@@ -139,9 +139,9 @@ def _without_result(spec: AgentSpec, code: int, console_path: Path) -> RunResult
     """The agent ended before writing its result: killed while it ran a lone rank itself, the rank's death, named
     as torchrun's launcher names a dead worker's; else the launcher's."""
     if code < 0 and spec.launch.one_process and spec.command is None:
-        name = signal.Signals(-code).name
+        ended, name = how_it_ended(code)
         host = node_name()
-        return RunResult.failed(f"worker rank 0 on {host} was killed by {name}", rank=0, host=host, signal=name)
+        return RunResult.failed(f"worker rank 0 on {host} {ended}", rank=0, host=host, signal=name)
     reason = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
     return RunResult.failed(f"launcher {reason} before writing a result; see {console_path}")
 

@@ -9,6 +9,7 @@ the record.
 from __future__ import annotations
 
 import dataclasses
+import signal
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -76,6 +77,15 @@ class AgentSpec:
     @classmethod
     def from_json(cls, text: str | bytes) -> AgentSpec:
         return decode_json(cls, text)
+
+
+def how_it_ended(code: int) -> tuple[str, str | None]:
+    """A dead process's end as the failure says it, `was killed by SIGKILL` or `exited with code 1`, and the
+    signal's name (None for an exit code)."""
+    if code < 0:
+        name = signal.Signals(-code).name
+        return f"was killed by {name}", name
+    return f"exited with code {code}", None
 
 
 @dataclass(frozen=True)

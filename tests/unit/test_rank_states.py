@@ -46,22 +46,3 @@ def test_a_lone_rank_runs_in_its_agent_and_its_failure_is_the_result(tmp_path, m
     assert rank_states(tmp_path, 1) == ([], [])
     assert gc.isenabled()
     assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["MASTER_PORT"]) == ("0", "1", "29511")
-
-
-def test_a_killed_rank_is_the_cause_where_its_peer_raised_first(tmp_path):
-    """Rank 1 SIGKILLed; rank 0's collective then fails (gloo's read error) with an error file stamped before the
-    launcher saw rank 1 die: torchrun's first failure is rank 0's, the record names rank 1 and its signal."""
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
-
-    from dlperf.launch.elastic import describe_failure
-
-    raised = ProcessFailure(local_rank=0, pid=100, exitcode=1, error_file=str(tmp_path / "none"))
-    killed = ProcessFailure(local_rank=1, pid=101, exitcode=-9, error_file=str(tmp_path / "none"))
-    raised.timestamp, killed.timestamp = 1000, 1001
-    error = ChildFailedError("train", {0: raised, 1: killed})
-    assert error.get_first_failure()[0] == 0  # torchrun's pick
-    result = describe_failure(error)
-    assert result.failure.rank == 1 and result.failure.signal == "SIGKILL"
-    assert "worker rank 1 on " in result.failure.error and result.failure.error.endswith("was killed by SIGKILL")
-    alone = describe_failure(ChildFailedError("train", {0: raised}))  # no signal: the first failure as before
-    assert alone.failure.rank == 0 and alone.failure.exitcode == 1

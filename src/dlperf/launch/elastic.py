@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -26,6 +27,10 @@ from dlperf.launch.messages import AgentSpec, NodeResult, how_it_ended
 from dlperf.launch.one_process import first_meaningful_line, marked, measured_result
 
 RANKS_DIR_ENV = "DLPERF_RANKS_DIR"
+# A rank that raised waits this long before it exits. torchrun's launcher reports one failed worker, the first it
+# finds dead at a poll (every 0.1 s): a peer killed by a signal breaks the others' collective (gloo's "Read error"),
+# and a rank raising that at once could be found first and named as the cause. Only failing runs pay it.
+CAUSE_FIRST_S = 1.0
 
 
 # A new interpreter's handlers; a forked rank would keep the launcher's, which turn SIGTERM into an exception that
@@ -45,15 +50,16 @@ def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     for signum, handler in FRESH_HANDLERS.items():
         signal.signal(signum, handler)
     with marked(os.environ[RANKS_DIR_ENV], os.environ.get("RANK", "0")):
-        return run_rank(run, log_path)
+        try:
+            return run_rank(run, log_path)
+        except Exception:
+            time.sleep(CAUSE_FIRST_S)
+            raise
 
 
 def describe_failure(error: ChildFailedError) -> NodeResult:
-    """The root failure of a ChildFailedError as plain facts: rank, exit code, signal and message. A rank killed by
-    a signal is the cause where others raised: its death breaks their collective (gloo's "Read error"), and their
-    error files can be stamped before the launcher notices the dead one, so torchrun's first failure may be theirs."""
-    killed = [(rank, f) for rank, f in error.failures.items() if f.exitcode < 0]
-    rank, failure = min(killed, key=lambda dead: dead[1].timestamp) if killed else error.get_first_failure()
+    """The failure of a ChildFailedError as plain facts: rank, exit code, signal and message."""
+    rank, failure = error.get_first_failure()
     message = failure.message
     if isinstance(message, dict):
         message = message.get("message", "")

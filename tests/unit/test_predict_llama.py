@@ -76,6 +76,38 @@ def test_transformer_engine_layers_keep_sequence_parallel_activations():
     assert predict_llama(SHAPE, layout(tp=2, dp_shard=1), te, DEVICE, NET).memory["activations"] == pytest.approx(896)
 
 
+def test_interleaved_first_rank_holds_korthikanti_count():
+    """8 blocks on pp 4 in v 2 chunks of one block, 8 micro-batches, TP 2 with sequence parallelism. Megatron's
+    interleaved warm-up (schedules.get_pp_rank_microbatches; torch's _get_warmup_ops is the same) on the first
+    rank: (v-1)·pp + 2·(pp-1) = 4 + 6 chunk forwards before its first backward, then one more, 11; on the last
+    (v-1)·pp + 1 = 5. Korthikanti et al. 2022 (arXiv 2205.05198): the first stage keeps pp micro-batches of its
+    L/pp blocks, times 1 + (pp-1)/(pp·v) interleaved: 4 x 2 x (1 + 3/8) = 11 blocks. Each keeps (6h + 2kv + 3f)/tp
+    = (48 + 16 + 48)/2 = 56 elements per token: 11 x 56 x 4 tokens x 2 bytes = 4,928; the last rank 2,240."""
+    from dlperf.workloads.llama.predict_model import _activation_memory
+
+    shape = ModelShape(8, 8, 2, 2, 16, 32, 4, 8 * 656 + 2 * 256 + 8, 256, 10224)
+    deep = layout(pp=4, tp=2, dp_shard=1, global_batch_size=8, pp_schedule="interleaved-1f1b", stages_per_rank=2)
+    te = Training(te_layers=True)
+    held = [_activation_memory(shape, deep, te, 2, 4, first=f, last=not f)["activations"] for f in (True, False)]
+    assert held == pytest.approx([4928, 2240])
+
+
+def test_llama3_paper_405b_memory_by_hand():
+    """The Llama 3 paper's 405B at 8,192 H100s (TP 8, PP 16 interleaved, DP 64, 32 micro-batches of 8,192 tokens)
+    with its blocks' activations sharded as sequence parallelism keeps them: (6·16,384 + 2·1,024 + 3·53,248)/8 =
+    32,512 elements per block and token, x 8,192 tokens x 2 bytes = 532,676,608 bytes per block-micro-batch. The
+    first rank's 8 blocks in 7 chunks of 8/7: (7-1)·16 + 2·15 + 1 = 127 chunks, 1,016/7 blocks: 77,314,204,818
+    bytes (72.0 GiB). FSDP's unsharded stage, 8 blocks of 2·16,384² + 2·16,384·1,024 + 3·16,384·53,248 + 2·16,384
+    = 3,187,703,808 parameters and the embedding's 128,256·16,384 = 2,101,346,304, over TP 8: 3,450,372,096, in
+    bf16 and their fp32 gradients (6 bytes): 20,702,232,576 (19.3 GiB), of which the gradients 13,801,488,384
+    (12.9 GiB): the part over 80 GiB (the paper's FSDP shards gradients; how often it reduces them is not given)."""
+    point = next(p for p in llama_predict.published_points() if p["id"] == "llama3-paper-405b-8192")
+    got = llama_predict.predict_point(point)
+    assert got.memory["activations"] == pytest.approx(532_676_608 * 1016 / 7)
+    assert got.memory["fsdp_buffers"] == pytest.approx(20_702_232_576)
+    assert not got.fits and 0 < got.memory_bytes - 80 * 2**30 < 13_801_488_384
+
+
 def test_tensor_parallel_collectives_by_hand():
     """TP 2: per block 2 all-gathers and 2 reduce-scatters forward and as many backward, plus the output layer's
     pair; each moves half of 4 tokens x 8 x 2 bytes: 1 ms + 32 us. 2 blocks x 8 + 2 = 10 x 2 = 20 of them. Without

@@ -219,6 +219,8 @@ def predict_point(point: Mapping[str, Any]) -> LlamaPrediction:
     )  # loss_parallel: torchtitan's and Megatron's vocabulary-parallel loss
     setting = setting_for(point["accelerator"], point["devices_per_node"], "amp-bf16", point["stack"], training,
                           overrides={k: point.get(k) for k in ("memory_gib", "memory_tbs")})  # fmt: skip
+    if point.get("te_layers"):  # the stack's efficiency with sequence parallelism's sharded activations
+        setting = replace(setting, training=replace(setting.training, te_layers=True))
     return predict(values, setting)[1]
 
 

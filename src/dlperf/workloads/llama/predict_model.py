@@ -159,9 +159,10 @@ def _activations_per_token(shape: ModelShape, tp: int, training: Training) -> tu
 
 def _in_flight(layout: LlamaLayout, layers: int, first: bool) -> float:
     """Block-micro-batches of activations the first stage (or the last) holds at its peak: GPipe all m; 1F1B pp
-    on the first, one on the last; interleaved 1F1B torch's warm-up, (v-1) rounds of micro-batches and two more
-    per hop to the last rank, then one forward more, in chunks of layers/v blocks (for m >= pp the first rank's
-    layers x (pp + (pp-1)/v))."""
+    on the first, one on the last; interleaved 1F1B the warm-up torch and Megatron run, (v-1) rounds of
+    micro-batches and two more per hop to the last rank, then one forward more, in chunks of layers/v blocks (for
+    m >= pp the first rank's layers x (pp + (pp-1)/v): Korthikanti et al. 2022's pp micro-batches of its layers
+    times 1 + (pp-1)/(pp·v))."""
     pp, v, m = layout.pp, layout.stages_per_rank, layout.accumulation_steps
     if pp == 1:
         return layers

@@ -115,19 +115,21 @@ def optimizer_s(bandwidth: float, shape: dict) -> float:
     return OPTIMIZER_BYTES_PER_PARAM * model_shape(spec.workload).params / bandwidth
 
 
-def measured_links(out: Path) -> tuple[Link, dict[str, Link]]:
-    """(the all-reduce's link, each collective's own) from a 2-rank commbench made once in `out`, printed."""
-    bench = out / "commbench"
+def measured_links(out: Path, ranks: int = 2) -> tuple[Link, dict[str, Link]]:
+    """(the all-reduce's link, each collective's own) from a commbench of `ranks` ranks made once in `out`,
+    printed."""
+    bench = out / ("commbench" if ranks == 2 else f"commbench{ranks}")
     if not list(bench.glob("commbench/*/*.json")):
         subprocess.run([sys.executable, "-m", "dlperf", "commbench", "--device", "cpu", "--cpu-threads", "1",
-                        "--devices-per-node", "2", "--sizes", "256K,1M,4M,16M,32M", "--out", str(bench)],
+                        "--devices-per-node", str(ranks), "--sizes", "256K,1M,4M,16M,32M", "--out", str(bench)],
                        check=True, capture_output=True)  # fmt: skip
     (bench_record,) = bench.glob("commbench/*/*.json")
     bench_read = read_commbench(str(bench_record))
     intra, _ = links_from_records([bench_read])
     ops, _ = op_links_from_records([bench_read])
     for op, link in ops.items():
-        print(f"{op}: {link.alpha_s * 1e6:.0f} us + {1 / link.beta_s_per_byte / 1e6:.0f} MB/s per ring step")
+        print(f"{op} ({ranks} ranks): {link.alpha_s * 1e6:.0f} us + {1 / link.beta_s_per_byte / 1e6:.0f} MB/s "
+              "per ring step")  # fmt: skip
     return intra, ops
 
 
@@ -146,6 +148,10 @@ class Check(NamedTuple):
     iters: int = 4
     best_window: bool = False
     attempts: int = 1  # (one-rank, timed) pairs tried while other jobs kept more than QUIET cores busy
+    # whether a layout of 4 ranks takes its links from a 4-rank commbench: 4 ranks sharing the 2 cores wait for
+    # each other's turn on a core at every step of a collective (the all-to-all 1.5-1.8 ms per ring step on 4 ranks,
+    # 0.45-0.72 ms on 2), as they get half a core's compute and copy rates
+    links_by_ranks: bool = False
 
     def step_s(self, record: dict) -> float:
         throughput = max(record["window_throughputs"]) if self.best_window else record["throughput"]
@@ -174,7 +180,7 @@ def timed_pair(check: Check, values: dict, devices: int, out: Path, slug: str) -
 
 def run_check(check: Check, out: Path) -> None:
     """Each layout against its prediction, the table printed row by row."""
-    intra, ops = measured_links(out)
+    links = {2: measured_links(out)} | ({4: measured_links(out, 4)} if check.links_by_ranks else {})
     bandwidth = copy_bandwidth()
     print(f"memory: {bandwidth / 1e9:.1f} GB/s read and written by one core")
     print(
@@ -193,6 +199,7 @@ def run_check(check: Check, out: Path) -> None:
         rate = one["flops_per_iteration"] / 1e12 / (one_step - check.optimizer_s(bandwidth))
         rate, share = (rate / 2, bandwidth / 2) if "4 ranks" in name else (rate, bandwidth)
         device = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=share)
+        intra, ops = links.get(devices, links[2])
         net = Network(devices, intra, intra, ops, ops)  # one machine, each collective on its own fit
         run = dlperf_run(values, devices, out / slug, rss=True, model=check.model)
         minimal = check.minimal(values)

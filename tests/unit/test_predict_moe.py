@@ -25,11 +25,11 @@ from conftest import assert_one_line_error, run_cli
 from dlperf.errors import ConfigError
 from dlperf.predict.calibration import setting_for
 from dlperf.predict.model import Link
-from dlperf.predict.setting import Network, Training
+from dlperf.predict.setting import Device, Network, Training
 from dlperf.workloads import predictors
 from dlperf.workloads.llama.layout import LlamaLayout
 from dlperf.workloads.llama.predict import median_abs_error
-from dlperf.workloads.llama.predict_model import _activations_per_token
+from dlperf.workloads.llama.predict_model import _activations_per_token, predict_llama
 from dlperf.workloads.moe import predict as moe_predict
 from dlperf.workloads.moe.predict_model import (
     Experts,
@@ -47,9 +47,31 @@ H100 = setting_for("H100 SXM", 8, "amp-bf16", "megatron", Training(loss_parallel
 
 
 def test_all_to_all_bytes_per_token_on_each_link():
-    assert a2a_bytes_per_token(DSV3, 64, 8) == (12544, 100352)
-    assert a2a_bytes_per_token(DSV3, 64, 64) == (112896, 0)
-    assert a2a_bytes_per_token(DSV3, 1, 8) == (0, 0)
+    assert a2a_bytes_per_token(DSV3, 64, 8, 2) == (12544, 100352)
+    assert a2a_bytes_per_token(DSV3, 64, 64, 2) == (112896, 0)
+    assert a2a_bytes_per_token(DSV3, 1, 8, 2) == (0, 0)
+    assert a2a_bytes_per_token(DSV3, 64, 8, 4) == (25088, 200704)  # an fp32 run sends fp32 rows
+
+
+def test_fsdp2s_expert_copies_and_dlperfs_unsplit_shared_experts_by_hand():
+    """The debug size in fp32 (5 MoE blocks of 8 experts, 3 x 256 x 256 = 196,608 parameters each; 2 shared) at
+    1 GB/s, the links free. EP 2 on 2 ranks: FSDP2 holds each rank's 5 x 4 experts (L = 3,932,160 parameters) on
+    one rank, each gather and reduction copying the shard in and the whole out (2 x (L + L) values of 4 bytes):
+    3 x 16 L / 1e9 = 0.18874368 s, 2 gathers and a reduction. TP 2 x EP 2 on 4 ranks (dp_shard 2): dlperf runs the
+    2 shared experts of each block whole on each tp rank (S = 5 x 2 x 196,608 = 1,966,080) sharded over dp_shard 2,
+    beside the dense part: 3 x 4 x 2 x (S / 2 + S) / 1e9 = 0.07077888 s more, AdamW's 28 bytes of their half
+    14 S / 1e9 = 0.02752512 s."""
+    shape = moe_shape(moe_predict.moe_config({"size": "debug", "attention": "gqa", "num_kv_heads": 4}))
+    device = Device(peak_tflops=1.0, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=1e9)
+    training = Training(precision="fp32", overlap=False, fused_optimizer=False)
+    free = Network(4, Link(0.0, 0.0), Link(0.0, 0.0))
+    for tp, dense_shape, want in ((1, shape.dense, 0.18874368), (2, shape.without_shared(), 0.18874368 + 0.07077888)):
+        layout = LlamaLayout(1, 1, 2, 1, tp, 2, 4, "1f1b", 1)
+        got = predict_moe(shape, layout, 2, Experts(tp_folded=False), training, device, free)
+        dense = predict_llama(dense_shape, layout, training, device, free)
+        assert got.time["fsdp_dp"] - dense.time["fsdp_dp"] == pytest.approx(want)
+        expert_adamw = 28 * 3932160 / 1e9 + (0.02752512 if tp == 2 else 0.0)
+        assert got.time["optimizer"] - dense.time["optimizer"] == pytest.approx(expert_adamw)
 
 
 def test_expert_memory_under_ep_and_fsdp():

@@ -289,7 +289,7 @@ def _fsdp_s(
     if fs * dpr == 1:
         return 0.0  # not sharded: no FSDP
     param_bytes = 4 if training.precision == "fp32" else (1.5 if training.float8 else 2)  # float8: weights 8-bit
-    copies = 2 * (local / fs + local) / device.memory_bytes_per_s
+    copies = fsdp_copies_s(local, fs, device)
     gather = net.collective_s("all_gather", local * param_bytes, fs, tp) + copies * param_bytes
     reduce = net.collective_s("reduce_scatter", local * 4, fs, tp) + copies * 4
     reduce += net.collective_s("all_reduce", local * 4 / fs, dpr, tp * fs)
@@ -300,6 +300,12 @@ def _fsdp_s(
         fsdp_s = m * (max(0.0, gather - fwd_compute) + gather / layers) + (m - 1) * max(0.0, gather - bwd_compute)
         return fsdp_s + (max(0.0, gather + reduce - bwd_compute) + reduce / layers)
     return max(0.0, gather - m * fwd_compute) + max(0.0, reduce - bwd_compute) + (gather + reduce) / layers
+
+
+def fsdp_copies_s(local: float, shards: int, device: Device) -> float:
+    """Seconds per byte of a value of FSDP2's copies around one gather or reduction of `local` parameters over
+    `shards` ranks: the shard and the unsharded tensors each read and written at the memory bandwidth."""
+    return 2 * (local / shards + local) / device.memory_bytes_per_s
 
 
 def _memory(

@@ -7,11 +7,11 @@ group are neighbours along tp x cp x dp_shard (tp innermost), each holds num_exp
 (tp x cp x dp) / ep groups of ep ranks (expert data parallelism, edp) shard and reduce the experts' state.
 
 Routed experts, per MoE block and micro-batch on one rank: its tokens (b·s / (cp·tp) under sequence parallelism)
-each pick top_k experts. Dispatch and combine are all-to-alls of top_k·h values per token (16-bit), forward and
-backward (four, six under full recomputation); of a rank's pairs (ep_node - 1)/ep stay on the NVLink domain
-(ep_node = the group's ranks inside one domain: 8 on HGX, 72 on NVL72) and (ep - ep_node)/ep cross InfiniBand
-through the rank's own NIC, the two at once (NCCL's and DeepEP's all-to-all post every peer together); the
-busiest rank receives `imbalance` times the mean. The experts' grouped GEMMs do 18·h·f per token-expert pair
+each pick top_k experts. Dispatch and combine are all-to-alls of top_k·h values per token (16-bit, fp32 in fp32),
+forward and backward (four, six under full recomputation); of a rank's pairs (ep_node - 1)/ep stay on the NVLink
+domain (ep_node = the group's ranks inside one domain: 8 on HGX, 72 on NVL72) and (ep - ep_node)/ep cross
+InfiniBand through the rank's own NIC, the two at once (NCCL's and DeepEP's all-to-all post every peer together);
+the busiest rank receives `imbalance` times the mean. The experts' grouped GEMMs do 18·h·f per token-expert pair
 (forward and backward of three matrices) for the busiest expert's `imbalance` x the mean share (capped at the
 capacity factor, whose excess is dropped), at the device's rate times the stack's grouped-GEMM share, plus the
 local experts' weights read once forward and twice backward at the memory bandwidth: the roofline (Williams,
@@ -20,8 +20,10 @@ about rate / bandwidth, ~170 tokens on an H100, it is bound by the weights). A s
 behind compute where the stack overlaps it (Megatron's 1F1B A2A overlap of one micro-batch's dispatch with
 another's experts; DeepEP's and DualPipe's). Each MoE block launches 9 GEMMs per local expert and MOE_KERNELS
 more per micro-batch at a fitted time each (host-bound where the experts are small). The expert gradients reduce
-(fp32, or 16-bit where the run reduces in bf16) and the weights gather over edp once per step (`_expert_dp_s`),
-AdamW steps the local expert shard, and the experts' time joins each pipeline slot (so the bubble grows with it).
+(fp32, or 16-bit where the run reduces in bf16) and the weights gather over edp once per step (`_expert_dp_s`;
+under FSDP2 each micro-batch, with its copies around each, over one rank too), AdamW steps the local expert shard
+(and dlperf's shared experts, unsplit under tp, are sharded and stepped as the dense part's), and the experts' time
+joins each pipeline slot (so the bubble grows with it).
 
 Memory: the expert state (fp32 values, gradients, two moments: 16 bytes per parameter) sharded over edp (Megatron's
 distributed optimizer: the fp32 values and moments, 12 bytes, over edp; the 16-bit values and the gradients, fp32 or
@@ -46,12 +48,12 @@ from dlperf.workloads.llama.predict_model import (
     ModelShape,
     _in_flight,
     _peak,
+    fsdp_copies_s,
     predict_llama,
 )
 from dlperf.workloads.moe.config import MoEConfig, parameter_counts
 
 STATE_BYTES = 16  # fp32 value, gradient and AdamW's two moments per parameter
-A2A_BYTES = 2  # dispatch and combine in 16 bits
 MOE_KERNELS = 60  # an MoE block's kernels beside the experts' GEMMs, forward and backward (assumed, not counted)
 
 
@@ -165,11 +167,12 @@ def expert_group(ep: int, per_node: int) -> tuple[int, int]:
     return inside, math.ceil(ep / inside)
 
 
-def a2a_bytes_per_token(shape: MoEShape, ep: int, per_node: int) -> tuple[float, float]:
-    """(bytes one token sends over NVLink, over InfiniBand) in one dispatch: top_k copies of h 16-bit values,
-    spread evenly over the ep ranks; those to itself move nothing."""
+def a2a_bytes_per_token(shape: MoEShape, ep: int, per_node: int, value_bytes: int) -> tuple[float, float]:
+    """(bytes one token sends over NVLink, over InfiniBand) in one dispatch: top_k copies of h values of
+    `value_bytes` (the activations': 2, or 4 in fp32), spread evenly over the ep ranks; those to itself move
+    nothing."""
     inside, _ = expert_group(ep, per_node)
-    pair = shape.dense.hidden * A2A_BYTES
+    pair = shape.dense.hidden * value_bytes
     return shape.top_k * pair * (inside - 1) / ep, shape.top_k * pair * (ep - inside) / ep
 
 
@@ -203,9 +206,15 @@ def predict_moe(
     bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / v * slot if pp > 1 else 0.0
     local = expert_params_per_rank(shape, layers, ep)
     gathers = 2 * m if pp == 1 and not training.distributed_optimizer else 1  # FSDP2's forward and backward each
-    fsdp_s = _expert_dp_s(training, net, (local, experts.grad_bytes), (ep * layout.tp // tp, edp, gathers),
-                          dense.time["compute"] / m + grouped_s, layers)  # fmt: skip
+    micro_s = dense.time["compute"] / m + grouped_s
+    fsdp_s = _expert_dp_s(training, net, device, (local, experts.grad_bytes), (ep * layout.tp // tp, edp, gathers),
+                          micro_s, layers, ep > 1)  # fmt: skip
     optimizer_s = OPTIMIZER_BYTES_PER_PARAM * local / edp / device.memory_bytes_per_s
+    if shared:  # out of the dense part, yet FSDP2's with it (over dp_shard x cp, tp apart), whole on each tp rank
+        unsplit, shards = layers * shared * shape.expert_params, layout.dp_shard * layout.cp
+        fsdp_s += _expert_dp_s(training, net, device, (unsplit, 4), (layout.tp, shards * layout.dp_replicate,
+                               gathers), micro_s, layers, False)  # fmt: skip
+        optimizer_s += OPTIMIZER_BYTES_PER_PARAM * unsplit / shards / device.memory_bytes_per_s
     time = {**dense.time, "experts": m * grouped_s, "all_to_all": m * a2a_s, "launches": m * launch_s}
     time["pipeline_bubble"] += bubble_s
     time["fsdp_dp"] += fsdp_s
@@ -247,22 +256,25 @@ def launches(shape: MoEShape, ep: int) -> int:
 
 
 def _expert_dp_s(
-    training: Training, net: Network, experts: tuple[float, int], group: tuple[int, int, int], micro_s: float,
-    layers: int,
+    training: Training, net: Network, device: Device, experts: tuple[float, int], group: tuple[int, int, int],
+    micro_s: float, layers: int, wrapped: bool,
 ) -> float:  # fmt: skip
     """The gradients of `experts` (local parameters, bytes per gradient) reduce-scattered and their weights
     all-gathered (16-bit, 8-bit under float8; fp32 in fp32) over the edp ranks `stride` apart (`group`: stride, edp,
     gathers per step), the reduction bucket by bucket during the last micro-batch's backward, each gather during a
     forward (`micro_s`: one micro-batch's compute, a third of it forward): once per step as Megatron's distributed
-    optimizer runs them, forward and backward each micro-batch as FSDP2 does. Each is hidden but for its last
-    block's share, except where nothing overlaps (gloo on the computing cores)."""
+    optimizer runs them, forward and backward each micro-batch as FSDP2 does, with FSDP2's copies around each (the
+    dense part's rule), over one rank too where it holds them (`wrapped`: dlperf's experts under ep). Each is
+    hidden but for its last block's share, except where nothing overlaps (gloo on the computing cores)."""
     stride, edp, gathers = group
-    if edp <= 1:
+    fsdp2 = not training.distributed_optimizer and (edp > 1 or wrapped)
+    if edp <= 1 and not fsdp2:
         return 0.0
     local, grad_bytes = experts
     weight_bytes = 4 if training.precision == "fp32" else 1 if training.float8 else 2
-    reduce = net.collective_s("reduce_scatter", local * grad_bytes, edp, stride)
-    gather = net.collective_s("all_gather", local * weight_bytes, edp, stride)
+    copies = fsdp_copies_s(local, edp, device) if fsdp2 else 0.0
+    reduce = net.collective_s("reduce_scatter", local * grad_bytes, edp, stride) + copies * grad_bytes
+    gather = net.collective_s("all_gather", local * weight_bytes, edp, stride) + copies * weight_bytes
     if not training.overlap:
         return reduce + gathers * gather
     hidden = max(0.0, reduce - micro_s * 2 / 3) + gathers * max(0.0, gather - micro_s / 3)
@@ -274,7 +286,7 @@ def _a2a_s(shape: MoEShape, training: Training, net: Network, layers: int, token
     together) and its bytes on NVLink and InfiniBand at once."""
     if ep <= 1:
         return 0.0
-    nvlink, infiniband = a2a_bytes_per_token(shape, ep, net.devices_per_node)
+    nvlink, infiniband = a2a_bytes_per_token(shape, ep, net.devices_per_node, training.act_bytes)
     inside, domains = expert_group(ep, net.devices_per_node)
     intra, inter = net.intra_ops.get("all_to_all", net.intra), net.inter_ops.get("all_to_all", net.inter)
     one = max(intra.alpha_s * (inside > 1) + tokens * nvlink * intra.beta_s_per_byte,

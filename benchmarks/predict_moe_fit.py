@@ -1,4 +1,4 @@
-"""The three fitted figures of `dlperf predict --model moe`, fitted on the published points marked `fit` (5 of 17):
+"""The three fitted figures of `dlperf predict --model moe`, fitted on the published points marked `fit` (5 of 19):
 the grouped GEMMs' share of the dense matmul rate and the time per kernel an MoE block launches (on the four that
 are not GB300s), then Blackwell Ultra's scale on the stacks' efficiencies (on the GB300 one); then every point's
 error. Prints the constants for workloads/moe/predict.py and predict/calibration.py and the table for

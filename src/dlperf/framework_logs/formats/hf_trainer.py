@@ -24,8 +24,8 @@ are `speed_metrics("train_step", ...)` of one step: its time and its GLOBAL samp
 36.00 on every printed line: the step's samples, so no batch from the path). The PR's code is in no stored branch:
 what the time covers is read from the figures only. A dict is the step the bar counted last (ProgressCallback
 updates the bar at the step's end, then on_log writes the dict above it); one before any bar line is the bar's
-first count; an evaluation's bar (another total) counts no steps. Rule (the seeds' method): the steps after the first 5, each step's samples over the steps' summed
-runtime.
+first count; an evaluation's bar (another total) counts no steps. Rule (the seeds' method): the steps after the
+first 5, each step's samples over the steps' summed runtime.
 """
 
 from __future__ import annotations

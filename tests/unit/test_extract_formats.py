@@ -68,10 +68,11 @@ def test_every_format_has_a_fixture_and_expected_figures():
         "nanotron",
         "torchtune",
         "litgpt",
-        "llmc",  # tests/unit/test_readers_unread_lines.py, as the next three
+        "llmc",  # tests/unit/test_readers_unread_lines.py, as the next four
         "deepspeed-chat",
         "aws-fsdp",
         "modded-nanogpt",
+        "hf-trainer-steps",
         "deepspeed-pipe",  # a real BigScience log: tests/unit/test_readers_unread_lines.py
         *TRAINERS,
     }

@@ -47,8 +47,8 @@ def _small_logs() -> list[Path]:
 
 
 OWN = {"llmc": "llmc", "gpt-neox": "gpt-neox", "deepspeed-chat": "deepspeed-chat", "aws-fsdp": "aws-fsdp",
-       "nanochat": "nanochat", "modded-nanogpt": "modded-nanogpt",
-       "deepspeed-pipe": "megatron-deepspeed"}  # format -> its fixtures' folder  # fmt: skip
+       "nanochat": "nanochat", "modded-nanogpt": "modded-nanogpt", "deepspeed-pipe": "megatron-deepspeed",
+       "hf-trainer-steps": "hf-trainer-steps"}  # format -> its fixtures' folder  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
@@ -99,6 +99,33 @@ def test_gpt_neox_reads_its_own_samples_per_sec_not_a_placeholder_batch():
     assert check["agree"] is False and check["second"] == pytest.approx(8.0)
     assert "ThroughputTimer" in check["reading"] and "it is taken" in check["note"]
     assert not any("given global batch" in note for note in record["reading_notes"])
+
+
+NEOX_DELTA = DISAGREE / "gpt-neox" / "1n1g" / "delta-moe2-338m_b1_bf16_1.log"
+
+
+def test_a_real_gpt_neox_log_is_its_own_samples_per_sec_after_its_first_interval(tmp_path):
+    """A real GPT-NeoX run's rank-0 stdout (a 338M 2-expert MoE on one GPU, train_batch_size 1, iterations 10-270
+    every 10, DeepSpeed's timer lines not printed): iteration 10's interval (1.328 samples/s, the start-up) is the
+    first 10 iterations, dropped; iterations 11-270 are 26 lines of 10 iterations, each at its printed rate, by hand
+    26 x 10 / sum(10 / samples/sec) = 6.0896 samples/s (each rate is train_batch_size over the line's elapsed time:
+    1 / 0.1643 s = 6.086 for 6.085). The figure needs no batch: the path's b4 changes nothing and says nothing."""
+    rates = [float(r) for r in re.findall(r"^ samples/sec: ([\d.]+) \|", NEOX_DELTA.read_text("utf-8"), re.M)]
+    assert len(rates) == 27 and rates[0] == 1.328
+    by_hand = 26 * 10 / sum(10 / rate for rate in rates[1:])
+    assert round(by_hand, 4) == 6.0896
+    record = read(NEOX_DELTA)
+    assert (record["status"], record["format"], record["unit"], record["kept_steps"]) == (
+        "ok",
+        "gpt-neox",
+        "samples/s",
+        [20, 270],
+    )
+    assert record["throughput"] == pytest.approx(by_hand, rel=1e-12) and record["cross_check"]["agree"] is None
+    lines = NEOX_DELTA.read_text("utf-8").splitlines()
+    elsewhere = read(copy_to(tmp_path, NEOX_DELTA, lines, name="delta_b4_bf16_1.log"))
+    assert elsewhere["throughput"] == record["throughput"]
+    assert not any("given global batch" in note for note in elsewhere["reading_notes"])
 
 
 def test_gpt_neox_lines_after_an_engine_line_are_still_neoxs(tmp_path):
@@ -206,6 +233,37 @@ def test_modded_nanogpt_is_a_steps_tokens_over_its_training_clock():
     assert new["throughput"] == pytest.approx((2245 - 11) * 262144 / ((137492 - 654) / 1000), rel=1e-12)
     with pytest.raises(DataError, match="schedules the batch size"):
         read(MODDED / "fp8downproj-2026-07-17-staged_b1_bf16_1.log")
+
+
+HF_STEPS = DISAGREE / "hf-trainer-steps" / "1n1g" / "msft-pr7-ort-steps_b36_fp32_1.log"
+
+
+def test_a_trainer_forks_per_step_dicts_are_each_steps_samples_over_its_runtime(tmp_path):
+    """microsoft/huggingface-transformers PR 7's sample prints: five per-step dicts between the tqdm bar's lines,
+    steps 2086-2090 of 2120 (each dict is the step the bar counted last; the first, before any bar line, the bar's
+    first count), far past the 5-step warm-up: every step's runtime x rate (36.00 samples, no batch from the path)
+    over the summed runtime, by hand 180.0 / 3.2506 s = 55.374 samples/s. An evaluation's bar between them counts
+    no steps; without the bar lines the dicts are steps 1-5, all inside the warm-up: the later half (steps 3-5)."""
+    text = HF_STEPS.read_text("utf-8")
+    step = r"'train_step_runtime': ([\d.]+), 'train_step_samples_per_second': ([\d.]+)"
+    pairs = [(float(t), float(v)) for t, v in re.findall(step, text)]
+    assert [round(t * v, 2) for t, v in pairs] == [36.0] * 5
+    record = read(HF_STEPS)
+    assert (record["status"], record["format"], record["unit"], record["kept_steps"]) == (
+        "ok",
+        "hf-trainer-steps",
+        "samples/s",
+        [2086, 2090],
+    )
+    assert record["throughput"] == pytest.approx(sum(t * v for t, v in pairs) / sum(t for t, _ in pairs), rel=1e-12)
+    assert round(record["throughput"], 3) == 55.374 and record["cross_check"]["agree"] is None
+    assert not any("given global batch" in note for note in record["reading_notes"])
+    lines = text.splitlines()
+    evaluated = [*lines[:6], " 50%|█████     | 5/10 [00:01<00:01,  4.30it/s]", *lines[6:]]  # a bar of another total
+    assert read(copy_to(tmp_path, HF_STEPS, evaluated))["kept_steps"] == [2086, 2090]
+    bare = read(copy_to(tmp_path, HF_STEPS, [line for line in lines if "it/s" not in line], "1n2g"))
+    assert bare["kept_steps"] == [3, 5]
+    assert bare["throughput"] == pytest.approx(sum(t * v for t, v in pairs[2:]) / sum(t for t, _ in pairs[2:]))
 
 
 def test_a_batch_taken_from_the_path_is_said_in_the_record_and_the_report(tmp_path):

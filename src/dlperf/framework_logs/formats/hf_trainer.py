@@ -14,13 +14,28 @@ max_steps x total batch), GLOBAL over every process and gradient-accumulation st
 instrumented run the hook marks that span (it wraps `speed_metrics`, whose train_runtime is `time.time()` at its
 call less the loop's `start_time`: transformers/trainer.py `Trainer._inner_training_loop`), and the hook's samples
 over it are compared with the printed figure, like for like.
+
+A fork's per-step dicts (microsoft/huggingface-transformers PR 7, "Throughput instrumentation per training step",
+its own sample prints between the tqdm bar's lines), one per optimizer step:
+
+{'train_step_runtime': 0.6309, 'train_step_samples_per_second': 57.063, 'epoch': 0.98}
+
+are `speed_metrics("train_step", ...)` of one step: its time and its GLOBAL samples over it (runtime x rate is
+36.00 on every printed line: the step's samples, so no batch from the path). The PR's code is in no stored branch:
+what the time covers is read from the figures only. A dict is the step the bar counted last (ProgressCallback
+updates the bar at the step's end, then on_log writes the dict above it); one before any bar line is the bar's
+first count; an evaluation's bar (another total) counts no steps. Rule (the seeds' method): the steps after the
+first 5, each step's samples over the steps' summed runtime.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from dlperf.framework_logs.base import NUMBER, HookTrace, LogFormat, Point, RunShape, each_line, to_float
+from dlperf.framework_logs.formats.tqdm_bar import BAR
 
 SPEED = re.compile(rf"['\"]?train_samples_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
 STEPS = re.compile(rf"['\"]?train_steps_per_second['\"]?\s*[:=]\s*['\"]?(?P<v>{NUMBER})")
@@ -37,6 +52,34 @@ def _point(m: re.Match[str], shape: RunShape) -> Point:
         per_step = speed / to_float(steps["v"])
         note += f"; {per_step:.4g} samples per optimizer step (global batch {shape.global_batch} given)"
     return Point(step=1, start=1, speed=speed, note=note)
+
+
+STEP = re.compile(
+    rf"['\"]train_step_runtime['\"]:\s*['\"]?(?P<t>{NUMBER})['\"]?,\s*"
+    rf"['\"]train_step_samples_per_second['\"]:\s*['\"]?(?P<v>{NUMBER})"
+)
+
+
+def read_steps(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
+    """Each per-step dict at the training bar's last count: the first bar's total is the run's steps, and a bar of
+    another total (an evaluation's) counts no steps. Dicts before any bar line are the steps up to its first count;
+    with no bar at all, one step each."""
+    count: int | None = None
+    total: str | None = None
+    held: list[Point] = []
+    for line in lines:
+        if "train_step_samples_per_second" in line and (m := STEP.search(line)):
+            seconds = to_float(m["t"])
+            point = Point(step=count, seconds=seconds, batch=to_float(m["v"]) * seconds, resolution=0.00005)
+            if count is None:
+                held.append(point)
+            else:
+                yield point
+        elif ("it/s" in line or "s/it" in line) and (b := BAR.search(line)) and b["total"] == (total or b["total"]):
+            count, total = int(b["n"]), b["total"]
+            yield from (replace(point, step=count - len(held) + 1 + i) for i, point in enumerate(held))
+            held = []
+    yield from (replace(point, step=i + 1) for i, point in enumerate(held))
 
 
 def same_stretch(
@@ -66,5 +109,18 @@ FORMATS = (
         practice="transformers' Trainer speed_metrics: planned train samples / train_runtime (whole run, "
         "evaluation and saving included); no per-step time is printed, so there is no second reading",
         same_stretch=same_stretch,
+    ),
+    LogFormat(
+        name="hf-trainer-steps",
+        description="a Hugging Face Trainer fork's per-step dicts (`'train_step_runtime': T, "
+        "'train_step_samples_per_second': S`)",
+        signature=re.compile(rf"['\"]train_step_runtime['\"]:\s*['\"]?{NUMBER}['\"]?,\s*['\"]train_step_samples_per_"),
+        clue=("train_step_samples_per_second",),
+        reads=("it/s", "s/it"),
+        read=read_steps,
+        warmup=5,
+        printed_from="seconds",
+        practice="microsoft/huggingface-transformers PR 7: each step's global samples (runtime x rate) over its "
+        "train_step_runtime, the first 5 steps dropped (the seeds' method)",
     ),
 )

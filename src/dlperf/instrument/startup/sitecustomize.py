@@ -35,8 +35,8 @@ Where the script imports them, it hooks, after their own import:
 - DeepSpeed's engine: an update made inside `engine.step()` is stamped when it returns (after ZeRO's gathers);
 - transformers' Trainer: each micro-batch `training_step` takes, and the span of its train_runtime;
 - Lightning's Trainer: a callback counting each batch and marking the start of each epoch;
-- Keras 3 `Model.fit` (any backend): an async-safe callback timing each batch (Keras keeps its asynchronous
-  dispatch), with the batch's size where fit is given arrays.
+- Keras 3 `Model.fit` (any backend): an async-safe callback timing each batch in Keras' own batch order (Keras
+  keeps its asynchronous dispatch), with the batch's size where fit is given arrays.
 Any failure of the hook itself is written to the side file as a `#` line and the hook steps aside.
 Another `sitecustomize` later on sys.path (a site's own) is imported after this one, as it would have been.
 """
@@ -151,9 +151,9 @@ class _Steps:
         if self.gpu is not None:
             self.open_event = self.gpu.event(self.open_event)
 
-    def record(self, samples: int) -> None:
-        """One whole update (a Keras batch) of `samples` (0: not counted)."""
-        self.open_at, self.open_samples, self.open_tokens = time.monotonic(), samples, 0
+    def record(self, samples: int, at: float) -> None:
+        """One whole update (a Keras execution) of `samples` (0: not counted), ended at `at`."""
+        self.open_at, self.open_samples, self.open_tokens = at, samples, 0
         self.model_samples = self.model_tokens = 0  # Keras counts its own batches
         self._close()
         if time.monotonic() - self.flushed >= FLUSH_S:
@@ -503,28 +503,39 @@ def _lightning(module) -> None:
 @_guarded("keras")
 def _keras(module) -> None:
     class Steps(module.callbacks.Callback):
-        """Stamps each batch; async-safe, so Keras 3 keeps its asynchronous dispatch of batch callbacks. Keras runs
-        them on a thread pool, once each step's logs are ready, in no set order (a later batch's call may come
-        first): each call counts the batches its execution ran (`steps_per_execution` of them, ending at `batch`)
-        that no call of this epoch counted yet, under a lock, so no batch is counted twice or lost whatever the
-        order (Keras waits for every call of an epoch before its next begins)."""
+        """Stamps each execution of `steps_per_execution` batches, in Keras' own batch order; async-safe, so Keras 3
+        keeps its asynchronous dispatch of batch callbacks. Keras calls `on_train_batch_begin` on the loop's thread
+        in order, but runs the end calls on a thread pool once each execution's logs are ready, in no set order (a
+        later batch's call may come first): an end call is held until every execution begun before it has ended,
+        then written in turn, so each line is the update Keras numbers next. A later execution's logs being ready
+        means the earlier ones have run: a held execution is stamped at the earliest end call at or after it
+        (times never go back). Keras waits for every end call of an epoch before its next begins."""
 
         async_safe = True
 
         def __init__(self, sizes) -> None:
             super().__init__()
-            self.sizes, self.counted, self.lock = sizes, set(), threading.Lock()
+            self.sizes, self.lock = sizes, threading.Lock()
+            self.begun: list[int] = []  # the first batch of each execution begun and not yet written, in order
+            self.ended: dict[int, tuple[float, int]] = {}  # first batch -> (its end call's time, its last batch)
 
-        def on_epoch_begin(self, epoch, logs=None) -> None:
-            self.counted = set()
+        def on_train_batch_begin(self, batch, logs=None) -> None:
+            with self.lock:
+                self.begun.append(batch)
 
         def on_train_batch_end(self, batch, logs=None) -> None:  # Keras passes `logs=` by name
-            per_call = getattr(self.model, "steps_per_execution", 1)
-            per_call = per_call if isinstance(per_call, int) and per_call > 0 else 1
+            now = time.monotonic()
             with self.lock:
-                ran = [i for i in range(max(0, batch - per_call + 1), batch + 1) if i not in self.counted]
-                self.counted.update(ran)
-                STEPS.record(sum(self.sizes(i) for i in ran))
+                first = max((b for b in self.begun if b <= batch), default=None)
+                if first is None:  # never begun: nothing to place it after
+                    STEPS.note(f"dlperf hook for keras: batch {batch} ended without beginning")
+                    return
+                self.ended[first] = (now, batch)
+                while self.begun and self.begun[0] in self.ended:
+                    at = min(t for t, _ in self.ended.values())
+                    begin = self.begun.pop(0)
+                    last = self.ended.pop(begin)[1]
+                    STEPS.record(sum(self.sizes(i) for i in range(begin, last + 1)), at)
 
     fit = module.Model.fit
 

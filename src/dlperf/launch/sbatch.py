@@ -19,7 +19,6 @@ from dlperf.launch.base import Launcher, OnDone, RunJob
 from dlperf.launch.messages import RunResult
 from dlperf.records.store import write_text_atomic
 from dlperf.spec import RunSpec
-from dlperf.workloads import get_workload
 
 POLL_S = 1.0
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -60,9 +59,9 @@ def value_flags(values: dict[str, Any]) -> list[str]:
     return flags
 
 
-def command_for(spec: RunSpec) -> str:
-    """The dlperf command that runs `spec` inside the allocation: `run`, or the measurement's own (`commbench`)."""
-    return spec.model if get_workload(spec.model).tasks else "run"
+def subcommand_for(job: RunJob) -> str:
+    """The dlperf subcommand that runs the job inside the allocation: `run`, or a task run's own (`commbench`)."""
+    return job.spec.model if job.kind == "task" else "run"
 
 
 class SbatchLauncher(Launcher):
@@ -95,9 +94,9 @@ class SbatchLauncher(Launcher):
         if options.master_port:
             launch += ["--master-port", str(options.master_port)]
         for repeat in repeats:
-            command = [options.remote_python, "-m", "dlperf", command_for(spec), *spec_flags(spec), *launch]
-            command += ["--repeat", str(repeat), "--out", str(out), "--overwrite"]
-            lines.append(shlex.join(command))
+            argv = [options.remote_python, "-m", "dlperf", subcommand_for(job), *spec_flags(spec), *launch]
+            argv += ["--repeat", str(repeat), "--out", str(out), "--overwrite"]
+            lines.append(shlex.join(argv))
         return "\n".join(lines) + "\n"
 
     def _cases(self, jobs: list[RunJob]) -> list[tuple[RunJob, list[int]]]:

@@ -22,8 +22,7 @@ from dlperf.workloads import WorkloadPlan
 
 @dataclass(frozen=True)
 class RunJob:
-    """One planned run: the spec, its plan and its kind (decided once, orchestration/kinds.py), its repeat number
-    and its files."""
+    """One planned run: the spec, its plan and its kind (each decided once), its repeat number and its files."""
 
     spec: RunSpec
     plan: WorkloadPlan

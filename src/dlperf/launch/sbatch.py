@@ -59,11 +59,6 @@ def value_flags(values: dict[str, Any]) -> list[str]:
     return flags
 
 
-def subcommand_for(job: RunJob) -> str:
-    """The dlperf subcommand that runs the job inside the allocation: `run`, or a task run's own (`commbench`)."""
-    return job.spec.model if job.kind == "task" else "run"
-
-
 class SbatchLauncher(Launcher):
     """Submits every case of a batch of runs as one sbatch job and collects what each run recorded."""
 
@@ -93,8 +88,9 @@ class SbatchLauncher(Launcher):
             launch += ["--ifname", options.ifname]
         if options.master_port:
             launch += ["--master-port", str(options.master_port)]
+        subcommand = spec.model if job.kind == "task" else "run"  # a task run has its own: `dlperf commbench`
         for repeat in repeats:
-            argv = [options.remote_python, "-m", "dlperf", subcommand_for(job), *spec_flags(spec), *launch]
+            argv = [options.remote_python, "-m", "dlperf", subcommand, *spec_flags(spec), *launch]
             argv += ["--repeat", str(repeat), "--out", str(out), "--overwrite"]
             lines.append(shlex.join(argv))
         return "\n".join(lines) + "\n"

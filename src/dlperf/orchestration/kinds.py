@@ -1,8 +1,8 @@
 """The kind of a run, one class each (optimum-benchmark's scenarios): dlperf's timed loop (`native`), a rank task
 of its own (`task`: commbench) and another framework's script (`external`: `--command`). Each owns what differs:
 its checks before launch, the engines it loads, what its jobs carry to the agents, its outcome and its record;
-`kind_of` is the one place a spec's kind is decided: its jobs carry it to the ranks and to the record (`kind`).
-The fourth kind, a log read by `dlperf extract`, is written by `framework_logs/extract.py`."""
+`kind_of` decides a spec's kind once, its jobs carry it to the ranks and the record (`kind`). The fourth, a log
+read by `dlperf extract`, is written by `framework_logs/extract.py`."""
 
 from __future__ import annotations
 
@@ -134,13 +134,12 @@ class ExternalKind(RunKind):
         return _external().framework_of(spec, result.node_facts)
 
     def fields(self, job: RunJob, result: RunResult) -> dict[str, Any]:
-        spec = job.spec
-        own = {
-            "command": mask(spec.command or ""),
-            "label": spec.engine_tag,
-            **_external().command_fields(spec, result.node_facts),
+        return {
+            **super().fields(job, result),
+            "command": mask(job.spec.command or ""),
+            "label": job.spec.engine_tag,
+            **_external().command_fields(job.spec, result.node_facts),
         }
-        return {**super().fields(job, result), **own}
 
     def outcome(self, job: RunJob, result: RunResult) -> tuple[Failure | None, Any]:
         """The figures read from its log, or why it gives none."""

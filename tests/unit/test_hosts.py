@@ -11,7 +11,7 @@ from dlperf.launch.hosts import Host, host_port, hosts_for, parse_hosts, read_ho
 from dlperf.launch.messages import Failure, NodeResult, merge_results
 from dlperf.launch.options import LaunchOptions
 from dlperf.launch.sbatch import SbatchLauncher, spec_flags
-from dlperf.launch.ssh import ssh_command
+from dlperf.launch.ssh import ssh_argv
 from dlperf.orchestration.run import plan_jobs
 from dlperf.workloads import check_spec, spec_from_mapping
 
@@ -79,7 +79,7 @@ def test_hosts_for_takes_the_first_nodes_and_checks_slots():
 
 def test_ssh_gets_an_argument_list_with_batch_mode_and_timeout():
     options = LaunchOptions(hosts=(Host("node1"),), ssh_options=("Port=2222",), connect_timeout=7)
-    args = ssh_command(Host("alice@node1"), options, "true")
+    args = ssh_argv(Host("alice@node1"), options, "true")
     assert args[0] == "ssh" and args[-3:] == ["--", "alice@node1", "true"]
     assert "BatchMode=yes" in args and "ConnectTimeout=7" in args and "Port=2222" in args
 

@@ -164,14 +164,14 @@ def test_the_readme_tour_parses_and_reads_only_folders_it_made():
 
 
 def test_the_command_list_imports_no_command():
-    """`dlperf --help` lists the commands from their summaries (cli/commands.py), importing none of their modules:
+    """`dlperf --help` lists the commands from their summaries (cli/subcommands.py), importing none of their modules:
     it took 10x `--version` when it imported the run machinery; each command's own parser uses the same words."""
     import subprocess
     import sys
 
-    from dlperf.cli.commands import COMMANDS, SUMMARIES
     from dlperf.cli.main import build_parser
     from dlperf.cli.parser import subcommands
+    from dlperf.cli.subcommands import SUBCOMMANDS, SUMMARIES
 
     code = (
         "import sys, contextlib\nfrom dlperf.cli.main import main\nwith contextlib.suppress(SystemExit):\n"
@@ -181,8 +181,8 @@ def test_the_command_list_imports_no_command():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
-    assert all(f"    {name}" in done.stdout for name in COMMANDS)
+    assert all(f"    {name}" in done.stdout for name in SUBCOMMANDS)
     registered = build_parser()._subparsers._group_actions[0]._choices_actions
     assert {action.dest: action.help for action in registered} == SUMMARIES and set(subcommands(build_parser())) == set(
-        COMMANDS
+        SUBCOMMANDS
     )

@@ -86,7 +86,8 @@ def test_a_keys_type_comes_from_its_annotation(key, value, problem):
 def test_spec_and_messages_round_trip_through_json():
     spec = spec_from_mapping({**TINY_GPT, "devices_per_node": 2, "tp": 2, "case": None})
     assert decode_spec(json.loads(json.dumps(spec.to_dict()))) == spec
-    agent = AgentSpec(run=spec.to_dict(), log_path="/x.log", launch=NodeLaunch(nnodes=1, nproc_per_node=2, run_id="r"))
+    launch = NodeLaunch(nnodes=1, nproc_per_node=2, run_id="r")
+    agent = AgentSpec(run=spec.to_dict(), log_path="/x.log", launch=launch, kind="native")
     assert AgentSpec.from_json(agent.to_json()) == agent
     measured = RunMeasurement(
         Measurement(2, 8, 1.0, 0.5, [8.0], [1.0, 2.0], 3.0, 2.0), [RankFacts(0, "h", "cpu", {})], "cpu"

@@ -39,7 +39,7 @@ def test_a_lone_rank_runs_in_its_agent_and_its_failure_is_the_result(tmp_path, m
     launch = NodeLaunch(nnodes=1, nproc_per_node=1, run_id="r", rdzv_endpoint="127.0.0.1:29511", log_dir=str(tmp_path))
     assert launch.one_process and not replace(launch, nproc_per_node=2).one_process
     result = one_process.launch(AgentSpec(run={"model": "no-such-model"}, log_path=str(tmp_path / "r.log"),
-                                          launch=launch))  # fmt: skip
+                                          launch=launch, kind="native"))  # fmt: skip
     assert result.failure.error.startswith("ConfigError: unknown model 'no-such-model'"), result.failure.error
     assert (result.failure.rank, result.failure.exitcode) == (0, 1)
     assert "Traceback" in capsys.readouterr().err

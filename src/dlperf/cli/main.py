@@ -14,29 +14,29 @@ import traceback
 from collections.abc import Sequence
 
 from dlperf import __version__
-from dlperf.cli.commands import COMMANDS, SUMMARIES
 from dlperf.cli.declared_flags import add_declared
 from dlperf.cli.parser import Parser
+from dlperf.cli.subcommands import SUBCOMMANDS, SUMMARIES
 from dlperf.errors import DlperfError, clip
 from dlperf.secrets import learn, mask
 
 
-def named_command(argv: Sequence[str]) -> str | None:
-    """The command the arguments name (the first that is not an option; the top level's options take no value),
-    or None where none is named or the name is unknown: then every command registers, for help and errors."""
+def named_subcommand(argv: Sequence[str]) -> str | None:
+    """The subcommand the arguments name (the first that is not an option; the top level's options take no
+    value), or None where none is named or the name is unknown: then every one registers, for help and errors."""
     first = next((arg for arg in argv if not arg.startswith("-")), None)
-    return first if first in COMMANDS else None
+    return first if first in SUBCOMMANDS else None
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for `argv`'s command only (every command without `argv`)."""
+    """The parser for `argv`'s subcommand only (every subcommand without `argv`)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
     parser = Parser(
         prog="dlperf",
         description="Benchmark deep-learning training speed and scaling, and report it like the published tables.",
         parents=[common],
-        every_command=build_parser,
+        every_subcommand=build_parser,
     )
     parser.add_argument("--version", action="version", version=f"dlperf {__version__}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
@@ -47,8 +47,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, name: str) -> None:
-    """The command's parser, from what its module declares."""
-    module = importlib.import_module(COMMANDS[name])
+    """The subcommand's parser, from what its module declares."""
+    module = importlib.import_module(SUBCOMMANDS[name])
     parser = sub.add_parser(name, parents=[common], help=SUMMARIES[name], description=module.DESCRIPTION)
     for options in getattr(module, "OPTIONS", ()):  # options dataclasses, and functions that add shared flags
         if dataclasses.is_dataclass(options):
@@ -61,19 +61,19 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, n
 
 
 def _registered(argv: Sequence[str] | None, sub: argparse._SubParsersAction) -> list[str]:
-    """The commands whose parsers `argv` needs: the one it names; none for `--version`; for `--help` alone none
-    either, the list of commands made from their summaries (no command's module imported); else every command, for
+    """The subcommands whose parsers `argv` needs: the one it names; none for `--version`; for `--help` alone none
+    either, their list made from their summaries (no subcommand's module imported); else every subcommand, for
     help and errors."""
-    named = named_command(argv) if argv is not None else None
+    named = named_subcommand(argv) if argv is not None else None
     if named or argv is None:
-        return [named] if named else list(COMMANDS)
+        return [named] if named else list(SUBCOMMANDS)
     if "--version" in argv:
-        return []  # answered before any command is looked at
+        return []  # answered before any subcommand is looked at
     if list(argv) in (["-h"], ["--help"]):
-        for name in COMMANDS:
+        for name in SUBCOMMANDS:
             sub.add_parser(name, help=SUMMARIES[name])
         return []
-    return list(COMMANDS)
+    return list(SUBCOMMANDS)
 
 
 class Terminated(KeyboardInterrupt):

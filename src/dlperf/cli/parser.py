@@ -1,4 +1,4 @@
-"""Argument types and the parser every command uses: a usage error is one line."""
+"""Argument types and the parser every subcommand uses: a usage error is one line."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from dlperf.spec import AUTO, AUTO_BOUND, value_problem
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line that points at --help, and an unknown flag names the closest ones.
-    `every_command` builds the parser of every command, for naming the command an unknown flag belongs to."""
+    `every_subcommand` builds the parser of every subcommand, for naming the one an unknown flag belongs to."""
 
-    def __init__(self, *args: Any, every_command: Callable[[], argparse.ArgumentParser] | None = None, **kw: Any):
+    def __init__(self, *args: Any, every_subcommand: Callable[[], argparse.ArgumentParser] | None = None, **kw: Any):
         super().__init__(*args, **kw)
-        self.every_command = every_command
+        self.every_subcommand = every_subcommand
 
     def error(self, message: str) -> NoReturn:
         hint = self._did_you_mean(message) if message.startswith("unrecognized arguments:") else ""
@@ -28,10 +28,10 @@ class Parser(argparse.ArgumentParser):
 
     def _did_you_mean(self, message: str) -> str:
         """`; --batchsize: did you mean --batch-size?` for each unknown `--flag`, from the flags of this parser and its
-        command (argparse reports a command's unknown flags from the top parser); where none is close, the other
-        commands that take the flag (`--resume` is sweep's, not run's), and for a sweep a key of its file."""
-        commands = subcommands(self)
-        known = set(self._option_string_actions).union(*(sub._option_string_actions for sub in commands.values()))
+        subcommand (argparse reports a subcommand's unknown flags from the top parser); where none is close, the other
+        subcommands that take the flag (`--resume` is sweep's, not run's), and for a sweep a key of its file."""
+        named = subcommands(self)
+        known = set(self._option_string_actions).union(*(sub._option_string_actions for sub in named.values()))
         guesses = []
         for word in message.removeprefix("unrecognized arguments:").split():
             name = word.split("=", 1)[0]
@@ -40,13 +40,13 @@ class Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(name, known, n=1, cutoff=CLOSE)
             if close:
                 guesses.append(f"{name}: did you mean {close[0]}?")
-            elif self.every_command and (hint := _elsewhere(name, list(commands), self.every_command())):
+            elif self.every_subcommand and (hint := _elsewhere(name, list(named), self.every_subcommand())):
                 guesses.append(f"{name}: {hint}")
         return "".join(f"; {guess}" for guess in guesses)
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """The commands registered on `parser` (only the one named, where the arguments name one), by name."""
+    """The subcommands registered on `parser` (only the one named, where the arguments name one), by name."""
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return {name: sub for action in subs for name, sub in action.choices.items()}
 
@@ -55,10 +55,10 @@ CLOSE = 0.75  # difflib's ratio for a misspelling (--batchsize: 0.87); --resume 
 
 
 def _elsewhere(name: str, named: list[str], everyone: argparse.ArgumentParser) -> str | None:
-    """Where an unknown flag of the named command belongs: other commands' flag; for a sweep, a run flag is a key
-    of its file (every run setting is one)."""
-    others = {command: sub for command, sub in subcommands(everyone).items() if command not in named}
-    owners = [command for command, sub in others.items() if name in sub._option_string_actions]
+    """Where an unknown flag of the named subcommand belongs: other subcommands' flag; for a sweep, a run flag is a
+    key of its file (every run setting is one)."""
+    others = {other: sub for other, sub in subcommands(everyone).items() if other not in named}
+    owners = [other for other, sub in others.items() if name in sub._option_string_actions]
     if not owners:
         return None
     if named == ["sweep"] and "run" in owners:

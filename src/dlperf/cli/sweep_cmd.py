@@ -17,7 +17,7 @@ from dlperf.cli.live import LogFollower
 from dlperf.cli.run_flags import add_launch_options, launch_options
 from dlperf.launch import RunJob
 from dlperf.orchestration import (
-    Commands,
+    DryRunLines,
     Ended,
     Interrupted,
     Planned,
@@ -89,7 +89,7 @@ class SweepView:
         self._running.close()
 
     def show(self, event: SweepEvent) -> None:
-        if isinstance(event, Commands):
+        if isinstance(event, DryRunLines):
             print(event.text)
         elif isinstance(event, Planned):
             planned = count(len(event.plan.cases), "case")

@@ -27,7 +27,7 @@ class RankFacts:
 class RunMeasurement:
     """Rank 0's measurement of the run, with the facts every rank sent at the end.
 
-    A workload with its own rank task (`Workload.tasks`, e.g. commbench) has no timed-loop `measurement`: its
+    A task run (the `task` kind: a workload's own rank task, commbench's) has no timed-loop `measurement`: its
     JSON-able `output` goes to the workload's `task_record` instead.
     """
 

@@ -13,6 +13,7 @@ from dlperf.harness.probes import EnergyProbe, LoadProbe
 from dlperf.harness.results import RankFacts, RunMeasurement
 from dlperf.machine.gpus import visible_gpu_ids
 from dlperf.records.codec import dump
+from dlperf.records.parts import Kind
 from dlperf.records.runlog import RunLogWriter
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan, decode_spec, get_workload
@@ -33,9 +34,9 @@ def count_flops(step: TrainStep) -> tuple[int | None, str | None]:
         return None, f"FLOP counting failed: {type(error).__name__}: {error}"
 
 
-def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
-    """Run one benchmark on this rank; rank 0 returns the measurement (a RunMeasurement as the codec's plain
-    values), others None.
+def run_rank(run: dict[str, Any], log_path: str, kind: Kind) -> dict[str, Any] | None:
+    """Run one benchmark of its kind (the timed loop, or a task run's rank task) on this rank; rank 0 returns the
+    measurement (a RunMeasurement as the codec's plain values), others None.
 
     Each node's local rank 0 meters the node (machine load, energy) over the timed window; every rank times its
     own work per step, gathered with the other facts once at the end. The start-up runs without the garbage
@@ -43,7 +44,7 @@ def run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     """
     gc.disable()
     try:
-        return _run_rank(run, log_path)
+        return _run_rank(run, log_path, kind)
     finally:
         gc.enable()
 
@@ -56,7 +57,7 @@ def _start_collecting() -> None:
     gc.collect()
 
 
-def _run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
+def _run_rank(run: dict[str, Any], log_path: str, kind: Kind) -> dict[str, Any] | None:
     spec = decode_spec(run)
     plan = get_workload(spec.model).plan(spec)
     rank = RankEnv.from_environ()
@@ -68,7 +69,7 @@ def _run_rank(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
     try:
         if log:
             log.config({**spec.to_dict(), "global_batch_size": plan.global_batch, "world_size": rank.world_size})
-        work = _work(spec, plan, engine, rank, log, [load, energy] if load else [])
+        work = _work(spec, plan, engine, rank, log, [load, energy] if load else [], kind)
         ranks = engine.gather(_facts(rank, engine, work.measurement, load, energy))
     finally:
         if log:
@@ -98,13 +99,12 @@ class _RankWork:
 
 
 def _work(
-    spec: RunSpec, plan: WorkloadPlan, engine: Engine, rank: RankEnv, log: RunLogWriter | None, probes: list
+    spec: RunSpec, plan: WorkloadPlan, engine: Engine, rank: RankEnv, log: RunLogWriter | None, probes: list, kind: Kind
 ) -> _RankWork:
-    """The workload's rank task where it has one (commbench), else its step built and timed."""
-    workload = get_workload(spec.model)
-    if workload.tasks:
+    """A task run's rank task (commbench's), else the workload's step built and timed."""
+    if kind == "task":
         _start_collecting()
-        return _RankWork(output=workload.task(spec.engine)(spec, plan, engine))
+        return _RankWork(output=get_workload(spec.model).task(spec.engine)(spec, plan, engine))
     step = build_step(spec, plan, engine)
     _start_collecting()
     measurement = timed_loop(

@@ -115,7 +115,7 @@ def run_agent(argv: list[str] | None) -> int:
     else:
         with open(args.spec, encoding="utf-8") as f:
             spec = AgentSpec.from_json(f.read())
-    if spec.command is not None:
+    if spec.kind == "external":
         from dlperf.launch.external_node import launch  # another framework's own script
     elif spec.launch.one_process:
         from dlperf.launch.one_process import launch  # the rank runs here: its framework imported once
@@ -127,7 +127,7 @@ def run_agent(argv: list[str] | None) -> int:
     if result.failure and result.failure.stopped:
         STOPPED.set()
     if spec.launch.collect_env:
-        engines = [] if spec.command is not None else [spec.run.get("engine", "torch")]  # a script's: unknown
+        engines = [] if spec.kind == "external" else [spec.run.get("engine", "torch")]  # a script's: unknown
         env = {"node": node_name(), **collect_environment(), **engine_versions(engines)}
         result = dataclasses.replace(result, env=env)
     write_text_atomic(args.result.replace("%t", os.environ.get("SLURM_PROCID", "0")), result.to_json())

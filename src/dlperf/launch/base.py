@@ -14,6 +14,7 @@ from dlperf.errors import ConfigError
 from dlperf.external.template import node_processes, rendezvous_for
 from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeLaunch, RunResult
 from dlperf.launch.options import LaunchOptions
+from dlperf.records.parts import Kind
 from dlperf.records.paths import RunPaths
 from dlperf.spec import RunSpec
 from dlperf.workloads import WorkloadPlan
@@ -21,12 +22,13 @@ from dlperf.workloads import WorkloadPlan
 
 @dataclass(frozen=True)
 class RunJob:
-    """One planned run: the spec, its plan (made once), its repeat number and its files."""
+    """One planned run: the spec, its plan and its kind (each decided once), its repeat number and its files."""
 
     spec: RunSpec
     plan: WorkloadPlan
     repeat: int
     paths: RunPaths
+    kind: Kind
     command: CommandLaunch | None = None  # another framework's script to run instead of dlperf's (its kind's)
 
     def agent_spec(self, options: LaunchOptions) -> AgentSpec:
@@ -40,6 +42,7 @@ class RunJob:
                 run_id=f"dlperf-{uuid.uuid4().hex[:12]}",
                 env=options.worker_env(),
             ),
+            kind=self.kind,
             command=self.command,
         )
 

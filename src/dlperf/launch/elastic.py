@@ -44,14 +44,14 @@ FRESH_HANDLERS = {
 
 
 @record
-def rank_main(run: dict[str, Any], log_path: str) -> dict[str, Any] | None:
+def rank_main(spec: AgentSpec) -> dict[str, Any] | None:
     """Every rank's entry under torchrun's launcher; `record` writes a failing rank's traceback for the agent.
     A marker file says the rank is running, so a timeout can name the ranks that never finished."""
     for signum, handler in FRESH_HANDLERS.items():
         signal.signal(signum, handler)
     with marked(os.environ[RANKS_DIR_ENV], os.environ.get("RANK", "0")):
         try:
-            return run_rank(run, log_path)
+            return run_rank(spec.run, spec.log_path, spec.kind)
         except Exception:
             time.sleep(CAUSE_FIRST_S)
             raise
@@ -93,7 +93,7 @@ def launch(spec: AgentSpec) -> NodeResult:
         logs_specs=DefaultLogsSpecs(log_dir=settings.log_dir),
     )
     try:
-        outputs = elastic_launch(config, rank_main)(spec.run, spec.log_path)
+        outputs = elastic_launch(config, rank_main)(spec)
     except ChildFailedError as error:
         return describe_failure(error)
     except SignalException as error:

@@ -85,7 +85,7 @@ def rank_states(log_dir: Path, ranks: int | None) -> tuple[list[int], list[int]]
     return marked("running"), [r for r in range(ranks or 0) if r not in started]
 
 
-def agent_command(python: str, spec_arg: str, result_path: str) -> list[str]:
+def agent_argv(python: str, spec_arg: str, result_path: str) -> list[str]:
     return [python, "-m", "dlperf.launch.agent", spec_arg, result_path]
 
 
@@ -103,7 +103,7 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
     }
     with open(console_path, "ab") as console:
         proc = subprocess.Popen(
-            agent_command(sys.executable, "-", str(result_path)),
+            agent_argv(sys.executable, "-", str(result_path)),
             stdin=subprocess.PIPE,
             stdout=console,
             stderr=subprocess.STDOUT,
@@ -116,7 +116,7 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
                 proc.stdin.flush()
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            native = spec.launch.nproc_per_node if spec.command is None else None
+            native = spec.launch.nproc_per_node if spec.kind != "external" else None
             states = rank_states(Path(spec.launch.log_dir), native)
             stop_process_group(proc)
             return timed_out(timeout, *states)
@@ -138,7 +138,7 @@ def run_agent(spec: AgentSpec, run_dir: Path, result_path: Path, console_path: P
 def _without_result(spec: AgentSpec, code: int, console_path: Path) -> RunResult:
     """The agent ended before writing its result: killed while it ran a lone rank itself, the rank's death, named
     as torchrun's launcher names a dead worker's; else the launcher's."""
-    if code < 0 and spec.launch.one_process and spec.command is None:
+    if code < 0 and spec.launch.one_process and spec.kind != "external":
         ended, name = how_it_ended(code)
         host = node_name()
         return RunResult.failed(f"worker rank 0 on {host} {ended}", rank=0, host=host, signal=name)
@@ -168,7 +168,7 @@ class LocalLauncher(Launcher):
         return [
             "# spec on stdin:",
             self._spec(job, workdir).to_json(),
-            shlex.join(agent_command(sys.executable, "-", f"{workdir}/result.json")),
+            shlex.join(agent_argv(sys.executable, "-", f"{workdir}/result.json")),
         ]
 
     def run(self, job: RunJob, workdir: Path) -> RunResult:

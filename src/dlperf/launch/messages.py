@@ -15,7 +15,7 @@ from typing import Any
 
 from dlperf.harness.results import RunMeasurement
 from dlperf.records.codec import decode_json, dump_json
-from dlperf.records.parts import MachineLoad, Threads
+from dlperf.records.parts import Kind, MachineLoad, Threads
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,13 @@ class CommandLaunch:
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """Everything a node agent needs: the run (RunSpec.to_dict()), rank 0's log path, and its launch; an
-    external run's command instead of dlperf's workers."""
+    """Everything a node agent needs: the run (RunSpec.to_dict()), rank 0's log path, its launch and the run's
+    kind (a rank task or the timed loop, for the ranks); an external run's command instead of dlperf's workers."""
 
     run: dict[str, Any]
     log_path: str
     launch: NodeLaunch
+    kind: Kind
     command: CommandLaunch | None = None
 
     def with_launch(self, **changes: Any) -> AgentSpec:

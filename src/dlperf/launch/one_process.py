@@ -77,7 +77,7 @@ def launch(spec: AgentSpec) -> NodeResult:
     os.environ.update({**settings.env, **one_rank_env(settings.rdzv_endpoint)})
     try:
         with marked(settings.log_dir, 0):
-            rank0 = run_rank(spec.run, spec.log_path)
+            rank0 = run_rank(spec.run, spec.log_path, spec.kind)
     except Exception as error:  # noqa: BLE001 - any failure of the rank is the run's, reported as torchrun's would be
         traceback.print_exc()
         cause = first_meaningful_line(f"{type(error).__name__}: {error}")

@@ -19,7 +19,6 @@ from dlperf.launch.base import Launcher, OnDone, RunJob
 from dlperf.launch.messages import RunResult
 from dlperf.records.store import write_text_atomic
 from dlperf.spec import RunSpec
-from dlperf.workloads import get_workload
 
 POLL_S = 1.0
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -60,11 +59,6 @@ def value_flags(values: dict[str, Any]) -> list[str]:
     return flags
 
 
-def command_for(spec: RunSpec) -> str:
-    """The dlperf command that runs `spec` inside the allocation: `run`, or the measurement's own (`commbench`)."""
-    return spec.model if get_workload(spec.model).tasks else "run"
-
-
 class SbatchLauncher(Launcher):
     """Submits every case of a batch of runs as one sbatch job and collects what each run recorded."""
 
@@ -94,10 +88,11 @@ class SbatchLauncher(Launcher):
             launch += ["--ifname", options.ifname]
         if options.master_port:
             launch += ["--master-port", str(options.master_port)]
+        subcommand = spec.model if job.kind == "task" else "run"  # a task run has its own: `dlperf commbench`
         for repeat in repeats:
-            command = [options.remote_python, "-m", "dlperf", command_for(spec), *spec_flags(spec), *launch]
-            command += ["--repeat", str(repeat), "--out", str(out), "--overwrite"]
-            lines.append(shlex.join(command))
+            argv = [options.remote_python, "-m", "dlperf", subcommand, *spec_flags(spec), *launch]
+            argv += ["--repeat", str(repeat), "--out", str(out), "--overwrite"]
+            lines.append(shlex.join(argv))
         return "\n".join(lines) + "\n"
 
     def _cases(self, jobs: list[RunJob]) -> list[tuple[RunJob, list[int]]]:

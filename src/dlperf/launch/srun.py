@@ -14,7 +14,7 @@ from pathlib import Path
 from dlperf.errors import LaunchError
 from dlperf.launch.base import Launcher, RunJob
 from dlperf.launch.hosts import allocation_hosts, host_port
-from dlperf.launch.local import agent_command, free_port, stop_process_group, timed_out
+from dlperf.launch.local import agent_argv, free_port, stop_process_group, timed_out
 from dlperf.launch.messages import AgentSpec, NodeResult, RunResult, merge_results
 from dlperf.records.paths import RunPaths
 from dlperf.records.store import write_text_atomic
@@ -47,7 +47,7 @@ class SrunLauncher(Launcher):
             collect_env=True,
         )
 
-    def srun_command(self, nodes: int, paths: RunPaths) -> list[str]:
+    def srun_argv(self, nodes: int, paths: RunPaths) -> list[str]:
         shared = self._shared_dir(paths)
         cpus = os.environ.get("SLURM_CPUS_ON_NODE")
         return [
@@ -58,7 +58,7 @@ class SrunLauncher(Launcher):
             *([f"--cpus-per-task={cpus}"] if cpus else []),
             "--kill-on-bad-exit=1",
             f"--output={paths.console.with_name(f'{paths.log.stem}.node%t.console.txt')}",
-            *agent_command(self.options.remote_python, str(shared / "spec.json"), str(shared / "result-%t.json")),
+            *agent_argv(self.options.remote_python, str(shared / "spec.json"), str(shared / "result-%t.json")),
         ]
 
     def node_addrs(self, job: RunJob) -> list[str]:
@@ -69,7 +69,7 @@ class SrunLauncher(Launcher):
         return [
             f"# spec in {self._shared_dir(job.paths) / 'spec.json'}:",
             self._spec(job, self.options.master_port or "<free port>").to_json(),
-            shlex.join(self.srun_command(job.spec.nodes, job.paths)),
+            shlex.join(self.srun_argv(job.spec.nodes, job.paths)),
         ]
 
     def run(self, job: RunJob, workdir: Path) -> RunResult:
@@ -79,7 +79,7 @@ class SrunLauncher(Launcher):
         write_text_atomic(
             shared / "spec.json", self._spec(job, self.options.master_port or free_port(count=2)).to_json()
         )
-        proc = subprocess.Popen(self.srun_command(nodes, job.paths), start_new_session=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(self.srun_argv(nodes, job.paths), start_new_session=True, stdin=subprocess.DEVNULL)
         try:
             proc.wait(timeout=job.spec.timeout)
         except subprocess.TimeoutExpired:

@@ -24,7 +24,7 @@ from typing import IO
 from dlperf.errors import LaunchError
 from dlperf.launch.base import Launcher, RunJob
 from dlperf.launch.hosts import Host, host_port, hosts_for
-from dlperf.launch.local import agent_command, timed_out
+from dlperf.launch.local import agent_argv, timed_out
 from dlperf.launch.messages import AgentSpec, NodeResult, RunResult, merge_results
 from dlperf.launch.options import LaunchOptions
 from dlperf.records.paths import RunPaths
@@ -37,7 +37,7 @@ POLL_S = 0.1
 FREE_PORT_PROBE = "import dlperf, socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
 
 
-def ssh_command(host: Host, options: LaunchOptions, remote: str) -> list[str]:
+def ssh_argv(host: Host, options: LaunchOptions, remote: str) -> list[str]:
     """The ssh argument list: non-interactive, bounded connect time, user options, then the host."""
     args = [
         "ssh",
@@ -65,11 +65,11 @@ class Node:
     ended_at: float = 0.0
 
     @property
-    def start_command(self) -> str:
+    def start_prefix(self) -> str:
         quoted = shlex.quote(self.remote_dir)
         return f"mkdir -p {quoted} && echo $$ > {quoted}/pgid && exec "
 
-    def fetch_command(self) -> str:
+    def fetch_script(self) -> str:
         """Kill what is left of the node's process group, send back the result and log, remove the folder."""
         quoted = shlex.quote(self.remote_dir)
         return (
@@ -129,12 +129,12 @@ class SshLauncher(Launcher):
             env={**spec.launch.env, "DLPERF_NODE": node.host.address},
         )
 
-    def _agent_command(self, node: Node) -> str:
+    def _agent_script(self, node: Node) -> str:
         """The agent learns its parent (the ssh session) and its run folder, which it removes if that parent dies
         (this side was killed): nothing is left on the host for a fetch that never comes."""
-        agent = agent_command(self.options.remote_python, "-", f"{node.remote_dir}/result.json")
+        agent = agent_argv(self.options.remote_python, "-", f"{node.remote_dir}/result.json")
         orphan_env = f'env DLPERF_PARENT_PID="$PPID" DLPERF_RUN_DIR={shlex.quote(node.remote_dir)} '
-        return node.start_command + orphan_env + shlex.join(agent)
+        return node.start_prefix + orphan_env + shlex.join(agent)
 
     def _endpoint(self, port: int | str) -> str:
         return host_port(self.options.master_addr or self.options.hosts[0].address, port)
@@ -147,7 +147,7 @@ class SshLauncher(Launcher):
         for node in self._nodes(job, spec.launch.run_id):
             lines.append(f"# node {node.index}: {node.host.name}, spec on stdin:")
             lines.append(self._node_spec(spec, node, self._endpoint(port)).to_json())
-            lines.append(shlex.join(ssh_command(node.host, self.options, self._agent_command(node))))
+            lines.append(shlex.join(ssh_argv(node.host, self.options, self._agent_script(node))))
         return lines
 
     def run(self, job: RunJob, workdir: Path) -> RunResult:
@@ -175,10 +175,10 @@ class SshLauncher(Launcher):
         """Every host answers over ssh and has dlperf installed; the first one names a free port."""
         if shutil.which("ssh") is None:
             raise LaunchError("the ssh client is not installed here: install OpenSSH (apt-get install openssh-client)")
-        command = shlex.join([self.options.remote_python, "-c", FREE_PORT_PROBE])
+        probe = shlex.join([self.options.remote_python, "-c", FREE_PORT_PROBE])
         procs = [
             subprocess.Popen(
-                ssh_command(host, self.options, command),
+                ssh_argv(host, self.options, probe),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -202,7 +202,7 @@ class SshLauncher(Launcher):
     def _start(self, node: Node, node_spec: AgentSpec) -> None:
         with open(node.console, "ab") as console:
             node.proc = subprocess.Popen(
-                ssh_command(node.host, self.options, self._agent_command(node)),
+                ssh_argv(node.host, self.options, self._agent_script(node)),
                 stdin=subprocess.PIPE,
                 stdout=console,
                 stderr=subprocess.STDOUT,
@@ -246,7 +246,7 @@ class SshLauncher(Launcher):
     def _fetch(self, node: Node, paths: RunPaths) -> NodeResult:
         """The node's result (its log too when it held rank 0, streamed into the run's log), or a failure naming
         the host."""
-        fetch = ssh_command(node.host, self.options, node.fetch_command())
+        fetch = ssh_argv(node.host, self.options, node.fetch_script())
         proc = subprocess.Popen(fetch, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         late = threading.Event()
         watchdog = threading.Timer(self.options.connect_timeout + 60, lambda: (late.set(), proc.kill()))

@@ -14,7 +14,7 @@ from dlperf.orchestration.peak import measure_and_store
 from dlperf.orchestration.preflight import FORCE_HELP
 from dlperf.orchestration.run import RunHooks, run_one, training_spec
 from dlperf.orchestration.sweep import (
-    Commands,
+    DryRunLines,
     Ended,
     Interrupted,
     Outcome,
@@ -30,7 +30,7 @@ from dlperf.orchestration.sweep_plan import SweepOptions, SweepPlan, SweepStart,
 from dlperf.orchestration.sweep_state import ResolvedSweep, resolve_sweep
 
 __all__ = [
-    "CPU_CAP_SHARE", "FORCE_HELP", "Commands", "Ended", "Interrupted", "Outcome", "Planned", "Recorded",
+    "CPU_CAP_SHARE", "FORCE_HELP", "DryRunLines", "Ended", "Interrupted", "Outcome", "Planned", "Recorded",
     "ResolvedSweep", "RunHooks", "SearchOptions", "Skipped", "Started", "SweepEvent", "SweepOptions", "SweepPlan",
     "SweepStart", "kind_of", "measure_and_store", "prepare_search", "resolve_sweep", "resume_command", "run_one",
     "run_search", "stored_sweep_fields", "sweep_to_report", "training_spec", "window_figures"

@@ -92,26 +92,26 @@ def line_patterns(spec: RunSpec) -> tuple[str, ...]:
     return tuple(f.signature.pattern for f in formats)
 
 
-def framework_of(spec: RunSpec, commands: list[CommandFacts]) -> str:
+def framework_of(spec: RunSpec, node_facts: list[CommandFacts]) -> str:
     """`name version`: an external run's `--framework` and the version its interpreter reported
     (external.identity), else `unknown`."""
     name = spec.framework or "unknown"
-    version = next((c.framework_version for c in commands if c.framework_version), None)
+    version = next((c.framework_version for c in node_facts if c.framework_version), None)
     return framework_label(name, version)
 
 
-def command_fields(spec: RunSpec, commands: list[CommandFacts]) -> dict[str, Any]:
+def command_fields(spec: RunSpec, node_facts: list[CommandFacts]) -> dict[str, Any]:
     """An external record's evidence beside its log's figures: why the command ended, the sampled memory of
     every node's process tree (peak of the nodes), and each node's machine load with the noise verdict."""
-    if not commands:
+    if not node_facts:
         return {}
     return {
-        "ended_by": _first(c.ended_by for c in commands) or "the command exited",
-        "host_memory_mib_sampled": _peak(c.host_memory_mib_sampled for c in commands),
-        "gpu_memory_mib_sampled": _peak(c.gpu_memory_mib_sampled for c in commands),
-        "memory_note": _first(c.memory_note for c in commands),
-        "machine_load": _dumped(c.machine_load for c in commands),
-        "threads": _dumped(c.threads for c in commands),
+        "ended_by": _first(c.ended_by for c in node_facts) or "the command exited",
+        "host_memory_mib_sampled": _peak(c.host_memory_mib_sampled for c in node_facts),
+        "gpu_memory_mib_sampled": _peak(c.gpu_memory_mib_sampled for c in node_facts),
+        "memory_note": _first(c.memory_note for c in node_facts),
+        "machine_load": _dumped(c.machine_load for c in node_facts),
+        "threads": _dumped(c.threads for c in node_facts),
     }
 
 
@@ -127,9 +127,9 @@ def _dumped(parts: Iterable[Any]) -> list[Any]:
     return [dump(part) for part in parts if part]
 
 
-def noise_of(figures: ExternalRunRecord, commands: list[CommandFacts]) -> dict[str, Any]:
+def noise_of(figures: ExternalRunRecord, node_facts: list[CommandFacts]) -> dict[str, Any]:
     """The same `noisy` verdict as a native run's: the reader's kept windows and every node's load."""
-    loads = [MachineLoad(**dump(c.machine_load)) for c in commands if c.machine_load]
+    loads = [MachineLoad(**dump(c.machine_load)) for c in node_facts if c.machine_load]
     return noise_verdict(figures.window_throughputs or [], loads).as_record()
 
 
@@ -137,13 +137,13 @@ class ScriptFailed(DataError):
     """The script's log says its run failed (a NaN loss, an error after training): no timing makes that a figure."""
 
 
-def read_figures(job: RunJob, commands: list[CommandFacts] | None = None) -> dict[str, Any]:
+def read_figures(job: RunJob, node_facts: list[CommandFacts] | None = None) -> dict[str, Any]:
     """The run's figures: from dlperf's instrumentation side file where the hook timed the steps (the script's
     own printed figure beside it as the second reading), else the reader's from the run's log (throughput, latency
     where printed, format, rule, lines kept); DataError says why neither gives one."""
     script: dict[str, Any] | None = None
     try:
-        script = _script_figures(job, commands or [])
+        script = _script_figures(job, node_facts or [])
     except ScriptFailed:
         raise
     except DataError as error:
@@ -152,7 +152,7 @@ def read_figures(job: RunJob, commands: list[CommandFacts] | None = None) -> dic
     if timed is None:
         if script is None:
             raise DataError(script_error)
-        return _script_only(job, script, commands or [])
+        return _script_only(job, script, node_facts or [])
     if script is not None:
         reading = figures_of(script)
         if reading.unit in SAMPLE_UNITS:  # the script's counting unit, where it counts samples
@@ -170,11 +170,11 @@ def figures_of(figures: dict[str, Any]) -> ExternalRunRecord:
     return decode(ExternalRunRecord, figures)
 
 
-def _script_only(job: RunJob, script: dict[str, Any], commands: list[CommandFacts]) -> dict[str, Any]:
+def _script_only(job: RunJob, script: dict[str, Any], node_facts: list[CommandFacts]) -> dict[str, Any]:
     """The reader's figures alone, checked against the arrival times of its lines; why the hook did not time it."""
     reading = figures_of(script)
     script["cross_check"] = dump(_arrival_check(job, reading))
-    unplaced = next((c.instrument.not_placed for c in commands if c.instrument and c.instrument.not_placed), None)
+    unplaced = next((c.instrument.not_placed for c in node_facts if c.instrument and c.instrument.not_placed), None)
     if unplaced:
         script["reading_notes"] = [*(reading.reading_notes or []), f"not timed by dlperf's hook: {unplaced}"]
     return script
@@ -190,11 +190,11 @@ def _and(reason: str, note: str | None) -> str:
     return f"{reason}; {note}" if note else reason
 
 
-def _script_figures(job: RunJob, commands: list[CommandFacts]) -> dict[str, Any]:
+def _script_figures(job: RunJob, node_facts: list[CommandFacts]) -> dict[str, Any]:
     """The log reader's figures from the run's log; where the log gives none and a process closed its output
     while it ran on, the error says where that output went (the agent's `output_note`)."""
     spec, log = job.spec, job.paths.log
-    elsewhere = _first(c.output_note for c in commands)
+    elsewhere = _first(c.output_note for c in node_facts)
     if not log.exists() or log.stat().st_size == 0:
         raise DataError(_and(SILENT, elsewhere))
     info = LogInfo(log, spec.model, spec.nodes, spec.devices_per_node, job.plan.batch_per_device, spec.precision, 1)

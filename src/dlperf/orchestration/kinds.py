@@ -1,7 +1,7 @@
 """The kind of a run, one class each (optimum-benchmark's scenarios): dlperf's timed loop (`native`), a rank task
 of its own (`task`: commbench) and another framework's script (`external`: `--command`). Each owns what differs:
 its checks before launch, the engines it loads, what its jobs carry to the agents, its outcome and its record;
-`kind_of` is the one place a spec's kind is decided, and the record carries it (`kind`). The fourth kind, a log
+`kind_of` decides a spec's kind once, its jobs carry it to the ranks and the record (`kind`). The fourth, a log
 read by `dlperf extract`, is written by `framework_logs/extract.py`."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class RunKind:
         return [spec.engine]
 
     def job(self, spec: RunSpec, plan: WorkloadPlan, repeat: int, paths: RunPaths) -> RunJob:
-        return RunJob(spec, plan, repeat, paths)
+        return RunJob(spec, plan, repeat, paths, self.name)
 
     def framework(self, spec: RunSpec, env: dict[str, Any], result: RunResult) -> str:
         """`name version` of what ran it."""
@@ -128,19 +128,18 @@ class ExternalKind(RunKind):
             line_patterns=list(_external().line_patterns(spec)),
             instrument=spec.instrument == "auto",
         )
-        return RunJob(spec, plan, repeat, paths, command)
+        return RunJob(spec, plan, repeat, paths, self.name, command)
 
     def framework(self, spec: RunSpec, env: dict[str, Any], result: RunResult) -> str:
         return _external().framework_of(spec, result.node_facts)
 
     def fields(self, job: RunJob, result: RunResult) -> dict[str, Any]:
-        spec = job.spec
-        own = {
-            "command": mask(spec.command or ""),
-            "label": spec.engine_tag,
-            **_external().command_fields(spec, result.node_facts),
+        return {
+            **super().fields(job, result),
+            "command": mask(job.spec.command or ""),
+            "label": job.spec.engine_tag,
+            **_external().command_fields(job.spec, result.node_facts),
         }
-        return {**super().fields(job, result), **own}
 
     def outcome(self, job: RunJob, result: RunResult) -> tuple[Failure | None, Any]:
         """The figures read from its log, or why it gives none."""
@@ -160,6 +159,7 @@ class ExternalKind(RunKind):
 
 
 NATIVE, TASK, EXTERNAL_KIND = RunKind(), TaskKind(), ExternalKind()
+BY_NAME = {kind.name: kind for kind in (NATIVE, TASK, EXTERNAL_KIND)}
 
 
 def kind_of(spec: RunSpec) -> RunKind:
@@ -179,9 +179,9 @@ def require_training(spec: RunSpec) -> None:
 
 
 def build_record(job: RunJob, result: RunResult, env: dict[str, Any], started_at: float, finished_at: float) -> Record:
-    """The run's record as its declared kind (dlperf.records.schema), built by its run kind: the fields every run
-    shares, the kind's own, then a failed run's facts or the kind's figures."""
-    kind = kind_of(job.spec)
+    """The run's record as its declared kind (dlperf.records.schema), built by the kind its job was planned as: the
+    fields every run shares, the kind's own, then a failed run's facts or the kind's figures."""
+    kind = BY_NAME[job.kind]
     if result.node_envs:
         env = {**env, "nodes": result.node_envs}
     failure, made_from = kind.outcome(job, result)

@@ -34,8 +34,8 @@ from dlperf.reporting.report import existing_report_files
 
 
 @dataclass(frozen=True)
-class Commands:
-    """--dry-run: the commands each run would be, as a shell reads them; nothing runs."""
+class DryRunLines:
+    """--dry-run: the argument lists each run would start, as a shell reads them; nothing runs."""
 
     text: str
 
@@ -87,7 +87,7 @@ class Ended:
     """Every run done or skipped; the report is written next."""
 
 
-SweepEvent = Commands | Planned | Started | Skipped | Recorded | Interrupted | Ended
+SweepEvent = DryRunLines | Planned | Started | Skipped | Recorded | Interrupted | Ended
 
 
 @dataclass
@@ -115,7 +115,7 @@ def sweep_to_report(
     spec_text = config.read_text(encoding="utf-8") if config.is_file() else ""
     if launch.dry_run:
         preflight_sweep(plan, options, launcher)
-        on_event(Commands(launcher.describe_all(plan.jobs(options.out))))
+        on_event(DryRunLines(launcher.describe_all(plan.jobs(options.out))))
         return None
     created = check_writable(options.out)
     with results_lock(options.out):  # a second writer is refused now, not after the environment is collected

@@ -9,11 +9,14 @@ free-form, each with its reason at its declaration: `FreeForm`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 # A mapping whose keys dlperf does not choose: a run's `config` as the user and the workload gave it, the `env` as
 # `dlperf env --json` gathers it from the machine, and a framework log's `peer_metrics` as its format names them.
 FreeForm = dict[str, Any]
+# What kind of run a run record is (orchestration/kinds.py): dlperf's timed loop, a rank task of its own
+# (commbench), another framework's script (`--command`), or a log read by `dlperf extract`
+Kind = Literal["native", "task", "external", "extracted"]
 
 
 def given(part: Any) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from dlperf.records.parts import (
     Energy,
     Failure,
     FreeForm,
+    Kind,
     MachineLoad,
     MoERouting,
     OwnReading,
@@ -63,9 +64,6 @@ COMMBENCH_SCHEMA = "dlperf.commbench/1"
 THROUGHPUT_RANGE = (1e-6, 1e12)
 
 Check = Literal["name", "count", "positive", "throughput", ""]
-# What kind of run a run record is (orchestration/kinds.py): dlperf's timed loop, a rank task of its own
-# (commbench), another framework's script (`--command`), or a log read by `dlperf extract`
-Kind = Literal["native", "task", "external", "extracted"]
 
 
 def doc(

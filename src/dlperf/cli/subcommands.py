@@ -1,10 +1,10 @@
-"""The commands: each one's module, imported only when the command is named, and its one-line summary, which
-`dlperf --help` lists without importing any of them (each command's parser has the same words, cli/main.py)."""
+"""The subcommands: each one's module, imported only when the subcommand is named, and its one-line summary, which
+`dlperf --help` lists without importing any of them (each subcommand's parser has the same words, cli/main.py)."""
 
 from __future__ import annotations
 
-# command -> its module, in the order `dlperf --help` lists them
-COMMANDS = {
+# subcommand -> its module, in the order `dlperf --help` lists them
+SUBCOMMANDS = {
     "run": "dlperf.cli.run_cmd",
     "sweep": "dlperf.cli.sweep_cmd",
     "report": "dlperf.cli.report_cmd",

@@ -60,6 +60,13 @@ STEP = re.compile(
 )
 
 
+def _training_bar(line: str, total: str | None) -> tuple[int, str] | None:
+    """The bar's count and total where the line is a bar of the training's total (the first bar's)."""
+    if ("it/s" in line or "s/it" in line) and (b := BAR.search(line)) and b["total"] == (total or b["total"]):
+        return int(b["n"]), b["total"]
+    return None
+
+
 def read_steps(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
     """Each per-step dict at the training bar's last count: the first bar's total is the run's steps, and a bar of
     another total (an evaluation's) counts no steps. Dicts before any bar line are the steps up to its first count;
@@ -75,8 +82,8 @@ def read_steps(lines: Iterable[str], shape: RunShape) -> Iterator[Point]:
                 held.append(point)
             else:
                 yield point
-        elif ("it/s" in line or "s/it" in line) and (b := BAR.search(line)) and b["total"] == (total or b["total"]):
-            count, total = int(b["n"]), b["total"]
+        elif bar := _training_bar(line, total):
+            count, total = bar
             yield from (replace(point, step=count - len(held) + 1 + i) for i, point in enumerate(held))
             held = []
     yield from (replace(point, step=i + 1) for i, point in enumerate(held))

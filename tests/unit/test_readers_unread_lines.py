@@ -22,12 +22,7 @@ def test_llmc_is_the_global_batchs_tokens_over_the_steps_after_the_first():
     """llm.c's GPT-2 1558M on 8 H100s: 1,048,576 tokens a step over steps 2-10's ms = 381,376.48 tokens/s; the
     printed tok/s is an EMA, kept as llm.c's own reading (381,369 at step 10)."""
     record = read_run(parse_log_path(LLMC), Options())
-    assert (record["status"], record["format"], record["unit"], record["kept_steps"]) == (
-        "ok",
-        "llmc",
-        "tokens/s",
-        [2, 10],
-    )
+    assert reading(record) == ("ok", "llmc", "tokens/s", [2, 10])
     assert record["throughput"] == pytest.approx(len(STEP_MS) * 1048576 / (sum(STEP_MS) / 1000), rel=1e-9)
     assert record["own_reading"]["figure"] == 381369.0
     assert detect(LLMC.read_text("utf-8").splitlines()[2]).name == "llmc"  # the batch line names it
@@ -78,6 +73,11 @@ def read(path: Path, **options) -> dict:
     return read_run(parse_log_path(path), Options(**options))
 
 
+def reading(record: dict) -> tuple:
+    """What a reader's record says it read: its status, format, unit and kept steps."""
+    return record["status"], record["format"], record["unit"], record["kept_steps"]
+
+
 def copy_to(tmp_path: Path, path: Path, lines: list[str], case: str | None = None, name: str | None = None) -> Path:
     log = tmp_path / (case or path.parent.name) / (name or path.name)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -115,12 +115,7 @@ def test_a_real_gpt_neox_log_is_its_own_samples_per_sec_after_its_first_interval
     by_hand = 26 * 10 / sum(10 / rate for rate in rates[1:])
     assert round(by_hand, 4) == 6.0896
     record = read(NEOX_DELTA)
-    assert (record["status"], record["format"], record["unit"], record["kept_steps"]) == (
-        "ok",
-        "gpt-neox",
-        "samples/s",
-        [20, 270],
-    )
+    assert reading(record) == ("ok", "gpt-neox", "samples/s", [20, 270])
     assert record["throughput"] == pytest.approx(by_hand, rel=1e-12) and record["cross_check"]["agree"] is None
     lines = NEOX_DELTA.read_text("utf-8").splitlines()
     elsewhere = read(copy_to(tmp_path, NEOX_DELTA, lines, name="delta_b4_bf16_1.log"))
@@ -208,12 +203,7 @@ def test_nanochat_reads_a_real_logs_steps_at_their_printed_rate_x_dt():
         return sum(dt * rate for dt, rate in kept) / sum(dt for dt, _ in kept)
 
     record = read(NANOCHAT_A100)
-    assert (record["status"], record["format"], record["unit"], record["kept_steps"]) == (
-        "ok",
-        "nanochat",
-        "tokens/s",
-        [7, 10],
-    )
+    assert reading(record) == ("ok", "nanochat", "tokens/s", [7, 10])
     assert record["throughput"] == pytest.approx(by_hand(7), rel=1e-12) and round(by_hand(7)) == 527053
     assert "all inside the 10-iteration warm-up: kept the later 4" in record["window_note"]
     assert any("printed tok/sec x dt" in note for note in record["reading_notes"])
@@ -249,12 +239,7 @@ def test_a_trainer_forks_per_step_dicts_are_each_steps_samples_over_its_runtime(
     pairs = [(float(t), float(v)) for t, v in re.findall(step, text)]
     assert [round(t * v, 2) for t, v in pairs] == [36.0] * 5
     record = read(HF_STEPS)
-    assert (record["status"], record["format"], record["unit"], record["kept_steps"]) == (
-        "ok",
-        "hf-trainer-steps",
-        "samples/s",
-        [2086, 2090],
-    )
+    assert reading(record) == ("ok", "hf-trainer-steps", "samples/s", [2086, 2090])
     assert record["throughput"] == pytest.approx(sum(t * v for t, v in pairs) / sum(t for t, _ in pairs), rel=1e-12)
     assert round(record["throughput"], 3) == 55.374 and record["cross_check"]["agree"] is None
     assert not any("given global batch" in note for note in record["reading_notes"])

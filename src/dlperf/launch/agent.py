@@ -5,7 +5,8 @@ SPEC `-` reads the spec as one JSON line from stdin and then treats stdin as a l
 id, so one srun command gives each node its own result file.
 
 The launching parent may name itself in DLPERF_PARENT_PID and the run's temporary folder in DLPERF_RUN_DIR:
-an agent whose parent is already gone exits at once, and one that outlives its parent removes that folder.
+an agent whose parent is already gone exits at once, and one that outlives its parent removes that folder. A
+stopped agent (SIGTERM, or its lifeline closed) is gone within STOP_GRACE_S, whatever holds its exit.
 
 It starts the node's workers through torchrun's launcher API (elastic_launch, c10d rendezvous), or runs a lone
 rank itself (one process on one node: nothing to meet, its framework imported once, one_process.py), and
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import os
 import shutil
 import signal
@@ -31,6 +33,7 @@ from dlperf.machine.environment import collect_environment
 from dlperf.records.store import write_text_atomic
 
 ORPHAN_WAIT_S = 2.0
+STOP_GRACE_S = 15.0  # from the first SIGTERM to the agent's exit, whatever holds it (exit_after_grace)
 
 
 def die_with_parent() -> None:
@@ -68,7 +71,22 @@ def stop_on_sigterm(signum: int, frame: object) -> None:
     death signal both fire when the parent dies) must not cut the result or the clean-up short."""
     if not STOPPED.is_set():
         STOPPED.set()
+        threading.Thread(target=exit_after_grace, args=(128 + signum,), name="stop-grace", daemon=True).start()
+        faulthandler.dump_traceback_later(2 * STOP_GRACE_S, exit=True)  # where no Python runs: C holds the GIL
         raise SystemExit(128 + signum)
+
+
+def exit_after_grace(code: int) -> None:
+    """The stop's SystemExit need not end the process: Python drops an exception raised where it cannot propagate
+    (a `__del__`, a weakref or gc callback, a generator closed by the collector), and an exit waits for every
+    non-daemon thread. An agent whose parent is gone must not keep measuring: after STOP_GRACE_S it prints where its
+    threads are (the console keeps the evidence), removes an orphaned run folder and exits."""
+    time.sleep(STOP_GRACE_S)
+    print(f"dlperf agent: still running {STOP_GRACE_S:g} s after SIGTERM, exiting; its threads:", file=sys.stderr,
+          flush=True)  # fmt: skip
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    remove_orphaned_run_dir()
+    os._exit(code)
 
 
 def remove_orphaned_run_dir() -> None:
@@ -134,5 +152,19 @@ def run_agent(argv: list[str] | None) -> int:
     return 0 if result.ok else 1
 
 
+def exit_stopped(code: int | str | None) -> None:
+    """A stopped agent's exit skips the interpreter's finalization, which waits for every non-daemon thread and
+    runs the framework's destructors (a process group's, a thread pool's): nothing is left to keep."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except SystemExit as error:  # the stop's, or a line saying why the agent cannot start
+        code = error.code
+    if STOPPED.is_set():
+        exit_stopped(code)
+    sys.exit(code)

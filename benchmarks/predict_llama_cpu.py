@@ -96,11 +96,12 @@ def copy_bandwidth() -> float:
     return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
 
 
-def predicted(values: dict, devices: int, device: Device, net: Network, _: dict) -> tuple[float, float]:
+def predicted(values: dict, devices: int, device: Device, net: Network, _: dict, host_s: float) -> tuple[float, float]:
+    """(step s, bytes); `host_s`, the host work a floor measured, follows the device's (one thread on a CPU)."""
     spec, layout = llama_predict.llama_spec({**values, "nodes": 1, "devices_per_node": devices, "precision": "fp32"})
     config = spec.workload
     got = predict_llama(model_shape(config), layout, cpu_training(config.activation_checkpoint), device, net)
-    return got.step_s, got.memory_bytes
+    return got.step_s + host_s, got.memory_bytes
 
 
 def cpu_training(checkpointing: str) -> Training:
@@ -135,15 +136,16 @@ def measured_links(out: Path, ranks: int = 2) -> tuple[Link, dict[str, Link]]:
 
 class Check(NamedTuple):
     """What differs between the models checked: the dlperf model, its shape and layouts, the minimal model of a
-    layout (the process's own memory), the prediction of (values, devices, device, links, the timed run's record)
-    -> (step s, bytes), the one-rank step's optimizer seconds at a copy rate, and the timed steps per run with
-    whether a step is its run's fastest window (on a machine others load: the least disturbed) or the median."""
+    layout (the process's own memory), the prediction of (values, devices, device, links, the timed run's record,
+    host seconds per step) -> (step s, bytes), the one-rank step's optimizer seconds at a copy rate, and the timed
+    steps per run with whether a step is its run's fastest window (on a machine others load: the least disturbed)
+    or the median."""
 
     model: str
     shape: dict
     layouts: dict[str, dict]
     minimal: Callable[[dict], dict]
-    predict: Callable[[dict, int, Device, Network, dict], tuple[float, float]]
+    predict: Callable[[dict, int, Device, Network, dict, float], tuple[float, float]]
     optimizer_s: Callable[[float], float]
     iters: int = 4
     best_window: bool = False
@@ -152,6 +154,9 @@ class Check(NamedTuple):
     # each other's turn on a core at every step of a collective (the all-to-all 1.5-1.8 ms per ring step on 4 ranks,
     # 0.45-0.72 ms on 2), as they get half a core's compute and copy rates
     links_by_ranks: bool = False
+    # the layout at its host's floor (its blocks and experts at tiny widths), whose measured step less the
+    # predicted one is host work no rate holds (host_beyond_one); None: no floor measured, no host term
+    floor: Callable[[dict], dict] | None = None
 
     def step_s(self, record: dict) -> float:
         throughput = max(record["window_throughputs"]) if self.best_window else record["throughput"]
@@ -178,16 +183,34 @@ def timed_pair(check: Check, values: dict, devices: int, out: Path, slug: str) -
     return one, timed
 
 
+def floor_residual(check: Check, values: dict, devices: int, device: Device, net: Network, out: Path) -> float:
+    """The layout's floor timed in `out`, its step less the model's for it: the work the model does not count."""
+    floor = check.floor(values)
+    run = dlperf_run(floor, devices, out, model=check.model, iters=check.iters)
+    return check.step_s(run) - check.predict(floor, devices, device, net, run, 0.0)[0]
+
+
+def host_beyond_one(check: Check, layout: tuple[dict, int, Device, Network], one: tuple[Device, Network], out: Path,
+                    slug: str) -> float:  # fmt: skip
+    """The layout's host work per step beyond the one-rank run's, which its rate holds: the layout's floor
+    residual less the one rank's (twice that where 4 ranks share the 2 cores at half its rates); none below zero."""
+    values, devices, device, net = layout
+    share = one[0].rate / device.rate
+    own = floor_residual(check, values, devices, device, net, out / f"{slug}_floor")
+    return max(0.0, own - share * floor_residual(check, check.shape, 1, *one, out / "single_floor"))
+
+
 def run_check(check: Check, out: Path) -> None:
     """Each layout against its prediction, the table printed row by row."""
     links = {2: measured_links(out)} | ({4: measured_links(out, 4)} if check.links_by_ranks else {})
     bandwidth = copy_bandwidth()
     print(f"memory: {bandwidth / 1e9:.1f} GB/s read and written by one core")
+    host_column = ("host (ms) | ", "---:|") if check.floor else ("", "")
     print(
-        "| layout | others' cores | one rank (GFLOP/s) | measured step (s) | predicted | error | measured MiB above "
-        "minimal | predicted | error |"
+        "| layout | others' cores | one rank (GFLOP/s) | measured step (s) | "
+        f"{host_column[0]}predicted | error | measured MiB above minimal | predicted | error |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"|---|---:|---:|---:|{host_column[1]}---:|---:|---:|---:|---:|")
     for name, layout in check.layouts.items():
         values = {**check.shape, **layout}
         slug = name.split(" (")[0].replace(" ", "_")
@@ -197,21 +220,26 @@ def run_check(check: Check, out: Path) -> None:
         # copy rate, as the model times it)
         one_step = check.step_s(one)
         rate = one["flops_per_iteration"] / 1e12 / (one_step - check.optimizer_s(bandwidth))
-        rate, share = (rate / 2, bandwidth / 2) if "4 ranks" in name else (rate, bandwidth)
-        device = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=share)
+        whole = Device(peak_tflops=rate, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=bandwidth)
+        half = Device(peak_tflops=rate / 2, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=bandwidth / 2)
+        device = half if "4 ranks" in name else whole
         intra, ops = links.get(devices, links[2])
         net = Network(devices, intra, intra, ops, ops)  # one machine, each collective on its own fit
+        one_net = Network(1, links[2][0], links[2][0], links[2][1], links[2][1])
+        host = host_beyond_one(check, (values, devices, device, net), (whole, one_net), out, slug) if check.floor else 0
         run = dlperf_run(values, devices, out / slug, rss=True, model=check.model)
         minimal = check.minimal(values)
         base = dlperf_run(minimal, devices, out / f"{slug}_minimal", rss=True, model=check.model)
         step = check.step_s(timed)
         memory = (run["peak_memory_mib"]["rss"] - base["peak_memory_mib"]["rss"]) * MIB
-        want_step, want_memory = check.predict(values, devices, device, net, timed)
-        want_memory -= check.predict(minimal, devices, device, net, base)[1]
+        want_step, want_memory = check.predict(values, devices, device, net, timed, host)
+        want_memory -= check.predict(minimal, devices, device, net, base, 0.0)[1]
         load = max(others_cores(one), others_cores(timed))
+        hosted = f"{host * 1e3:.0f} | " if check.floor else ""
         print(
-            f"| {name} | {load:.2f} | {rate * 1e3:.1f} | {step:.2f} | {want_step:.2f} | {want_step / step - 1:+.1%} | "
-            f"{memory / MIB:.0f} | {want_memory / MIB:.0f} | {want_memory / memory - 1:+.1%} |",
+            f"| {name} | {load:.2f} | {device.peak_tflops * 1e3:.1f} | {step:.2f} | {hosted}{want_step:.2f} | "
+            f"{want_step / step - 1:+.1%} | {memory / MIB:.0f} | {want_memory / MIB:.0f} | "
+            f"{want_memory / memory - 1:+.1%} |",
             flush=True,
         )
 

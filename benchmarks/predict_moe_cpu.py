@@ -14,11 +14,15 @@ takes the median), and a layout's one-rank and timed runs are made again, up to 
 than half a core busy in either (dlperf's own noise limit; the least loaded pair is kept, its load printed).
 dlperf's MoE folds ep inside dp_shard x cp and runs every expert on each tp rank (`Experts(tp_folded=False)`); the
 grouped GEMMs run at the one-rank run's rate (share 1: two ranks at once run the step's GEMM shapes at 90-97 % of
-one alone, per-expert ones at 0.9x the dense ones) and no launch time is added (the rate holds the host's work). A
-layout of 4 ranks on the 2 cores takes its links from a 4-rank commbench and its pipeline bubble at a whole core's
-rate (the ranks that wait lend theirs), as it takes half a core's rates.
+one alone, per-expert ones at 0.9x the dense ones) and no launch time is added. The host's work beyond one rank's
+(whose rate holds its own) is measured: each layout is timed again at its floor (FLOOR: its blocks and experts at
+MINIMAL's widths, a step of almost nothing but host work), its step less the model's for it, the one rank's floor
+likewise taken off, is the layout's `Experts.host_s`, added after the device's work (one thread on a CPU);
+`--without-host` re-predicts the same records without it. A layout of 4 ranks on the 2 cores takes its links from a
+4-rank commbench and its pipeline bubble at a whole core's rate (the ranks that wait lend theirs), as it takes half a
+core's rates.
 
-    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu   # ~8-11 min on 2 quiet cores (the mla layouts too)
+    nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu   # ~12 min on 2 quiet cores (the mla layouts too)
     nice python benchmarks/predict_moe_cpu.py --out /tmp/moe_cpu --memory-only   # the mla layouts, ~15 min
 """
 
@@ -46,6 +50,8 @@ SHAPE = {"size": "debug", "seq_length": 256, "micro_batch_size": 2, "routing": "
 MINIMAL = {"num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 128, "moe_ffn_hidden_size": 64, "vocab_size": 256,
            "num_heads": 4, "num_kv_heads": 2, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
            "v_head_dim": 16}  # fmt: skip
+# the host's floor: the layout's blocks and experts at MINIMAL's widths; its step less the model's is host work
+FLOOR = {key: value for key, value in MINIMAL.items() if key != "num_layers"}
 LAYOUTS = {
     "single": {},
     "ep2": {"ep": 2},
@@ -72,11 +78,14 @@ def moe_spec(values: dict, devices: int) -> RunSpec:
     return spec
 
 
-def predicted(values: dict, devices: int, device: Device, net: Network, record: dict) -> tuple[float, float]:
+def predicted(values: dict, devices: int, device: Device, net: Network, record: dict, host_s: float
+              ) -> tuple[float, float]:  # fmt: skip
+    """(step s, bytes) as dlperf's MoE runs on the CPU: its expert layout, the host's work after the device's."""
     spec = moe_spec(values, devices)
     config = spec.workload
     imbalance = record["moe"]["imbalance"] if config.routing == "learned" else 1.0
-    experts = Experts(imbalance, config.capacity_factor, grouped_gemm_share=1.0, tp_folded=False)
+    experts = Experts(imbalance, config.capacity_factor, grouped_gemm_share=1.0, tp_folded=False, host_s=host_s,
+                      host_serial=True)  # fmt: skip
     training = cpu_training(config.activation_checkpoint)
     got = predict_moe(moe_shape(config), moe_layout(spec), config.ep, experts, training, device, net)
     # 4 ranks share the 2 cores (half a core's rates each), but in a pipeline's fill and drain the ranks that wait
@@ -102,8 +111,8 @@ def memory_only(out: Path) -> None:
         run = dlperf_run(values, devices, out / slug, rss=True, model="moe")
         base = dlperf_run({**values, **MINIMAL}, devices, out / f"{slug}_minimal", rss=True, model="moe")
         memory = (run["peak_memory_mib"]["rss"] - base["peak_memory_mib"]["rss"]) * MIB
-        want = predicted(values, devices, device, net, run)[1] - predicted({**values, **MINIMAL}, devices, device,
-                                                                            net, base)[1]  # fmt: skip
+        want = predicted(values, devices, device, net, run, 0.0)[1] - predicted({**values, **MINIMAL}, devices,
+                                                                                 device, net, base, 0.0)[1]  # fmt: skip
         print(f"| {name} | {memory / MIB:.0f} | {want / MIB:.0f} | {want / memory - 1:+.1%} |", flush=True)
 
 
@@ -111,6 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--memory-only", action="store_true", help="the mla layouts' memory alone")
+    parser.add_argument("--without-host", action="store_true", help="no host term (no floors run): the model alone")
     args = parser.parse_args()
     if args.memory_only:
         memory_only(args.out)
@@ -129,6 +139,7 @@ def main() -> None:
             best_window=True,
             attempts=6,
             links_by_ranks=True,
+            floor=None if args.without_host else lambda values: {**values, **FLOOR},
         ),
         args.out,
     )

@@ -74,6 +74,28 @@ def test_fsdp2s_expert_copies_and_dlperfs_unsplit_shared_experts_by_hand():
         assert got.time["optimizer"] - dense.time["optimizer"] == pytest.approx(expert_adamw)
 
 
+def test_host_work_follows_the_device_on_a_cpu_and_bounds_it_on_a_gpu():
+    """A step whose device work is d: 0.25 s of host work makes a CPU's step d + 0.25 (host and device one
+    thread) and leaves a GPU's at d (the host runs ahead) until the host's exceeds it, 2d: then the step is 2d."""
+    shape = moe_shape(moe_predict.moe_config({"size": "debug", "attention": "gqa", "num_kv_heads": 4}))
+    device = Device(peak_tflops=1.0, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=1e9)
+    training = Training(precision="fp32", overlap=False, fused_optimizer=False)
+    free = Network(4, Link(0.0, 0.0), Link(0.0, 0.0))
+    layout = LlamaLayout(1, 1, 2, 1, 1, 2, 4, "1f1b", 1)
+
+    def step(**host) -> tuple[float, float, float]:
+        got = predict_moe(shape, layout, 2, Experts(tp_folded=False, **host), training, device, free)
+        return got.step_s, got.time["host"], got.tokens_per_s_per_device
+
+    d, none, tokens_per_s = step()
+    assert none == 0.0
+    cpu = step(host_s=0.25, host_serial=True)
+    assert cpu[:2] == pytest.approx((d + 0.25, 0.25))
+    assert cpu[2] == pytest.approx(tokens_per_s * d / (d + 0.25))
+    assert step(host_s=d / 2)[:2] == pytest.approx((d, 0.0))
+    assert step(host_s=2 * d)[:2] == pytest.approx((2 * d, d))
+
+
 def test_expert_memory_under_ep_and_fsdp():
     assert expert_params_per_rank(DSV3, 16, 64) == 2818572288
     assert expert_state_bytes(DSV3, 16, 64, 4) == 11274289152

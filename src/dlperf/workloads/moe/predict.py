@@ -28,7 +28,7 @@ TIME_PARTS = {"compute": "attention and dense", "experts": "experts' grouped GEM
               "launches": "MoE kernel launches",
               "tp": "TP/SP collectives", "cp": "CP ring", "pipeline_p2p": "pipeline sends",
               "pipeline_bubble": "pipeline bubble", "fsdp_dp": "FSDP/DP exposed",
-              "optimizer": "optimizer step"}  # fmt: skip
+              "optimizer": "optimizer step", "host": "host work"}  # fmt: skip
 # A learned router's busiest expert over the mean where none is given: Megatron-MoE-ModelZoo's Qwen3-235B at 16K
 # on 256 H100s (TP 4) ran 295 TFLOP/s force-balanced and 237 dropless with the learned router
 # (yanring/Megatron-MoE-ModelZoo best_practice/Qwen3/readme.md@c1ad0b5): 0.80 x, which this model gives at 1.45

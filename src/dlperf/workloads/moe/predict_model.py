@@ -19,7 +19,9 @@ Waterman and Patterson 2009) is why a grouped GEMM's efficiency falls with the t
 about rate / bandwidth, ~170 tokens on an H100, it is bound by the weights). A share of the all-to-all hides
 behind compute where the stack overlaps it (Megatron's 1F1B A2A overlap of one micro-batch's dispatch with
 another's experts; DeepEP's and DualPipe's). Each MoE block launches 9 GEMMs per local expert and MOE_KERNELS
-more per micro-batch at a fitted time each (host-bound where the experts are small). The expert gradients reduce
+more per micro-batch at a fitted time each (host-bound where the experts are small). Host work the
+rates do not hold, where it is measured (`Experts.host_s`), follows the device's work on a CPU (one thread) and
+bounds the step from below on a GPU (the host runs ahead). The expert gradients reduce
 (fp32, or 16-bit where the run reduces in bf16) and the weights gather over edp once per step (`_expert_dp_s`;
 under FSDP2 each micro-batch, with its copies around each, over one rank too), AdamW steps the local expert shard
 (and dlperf's shared experts, unsplit under tp, are sharded and stepped as the dense part's), and the experts' time
@@ -99,6 +101,10 @@ class Experts:
     tp_folded: bool = True  # ep folded over tp too, each tp rank routing its sequence slice (Megatron's and
     # torchtitan's expert-TP 1); False: dlperf's MoE workload, every tp rank running its ep group's experts on the
     # whole sequence (their work, all-to-all and activations tp times; their state replicated over tp)
+    host_s: float = 0.0  # the stack's host work per step that no rate holds (dispatch, hooks, unfused optimizer
+    # launches), measured (benchmarks/predict_moe_cpu.py: the layout's floor at tiny widths less one rank's)
+    host_serial: bool = False  # True on a CPU: host and device are one thread, the host's work adds to the step;
+    # False on a GPU: the host runs ahead of the device, the step at least its host work
 
 
 @dataclass(frozen=True)
@@ -219,7 +225,9 @@ def predict_moe(
     time["pipeline_bubble"] += bubble_s
     time["fsdp_dp"] += fsdp_s
     time["optimizer"] += optimizer_s
-    step = dense.step_s + m * slot + bubble_s + fsdp_s + optimizer_s
+    device_s = dense.step_s + m * slot + bubble_s + fsdp_s + optimizer_s
+    step = with_host(device_s, experts)
+    time["host"] = step - device_s
     memory = _memory(shape, layout, training, dense.memory, layers, tokens, (ep, edp), (paced, shared),
                      experts.grad_bytes)  # fmt: skip
     total = _peak(memory, m)
@@ -229,6 +237,11 @@ def predict_moe(
     return MoEPrediction(step, tokens_per_s, tokens_per_s * shape.flops_per_token / peak,
                          tokens_per_s * shape.flops_per_token_causal / peak, time, memory, total,
                          total <= device.memory_bytes, device.memory_bytes, per_expert, dropped)  # fmt: skip
+
+
+def with_host(device_s: float, experts: Experts) -> float:
+    """The step with the stack's host work: after the device's on a CPU, under it on a GPU unless it is longer."""
+    return device_s + experts.host_s if experts.host_serial else max(device_s, experts.host_s)
 
 
 def _grouped_gemm_s(

@@ -69,11 +69,22 @@ STOPPED = threading.Event()  # a signal or the lifeline stopped this agent: its 
 def stop_on_sigterm(signum: int, frame: object) -> None:
     """SIGTERM outside torchrun's launcher: exit through `finally`, not abruptly; a second one (lifeline and
     death signal both fire when the parent dies) must not cut the result or the clean-up short."""
+    start_grace(128 + signum)
     if not STOPPED.is_set():
         STOPPED.set()
-        threading.Thread(target=exit_after_grace, args=(128 + signum,), name="stop-grace", daemon=True).start()
-        faulthandler.dump_traceback_later(2 * STOP_GRACE_S, exit=True)  # where no Python runs: C holds the GIL
         raise SystemExit(128 + signum)
+
+
+_GRACE = threading.Lock()  # held once the grace has started
+
+
+def start_grace(code: int) -> None:
+    """From the first stop on (the signal's handler, or the lifeline's watcher where the main thread is held in C
+    and runs no handler), the agent has STOP_GRACE_S to end; the C-level timer after twice that is for a process in
+    which no Python runs at all."""
+    if _GRACE.acquire(blocking=False):
+        threading.Thread(target=exit_after_grace, args=(code,), name="stop-grace", daemon=True).start()
+        faulthandler.dump_traceback_later(2 * STOP_GRACE_S, exit=True)
 
 
 def exit_after_grace(code: int) -> None:
@@ -102,14 +113,17 @@ def read_spec_with_lifeline() -> AgentSpec:
     if not line.strip():
         raise SystemExit("dlperf agent: stdin closed before the spec arrived (the parent is gone)")
     spec = AgentSpec.from_json(line)
-
-    def watch() -> None:
-        while os.read(0, 4096):  # the raw descriptor: a buffered reader's lock would hang shutdown
-            pass
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="lifeline", daemon=True).start()
+    threading.Thread(target=watch_lifeline, args=(0,), name="lifeline", daemon=True).start()
     return spec
+
+
+def watch_lifeline(fd: int) -> None:
+    """Until `fd` (the raw descriptor: a buffered reader's lock would hang shutdown) ends, then stop this agent."""
+    while os.read(fd, 4096):
+        pass
+    if signal.getsignal(signal.SIGTERM) is stop_on_sigterm:  # not while torchrun's launcher stops its workers
+        start_grace(128 + signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:

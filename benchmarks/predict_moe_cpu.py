@@ -5,10 +5,11 @@ commbench (each collective's own fit, the all-to-all's too), one core's copy rat
 run just before it (the device's rate), the layout timed, the layout again for its peak RSS and with a minimal
 model (the process's own memory). The model is torchtitan's DeepSeek-V3 debug model (6 blocks, the first dense; 8
 experts top 3 and 2 shared) with grouped-query attention for its MLA, at sequence 256, force-balanced (`--routing
-balanced`: imbalance 1.0 by construction) but for one layout with the learned router, predicted at the imbalance
-its record measured; the `mla` layouts keep its multi-head latent attention (16 heads of 128 + 64 query/key and
-128 values over hidden 256: the attention holds most of the activations) and `--memory-only` measures their memory
-alone (a peak RSS is not disturbed by other jobs, a step time is). Each run times 8 steps in 4 windows and its
+balanced`: imbalance 1.0 by construction) but for one layout with the learned router, predicted at the imbalances
+its record measured (the busiest expert's, and the busiest rank's, which paces its experts); the `mla` layouts keep
+its multi-head latent attention (16 heads of 128 + 64 query/key and 128 values over hidden 256: the attention holds
+most of the activations) and `--memory-only` measures their memory alone (a peak RSS is not disturbed by other
+jobs, a step time is). Each run times 8 steps in 4 windows and its
 fastest window is its step (the least disturbed on a machine other jobs load; the dense check, on a quiet one,
 takes the median), and a layout's one-rank and timed runs are made again, up to 6 times, while other jobs kept more
 than half a core busy in either (dlperf's own noise limit; the least loaded pair is kept, its load printed).
@@ -83,9 +84,9 @@ def predicted(values: dict, devices: int, device: Device, net: Network, record: 
     """(step s, bytes) as dlperf's MoE runs on the CPU: its expert layout, the host's work after the device's."""
     spec = moe_spec(values, devices)
     config = spec.workload
-    imbalance = record["moe"]["imbalance"] if config.routing == "learned" else 1.0
-    experts = Experts(imbalance, config.capacity_factor, grouped_gemm_share=1.0, tp_folded=False, host_s=host_s,
-                      host_serial=True)  # fmt: skip
+    learned = record["moe"] if config.routing == "learned" else {"imbalance": 1.0, "ep_imbalance": 1.0}
+    experts = Experts(learned["imbalance"], config.capacity_factor, rank_imbalance=learned["ep_imbalance"],
+                      grouped_gemm_share=1.0, tp_folded=False, host_s=host_s, host_serial=True)  # fmt: skip
     training = cpu_training(config.activation_checkpoint)
     got = predict_moe(moe_shape(config), moe_layout(spec), config.ep, experts, training, device, net)
     # 4 ranks share the 2 cores (half a core's rates each), but in a pipeline's fill and drain the ranks that wait

@@ -96,6 +96,31 @@ def test_host_work_follows_the_device_on_a_cpu_and_bounds_it_on_a_gpu():
     assert step(host_s=2 * d)[:2] == pytest.approx((2 * d, d))
 
 
+def test_a_ranks_experts_run_the_sum_of_their_tokens():
+    """The debug size at EP 2 on 2 ranks, the links free and the weights' reads free (1e18 B/s): the experts' time
+    and kept activations follow the busiest rank's pairs. With the busiest expert at 1.5x the mean and the busiest
+    rank at 1.1x (4 experts a rank average out), both are 1.1 / 1.5 of the expert-paced figures; a capacity
+    factor of 1.25 caps a rank at 1.4x to 1.25x, and drops 1 - 1.25 / 1.5 of the busiest expert's tokens."""
+    shape = moe_shape(moe_predict.moe_config({"size": "debug", "attention": "gqa", "num_kv_heads": 4}))
+    device = Device(peak_tflops=1.0, efficiency=1.0, memory_bytes=1e12, memory_bytes_per_s=1e18)
+    training = Training(precision="fp32", overlap=False, fused_optimizer=False)
+    free = Network(2, Link(0.0, 0.0), Link(0.0, 0.0))
+    layout = LlamaLayout(1, 1, 2, 1, 1, 2, 4, "1f1b", 1)
+
+    def experts(imbalance: float, rank: float | None, capacity: float | None = None) -> tuple[float, float, float]:
+        got = predict_moe(shape, layout, 2, Experts(imbalance, capacity, rank_imbalance=rank, tp_folded=False),
+                          training, device, free)  # fmt: skip
+        return got.time["experts"], got.memory["activations"], got.dropped_share
+
+    balanced, by_expert, by_rank = experts(1.0, None), experts(1.5, None), experts(1.5, 1.1)
+    assert by_expert[0] == pytest.approx(1.5 * balanced[0])
+    assert by_rank[0] == pytest.approx(1.1 * balanced[0])
+    assert by_rank[1] - balanced[1] == pytest.approx((by_expert[1] - balanced[1]) * 0.1 / 0.5)
+    capped = experts(1.5, 1.4, capacity=1.25)
+    assert capped[0] == pytest.approx(1.25 * balanced[0])
+    assert capped[2] == pytest.approx(1 - 1.25 / 1.5)
+
+
 def test_expert_memory_under_ep_and_fsdp():
     assert expert_params_per_rank(DSV3, 16, 64) == 2818572288
     assert expert_state_bytes(DSV3, 16, 64, 4) == 11274289152

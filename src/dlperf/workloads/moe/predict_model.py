@@ -11,8 +11,9 @@ each pick top_k experts. Dispatch and combine are all-to-alls of top_k·h values
 forward and backward (four, six under full recomputation); of a rank's pairs (ep_node - 1)/ep stay on the NVLink
 domain (ep_node = the group's ranks inside one domain: 8 on HGX, 72 on NVL72) and (ep - ep_node)/ep cross
 InfiniBand through the rank's own NIC, the two at once (NCCL's and DeepEP's all-to-all post every peer together);
-the busiest rank receives `imbalance` times the mean. The experts' grouped GEMMs do 18·h·f per token-expert pair
-(forward and backward of three matrices) for the busiest expert's `imbalance` x the mean share (capped at the
+the busiest rank receives its measured rank imbalance times the mean (`rank_imbalance`, else the busiest expert's
+`imbalance`). The experts' grouped GEMMs do 18·h·f per token-expert pair (forward and backward of three matrices)
+for the busiest rank's pairs, the mean times that imbalance (capped at the
 capacity factor, whose excess is dropped), at the device's rate times the stack's grouped-GEMM share, plus the
 local experts' weights read once forward and twice backward at the memory bandwidth: the roofline (Williams,
 Waterman and Patterson 2009) is why a grouped GEMM's efficiency falls with the tokens each expert gets (below
@@ -105,6 +106,8 @@ class Experts:
     # launches), measured (benchmarks/predict_moe_cpu.py: the layout's floor at tiny widths less one rank's)
     host_serial: bool = False  # True on a CPU: host and device are one thread, the host's work adds to the step;
     # False on a GPU: the host runs ahead of the device, the step at least its host work
+    rank_imbalance: float | None = None  # the busiest ep rank's token-expert pairs over the mean rank's, measured
+    # (a record's moe.ep_imbalance): a rank's experts run its pairs' sum; None: the busiest expert's, as if alone
 
 
 @dataclass(frozen=True)
@@ -204,9 +207,9 @@ def predict_moe(
     tp = layout.tp if experts.tp_folded else 1  # the tp ranks that split the experts' tokens and state
     edp = tp * layout.cp * layout.dp_shard * layout.dp_replicate // ep
     tokens = layout.micro_batch_size * shape.dense.seq / (layout.cp * tp)  # this rank's, sequence-parallel
-    paced = min(experts.imbalance, experts.capacity_factor or math.inf)
+    paced, expert_paced, received = paces(experts)
     grouped_s, per_expert = _grouped_gemm_s(shape, training, device, layers, tokens, (ep, shared), experts, paced)
-    a2a_s = _a2a_s(shape, training, net, layers, tokens, ep) * experts.imbalance * (1 - experts.a2a_hidden)
+    a2a_s = _a2a_s(shape, training, net, layers, tokens, ep) * received * (1 - experts.a2a_hidden)
     launch_s = layers * launches(shape, ep) * experts.launch_s
     slot = grouped_s + a2a_s + launch_s
     bubble_s = SCHEDULE_BUBBLE[layout.pp_schedule] * (pp - 1) / v * slot if pp > 1 else 0.0
@@ -233,10 +236,21 @@ def predict_moe(
     total = _peak(memory, m)
     tokens_per_s = layout.global_batch_size * shape.dense.seq / step / layout.world_size
     peak = device.peak_tflops * 1e12
-    dropped = 1 - paced / experts.imbalance
+    dropped = 1 - expert_paced / experts.imbalance
     return MoEPrediction(step, tokens_per_s, tokens_per_s * shape.flops_per_token / peak,
                          tokens_per_s * shape.flops_per_token_causal / peak, time, memory, total,
                          total <= device.memory_bytes, device.memory_bytes, per_expert, dropped)  # fmt: skip
+
+
+def paces(experts: Experts) -> tuple[float, float, float]:
+    """(the busiest rank's pairs over the mean, after the capacity factor's drops; the busiest expert's, after
+    them; the busiest rank's received tokens over the mean, before them). A rank's grouped GEMMs, all-to-all and
+    kept activations follow the sum of its local experts' tokens: the measured rank imbalance where there is one,
+    never above its busiest expert's; else the busiest expert's."""
+    expert = min(experts.imbalance, experts.capacity_factor or math.inf)
+    if experts.rank_imbalance is None:
+        return expert, expert, experts.imbalance
+    return min(experts.rank_imbalance, expert), expert, experts.rank_imbalance
 
 
 def with_host(device_s: float, experts: Experts) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,9 +11,10 @@ from tiny import tiny_gpt
 from dlperf.errors import ConfigError
 from dlperf.harness.loop import Measurement
 from dlperf.harness.results import RankFacts, RunMeasurement
-from dlperf.launch.messages import AgentSpec, NodeLaunch, NodeResult, RunResult
+from dlperf.launch.messages import AgentSpec, CommandLaunch, NodeLaunch, NodeResult, RunResult
 from dlperf.orchestration.kinds import build_record
 from dlperf.orchestration.run import plan_jobs
+from dlperf.records.codec import DecodeError
 from dlperf.records.load import load_record
 from dlperf.records.written import record_json
 from dlperf.reporting.aggregate import summarise
@@ -96,6 +98,17 @@ def test_spec_and_messages_round_trip_through_json():
     assert NodeResult.from_json(node.to_json()) == node
     failed = NodeResult.failed("boom", rank=1, host="h", exitcode=-9, signal="SIGKILL")
     assert NodeResult.from_json(failed.to_json()) == failed
+
+
+def test_an_agent_spec_whose_kind_and_command_disagree_is_refused():
+    """An external run, and only one, carries its command, however the spec is made or read."""
+    launch = NodeLaunch(nnodes=1, nproc_per_node=1, run_id="r")
+    native = AgentSpec(run={}, log_path="/x.log", launch=launch, kind="native")
+    with pytest.raises(DecodeError, match="kind 'external' with no command"):
+        AgentSpec.from_json(native.to_json().replace('"native"', '"external"'))
+    command = CommandLaunch("python train.py", "node", False, {}, "/")
+    with pytest.raises(ValueError, match="kind 'native' with a command"):
+        dataclasses.replace(native, command=command)
 
 
 def test_print_every_defaults_to_one_window_of_at_most_twenty():

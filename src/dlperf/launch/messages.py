@@ -69,6 +69,12 @@ class AgentSpec:
     kind: Kind
     command: CommandLaunch | None = None
 
+    def __post_init__(self) -> None:
+        """An external run, and only one, carries its command: the two say one thing and must agree."""
+        if (self.kind == "external") != (self.command is not None):
+            has = "no command" if self.command is None else "a command"
+            raise ValueError(f"an agent spec of kind {self.kind!r} with {has}: the parent and the agent disagree")
+
     def with_launch(self, **changes: Any) -> AgentSpec:
         return dataclasses.replace(self, launch=dataclasses.replace(self.launch, **changes))
 

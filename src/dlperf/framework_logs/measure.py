@@ -162,12 +162,28 @@ def _windows(points: Iterable[Point], new_window: Callable[[], Window]) -> tuple
     return done, runs
 
 
+def _refuse_untimed(screen: Screen, fmt: LogFormat, warmup: int) -> None:
+    """A time per iteration printed as 0 past the warm-up, where the figure comes from the printed times: the steps
+    are faster than the log's printed resolution can time, and a figure from the lines around them would be a
+    guess (a tiny model printing `Time 0.000`). Where the figure is the printed speed, such a line is one bad line."""
+    if fmt.printed_from != "seconds":
+        return
+    past = [step for step in screen.zero_time_steps if step > warmup]
+    if past:
+        raise DataError(
+            f"{len(past)} {fmt.name} line(s) past the {warmup}-iteration warm-up print a time per iteration of 0 "
+            f"(iteration {past[0]} first): its steps are faster than the log's printed resolution can time; "
+            "give each step more work or print finer times"
+        )
+
+
 def _refuse_unmeasurable(done: deque[Window], screen: Screen, fmt: LogFormat, warmup: int) -> None:
     """No figure can come: every line refused, no progress lines, or all of them inside the warm-up."""
     if screen.rejected and not screen.accepted:
         raise DataError(f"all {screen.rejected} throughput lines rejected ({screen.first_reason})")
     if not done:
         raise DataError(f"no {fmt.name} progress lines in it")
+    _refuse_untimed(screen, fmt, warmup)
     if all(w.kept == 0 and w.seen < 2 for w in done):
         raise DataError(
             f"only {sum(w.seen for w in done)} {fmt.name} progress line(s), inside the {warmup}-iteration warm-up: "

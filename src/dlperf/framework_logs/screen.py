@@ -80,6 +80,7 @@ class Screen:
         self.samples_bound = MAX_SAMPLES_PER_S_PER_DEVICE * shape.world_size
         self.accepted = self.rejected = 0
         self.first_reason: str | None = None
+        self.zero_time_steps: list[int] = []  # lines printing a time of 0: steps faster than the print can time
 
     def __call__(self, points: Iterable[Point]) -> Iterator[Point]:
         for point in points:
@@ -108,6 +109,8 @@ class Screen:
     def _seconds_reason(self, point: Point) -> str | None:
         if point.seconds is None:
             return None
+        if point.seconds == 0 and point.step is not None:
+            self.zero_time_steps.append(point.step)
         if not _positive_finite(point.seconds):
             return f"time per iteration {point.seconds!r} s is not a positive finite number"
         batch = point.batch or self.shape.global_batch

@@ -178,7 +178,8 @@ def _refuse_untimed(screen: Screen, fmt: LogFormat, warmup: int) -> None:
 
 
 def _refuse_unmeasurable(done: deque[Window], screen: Screen, fmt: LogFormat, warmup: int) -> None:
-    """No figure can come: every line refused, no progress lines, or all of them inside the warm-up."""
+    """No figure can come: every line refused, no progress lines, times printed as 0 past the warm-up, or all the
+    lines inside the warm-up."""
     if screen.rejected and not screen.accepted:
         raise DataError(f"all {screen.rejected} throughput lines rejected ({screen.first_reason})")
     if not done:

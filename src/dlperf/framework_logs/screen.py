@@ -90,6 +90,8 @@ class Screen:
                 yield point
                 continue
             self.rejected += 1
+            if point.seconds == 0 and point.step is not None:
+                self.zero_time_steps.append(point.step)
             if self.first_reason is None:
                 at = f"iteration {count_text(point.step)}" if point.step is not None else "a line"
                 self.first_reason = f"{at}: {reason}"
@@ -109,8 +111,6 @@ class Screen:
     def _seconds_reason(self, point: Point) -> str | None:
         if point.seconds is None:
             return None
-        if point.seconds == 0 and point.step is not None:
-            self.zero_time_steps.append(point.step)
         if not _positive_finite(point.seconds):
             return f"time per iteration {point.seconds!r} s is not a positive finite number"
         batch = point.batch or self.shape.global_batch

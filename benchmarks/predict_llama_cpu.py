@@ -205,6 +205,7 @@ def run_check(check: Check, out: Path) -> None:
     links = {2: measured_links(out)} | ({4: measured_links(out, 4)} if check.links_by_ranks else {})
     bandwidth = copy_bandwidth()
     print(f"memory: {bandwidth / 1e9:.1f} GB/s read and written by one core")
+    one_net = Network(1, links[2][0], links[2][0], links[2][1], links[2][1])  # the one-rank floor's (no collective)
     host_column = ("host (ms) | ", "---:|") if check.floor else ("", "")
     print(
         "| layout | others' cores | one rank (GFLOP/s) | measured step (s) | "
@@ -225,7 +226,6 @@ def run_check(check: Check, out: Path) -> None:
         device = half if "4 ranks" in name else whole
         intra, ops = links.get(devices, links[2])
         net = Network(devices, intra, intra, ops, ops)  # one machine, each collective on its own fit
-        one_net = Network(1, links[2][0], links[2][0], links[2][1], links[2][1])
         host = host_beyond_one(check, (values, devices, device, net), (whole, one_net), out, slug) if check.floor else 0
         run = dlperf_run(values, devices, out / slug, rss=True, model=check.model)
         minimal = check.minimal(values)
